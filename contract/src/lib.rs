@@ -1,0 +1,291 @@
+//! The node contract: what `synth` writes into every node's user data and
+//! what `agent` reads at boot (DESIGN.md section 3).
+//!
+//! The types are versioned: every document carries a `version`, and a reader
+//! rejects a version it does not know with an error that says what to do,
+//! instead of guessing. This crate has no AWS SDK dependency, so `synth` can
+//! use it without pulling the SDK in.
+//!
+//! The user data is a short shell script ([`user_data_script`]) that writes
+//! the node config to [`NODE_CONFIG_PATH`] and starts the agent baked into the
+//! image; [`config_from_user_data`] gets the config back out of that script
+//! (the agent can read it from instance metadata before the file exists).
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The node config version this crate writes and reads.
+pub const NODE_CONFIG_VERSION: u32 = 1;
+
+/// Where the user data stores the node config on each instance.
+pub const NODE_CONFIG_PATH: &str = "/etc/deeplearning/node.json";
+
+/// The systemd unit the image ships for the agent.
+pub const AGENT_UNIT: &str = "deeplearning-agent.service";
+
+/// The heredoc delimiter around the config in the user data script.
+const CONFIG_DELIMITER: &str = "DEEPLEARNING_NODE_CONFIG";
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The single master instance; always `deeplearning-worker1`.
+    Master,
+    /// A member of the worker Auto Scaling group.
+    Worker,
+}
+
+/// The two SQS queues, by URL.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Queues {
+    /// Registrations and lifecycle notifications go here; the master reads it.
+    pub master: String,
+    /// Manifests go here; the workers read it.
+    pub workers: String,
+}
+
+/// The shared file system.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Efs {
+    /// `fs-...`
+    pub file_system_id: String,
+    /// Absolute mount point, exported as `EFS_MOUNT`.
+    pub mount: String,
+}
+
+/// Elastic training settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Elastic {
+    /// Run on a node that joins after formation, before it registers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare_data_script: Option<String>,
+}
+
+/// What the master signals to CloudFormation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signals {
+    /// Logical id of the master instance, whose creation policy waits for
+    /// one `SignalResource` success once the master's agent is up.
+    pub master_resource: String,
+    /// Presigned URL of the formation wait condition handle: the master PUTs
+    /// success ("k of n workers") or failure, with the reason, to it.
+    pub formation_handle_url: String,
+}
+
+/// Everything a node needs to know at boot. Written by `synth`, read by `agent`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Always [`NODE_CONFIG_VERSION`] when written by this crate.
+    pub version: u32,
+    /// The cluster (blueprint) name.
+    pub cluster: String,
+    /// The stack's id (an ARN).
+    pub stack_id: String,
+    /// The stack's name.
+    pub stack_name: String,
+    /// The region the stack runs in.
+    pub region: String,
+    /// Master or worker.
+    pub role: Role,
+    /// Queue URLs.
+    pub queues: Queues,
+    /// Name of the workers' Auto Scaling group.
+    pub worker_group: String,
+    /// Workers asked for (the master excluded).
+    #[serde(deserialize_with = "number_or_decimal_string")]
+    pub requested_workers: u32,
+    /// Form the cluster with at least this many workers.
+    #[serde(deserialize_with = "number_or_decimal_string")]
+    pub min_workers: u32,
+    /// The shared file system.
+    pub efs: Efs,
+    /// The login user that gets the cluster SSH key.
+    pub default_user: String,
+    /// Minutes from the master's start until formation is decided.
+    #[serde(deserialize_with = "number_or_decimal_string")]
+    pub formation_timeout_minutes: u32,
+    /// Elastic training settings.
+    #[serde(default)]
+    pub elastic: Elastic,
+    /// What to signal; present on the master only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<Signals>,
+}
+
+/// Numbers may arrive as decimal strings: CloudFormation substitutes a
+/// `Number` parameter into the user data as text (`"${WorkerCount}"`).
+fn number_or_decimal_string<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrString {
+        Number(u32),
+        String(String),
+    }
+    match NumberOrString::deserialize(d)? {
+        NumberOrString::Number(n) => Ok(n),
+        NumberOrString::String(s) => s.trim().parse().map_err(|_| {
+            serde::de::Error::custom(format!("expected a whole number, found {s:?}"))
+        }),
+    }
+}
+
+/// Reading a node config failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ContractError {
+    /// Not JSON, or not the shape of any node config.
+    #[error("the node config is not valid: {0}")]
+    Malformed(#[source] serde_json::Error),
+    /// A version this build does not know.
+    #[error(
+        "the node config has version {found}, and this agent understands version {supported} only; \
+         build the template with the synth release that matches the agent in the image"
+    )]
+    UnsupportedVersion {
+        /// The version in the document.
+        found: u64,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// The user data does not hold a node config.
+    #[error("the user data holds no node config (no `{CONFIG_DELIMITER}` heredoc); was this instance launched from a synth template?")]
+    NoConfigInUserData,
+}
+
+impl NodeConfig {
+    /// Parses a node config, checking its version before anything else.
+    pub fn from_json(text: &str) -> Result<NodeConfig, ContractError> {
+        #[derive(Deserialize)]
+        struct Probe {
+            version: Option<u64>,
+        }
+        let probe: Probe = serde_json::from_str(text).map_err(ContractError::Malformed)?;
+        match probe.version {
+            Some(v) if v == u64::from(NODE_CONFIG_VERSION) => {}
+            Some(v) => return Err(ContractError::UnsupportedVersion { found: v, supported: NODE_CONFIG_VERSION }),
+            None => {
+                return Err(ContractError::Malformed(serde::de::Error::missing_field("version")));
+            }
+        }
+        serde_json::from_str(text).map_err(ContractError::Malformed)
+    }
+}
+
+/// The user data script: store the config, then start the agent.
+///
+/// `config_json` goes between heredoc delimiters verbatim; it must be one
+/// line of JSON (a line equal to the delimiter would end it early). When the
+/// image has no agent unit, the master reports that through the formation
+/// handle, so the stack fails at once with the reason instead of timing out.
+pub fn user_data_script(config_json: &str) -> String {
+    format!(
+        r#"#!/bin/bash
+# Written by synth: store this node's config and start the agent baked into the image.
+set -euo pipefail
+install -d -m 0755 /etc/deeplearning
+cat > {path}.tmp <<'{delim}'
+{config_json}
+{delim}
+mv {path}.tmp {path}
+if systemctl cat {unit} >/dev/null 2>&1; then
+  systemctl enable --now {unit}
+else
+  echo "{unit} is not installed in this image; see the README (getting the agent onto nodes)" >&2
+  url=$(sed -n 's/.*"formation_handle_url":"\([^"]*\)".*/\1/p' {path})
+  if [ -n "$url" ]; then
+    curl -sS -X PUT -H 'Content-Type:' --data-binary '{{"Status":"FAILURE","Reason":"The image has no deeplearning agent: use an image with the agent baked in (see the README)","UniqueId":"master","Data":"no agent"}}' "$url"
+  fi
+  exit 1
+fi
+"#,
+        path = NODE_CONFIG_PATH,
+        delim = CONFIG_DELIMITER,
+        unit = AGENT_UNIT,
+    )
+}
+
+/// The config JSON inside a script made by [`user_data_script`].
+pub fn config_from_user_data(script: &str) -> Result<&str, ContractError> {
+    let opening = format!("<<'{CONFIG_DELIMITER}'\n");
+    let start = script.find(&opening).ok_or(ContractError::NoConfigInUserData)? + opening.len();
+    let body = &script[start..];
+    let closing = format!("\n{CONFIG_DELIMITER}\n");
+    let end = body.find(&closing).ok_or(ContractError::NoConfigInUserData)?;
+    Ok(&body[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> NodeConfig {
+        NodeConfig {
+            version: NODE_CONFIG_VERSION,
+            cluster: "demo".into(),
+            stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
+            stack_name: "demo".into(),
+            region: "us-east-1".into(),
+            role: Role::Master,
+            queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
+            worker_group: "demo-workers".into(),
+            requested_workers: 4,
+            min_workers: 1,
+            efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
+            default_user: "ubuntu".into(),
+            formation_timeout_minutes: 30,
+            elastic: Elastic::default(),
+            signals: Some(Signals {
+                master_resource: "MasterInstance".into(),
+                formation_handle_url: "https://handle".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn round_trips_through_the_user_data_script() {
+        let json = serde_json::to_string(&sample()).unwrap();
+        let script = user_data_script(&json);
+        let back = NodeConfig::from_json(config_from_user_data(&script).unwrap()).unwrap();
+        assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn numbers_may_be_decimal_strings() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["requested_workers"] = "8".into();
+        let c = NodeConfig::from_json(&v.to_string()).unwrap();
+        assert_eq!(c.requested_workers, 8);
+        v["requested_workers"] = "eight".into();
+        let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
+        assert!(e.to_string().contains("expected a whole number"), "{e}");
+    }
+
+    #[test]
+    fn unknown_versions_are_rejected_clearly() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["version"] = 2.into();
+        v["something_new"] = true.into();
+        let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 2, supported: 1 }), "{e}");
+        assert!(e.to_string().contains("version 2"));
+    }
+
+    #[test]
+    fn unknown_fields_and_missing_versions_are_malformed() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["surprise"] = 1.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::Malformed(_))));
+        v.as_object_mut().unwrap().remove("version");
+        let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
+        assert!(e.to_string().contains("version"), "{e}");
+    }
+
+    #[test]
+    fn user_data_without_a_config_is_reported() {
+        assert!(matches!(config_from_user_data("#!/bin/sh\necho hi\n"), Err(ContractError::NoConfigInUserData)));
+    }
+}

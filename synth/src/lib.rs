@@ -1,0 +1,1 @@
+//! `synth`: compiles a cluster blueprint into one CloudFormation template.
