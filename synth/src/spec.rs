@@ -1,0 +1,125 @@
+//! The cluster a blueprint describes, after validation: every default filled
+//! in, every choice resolved. This is what the template compiler
+//! ([`crate::stack`]) consumes; it never sees raw YAML.
+
+use std::collections::BTreeMap;
+
+use ipnet::Ipv4Net;
+
+use crate::region::Region;
+
+/// A validated cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterSpec {
+    /// `[a-z][a-z0-9-]*`, at most 32 characters.
+    pub name: String,
+    /// The region the template is for; `None` builds one template for all five.
+    pub region: Option<Region>,
+    /// The machine image.
+    pub image: ImageSpec,
+    /// The master instance.
+    pub master: MasterSpec,
+    /// The worker group.
+    pub workers: WorkerSpec,
+    /// Root volume size of every node, GiB.
+    pub root_volume_gb: u32,
+    /// The shared file system.
+    pub efs: EfsSpec,
+    /// Network layout.
+    pub network: NetworkSpec,
+    /// A cluster placement group (all nodes in one AZ).
+    pub placement_group: bool,
+    /// Elastic Fabric Adapter on every node (resolved from `auto|on|off`).
+    pub efa: bool,
+    /// How users get in.
+    pub access: AccessSpec,
+    /// Run on a node that joins after formation, before it registers.
+    pub prepare_data_script: Option<String>,
+    /// How long the master waits for workers before deciding formation.
+    pub formation_minutes: u32,
+    /// Tags for every resource that takes tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Where the AMI comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ImageSource {
+    /// A public or private SSM parameter holding the AMI id (kept current by its owner).
+    SsmParameter(String),
+    /// One AMI id per region; has an entry for every region the template is for.
+    AmiMap(BTreeMap<Region, String>),
+}
+
+/// The machine image and how to log into it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageSpec {
+    /// Where the AMI id comes from.
+    pub source: ImageSource,
+    /// The login user (gets the cluster SSH key).
+    pub user: String,
+    /// The root volume's device name (`/dev/sda1` on Ubuntu, `/dev/xvda` on Amazon Linux).
+    pub root_device: String,
+}
+
+/// The master instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MasterSpec {
+    /// For example `p3.2xlarge`.
+    pub instance_type: String,
+    /// In a public subnet with an Elastic IP; otherwise private (Session Manager only).
+    pub public: bool,
+}
+
+/// The worker Auto Scaling group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerSpec {
+    /// For example `p3.16xlarge`.
+    pub instance_type: String,
+    /// Requested workers.
+    pub count: u32,
+    /// Form the cluster with at least this many.
+    pub min: u32,
+    /// Elastic ceiling.
+    pub max: u32,
+    /// Spot capacity.
+    pub spot: bool,
+}
+
+/// The shared file system.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EfsSpec {
+    /// Absolute mount point on every node.
+    pub mount: String,
+    /// An existing file system; `None` creates one.
+    pub file_system_id: Option<String>,
+}
+
+/// The network layout.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NetworkSpec {
+    /// A new VPC with public and private subnets.
+    New {
+        /// The VPC's range (/16 to /24).
+        vpc_cidr: Ipv4Net,
+    },
+    /// An existing VPC and subnets.
+    Existing {
+        /// `vpc-...`
+        vpc_id: String,
+        /// Where a public master goes.
+        public_subnet_id: Option<String>,
+        /// Where workers (and a private master) go.
+        private_subnet_ids: Vec<String>,
+    },
+}
+
+/// How users get in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessSpec {
+    /// EC2 key pair for SSH.
+    pub key_name: Option<String>,
+    /// Where SSH may come from; no SSH ingress at all without it.
+    pub ssh_cidr: Option<Ipv4Net>,
+    /// Attach the Session Manager policy to the node role.
+    pub session_manager: bool,
+}
