@@ -23,8 +23,6 @@ pub enum Accelerator {
 pub struct InstanceType {
     /// For example `p4d.24xlarge`.
     pub name: &'static str,
-    /// vCPUs.
-    pub vcpus: u32,
     /// Accelerator kind.
     pub accelerator: Accelerator,
     /// Number of accelerators (GPUs); 0 for CPU types.
@@ -50,9 +48,9 @@ impl InstanceType {
 }
 
 static TABLE: &[InstanceType] = &[
-    InstanceType { name: "c5.xlarge", vcpus: 4, accelerator: Accelerator::None, accelerators: 0, efa: false, cluster_placement: true, regions: 0b11111 },
-    InstanceType { name: "p3.2xlarge", vcpus: 8, accelerator: Accelerator::Nvidia, accelerators: 1, efa: false, cluster_placement: true, regions: 0b11111 },
-    InstanceType { name: "p4d.24xlarge", vcpus: 96, accelerator: Accelerator::Nvidia, accelerators: 8, efa: true, cluster_placement: true, regions: 0b11111 },
+    InstanceType { name: "c5.xlarge", accelerator: Accelerator::None, accelerators: 0, efa: false, cluster_placement: true, regions: 0b11111 },
+    InstanceType { name: "p3.2xlarge", accelerator: Accelerator::Nvidia, accelerators: 1, efa: false, cluster_placement: true, regions: 0b11111 },
+    InstanceType { name: "p4d.24xlarge", accelerator: Accelerator::Nvidia, accelerators: 8, efa: true, cluster_placement: true, regions: 0b11111 },
 ];
 
 /// Looks an instance type up by name.

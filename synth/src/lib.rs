@@ -8,3 +8,34 @@
 pub mod catalog;
 pub mod region;
 pub mod spec;
+
+use region::Region;
+
+/// A template built from a blueprint.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The CloudFormation template, pretty JSON ending in a newline.
+    pub json: String,
+    /// Things the user should know that do not stop the build.
+    pub warnings: Vec<String>,
+}
+
+/// Why a blueprint did not become a template.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The blueprint has problems; the message lists every one, with file, line and column.
+    #[error("{0}")]
+    Blueprint(String),
+    /// The compiled template broke a CloudFormation rule (a bug in synth, not in the blueprint).
+    #[error("internal error: {0}")]
+    Template(#[from] cfn::RenderError),
+}
+
+/// Builds the template for the blueprint text `source` read from `path`
+/// (the path is only used in messages). `region` overrides the blueprint's
+/// `region` field; `None` keeps it (no region at all builds a template for
+/// all five supported regions).
+pub fn build(source: &str, path: &str, region: Option<Region>) -> Result<Built, BuildError> {
+    let _ = (source, path, region);
+    Err(BuildError::Blueprint("not wired yet".into()))
+}
