@@ -94,8 +94,10 @@ pub struct NodeConfig {
     pub role: Role,
     /// Queue URLs.
     pub queues: Queues,
-    /// Name of the workers' Auto Scaling group.
-    pub worker_group: String,
+    /// Name of the workers' Auto Scaling group; on the master only (it is
+    /// the one that sets the group's capacity and completes lifecycle actions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_group: Option<String>,
     /// Workers asked for (the master excluded).
     #[serde(deserialize_with = "number_or_decimal_string")]
     pub requested_workers: u32,
@@ -231,7 +233,7 @@ mod tests {
             region: "us-east-1".into(),
             role: Role::Master,
             queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
-            worker_group: "demo-workers".into(),
+            worker_group: Some("demo-workers".into()),
             requested_workers: 4,
             min_workers: 1,
             efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },

@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod region;
 pub mod spec;
+pub mod stack;
 
 use region::Region;
 

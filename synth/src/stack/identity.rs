@@ -1,0 +1,146 @@
+//! IAM: one role for the master, one for the workers, one that lets Auto
+//! Scaling put lifecycle notifications into the master's queue.
+//!
+//! Every write is scoped to this stack's queues, its worker group and its own
+//! signals; `*` appears only for Auto Scaling describe calls, which support no
+//! resource-level permissions
+//! (<https://docs.aws.amazon.com/autoscaling/ec2/userguide/control-access-using-iam.html>).
+//! Roles have no fixed names, so two stacks never collide.
+
+use cfn::resources::{autoscaling, iam};
+use cfn::{Expr, Handle, Pseudo, Template};
+use serde_json::{Value as Json, json};
+
+use super::queues::Queues;
+use super::{Ctx, arn};
+
+const SSM_CORE: &str = "iam::aws:policy/AmazonSSMManagedInstanceCore";
+
+fn trust(service: &str) -> Json {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Service": service},
+            "Action": "sts:AssumeRole"
+        }]
+    })
+}
+
+fn document(statements: Vec<Json>) -> Json {
+    json!({"Version": "2012-10-17", "Statement": statements})
+}
+
+fn managed(ctx: &Ctx) -> Vec<cfn::Value<String>> {
+    if ctx.spec.access.session_manager { vec![arn(SSM_CORE).into()] } else { Vec::new() }
+}
+
+fn role_and_profile(t: &mut Template, ctx: &Ctx, who: &str, description: String, policies: Vec<iam::Policy>) -> Expr {
+    let role = t.add(
+        &format!("{who}Role"),
+        iam::Role {
+            description: description.into(),
+            assume_role_policy_document: trust("ec2.amazonaws.com"),
+            managed_policy_arns: managed(ctx),
+            policies,
+            tags: ctx.tags(&format!("{}-role", who.to_lowercase())),
+        },
+    );
+    let profile = t.add(&format!("{who}InstanceProfile"), iam::InstanceProfile { roles: vec![role.r#ref().into()] });
+    profile.attr("Arn")
+}
+
+/// The workers' instance profile ARN: send registrations, read manifests.
+pub(super) fn workers(t: &mut Template, ctx: &Ctx, queues: &Queues) -> Expr {
+    let policy = iam::Policy {
+        policy_name: "cluster-queues".into(),
+        policy_document: document(vec![
+            json!({
+                "Sid": "Register",
+                "Effect": "Allow",
+                "Action": ["sqs:SendMessage", "sqs:GetQueueAttributes"],
+                "Resource": queues.master.attr("Arn")
+            }),
+            json!({
+                "Sid": "ReadManifests",
+                "Effect": "Allow",
+                "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
+                "Resource": queues.workers.attr("Arn")
+            }),
+        ]),
+    };
+    role_and_profile(
+        t,
+        ctx,
+        "Worker",
+        format!("Workers of cluster {}: register with the master and read its manifests", ctx.spec.name),
+        vec![policy],
+    )
+}
+
+/// The master's instance profile ARN: both queues, its worker group, its signals.
+pub(super) fn master(t: &mut Template, ctx: &Ctx, queues: &Queues, group: &Handle<autoscaling::AutoScalingGroup>) -> Expr {
+    let group_arn = Expr::SubWith(
+        "arn:${AWS::Partition}:autoscaling:${AWS::Region}:${AWS::AccountId}:autoScalingGroup:*:autoScalingGroupName/${Group}"
+            .into(),
+        [("Group".to_owned(), group.r#ref())].into(),
+    );
+    let policy = iam::Policy {
+        policy_name: "cluster-formation".into(),
+        policy_document: document(vec![
+            json!({
+                "Sid": "ClusterQueues",
+                "Effect": "Allow",
+                "Action": ["sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
+                "Resource": [queues.master.attr("Arn"), queues.workers.attr("Arn")]
+            }),
+            json!({
+                "Sid": "WorkerGroup",
+                "Effect": "Allow",
+                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
+                "Resource": group_arn
+            }),
+            json!({
+                "Sid": "DescribeWorkerGroup",
+                "Effect": "Allow",
+                "Action": ["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeScalingActivities", "autoscaling:DescribeLifecycleHooks"],
+                "Resource": "*"
+            }),
+            json!({
+                "Sid": "SignalFormation",
+                "Effect": "Allow",
+                "Action": "cloudformation:SignalResource",
+                "Resource": Pseudo::StackId.r#ref()
+            }),
+        ]),
+    };
+    role_and_profile(
+        t,
+        ctx,
+        "Master",
+        format!("Master of cluster {}: form the cluster, manage its worker group, signal the stack", ctx.spec.name),
+        vec![policy],
+    )
+}
+
+/// The role Auto Scaling assumes to send lifecycle notifications to the master's queue.
+pub(super) fn lifecycle_hook(t: &mut Template, ctx: &Ctx, queues: &Queues) -> Expr {
+    let role = t.add(
+        "LifecycleHookRole",
+        iam::Role {
+            description: format!("Lets Auto Scaling tell the master of cluster {} about terminating workers", ctx.spec.name).into(),
+            assume_role_policy_document: trust("autoscaling.amazonaws.com"),
+            managed_policy_arns: Vec::new(),
+            policies: vec![iam::Policy {
+                policy_name: "notify-master".into(),
+                policy_document: document(vec![json!({
+                    "Effect": "Allow",
+                    "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
+                    "Resource": queues.master.attr("Arn")
+                })]),
+            }],
+            tags: ctx.tags("lifecycle-role"),
+        },
+    );
+    role.attr("Arn")
+}

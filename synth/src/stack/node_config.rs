@@ -1,0 +1,70 @@
+//! The node config each launch template's user data writes (the node
+//! contract, `node-contract` crate), as an `Fn::Sub` template.
+//!
+//! The config is built as the contract's own type, with `${...}`
+//! placeholders where CloudFormation fills values in at deploy time (queue
+//! URLs, the stack id, the parameters), serialized, and wrapped in the
+//! contract's user data script. Numbers that come from parameters are
+//! written as placeholders inside strings (`"${WorkerCount}"`); the contract
+//! reads decimal strings as numbers for exactly this reason.
+
+use std::collections::BTreeMap;
+
+use cfn::Expr;
+use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
+
+use super::{Ctx, sub_literal};
+
+/// Logical ids and expressions the config refers to.
+pub(super) struct Refs {
+    pub master_queue: Expr,
+    pub worker_queue: Expr,
+    pub worker_group: Option<Expr>,
+    pub worker_count: Expr,
+    pub min_workers: Expr,
+    pub efs_id: Expr,
+    /// (master instance logical id, formation handle) on the master.
+    pub signals: Option<(String, Expr)>,
+}
+
+/// A placeholder that the number-or-string fields accept once substituted.
+const NUMBER: u32 = u32::MAX;
+
+/// The user data: `Fn::Base64` of `Fn::Sub` of the contract's script.
+pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
+    let spec = ctx.spec;
+    let mut vars: BTreeMap<String, Expr> = BTreeMap::new();
+    let mut var = |name: &str, value: Expr| {
+        vars.insert(name.to_owned(), value);
+        format!("${{{name}}}")
+    };
+    let config = NodeConfig {
+        version: NODE_CONFIG_VERSION,
+        cluster: sub_literal(&spec.name),
+        stack_id: "${AWS::StackId}".into(),
+        stack_name: "${AWS::StackName}".into(),
+        region: "${AWS::Region}".into(),
+        role,
+        queues: Queues { master: var("MasterQueueUrl", refs.master_queue), workers: var("WorkerQueueUrl", refs.worker_queue) },
+        worker_group: refs.worker_group.map(|g| var("WorkerGroupName", g)),
+        requested_workers: NUMBER,
+        min_workers: NUMBER,
+        efs: Efs { file_system_id: var("FileSystemId", refs.efs_id), mount: sub_literal(&spec.efs.mount) },
+        default_user: sub_literal(&spec.image.user),
+        formation_timeout_minutes: spec.formation_minutes,
+        elastic: Elastic { prepare_data_script: spec.prepare_data_script.as_deref().map(sub_literal) },
+        signals: refs.signals.map(|(resource, handle)| Signals {
+            master_resource: resource,
+            formation_handle_url: var("FormationHandleUrl", handle),
+        }),
+    };
+    let count = var("RequestedWorkers", refs.worker_count);
+    let min = var("MinimumWorkers", refs.min_workers);
+    // Serializing a struct of strings and numbers to JSON cannot fail.
+    let json = serde_json::to_string(&config).unwrap_or_default();
+    let json = json
+        .replace(&format!("\"requested_workers\":{NUMBER}"), &format!("\"requested_workers\":\"{count}\""))
+        .replace(&format!("\"min_workers\":{NUMBER}"), &format!("\"min_workers\":\"{min}\""));
+    let script = node_contract::user_data_script(&json);
+    Expr::base64(Expr::SubWith(script, vars))
+}

@@ -1,0 +1,86 @@
+//! Stack outputs: how to reach the master (its address, a ready-to-paste SSH
+//! command and Session Manager command), the EFS id, the worker group name
+//! (to add or remove workers) and the cluster security group.
+
+use cfn::{Expr, Output, Template};
+
+use super::compute::Cluster;
+use super::parameters::Inputs;
+use super::security::Groups;
+use super::storage::FileSystem;
+use super::{Ctx, sub_literal};
+
+pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluster, fs: &FileSystem, groups: &Groups) {
+    let spec = ctx.spec;
+    let user = sub_literal(&spec.image.user);
+    let out = |description: &str, value: Expr| Output { description: description.into(), value, condition: None };
+
+    let address = match &cluster.master_ip {
+        Some(eip) => eip.r#ref(),
+        None => cluster.master.attr("PrivateIp"),
+    };
+    t.output(
+        "MasterAddress",
+        out(
+            if spec.master.public {
+                "The master's public address (an Elastic IP: it survives stop and start)"
+            } else {
+                "The master's private address (it has no public address: use Session Manager)"
+            },
+            address.clone(),
+        ),
+    );
+    t.output("MasterInstanceId", out("The master's instance id", cluster.master.r#ref()));
+
+    // Through Session Manager when the master is private; it tunnels SSH
+    // without any inbound rule.
+    let proxy = " -o ProxyCommand='aws ssm start-session --target %h --document-name AWS-StartSSHSession --parameters portNumber=%p --region ${AWS::Region}'";
+    let (target, via) = if spec.master.public {
+        ("${Address}".to_owned(), String::new())
+    } else {
+        ("${Instance}".to_owned(), proxy.to_owned())
+    };
+    let vars = |key_part: &str| {
+        let login = format!("{user}@{target}");
+        let words: Vec<&str> = ["ssh", key_part, via.trim_start(), &login]
+            .into_iter()
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>();
+        Expr::SubWith(
+            words.join(" "),
+            [("Address".to_owned(), address.clone()), ("Instance".to_owned(), cluster.master.r#ref())]
+                .into_iter()
+                .filter(|(name, _)| target.contains(name.as_str()))
+                .collect(),
+        )
+    };
+    let ssh = inputs.has_key.then(vars("-i ${KeyName}.pem"), vars(""));
+    let ssh = if spec.master.public || spec.access.session_manager {
+        ssh
+    } else {
+        Expr::from("none: the master is private and Session Manager is off; reach it from inside the VPC")
+    };
+    t.output("SshCommand", out("SSH to the master (paste into a terminal)", ssh));
+
+    if spec.access.session_manager {
+        t.output(
+            "SessionManagerCommand",
+            out(
+                "A shell on the master through Session Manager (needs the AWS CLI and its Session Manager plugin)",
+                Expr::SubWith(
+                    "aws ssm start-session --target ${Instance} --region ${AWS::Region}".into(),
+                    [("Instance".to_owned(), cluster.master.r#ref())].into(),
+                ),
+            ),
+        );
+    }
+    t.output("FileSystemId", out("The shared EFS file system", fs.id.clone()));
+    t.output(
+        "WorkerGroupName",
+        out(
+            "The workers' Auto Scaling group: change its desired capacity to add or remove workers",
+            cluster.workers.r#ref(),
+        ),
+    );
+    t.output("ClusterSecurityGroupId", out("The nodes' security group", groups.cluster.clone()));
+}

@@ -1,0 +1,206 @@
+//! The console form: parameters that default to the blueprint's values, their
+//! groups and labels, the conditions derived from them, and a rule that
+//! refuses a region the template was not built for.
+//!
+//! The form stays short: instance types, worker counts, key pair, SSH range,
+//! an existing EFS id and the image. Everything else is fixed by the blueprint.
+
+use std::collections::BTreeMap;
+
+use cfn::{ConditionHandle, Expr, ParamHandle, Parameter, ParameterType, Pseudo, Rule, Template};
+use serde_json::json;
+
+use super::Ctx;
+use crate::region::Region;
+use crate::spec::ImageSource;
+
+/// The handles later builders use.
+pub(super) struct Inputs {
+    pub master_type: ParamHandle,
+    pub worker_type: ParamHandle,
+    pub worker_count: ParamHandle,
+    pub min_workers: ParamHandle,
+    pub max_workers: ParamHandle,
+    pub key_name: ParamHandle,
+    pub ssh_cidr: ParamHandle,
+    pub efs_id: ParamHandle,
+    /// The AMI id: a parameter or a mapping lookup.
+    pub image_id: Expr,
+    pub has_key: ConditionHandle,
+    pub has_ssh: ConditionHandle,
+    pub create_fs: ConditionHandle,
+}
+
+const INSTANCE_TYPE_PATTERN: &str = "^[a-z][a-z0-9-]*\\.[a-z0-9-]+$";
+const MAX_WORKERS: i64 = 1000;
+
+fn instance_type(label: &str, what: &str, default: &str) -> Parameter {
+    let mut p = Parameter::new(
+        ParameterType::String,
+        label,
+        format!("EC2 instance type of {what}. The blueprint chose {default}; synth checked it is offered in the template's regions."),
+    )
+    .default(default);
+    p.allowed_pattern = Some(INSTANCE_TYPE_PATTERN.into());
+    p.constraint_description = Some("an EC2 instance type such as p3.2xlarge".into());
+    p
+}
+
+fn count(label: &str, description: &str, default: u32) -> Parameter {
+    let mut p = Parameter::new(ParameterType::Number, label, description).default(default);
+    p.min_value = Some(0);
+    p.max_value = Some(MAX_WORKERS);
+    p.constraint_description = Some(format!("a whole number from 0 to {MAX_WORKERS}"));
+    p
+}
+
+pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
+    let spec = ctx.spec;
+    let master_type = t.parameter("MasterInstanceType", instance_type("Master instance type", "the master (also worker 1)", &spec.master.instance_type));
+    let worker_type = t.parameter("WorkerInstanceType", instance_type("Worker instance type", "the workers", &spec.workers.instance_type));
+    let worker_count = t.parameter(
+        "WorkerCount",
+        count("Workers requested", "How many workers to launch (the master is not counted).", spec.workers.count),
+    );
+    let min_workers = t.parameter(
+        "MinWorkers",
+        count(
+            "Fewest workers to form with",
+            "The cluster forms with fewer workers than requested if at least this many boot before the formation deadline; below it, the stack fails with the reason.",
+            spec.workers.min,
+        ),
+    );
+    let max_workers = t.parameter(
+        "MaxWorkers",
+        count("Most workers (elastic ceiling)", "The worker group's maximum size: raise the group's desired capacity up to this while training runs.", spec.workers.max),
+    );
+
+    let mut key = Parameter::new(
+        ParameterType::String,
+        "EC2 key pair (optional)",
+        "Name of an EC2 key pair for SSH to the nodes. Leave empty to use Session Manager only.",
+    )
+    .default(spec.access.key_name.clone().unwrap_or_default());
+    key.allowed_pattern = Some("^[\\x20-\\x7E]{0,255}$".into());
+    key.constraint_description = Some("a key pair name of up to 255 printable characters, or empty".into());
+    let key_name = t.parameter("KeyName", key);
+
+    let mut ssh = Parameter::new(
+        ParameterType::String,
+        "SSH source range (optional)",
+        "IPv4 range allowed to SSH to the nodes, for example 203.0.113.7/32. Leave empty for no SSH from outside the cluster.",
+    )
+    .default(spec.access.ssh_cidr.map(|c| c.to_string()).unwrap_or_default());
+    ssh.allowed_pattern = Some("^$|^((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])/([1-9]|[12][0-9]|3[0-2])$".into());
+    ssh.constraint_description = Some("an IPv4 CIDR range such as 203.0.113.0/24 (not 0.0.0.0/0), or empty".into());
+    let ssh_cidr = t.parameter("SshCidr", ssh);
+
+    let mut efs = Parameter::new(
+        ParameterType::String,
+        "Existing EFS file system (optional)",
+        "Id of an existing EFS file system to share between nodes. Leave empty to create a new, encrypted one.",
+    )
+    .default(spec.efs.file_system_id.clone().unwrap_or_default());
+    efs.allowed_pattern = Some("^$|^fs-([0-9a-f]{8}|[0-9a-f]{17})$".into());
+    efs.constraint_description = Some("fs- followed by 8 or 17 hexadecimal digits, or empty".into());
+    let efs_id = t.parameter("EfsFileSystemId", efs);
+
+    let image = image(t, ctx);
+
+    let has_key = t.condition("HasKeyName", Expr::not(Expr::equals(key_name.r#ref(), "")));
+    let has_ssh = t.condition("HasSshCidr", Expr::not(Expr::equals(ssh_cidr.r#ref(), "")));
+    let create_fs = t.condition("CreateFileSystem", Expr::equals(efs_id.r#ref(), ""));
+
+    let mut instance_group = vec![&master_type, &worker_type];
+    if let Some(p) = &image.param {
+        instance_group.push(p);
+    }
+    t.parameter_group("Instances", &instance_group);
+    t.parameter_group("Cluster size", &[&worker_count, &min_workers, &max_workers]);
+    t.parameter_group("Access", &[&key_name, &ssh_cidr]);
+    t.parameter_group("Storage", &[&efs_id]);
+
+    region_rule(t, ctx);
+
+    Inputs {
+        master_type,
+        worker_type,
+        worker_count,
+        min_workers,
+        max_workers,
+        key_name,
+        ssh_cidr,
+        efs_id,
+        image_id: image.id,
+        has_key,
+        has_ssh,
+        create_fs,
+    }
+}
+
+struct Image {
+    id: Expr,
+    param: Option<ParamHandle>,
+}
+
+/// The AMI: an SSM parameter (resolved at deploy time, so it never rots),
+/// a per-region id as a parameter (a pinned region), or a mapping (an AMI map
+/// in a template for all five regions).
+fn image(t: &mut Template, ctx: &Ctx) -> Image {
+    let spec = ctx.spec;
+    match (&spec.image.source, spec.region) {
+        (ImageSource::SsmParameter(path), _) => {
+            let p = Parameter::new(
+                ParameterType::SsmValue("AWS::EC2::Image::Id"),
+                "Machine image (SSM parameter)",
+                "SSM parameter that holds the AMI id every node boots. The image must have the deeplearning agent baked in.",
+            )
+            .default(path.as_str());
+            let param = t.parameter("ImageId", p);
+            Image { id: param.r#ref(), param: Some(param) }
+        }
+        (ImageSource::AmiMap(amis), Some(region)) => {
+            let ami = amis.get(&region).cloned().unwrap_or_default();
+            let p = Parameter::new(
+                ParameterType::Aws("AWS::EC2::Image::Id"),
+                "Machine image (AMI id)",
+                format!("AMI id every node boots in {region}. The image must have the deeplearning agent baked in."),
+            )
+            .default(ami);
+            let param = t.parameter("ImageId", p);
+            Image { id: param.r#ref(), param: Some(param) }
+        }
+        (ImageSource::AmiMap(amis), None) => {
+            let map: BTreeMap<String, BTreeMap<String, String>> = amis
+                .iter()
+                .map(|(r, ami)| (r.code().to_owned(), BTreeMap::from([("Ami".to_owned(), ami.clone())])))
+                .collect();
+            let name = t.mapping("RegionImages", map);
+            Image {
+                id: Expr::FindInMap(name, Box::new(Pseudo::Region.r#ref()), Box::new("Ami".into())),
+                param: None,
+            }
+        }
+    }
+}
+
+/// Refuses, before anything is created, a region the template was not
+/// checked for (instance type offerings and AMI ids differ per region).
+fn region_rule(t: &mut Template, ctx: &Ctx) {
+    let regions: Vec<Region> = match ctx.spec.region {
+        Some(r) => vec![r],
+        None => Region::ALL.to_vec(),
+    };
+    let checks: Vec<Expr> = regions.iter().map(|r| Expr::equals(Pseudo::Region.r#ref(), r.code())).collect();
+    let assert = if checks.len() == 1 { checks.into_iter().next().unwrap_or_else(|| Expr::Bool(false)) } else { Expr::Or(checks) };
+    let codes: Vec<&str> = regions.iter().map(|r| r.code()).collect();
+    let message = match ctx.spec.region {
+        Some(r) => format!(
+            "This template was built for {r} only (its instance types and image were checked there). \
+             Build one for this region with: synth build BLUEPRINT --region <this region>"
+        ),
+        None => format!("This template supports the regions {}; this is not one of them.", codes.join(", ")),
+    };
+    t.rule("SupportedRegion", Rule { assertions: vec![(assert, message)] });
+    t.metadata("synth", json!({ "regions": codes }));
+}
