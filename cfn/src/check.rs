@@ -396,3 +396,156 @@ impl Template {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{ec2, sqs};
+    use crate::{Attributes, Expr, Parameter, ParameterType, Template};
+
+    fn queue() -> sqs::Queue {
+        sqs::Queue {
+            sqs_managed_sse_enabled: true,
+            message_retention_period: 60,
+            visibility_timeout: 30,
+            receive_message_wait_time_seconds: 20,
+            tags: Vec::new(),
+        }
+    }
+
+    fn vpc(cidr: Expr) -> ec2::Vpc {
+        ec2::Vpc { cidr_block: cidr.into(), enable_dns_hostnames: true, enable_dns_support: true, tags: Vec::new() }
+    }
+
+    fn problems(t: &Template) -> Vec<String> {
+        match t.render() {
+            Ok(_) => Vec::new(),
+            Err(e) => e.problems.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    fn assert_one(t: &Template, needle: &str) {
+        let p = problems(t);
+        assert!(p.len() == 1 && p[0].contains(needle), "expected one problem containing {needle:?}, got {p:?}");
+    }
+
+    #[test]
+    fn a_correct_template_renders_deterministically() {
+        let build = || {
+            let mut t = Template::new("ok");
+            let p = t.parameter("Cidr", Parameter::new(ParameterType::String, "CIDR", "range").default("10.0.0.0/16"));
+            let v = t.add("Vpc", vpc(p.r#ref()));
+            let q = t.add("Queue", queue());
+            t.add_with(
+                "Subnet",
+                ec2::Subnet {
+                    vpc_id: v.r#ref().into(),
+                    cidr_block: Expr::sub("${Vpc.CidrBlock}").into(),
+                    availability_zone: Expr::availability_zone(0).into(),
+                    map_public_ip_on_launch: None,
+                    tags: Vec::new(),
+                },
+                Attributes { depends_on: vec![q.dependency()], ..Attributes::default() },
+            );
+            t.render().unwrap().json
+        };
+        assert_eq!(build(), build());
+        assert!(build().ends_with("}\n"));
+    }
+
+    #[test]
+    fn a_ref_to_nothing_is_refused() {
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc(Expr::Ref("Missing".into())));
+        assert_one(&t, "`Missing`");
+    }
+
+    #[test]
+    fn a_handle_from_another_template_is_refused() {
+        let mut other = Template::new("other");
+        let foreign = other.add("Queue", queue());
+        let mut t = Template::new("x");
+        t.add_with("Vpc", vpc("10.0.0.0/16".into()), Attributes { depends_on: vec![foreign.dependency()], ..Attributes::default() });
+        assert_one(&t, "DependsOn: `Queue` is not a resource");
+    }
+
+    #[test]
+    fn get_att_checks_resource_and_attribute() {
+        let mut t = Template::new("x");
+        let q = t.add("Queue", queue());
+        t.add("Vpc", vpc(q.attr("Colour")));
+        assert_one(&t, "asks AWS::SQS::Queue `Queue` for `Colour`");
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc(Expr::GetAtt("Nope".into(), "Arn".into())));
+        assert_one(&t, "`Nope`, which is not a resource");
+    }
+
+    #[test]
+    fn sub_names_are_checked_and_literals_skipped() {
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc(Expr::sub("${AWS::Region}-${!Literal}-${Ghost}")));
+        assert_one(&t, "Fn::Sub names `Ghost`");
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc(Expr::SubWith("${Local}".into(), [("Local".to_owned(), Expr::from("a"))].into())));
+        assert!(problems(&t).is_empty());
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc(Expr::sub("${Unclosed")));
+        assert_one(&t, "without a closing");
+    }
+
+    #[test]
+    fn conditions_must_exist_and_be_used() {
+        let mut other = Template::new("other");
+        let foreign = other.condition("Elsewhere", Expr::equals("a", "b"));
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc(foreign.then("10.0.0.0/16", "10.1.0.0/16")));
+        assert_one(&t, "condition `Elsewhere` is not defined");
+        let mut t = Template::new("x");
+        t.condition("Unused", Expr::equals("a", "b"));
+        t.add("Vpc", vpc("10.0.0.0/16".into()));
+        assert_one(&t, "Conditions.Unused: this condition is never used");
+    }
+
+    #[test]
+    fn unused_parameters_duplicates_and_bad_ids_are_refused() {
+        let mut t = Template::new("x");
+        t.parameter("Lonely", Parameter::new(ParameterType::String, "l", "d"));
+        t.add("Vpc", vpc("10.0.0.0/16".into()));
+        assert_one(&t, "never used");
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc("10.0.0.0/16".into()));
+        t.add("Vpc", vpc("10.1.0.0/16".into()));
+        assert_one(&t, "used twice");
+        let mut t = Template::new("x");
+        t.add("my-vpc", vpc("10.0.0.0/16".into()));
+        assert_one(&t, "letters and digits");
+        assert_one(&Template::new("empty"), "at least one resource");
+    }
+
+    #[test]
+    fn cycles_are_refused() {
+        let mut t = Template::new("x");
+        t.add("A", vpc(Expr::GetAtt("B".into(), "CidrBlock".into())));
+        t.add("B", vpc(Expr::Ref("A".into())));
+        assert_one(&t, "circular dependency: A -> B -> A");
+    }
+
+    #[test]
+    fn resource_count_and_size_limits() {
+        let mut t = Template::new("x");
+        for i in 0..=LIMIT_RESOURCES {
+            t.add(&format!("Queue{i}"), queue());
+        }
+        assert_one(&t, "501 resources");
+
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc("x".repeat(LIMIT_BODY_BYTES).into()));
+        let rendered = t.render().unwrap();
+        assert_eq!(rendered.warnings.len(), 1, "{:?}", rendered.warnings);
+        assert!(rendered.warnings[0].contains("51200-byte limit"));
+
+        let mut t = Template::new("x");
+        t.add("Vpc", vpc("x".repeat(LIMIT_S3_BYTES).into()));
+        assert_one(&t, "CloudFormation accepts at most 1048576");
+    }
+}

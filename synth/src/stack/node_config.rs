@@ -68,3 +68,50 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
     let script = node_contract::user_data_script(&json);
     Expr::base64(Expr::SubWith(script, vars))
 }
+
+#[cfg(test)]
+mod tests {
+    use node_contract::{NodeConfig, Role, config_from_user_data};
+    use serde_json::Value as Json;
+
+    use crate::stack::{compile, tests::variants};
+
+    /// Does what CloudFormation's `Fn::Sub` does, with made-up values.
+    fn substitute(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find('}').expect("closed") + start;
+            let name = &rest[start + 2..end];
+            out.push_str(match name {
+                "RequestedWorkers" => "7",
+                "MinimumWorkers" => "2",
+                "AWS::Region" => "us-east-1",
+                _ => "https://example.invalid/x",
+            });
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    #[test]
+    fn the_user_data_holds_a_config_the_agent_reads() {
+        for (name, spec) in variants() {
+            let template: Json = serde_json::from_str(&compile(&spec).render().unwrap().json).unwrap();
+            for (lt, role) in [("MasterLaunchTemplate", Role::Master), ("WorkerLaunchTemplate", Role::Worker)] {
+                let sub = &template["Resources"][lt]["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Sub"][0];
+                let script = substitute(sub.as_str().expect("a Sub string"));
+                let config = NodeConfig::from_json(config_from_user_data(&script).unwrap())
+                    .unwrap_or_else(|e| panic!("{name} {lt}: {e}"));
+                assert_eq!(config.role, role);
+                assert_eq!((config.requested_workers, config.min_workers), (7, 2));
+                assert_eq!(config.efs.mount, spec.efs.mount);
+                assert_eq!(config.signals.is_some(), role == Role::Master, "{name} {lt}");
+                assert_eq!(config.worker_group.is_some(), role == Role::Master, "{name} {lt}");
+                assert_eq!(config.formation_timeout_minutes, spec.formation_minutes);
+            }
+        }
+    }
+}
