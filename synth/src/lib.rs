@@ -5,7 +5,9 @@
 //! defaults filled) -> [`stack`] (the typed template, built with the `cfn`
 //! crate) -> JSON, checked by `cfn::Template::render` before it is printed.
 
+pub mod blueprint;
 pub mod catalog;
+pub mod cli;
 pub mod region;
 pub mod spec;
 pub mod stack;
@@ -37,6 +39,9 @@ pub enum BuildError {
 /// `region` field; `None` keeps it (no region at all builds a template for
 /// all five supported regions).
 pub fn build(source: &str, path: &str, region: Option<Region>) -> Result<Built, BuildError> {
-    let _ = (source, path, region);
-    Err(BuildError::Blueprint("not wired yet".into()))
+    let loaded = blueprint::load(source, path, region).map_err(|d| BuildError::Blueprint(d.render()))?;
+    let rendered = stack::compile(&loaded.spec).render()?;
+    let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.render(source, path)).collect();
+    warnings.extend(rendered.warnings);
+    Ok(Built { json: rendered.json, warnings })
 }
