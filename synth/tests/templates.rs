@@ -1,0 +1,73 @@
+//! Snapshot of the template of every example blueprint, built for every
+//! supported region and once for all five (`portable`), in the repository's
+//! `snapshots/templates/`. `tests/lint-templates.sh` runs cfn-lint and
+//! checkov on each of these snapshots.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use synth::region::Region;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn blueprints() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("blueprints"))
+        .expect("blueprints/ exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn targets() -> Vec<(String, Option<Region>)> {
+    let mut t = vec![("portable".to_owned(), None)];
+    t.extend(Region::ALL.iter().map(|r| (r.code().to_owned(), Some(*r))));
+    t
+}
+
+#[test]
+fn every_blueprint_in_every_region_matches_its_snapshot() {
+    let files = blueprints();
+    assert!(files.len() >= 7, "expected at least 7 example blueprints, found {}", files.len());
+    for file in files {
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (target, region) in targets() {
+            let shown = format!("blueprints/{stem}.yaml");
+            let built = synth::build(&text, &shown, region).unwrap_or_else(|e| panic!("{shown} for {target}: {e}"));
+            insta::with_settings!({
+                snapshot_path => repo().join("snapshots/templates"),
+                prepend_module_to_snapshot => false,
+                omit_expression => true,
+                description => format!("synth build {shown}{}", region.map(|r| format!(" --region {r}")).unwrap_or_default()),
+            }, {
+                insta::assert_snapshot!(format!("{stem}@{target}"), built.json);
+            });
+        }
+    }
+}
+
+#[test]
+fn no_snapshot_is_left_over_from_a_removed_blueprint() {
+    let expected: BTreeSet<String> = blueprints()
+        .iter()
+        .flat_map(|f| {
+            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+            targets().into_iter().map(move |(t, _)| format!("{stem}@{t}.snap"))
+        })
+        .collect();
+    let dir = repo().join("snapshots/templates");
+    let found: BTreeSet<String> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".snap"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let stale: Vec<&String> = found.difference(&expected).collect();
+    assert!(stale.is_empty(), "snapshots without a blueprint (delete them): {stale:?}");
+}
