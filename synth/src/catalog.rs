@@ -1,9 +1,36 @@
-//! PLACEHOLDER: being written by a helper. The API below is fixed.
+//! The EC2 instance type catalogue: what synth knows about each instance type
+//! a blueprint may name.
+//!
+//! synth uses it to reject instance types that do not exist or are not offered
+//! in the target region (with a "did you mean" from [`suggest`]), to know how
+//! many accelerators a node has and of which kind, and to decide whether the
+//! template may attach Elastic Fabric Adapters and put the nodes in a cluster
+//! placement group.
+//!
+//! The table itself lives in the generated module `catalog/table.rs`, written by
+//! `synth/tools/gen_catalog.py` from two inputs ([`SOURCE`] says which versions):
+//!
+//! * which types each of the five supported regions offers, taken from the
+//!   per-region instance type enum that cfn-lint ships (built by cfn-lint from
+//!   the AWS pricing API), and
+//! * hand-maintained facts in `synth/data/instance-families.tsv`: accelerator
+//!   kind and count, EFA support and cluster placement group support, per
+//!   family with per-size overrides, transcribed from the AWS documentation
+//!   pages named there and in [`SOURCE`].
+//!
+//! The facts err on the side of "no": a type wrongly marked without EFA or
+//! cluster placement only runs slower, while one wrongly marked with them makes
+//! the CloudFormation stack fail. Doubtful entries carry a note in the TSV.
+//! Do not edit `table.rs` by hand; edit the TSV and rerun the generator
+//! (the command is at the top of `table.rs`).
 
 use crate::region::Region;
 
-/// Where the table's data comes from.
-pub const SOURCE: &str = "placeholder";
+mod table;
+
+/// Where the table's data comes from (cfn-lint version and file, AWS
+/// documentation pages, generation date).
+pub const SOURCE: &str = table::SOURCE;
 
 /// The kind of accelerator an instance type has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,23 +74,273 @@ impl InstanceType {
     }
 }
 
-static TABLE: &[InstanceType] = &[
-    InstanceType { name: "c5.xlarge", accelerator: Accelerator::None, accelerators: 0, efa: false, cluster_placement: true, regions: 0b11111 },
-    InstanceType { name: "p3.2xlarge", accelerator: Accelerator::Nvidia, accelerators: 1, efa: false, cluster_placement: true, regions: 0b11111 },
-    InstanceType { name: "p4d.24xlarge", accelerator: Accelerator::Nvidia, accelerators: 8, efa: true, cluster_placement: true, regions: 0b11111 },
-];
-
-/// Looks an instance type up by name.
+/// Looks an instance type up by its exact (lower-case) name.
 pub fn lookup(name: &str) -> Option<&'static InstanceType> {
-    TABLE.iter().find(|t| t.name == name)
+    // The generator sorts the table by name (byte order, which is what `str`'s
+    // `Ord` uses), so a binary search finds any of the ~1,400 rows in about
+    // eleven comparisons; a test checks the order.
+    table::TABLE
+        .binary_search_by(|t| t.name.cmp(name))
+        .ok()
+        .and_then(|i| table::TABLE.get(i))
 }
 
-/// The known instance type closest to `name`, for "did you mean".
+/// The known instance type closest to `name`, for "did you mean"; `None` when
+/// nothing is close enough to be a plausible typo.
 pub fn suggest(name: &str) -> Option<&'static str> {
-    TABLE
+    let wanted = name.trim().to_ascii_lowercase();
+    if wanted.is_empty() {
+        return None;
+    }
+    // Wrong case or stray spaces: the user meant exactly this type.
+    if let Some(t) = lookup(&wanted) {
+        return Some(t.name);
+    }
+    // Count typos as edits (insertions, deletions, substitutions and swaps of
+    // adjacent letters). Allow one edit per five characters, between one and
+    // three: enough for `p3.16xlarg` or `g5.12xlrage`, while a short or unrelated
+    // word stays too far from every name to get a suggestion.
+    let max_edits = (wanted.chars().count() / 5).clamp(1, 3);
+    table::TABLE
         .iter()
-        .map(|t| (strsim::jaro_winkler(name, t.name), t.name))
-        .filter(|(score, _)| *score > 0.85)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, n)| n)
+        .map(|t| (strsim::osa_distance(&wanted, t.name), t.name))
+        .filter(|(edits, _)| *edits <= max_edits)
+        // Fewest edits wins. Among equals prefer the name sharing the longest
+        // start with the input (Jaro-Winkler weighs the prefix), since typos
+        // are rarer in the family than in the size; then alphabetical order,
+        // so that the answer never depends on iteration details.
+        .min_by(|(ea, a), (eb, b)| {
+            ea.cmp(eb)
+                .then_with(|| {
+                    strsim::jaro_winkler(&wanted, b).total_cmp(&strsim::jaro_winkler(&wanted, a))
+                })
+                .then_with(|| a.cmp(b))
+        })
+        .map(|(_, name)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(name: &str) -> &'static InstanceType {
+        lookup(name).unwrap_or_else(|| panic!("{name} should be in the catalogue"))
+    }
+
+    #[test]
+    fn p3_2xlarge_has_one_gpu_and_no_efa() {
+        let t = get("p3.2xlarge");
+        assert_eq!(t.name, "p3.2xlarge");
+        assert_eq!(t.accelerator, Accelerator::Nvidia);
+        assert_eq!(t.accelerators, 1);
+        assert!(t.has_nvidia_gpus());
+        assert!(!t.efa);
+        assert!(t.cluster_placement);
+    }
+
+    #[test]
+    fn p4d_24xlarge_has_eight_gpus_and_efa() {
+        let t = get("p4d.24xlarge");
+        assert_eq!(t.accelerator, Accelerator::Nvidia);
+        assert_eq!(t.accelerators, 8);
+        assert!(t.efa);
+        assert!(t.cluster_placement);
+        for region in Region::ALL {
+            assert!(t.offered_in(region), "p4d.24xlarge in {region}");
+        }
+    }
+
+    #[test]
+    fn c5_xlarge_is_cpu_only() {
+        let t = get("c5.xlarge");
+        assert_eq!(t.accelerator, Accelerator::None);
+        assert_eq!(t.accelerators, 0);
+        assert!(!t.has_nvidia_gpus());
+        assert!(!t.efa);
+        assert!(t.cluster_placement);
+    }
+
+    #[test]
+    fn burstable_mac_and_flex_types_have_no_cluster_placement() {
+        for name in [
+            "t3.large",
+            "t2.micro",
+            "t3a.medium",
+            "t4g.small",
+            "mac2.metal",
+            "m7i-flex.large",
+            "c7i-flex.xlarge",
+        ] {
+            assert!(!get(name).cluster_placement, "{name}");
+        }
+    }
+
+    #[test]
+    fn gpu_counts_per_size() {
+        let expected = [
+            ("p3.8xlarge", 4),
+            ("p3.16xlarge", 8),
+            ("p3dn.24xlarge", 8),
+            ("g5.xlarge", 1),
+            ("g5.12xlarge", 4),
+            ("g5.48xlarge", 8),
+            ("g4dn.xlarge", 1),
+            ("g4dn.12xlarge", 4),
+            ("g4dn.metal", 8),
+            ("g6e.48xlarge", 8),
+            ("p5.48xlarge", 8),
+            ("p5.4xlarge", 1),
+            ("p5en.48xlarge", 8),
+        ];
+        for (name, gpus) in expected {
+            let t = get(name);
+            assert_eq!(t.accelerator, Accelerator::Nvidia, "{name}");
+            assert_eq!(t.accelerators, gpus, "{name}");
+        }
+    }
+
+    #[test]
+    fn neuron_and_other_accelerators() {
+        let trn1 = get("trn1.32xlarge");
+        assert_eq!(
+            (trn1.accelerator, trn1.accelerators, trn1.efa),
+            (Accelerator::Neuron, 16, true)
+        );
+        let trn1_small = get("trn1.2xlarge");
+        assert_eq!((trn1_small.accelerators, trn1_small.efa), (1, false));
+        assert_eq!(get("inf2.48xlarge").accelerator, Accelerator::Neuron);
+        assert_eq!(get("dl1.24xlarge").accelerator, Accelerator::Other);
+        let amd = get("g4ad.16xlarge");
+        assert_eq!((amd.accelerator, amd.accelerators), (Accelerator::Other, 4));
+        assert!(!amd.has_nvidia_gpus());
+    }
+
+    #[test]
+    fn efa_only_on_the_documented_sizes() {
+        for name in [
+            "c5n.9xlarge",
+            "c5n.18xlarge",
+            "c5n.metal",
+            "g5.8xlarge",
+            "g4dn.8xlarge",
+            "hpc7g.4xlarge",
+            "m5zn.12xlarge",
+        ] {
+            assert!(get(name).efa, "{name} has EFA");
+        }
+        for name in [
+            "c5n.4xlarge",
+            "g5.4xlarge",
+            "g4dn.4xlarge",
+            "m5zn.6xlarge",
+            "p3.16xlarge",
+            "c5.24xlarge",
+        ] {
+            assert!(!get(name).efa, "{name} has no EFA");
+        }
+    }
+
+    #[test]
+    fn regional_offerings_differ() {
+        // cfn-lint 1.58.0 lists p4de.24xlarge only in us-east-1 and us-west-2,
+        // and trn2.48xlarge (of our five) only in us-east-2. Checking several
+        // regions also pins the bit order to Region::bit.
+        let p4de = get("p4de.24xlarge");
+        assert!(p4de.offered_in(Region::UsEast1));
+        assert!(p4de.offered_in(Region::UsWest2));
+        assert!(!p4de.offered_in(Region::UsEast2));
+        assert!(!p4de.offered_in(Region::EuWest1));
+        assert!(!p4de.offered_in(Region::ApSoutheast2));
+        let trn2 = get("trn2.48xlarge");
+        assert!(trn2.offered_in(Region::UsEast2));
+        assert!(!trn2.offered_in(Region::UsEast1));
+    }
+
+    #[test]
+    fn unknown_names_are_not_found() {
+        assert_eq!(lookup(""), None);
+        assert_eq!(lookup("p3.16xlarg"), None);
+        assert_eq!(lookup("P3.2XLARGE"), None);
+        assert_eq!(lookup("zz.9xlarge"), None);
+    }
+
+    #[test]
+    fn suggestions_for_typos() {
+        assert_eq!(suggest("p3.16xlarg"), Some("p3.16xlarge"));
+        assert_eq!(suggest("c5.xlarg"), Some("c5.xlarge"));
+        assert_eq!(suggest("g5.12xlrage"), Some("g5.12xlarge"));
+        assert_eq!(suggest("p4d.24xlarg"), Some("p4d.24xlarge"));
+        assert_eq!(suggest("P3.2XLARGE"), Some("p3.2xlarge"));
+        assert_eq!(suggest(" p5.48xlarge "), Some("p5.48xlarge"));
+    }
+
+    #[test]
+    fn no_suggestion_for_garbage() {
+        for garbage in [
+            "",
+            "   ",
+            "banana",
+            "xlarge",
+            "gpu",
+            "p3",
+            "hello.world",
+            "not-an-instance-type-at-all",
+        ] {
+            assert_eq!(suggest(garbage), None, "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn table_is_sorted_without_duplicates() {
+        for pair in table::TABLE.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} before {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+        // The binary search finds every row.
+        for t in table::TABLE {
+            assert_eq!(lookup(t.name), Some(t));
+        }
+    }
+
+    #[test]
+    fn every_row_is_consistent() {
+        let all_regions = Region::ALL.iter().fold(0u8, |bits, r| bits | r.bit());
+        assert!(
+            table::TABLE.len() > 1000,
+            "only {} rows",
+            table::TABLE.len()
+        );
+        for t in table::TABLE {
+            assert_ne!(t.regions, 0, "{} is offered nowhere", t.name);
+            assert_eq!(
+                t.regions & !all_regions,
+                0,
+                "{} has stray region bits",
+                t.name
+            );
+            assert_eq!(
+                t.accelerator == Accelerator::None,
+                t.accelerators == 0,
+                "{}",
+                t.name
+            );
+            assert_eq!(t.name.matches('.').count(), 1, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn source_names_its_inputs() {
+        assert!(SOURCE.contains("cfn-lint "));
+        assert!(SOURCE.contains("instancetype_enum.json"));
+        assert!(SOURCE.contains("https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"));
+        assert!(SOURCE.contains("https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html"));
+        assert!(SOURCE.contains(
+            "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"
+        ));
+        assert!(SOURCE.contains("generated on "));
+    }
 }
