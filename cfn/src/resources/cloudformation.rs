@@ -7,7 +7,11 @@ use super::{Str, resource};
 /// `AWS::CloudFormation::WaitConditionHandle`: a presigned URL a node PUTs its signal to.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct WaitConditionHandle {}
-resource!(WaitConditionHandle, "AWS::CloudFormation::WaitConditionHandle", []);
+resource!(
+    WaitConditionHandle,
+    "AWS::CloudFormation::WaitConditionHandle",
+    []
+);
 
 /// `AWS::CloudFormation::WaitCondition`
 #[derive(Clone, Debug, Serialize)]
@@ -20,4 +24,8 @@ pub struct WaitCondition {
     /// Success signals needed.
     pub count: u32,
 }
-resource!(WaitCondition, "AWS::CloudFormation::WaitCondition", ["Data"]);
+resource!(
+    WaitCondition,
+    "AWS::CloudFormation::WaitCondition",
+    ["Data"]
+);

@@ -19,7 +19,16 @@ pub struct Vpc {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(Vpc, "AWS::EC2::VPC", ["CidrBlock", "DefaultNetworkAcl", "DefaultSecurityGroup", "VpcId"]);
+resource!(
+    Vpc,
+    "AWS::EC2::VPC",
+    [
+        "CidrBlock",
+        "DefaultNetworkAcl",
+        "DefaultSecurityGroup",
+        "VpcId"
+    ]
+);
 
 /// `AWS::EC2::InternetGateway`
 #[derive(Clone, Debug, Default, Serialize)]
@@ -29,7 +38,11 @@ pub struct InternetGateway {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(InternetGateway, "AWS::EC2::InternetGateway", ["InternetGatewayId"]);
+resource!(
+    InternetGateway,
+    "AWS::EC2::InternetGateway",
+    ["InternetGatewayId"]
+);
 
 /// `AWS::EC2::VPCGatewayAttachment`
 #[derive(Clone, Debug, Serialize)]
@@ -59,7 +72,11 @@ pub struct Subnet {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(Subnet, "AWS::EC2::Subnet", ["AvailabilityZone", "CidrBlock", "SubnetId", "VpcId"]);
+resource!(
+    Subnet,
+    "AWS::EC2::Subnet",
+    ["AvailabilityZone", "CidrBlock", "SubnetId", "VpcId"]
+);
 
 /// `AWS::EC2::RouteTable`
 #[derive(Clone, Debug, Serialize)]
@@ -99,7 +116,11 @@ pub struct SubnetRouteTableAssociation {
     /// The route table it uses.
     pub route_table_id: Str,
 }
-resource!(SubnetRouteTableAssociation, "AWS::EC2::SubnetRouteTableAssociation", []);
+resource!(
+    SubnetRouteTableAssociation,
+    "AWS::EC2::SubnetRouteTableAssociation",
+    []
+);
 
 /// `AWS::EC2::EIP`
 #[derive(Clone, Debug, Serialize)]
@@ -161,7 +182,11 @@ pub struct SecurityGroup {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(SecurityGroup, "AWS::EC2::SecurityGroup", ["GroupId", "VpcId"]);
+resource!(
+    SecurityGroup,
+    "AWS::EC2::SecurityGroup",
+    ["GroupId", "VpcId"]
+);
 
 /// One security group rule, inline in a group or as its own resource.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -194,7 +219,11 @@ pub struct Rule {
 /// `AWS::EC2::SecurityGroupIngress`
 #[derive(Clone, Debug, Serialize)]
 pub struct SecurityGroupIngress(pub Rule);
-resource!(SecurityGroupIngress, "AWS::EC2::SecurityGroupIngress", ["Id"]);
+resource!(
+    SecurityGroupIngress,
+    "AWS::EC2::SecurityGroupIngress",
+    ["Id"]
+);
 
 /// `AWS::EC2::SecurityGroupEgress`
 #[derive(Clone, Debug, Serialize)]
@@ -226,7 +255,11 @@ pub struct LaunchTemplate {
 resource!(
     LaunchTemplate,
     "AWS::EC2::LaunchTemplate",
-    ["DefaultVersionNumber", "LatestVersionNumber", "LaunchTemplateId"]
+    [
+        "DefaultVersionNumber",
+        "LatestVersionNumber",
+        "LaunchTemplateId"
+    ]
 );
 
 /// `LaunchTemplateData`
@@ -373,5 +406,12 @@ pub struct Instance {
 resource!(
     Instance,
     "AWS::EC2::Instance",
-    ["AvailabilityZone", "InstanceId", "PrivateDnsName", "PrivateIp", "PublicDnsName", "PublicIp"]
+    [
+        "AvailabilityZone",
+        "InstanceId",
+        "PrivateDnsName",
+        "PrivateIp",
+        "PublicDnsName",
+        "PublicIp"
+    ]
 );

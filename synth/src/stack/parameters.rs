@@ -107,8 +107,8 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
 
     let image = image(t, ctx);
 
-    let has_key = t.condition("HasKeyName", Expr::not(Expr::equals(key_name.r#ref(), "")));
-    let has_ssh = t.condition("HasSshCidr", Expr::not(Expr::equals(ssh_cidr.r#ref(), "")));
+    let has_key = t.condition("HasKeyName", Expr::negate(Expr::equals(key_name.r#ref(), "")));
+    let has_ssh = t.condition("HasSshCidr", Expr::negate(Expr::equals(ssh_cidr.r#ref(), "")));
     let create_fs = t.condition("CreateFileSystem", Expr::equals(efs_id.r#ref(), ""));
 
     let mut instance_group = vec![&master_type, &worker_type];
