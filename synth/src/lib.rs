@@ -5,6 +5,7 @@
 //! defaults filled) -> [`stack`] (the typed template, built with the `cfn`
 //! crate) -> JSON, checked by `cfn::Template::render` before it is printed.
 
+pub mod blueprint;
 pub mod catalog;
 pub mod region;
 pub mod spec;
