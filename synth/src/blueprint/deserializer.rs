@@ -38,7 +38,12 @@ pub(crate) struct Error {
 
 impl Error {
     fn new(message: String) -> Self {
-        Error { message, help: None, missing: None, at: None }
+        Error {
+            message,
+            help: None,
+            missing: None,
+            at: None,
+        }
     }
 
     /// Fills in the path and position, unless a deeper node already did.
@@ -60,10 +65,7 @@ impl Error {
         let help = self.help.or_else(|| {
             self.missing.map(|field| {
                 let parent = path.rsplit_once('.').map(|(p, _)| p);
-                match parent {
-                    Some(parent) => format!("add `{field}:` with a value under `{parent}:`"),
-                    None => format!("add a line `{field}: ...` at the top level"),
-                }
+                missing_help(field, parent)
             })
         });
         let mut d = Diagnostic::error(path, location, self.message);
@@ -93,14 +95,36 @@ impl de::Error for Error {
     }
 
     fn invalid_value(unexp: Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        Error::new(format!("expected {}, found {}", expected(exp, true), unexpected(&unexp)))
+        let mut e = Error::new(format!(
+            "expected {}, found {}",
+            expected(exp, true),
+            unexpected(&unexp)
+        ));
+        e.help = Some(match unexp {
+            Unexpected::Signed(n) if n < 0 => "this value cannot be negative".to_owned(),
+            _ => "write a value in the allowed range".to_owned(),
+        });
+        e
     }
 
     fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
-        let mut e = Error::new(format!("`{variant}` is not allowed here; expected one of {}", backticked(expected.iter().copied())));
-        if let Some(close) = did_you_mean(variant, expected.iter().copied()) {
-            e.help = Some(format!("did you mean `{close}`?"));
+        let mut e = Error::new(format!(
+            "`{variant}` is not allowed here; expected one of {}",
+            backticked(expected.iter().copied())
+        ));
+        // `yes`/`no` are switches in YAML 1.1; where `on`/`off` exist, they are what was meant.
+        let switch = match variant {
+            "yes" | "y" | "enabled" | "enable" => Some("on"),
+            "no" | "n" | "disabled" | "disable" => Some("off"),
+            _ => None,
         }
+        .filter(|s| expected.contains(s));
+        e.help = Some(
+            match switch.or_else(|| did_you_mean(variant, expected.iter().copied())) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => format!("write one of {}", backticked(expected.iter().copied())),
+            },
+        );
         e
     }
 
@@ -113,6 +137,24 @@ impl de::Error for Error {
     fn duplicate_field(field: &'static str) -> Self {
         // The document builder rejects duplicate keys first; this is a backstop.
         Error::new(format!("`{field}` is set twice"))
+    }
+}
+
+/// What to add for a missing required field, with an example value.
+fn missing_help(field: &str, parent: Option<&str>) -> String {
+    let example = match field {
+        "name" => "`name: my-cluster` (lower-case letters, digits and `-`)",
+        "master" => "a `master:` section with `instance_type:` (for example `p3.2xlarge`)",
+        "workers" => "a `workers:` section with `instance_type:` and `count:`",
+        "instance_type" => "`instance_type:` with an EC2 instance type, for example `p3.2xlarge`",
+        "count" => "`count:` with the number of workers to launch, for example `count: 2`",
+        _ => "",
+    };
+    match (parent, example.is_empty()) {
+        (Some(parent), true) => format!("add `{field}:` with a value under `{parent}:`"),
+        (Some(parent), false) => format!("under `{parent}:`, add {example}"),
+        (None, true) => format!("add `{field}:` with a value at the top level"),
+        (None, false) => format!("at the top level, add {example}"),
     }
 }
 
@@ -160,7 +202,7 @@ fn type_help(expected: &str, unexp: &Unexpected<'_>) -> Option<String> {
         ("`true` or `false`", Unexpected::Str(_)) => {
             "write `true` or `false` without quotes (`yes`, `no`, `on` and `off` are text in YAML 1.2)".to_owned()
         }
-        (_, Unexpected::Unit) => "write a value after the colon, or delete the line to use the default".to_owned(),
+        (_, Unexpected::Unit) => "write a value after the colon".to_owned(),
         ("a text value", Unexpected::Map | Unexpected::Seq) => {
             "write a single value on this line; quote it if it contains `: ` or starts with `[` or `{`".to_owned()
         }
@@ -181,11 +223,21 @@ impl<'a> NodeDeserializer<'a> {
     /// The deserializer for the document's root; unknown fields anywhere
     /// below are pushed onto `unknown`.
     pub fn root(node: &'a Node, unknown: &'a RefCell<Vec<Diagnostic>>) -> Self {
-        NodeDeserializer { node, path: String::new(), key: None, unknown }
+        NodeDeserializer {
+            node,
+            path: String::new(),
+            key: None,
+            unknown,
+        }
     }
 
     fn child(&self, node: &'a Node, path: String, key: Option<&'a Location>) -> Self {
-        NodeDeserializer { node, path, key, unknown: self.unknown }
+        NodeDeserializer {
+            node,
+            path,
+            key,
+            unknown: self.unknown,
+        }
     }
 
     /// Where to point for a problem with this node's value. An empty value
@@ -209,12 +261,22 @@ impl<'a> NodeDeserializer<'a> {
 
     fn mapping_expected<T>(&self, fields: &[&str]) -> Result<T, Error> {
         let found = self.node.describe();
-        let top = if self.path.is_empty() { "the blueprint" } else { "this field" };
-        let mut e = Error::new(format!("{top} must be a mapping with the fields {}, found {found}", backticked(fields.iter().copied())));
+        let top = if self.path.is_empty() {
+            "the blueprint"
+        } else {
+            "this field"
+        };
+        let mut e = Error::new(format!(
+            "{top} must be a mapping with the fields {}, found {found}",
+            backticked(fields.iter().copied())
+        ));
         e.help = Some(if self.path.is_empty() {
             "start from the minimal blueprint: `name:`, `master:` with `instance_type:`, and `workers:` with `instance_type:` and `count:`".to_owned()
         } else {
-            format!("write the fields indented on the lines under `{}:`", self.path.rsplit('.').next().unwrap_or_default())
+            format!(
+                "write the fields indented on the lines under `{}:`",
+                self.path.rsplit('.').next().unwrap_or_default()
+            )
         });
         self.fail(e)
     }
@@ -238,7 +300,11 @@ fn parse_int(text: &str) -> Option<Result<u64, i64>> {
     };
     if negative {
         // `-0` is 0; anything below i64::MIN is not a number we can hold.
-        if magnitude == 0 { Some(Ok(0)) } else { 0i64.checked_sub_unsigned(magnitude).map(Err) }
+        if magnitude == 0 {
+            Some(Ok(0))
+        } else {
+            0i64.checked_sub_unsigned(magnitude).map(Err)
+        }
     } else {
         Some(Ok(magnitude))
     }
@@ -247,13 +313,24 @@ fn parse_int(text: &str) -> Option<Result<u64, i64>> {
 /// Floats as the YAML 1.2 core schema writes them.
 fn parse_float(text: &str) -> Option<f64> {
     match text.trim_start_matches(['+', '-']) {
-        ".inf" | ".Inf" | ".INF" => return Some(if text.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY }),
+        ".inf" | ".Inf" | ".INF" => {
+            return Some(if text.starts_with('-') {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            });
+        }
         ".nan" | ".NaN" | ".NAN" => return Some(f64::NAN),
         _ => {}
     }
     let body = text.trim_start_matches(['+', '-']);
-    let ok = body.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '.')
-        && body.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+    let ok = body
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit() || c == '.')
+        && body
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
         && body.chars().any(|c| c.is_ascii_digit());
     if ok { text.parse().ok() } else { None }
 }
@@ -263,7 +340,10 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         let result = match &self.node.kind {
-            NodeKind::Scalar { value, plain: false } => visitor.visit_str(value),
+            NodeKind::Scalar {
+                value,
+                plain: false,
+            } => visitor.visit_str(value),
             NodeKind::Scalar { value, plain: true } => {
                 let v = value.as_str();
                 if is_null_text(v) {
@@ -291,7 +371,9 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match &self.node.kind {
-            NodeKind::Scalar { value, .. } if !self.node.is_null() => visitor.visit_str(value).or_else(|e| self.fail(e)),
+            NodeKind::Scalar { value, .. } if !self.node.is_null() => {
+                visitor.visit_str(value).or_else(|e| self.fail(e))
+            }
             _ => self.deserialize_any(visitor),
         }
     }
@@ -309,10 +391,18 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        if self.node.is_null() { visitor.visit_none() } else { visitor.visit_some(self) }
+        if self.node.is_null() {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
         visitor.visit_newtype_struct(self)
     }
 
@@ -327,15 +417,27 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
             e.help = Some("write a list, either `[a, b]` or one `- item` per line".to_owned());
             return self.fail(e);
         };
-        let access = Items { parent: &self, items: items.iter().enumerate() };
+        let access = Items {
+            parent: &self,
+            items: items.iter().enumerate(),
+        };
         visitor.visit_seq(access).or_else(|e| self.fail(e))
     }
 
-    fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
         self.deserialize_seq(visitor)
     }
 
-    fn deserialize_tuple_struct<V: Visitor<'de>>(self, _name: &'static str, _len: usize, visitor: V) -> Result<V::Value, Error> {
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
         self.deserialize_seq(visitor)
     }
 
@@ -349,8 +451,14 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
             };
             return self.fail(<Error as de::Error>::invalid_type(unexp, &visitor));
         };
-        let access = Entries { parent: &self, entries: entries.iter().collect::<Vec<_>>().into_iter(), value: None };
-        visitor.visit_map(access).map_err(|e| e.at(&self.path, self.whole()))
+        let access = Entries {
+            parent: &self,
+            entries: entries.iter().collect::<Vec<_>>().into_iter(),
+            value: None,
+        };
+        visitor
+            .visit_map(access)
+            .map_err(|e| e.at(&self.path, self.whole()))
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -371,16 +479,36 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
                 continue;
             }
             let path = join(&self.path, name);
-            let within = if self.path.is_empty() { "at the top level".to_owned() } else { format!("in `{}`", self.path) };
-            let mut d = Diagnostic::error(path, entry.0.location.clone(), format!("unknown field `{name}`"));
+            let within = if self.path.is_empty() {
+                "at the top level".to_owned()
+            } else {
+                format!("in `{}`", self.path)
+            };
+            let mut d = Diagnostic::error(
+                path,
+                entry.0.location.clone(),
+                format!("unknown field `{name}`"),
+            );
             d.help = Some(match did_you_mean(name, fields.iter().copied()) {
-                Some(close) => format!("did you mean `{close}`? The fields allowed {within} are {}", backticked(fields.iter().copied())),
-                None => format!("the fields allowed {within} are {}", backticked(fields.iter().copied())),
+                Some(close) => format!(
+                    "did you mean `{close}`? The fields allowed {within} are {}",
+                    backticked(fields.iter().copied())
+                ),
+                None => format!(
+                    "the fields allowed {within} are {}",
+                    backticked(fields.iter().copied())
+                ),
             });
             self.unknown.borrow_mut().push(d);
         }
-        let access = Entries { parent: &self, entries: known.into_iter(), value: None };
-        visitor.visit_map(access).map_err(|e| e.at(&self.path, self.whole()))
+        let access = Entries {
+            parent: &self,
+            entries: known.into_iter(),
+            value: None,
+        };
+        visitor
+            .visit_map(access)
+            .map_err(|e| e.at(&self.path, self.whole()))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -418,10 +546,15 @@ struct Items<'p, 'a, I> {
 impl<'de, 'a, I: Iterator<Item = (usize, &'a Node)>> de::SeqAccess<'de> for Items<'_, 'a, I> {
     type Error = Error;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
         match self.items.next() {
             Some((i, node)) => {
-                let child = self.parent.child(node, format!("{}[{i}]", self.parent.path), None);
+                let child = self
+                    .parent
+                    .child(node, format!("{}[{i}]", self.parent.path), None);
                 seed.deserialize(child).map(Some)
             }
             None => Ok(None),
@@ -439,17 +572,25 @@ struct Entries<'p, 'a, I> {
 impl<'de, 'a, I: Iterator<Item = &'a (Node, Node)>> de::MapAccess<'de> for Entries<'_, 'a, I> {
     type Error = Error;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        let Some(entry) = self.entries.next() else { return Ok(None) };
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let Some(entry) = self.entries.next() else {
+            return Ok(None);
+        };
         self.value = Some(entry);
         let (key, _) = entry;
         let path = join(&self.parent.path, key.scalar().unwrap_or_default());
-        seed.deserialize(self.parent.child(key, path, None)).map(Some)
+        seed.deserialize(self.parent.child(key, path, None))
+            .map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         let Some((key, value)) = self.value.take() else {
-            return Err(Error::new("internal error: a value was read before its key".to_owned()));
+            return Err(Error::new(
+                "internal error: a value was read before its key".to_owned(),
+            ));
         };
         let path = join(&self.parent.path, key.scalar().unwrap_or_default());
         seed.deserialize(self.parent.child(value, path, Some(&key.location)))
@@ -492,7 +633,10 @@ mod tests {
         let d = r.unwrap_err();
         assert_eq!(d.path, "workers.count");
         assert_eq!((d.line, d.column), (3, 10));
-        assert_eq!(d.message, "expected a whole number, found the text \"eight\"");
+        assert_eq!(
+            d.message,
+            "expected a whole number, found the text \"eight\""
+        );
     }
 
     #[test]
@@ -501,7 +645,10 @@ mod tests {
         let d = r.unwrap_err();
         assert_eq!(d.path, "workers.count");
         assert_eq!((d.line, d.column), (2, 1));
-        assert!(d.help.unwrap().contains("under `workers:`"));
+        assert!(
+            d.help.unwrap().contains("under `workers:`"),
+            "help names the section"
+        );
     }
 
     #[test]
@@ -510,14 +657,21 @@ mod tests {
         assert!(r.is_ok());
         let paths: Vec<_> = unknown.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, ["nmae", "workers.cont", "workers.gpus"]);
-        assert!(unknown[1].help.as_ref().unwrap().starts_with("did you mean `count`?"));
+        assert!(
+            unknown[1]
+                .help
+                .as_ref()
+                .unwrap()
+                .starts_with("did you mean `count`?")
+        );
         assert!(!unknown[2].help.as_ref().unwrap().contains("did you mean"));
         assert_eq!((unknown[1].line, unknown[1].column), (5, 3));
     }
 
     #[test]
     fn strings_keep_their_text_and_numbers_resolve() {
-        let (r, _) = load("name: 007\nworkers: { count: 0x10, spot: false }\ntags: { v: 1.10, on: yes }\n");
+        let (r, _) =
+            load("name: 007\nworkers: { count: 0x10, spot: false }\ntags: { v: 1.10, on: yes }\n");
         let o = r.unwrap();
         assert_eq!(o.name, "007");
         assert_eq!(o.workers.count, 16);
@@ -530,13 +684,21 @@ mod tests {
     fn negative_and_huge_numbers_are_range_errors() {
         let d = load("name: x\nworkers: { count: -1 }\n").0.unwrap_err();
         assert!(d.message.contains("from 0 to 4294967295"), "{}", d.message);
-        let d = load("name: x\nworkers: { count: 99999999999 }\n").0.unwrap_err();
-        assert!(d.message.contains("found the number 99999999999"), "{}", d.message);
+        let d = load("name: x\nworkers: { count: 99999999999 }\n")
+            .0
+            .unwrap_err();
+        assert!(
+            d.message.contains("found the number 99999999999"),
+            "{}",
+            d.message
+        );
     }
 
     #[test]
     fn yaml_1_1_booleans_are_text() {
-        let d = load("name: x\nworkers: { count: 1, spot: yes }\n").0.unwrap_err();
+        let d = load("name: x\nworkers: { count: 1, spot: yes }\n")
+            .0
+            .unwrap_err();
         assert_eq!(d.path, "workers.spot");
         assert!(d.help.unwrap().contains("YAML 1.2"));
     }

@@ -79,11 +79,19 @@ impl Diagnostic {
         }
     }
 
-    pub(crate) fn error(path: impl Into<String>, location: Location, message: impl Into<String>) -> Self {
+    pub(crate) fn error(
+        path: impl Into<String>,
+        location: Location,
+        message: impl Into<String>,
+    ) -> Self {
         Self::new(Severity::Error, path, location, message)
     }
 
-    pub(crate) fn warning(path: impl Into<String>, location: Location, message: impl Into<String>) -> Self {
+    pub(crate) fn warning(
+        path: impl Into<String>,
+        location: Location,
+        message: impl Into<String>,
+    ) -> Self {
         Self::new(Severity::Warning, path, location, message)
     }
 
@@ -111,13 +119,20 @@ impl Diagnostic {
         let title = self.title();
         // A span outside the text (it cannot happen for spans made by this
         // module, but the fields are public) falls back to the line start.
-        let span = if self.span.end <= text.len() && text.is_char_boundary(self.span.start) && text.is_char_boundary(self.span.end) {
+        let span = if self.span.end <= text.len()
+            && text.is_char_boundary(self.span.start)
+            && text.is_char_boundary(self.span.end)
+        {
             self.span.clone()
         } else {
             0..0
         };
         let mut group = level.primary_title(title.as_str()).element(
-            Snippet::source(text).line_start(1).path(path).fold(true).annotation(AnnotationKind::Primary.span(span)),
+            Snippet::source(text)
+                .line_start(1)
+                .path(path)
+                .fold(true)
+                .annotation(AnnotationKind::Primary.span(span)),
         );
         if let Some(help) = &self.help {
             group = group.element(Level::HELP.message(help.as_str()));
@@ -139,12 +154,19 @@ pub struct Diagnostics {
 impl Diagnostics {
     pub(crate) fn new(mut items: Vec<Diagnostic>, text: &str, path: &str) -> Self {
         items.sort_by_key(|d| (d.severity, d.line, d.column));
-        Diagnostics { items, text: text.to_owned(), path: path.to_owned() }
+        Diagnostics {
+            items,
+            text: text.to_owned(),
+            path: path.to_owned(),
+        }
     }
 
     /// How many of the problems are errors.
     pub fn error_count(&self) -> usize {
-        self.items.iter().filter(|d| d.severity == Severity::Error).count()
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
     }
 
     /// Every problem rendered, separated by blank lines, with a count at the
@@ -165,9 +187,16 @@ impl std::error::Error for Diagnostics {}
 /// Renders several problems (for example the warnings of a blueprint that
 /// loaded) into one text, with a count at the end when there is more than one.
 pub fn render_all(items: &[Diagnostic], text: &str, path: &str) -> String {
-    let mut out = items.iter().map(|d| d.render(text, path)).collect::<Vec<_>>().join("\n\n");
+    let mut out = items
+        .iter()
+        .map(|d| d.render(text, path))
+        .collect::<Vec<_>>()
+        .join("\n\n");
     if items.len() > 1 {
-        let errors = items.iter().filter(|d| d.severity == Severity::Error).count();
+        let errors = items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
         let warnings = items.len() - errors;
         let mut counts = Vec::new();
         if errors > 0 {
@@ -176,14 +205,22 @@ pub fn render_all(items: &[Diagnostic], text: &str, path: &str) -> String {
         if warnings > 0 {
             counts.push(plural(warnings, "warning"));
         }
-        out.push_str(&format!("\n\n{}: {} in {path}", if errors > 0 { "error" } else { "warning" }, counts.join(" and ")));
+        out.push_str(&format!(
+            "\n\n{}: {} in {path}",
+            if errors > 0 { "error" } else { "warning" },
+            counts.join(" and ")
+        ));
     }
     out.push('\n');
     out
 }
 
 fn plural(n: usize, what: &str) -> String {
-    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 #[cfg(test)]
@@ -193,10 +230,21 @@ mod tests {
     #[test]
     fn renders_like_rustc_without_colour() {
         let text = "name: x\nworkers:\n  count: eight\n";
-        let d = Diagnostic::error("workers.count", Location { line: 3, column: 10, span: 26..31 }, "expected a whole number")
-            .with_help("write digits");
+        let d = Diagnostic::error(
+            "workers.count",
+            Location {
+                line: 3,
+                column: 10,
+                span: 26..31,
+            },
+            "expected a whole number",
+        )
+        .with_help("write digits");
         let out = d.render(text, "x.yaml");
-        assert!(out.starts_with("error: workers.count: expected a whole number\n"), "{out}");
+        assert!(
+            out.starts_with("error: workers.count: expected a whole number\n"),
+            "{out}"
+        );
         assert!(out.contains("--> x.yaml:3:10"), "{out}");
         assert!(out.contains("^^^^^"), "{out}");
         assert!(out.contains("= help: write digits"), "{out}");
@@ -205,7 +253,11 @@ mod tests {
 
     #[test]
     fn sorts_errors_before_warnings_and_counts_them() {
-        let at = |line| Location { line, column: 1, span: 0..1 };
+        let at = |line| Location {
+            line,
+            column: 1,
+            span: 0..1,
+        };
         let ds = Diagnostics::new(
             vec![
                 Diagnostic::warning("a", at(1), "w"),
@@ -218,12 +270,24 @@ mod tests {
         let paths: Vec<_> = ds.items.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, ["c", "b", "a"]);
         assert_eq!(ds.error_count(), 2);
-        assert!(ds.to_string().trim_end().ends_with("error: 2 errors and 1 warning in p.yaml"));
+        assert!(
+            ds.to_string()
+                .trim_end()
+                .ends_with("error: 2 errors and 1 warning in p.yaml")
+        );
     }
 
     #[test]
     fn a_bad_span_does_not_panic() {
-        let d = Diagnostic { severity: Severity::Error, path: String::new(), line: 9, column: 9, span: 50..99, message: "m".into(), help: None };
+        let d = Diagnostic {
+            severity: Severity::Error,
+            path: String::new(),
+            line: 9,
+            column: 9,
+            span: 50..99,
+            message: "m".into(),
+            help: None,
+        };
         assert!(d.render("ab", "p").contains("error: m"));
     }
 }

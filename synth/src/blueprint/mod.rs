@@ -56,7 +56,8 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     let map = source_map::SourceMap::new(&root, text);
 
     let unknown = RefCell::new(Vec::new());
-    let parsed = model::Blueprint::deserialize(deserializer::NodeDeserializer::root(&root, &unknown));
+    let parsed =
+        model::Blueprint::deserialize(deserializer::NodeDeserializer::root(&root, &unknown));
     let mut diagnostics = unknown.into_inner();
     let blueprint = match parsed {
         Ok(b) => b,
@@ -73,9 +74,10 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     let (spec, found) = validate::validate(blueprint, &map, region);
     diagnostics.extend(found);
     match spec {
-        Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
-            Ok(Loaded { spec, warnings: diagnostics })
-        }
+        Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => Ok(Loaded {
+            spec,
+            warnings: diagnostics,
+        }),
         _ => Err(fail(diagnostics)),
     }
 }
