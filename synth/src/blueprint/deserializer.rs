@@ -203,6 +203,9 @@ fn type_help(expected: &str, unexp: &Unexpected<'_>) -> Option<String> {
             "write `true` or `false` without quotes (`yes`, `no`, `on` and `off` are text in YAML 1.2)".to_owned()
         }
         (_, Unexpected::Unit) => "write a value after the colon".to_owned(),
+        ("a mapping of `key: value` lines", _) => {
+            "write one `key: value` per line, indented under the field, or `{ key: value, ... }` on one line".to_owned()
+        }
         ("a text value", Unexpected::Map | Unexpected::Seq) => {
             "write a single value on this line; quote it if it contains `: ` or starts with `[` or `{`".to_owned()
         }
@@ -310,6 +313,12 @@ fn parse_int(text: &str) -> Option<Result<u64, i64>> {
     }
 }
 
+/// Whether `text` is a decimal integer (an optional sign, then digits).
+fn is_decimal_integer(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Floats as the YAML 1.2 core schema writes them.
 fn parse_float(text: &str) -> Option<f64> {
     match text.trim_start_matches(['+', '-']) {
@@ -357,6 +366,12 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
                         Ok(u) => visitor.visit_u64(u),
                         Err(i) => visitor.visit_i64(i),
                     }
+                } else if is_decimal_integer(v) {
+                    // All digits, but too large for 64 bits: say so, rather
+                    // than read it as an imprecise float.
+                    let mut e = Error::new(format!("the number {v} is too large"));
+                    e.help = Some("write a value in the allowed range".to_owned());
+                    Err(e)
                 } else if let Some(f) = parse_float(v) {
                     visitor.visit_f64(f)
                 } else {
@@ -490,6 +505,10 @@ impl<'de, 'a> de::Deserializer<'de> for NodeDeserializer<'a> {
                 format!("unknown field `{name}`"),
             );
             d.help = Some(match did_you_mean(name, fields.iter().copied()) {
+                _ if name == "<<" => {
+                    "YAML merge keys (`<<`) are not supported in blueprints; write the fields out"
+                        .to_owned()
+                }
                 Some(close) => format!(
                     "did you mean `{close}`? The fields allowed {within} are {}",
                     backticked(fields.iter().copied())
@@ -692,6 +711,10 @@ mod tests {
             "{}",
             d.message
         );
+        let d = load("name: x\nworkers: { count: 18446744073709551616 }\n")
+            .0
+            .unwrap_err();
+        assert_eq!(d.message, "the number 18446744073709551616 is too large");
     }
 
     #[test]

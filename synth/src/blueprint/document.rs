@@ -207,7 +207,8 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                         "",
                         location,
                         "this alias names an anchor that is not defined before it",
-                    ));
+                    )
+                    .with_help("define the anchor (`&name`) on a complete value above the alias, or write the value out"));
                 };
                 nodes += count_nodes(target);
                 let mut copy = target.clone();

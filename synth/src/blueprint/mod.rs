@@ -81,3 +81,217 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
         _ => Err(fail(diagnostics)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::spec::{
+        AccessSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
+    };
+
+    const MINIMAL: &str = "\
+name: minimal
+master:
+  instance_type: p3.2xlarge
+workers:
+  instance_type: p3.2xlarge
+  count: 2
+";
+
+    fn ok(text: &str, region: Option<Region>) -> Loaded {
+        load(text, "t.yaml", region).unwrap_or_else(|e| panic!("did not load:\n{e}"))
+    }
+
+    fn errors(text: &str, region: Option<Region>) -> Vec<String> {
+        let e = load(text, "t.yaml", region).expect_err("should fail");
+        e.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.path.clone())
+            .collect()
+    }
+
+    #[test]
+    fn the_minimal_blueprint_gets_every_default() {
+        let loaded = ok(MINIMAL, None);
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let expected = ClusterSpec {
+            name: "minimal".into(),
+            region: None,
+            image: ImageSpec {
+                source: ImageSource::SsmParameter(DEFAULT_SSM_PARAMETER.into()),
+                user: "ubuntu".into(),
+                root_device: "/dev/sda1".into(),
+            },
+            master: MasterSpec {
+                instance_type: "p3.2xlarge".into(),
+                public: true,
+            },
+            workers: WorkerSpec {
+                instance_type: "p3.2xlarge".into(),
+                count: 2,
+                min: 0,
+                max: 2,
+                spot: false,
+            },
+            root_volume_gb: 200,
+            efs: EfsSpec {
+                mount: "/efs".into(),
+                file_system_id: None,
+            },
+            network: NetworkSpec::New {
+                vpc_cidr: "10.0.0.0/16".parse().unwrap(),
+            },
+            placement_group: false,
+            efa: false,
+            access: AccessSpec {
+                key_name: None,
+                ssh_cidr: None,
+                session_manager: true,
+            },
+            prepare_data_script: None,
+            formation_minutes: 30,
+            tags: BTreeMap::new(),
+        };
+        assert_eq!(loaded.spec, expected);
+    }
+
+    #[test]
+    fn the_region_argument_selects_or_conflicts() {
+        assert_eq!(
+            ok(MINIMAL, Some(Region::EuWest1)).spec.region,
+            Some(Region::EuWest1)
+        );
+        let pinned = format!("{MINIMAL}region: us-east-2\n");
+        assert_eq!(ok(&pinned, None).spec.region, Some(Region::UsEast2));
+        assert_eq!(
+            ok(&pinned, Some(Region::UsEast2)).spec.region,
+            Some(Region::UsEast2)
+        );
+        assert_eq!(errors(&pinned, Some(Region::UsWest2)), ["region"]);
+    }
+
+    #[test]
+    fn ami_maps_keep_only_the_template_regions() {
+        let text = format!(
+            "{MINIMAL}image:\n  ami: {{ us-east-1: ami-11111111, eu-west-1: ami-22222222 }}\n"
+        );
+        let spec = ok(&text, Some(Region::EuWest1)).spec;
+        let ImageSource::AmiMap(amis) = spec.image.source else {
+            panic!("not an AMI map")
+        };
+        assert_eq!(
+            amis.into_iter().collect::<Vec<_>>(),
+            [(Region::EuWest1, "ami-22222222".to_owned())]
+        );
+        assert_eq!(errors(&text, None), ["image.ami"]);
+    }
+
+    #[test]
+    fn efa_auto_needs_both_types_and_a_private_master() {
+        let efa = |master: &str, public: bool, workers: &str| {
+            let text = format!(
+                "name: e\nmaster: {{ instance_type: {master}, public: {public} }}\nworkers: {{ instance_type: {workers}, count: 1 }}\n"
+            );
+            let loaded = ok(&text, None);
+            let warned = loaded.warnings.iter().any(|w| w.path == "network.efa");
+            (loaded.spec.efa, warned)
+        };
+        assert_eq!(efa("p4d.24xlarge", false, "p4d.24xlarge"), (true, false));
+        assert_eq!(efa("p4d.24xlarge", true, "p4d.24xlarge"), (false, true));
+        assert_eq!(efa("p3.2xlarge", false, "p4d.24xlarge"), (false, true));
+        assert_eq!(efa("p4d.24xlarge", false, "p3.2xlarge"), (false, false));
+    }
+
+    #[test]
+    fn image_families_set_user_and_root_device() {
+        let al = format!(
+            "{MINIMAL}image:\n  ssm_parameter: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64\n"
+        );
+        let image = ok(&al, None).spec.image;
+        assert_eq!(
+            (image.user.as_str(), image.root_device.as_str()),
+            ("ec2-user", "/dev/xvda")
+        );
+
+        let unknown = format!("{MINIMAL}image:\n  ssm_parameter: /my/golden/image\n");
+        let loaded = ok(&unknown, None);
+        assert_eq!(loaded.spec.image.user, "ubuntu");
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.path == "image.ssm_parameter")
+        );
+
+        let explicit =
+            format!("{MINIMAL}image:\n  ssm_parameter: /my/golden/image\n  family: amazon-linux\n");
+        let loaded = ok(&explicit, None);
+        assert_eq!(loaded.spec.image.user, "ec2-user");
+        assert!(loaded.warnings.is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_and_semantic_errors_are_reported_together() {
+        let text = format!("{MINIMAL}  min: 5\nstorage:\n  root_volume: 100\n");
+        assert_eq!(errors(&text, None), ["workers.min", "storage.root_volume"]);
+    }
+
+    #[test]
+    fn windows_line_endings_and_a_byte_order_mark_load() {
+        let crlf = format!("\u{feff}{}", MINIMAL.replace('\n', "\r\n"));
+        assert_eq!(ok(&crlf, None).spec.workers.count, 2);
+    }
+
+    /// No input may panic: every prefix of a realistic blueprint (most of
+    /// them broken YAML) and a list of odd documents either load or fail.
+    #[test]
+    fn never_panics_on_broken_input() {
+        let full = include_str!("../../tests/fixtures/blueprint/valid/full.yaml");
+        for (i, _) in full.char_indices() {
+            let _ = load(&full[..i], "t.yaml", None);
+        }
+        let odd = [
+            "",
+            " ",
+            "\n\n",
+            "---",
+            "...",
+            "~",
+            "null",
+            "[",
+            "{",
+            "]",
+            ":",
+            "- - -",
+            "? [a]\n: b\n",
+            "a: &x\n  b: *x\n",
+            "<<: {name: x}\n",
+            "name: \u{0}\n",
+            "name: x\nworkers: { count: 18446744073709551616 }\n",
+            "name: x\nworkers: { count: .inf }\n",
+            "'unterminated\n",
+            "\"bad \\q escape\"\n",
+            "*undefined\n",
+            "name: [x]\n",
+            "name: {a: b}\n",
+            "tags: [a, b]\n",
+            "tags: { a: [1] }\n",
+            "image: { ami: [ami-12345678] }\n",
+            "network: { existing: vpc-12345678 }\n",
+            "network: { efa: [on] }\n",
+            "%YAML 1.2\n---\nname: x\n",
+            "!!map {name: x}\n",
+            "name: !!str 12\n",
+        ];
+        for text in odd {
+            let _ = load(text, "t.yaml", None)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        }
+        let deep = format!("{}x{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(load(&deep, "t.yaml", None).is_err());
+    }
+}

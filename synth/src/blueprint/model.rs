@@ -31,7 +31,7 @@ pub struct Blueprint {
     pub name: String,
     /// The AWS region the template is for. Omit it to build one template that
     /// works in all five supported regions.
-    #[schemars(extend("enum" = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "ap-southeast-2"]))]
+    #[schemars(extend("enum" = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "ap-southeast-2", null]))]
     pub region: Option<String>,
     /// The machine image every node boots. Default: the AWS Deep Learning Base
     /// AMI (Ubuntu 22.04) through its public SSM parameter.
@@ -175,9 +175,11 @@ pub struct ExistingNetwork {
     #[schemars(regex(pattern = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"))]
     pub public_subnet_id: Option<String>,
     /// Private subnets for the workers (and a private master); at least one.
-    #[serde(default)]
+    ///
+    /// Optional here only so that leaving it out gets a clearer message than
+    /// serde's "missing field".
     #[schemars(length(min = 1))]
-    pub private_subnet_ids: Vec<String>,
+    pub private_subnet_ids: Option<Vec<String>>,
 }
 
 /// Whether nodes get an Elastic Fabric Adapter.

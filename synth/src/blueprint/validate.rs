@@ -672,6 +672,7 @@ impl Checker<'_> {
         master_public: bool,
         placement_group: bool,
     ) -> NetworkSpec {
+        let private_subnet_ids = e.private_subnet_ids.unwrap_or_default();
         if !is_aws_id(&e.vpc_id, "vpc-") {
             self.error(
                 "network.existing.vpc_id",
@@ -706,7 +707,7 @@ impl Checker<'_> {
                 "add `public_subnet_id: subnet-...` (a subnet whose route table has an internet gateway), or set `master.public: false`",
             );
         }
-        if e.private_subnet_ids.is_empty() {
+        if private_subnet_ids.is_empty() {
             self.error(
                 "network.existing.private_subnet_ids",
                 At::Key,
@@ -714,7 +715,7 @@ impl Checker<'_> {
                 "list the private subnets the workers may use, for example `private_subnet_ids: [subnet-0123456789abcdef0]`",
             );
         }
-        for (i, id) in e.private_subnet_ids.iter().enumerate() {
+        for (i, id) in private_subnet_ids.iter().enumerate() {
             let path = format!("network.existing.private_subnet_ids[{i}]");
             if !is_aws_id(id, "subnet-") {
                 self.error(
@@ -723,7 +724,7 @@ impl Checker<'_> {
                     format!("`{id}` is not a subnet id"),
                     subnet_help,
                 );
-            } else if e.private_subnet_ids[..i].contains(id) {
+            } else if private_subnet_ids[..i].contains(id) {
                 self.error(
                     &path,
                     At::Value,
@@ -732,7 +733,7 @@ impl Checker<'_> {
                 );
             }
         }
-        if e.private_subnet_ids.len() == 1 && !placement_group {
+        if private_subnet_ids.len() == 1 && !placement_group {
             self.warning(
                 "network.existing.private_subnet_ids",
                 At::Key,
@@ -743,7 +744,7 @@ impl Checker<'_> {
         NetworkSpec::Existing {
             vpc_id: e.vpc_id,
             public_subnet_id: e.public_subnet_id,
-            private_subnet_ids: e.private_subnet_ids,
+            private_subnet_ids,
         }
     }
 
