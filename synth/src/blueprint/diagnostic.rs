@@ -119,7 +119,8 @@ impl Diagnostic {
         let title = self.title();
         // A span outside the text (it cannot happen for spans made by this
         // module, but the fields are public) falls back to the line start.
-        let span = if self.span.end <= text.len()
+        let span = if self.span.start <= self.span.end
+            && self.span.end <= text.len()
             && text.is_char_boundary(self.span.start)
             && text.is_char_boundary(self.span.end)
         {

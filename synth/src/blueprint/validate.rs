@@ -1059,7 +1059,7 @@ fn offering_problem(t: &InstanceType, targets: &[Region]) -> Option<String> {
         return None;
     }
     Some(if targets.len() == 1 {
-        format!("`{}` is not offered in {}", t.name, missing[0])
+        format!("`{}` is not offered in {}", t.name, missing.join(", "))
     } else {
         format!(
             "`{}` is not offered in {}, and a template without `region:` is for all five regions",
@@ -1304,5 +1304,77 @@ mod tests {
             all.contains("us-east-2, eu-west-1, ap-southeast-2"),
             "{all}"
         );
+    }
+
+    fn fake(
+        name: &'static str,
+        efa: bool,
+        cluster_placement: bool,
+        accelerator: Accelerator,
+    ) -> InstanceType {
+        InstanceType {
+            name,
+            accelerator,
+            accelerators: 1,
+            efa,
+            cluster_placement,
+            regions: 0b11111,
+        }
+    }
+
+    fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {
+        let root = crate::blueprint::document::parse(text).unwrap();
+        let map = SourceMap::new(&root, text);
+        let mut c = Checker {
+            map: &map,
+            diagnostics: Vec::new(),
+        };
+        f(&mut c);
+        c.diagnostics
+    }
+
+    #[test]
+    fn placement_groups_need_types_that_allow_them() {
+        let text = "network:\n  placement_group: true\n";
+        let no = fake("t2.test", false, false, Accelerator::None);
+        let yes = fake("c5.test", false, true, Accelerator::None);
+        let d = checked(text, |c| c.placement(true, Some(&yes), Some(&no)));
+        assert_eq!(d.len(), 1);
+        assert!(
+            d[0].message.contains("the workers' type `t2.test`"),
+            "{}",
+            d[0].message
+        );
+        assert_eq!((d[0].line, d[0].column), (2, 20));
+        assert!(checked(text, |c| c.placement(false, Some(&no), Some(&no))).is_empty());
+    }
+
+    #[test]
+    fn efa_on_names_each_unsupported_type() {
+        let text = "network:\n  efa: on\n";
+        let no = fake("g4.test", false, true, Accelerator::Nvidia);
+        let d = checked(text, |c| {
+            assert!(c.efa(EfaMode::On, Some(&no), Some(&no), false));
+        });
+        assert_eq!(d.len(), 2);
+        assert!(d[0].message.contains("the master's type `g4.test`"));
+        assert!(
+            d[1].help
+                .as_deref()
+                .unwrap_or_default()
+                .contains("workers.instance_type")
+        );
+    }
+
+    #[test]
+    fn neuron_types_warn_about_the_nvidia_image() {
+        let neuron = fake("trn1.test", true, true, Accelerator::Neuron);
+        let gpu = fake("p3.test", false, true, Accelerator::Nvidia);
+        let d = checked("workers:\n  instance_type: trn1.test\n", |c| {
+            c.gpu_image_on_cpus(true, Some(&gpu), Some(&neuron))
+        });
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains("Neuron"), "{}", d[0].message);
+        assert_eq!(d[0].line, 2);
     }
 }
