@@ -1,0 +1,297 @@
+//! The blueprint front end: YAML text in, a validated [`ClusterSpec`] (or
+//! every problem with the blueprint, each with its line and column) out.
+//!
+//! The steps, each in its own module:
+//! 1. [`document`]: `saphyr-parser` events -> a tree of nodes that know their
+//!    positions (syntax errors, duplicate keys, empty files stop here);
+//! 2. [`source_map`]: field path -> line and column, for later messages;
+//! 3. [`deserializer`]: the tree -> the [`model`] serde structs, collecting
+//!    every unknown field with a "did you mean" (a type error stops here);
+//! 4. [`validate`]: every rule and default -> [`ClusterSpec`] and warnings.
+//!
+//! Nothing here touches files, the network or AWS; the caller reads the file
+//! and passes its text and path (the path only appears in messages).
+
+mod deserializer;
+mod diagnostic;
+mod document;
+mod model;
+mod schema;
+mod source_map;
+mod suggestion;
+mod validate;
+
+use std::cell::RefCell;
+
+use serde::Deserialize;
+
+pub use diagnostic::{Diagnostic, Diagnostics, Severity, render_all};
+pub use schema::json_schema;
+pub use validate::DEFAULT_SSM_PARAMETER;
+
+use crate::region::Region;
+use crate::spec::ClusterSpec;
+
+/// A blueprint that passed every check.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The cluster, every default filled in.
+    pub spec: ClusterSpec,
+    /// Things the user should know that do not stop the build.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Parses and checks the blueprint `text`, read from `path`.
+///
+/// `region` is the region asked for on the command line: it selects the
+/// region when the blueprint has none, and is an error when the blueprint
+/// pins a different one. With neither, the spec is for all five regions
+/// (`spec.region` is `None`) and every region-specific check runs for each.
+///
+/// On failure, the error holds every problem found (warnings included),
+/// sorted errors first; it displays them rustc-style.
+pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Diagnostics> {
+    let fail = |items: Vec<Diagnostic>| Diagnostics::new(items, text, path);
+    let root = document::parse(text).map_err(|d| fail(vec![d]))?;
+    let map = source_map::SourceMap::new(&root, text);
+
+    let unknown = RefCell::new(Vec::new());
+    let parsed =
+        model::Blueprint::deserialize(deserializer::NodeDeserializer::root(&root, &unknown));
+    let mut diagnostics = unknown.into_inner();
+    let blueprint = match parsed {
+        Ok(b) => b,
+        Err(e) => {
+            // A type error leaves no blueprint to check further; report it
+            // with the unknown fields found before it.
+            diagnostics.push(e.into_diagnostic(map.value("")));
+            return Err(fail(diagnostics));
+        }
+    };
+
+    // Unknown fields do not stop validation: the user gets both kinds of
+    // problem in one run.
+    let (spec, found) = validate::validate(blueprint, &map, region);
+    diagnostics.extend(found);
+    match spec {
+        Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => Ok(Loaded {
+            spec,
+            warnings: diagnostics,
+        }),
+        _ => Err(fail(diagnostics)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::spec::{
+        AccessSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
+    };
+
+    const MINIMAL: &str = "\
+name: minimal
+master:
+  instance_type: p3.2xlarge
+workers:
+  instance_type: p3.2xlarge
+  count: 2
+";
+
+    fn ok(text: &str, region: Option<Region>) -> Loaded {
+        load(text, "t.yaml", region).unwrap_or_else(|e| panic!("did not load:\n{e}"))
+    }
+
+    fn errors(text: &str, region: Option<Region>) -> Vec<String> {
+        let e = load(text, "t.yaml", region).expect_err("should fail");
+        e.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.path.clone())
+            .collect()
+    }
+
+    #[test]
+    fn the_minimal_blueprint_gets_every_default() {
+        let loaded = ok(MINIMAL, None);
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let expected = ClusterSpec {
+            name: "minimal".into(),
+            region: None,
+            image: ImageSpec {
+                source: ImageSource::SsmParameter(DEFAULT_SSM_PARAMETER.into()),
+                user: "ubuntu".into(),
+                root_device: "/dev/sda1".into(),
+            },
+            master: MasterSpec {
+                instance_type: "p3.2xlarge".into(),
+                public: true,
+            },
+            workers: WorkerSpec {
+                instance_type: "p3.2xlarge".into(),
+                count: 2,
+                min: 0,
+                max: 2,
+                spot: false,
+            },
+            root_volume_gb: 200,
+            efs: EfsSpec {
+                mount: "/efs".into(),
+                file_system_id: None,
+            },
+            network: NetworkSpec::New {
+                vpc_cidr: "10.0.0.0/16".parse().unwrap(),
+            },
+            placement_group: false,
+            efa: false,
+            access: AccessSpec {
+                key_name: None,
+                ssh_cidr: None,
+                session_manager: true,
+            },
+            prepare_data_script: None,
+            formation_minutes: 30,
+            tags: BTreeMap::new(),
+        };
+        assert_eq!(loaded.spec, expected);
+    }
+
+    #[test]
+    fn the_region_argument_selects_or_conflicts() {
+        assert_eq!(
+            ok(MINIMAL, Some(Region::EuWest1)).spec.region,
+            Some(Region::EuWest1)
+        );
+        let pinned = format!("{MINIMAL}region: us-east-2\n");
+        assert_eq!(ok(&pinned, None).spec.region, Some(Region::UsEast2));
+        assert_eq!(
+            ok(&pinned, Some(Region::UsEast2)).spec.region,
+            Some(Region::UsEast2)
+        );
+        assert_eq!(errors(&pinned, Some(Region::UsWest2)), ["region"]);
+    }
+
+    #[test]
+    fn ami_maps_keep_only_the_template_regions() {
+        let text = format!(
+            "{MINIMAL}image:\n  ami: {{ us-east-1: ami-11111111, eu-west-1: ami-22222222 }}\n"
+        );
+        let spec = ok(&text, Some(Region::EuWest1)).spec;
+        let ImageSource::AmiMap(amis) = spec.image.source else {
+            panic!("not an AMI map")
+        };
+        assert_eq!(
+            amis.into_iter().collect::<Vec<_>>(),
+            [(Region::EuWest1, "ami-22222222".to_owned())]
+        );
+        assert_eq!(errors(&text, None), ["image.ami"]);
+    }
+
+    #[test]
+    fn efa_auto_needs_both_types_and_a_private_master() {
+        let efa = |master: &str, public: bool, workers: &str| {
+            let text = format!(
+                "name: e\nmaster: {{ instance_type: {master}, public: {public} }}\nworkers: {{ instance_type: {workers}, count: 1 }}\n"
+            );
+            let loaded = ok(&text, None);
+            let warned = loaded.warnings.iter().any(|w| w.path == "network.efa");
+            (loaded.spec.efa, warned)
+        };
+        assert_eq!(efa("p4d.24xlarge", false, "p4d.24xlarge"), (true, false));
+        assert_eq!(efa("p4d.24xlarge", true, "p4d.24xlarge"), (false, true));
+        assert_eq!(efa("p3.2xlarge", false, "p4d.24xlarge"), (false, true));
+        assert_eq!(efa("p4d.24xlarge", false, "p3.2xlarge"), (false, false));
+    }
+
+    #[test]
+    fn image_families_set_user_and_root_device() {
+        let al = format!(
+            "{MINIMAL}image:\n  ssm_parameter: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64\n"
+        );
+        let image = ok(&al, None).spec.image;
+        assert_eq!(
+            (image.user.as_str(), image.root_device.as_str()),
+            ("ec2-user", "/dev/xvda")
+        );
+
+        let unknown = format!("{MINIMAL}image:\n  ssm_parameter: /my/golden/image\n");
+        let loaded = ok(&unknown, None);
+        assert_eq!(loaded.spec.image.user, "ubuntu");
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.path == "image.ssm_parameter")
+        );
+
+        let explicit =
+            format!("{MINIMAL}image:\n  ssm_parameter: /my/golden/image\n  family: amazon-linux\n");
+        let loaded = ok(&explicit, None);
+        assert_eq!(loaded.spec.image.user, "ec2-user");
+        assert!(loaded.warnings.is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_and_semantic_errors_are_reported_together() {
+        let text = format!("{MINIMAL}  min: 5\nstorage:\n  root_volume: 100\n");
+        assert_eq!(errors(&text, None), ["workers.min", "storage.root_volume"]);
+    }
+
+    #[test]
+    fn windows_line_endings_and_a_byte_order_mark_load() {
+        let crlf = format!("\u{feff}{}", MINIMAL.replace('\n', "\r\n"));
+        assert_eq!(ok(&crlf, None).spec.workers.count, 2);
+    }
+
+    /// No input may panic: every prefix of a realistic blueprint (most of
+    /// them broken YAML) and a list of odd documents either load or fail.
+    #[test]
+    fn never_panics_on_broken_input() {
+        let full = include_str!("../../tests/fixtures/blueprint/valid/full.yaml");
+        for (i, _) in full.char_indices() {
+            let _ = load(&full[..i], "t.yaml", None).map_err(|e| e.to_string());
+        }
+        let odd = [
+            "",
+            " ",
+            "\n\n",
+            "---",
+            "...",
+            "~",
+            "null",
+            "[",
+            "{",
+            "]",
+            ":",
+            "- - -",
+            "? [a]\n: b\n",
+            "a: &x\n  b: *x\n",
+            "<<: {name: x}\n",
+            "name: \u{0}\n",
+            "name: x\nworkers: { count: 18446744073709551616 }\n",
+            "name: x\nworkers: { count: .inf }\n",
+            "'unterminated\n",
+            "\"bad \\q escape\"\n",
+            "*undefined\n",
+            "name: [x]\n",
+            "name: {a: b}\n",
+            "tags: [a, b]\n",
+            "tags: { a: [1] }\n",
+            "image: { ami: [ami-12345678] }\n",
+            "network: { existing: vpc-12345678 }\n",
+            "network: { efa: [on] }\n",
+            "%YAML 1.2\n---\nname: x\n",
+            "!!map {name: x}\n",
+            "name: !!str 12\n",
+        ];
+        for text in odd {
+            let _ = load(text, "t.yaml", None)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        }
+        let deep = format!("{}x{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(load(&deep, "t.yaml", None).is_err());
+    }
+}

@@ -1,0 +1,238 @@
+//! The blueprint as the user writes it: serde structs that mirror the YAML
+//! one to one, before any default is filled in or any rule is checked.
+//!
+//! Nearly every field is optional here, even where the cluster needs a value,
+//! so that [`super::validate`] can fill the default and explain a bad value in
+//! the user's terms instead of serde's. Only the four fields with no sensible
+//! default (`name`, `master.instance_type`, `workers.instance_type`,
+//! `workers.count`) are required at this stage.
+//!
+//! The same structs derive [`schemars::JsonSchema`], so their doc comments are
+//! the descriptions an editor shows; keep them written for users.
+//!
+//! `deny_unknown_fields` is there for the JSON Schema (`additionalProperties:
+//! false`). Unknown fields never reach serde: [`super::deserializer`] takes
+//! them out first and reports every one of them, with a suggestion.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// A cluster blueprint: one master instance, an Auto Scaling group of
+/// workers, a shared EFS file system, and the network around them.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "Cluster blueprint")]
+pub struct Blueprint {
+    /// The cluster's name: lower-case letters, digits and `-`, starting with a
+    /// letter, at most 32 characters. It prefixes resource names and tags.
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9-]*$"), length(min = 1, max = 32))]
+    pub name: String,
+    /// The AWS region the template is for. Omit it to build one template that
+    /// works in all five supported regions.
+    #[schemars(extend("enum" = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "ap-southeast-2", null]))]
+    pub region: Option<String>,
+    /// The machine image every node boots. Default: the AWS Deep Learning Base
+    /// AMI (Ubuntu 22.04) through its public SSM parameter.
+    pub image: Option<Image>,
+    /// The master instance (always `deeplearning-worker1`).
+    pub master: Master,
+    /// The worker Auto Scaling group.
+    pub workers: Workers,
+    /// Disks and the shared file system.
+    pub storage: Option<Storage>,
+    /// The VPC, subnets, placement group and Elastic Fabric Adapter.
+    pub network: Option<Network>,
+    /// How users reach the cluster.
+    pub access: Option<Access>,
+    /// Settings for nodes that join after the cluster has formed.
+    pub elastic: Option<Elastic>,
+    /// How long cluster formation may take.
+    pub timeouts: Option<Timeouts>,
+    /// Tags put on every resource that takes tags. At most 40; keys may not
+    /// start with `aws:`.
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+/// The machine image. Give either `ssm_parameter` or `ami`, not both.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    /// An SSM parameter holding the AMI id, for example
+    /// `/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id`.
+    #[schemars(regex(pattern = r"^/"))]
+    pub ssm_parameter: Option<String>,
+    /// One AMI id per region, for example `{ us-east-1: ami-0123456789abcdef0 }`.
+    /// Needs an entry for the pinned region, or for all five without one.
+    pub ami: Option<BTreeMap<String, String>>,
+    /// The image's operating system family. Decides the default login user and
+    /// root device; inferred from `ssm_parameter` when its path names one.
+    pub family: Option<ImageFamily>,
+    /// The login user that gets the cluster's SSH key. Default: `ubuntu` or
+    /// `ec2-user`, from the family.
+    pub user: Option<String>,
+    /// The root volume's device name. Default: `/dev/sda1` (Ubuntu) or
+    /// `/dev/xvda` (Amazon Linux).
+    pub root_device: Option<String>,
+}
+
+/// An operating system family.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageFamily {
+    /// Ubuntu: user `ubuntu`, root device `/dev/sda1`.
+    Ubuntu,
+    /// Amazon Linux: user `ec2-user`, root device `/dev/xvda`.
+    AmazonLinux,
+}
+
+/// The master instance.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Master {
+    /// The EC2 instance type, for example `p3.2xlarge`.
+    pub instance_type: String,
+    /// `true` (default): a public subnet and an Elastic IP. `false`: the
+    /// workers' private subnet, reached through Session Manager.
+    #[schemars(extend("default" = true))]
+    pub public: Option<bool>,
+}
+
+/// The worker Auto Scaling group.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Workers {
+    /// The EC2 instance type, for example `p4d.24xlarge`.
+    pub instance_type: String,
+    /// How many workers to launch. May be 0 (a master-only cluster).
+    #[schemars(range(max = 1000))]
+    pub count: u32,
+    /// The cluster forms once at least this many workers have joined
+    /// (default 0). At most `count`.
+    #[schemars(extend("default" = 0))]
+    pub min: Option<u32>,
+    /// The most workers the group may scale out to (default: `count`). At
+    /// most 1000.
+    #[schemars(range(max = 1000))]
+    pub max: Option<u32>,
+    /// Use Spot capacity for workers (default `false`).
+    #[schemars(extend("default" = false))]
+    pub spot: Option<bool>,
+}
+
+/// Disks and the shared file system.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Storage {
+    /// Root volume size of every node in GiB, 8 to 16384 (default 200). Deep
+    /// Learning AMIs need about 100.
+    #[schemars(range(min = 8, max = 16384), extend("default" = 200))]
+    pub root_volume_gb: Option<u32>,
+    /// The shared EFS file system.
+    pub efs: Option<Efs>,
+}
+
+/// The shared EFS file system.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Efs {
+    /// Where every node mounts it (default `/efs`).
+    #[schemars(extend("default" = "/efs"))]
+    pub mount: Option<String>,
+    /// An existing file system (`fs-` and 8 or 17 hex digits). Omit it to
+    /// create a new, encrypted one.
+    #[schemars(regex(pattern = r"^fs-([0-9a-f]{8}|[0-9a-f]{17})$"))]
+    pub file_system_id: Option<String>,
+}
+
+/// The network. Give either `vpc_cidr` (a new VPC) or `existing`, not both.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// The new VPC's private range, /16 to /24 (default `10.0.0.0/16`).
+    #[schemars(extend("default" = "10.0.0.0/16"))]
+    pub vpc_cidr: Option<String>,
+    /// An existing VPC and subnets instead of a new VPC.
+    pub existing: Option<ExistingNetwork>,
+    /// Put every node in one cluster placement group, in one Availability
+    /// Zone (default `false`).
+    #[schemars(extend("default" = false))]
+    pub placement_group: Option<bool>,
+    /// Elastic Fabric Adapter: `auto` (default; on when both instance types
+    /// support it and the master is private), `on`, or `off`.
+    pub efa: Option<EfaMode>,
+}
+
+/// An existing VPC and its subnets.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExistingNetwork {
+    /// The VPC (`vpc-` and 8 or 17 hex digits).
+    #[schemars(regex(pattern = r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$"))]
+    pub vpc_id: String,
+    /// A public subnet for the master. Required when `master.public` is true.
+    #[schemars(regex(pattern = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"))]
+    pub public_subnet_id: Option<String>,
+    /// Private subnets for the workers (and a private master); at least one.
+    ///
+    /// Optional here only so that leaving it out gets a clearer message than
+    /// serde's "missing field".
+    #[schemars(length(min = 1))]
+    pub private_subnet_ids: Option<Vec<String>>,
+}
+
+/// Whether nodes get an Elastic Fabric Adapter.
+#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EfaMode {
+    /// On when both instance types support EFA and the master is private.
+    #[default]
+    Auto,
+    /// Always on; an error when an instance type cannot have it.
+    On,
+    /// Never.
+    Off,
+}
+
+/// How users reach the cluster.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    /// SSH from outside the VPC.
+    pub ssh: Option<Ssh>,
+    /// Let AWS Systems Manager Session Manager open shells on the nodes
+    /// (default `true`).
+    #[schemars(extend("default" = true))]
+    pub session_manager: Option<bool>,
+}
+
+/// SSH from outside the VPC.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Ssh {
+    /// An EC2 key pair name in the region.
+    #[schemars(length(min = 1, max = 255))]
+    pub key_name: Option<String>,
+    /// The IPv4 range SSH may come from, for example `203.0.113.7/32`.
+    /// Without it, no SSH ingress is opened.
+    pub cidr: Option<String>,
+}
+
+/// Settings for nodes that join after the cluster has formed.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Elastic {
+    /// An absolute path (usually on EFS) run on a joining node before it
+    /// registers.
+    pub prepare_data_script: Option<String>,
+}
+
+/// How long cluster formation may take.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    /// Minutes the master waits for workers, 5 to 720 (default 30).
+    #[schemars(range(min = 5, max = 720), extend("default" = 30))]
+    pub formation_minutes: Option<u32>,
+}

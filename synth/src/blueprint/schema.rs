@@ -1,0 +1,56 @@
+//! The blueprint's JSON Schema, generated from the [`super::model`] structs
+//! (their doc comments are the descriptions), for editors that complete and
+//! check YAML as it is typed (for example the YAML language server's
+//! `# yaml-language-server: $schema=...` comment).
+//!
+//! The schema describes shape, defaults and simple patterns; the rules that
+//! need the instance type catalog or several fields at once are only checked
+//! by [`super::load`].
+
+use super::model::Blueprint;
+
+/// The JSON Schema (draft 2020-12) of a blueprint.
+pub fn json_schema() -> serde_json::Value {
+    let schema = schemars::schema_for!(Blueprint);
+    schema.to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_every_top_level_field_and_the_required_ones() {
+        let s = json_schema();
+        let props = s["properties"].as_object().expect("properties");
+        for field in [
+            "name", "region", "image", "master", "workers", "storage", "network", "access",
+            "elastic", "timeouts", "tags",
+        ] {
+            assert!(props.contains_key(field), "{field} missing from the schema");
+        }
+        let required: Vec<_> = s["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(required, ["name", "master", "workers"]);
+        assert_eq!(s["additionalProperties"], serde_json::Value::Bool(false));
+        assert!(
+            props["name"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("lower-case")
+        );
+        let workers = &s["$defs"]["Workers"];
+        assert_eq!(workers["properties"]["count"]["maximum"], 1000);
+        assert_eq!(
+            s["$defs"]["EfaMode"]["oneOf"]
+                .as_array()
+                .map(Vec::len)
+                .or(s["$defs"]["EfaMode"]["enum"].as_array().map(Vec::len)),
+            Some(3)
+        );
+    }
+}

@@ -1,0 +1,1380 @@
+//! Every rule a blueprint must follow, checked before any template is made,
+//! and the defaults that turn a [`Blueprint`] into a [`ClusterSpec`].
+//!
+//! All checks run, so the user sees every problem at once; each message names
+//! the field and the value, says what is allowed, and its help line says what
+//! to do. Region-specific checks (instance type offerings, AMI maps) run for
+//! the one region the template is for, or for all five when it is for all.
+//! Instance type facts come from [`crate::catalog`], never from lists here.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use ipnet::{IpNet, Ipv4Net};
+
+use super::diagnostic::Diagnostic;
+use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
+use super::source_map::SourceMap;
+use super::suggestion::{backticked, did_you_mean};
+use crate::catalog::{self, Accelerator, InstanceType};
+use crate::region::Region;
+use crate::spec::{
+    AccessSpec, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
+};
+
+/// The AWS Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), through the
+/// public SSM parameter AWS keeps pointing at the newest build:
+/// <https://docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html>
+pub const DEFAULT_SSM_PARAMETER: &str =
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id";
+
+/// A CPU image to suggest for CPU-only clusters: Canonical's Ubuntu 22.04
+/// parameter (<https://documentation.ubuntu.com/aws/en/latest/aws-how-to/instances/find-ubuntu-images/>).
+const CPU_SSM_PARAMETER: &str =
+    "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id";
+
+/// Root volumes below this are too small for a Deep Learning AMI: its
+/// snapshot alone is around 100 GiB, and the launch fails with a smaller volume.
+const DLAMI_MIN_ROOT_GB: u32 = 100;
+
+/// Types to name when saying which types support EFA; only the ones the
+/// catalog confirms are shown, so the message never claims a wrong type.
+const EFA_EXAMPLES: [&str; 6] = [
+    "p4d.24xlarge",
+    "p5.48xlarge",
+    "p4de.24xlarge",
+    "g5.48xlarge",
+    "c5n.18xlarge",
+    "hpc7g.16xlarge",
+];
+
+/// More than this and the worker group is not a cluster this project can
+/// form in one formation window (and past the default Auto Scaling quotas).
+const MAX_WORKERS: u32 = 1000;
+
+/// We leave room under AWS's 50 tags per resource for the tags CloudFormation
+/// and synth add (`aws:cloudformation:*` do not count, synth's own do).
+const MAX_TAGS: usize = 40;
+
+/// Checks `blueprint` and fills its defaults. Returns the spec when there is
+/// no error, and every diagnostic (errors and warnings) either way.
+pub(crate) fn validate(
+    blueprint: Blueprint,
+    map: &SourceMap,
+    region_arg: Option<Region>,
+) -> (Option<ClusterSpec>, Vec<Diagnostic>) {
+    let mut c = Checker {
+        map,
+        diagnostics: Vec::new(),
+    };
+    let spec = c.run(blueprint, region_arg);
+    let has_errors = c
+        .diagnostics
+        .iter()
+        .any(|d| d.severity == super::Severity::Error);
+    (if has_errors { None } else { Some(spec) }, c.diagnostics)
+}
+
+struct Checker<'m> {
+    map: &'m SourceMap,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// Where a message points: the field's value, or its key.
+#[derive(Clone, Copy)]
+enum At {
+    Value,
+    Key,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, path: &str, at: At, message: impl Into<String>, help: impl Into<String>) {
+        let location = match at {
+            At::Value => self.map.value(path),
+            At::Key => self.map.key(path),
+        };
+        self.diagnostics
+            .push(Diagnostic::error(path, location, message).with_help(help));
+    }
+
+    fn warning(&mut self, path: &str, at: At, message: impl Into<String>, help: impl Into<String>) {
+        let location = match at {
+            At::Value => self.map.value(path),
+            At::Key => self.map.key(path),
+        };
+        self.diagnostics
+            .push(Diagnostic::warning(path, location, message).with_help(help));
+    }
+
+    /// A warning about `path` shown at `shown_at` (a field that is written),
+    /// for warnings about a field the user left to its default.
+    fn warning_near(
+        &mut self,
+        path: &str,
+        shown_at: &str,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        let location = if self.map.contains(path) {
+            self.map.value(path)
+        } else {
+            self.map.value(shown_at)
+        };
+        self.diagnostics
+            .push(Diagnostic::warning(path, location, message).with_help(help));
+    }
+
+    fn run(&mut self, bp: Blueprint, region_arg: Option<Region>) -> ClusterSpec {
+        self.name(&bp.name);
+        let region = self.region(bp.region.as_deref(), region_arg);
+        let targets: Vec<Region> = match region {
+            Some(r) => vec![r],
+            None => Region::ALL.to_vec(),
+        };
+
+        let master_type = self.instance_type(
+            "master.instance_type",
+            &bp.master.instance_type,
+            region,
+            &targets,
+        );
+        let worker_type = self.instance_type(
+            "workers.instance_type",
+            &bp.workers.instance_type,
+            region,
+            &targets,
+        );
+        let master_public = bp.master.public.unwrap_or(true);
+
+        let (image, gpu_dlami) = self.image(bp.image, region, &targets);
+        let worker_type_name = bp.workers.instance_type.clone();
+        let workers = self.workers(bp.workers);
+
+        let storage = bp.storage.unwrap_or(super::model::Storage {
+            root_volume_gb: None,
+            efs: None,
+        });
+        let root_volume_gb = self.root_volume(storage.root_volume_gb, &image);
+        let efs = self.efs(storage.efs);
+
+        let network = bp.network.unwrap_or(super::model::Network {
+            vpc_cidr: None,
+            existing: None,
+            placement_group: None,
+            efa: None,
+        });
+        let placement_group = network.placement_group.unwrap_or(false);
+        let network_spec = self.network(
+            network.vpc_cidr,
+            network.existing,
+            master_public,
+            placement_group,
+        );
+        self.placement(placement_group, master_type, worker_type);
+        let efa = self.efa(
+            network.efa.unwrap_or_default(),
+            master_type,
+            worker_type,
+            master_public,
+        );
+
+        let access = self.access(bp.access, master_public);
+        let prepare_data_script =
+            self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
+        let formation_minutes =
+            self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
+        let tags = self.tags(bp.tags.unwrap_or_default());
+        self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
+
+        ClusterSpec {
+            name: bp.name,
+            region,
+            image,
+            master: MasterSpec {
+                instance_type: bp.master.instance_type,
+                public: master_public,
+            },
+            workers: WorkerSpec {
+                instance_type: worker_type_name,
+                ..workers
+            },
+            root_volume_gb,
+            efs,
+            network: network_spec,
+            placement_group,
+            efa,
+            access,
+            prepare_data_script,
+            formation_minutes,
+            tags,
+        }
+    }
+
+    fn name(&mut self, name: &str) {
+        let pattern_ok = name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if pattern_ok && name.len() <= 32 {
+            return;
+        }
+        let why = if name.is_empty() {
+            "is empty".to_owned()
+        } else if !pattern_ok {
+            "may only hold lower-case letters, digits and `-`, and must start with a letter"
+                .to_owned()
+        } else {
+            format!("is {} characters long; at most 32 are allowed", name.len())
+        };
+        let help = match suggest_name(name) {
+            Some(s) if s != name => format!("the name prefixes AWS resource names, which limit length and characters; for example `name: {s}`"),
+            _ => "the name prefixes AWS resource names, which limit length and characters; for example `name: resnet-training`".to_owned(),
+        };
+        self.error("name", At::Value, format!("`{name}` {why}"), help);
+    }
+
+    fn region(&mut self, written: Option<&str>, arg: Option<Region>) -> Option<Region> {
+        let Some(text) = written else { return arg };
+        match text.parse::<Region>() {
+            Ok(r) => match arg {
+                Some(a) if a != r => {
+                    self.error(
+                        "region",
+                        At::Value,
+                        format!("the blueprint is for `{r}`, but the build was asked for `{a}`"),
+                        format!("drop the region given to the build to use `{r}`, or remove `region:` from the blueprint so it can be built for any region"),
+                    );
+                    Some(a)
+                }
+                _ => Some(r),
+            },
+            Err(_) => {
+                let codes = Region::ALL.map(Region::code);
+                let hint = match did_you_mean(text, codes) {
+                    Some(close) => {
+                        format!("did you mean `{close}`? Or remove `region:` to build for all five")
+                    }
+                    None => {
+                        "remove `region:` to build one template for all five regions".to_owned()
+                    }
+                };
+                self.error(
+                    "region",
+                    At::Value,
+                    format!(
+                        "`{text}` is not a supported region; supported: {}",
+                        backticked(codes)
+                    ),
+                    hint,
+                );
+                arg
+            }
+        }
+    }
+
+    /// Looks the type up and checks it is offered where the template is for.
+    fn instance_type(
+        &mut self,
+        path: &str,
+        name: &str,
+        region: Option<Region>,
+        targets: &[Region],
+    ) -> Option<&'static InstanceType> {
+        let Some(t) = catalog::lookup(name) else {
+            let help = match catalog::suggest(name) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => "use an EC2 instance type name such as `p4d.24xlarge`; see https://aws.amazon.com/ec2/instance-types/".to_owned(),
+            };
+            self.error(
+                path,
+                At::Value,
+                format!("`{name}` is not a known EC2 instance type"),
+                help,
+            );
+            return None;
+        };
+        if let Some(message) = offering_problem(t, targets) {
+            let help = match region {
+                Some(r) => format!("choose a type offered in {r}, or another region"),
+                None => {
+                    let offered: Vec<_> = targets
+                        .iter()
+                        .filter(|r| t.offered_in(**r))
+                        .map(|r| r.code())
+                        .collect();
+                    match offered.first() {
+                        Some(first) => format!(
+                            "pin a region where it is offered (for example `region: {first}`), or choose another type"
+                        ),
+                        None => "choose another type".to_owned(),
+                    }
+                }
+            };
+            self.error(path, At::Value, message, help);
+        }
+        Some(t)
+    }
+
+    /// The image; also whether it is the NVIDIA GPU Deep Learning AMI.
+    fn image(
+        &mut self,
+        image: Option<super::model::Image>,
+        region: Option<Region>,
+        targets: &[Region],
+    ) -> (ImageSpec, bool) {
+        let image = image.unwrap_or(super::model::Image {
+            ssm_parameter: None,
+            ami: None,
+            family: None,
+            user: None,
+            root_device: None,
+        });
+        if image.ssm_parameter.is_some() && image.ami.is_some() {
+            self.error(
+                "image",
+                At::Key,
+                "both `ssm_parameter` and `ami` are set; the image must come from one of them",
+                "keep `ssm_parameter` to follow the newest image, or `ami` to pin exact AMI ids",
+            );
+        }
+        let (source, inferred) = match (image.ssm_parameter, image.ami) {
+            (Some(p), _) => {
+                self.ssm_parameter(&p);
+                let inferred = family_of(&p);
+                (ImageSource::SsmParameter(p), inferred)
+            }
+            (None, Some(amis)) => (
+                ImageSource::AmiMap(self.ami_map(amis, region, targets)),
+                Some(ImageFamily::Ubuntu),
+            ),
+            (None, None) => (
+                ImageSource::SsmParameter(DEFAULT_SSM_PARAMETER.to_owned()),
+                Some(ImageFamily::Ubuntu),
+            ),
+        };
+        let family = match (image.family, inferred) {
+            (Some(f), _) | (None, Some(f)) => f,
+            (None, None) => {
+                if image.user.is_none() || image.root_device.is_none() {
+                    self.warning(
+                        "image.ssm_parameter",
+                        At::Value,
+                        "cannot tell the image's operating system from this parameter's path; assuming Ubuntu (user `ubuntu`, root device `/dev/sda1`)",
+                        "set `image.family: amazon-linux` (or `ubuntu`) to say which it is",
+                    );
+                }
+                ImageFamily::Ubuntu
+            }
+        };
+        let (default_user, default_device) = match family {
+            ImageFamily::Ubuntu => ("ubuntu", "/dev/sda1"),
+            ImageFamily::AmazonLinux => ("ec2-user", "/dev/xvda"),
+        };
+        let user = image.user.unwrap_or_else(|| default_user.to_owned());
+        if !is_login_name(&user) {
+            self.error(
+                "image.user",
+                At::Value,
+                format!("`{user}` is not a valid login user name"),
+                "a Linux user name: lower-case letters, digits, `_` and `-`, starting with a letter or `_`, at most 32 characters (usually `ubuntu` or `ec2-user`)",
+            );
+        }
+        let root_device = image
+            .root_device
+            .unwrap_or_else(|| default_device.to_owned());
+        let device_ok = root_device.strip_prefix("/dev/").is_some_and(|d| {
+            !d.is_empty()
+                && d.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        });
+        if !device_ok {
+            self.error(
+                "image.root_device",
+                At::Value,
+                format!("`{root_device}` is not a device name"),
+                "write the AMI's root device as shown by `aws ec2 describe-images`, for example `/dev/sda1` or `/dev/xvda`",
+            );
+        }
+        let gpu_dlami = matches!(&source, ImageSource::SsmParameter(p)
+            if p.contains("/deeplearning/") && (p.contains("gpu") || p.contains("nvidia")));
+        (
+            ImageSpec {
+                source,
+                user,
+                root_device,
+            },
+            gpu_dlami,
+        )
+    }
+
+    fn ssm_parameter(&mut self, p: &str) {
+        if !p.starts_with('/') || p.len() < 2 || p.chars().any(char::is_whitespace) {
+            let help = if !p.starts_with('/')
+                && !p.is_empty()
+                && !p.chars().any(char::is_whitespace)
+            {
+                format!("a parameter path starts with `/`: write `/{p}`")
+            } else {
+                format!(
+                    "a parameter path starts with `/` and has no spaces, for example `{DEFAULT_SSM_PARAMETER}`"
+                )
+            };
+            self.error(
+                "image.ssm_parameter",
+                At::Value,
+                format!("`{p}` is not an SSM parameter path"),
+                help,
+            );
+        }
+    }
+
+    /// Checks every entry; returns the entries for the template's regions.
+    fn ami_map(
+        &mut self,
+        amis: BTreeMap<String, String>,
+        region: Option<Region>,
+        targets: &[Region],
+    ) -> BTreeMap<Region, String> {
+        let mut out = BTreeMap::new();
+        for (key, id) in &amis {
+            let path = format!("image.ami.{key}");
+            match key.parse::<Region>() {
+                Ok(r) => {
+                    if targets.contains(&r) {
+                        out.insert(r, id.clone());
+                    }
+                }
+                Err(_) => {
+                    let codes = Region::ALL.map(Region::code);
+                    let help = match did_you_mean(key, codes) {
+                        Some(close) => format!("did you mean `{close}`?"),
+                        None => format!(
+                            "the keys of `image.ami` are region codes: {}",
+                            backticked(codes)
+                        ),
+                    };
+                    self.error(
+                        &path,
+                        At::Key,
+                        format!("`{key}` is not a supported region"),
+                        help,
+                    );
+                }
+            }
+            if !is_aws_id(id, "ami-") {
+                self.error(
+                    &path,
+                    At::Value,
+                    format!("`{id}` is not an AMI id"),
+                    "an AMI id is `ami-` followed by 8 or 17 lower-case hex digits, for example `ami-0123456789abcdef0`",
+                );
+            }
+        }
+        let missing: Vec<&str> = targets
+            .iter()
+            .filter(|r| !out.contains_key(r))
+            .map(|r| r.code())
+            .collect();
+        if !missing.is_empty() {
+            let help = match region {
+                Some(r) => format!("add `{r}: ami-...` under `image.ami`, or use `image.ssm_parameter`"),
+                None => "AMI ids differ per region: add an id for each of them, pin one region with `region:`, or use `image.ssm_parameter`, which resolves in every region".to_owned(),
+            };
+            let message = if region.is_some() {
+                format!(
+                    "has no AMI for {}, the region the template is for",
+                    backticked(missing)
+                )
+            } else {
+                format!(
+                    "has no AMI for {}; without `region:`, the template needs one for each of the five regions",
+                    backticked(missing)
+                )
+            };
+            self.error("image.ami", At::Key, message, help);
+        }
+        out
+    }
+
+    fn workers(&mut self, w: super::model::Workers) -> WorkerSpec {
+        let count = w.count;
+        let min = w.min.unwrap_or(0);
+        let max = w.max.unwrap_or(count);
+        if min > count {
+            self.error(
+                "workers.min",
+                At::Value,
+                format!("min is {min} but count is {count}; min may not be more than count"),
+                format!("lower `min` to at most {count}, or raise `count`"),
+            );
+        }
+        if let Some(written_max) = w.max {
+            if count > written_max {
+                self.error(
+                    "workers.count",
+                    At::Value,
+                    format!(
+                        "count is {count} but max is {written_max}; count may not be more than max"
+                    ),
+                    format!("raise `max` to at least {count}, or lower `count`"),
+                );
+            }
+            if written_max > MAX_WORKERS {
+                self.error(
+                    "workers.max",
+                    At::Value,
+                    format!("{written_max} workers is more than the {MAX_WORKERS} allowed"),
+                    format!("set `max` to {MAX_WORKERS} or fewer"),
+                );
+            }
+        } else if count > MAX_WORKERS {
+            self.error(
+                "workers.count",
+                At::Value,
+                format!("{count} workers is more than the {MAX_WORKERS} allowed"),
+                format!("set `count` to {MAX_WORKERS} or fewer"),
+            );
+        }
+        let spot = w.spot.unwrap_or(false);
+        if spot && min > 0 {
+            self.warning(
+                "workers.min",
+                At::Value,
+                format!("Spot capacity may not be there for {min} workers, and Spot workers can be reclaimed at any time; formation fails when fewer than min join"),
+                "set `min: 0`, or use on-demand workers (`spot: false`) when the cluster must reach min",
+            );
+        }
+        WorkerSpec {
+            instance_type: String::new(),
+            count,
+            min,
+            max,
+            spot,
+        }
+    }
+
+    fn root_volume(&mut self, written: Option<u32>, image: &ImageSpec) -> u32 {
+        let gb = written.unwrap_or(200);
+        if !(8..=16384).contains(&gb) {
+            self.error(
+                "storage.root_volume_gb",
+                At::Value,
+                format!("{gb} GiB is outside the allowed 8 to 16384"),
+                "gp3 volumes are 1 to 16384 GiB and no Linux AMI fits in less than 8; the default is 200",
+            );
+        } else if gb < DLAMI_MIN_ROOT_GB
+            && matches!(&image.source, ImageSource::SsmParameter(p) if p.contains("/deeplearning/"))
+        {
+            self.warning(
+                "storage.root_volume_gb",
+                At::Value,
+                format!("{gb} GiB is likely smaller than the Deep Learning AMI's snapshot (about {DLAMI_MIN_ROOT_GB} GiB), and EC2 refuses to launch an instance whose root volume is smaller than its snapshot"),
+                format!("set `root_volume_gb` to {DLAMI_MIN_ROOT_GB} or more, or use a smaller image"),
+            );
+        }
+        gb
+    }
+
+    fn efs(&mut self, efs: Option<super::model::Efs>) -> EfsSpec {
+        let (mount, id) = efs.map_or((None, None), |e| (e.mount, e.file_system_id));
+        let mount = mount.unwrap_or_else(|| "/efs".to_owned());
+        if let Some(problem) = mount_problem(&mount) {
+            self.error(
+                "storage.efs.mount",
+                At::Value,
+                format!("`{mount}` {problem}"),
+                "use an absolute path of its own, such as `/efs` or `/mnt/efs`",
+            );
+        }
+        if let Some(id) = &id {
+            if !is_aws_id(id, "fs-") {
+                self.error(
+                    "storage.efs.file_system_id",
+                    At::Value,
+                    format!("`{id}` is not an EFS file system id"),
+                    "an id is `fs-` followed by 8 or 17 lower-case hex digits, for example `fs-0123456789abcdef0`; omit the field to create a new file system",
+                );
+            }
+        }
+        EfsSpec {
+            mount,
+            file_system_id: id,
+        }
+    }
+
+    fn network(
+        &mut self,
+        vpc_cidr: Option<String>,
+        existing: Option<ExistingNetwork>,
+        master_public: bool,
+        placement_group: bool,
+    ) -> NetworkSpec {
+        if vpc_cidr.is_some() && existing.is_some() {
+            self.error(
+                "network.vpc_cidr",
+                At::Key,
+                "both `vpc_cidr` and `existing` are set; the cluster goes in a new VPC or an existing one, not both",
+                "remove `vpc_cidr` to use the existing VPC, or `existing` to create a new VPC",
+            );
+        }
+        if let Some(existing) = existing {
+            return self.existing_network(existing, master_public, placement_group);
+        }
+        let text = vpc_cidr.unwrap_or_else(|| "10.0.0.0/16".to_owned());
+        let vpc_cidr = match parse_cidr(&text) {
+            Err(problem) => {
+                self.error(
+                    "network.vpc_cidr",
+                    At::Value,
+                    format!("`{text}` {problem}"),
+                    "write a private IPv4 range such as `10.0.0.0/16`",
+                );
+                default_vpc_cidr()
+            }
+            Ok(net) if net.trunc() != net => {
+                self.error(
+                    "network.vpc_cidr",
+                    At::Value,
+                    format!(
+                        "`{text}` has host bits set; the network is `{}`",
+                        net.trunc()
+                    ),
+                    format!("write `{}`", net.trunc()),
+                );
+                net.trunc()
+            }
+            Ok(net) if !(16..=24).contains(&net.prefix_len()) => {
+                self.error(
+                    "network.vpc_cidr",
+                    At::Value,
+                    format!("`{text}` is a /{} range; a VPC is /16 to /24 here", net.prefix_len()),
+                    "use a /16 (room for many subnets) such as `10.0.0.0/16`; /24 is the smallest the subnets fit in",
+                );
+                net
+            }
+            Ok(net) if !is_private(&net) => {
+                self.error(
+                    "network.vpc_cidr",
+                    At::Value,
+                    format!("`{text}` is not a private (RFC 1918) range"),
+                    "use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, such as `10.0.0.0/16`",
+                );
+                net
+            }
+            Ok(net) => net,
+        };
+        NetworkSpec::New { vpc_cidr }
+    }
+
+    fn existing_network(
+        &mut self,
+        e: ExistingNetwork,
+        master_public: bool,
+        placement_group: bool,
+    ) -> NetworkSpec {
+        let private_subnet_ids = e.private_subnet_ids.unwrap_or_default();
+        if !is_aws_id(&e.vpc_id, "vpc-") {
+            self.error(
+                "network.existing.vpc_id",
+                At::Value,
+                format!("`{}` is not a VPC id", e.vpc_id),
+                "a VPC id is `vpc-` followed by 8 or 17 lower-case hex digits, for example `vpc-0123456789abcdef0`",
+            );
+        }
+        let subnet_help = "a subnet id is `subnet-` followed by 8 or 17 lower-case hex digits, for example `subnet-0123456789abcdef0`";
+        if let Some(id) = &e.public_subnet_id {
+            if !is_aws_id(id, "subnet-") {
+                self.error(
+                    "network.existing.public_subnet_id",
+                    At::Value,
+                    format!("`{id}` is not a subnet id"),
+                    subnet_help,
+                );
+            }
+            if !master_public {
+                self.warning(
+                    "network.existing.public_subnet_id",
+                    At::Value,
+                    "is not used: the master is private (`master.public: false`) and goes in a private subnet",
+                    "remove `public_subnet_id`, or set `master.public: true`",
+                );
+            }
+        } else if master_public {
+            self.error(
+                "network.existing.public_subnet_id",
+                At::Key,
+                "is missing; a public master (`master.public` is true by default) needs a public subnet",
+                "add `public_subnet_id: subnet-...` (a subnet whose route table has an internet gateway), or set `master.public: false`",
+            );
+        }
+        if private_subnet_ids.is_empty() {
+            self.error(
+                "network.existing.private_subnet_ids",
+                At::Key,
+                "is empty or missing; the workers need at least one private subnet",
+                "list the private subnets the workers may use, for example `private_subnet_ids: [subnet-0123456789abcdef0]`",
+            );
+        }
+        for (i, id) in private_subnet_ids.iter().enumerate() {
+            let path = format!("network.existing.private_subnet_ids[{i}]");
+            if !is_aws_id(id, "subnet-") {
+                self.error(
+                    &path,
+                    At::Value,
+                    format!("`{id}` is not a subnet id"),
+                    subnet_help,
+                );
+            } else if private_subnet_ids[..i].contains(id) {
+                self.error(
+                    &path,
+                    At::Value,
+                    format!("`{id}` is listed twice"),
+                    "list each subnet once",
+                );
+            }
+        }
+        if private_subnet_ids.len() == 1 && !placement_group {
+            self.warning(
+                "network.existing.private_subnet_ids",
+                At::Key,
+                "one private subnet puts every worker in one Availability Zone; when that zone runs out of capacity, no worker can launch",
+                "list private subnets in two or more zones, unless you want one zone (then also set `network.placement_group: true`)",
+            );
+        }
+        NetworkSpec::Existing {
+            vpc_id: e.vpc_id,
+            public_subnet_id: e.public_subnet_id,
+            private_subnet_ids,
+        }
+    }
+
+    fn placement(
+        &mut self,
+        placement_group: bool,
+        master: Option<&InstanceType>,
+        workers: Option<&InstanceType>,
+    ) {
+        if !placement_group {
+            return;
+        }
+        for (whose, t) in [("the master's", master), ("the workers'", workers)] {
+            if let Some(t) = t.filter(|t| !t.cluster_placement) {
+                self.error(
+                    "network.placement_group",
+                    At::Value,
+                    format!("is on, but {whose} type `{}` cannot be launched in a cluster placement group", t.name),
+                    "set `placement_group: false`, or choose a type that supports cluster placement groups (see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html)",
+                );
+            }
+        }
+    }
+
+    fn efa(
+        &mut self,
+        mode: EfaMode,
+        master: Option<&InstanceType>,
+        workers: Option<&InstanceType>,
+        master_public: bool,
+    ) -> bool {
+        match mode {
+            EfaMode::Off => false,
+            EfaMode::On => {
+                for (role, t) in [("master", master), ("workers", workers)] {
+                    if let Some(t) = t.filter(|t| !t.efa) {
+                        let whose = if role == "master" {
+                            "the master's"
+                        } else {
+                            "the workers'"
+                        };
+                        self.error(
+                            "network.efa",
+                            At::Value,
+                            format!("is `on`, but {whose} type `{}` does not support Elastic Fabric Adapter", t.name),
+                            format!(
+                                "choose an EFA type for `{role}.instance_type` ({}), or set `efa: auto`",
+                                efa_examples()
+                            ),
+                        );
+                    }
+                }
+                if master_public {
+                    self.error(
+                        "network.efa",
+                        At::Value,
+                        "is `on`, but the master is public; EFA traffic does not leave its subnet, so the master must sit in the workers' private subnet",
+                        "set `master.public: false` and reach the master through Session Manager",
+                    );
+                }
+                true
+            }
+            EfaMode::Auto => {
+                let (Some(m), Some(w)) = (master, workers) else {
+                    return false;
+                };
+                let on = m.efa && w.efa && !master_public;
+                if !on && w.efa {
+                    let why = if !m.efa {
+                        format!("the master's type `{}` does not support it", m.name)
+                    } else {
+                        "the master is public, and EFA traffic does not leave the workers' private subnet".to_owned()
+                    };
+                    let help = if !m.efa {
+                        format!(
+                            "for EFA, choose an EFA type for the master ({}) and set `master.public: false`; or set `network.efa: off` to silence this",
+                            efa_examples()
+                        )
+                    } else {
+                        "for EFA, set `master.public: false` and use Session Manager; or set `network.efa: off` to silence this".to_owned()
+                    };
+                    self.warning_near(
+                        "network.efa",
+                        "workers.instance_type",
+                        format!(
+                            "Elastic Fabric Adapter stays off although `{}` supports it: {why}",
+                            w.name
+                        ),
+                        help,
+                    );
+                }
+                on
+            }
+        }
+    }
+
+    fn access(&mut self, access: Option<super::model::Access>, master_public: bool) -> AccessSpec {
+        let (ssh, session_manager) = access.map_or((None, None), |a| (a.ssh, a.session_manager));
+        let session_manager = session_manager.unwrap_or(true);
+        let (key_name, cidr_text) = ssh.map_or((None, None), |s| (s.key_name, s.cidr));
+        if let Some(k) = &key_name {
+            if k.is_empty() || k.len() > 255 {
+                self.error(
+                    "access.ssh.key_name",
+                    At::Value,
+                    format!(
+                        "a key pair name is 1 to 255 characters; this one has {}",
+                        k.len()
+                    ),
+                    "write the name of an EC2 key pair in the region, or remove `key_name`",
+                );
+            }
+        }
+        let ssh_cidr = cidr_text.as_deref().and_then(|text| self.ssh_cidr(text));
+        if cidr_text.is_some() && key_name.is_none() {
+            self.warning(
+                "access.ssh.cidr",
+                At::Value,
+                "SSH is opened to this range, but no key pair is set, so nobody outside the cluster holds a key that logs in",
+                "set `access.ssh.key_name` to an EC2 key pair you have, or drop `cidr` and use Session Manager",
+            );
+        }
+        if cidr_text.is_some() && !master_public {
+            self.warning(
+                "access.ssh.cidr",
+                At::Value,
+                "the master is private (`master.public: false`), so SSH from this range only reaches it from inside the VPC (a VPN or peering)",
+                "use Session Manager to reach a private master, or set `master.public: true`",
+            );
+        }
+        if cidr_text.is_none() && !session_manager {
+            self.warning(
+                "access.session_manager",
+                At::Value,
+                "with Session Manager off and no SSH range, nobody can log into the cluster",
+                "keep `session_manager: true`, or set `access.ssh.cidr` to your own address (`x.x.x.x/32`)",
+            );
+        }
+        AccessSpec {
+            key_name,
+            ssh_cidr,
+            session_manager,
+        }
+    }
+
+    fn ssh_cidr(&mut self, text: &str) -> Option<Ipv4Net> {
+        const PATH: &str = "access.ssh.cidr";
+        match parse_cidr(text) {
+            Err(problem) => {
+                let help = if text.parse::<Ipv4Addr>().is_ok() {
+                    format!("for this one address, write `{text}/32`")
+                } else {
+                    "write an IPv4 range such as `203.0.113.7/32` (your own address)".to_owned()
+                };
+                self.error(PATH, At::Value, format!("`{text}` {problem}"), help);
+                None
+            }
+            Ok(net) if net.prefix_len() == 0 => {
+                self.error(
+                    PATH,
+                    At::Value,
+                    format!("`{text}` opens SSH to the whole internet"),
+                    "allow only your own address (`x.x.x.x/32`, see https://checkip.amazonaws.com), or drop `ssh.cidr` and use Session Manager",
+                );
+                None
+            }
+            Ok(net) if net.trunc() != net => {
+                self.error(
+                    PATH,
+                    At::Value,
+                    format!(
+                        "`{text}` has host bits set; the network is `{}`",
+                        net.trunc()
+                    ),
+                    format!(
+                        "write `{}` for the whole range, or `{}/32` for this one address",
+                        net.trunc(),
+                        net.addr()
+                    ),
+                );
+                None
+            }
+            Ok(net) => Some(net),
+        }
+    }
+
+    fn prepare_data_script(&mut self, script: Option<String>) -> Option<String> {
+        let s = script?;
+        let problem = if !s.starts_with('/') {
+            Some("is not an absolute path")
+        } else if s.contains("${") {
+            Some("contains `${`, which would be read as a CloudFormation substitution")
+        } else if s.chars().any(char::is_control) {
+            Some("contains a control character")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            self.error(
+                "elastic.prepare_data_script",
+                At::Value,
+                format!("`{}` {problem}", s.escape_debug()),
+                "write an absolute path that every node can read, usually on EFS, for example `/efs/prepare-data.sh`",
+            );
+        }
+        Some(s)
+    }
+
+    fn formation_minutes(&mut self, written: Option<u32>) -> u32 {
+        let m = written.unwrap_or(30);
+        if !(5..=720).contains(&m) {
+            self.error(
+                "timeouts.formation_minutes",
+                At::Value,
+                format!("{m} minutes is outside the allowed 5 to 720"),
+                "instances need a few minutes to boot, and CloudFormation waits at most 12 hours for a signal; the default is 30",
+            );
+        }
+        m
+    }
+
+    fn tags(&mut self, tags: BTreeMap<String, String>) -> BTreeMap<String, String> {
+        if tags.len() > MAX_TAGS {
+            self.error(
+                "tags",
+                At::Key,
+                format!("{} tags is more than the {MAX_TAGS} allowed", tags.len()),
+                "AWS allows 50 tags per resource and synth adds its own; merge or drop some",
+            );
+        }
+        for (key, value) in &tags {
+            let path = format!("tags.{key}");
+            if key.to_ascii_lowercase().starts_with("aws:") {
+                self.error(
+                    &path,
+                    At::Key,
+                    format!("tag key `{key}` starts with `aws:`, which AWS reserves for itself"),
+                    "choose a key without the `aws:` prefix",
+                );
+            }
+            let key_chars = key.chars().count();
+            if key_chars == 0 || key_chars > 128 {
+                self.error(
+                    &path,
+                    At::Key,
+                    format!("a tag key is 1 to 128 characters; this one has {key_chars}"),
+                    "shorten the key",
+                );
+            }
+            let value_chars = value.chars().count();
+            if value_chars > 256 {
+                self.error(
+                    &path,
+                    At::Value,
+                    format!("a tag value is at most 256 characters; this one has {value_chars}"),
+                    "shorten the value",
+                );
+            }
+        }
+        tags
+    }
+
+    /// The default image is the NVIDIA GPU Deep Learning AMI: wasted (and
+    /// large) on a cluster with no GPU, and wrong for Neuron accelerators.
+    fn gpu_image_on_cpus(
+        &mut self,
+        gpu_dlami: bool,
+        master: Option<&InstanceType>,
+        workers: Option<&InstanceType>,
+    ) {
+        let (Some(m), Some(w)) = (master, workers) else {
+            return;
+        };
+        if !gpu_dlami {
+            return;
+        }
+        const PATH: &str = "image.ssm_parameter";
+        if !m.has_nvidia_gpus() && !w.has_nvidia_gpus() {
+            let types = if m.name == w.name {
+                format!("the master and workers (`{}`) have no NVIDIA GPU", m.name)
+            } else {
+                format!("neither `{}` nor `{}` has an NVIDIA GPU", m.name, w.name)
+            };
+            self.warning_near(
+                PATH,
+                "workers.instance_type",
+                format!("the image is the NVIDIA GPU Deep Learning AMI, but {types}"),
+                format!("for a CPU-only cluster, set `image.ssm_parameter: {CPU_SSM_PARAMETER}`, or choose GPU instance types"),
+            );
+        } else if let Some(t) = [w, m]
+            .into_iter()
+            .find(|t| t.accelerator == Accelerator::Neuron)
+        {
+            self.warning_near(
+                PATH,
+                "workers.instance_type",
+                format!("the image is the NVIDIA GPU Deep Learning AMI, but `{}` has AWS Neuron accelerators, which need the Neuron SDK", t.name),
+                "use a Neuron Deep Learning AMI through `image.ssm_parameter` (see https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html)",
+            );
+        }
+    }
+}
+
+/// Why `t` cannot be used in every target region, if it cannot.
+fn offering_problem(t: &InstanceType, targets: &[Region]) -> Option<String> {
+    let missing: Vec<&str> = targets
+        .iter()
+        .filter(|r| !t.offered_in(**r))
+        .map(|r| r.code())
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(if targets.len() == 1 {
+        format!("`{}` is not offered in {}", t.name, missing.join(", "))
+    } else {
+        format!(
+            "`{}` is not offered in {}, and a template without `region:` is for all five regions",
+            t.name,
+            missing.join(", ")
+        )
+    })
+}
+
+/// "p4d.24xlarge, ..." from the EFA examples the catalog confirms.
+fn efa_examples() -> String {
+    let known: Vec<&str> = EFA_EXAMPLES
+        .into_iter()
+        .filter(|n| catalog::lookup(n).is_some_and(|t| t.efa))
+        .collect();
+    if known.is_empty() {
+        "see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types"
+            .to_owned()
+    } else {
+        format!(
+            "for example {}; all are listed at https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types",
+            backticked(known)
+        )
+    }
+}
+
+/// The OS family an SSM parameter path names, if it names one.
+fn family_of(path: &str) -> Option<ImageFamily> {
+    let p = path.to_ascii_lowercase();
+    if p.contains("ubuntu") {
+        Some(ImageFamily::Ubuntu)
+    } else if p.contains("amazon-linux") || p.contains("al2") {
+        Some(ImageFamily::AmazonLinux)
+    } else {
+        None
+    }
+}
+
+/// `prefix` followed by 8 or 17 lower-case hex digits, as EC2 and EFS ids are.
+fn is_aws_id(id: &str, prefix: &str) -> bool {
+    id.strip_prefix(prefix).is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17)
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// A Linux login name as `useradd` accepts it by default.
+fn is_login_name(user: &str) -> bool {
+    user.len() <= 32
+        && user.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && user
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// Parses an IPv4 CIDR; the error says what is wrong with it.
+fn parse_cidr(text: &str) -> Result<Ipv4Net, &'static str> {
+    if !text.contains('/') {
+        return Err("has no prefix length (the `/N` part)");
+    }
+    match text.parse::<IpNet>() {
+        Ok(IpNet::V4(net)) => Ok(net),
+        Ok(IpNet::V6(_)) => Err("is an IPv6 range; only IPv4 ranges are supported here"),
+        Err(_) => Err("is not an IPv4 range (CIDR) such as `10.0.0.0/16`"),
+    }
+}
+
+fn default_vpc_cidr() -> Ipv4Net {
+    Ipv4Net::new(Ipv4Addr::new(10, 0, 0, 0), 16).unwrap_or_default()
+}
+
+/// Whether `net` lies inside one of the RFC 1918 private ranges.
+fn is_private(net: &Ipv4Net) -> bool {
+    [
+        (Ipv4Addr::new(10, 0, 0, 0), 8),
+        (Ipv4Addr::new(172, 16, 0, 0), 12),
+        (Ipv4Addr::new(192, 168, 0, 0), 16),
+    ]
+    .into_iter()
+    .filter_map(|(a, p)| Ipv4Net::new(a, p).ok())
+    .any(|private| private.contains(net))
+}
+
+/// Why `mount` cannot be the EFS mount point, if it cannot.
+fn mount_problem(mount: &str) -> Option<&'static str> {
+    const SYSTEM: [&str; 6] = ["/etc", "/usr", "/proc", "/sys", "/dev", "/boot"];
+    if !mount.starts_with('/') {
+        Some("is not an absolute path")
+    } else if mount == "/" || mount.trim_end_matches('/').is_empty() {
+        Some("is the root directory; mounting there would hide the whole system")
+    } else if mount.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("contains a space or control character, which /etc/fstab cannot hold")
+    } else if mount.contains("${") {
+        Some("contains `${`, which would be read as a CloudFormation substitution")
+    } else if mount.split('/').any(|part| part == "..") {
+        Some("contains `..`")
+    } else if SYSTEM
+        .iter()
+        .any(|s| mount == *s || mount.starts_with(&format!("{s}/")))
+    {
+        Some(
+            "is a system directory (or under one); mounting there would hide files the system needs",
+        )
+    } else {
+        None
+    }
+}
+
+/// A valid name close to `name`: lower-cased, other characters turned into
+/// `-`, cut to 32.
+fn suggest_name(name: &str) -> Option<String> {
+    let mut s: String = name
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s = s
+        .trim_start_matches(|c: char| !c.is_ascii_lowercase())
+        .to_owned();
+    s.truncate(32);
+    let s = s.trim_end_matches('-').to_owned();
+    if s.is_empty() { None } else { Some(s) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs() {
+        assert!(parse_cidr("10.0.0.0/16").is_ok());
+        assert!(
+            parse_cidr("10.0.0.0")
+                .unwrap_err()
+                .contains("prefix length")
+        );
+        assert!(parse_cidr("fd00::/8").unwrap_err().contains("IPv6"));
+        assert!(parse_cidr("10.0.0.300/16").is_err());
+        assert!(parse_cidr("10.0.0.0/33").is_err());
+        let net = parse_cidr("203.0.113.7/24").unwrap();
+        assert_ne!(net.trunc(), net);
+        assert_eq!(net.trunc().to_string(), "203.0.113.0/24");
+    }
+
+    #[test]
+    fn private_ranges() {
+        for ok in [
+            "10.0.0.0/16",
+            "172.16.0.0/16",
+            "172.31.255.0/24",
+            "192.168.0.0/16",
+        ] {
+            assert!(is_private(&ok.parse().unwrap()), "{ok}");
+        }
+        for bad in [
+            "11.0.0.0/16",
+            "172.32.0.0/16",
+            "192.169.0.0/16",
+            "8.8.8.0/24",
+        ] {
+            assert!(!is_private(&bad.parse().unwrap()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn aws_ids() {
+        assert!(is_aws_id("fs-12345678", "fs-"));
+        assert!(is_aws_id("fs-0123456789abcdef0", "fs-"));
+        assert!(!is_aws_id("fs-0123456789ABCDEF0", "fs-"));
+        assert!(!is_aws_id("fs-1234567", "fs-"));
+        assert!(!is_aws_id("fs-0123456789abcdef", "fs-"));
+        assert!(!is_aws_id("vpc-12345678", "fs-"));
+        assert!(is_aws_id("subnet-0123456789abcdef0", "subnet-"));
+    }
+
+    #[test]
+    fn mount_points() {
+        assert_eq!(mount_problem("/efs"), None);
+        assert_eq!(mount_problem("/mnt/shared"), None);
+        assert_eq!(mount_problem("/etcetera"), None);
+        for bad in [
+            "efs",
+            "/",
+            "//",
+            "/my efs",
+            "/efs/${x}",
+            "/mnt/../etc",
+            "/etc",
+            "/usr/local/efs",
+            "/proc/x",
+        ] {
+            assert!(mount_problem(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_are_suggested() {
+        assert_eq!(
+            suggest_name("ResNet_Training").as_deref(),
+            Some("resnet-training")
+        );
+        assert_eq!(suggest_name("1st cluster").as_deref(), Some("st-cluster"));
+        assert_eq!(suggest_name("___"), None);
+        assert_eq!(suggest_name(&"a".repeat(40)).map(|s| s.len()), Some(32));
+    }
+
+    #[test]
+    fn families_are_inferred_from_parameter_paths() {
+        assert_eq!(family_of(DEFAULT_SSM_PARAMETER), Some(ImageFamily::Ubuntu));
+        assert_eq!(
+            family_of("/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"),
+            Some(ImageFamily::AmazonLinux)
+        );
+        assert_eq!(family_of("/my/images/latest"), None);
+    }
+
+    #[test]
+    fn offerings_name_the_missing_regions() {
+        let t = InstanceType {
+            name: "x1.test",
+            accelerator: Accelerator::None,
+            accelerators: 0,
+            efa: false,
+            cluster_placement: true,
+            regions: Region::UsEast1.bit() | Region::UsWest2.bit(),
+        };
+        assert_eq!(offering_problem(&t, &[Region::UsEast1]), None);
+        assert_eq!(
+            offering_problem(&t, &[Region::EuWest1]).unwrap(),
+            "`x1.test` is not offered in eu-west-1"
+        );
+        let all = offering_problem(&t, &Region::ALL).unwrap();
+        assert!(
+            all.contains("us-east-2, eu-west-1, ap-southeast-2"),
+            "{all}"
+        );
+    }
+
+    fn fake(
+        name: &'static str,
+        efa: bool,
+        cluster_placement: bool,
+        accelerator: Accelerator,
+    ) -> InstanceType {
+        InstanceType {
+            name,
+            accelerator,
+            accelerators: 1,
+            efa,
+            cluster_placement,
+            regions: 0b11111,
+        }
+    }
+
+    fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {
+        let root = crate::blueprint::document::parse(text).unwrap();
+        let map = SourceMap::new(&root, text);
+        let mut c = Checker {
+            map: &map,
+            diagnostics: Vec::new(),
+        };
+        f(&mut c);
+        c.diagnostics
+    }
+
+    #[test]
+    fn placement_groups_need_types_that_allow_them() {
+        let text = "network:\n  placement_group: true\n";
+        let no = fake("t2.test", false, false, Accelerator::None);
+        let yes = fake("c5.test", false, true, Accelerator::None);
+        let d = checked(text, |c| c.placement(true, Some(&yes), Some(&no)));
+        assert_eq!(d.len(), 1);
+        assert!(
+            d[0].message.contains("the workers' type `t2.test`"),
+            "{}",
+            d[0].message
+        );
+        assert_eq!((d[0].line, d[0].column), (2, 20));
+        assert!(checked(text, |c| c.placement(false, Some(&no), Some(&no))).is_empty());
+    }
+
+    #[test]
+    fn efa_on_names_each_unsupported_type() {
+        let text = "network:\n  efa: on\n";
+        let no = fake("g4.test", false, true, Accelerator::Nvidia);
+        let d = checked(text, |c| {
+            assert!(c.efa(EfaMode::On, Some(&no), Some(&no), false));
+        });
+        assert_eq!(d.len(), 2);
+        assert!(d[0].message.contains("the master's type `g4.test`"));
+        assert!(
+            d[1].help
+                .as_deref()
+                .unwrap_or_default()
+                .contains("workers.instance_type")
+        );
+    }
+
+    #[test]
+    fn neuron_types_warn_about_the_nvidia_image() {
+        let neuron = fake("trn1.test", true, true, Accelerator::Neuron);
+        let gpu = fake("p3.test", false, true, Accelerator::Nvidia);
+        let d = checked("workers:\n  instance_type: trn1.test\n", |c| {
+            c.gpu_image_on_cpus(true, Some(&gpu), Some(&neuron))
+        });
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains("Neuron"), "{}", d[0].message);
+        assert_eq!(d[0].line, 2);
+    }
+}
