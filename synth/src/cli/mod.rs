@@ -33,8 +33,8 @@ pub enum ExitCode {
 /// Write a short blueprint (see blueprints/ for examples), build the template,
 /// and upload it in the CloudFormation console:
 ///
-///     synth validate blueprints/gpu-cluster.yaml
-///     synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json
+///   synth validate blueprints/gpu-cluster.yaml
+///   synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json
 ///
 /// Exit codes: 0 success, 1 the blueprint has problems, 2 usage or internal error.
 #[derive(Debug, Parser)]
