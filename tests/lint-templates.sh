@@ -91,6 +91,8 @@ import json, os, sys
 total, bad = 0, 0
 for path in sys.argv[1:]:
     try:
+        if os.path.getsize(path) == 0:
+            raise ValueError("empty file")
         with open(path) as f:
             doc = json.load(f)
         total += len(doc["Resources"])
