@@ -355,7 +355,8 @@ fn type_error(
         if exp.starts_with("struct ") {
             return mapping_expected(&path, &found, schema, error);
         }
-        if exp.starts_with("enum ") {
+        // serde_yaml_ng expects an enum that is not a scalar as a tagged value.
+        if exp.starts_with("enum ") || exp.contains("YAML tag") {
             let variants = variants_at(schema, &path);
             return error(
                 format!(
@@ -591,6 +592,10 @@ mod tests {
         ));
         assert_eq!(d.path, "network.efa");
         assert_eq!(d.help.as_deref(), Some("did you mean `on`?"));
+        let d = error(&format!(
+            "{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: [on] }}\n"
+        ));
+        assert_eq!(d.message, "expected one of `auto`, `on`, `off`, found a list");
     }
 
     #[test]
