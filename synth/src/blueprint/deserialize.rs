@@ -595,7 +595,10 @@ mod tests {
         let d = error(&format!(
             "{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: [on] }}\n"
         ));
-        assert_eq!(d.message, "expected one of `auto`, `on`, `off`, found a list");
+        assert_eq!(
+            d.message,
+            "expected one of `auto`, `on`, `off`, found a list"
+        );
     }
 
     #[test]
