@@ -73,7 +73,7 @@ impl Node {
 }
 
 /// Whether a plain scalar's text is null under the YAML 1.2 core schema.
-pub(crate) fn is_null_text(text: &str) -> bool {
+fn is_null_text(text: &str) -> bool {
     matches!(text, "" | "~" | "null" | "Null" | "NULL")
 }
 

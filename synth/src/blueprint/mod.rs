@@ -3,16 +3,20 @@
 //!
 //! The steps, each in its own module:
 //! 1. [`document`]: `saphyr-parser` events -> a tree of nodes that know their
-//!    positions (syntax errors, duplicate keys, empty files stop here);
-//! 2. [`source_map`]: field path -> line and column, for later messages;
-//! 3. [`deserializer`]: the tree -> the [`model`] serde structs, collecting
-//!    every unknown field with a "did you mean" (a type error stops here);
+//!    positions, only to check the YAML and index it (syntax errors,
+//!    duplicate keys, empty files, second documents and tags stop here);
+//! 2. [`source_map`]: that tree -> an index from field path to line and
+//!    column, for every later message;
+//! 3. [`deserialize`]: the text -> the [`model`] serde structs, parsed by
+//!    `serde_yaml_ng`; `serde_ignored` collects every unknown field (reported
+//!    with the allowed names from the JSON Schema and a "did you mean"), and
+//!    `serde_path_to_error` names the field of a type error (which stops here);
 //! 4. [`validate`]: every rule and default -> [`ClusterSpec`] and warnings.
 //!
 //! Nothing here touches files, the network or AWS; the caller reads the file
 //! and passes its text and path (the path only appears in messages).
 
-mod deserializer;
+mod deserialize;
 mod diagnostic;
 mod document;
 mod model;
@@ -20,10 +24,6 @@ mod schema;
 mod source_map;
 mod suggestion;
 mod validate;
-
-use std::cell::RefCell;
-
-use serde::Deserialize;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, render_all};
 pub use schema::json_schema;
@@ -55,18 +55,11 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     let root = document::parse(text).map_err(|d| fail(vec![d]))?;
     let map = source_map::SourceMap::new(&root, text);
 
-    let unknown = RefCell::new(Vec::new());
-    let parsed =
-        model::Blueprint::deserialize(deserializer::NodeDeserializer::root(&root, &unknown));
-    let mut diagnostics = unknown.into_inner();
-    let blueprint = match parsed {
-        Ok(b) => b,
-        Err(e) => {
-            // A type error leaves no blueprint to check further; report it
-            // with the unknown fields found before it.
-            diagnostics.push(e.into_diagnostic(map.value("")));
-            return Err(fail(diagnostics));
-        }
+    let (parsed, mut diagnostics) = deserialize::blueprint(text, &map);
+    // A type error leaves no blueprint to check further; it is reported with
+    // the unknown fields found before it.
+    let Some(blueprint) = parsed else {
+        return Err(fail(diagnostics));
     };
 
     // Unknown fields do not stop validation: the user gets both kinds of

@@ -10,23 +10,26 @@
 //! The same structs derive [`schemars::JsonSchema`], so their doc comments are
 //! the descriptions an editor shows; keep them written for users.
 //!
-//! `deny_unknown_fields` is there for the JSON Schema (`additionalProperties:
-//! false`). Unknown fields never reach serde: [`super::deserializer`] takes
-//! them out first and reports every one of them, with a suggestion.
+//! `#[schemars(deny_unknown_fields)]` gives the JSON Schema
+//! `additionalProperties: false`. serde itself must accept unknown fields, so
+//! that `serde_ignored` (in [`super::deserialize`]) sees and reports every
+//! one of them, not only the first.
 
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 /// A cluster blueprint: one master instance, an Auto Scaling group of
 /// workers, a shared EFS file system, and the network around them.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 #[schemars(title = "Cluster blueprint")]
 pub struct Blueprint {
     /// The cluster's name: lower-case letters, digits and `-`, starting with a
     /// letter, at most 32 characters. It prefixes resource names and tags.
+    #[serde(deserialize_with = "text")]
+    #[schemars(with = "String")]
     #[schemars(regex(pattern = r"^[a-z][a-z0-9-]*$"), length(min = 1, max = 32))]
     pub name: String,
     /// The AWS region the template is for. Omit it to build one template that
@@ -57,7 +60,7 @@ pub struct Blueprint {
 
 /// The machine image. Give either `ssm_parameter` or `ami`, not both.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Image {
     /// An SSM parameter holding the AMI id, for example
     /// `/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id`.
@@ -89,9 +92,11 @@ pub enum ImageFamily {
 
 /// The master instance.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Master {
     /// The EC2 instance type, for example `p3.2xlarge`.
+    #[serde(deserialize_with = "text")]
+    #[schemars(with = "String")]
     pub instance_type: String,
     /// `true` (default): a public subnet and an Elastic IP. `false`: the
     /// workers' private subnet, reached through Session Manager.
@@ -101,9 +106,11 @@ pub struct Master {
 
 /// The worker Auto Scaling group.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Workers {
     /// The EC2 instance type, for example `p4d.24xlarge`.
+    #[serde(deserialize_with = "text")]
+    #[schemars(with = "String")]
     pub instance_type: String,
     /// How many workers to launch. May be 0 (a master-only cluster).
     #[schemars(range(max = 1000))]
@@ -123,7 +130,7 @@ pub struct Workers {
 
 /// Disks and the shared file system.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Storage {
     /// Root volume size of every node in GiB, 8 to 16384 (default 200). Deep
     /// Learning AMIs need about 100.
@@ -135,7 +142,7 @@ pub struct Storage {
 
 /// The shared EFS file system.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Efs {
     /// Where every node mounts it (default `/efs`).
     #[schemars(extend("default" = "/efs"))]
@@ -148,7 +155,7 @@ pub struct Efs {
 
 /// The network. Give either `vpc_cidr` (a new VPC) or `existing`, not both.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Network {
     /// The new VPC's private range, /16 to /24 (default `10.0.0.0/16`).
     #[schemars(extend("default" = "10.0.0.0/16"))]
@@ -166,9 +173,11 @@ pub struct Network {
 
 /// An existing VPC and its subnets.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct ExistingNetwork {
     /// The VPC (`vpc-` and 8 or 17 hex digits).
+    #[serde(deserialize_with = "text")]
+    #[schemars(with = "String")]
     #[schemars(regex(pattern = r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$"))]
     pub vpc_id: String,
     /// A public subnet for the master. Required when `master.public` is true.
@@ -197,7 +206,7 @@ pub enum EfaMode {
 
 /// How users reach the cluster.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Access {
     /// SSH from outside the VPC.
     pub ssh: Option<Ssh>,
@@ -209,7 +218,7 @@ pub struct Access {
 
 /// SSH from outside the VPC.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Ssh {
     /// An EC2 key pair name in the region.
     #[schemars(length(min = 1, max = 255))]
@@ -221,7 +230,7 @@ pub struct Ssh {
 
 /// Settings for nodes that join after the cluster has formed.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Elastic {
     /// An absolute path (usually on EFS) run on a joining node before it
     /// registers.
@@ -230,9 +239,17 @@ pub struct Elastic {
 
 /// How long cluster formation may take.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Timeouts {
     /// Minutes the master waits for workers, 5 to 720 (default 30).
     #[schemars(range(min = 5, max = 720), extend("default" = 30))]
     pub formation_minutes: Option<u32>,
+}
+
+/// A required text field: serde_yaml_ng reads an empty value (`name:`) as
+/// `""`; this makes it the error it is ("expected a text value, found
+/// nothing").
+fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    Option::<String>::deserialize(deserializer)?
+        .ok_or_else(|| serde::de::Error::invalid_type(serde::de::Unexpected::Unit, &"a string"))
 }

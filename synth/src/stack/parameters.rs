@@ -192,7 +192,7 @@ fn region_rule(t: &mut Template, ctx: &Ctx) {
         None => Region::ALL.to_vec(),
     };
     let checks: Vec<Expr> = regions.iter().map(|r| Expr::equals(Pseudo::Region.r#ref(), r.code())).collect();
-    let assert = if checks.len() == 1 { checks.into_iter().next().unwrap_or_else(|| Expr::Bool(false)) } else { Expr::Or(checks) };
+    let assert = if checks.len() == 1 { checks.into_iter().next().unwrap_or(Expr::Bool(false)) } else { Expr::Or(checks) };
     let codes: Vec<&str> = regions.iter().map(|r| r.code()).collect();
     let message = match ctx.spec.region {
         Some(r) => format!(
