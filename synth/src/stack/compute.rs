@@ -101,6 +101,19 @@ fn launch_template(ctx: &Ctx, d: &Deps, node: Node) -> ec2::LaunchTemplate {
     }
 }
 
+/// What a node config refers to; the master's also names the worker group and its signals.
+fn refs(d: &Deps, worker_group: Option<Expr>, signals: Option<(String, Expr)>) -> Refs {
+    Refs {
+        master_queue: d.queues.master.r#ref(),
+        worker_queue: d.queues.workers.r#ref(),
+        worker_group,
+        worker_count: d.inputs.worker_count.r#ref(),
+        min_workers: d.inputs.min_workers.r#ref(),
+        efs_id: d.fs.id.clone(),
+        signals,
+    }
+}
+
 fn version(lt: &Handle<ec2::LaunchTemplate>) -> ec2::LaunchTemplateSpecification {
     ec2::LaunchTemplateSpecification {
         launch_template_id: lt.r#ref().into(),
@@ -116,19 +129,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
 
     // Workers first: the master's config names their group.
     let worker_profile = identity::workers(t, ctx, d.queues);
-    let worker_data = node_config::user_data(
-        ctx,
-        Role::Worker,
-        Refs {
-            master_queue: d.queues.master.r#ref(),
-            worker_queue: d.queues.workers.r#ref(),
-            worker_group: None,
-            worker_count: d.inputs.worker_count.r#ref(),
-            min_workers: d.inputs.min_workers.r#ref(),
-            efs_id: d.fs.id.clone(),
-            signals: None,
-        },
-    );
+    let worker_data = node_config::user_data(ctx, Role::Worker, refs(&d, None, None));
     let worker_lt = t.add(
         "WorkerLaunchTemplate",
         launch_template(
@@ -199,15 +200,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     let master_data = node_config::user_data(
         ctx,
         Role::Master,
-        Refs {
-            master_queue: d.queues.master.r#ref(),
-            worker_queue: d.queues.workers.r#ref(),
-            worker_group: Some(workers.r#ref()),
-            worker_count: d.inputs.worker_count.r#ref(),
-            min_workers: d.inputs.min_workers.r#ref(),
-            efs_id: d.fs.id.clone(),
-            signals: Some((MASTER_ID.to_owned(), handle.r#ref())),
-        },
+        refs(&d, Some(workers.r#ref()), Some((MASTER_ID.to_owned(), handle.r#ref()))),
     );
     let master_lt = t.add(
         "MasterLaunchTemplate",
