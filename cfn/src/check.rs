@@ -88,39 +88,25 @@ struct Walker<'a> {
 
 impl Walker<'_> {
     fn problem(&mut self, at: &str, message: String) {
-        self.problems.push(Problem {
-            at: at.to_owned(),
-            message,
-        });
+        self.problems.push(Problem { at: at.to_owned(), message });
     }
 
     fn reference(&mut self, at: &str, name: &str, how: &str) {
         if !self.names.is_ref_target(name) {
-            self.problem(
-                at,
-                format!(
-                    "{how} names `{name}`, which is not a parameter, resource or pseudo-parameter"
-                ),
-            );
+            self.problem(at, format!("{how} names `{name}`, which is not a parameter, resource or pseudo-parameter"));
             return;
         }
         self.used.insert(name.to_owned());
         if self.names.t.resources.contains_key(name) {
             if let Some(cur) = &self.current {
-                self.edges
-                    .entry(cur.clone())
-                    .or_default()
-                    .insert(name.to_owned());
+                self.edges.entry(cur.clone()).or_default().insert(name.to_owned());
             }
         }
     }
 
     fn get_att(&mut self, at: &str, resource: &str, attribute: &str) {
         match self.names.t.resources.get(resource) {
-            None => self.problem(
-                at,
-                format!("Fn::GetAtt names `{resource}`, which is not a resource"),
-            ),
+            None => self.problem(at, format!("Fn::GetAtt names `{resource}`, which is not a resource")),
             Some(entry) => {
                 if !entry.attributes.contains(&attribute) {
                     self.problem(
@@ -133,10 +119,7 @@ impl Walker<'_> {
                     );
                 }
                 if let Some(cur) = &self.current {
-                    self.edges
-                        .entry(cur.clone())
-                        .or_default()
-                        .insert(resource.to_owned());
+                    self.edges.entry(cur.clone()).or_default().insert(resource.to_owned());
                 }
             }
         }
@@ -309,10 +292,7 @@ impl Template {
             .chain(self.mappings.keys());
         for id in all_ids {
             if !valid_logical_id(id) {
-                w.problem(
-                    id,
-                    format!("logical ids must be 1 to {LIMIT_LOGICAL_ID} letters and digits"),
-                );
+                w.problem(id, format!("logical ids must be 1 to {LIMIT_LOGICAL_ID} letters and digits"));
             }
         }
         if self.resources.is_empty() {
@@ -321,27 +301,18 @@ impl Template {
         if self.resources.len() > LIMIT_RESOURCES {
             w.problem(
                 "Resources",
-                format!(
-                    "{} resources; CloudFormation allows at most {LIMIT_RESOURCES}",
-                    self.resources.len()
-                ),
+                format!("{} resources; CloudFormation allows at most {LIMIT_RESOURCES}", self.resources.len()),
             );
         }
         if self.parameters.len() > LIMIT_PARAMETERS {
-            w.problem(
-                "Parameters",
-                format!("more than {LIMIT_PARAMETERS} parameters"),
-            );
+            w.problem("Parameters", format!("more than {LIMIT_PARAMETERS} parameters"));
         }
         if self.outputs.len() > LIMIT_OUTPUTS {
             w.problem("Outputs", format!("more than {LIMIT_OUTPUTS} outputs"));
         }
 
         for (name, expr) in &self.conditions {
-            w.walk(
-                &format!("Conditions.{name}"),
-                &serde_json::to_value(expr).unwrap_or(Json::Null),
-            );
+            w.walk(&format!("Conditions.{name}"), &serde_json::to_value(expr).unwrap_or(Json::Null));
         }
         for (name, rule) in &self.rules {
             for (i, (expr, _)) in rule.assertions.iter().enumerate() {
@@ -357,20 +328,11 @@ impl Template {
             }
             for dep in entry.depends_on() {
                 if dep == id {
-                    w.problem(
-                        &format!("{at}.DependsOn"),
-                        "a resource cannot depend on itself".into(),
-                    );
+                    w.problem(&format!("{at}.DependsOn"), "a resource cannot depend on itself".into());
                 } else if self.resources.contains_key(dep) {
-                    w.edges
-                        .entry(id.clone())
-                        .or_default()
-                        .insert(dep.to_owned());
+                    w.edges.entry(id.clone()).or_default().insert(dep.to_owned());
                 } else {
-                    w.problem(
-                        &format!("{at}.DependsOn"),
-                        format!("`{dep}` is not a resource"),
-                    );
+                    w.problem(&format!("{at}.DependsOn"), format!("`{dep}` is not a resource"));
                 }
             }
             w.walk(&format!("{at}.Properties"), &entry.properties);
@@ -383,10 +345,7 @@ impl Template {
             if let Some(c) = &out.condition {
                 w.condition(&format!("Outputs.{id}.Condition"), c.name());
             }
-            w.walk(
-                &format!("Outputs.{id}.Value"),
-                &serde_json::to_value(&out.value).unwrap_or(Json::Null),
-            );
+            w.walk(&format!("Outputs.{id}.Value"), &serde_json::to_value(&out.value).unwrap_or(Json::Null));
         }
         for (label, members) in &self.parameter_groups {
             for m in members {
@@ -402,33 +361,21 @@ impl Template {
         // user (a field that does nothing) and cfn-lint warns about them.
         for id in self.parameters.keys() {
             if !w.used.contains(id) {
-                w.problem(
-                    &format!("Parameters.{id}"),
-                    "this parameter is never used".into(),
-                );
+                w.problem(&format!("Parameters.{id}"), "this parameter is never used".into());
             }
         }
         for name in self.conditions.keys() {
             if !w.used.contains(name) {
-                w.problem(
-                    &format!("Conditions.{name}"),
-                    "this condition is never used".into(),
-                );
+                w.problem(&format!("Conditions.{name}"), "this condition is never used".into());
             }
         }
         for name in self.mappings.keys() {
             if !w.used.contains(name) {
-                w.problem(
-                    &format!("Mappings.{name}"),
-                    "this mapping is never used".into(),
-                );
+                w.problem(&format!("Mappings.{name}"), "this mapping is never used".into());
             }
         }
         if let Some(cycle) = find_cycle(&w.edges) {
-            w.problem(
-                "Resources",
-                format!("circular dependency: {}", cycle.join(" -> ")),
-            );
+            w.problem("Resources", format!("circular dependency: {}", cycle.join(" -> ")));
         }
 
         let mut problems = w.problems;
@@ -438,10 +385,7 @@ impl Template {
         if json.len() > LIMIT_S3_BYTES {
             problems.push(Problem {
                 at: "template".into(),
-                message: format!(
-                    "{} bytes; CloudFormation accepts at most {LIMIT_S3_BYTES}",
-                    json.len()
-                ),
+                message: format!("{} bytes; CloudFormation accepts at most {LIMIT_S3_BYTES}", json.len()),
             });
         } else if json.len() > LIMIT_BODY_BYTES {
             warnings.push(format!(
@@ -450,11 +394,7 @@ impl Template {
                 json.len()
             ));
         }
-        if problems.is_empty() {
-            Ok(Rendered { json, warnings })
-        } else {
-            Err(RenderError { problems })
-        }
+        if problems.is_empty() { Ok(Rendered { json, warnings }) } else { Err(RenderError { problems }) }
     }
 }
 
@@ -475,12 +415,7 @@ mod tests {
     }
 
     fn vpc(cidr: Expr) -> ec2::Vpc {
-        ec2::Vpc {
-            cidr_block: cidr.into(),
-            enable_dns_hostnames: true,
-            enable_dns_support: true,
-            tags: Vec::new(),
-        }
+        ec2::Vpc { cidr_block: cidr.into(), enable_dns_hostnames: true, enable_dns_support: true, tags: Vec::new() }
     }
 
     fn problems(t: &Template) -> Vec<String> {
@@ -492,20 +427,14 @@ mod tests {
 
     fn assert_one(t: &Template, needle: &str) {
         let p = problems(t);
-        assert!(
-            p.len() == 1 && p[0].contains(needle),
-            "expected one problem containing {needle:?}, got {p:?}"
-        );
+        assert!(p.len() == 1 && p[0].contains(needle), "expected one problem containing {needle:?}, got {p:?}");
     }
 
     #[test]
     fn a_correct_template_renders_deterministically() {
         let build = || {
             let mut t = Template::new("ok");
-            let p = t.parameter(
-                "Cidr",
-                Parameter::new(ParameterType::String, "CIDR", "range").default("10.0.0.0/16"),
-            );
+            let p = t.parameter("Cidr", Parameter::new(ParameterType::String, "CIDR", "range").default("10.0.0.0/16"));
             let v = t.add("Vpc", vpc(p.r#ref()));
             let q = t.add("Queue", queue());
             t.add_with(
@@ -517,10 +446,7 @@ mod tests {
                     map_public_ip_on_launch: None,
                     tags: Vec::new(),
                 },
-                Attributes {
-                    depends_on: vec![q.dependency()],
-                    ..Attributes::default()
-                },
+                Attributes { depends_on: vec![q.dependency()], ..Attributes::default() },
             );
             t.render().unwrap().json
         };
@@ -543,10 +469,7 @@ mod tests {
         t.add_with(
             "Vpc",
             vpc("10.0.0.0/16".into()),
-            Attributes {
-                depends_on: vec![foreign.dependency()],
-                ..Attributes::default()
-            },
+            Attributes { depends_on: vec![foreign.dependency()], ..Attributes::default() },
         );
         assert_one(&t, "DependsOn: `Queue` is not a resource");
     }
@@ -568,13 +491,7 @@ mod tests {
         t.add("Vpc", vpc(Expr::sub("${AWS::Region}-${!Literal}-${Ghost}")));
         assert_one(&t, "Fn::Sub names `Ghost`");
         let mut t = Template::new("x");
-        t.add(
-            "Vpc",
-            vpc(Expr::SubWith(
-                "${Local}".into(),
-                [("Local".to_owned(), Expr::from("a"))].into(),
-            )),
-        );
+        t.add("Vpc", vpc(Expr::SubWith("${Local}".into(), [("Local".to_owned(), Expr::from("a"))].into())));
         assert!(problems(&t).is_empty());
         let mut t = Template::new("x");
         t.add("Vpc", vpc(Expr::sub("${Unclosed")));

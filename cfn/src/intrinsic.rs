@@ -126,10 +126,7 @@ impl Expr {
 
     /// `{"Fn::Select": [index, {"Fn::GetAZs": ""}]}`: the stack region's n-th zone.
     pub fn availability_zone(index: u32) -> Expr {
-        Expr::Select(
-            index,
-            Box::new(Expr::GetAzs(Box::new(Expr::Str(String::new())))),
-        )
+        Expr::Select(index, Box::new(Expr::GetAzs(Box::new(Expr::Str(String::new())))))
     }
 
     /// `{"Fn::Base64": inner}`
@@ -178,11 +175,7 @@ impl From<bool> for Expr {
 }
 
 /// Serializes `{"<key>": value}`.
-fn single<S: Serializer, V: Serialize + ?Sized>(
-    s: S,
-    key: &str,
-    value: &V,
-) -> Result<S::Ok, S::Error> {
+fn single<S: Serializer, V: Serialize + ?Sized>(s: S, key: &str, value: &V) -> Result<S::Ok, S::Error> {
     let mut map = s.serialize_map(Some(1))?;
     map.serialize_entry(key, value)?;
     map.end()
@@ -284,19 +277,10 @@ mod tests {
     fn intrinsics_serialize_to_their_cloudformation_form() {
         let cases = [
             (Expr::Ref("Vpc".into()), json!({"Ref": "Vpc"})),
+            (Expr::GetAtt("Fs".into(), "Arn".into()), json!({"Fn::GetAtt": ["Fs", "Arn"]})),
+            (Expr::sub("${AWS::Region}"), json!({"Fn::Sub": "${AWS::Region}"})),
             (
-                Expr::GetAtt("Fs".into(), "Arn".into()),
-                json!({"Fn::GetAtt": ["Fs", "Arn"]}),
-            ),
-            (
-                Expr::sub("${AWS::Region}"),
-                json!({"Fn::Sub": "${AWS::Region}"}),
-            ),
-            (
-                Expr::SubWith(
-                    "${A}".into(),
-                    BTreeMap::from([("A".into(), Expr::Ref("B".into()))]),
-                ),
+                Expr::SubWith("${A}".into(), BTreeMap::from([("A".into(), Expr::Ref("B".into()))])),
                 json!({"Fn::Sub": ["${A}", {"A": {"Ref": "B"}}]}),
             ),
             (
@@ -307,32 +291,19 @@ mod tests {
                 Expr::If("C".into(), Box::new("x".into()), Box::new(Expr::no_value())),
                 json!({"Fn::If": ["C", "x", {"Ref": "AWS::NoValue"}]}),
             ),
-            (
-                Expr::availability_zone(1),
-                json!({"Fn::Select": ["1", {"Fn::GetAZs": ""}]}),
-            ),
+            (Expr::availability_zone(1), json!({"Fn::Select": ["1", {"Fn::GetAZs": ""}]})),
             (Expr::base64("x".into()), json!({"Fn::Base64": "x"})),
             (
-                Expr::FindInMap(
-                    "M".into(),
-                    Box::new(Pseudo::Region.r#ref()),
-                    Box::new("ami".into()),
-                ),
+                Expr::FindInMap("M".into(), Box::new(Pseudo::Region.r#ref()), Box::new("ami".into())),
                 json!({"Fn::FindInMap": ["M", {"Ref": "AWS::Region"}, "ami"]}),
             ),
-            (
-                Expr::Cidr(Box::new("10.0.0.0/16".into()), 4, 14),
-                json!({"Fn::Cidr": ["10.0.0.0/16", 4, 14]}),
-            ),
+            (Expr::Cidr(Box::new("10.0.0.0/16".into()), 4, 14), json!({"Fn::Cidr": ["10.0.0.0/16", 4, 14]})),
             (
                 Expr::negate(Expr::equals(Expr::Ref("P".into()), "")),
                 json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "P"}, ""]}]}),
             ),
             (
-                Expr::And(vec![
-                    Expr::Condition("A".into()),
-                    Expr::Condition("B".into()),
-                ]),
+                Expr::And(vec![Expr::Condition("A".into()), Expr::Condition("B".into())]),
                 json!({"Fn::And": [{"Condition": "A"}, {"Condition": "B"}]}),
             ),
         ];
@@ -346,9 +317,6 @@ mod tests {
         let lit: Value<u32> = 3.into();
         let expr: Value<u32> = Expr::Ref("Count".into()).into();
         assert_eq!(serde_json::to_value(&lit).unwrap(), json!(3));
-        assert_eq!(
-            serde_json::to_value(&expr).unwrap(),
-            json!({"Ref": "Count"})
-        );
+        assert_eq!(serde_json::to_value(&expr).unwrap(), json!({"Ref": "Count"}));
     }
 }

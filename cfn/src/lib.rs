@@ -20,11 +20,9 @@ mod intrinsic;
 pub mod resources;
 mod template;
 
-pub use check::{
-    LIMIT_BODY_BYTES, LIMIT_RESOURCES, LIMIT_S3_BYTES, Problem, RenderError, Rendered,
-};
+pub use check::{LIMIT_BODY_BYTES, LIMIT_RESOURCES, LIMIT_S3_BYTES, Problem, RenderError, Rendered};
 pub use intrinsic::{Expr, Pseudo, Value};
 pub use template::{
-    Attributes, ConditionHandle, CreationPolicy, Dependency, Handle, Output, ParamHandle,
-    Parameter, ParameterType, Resource, Rule, Tag, Template,
+    Attributes, ConditionHandle, CreationPolicy, Dependency, Handle, Output, ParamHandle, Parameter, ParameterType,
+    Resource, Rule, Tag, Template,
 };

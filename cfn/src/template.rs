@@ -31,10 +31,7 @@ pub struct Tag {
 impl Tag {
     /// A tag with a literal or intrinsic value.
     pub fn new(key: impl Into<String>, value: impl Into<crate::Value<String>>) -> Tag {
-        Tag {
-            key: key.into(),
-            value: value.into(),
-        }
+        Tag { key: key.into(), value: value.into() }
     }
 }
 
@@ -49,10 +46,7 @@ pub struct Handle<R> {
 
 impl<R> Clone for Handle<R> {
     fn clone(&self) -> Self {
-        Handle {
-            id: self.id.clone(),
-            _type: PhantomData,
-        }
+        Handle { id: self.id.clone(), _type: PhantomData }
     }
 }
 
@@ -121,11 +115,7 @@ impl ConditionHandle {
 
     /// `{"Fn::If": [name, then, else]}`
     pub fn then(&self, then: impl Into<Expr>, otherwise: impl Into<Expr>) -> Expr {
-        Expr::If(
-            self.name.clone(),
-            Box::new(then.into()),
-            Box::new(otherwise.into()),
-        )
+        Expr::If(self.name.clone(), Box::new(then.into()), Box::new(otherwise.into()))
     }
 
     /// `{"Fn::If": [name, then, {"Ref": "AWS::NoValue"}]}`: the property only when true.
@@ -216,11 +206,7 @@ pub struct Parameter {
 
 impl Parameter {
     /// A parameter of `kind` with a label and description; other fields empty.
-    pub fn new(
-        kind: ParameterType,
-        label: impl Into<String>,
-        description: impl Into<String>,
-    ) -> Parameter {
+    pub fn new(kind: ParameterType, label: impl Into<String>, description: impl Into<String>) -> Parameter {
         Parameter {
             kind,
             label: label.into(),
@@ -315,10 +301,7 @@ pub struct Template {
 impl Template {
     /// An empty template with a description.
     pub fn new(description: impl Into<String>) -> Template {
-        Template {
-            description: description.into(),
-            ..Template::default()
-        }
+        Template { description: description.into(), ..Template::default() }
     }
 
     fn claim(&mut self, id: &str) {
@@ -339,30 +322,15 @@ impl Template {
     }
 
     /// Adds a resource with attributes (`DependsOn`, `Condition`, ...).
-    pub fn add_with<R: Resource>(
-        &mut self,
-        id: &str,
-        properties: R,
-        attrs: Attributes,
-    ) -> Handle<R> {
+    pub fn add_with<R: Resource>(&mut self, id: &str, properties: R, attrs: Attributes) -> Handle<R> {
         self.claim(id);
         let properties = serde_json::to_value(&properties).unwrap_or_else(|e| {
             // Serializing these plain structs cannot fail; keep the reason if it ever does.
             json!({ "SerializationError": e.to_string() })
         });
-        self.resources.insert(
-            id.to_owned(),
-            Entry {
-                type_name: R::TYPE,
-                attributes: R::ATTRIBUTES,
-                properties,
-                attrs,
-            },
-        );
-        Handle {
-            id: id.to_owned(),
-            _type: PhantomData,
-        }
+        self.resources
+            .insert(id.to_owned(), Entry { type_name: R::TYPE, attributes: R::ATTRIBUTES, properties, attrs });
+        Handle { id: id.to_owned(), _type: PhantomData }
     }
 
     /// Adds a parameter and returns its handle.
@@ -374,25 +342,18 @@ impl Template {
 
     /// Groups parameters under a heading in the console form, in this order.
     pub fn parameter_group(&mut self, label: impl Into<String>, members: &[&ParamHandle]) {
-        self.parameter_groups
-            .push((label.into(), members.iter().map(|p| p.id.clone()).collect()));
+        self.parameter_groups.push((label.into(), members.iter().map(|p| p.id.clone()).collect()));
     }
 
     /// Adds a named condition and returns its handle.
     pub fn condition(&mut self, name: &str, expr: Expr) -> ConditionHandle {
         self.claim(name);
         self.conditions.insert(name.to_owned(), expr);
-        ConditionHandle {
-            name: name.to_owned(),
-        }
+        ConditionHandle { name: name.to_owned() }
     }
 
     /// Adds a mapping (`Mappings` section): top-level key, second-level key, value.
-    pub fn mapping(
-        &mut self,
-        name: &str,
-        map: BTreeMap<String, BTreeMap<String, String>>,
-    ) -> String {
+    pub fn mapping(&mut self, name: &str, map: BTreeMap<String, BTreeMap<String, String>>) -> String {
         self.claim(name);
         self.mappings.insert(name.to_owned(), map);
         name.to_owned()
@@ -426,22 +387,15 @@ impl Template {
         root.insert("AWSTemplateFormatVersion".into(), json!("2010-09-09"));
         root.insert("Description".into(), json!(self.description));
 
-        let mut metadata: Map<String, Json> = self
-            .metadata
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut metadata: Map<String, Json> = self.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         if !self.parameters.is_empty() {
             let groups: Vec<Json> = self
                 .parameter_groups
                 .iter()
                 .map(|(label, members)| json!({"Label": {"default": label}, "Parameters": members}))
                 .collect();
-            let labels: Map<String, Json> = self
-                .parameters
-                .iter()
-                .map(|(id, p)| (id.clone(), json!({"default": p.label})))
-                .collect();
+            let labels: Map<String, Json> =
+                self.parameters.iter().map(|(id, p)| (id.clone(), json!({"default": p.label}))).collect();
             metadata.insert(
                 "AWS::CloudFormation::Interface".into(),
                 json!({"ParameterGroups": groups, "ParameterLabels": labels}),
@@ -451,11 +405,7 @@ impl Template {
             root.insert("Metadata".into(), Json::Object(metadata));
         }
         if !self.parameters.is_empty() {
-            let params: Map<String, Json> = self
-                .parameters
-                .iter()
-                .map(|(id, p)| (id.clone(), p.to_json()))
-                .collect();
+            let params: Map<String, Json> = self.parameters.iter().map(|(id, p)| (id.clone(), p.to_json())).collect();
             root.insert("Parameters".into(), Json::Object(params));
         }
         if !self.rules.is_empty() {
@@ -463,11 +413,8 @@ impl Template {
                 .rules
                 .iter()
                 .map(|(name, rule)| {
-                    let assertions: Vec<Json> = rule
-                        .assertions
-                        .iter()
-                        .map(|(e, msg)| json!({"Assert": e, "AssertDescription": msg}))
-                        .collect();
+                    let assertions: Vec<Json> =
+                        rule.assertions.iter().map(|(e, msg)| json!({"Assert": e, "AssertDescription": msg})).collect();
                     (name.clone(), json!({"Assertions": assertions}))
                 })
                 .collect();
@@ -479,11 +426,7 @@ impl Template {
         if !self.conditions.is_empty() {
             root.insert("Conditions".into(), json!(self.conditions));
         }
-        let resources: Map<String, Json> = self
-            .resources
-            .iter()
-            .map(|(id, e)| (id.clone(), e.to_json()))
-            .collect();
+        let resources: Map<String, Json> = self.resources.iter().map(|(id, e)| (id.clone(), e.to_json())).collect();
         root.insert("Resources".into(), Json::Object(resources));
         if !self.outputs.is_empty() {
             let outputs: Map<String, Json> = self

@@ -130,10 +130,9 @@ fn number_or_decimal_string<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::E
     }
     match NumberOrString::deserialize(d)? {
         NumberOrString::Number(n) => Ok(n),
-        NumberOrString::String(s) => s
-            .trim()
-            .parse()
-            .map_err(|_| serde::de::Error::custom(format!("expected a whole number, found {s:?}"))),
+        NumberOrString::String(s) => {
+            s.trim().parse().map_err(|_| serde::de::Error::custom(format!("expected a whole number, found {s:?}")))
+        }
     }
 }
 
@@ -172,15 +171,10 @@ impl NodeConfig {
         match probe.version {
             Some(v) if v == u64::from(NODE_CONFIG_VERSION) => {}
             Some(v) => {
-                return Err(ContractError::UnsupportedVersion {
-                    found: v,
-                    supported: NODE_CONFIG_VERSION,
-                });
+                return Err(ContractError::UnsupportedVersion { found: v, supported: NODE_CONFIG_VERSION });
             }
             None => {
-                return Err(ContractError::Malformed(serde::de::Error::missing_field(
-                    "version",
-                )));
+                return Err(ContractError::Malformed(serde::de::Error::missing_field("version")));
             }
         }
         serde_json::from_str(text).map_err(ContractError::Malformed)
@@ -223,15 +217,10 @@ fi
 /// The config JSON inside a script made by [`user_data_script`].
 pub fn config_from_user_data(script: &str) -> Result<&str, ContractError> {
     let opening = format!("<<'{CONFIG_DELIMITER}'\n");
-    let start = script
-        .find(&opening)
-        .ok_or(ContractError::NoConfigInUserData)?
-        + opening.len();
+    let start = script.find(&opening).ok_or(ContractError::NoConfigInUserData)? + opening.len();
     let body = &script[start..];
     let closing = format!("\n{CONFIG_DELIMITER}\n");
-    let end = body
-        .find(&closing)
-        .ok_or(ContractError::NoConfigInUserData)?;
+    let end = body.find(&closing).ok_or(ContractError::NoConfigInUserData)?;
     Ok(&body[..end])
 }
 
@@ -247,17 +236,11 @@ mod tests {
             stack_name: "demo".into(),
             region: "us-east-1".into(),
             role: Role::Master,
-            queues: Queues {
-                master: "https://sqs/m".into(),
-                workers: "https://sqs/w".into(),
-            },
+            queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
             worker_group: Some("demo-workers".into()),
             requested_workers: 4,
             min_workers: 1,
-            efs: Efs {
-                file_system_id: "fs-12345678".into(),
-                mount: "/efs".into(),
-            },
+            efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
             default_user: "ubuntu".into(),
             formation_timeout_minutes: 30,
             elastic: Elastic::default(),
@@ -293,16 +276,7 @@ mod tests {
         v["version"] = 2.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                ContractError::UnsupportedVersion {
-                    found: 2,
-                    supported: 1
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 2, supported: 1 }), "{e}");
         assert!(e.to_string().contains("version 2"));
     }
 
@@ -310,10 +284,7 @@ mod tests {
     fn unknown_fields_and_missing_versions_are_malformed() {
         let mut v = serde_json::to_value(sample()).unwrap();
         v["surprise"] = 1.into();
-        assert!(matches!(
-            NodeConfig::from_json(&v.to_string()),
-            Err(ContractError::Malformed(_))
-        ));
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::Malformed(_))));
         v.as_object_mut().unwrap().remove("version");
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(e.to_string().contains("version"), "{e}");
@@ -321,9 +292,6 @@ mod tests {
 
     #[test]
     fn user_data_without_a_config_is_reported() {
-        assert!(matches!(
-            config_from_user_data("#!/bin/sh\necho hi\n"),
-            Err(ContractError::NoConfigInUserData)
-        ));
+        assert!(matches!(config_from_user_data("#!/bin/sh\necho hi\n"), Err(ContractError::NoConfigInUserData)));
     }
 }

@@ -56,19 +56,13 @@ fn main() -> ExitCode {
         }
     };
     if cfg!(debug_assertions) {
-        eprintln!(
-            "bench: this is a debug build; run `cargo bench` for numbers that mean something"
-        );
+        eprintln!("bench: this is a debug build; run `cargo bench` for numbers that mean something");
     }
 
     let mut rows = Vec::new();
     let mut failed = false;
     for path in &blueprints {
-        let name = path
-            .file_stem()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+        let name = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }
@@ -92,14 +86,7 @@ fn main() -> ExitCode {
         );
         for (region, label) in cases {
             match synth::build(&source, &display, region) {
-                Ok(built) => rows.push(measure(
-                    &name,
-                    &label,
-                    &source,
-                    &display,
-                    region,
-                    &built.json,
-                )),
+                Ok(built) => rows.push(measure(&name, &label, &source, &display, region, &built.json)),
                 Err(synth::BuildError::Blueprint(why)) if region.is_some() => {
                     let why = why.lines().next().unwrap_or_default();
                     println!("skip {name} @ {label}: {why}");
@@ -117,11 +104,7 @@ fn main() -> ExitCode {
         eprintln!("bench: nothing was measured");
         failed = true;
     }
-    if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
 
 /// `blueprints/*.yaml`, sorted.
@@ -140,33 +123,15 @@ fn own_region(source: &str) -> Option<String> {
     doc.get("region")?.as_str().map(str::to_owned)
 }
 
-fn measure(
-    blueprint: &str,
-    region_label: &str,
-    source: &str,
-    path: &str,
-    region: Option<Region>,
-    json: &str,
-) -> Row {
+fn measure(blueprint: &str, region_label: &str, source: &str, path: &str, region: Option<Region>, json: &str) -> Row {
     let build_us = mean_us(|| {
-        black_box(
-            synth::build(black_box(source), path, region)
-                .map(|b| b.json.len())
-                .unwrap_or(0),
-        );
+        black_box(synth::build(black_box(source), path, region).map(|b| b.json.len()).unwrap_or(0));
     });
     let reference_us = mean_us(|| {
-        let value: serde_json::Value =
-            serde_json::from_str(black_box(json)).expect("synth printed valid JSON");
+        let value: serde_json::Value = serde_json::from_str(black_box(json)).expect("synth printed valid JSON");
         black_box(serde_json::to_string_pretty(&value).expect("a Value always prints"));
     });
-    Row {
-        blueprint: blueprint.to_owned(),
-        region: region_label.to_owned(),
-        bytes: json.len(),
-        build_us,
-        reference_us,
-    }
+    Row { blueprint: blueprint.to_owned(), region: region_label.to_owned(), bytes: json.len(), build_us, reference_us }
 }
 
 /// Mean time of one call of `f`, in microseconds, after a warm-up.
@@ -185,10 +150,7 @@ fn mean_us(mut f: impl FnMut()) -> f64 {
 
 fn print_table(rows: &[Row]) {
     println!();
-    println!(
-        "{:<28} {:<15} {:>9} {:>11} {:>11} {:>7}",
-        "blueprint", "region", "bytes", "build µs", "json µs", "ratio"
-    );
+    println!("{:<28} {:<15} {:>9} {:>11} {:>11} {:>7}", "blueprint", "region", "bytes", "build µs", "json µs", "ratio");
     for r in rows {
         println!(
             "{:<28} {:<15} {:>9} {:>11.1} {:>11.1} {:>6.1}x",

@@ -39,26 +39,13 @@ struct Args {
     out: PathBuf,
 }
 
-const REGIONS: [&str; 5] = [
-    "us-east-1",
-    "us-east-2",
-    "us-west-2",
-    "eu-west-1",
-    "ap-southeast-2",
-];
+const REGIONS: [&str; 5] = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "ap-southeast-2"];
 
 // Instance types offered in all five regions (checked against the per-region
 // `AWS::EC2::Instance` InstanceType enums that cfn-lint 1.58 ships), all of
 // which may be launched in a cluster placement group.
 const CPU_TYPES: [&str; 4] = ["c5.xlarge", "c5.2xlarge", "m5.2xlarge", "c6i.4xlarge"];
-const GPU_TYPES: [&str; 6] = [
-    "p3.2xlarge",
-    "g4dn.xlarge",
-    "g4dn.12xlarge",
-    "g5.xlarge",
-    "g5.12xlarge",
-    "p4d.24xlarge",
-];
+const GPU_TYPES: [&str; 6] = ["p3.2xlarge", "g4dn.xlarge", "g4dn.12xlarge", "g5.xlarge", "g5.12xlarge", "p4d.24xlarge"];
 /// The one type both master and workers must be for `efa: on`.
 const EFA_TYPE: &str = "p4d.24xlarge";
 
@@ -110,19 +97,14 @@ impl SplitMix64 {
 
     /// `digits` lowercase hex digits, for AWS resource ids.
     fn hex(&mut self, digits: usize) -> String {
-        (0..digits)
-            .map(|_| char::from_digit(self.range(0, 15) as u32, 16).unwrap())
-            .collect()
+        (0..digits).map(|_| char::from_digit(self.range(0, 15) as u32, 16).unwrap()).collect()
     }
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Err(e) = fs::create_dir_all(&args.out) {
-        eprintln!(
-            "random_blueprints: cannot create {}: {e}",
-            args.out.display()
-        );
+        eprintln!("random_blueprints: cannot create {}: {e}", args.out.display());
         return ExitCode::from(2);
     }
     for index in 0..args.count {
@@ -132,12 +114,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    eprintln!(
-        "random_blueprints: wrote {} blueprints to {} (seed {})",
-        args.count,
-        args.out.display(),
-        args.seed
-    );
+    eprintln!("random_blueprints: wrote {} blueprints to {} (seed {})", args.count, args.out.display(), args.seed);
     ExitCode::SUCCESS
 }
 
@@ -151,17 +128,10 @@ fn blueprint(seed: u64, index: u32) -> String {
     macro_rules! line { ($($t:tt)*) => { writeln!(y, $($t)*).unwrap() } }
 
     line!("# Random blueprint {index} for seed {seed}; made again (with those before it) by");
-    line!(
-        "# cargo run -p synth --example random_blueprints -- --seed {seed} --count {} --out DIR",
-        index + 1
-    );
+    line!("# cargo run -p synth --example random_blueprints -- --seed {seed} --count {} --out DIR", index + 1);
     line!("name: {}", name(&mut rng, index));
 
-    let region = if rng.chance(20) {
-        None
-    } else {
-        Some(rng.pick(&REGIONS))
-    };
+    let region = if rng.chance(20) { None } else { Some(rng.pick(&REGIONS)) };
     if let Some(r) = region {
         line!("region: {r}");
     }
@@ -175,10 +145,7 @@ fn blueprint(seed: u64, index: u32) -> String {
                     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
                     "ubuntu",
                 ),
-                (
-                    "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
-                    "ubuntu",
-                ),
+                ("/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id", "ubuntu"),
                 ("/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64", "ec2-user"),
                 ("/ml-team/images/trainer-ami", "ubuntu"),
             ]);
@@ -218,11 +185,7 @@ fn blueprint(seed: u64, index: u32) -> String {
     line!("  instance_type: {master_type}");
     line!("  public: {public}");
 
-    let max = if rng.chance(10) {
-        rng.range(1, 1000)
-    } else {
-        rng.range(1, 32)
-    };
+    let max = if rng.chance(10) { rng.range(1, 1000) } else { rng.range(1, 32) };
     let count = rng.range(1, max);
     let min = rng.range(0, count);
     line!("workers:");
@@ -259,18 +222,12 @@ fn blueprint(seed: u64, index: u32) -> String {
     }
     // Every listed type may go in a cluster placement group.
     line!("  placement_group: {}", rng.chance(40));
-    let efa = if efa_on {
-        "on"
-    } else {
-        rng.pick(&["off", "auto"])
-    };
+    let efa = if efa_on { "on" } else { rng.pick(&["off", "auto"]) };
     line!("  efa: {efa}");
 
     // Always leave a way in: SSH from somewhere, or Session Manager.
     line!("access:");
-    let key = rng
-        .chance(60)
-        .then(|| rng.pick(&["my-key", "ml-team", "alice_laptop", "ci.key"]));
+    let key = rng.chance(60).then(|| rng.pick(&["my-key", "ml-team", "alice_laptop", "ci.key"]));
     let cidr = rng.chance(60).then(|| ssh_cidr(&mut rng));
     if key.is_some() || cidr.is_some() {
         line!("  ssh:");
@@ -342,11 +299,7 @@ fn ssh_cidr(rng: &mut SplitMix64) -> String {
 }
 
 fn mask(prefix: u32) -> u32 {
-    if prefix == 0 {
-        0
-    } else {
-        u32::MAX << (32 - prefix)
-    }
+    if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) }
 }
 
 fn dotted(a: u32) -> String {

@@ -79,10 +79,7 @@ pub fn lookup(name: &str) -> Option<&'static InstanceType> {
     // The generator sorts the table by name (byte order, which is what `str`'s
     // `Ord` uses), so a binary search finds any of the ~1,400 rows in about
     // eleven comparisons; a test checks the order.
-    table::TABLE
-        .binary_search_by(|t| t.name.cmp(name))
-        .ok()
-        .and_then(|i| table::TABLE.get(i))
+    table::TABLE.binary_search_by(|t| t.name.cmp(name)).ok().and_then(|i| table::TABLE.get(i))
 }
 
 /// The known instance type closest to `name`, for "did you mean"; `None` when
@@ -111,9 +108,7 @@ pub fn suggest(name: &str) -> Option<&'static str> {
         // so that the answer never depends on iteration details.
         .min_by(|(ea, a), (eb, b)| {
             ea.cmp(eb)
-                .then_with(|| {
-                    strsim::jaro_winkler(&wanted, b).total_cmp(&strsim::jaro_winkler(&wanted, a))
-                })
+                .then_with(|| strsim::jaro_winkler(&wanted, b).total_cmp(&strsim::jaro_winkler(&wanted, a)))
                 .then_with(|| a.cmp(b))
         })
         .map(|(_, name)| name)
@@ -162,15 +157,9 @@ mod tests {
 
     #[test]
     fn burstable_mac_and_flex_types_have_no_cluster_placement() {
-        for name in [
-            "t3.large",
-            "t2.micro",
-            "t3a.medium",
-            "t4g.small",
-            "mac2.metal",
-            "m7i-flex.large",
-            "c7i-flex.xlarge",
-        ] {
+        for name in
+            ["t3.large", "t2.micro", "t3a.medium", "t4g.small", "mac2.metal", "m7i-flex.large", "c7i-flex.xlarge"]
+        {
             assert!(!get(name).cluster_placement, "{name}");
         }
     }
@@ -202,10 +191,7 @@ mod tests {
     #[test]
     fn neuron_and_other_accelerators() {
         let trn1 = get("trn1.32xlarge");
-        assert_eq!(
-            (trn1.accelerator, trn1.accelerators, trn1.efa),
-            (Accelerator::Neuron, 16, true)
-        );
+        assert_eq!((trn1.accelerator, trn1.accelerators, trn1.efa), (Accelerator::Neuron, 16, true));
         let trn1_small = get("trn1.2xlarge");
         assert_eq!((trn1_small.accelerators, trn1_small.efa), (1, false));
         assert_eq!(get("inf2.48xlarge").accelerator, Accelerator::Neuron);
@@ -217,25 +203,12 @@ mod tests {
 
     #[test]
     fn efa_only_on_the_documented_sizes() {
-        for name in [
-            "c5n.9xlarge",
-            "c5n.18xlarge",
-            "c5n.metal",
-            "g5.8xlarge",
-            "g4dn.8xlarge",
-            "hpc7g.4xlarge",
-            "m5zn.12xlarge",
-        ] {
+        for name in
+            ["c5n.9xlarge", "c5n.18xlarge", "c5n.metal", "g5.8xlarge", "g4dn.8xlarge", "hpc7g.4xlarge", "m5zn.12xlarge"]
+        {
             assert!(get(name).efa, "{name} has EFA");
         }
-        for name in [
-            "c5n.4xlarge",
-            "g5.4xlarge",
-            "g4dn.4xlarge",
-            "m5zn.6xlarge",
-            "p3.16xlarge",
-            "c5.24xlarge",
-        ] {
+        for name in ["c5n.4xlarge", "g5.4xlarge", "g4dn.4xlarge", "m5zn.6xlarge", "p3.16xlarge", "c5.24xlarge"] {
             assert!(!get(name).efa, "{name} has no EFA");
         }
     }
@@ -276,16 +249,7 @@ mod tests {
 
     #[test]
     fn no_suggestion_for_garbage() {
-        for garbage in [
-            "",
-            "   ",
-            "banana",
-            "xlarge",
-            "gpu",
-            "p3",
-            "hello.world",
-            "not-an-instance-type-at-all",
-        ] {
+        for garbage in ["", "   ", "banana", "xlarge", "gpu", "p3", "hello.world", "not-an-instance-type-at-all"] {
             assert_eq!(suggest(garbage), None, "{garbage:?}");
         }
     }
@@ -293,12 +257,7 @@ mod tests {
     #[test]
     fn table_is_sorted_without_duplicates() {
         for pair in table::TABLE.windows(2) {
-            assert!(
-                pair[0].name < pair[1].name,
-                "{} before {}",
-                pair[0].name,
-                pair[1].name
-            );
+            assert!(pair[0].name < pair[1].name, "{} before {}", pair[0].name, pair[1].name);
         }
         // The binary search finds every row.
         for t in table::TABLE {
@@ -309,25 +268,11 @@ mod tests {
     #[test]
     fn every_row_is_consistent() {
         let all_regions = Region::ALL.iter().fold(0u8, |bits, r| bits | r.bit());
-        assert!(
-            table::TABLE.len() > 1000,
-            "only {} rows",
-            table::TABLE.len()
-        );
+        assert!(table::TABLE.len() > 1000, "only {} rows", table::TABLE.len());
         for t in table::TABLE {
             assert_ne!(t.regions, 0, "{} is offered nowhere", t.name);
-            assert_eq!(
-                t.regions & !all_regions,
-                0,
-                "{} has stray region bits",
-                t.name
-            );
-            assert_eq!(
-                t.accelerator == Accelerator::None,
-                t.accelerators == 0,
-                "{}",
-                t.name
-            );
+            assert_eq!(t.regions & !all_regions, 0, "{} has stray region bits", t.name);
+            assert_eq!(t.accelerator == Accelerator::None, t.accelerators == 0, "{}", t.name);
             assert_eq!(t.name.matches('.').count(), 1, "{}", t.name);
         }
     }
@@ -338,9 +283,7 @@ mod tests {
         assert!(SOURCE.contains("instancetype_enum.json"));
         assert!(SOURCE.contains("https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"));
         assert!(SOURCE.contains("https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html"));
-        assert!(SOURCE.contains(
-            "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"
-        ));
+        assert!(SOURCE.contains("https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"));
         assert!(SOURCE.contains("generated on "));
     }
 }

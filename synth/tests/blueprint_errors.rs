@@ -14,37 +14,26 @@ use synth::region::Region;
 
 /// The fixture's text, the path to show in messages, and the region asked for.
 fn read(path: &Path) -> (String, String, Option<Region>) {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let region = text
         .lines()
         .find_map(|l| l.strip_prefix("# synth-test-region:"))
-        .map(|r| {
-            r.trim()
-                .parse::<Region>()
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        });
+        .map(|r| r.trim().parse::<Region>().unwrap_or_else(|e| panic!("{}: {e}", path.display())));
     // A path relative to the tests directory keeps the snapshots the same on every machine.
-    let shown = path
-        .strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"))
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    let shown =
+        path.strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")).unwrap_or(path).display().to_string();
     (text, shown, region)
 }
 
 /// `path:LINE:COL`, as annotate-snippets prints the location of each problem.
 fn has_line_reference(rendered: &str, shown: &str) -> bool {
     rendered.lines().any(|l| {
-        l.trim_start()
-            .strip_prefix("--> ")
-            .and_then(|rest| rest.strip_prefix(shown))
-            .is_some_and(|pos| {
-                let mut parts = pos.split(':').skip(1);
-                let line = parts.next().and_then(|n| n.parse::<usize>().ok());
-                let col = parts.next().and_then(|n| n.parse::<usize>().ok());
-                matches!((line, col), (Some(l), Some(c)) if l > 0 && c > 0)
-            })
+        l.trim_start().strip_prefix("--> ").and_then(|rest| rest.strip_prefix(shown)).is_some_and(|pos| {
+            let mut parts = pos.split(':').skip(1);
+            let line = parts.next().and_then(|n| n.parse::<usize>().ok());
+            let col = parts.next().and_then(|n| n.parse::<usize>().ok());
+            matches!((line, col), (Some(l), Some(c)) if l > 0 && c > 0)
+        })
     })
 }
 
@@ -80,23 +69,14 @@ fn invalid_blueprints_fail_with_a_located_message() {
 
 #[test]
 fn several_problems_are_reported_together() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/blueprint/invalid/several-problems.yaml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/blueprint/invalid/several-problems.yaml");
     let (text, shown, region) = read(&path);
     let problems = blueprint::load(&text, &shown, region).unwrap_err();
     let paths: Vec<&str> = problems.items.iter().map(|d| d.path.as_str()).collect();
-    for expected in [
-        "name",
-        "master.pubic",
-        "workers.min",
-        "network.vpc_cidr",
-        "access.ssh.cidr",
-        "timeouts.formation_minutes",
-    ] {
-        assert!(
-            paths.contains(&expected),
-            "{expected} not reported; got {paths:?}"
-        );
+    for expected in
+        ["name", "master.pubic", "workers.min", "network.vpc_cidr", "access.ssh.cidr", "timeouts.formation_minutes"]
+    {
+        assert!(paths.contains(&expected), "{expected} not reported; got {paths:?}");
     }
 }
 

@@ -40,7 +40,11 @@ fn build_prints_a_template_on_stdout_only() {
 fn an_invalid_blueprint_exits_1_and_prints_nothing_on_stdout() {
     let dir = temp_dir("invalid");
     let bp = dir.join("bad.yaml");
-    std::fs::write(&bp, "name: Bad_Name\nmaster: {instance_type: c5.xlarge}\nworkers: {instance_type: c5.xlarge, count: 2, cuont: 3}\n").unwrap();
+    std::fs::write(
+        &bp,
+        "name: Bad_Name\nmaster: {instance_type: c5.xlarge}\nworkers: {instance_type: c5.xlarge, count: 2, cuont: 3}\n",
+    )
+    .unwrap();
     let o = synth(&["build", bp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(o.stdout.is_empty(), "no partial output: {}", stdout(&o));
@@ -58,7 +62,11 @@ fn a_failed_build_leaves_the_output_file_untouched() {
     let out = dir.join("stack.json");
     std::fs::write(&out, "previous").unwrap();
     let bp = dir.join("bad.yaml");
-    std::fs::write(&bp, "name: ok\nmaster: {instance_type: c5.xlarge}\nworkers: {instance_type: c5.xlarge, count: 5, max: 2}\n").unwrap();
+    std::fs::write(
+        &bp,
+        "name: ok\nmaster: {instance_type: c5.xlarge}\nworkers: {instance_type: c5.xlarge, count: 5, max: 2}\n",
+    )
+    .unwrap();
     let o = synth(&["build", bp.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "previous");
@@ -97,7 +105,9 @@ fn validate_schema_and_regions() {
     assert_eq!(o.status.code(), Some(0));
     let schema: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let props = schema["properties"].as_object().expect("an object schema");
-    for field in ["name", "region", "image", "master", "workers", "storage", "network", "access", "elastic", "timeouts", "tags"] {
+    for field in
+        ["name", "region", "image", "master", "workers", "storage", "network", "access", "elastic", "timeouts", "tags"]
+    {
         assert!(props.contains_key(field), "schema lacks {field}");
     }
 

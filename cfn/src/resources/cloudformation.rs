@@ -7,11 +7,7 @@ use super::{Str, resource};
 /// `AWS::CloudFormation::WaitConditionHandle`: a presigned URL a node PUTs its signal to.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct WaitConditionHandle {}
-resource!(
-    WaitConditionHandle,
-    "AWS::CloudFormation::WaitConditionHandle",
-    []
-);
+resource!(WaitConditionHandle, "AWS::CloudFormation::WaitConditionHandle", []);
 
 /// `AWS::CloudFormation::WaitCondition`
 #[derive(Clone, Debug, Serialize)]
@@ -24,8 +20,4 @@ pub struct WaitCondition {
     /// Success signals needed.
     pub count: u32,
 }
-resource!(
-    WaitCondition,
-    "AWS::CloudFormation::WaitCondition",
-    ["Data"]
-);
+resource!(WaitCondition, "AWS::CloudFormation::WaitCondition", ["Data"]);

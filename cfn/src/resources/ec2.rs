@@ -19,16 +19,7 @@ pub struct Vpc {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(
-    Vpc,
-    "AWS::EC2::VPC",
-    [
-        "CidrBlock",
-        "DefaultNetworkAcl",
-        "DefaultSecurityGroup",
-        "VpcId"
-    ]
-);
+resource!(Vpc, "AWS::EC2::VPC", ["CidrBlock", "DefaultNetworkAcl", "DefaultSecurityGroup", "VpcId"]);
 
 /// `AWS::EC2::InternetGateway`
 #[derive(Clone, Debug, Default, Serialize)]
@@ -38,11 +29,7 @@ pub struct InternetGateway {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(
-    InternetGateway,
-    "AWS::EC2::InternetGateway",
-    ["InternetGatewayId"]
-);
+resource!(InternetGateway, "AWS::EC2::InternetGateway", ["InternetGatewayId"]);
 
 /// `AWS::EC2::VPCGatewayAttachment`
 #[derive(Clone, Debug, Serialize)]
@@ -72,11 +59,7 @@ pub struct Subnet {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(
-    Subnet,
-    "AWS::EC2::Subnet",
-    ["AvailabilityZone", "CidrBlock", "SubnetId", "VpcId"]
-);
+resource!(Subnet, "AWS::EC2::Subnet", ["AvailabilityZone", "CidrBlock", "SubnetId", "VpcId"]);
 
 /// `AWS::EC2::RouteTable`
 #[derive(Clone, Debug, Serialize)]
@@ -116,11 +99,7 @@ pub struct SubnetRouteTableAssociation {
     /// The route table it uses.
     pub route_table_id: Str,
 }
-resource!(
-    SubnetRouteTableAssociation,
-    "AWS::EC2::SubnetRouteTableAssociation",
-    []
-);
+resource!(SubnetRouteTableAssociation, "AWS::EC2::SubnetRouteTableAssociation", []);
 
 /// `AWS::EC2::EIP`
 #[derive(Clone, Debug, Serialize)]
@@ -182,11 +161,7 @@ pub struct SecurityGroup {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
 }
-resource!(
-    SecurityGroup,
-    "AWS::EC2::SecurityGroup",
-    ["GroupId", "VpcId"]
-);
+resource!(SecurityGroup, "AWS::EC2::SecurityGroup", ["GroupId", "VpcId"]);
 
 /// One security group rule, inline in a group or as its own resource.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -219,11 +194,7 @@ pub struct Rule {
 /// `AWS::EC2::SecurityGroupIngress`
 #[derive(Clone, Debug, Serialize)]
 pub struct SecurityGroupIngress(pub Rule);
-resource!(
-    SecurityGroupIngress,
-    "AWS::EC2::SecurityGroupIngress",
-    ["Id"]
-);
+resource!(SecurityGroupIngress, "AWS::EC2::SecurityGroupIngress", ["Id"]);
 
 /// `AWS::EC2::SecurityGroupEgress`
 #[derive(Clone, Debug, Serialize)]
@@ -255,11 +226,7 @@ pub struct LaunchTemplate {
 resource!(
     LaunchTemplate,
     "AWS::EC2::LaunchTemplate",
-    [
-        "DefaultVersionNumber",
-        "LatestVersionNumber",
-        "LaunchTemplateId"
-    ]
+    ["DefaultVersionNumber", "LatestVersionNumber", "LaunchTemplateId"]
 );
 
 /// `LaunchTemplateData`
@@ -406,12 +373,5 @@ pub struct Instance {
 resource!(
     Instance,
     "AWS::EC2::Instance",
-    [
-        "AvailabilityZone",
-        "InstanceId",
-        "PrivateDnsName",
-        "PrivateIp",
-        "PublicDnsName",
-        "PublicIp"
-    ]
+    ["AvailabilityZone", "InstanceId", "PrivateDnsName", "PrivateIp", "PublicDnsName", "PublicIp"]
 );

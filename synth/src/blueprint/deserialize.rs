@@ -30,10 +30,7 @@ pub(crate) fn blueprint(text: &str, map: &SourceMap) -> (Option<Blueprint>, Vec<
     let mut record = |path: serde_ignored::Path<'_>| unknown.push(ignored_path(&path));
     let ignored = serde_ignored::Deserializer::new(de, &mut record);
     let result: Result<Blueprint, _> = serde_path_to_error::deserialize(ignored);
-    let mut diagnostics: Vec<Diagnostic> = unknown
-        .iter()
-        .map(|path| unknown_field(path, map, &schema))
-        .collect();
+    let mut diagnostics: Vec<Diagnostic> = unknown.iter().map(|path| unknown_field(path, map, &schema)).collect();
     match result {
         Ok(b) => (Some(b), diagnostics),
         Err(e) => {
@@ -51,9 +48,9 @@ fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
         Path::Root => String::new(),
         Path::Seq { parent, index } => format!("{}[{index}]", ignored_path(parent)),
         Path::Map { parent, key } => join(&ignored_path(parent), key),
-        Path::Some { parent }
-        | Path::NewtypeStruct { parent }
-        | Path::NewtypeVariant { parent } => ignored_path(parent),
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            ignored_path(parent)
+        }
     }
 }
 
@@ -84,9 +81,7 @@ fn schema_at<'s>(schema: &'s Value, path: &str) -> Option<&'s Value> {
             if let Some(r) = node.get("$ref").and_then(Value::as_str) {
                 node = schema.pointer(r.strip_prefix('#')?)?;
             } else if let Some(any) = node.get("anyOf").and_then(Value::as_array) {
-                node = any
-                    .iter()
-                    .find(|v| v.get("type") != Some(&Value::from("null")))?;
+                node = any.iter().find(|v| v.get("type") != Some(&Value::from("null")))?;
             } else {
                 return Some(node);
             }
@@ -118,20 +113,13 @@ fn variants_at<'s>(schema: &'s Value, path: &str) -> Vec<&'s str> {
     };
     match (s.get("enum"), s.get("oneOf")) {
         (Some(Value::Array(values)), _) => values.iter().filter_map(Value::as_str).collect(),
-        (_, Some(Value::Array(items))) => items
-            .iter()
-            .filter_map(|v| v.get("const")?.as_str())
-            .collect(),
+        (_, Some(Value::Array(items))) => items.iter().filter_map(|v| v.get("const")?.as_str()).collect(),
         _ => Vec::new(),
     }
 }
 
 fn within(parent: &str) -> String {
-    if parent.is_empty() {
-        "at the top level".to_owned()
-    } else {
-        format!("in `{parent}`")
-    }
+    if parent.is_empty() { "at the top level".to_owned() } else { format!("in `{parent}`") }
 }
 
 fn unknown_field(path: &str, map: &SourceMap, schema: &Value) -> Diagnostic {
@@ -139,14 +127,8 @@ fn unknown_field(path: &str, map: &SourceMap, schema: &Value) -> Diagnostic {
     let fields = fields_at(schema, parent);
     let listed = backticked(fields.iter().copied());
     let help = match did_you_mean(name, fields.iter().copied()) {
-        _ if name == "<<" => {
-            "YAML merge keys (`<<`) are not supported in blueprints; write the fields out"
-                .to_owned()
-        }
-        Some(close) => format!(
-            "did you mean `{close}`? The fields allowed {} are {listed}",
-            within(parent)
-        ),
+        _ if name == "<<" => "YAML merge keys (`<<`) are not supported in blueprints; write the fields out".to_owned(),
+        Some(close) => format!("did you mean `{close}`? The fields allowed {} are {listed}", within(parent)),
         None => format!("the fields allowed {} are {listed}", within(parent)),
     };
     Diagnostic::error(path, map.key(path), format!("unknown field `{name}`")).with_help(help)
@@ -170,14 +152,8 @@ enum Found<'m> {
 impl<'m> Found<'m> {
     fn parse(text: &'m str) -> Self {
         // serde_yaml_ng writes integers beyond 64 bits as "integer `N` as u128".
-        let text = text
-            .strip_suffix(" as u128")
-            .or_else(|| text.strip_suffix(" as i128"))
-            .unwrap_or(text);
-        let ticked = |prefix: &str| {
-            text.strip_prefix(prefix)
-                .and_then(|t| t.strip_prefix('`')?.strip_suffix('`'))
-        };
+        let text = text.strip_suffix(" as u128").or_else(|| text.strip_suffix(" as i128")).unwrap_or(text);
+        let ticked = |prefix: &str| text.strip_prefix(prefix).and_then(|t| t.strip_prefix('`')?.strip_suffix('`'));
         if let Some(s) = text.strip_prefix("string ") {
             Found::Str(s)
         } else if let Some(n) = ticked("integer ") {
@@ -295,22 +271,10 @@ fn yaml_location(e: &serde_yaml_ng::Error, text: &str) -> Option<Location> {
     let at = e.location()?;
     let bom = text.len() - without_bom(text).len();
     let text = without_bom(text);
-    let line_start: usize = text
-        .split_inclusive('\n')
-        .take(at.line().checked_sub(1)?)
-        .map(str::len)
-        .sum();
+    let line_start: usize = text.split_inclusive('\n').take(at.line().checked_sub(1)?).map(str::len).sum();
     let rest = text.get(line_start..)?;
-    let start = line_start
-        + rest
-            .char_indices()
-            .nth(at.column().saturating_sub(1))
-            .map_or(rest.len(), |(i, _)| i);
-    let end = text[start..]
-        .chars()
-        .next()
-        .filter(|c| *c != '\n')
-        .map_or(start, |c| start + c.len_utf8());
+    let start = line_start + rest.char_indices().nth(at.column().saturating_sub(1)).map_or(rest.len(), |(i, _)| i);
+    let end = text[start..].chars().next().filter(|c| *c != '\n').map_or(start, |c| start + c.len_utf8());
     Some(Location {
         line: at.line(),
         column: at.column() + usize::from(bom > 0 && at.line() == 1),
@@ -331,21 +295,13 @@ fn type_error(
     } else {
         yaml_location(e.inner(), text).unwrap_or_else(|| map.value(&path))
     };
-    let error = |message: String, help: String| {
-        Diagnostic::error(path.clone(), location.clone(), message).with_help(help)
-    };
+    let error =
+        |message: String, help: String| Diagnostic::error(path.clone(), location.clone(), message).with_help(help);
 
-    if let Some(field) = message
-        .strip_prefix("missing field `")
-        .and_then(|m| m.strip_suffix('`'))
-    {
+    if let Some(field) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
         let full = join(&path, field);
         // The key of the mapping it belongs in; for the top level, the first key.
-        let at = if path.is_empty() {
-            map.value("")
-        } else {
-            map.key(&path)
-        };
+        let at = if path.is_empty() { map.value("") } else { map.key(&path) };
         return Diagnostic::error(full, at, "this required field is missing")
             .with_help(missing_help(field, split(&path).1));
     }
@@ -359,11 +315,7 @@ fn type_error(
         if exp.starts_with("enum ") || exp.contains("YAML tag") {
             let variants = variants_at(schema, &path);
             return error(
-                format!(
-                    "expected one of {}, found {}",
-                    backticked(variants),
-                    found.describe()
-                ),
+                format!("expected one of {}, found {}", backticked(variants), found.describe()),
                 "write one of the allowed values on this line, or delete the line to use the default".to_owned(),
             );
         }
@@ -407,27 +359,15 @@ fn type_error(
             None => format!("write one of {}", backticked(allowed.iter().copied())),
         };
         return error(
-            format!(
-                "`{variant}` is not allowed here; expected one of {}",
-                backticked(allowed.iter().copied())
-            ),
+            format!("`{variant}` is not allowed here; expected one of {}", backticked(allowed.iter().copied())),
             help,
         );
     }
-    if let Some(field) = message
-        .strip_prefix("duplicate field `")
-        .and_then(|m| m.strip_suffix('`'))
-    {
+    if let Some(field) = message.strip_prefix("duplicate field `").and_then(|m| m.strip_suffix('`')) {
         // The document builder rejects duplicate keys first; this is a backstop.
-        return error(
-            format!("`{field}` is set twice"),
-            "keep one of the two lines".to_owned(),
-        );
+        return error(format!("`{field}` is set twice"), "keep one of the two lines".to_owned());
     }
-    error(
-        message,
-        "check the value at this position against the blueprint schema (`synth schema`)".to_owned(),
-    )
+    error(message, "check the value at this position against the blueprint schema (`synth schema`)".to_owned())
 }
 
 /// `rest` is `found, expected exp`.
@@ -438,19 +378,8 @@ fn range_error(
     error: impl Fn(String, String) -> Diagnostic,
 ) -> Diagnostic {
     let exp = rest.rsplit_once(", expected ").map_or("", |(_, e)| e);
-    let help = if negative {
-        "this value cannot be negative"
-    } else {
-        "write a value in the allowed range"
-    };
-    error(
-        format!(
-            "expected {}, found {}",
-            expected(exp, true),
-            found.describe()
-        ),
-        help.to_owned(),
-    )
+    let help = if negative { "this value cannot be negative" } else { "write a value in the allowed range" };
+    error(format!("expected {}, found {}", expected(exp, true), found.describe()), help.to_owned())
 }
 
 fn mapping_expected(
@@ -459,18 +388,11 @@ fn mapping_expected(
     schema: &Value,
     error: impl Fn(String, String) -> Diagnostic,
 ) -> Diagnostic {
-    let top = if path.is_empty() {
-        "the blueprint"
-    } else {
-        "this field"
-    };
+    let top = if path.is_empty() { "the blueprint" } else { "this field" };
     let help = if path.is_empty() {
         "start from the minimal blueprint: `name:`, `master:` with `instance_type:`, and `workers:` with `instance_type:` and `count:`".to_owned()
     } else {
-        format!(
-            "write the fields indented on the lines under `{}:`",
-            split(path).1
-        )
+        format!("write the fields indented on the lines under `{}:`", split(path).1)
     };
     error(
         format!(
@@ -502,15 +424,10 @@ mod tests {
 
     #[test]
     fn type_errors_carry_path_and_value_position() {
-        let d = error(&format!(
-            "{BASE}workers:\n  instance_type: p3.2xlarge\n  count: eight\n"
-        ));
+        let d = error(&format!("{BASE}workers:\n  instance_type: p3.2xlarge\n  count: eight\n"));
         assert_eq!(d.path, "workers.count");
         assert_eq!((d.line, d.column), (5, 10));
-        assert_eq!(
-            d.message,
-            "expected a whole number, found the text \"eight\""
-        );
+        assert_eq!(d.message, "expected a whole number, found the text \"eight\"");
     }
 
     #[test]
@@ -528,17 +445,8 @@ mod tests {
         ));
         assert!(b.is_some());
         let paths: Vec<_> = unknown.iter().map(|d| d.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            ["nmae", "workers.cont", "workers.gpus", "storage.efs.mnt"]
-        );
-        assert!(
-            unknown[1]
-                .help
-                .as_ref()
-                .unwrap()
-                .starts_with("did you mean `count`?")
-        );
+        assert_eq!(paths, ["nmae", "workers.cont", "workers.gpus", "storage.efs.mnt"]);
+        assert!(unknown[1].help.as_ref().unwrap().starts_with("did you mean `count`?"));
         assert!(!unknown[2].help.as_ref().unwrap().contains("did you mean"));
         assert!(unknown[3].help.as_ref().unwrap().contains("`mount`"));
         assert_eq!((unknown[1].line, unknown[1].column), (7, 3));
@@ -559,46 +467,26 @@ mod tests {
 
     #[test]
     fn negative_and_huge_numbers_are_range_errors() {
-        let w = |count: &str| {
-            error(&format!(
-                "{BASE}workers: {{ instance_type: p3.2xlarge, count: {count} }}\n"
-            ))
-        };
+        let w = |count: &str| error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: {count} }}\n"));
         let d = w("-1");
         assert!(d.message.contains("from 0 to 4294967295"), "{}", d.message);
         assert_eq!(d.help.as_deref(), Some("this value cannot be negative"));
         let d = w("99999999999");
-        assert!(
-            d.message.contains("found the number 99999999999"),
-            "{}",
-            d.message
-        );
+        assert!(d.message.contains("found the number 99999999999"), "{}", d.message);
         let d = w("18446744073709551616");
-        assert_eq!(
-            d.message,
-            "expected a whole number from 0 to 4294967295, found the number 18446744073709551616"
-        );
+        assert_eq!(d.message, "expected a whole number from 0 to 4294967295, found the number 18446744073709551616");
     }
 
     #[test]
     fn yaml_1_1_booleans_are_text() {
-        let d = error(&format!(
-            "{BASE}workers: {{ instance_type: p3.2xlarge, count: 1, spot: yes }}\n"
-        ));
+        let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1, spot: yes }}\n"));
         assert_eq!(d.path, "workers.spot");
         assert!(d.help.unwrap().contains("YAML 1.2"));
-        let d = error(&format!(
-            "{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: yes }}\n"
-        ));
+        let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: yes }}\n"));
         assert_eq!(d.path, "network.efa");
         assert_eq!(d.help.as_deref(), Some("did you mean `on`?"));
-        let d = error(&format!(
-            "{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: [on] }}\n"
-        ));
-        assert_eq!(
-            d.message,
-            "expected one of `auto`, `on`, `off`, found a list"
-        );
+        let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: [on] }}\n"));
+        assert_eq!(d.message, "expected one of `auto`, `on`, `off`, found a list");
     }
 
     #[test]

@@ -79,19 +79,11 @@ impl Diagnostic {
         }
     }
 
-    pub(crate) fn error(
-        path: impl Into<String>,
-        location: Location,
-        message: impl Into<String>,
-    ) -> Self {
+    pub(crate) fn error(path: impl Into<String>, location: Location, message: impl Into<String>) -> Self {
         Self::new(Severity::Error, path, location, message)
     }
 
-    pub(crate) fn warning(
-        path: impl Into<String>,
-        location: Location,
-        message: impl Into<String>,
-    ) -> Self {
+    pub(crate) fn warning(path: impl Into<String>, location: Location, message: impl Into<String>) -> Self {
         Self::new(Severity::Warning, path, location, message)
     }
 
@@ -102,11 +94,7 @@ impl Diagnostic {
 
     /// The title line's text: `workers.count: expected ...`.
     fn title(&self) -> String {
-        if self.path.is_empty() {
-            self.message.clone()
-        } else {
-            format!("{}: {}", self.path, self.message)
-        }
+        if self.path.is_empty() { self.message.clone() } else { format!("{}: {}", self.path, self.message) }
     }
 
     /// Renders this one problem rustc-style, pointing into `text` (the
@@ -129,11 +117,7 @@ impl Diagnostic {
             0..0
         };
         let mut group = level.primary_title(title.as_str()).element(
-            Snippet::source(text)
-                .line_start(1)
-                .path(path)
-                .fold(true)
-                .annotation(AnnotationKind::Primary.span(span)),
+            Snippet::source(text).line_start(1).path(path).fold(true).annotation(AnnotationKind::Primary.span(span)),
         );
         if let Some(help) = &self.help {
             group = group.element(Level::HELP.message(help.as_str()));
@@ -155,19 +139,12 @@ pub struct Diagnostics {
 impl Diagnostics {
     pub(crate) fn new(mut items: Vec<Diagnostic>, text: &str, path: &str) -> Self {
         items.sort_by_key(|d| (d.severity, d.line, d.column));
-        Diagnostics {
-            items,
-            text: text.to_owned(),
-            path: path.to_owned(),
-        }
+        Diagnostics { items, text: text.to_owned(), path: path.to_owned() }
     }
 
     /// How many of the problems are errors.
     pub fn error_count(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .count()
+        self.items.iter().filter(|d| d.severity == Severity::Error).count()
     }
 
     /// Every problem rendered, separated by blank lines, with a count at the
@@ -188,16 +165,9 @@ impl std::error::Error for Diagnostics {}
 /// Renders several problems (for example the warnings of a blueprint that
 /// loaded) into one text, with a count at the end when there is more than one.
 pub fn render_all(items: &[Diagnostic], text: &str, path: &str) -> String {
-    let mut out = items
-        .iter()
-        .map(|d| d.render(text, path))
-        .collect::<Vec<_>>()
-        .join("\n\n");
+    let mut out = items.iter().map(|d| d.render(text, path)).collect::<Vec<_>>().join("\n\n");
     if items.len() > 1 {
-        let errors = items
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .count();
+        let errors = items.iter().filter(|d| d.severity == Severity::Error).count();
         let warnings = items.len() - errors;
         let mut counts = Vec::new();
         if errors > 0 {
@@ -217,11 +187,7 @@ pub fn render_all(items: &[Diagnostic], text: &str, path: &str) -> String {
 }
 
 fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
+    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
 
 #[cfg(test)]
@@ -233,19 +199,12 @@ mod tests {
         let text = "name: x\nworkers:\n  count: eight\n";
         let d = Diagnostic::error(
             "workers.count",
-            Location {
-                line: 3,
-                column: 10,
-                span: 26..31,
-            },
+            Location { line: 3, column: 10, span: 26..31 },
             "expected a whole number",
         )
         .with_help("write digits");
         let out = d.render(text, "x.yaml");
-        assert!(
-            out.starts_with("error: workers.count: expected a whole number\n"),
-            "{out}"
-        );
+        assert!(out.starts_with("error: workers.count: expected a whole number\n"), "{out}");
         assert!(out.contains("--> x.yaml:3:10"), "{out}");
         assert!(out.contains("^^^^^"), "{out}");
         assert!(out.contains("= help: write digits"), "{out}");
@@ -254,11 +213,7 @@ mod tests {
 
     #[test]
     fn sorts_errors_before_warnings_and_counts_them() {
-        let at = |line| Location {
-            line,
-            column: 1,
-            span: 0..1,
-        };
+        let at = |line| Location { line, column: 1, span: 0..1 };
         let ds = Diagnostics::new(
             vec![
                 Diagnostic::warning("a", at(1), "w"),
@@ -271,11 +226,7 @@ mod tests {
         let paths: Vec<_> = ds.items.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, ["c", "b", "a"]);
         assert_eq!(ds.error_count(), 2);
-        assert!(
-            ds.to_string()
-                .trim_end()
-                .ends_with("error: 2 errors and 1 warning in p.yaml")
-        );
+        assert!(ds.to_string().trim_end().ends_with("error: 2 errors and 1 warning in p.yaml"));
     }
 
     #[test]

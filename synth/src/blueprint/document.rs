@@ -90,10 +90,7 @@ impl<'t> Positions<'t> {
         let char_to_byte = if text.is_ascii() {
             Vec::new()
         } else {
-            text.char_indices()
-                .map(|(b, _)| b)
-                .chain(std::iter::once(text.len()))
-                .collect()
+            text.char_indices().map(|(b, _)| b).chain(std::iter::once(text.len())).collect()
         };
         Positions { text, char_to_byte }
     }
@@ -102,25 +99,15 @@ impl<'t> Positions<'t> {
         if self.char_to_byte.is_empty() {
             char_index.min(self.text.len())
         } else {
-            self.char_to_byte
-                .get(char_index)
-                .copied()
-                .unwrap_or(self.text.len())
+            self.char_to_byte.get(char_index).copied().unwrap_or(self.text.len())
         }
     }
 
     /// The location of a marker, one character wide (or empty at the end of the text).
     pub fn at(&self, marker: &Marker) -> Location {
         let start = self.byte(marker.index());
-        let end = self.text[start..]
-            .chars()
-            .next()
-            .map_or(start, |c| start + c.len_utf8());
-        Location {
-            line: marker.line(),
-            column: marker.col() + 1,
-            span: start..end,
-        }
+        let end = self.text[start..].chars().next().map_or(start, |c| start + c.len_utf8());
+        Location { line: marker.line(), column: marker.col() + 1, span: start..end }
     }
 
     /// The location of a span, cut at the end of its first line so an
@@ -128,9 +115,7 @@ impl<'t> Positions<'t> {
     pub fn span(&self, span: &Span) -> Location {
         let start = self.byte(span.start.index());
         let end = self.byte(span.end.index()).max(start);
-        let line_end = self.text[start..]
-            .find('\n')
-            .map_or(self.text.len(), |i| start + i);
+        let line_end = self.text[start..].find('\n').map_or(self.text.len(), |i| start + i);
         let mut end = end.min(line_end);
         // Trailing blanks before a comment or the line end are not part of the value.
         while end > start && self.text.as_bytes()[end - 1].is_ascii_whitespace() {
@@ -139,38 +124,21 @@ impl<'t> Positions<'t> {
         if end == start {
             return self.at(&span.start);
         }
-        Location {
-            line: span.start.line(),
-            column: span.start.col() + 1,
-            span: start..end,
-        }
+        Location { line: span.start.line(), column: span.start.col() + 1, span: start..end }
     }
 
     /// The location of the first character of the text, for problems with the
     /// whole document.
     pub fn document_start(&self) -> Location {
         let end = self.text.chars().next().map_or(0, char::len_utf8);
-        Location {
-            line: 1,
-            column: 1,
-            span: 0..end,
-        }
+        Location { line: 1, column: 1, span: 0..end }
     }
 }
 
 /// A container being built: its start, its kind and what it holds so far.
 enum Open {
-    Sequence {
-        location: Location,
-        anchor: usize,
-        items: Vec<Node>,
-    },
-    Mapping {
-        location: Location,
-        anchor: usize,
-        entries: Vec<(Node, Node)>,
-        key: Option<Node>,
-    },
+    Sequence { location: Location, anchor: usize, items: Vec<Node> },
+    Mapping { location: Location, anchor: usize, entries: Vec<(Node, Node)>, key: Option<Node> },
 }
 
 /// Parses the whole text into one node. Errors are complete diagnostics.
@@ -184,8 +152,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
     let mut nodes = 0usize;
 
     while let Some(next) = parser.next_event() {
-        let (event, span) =
-            next.map_err(|e| syntax_error(&positions, text, e.marker(), e.info()))?;
+        let (event, span) = next.map_err(|e| syntax_error(&positions, text, e.marker(), e.info()))?;
         let location = positions.span(&span);
         let finished: Node = match event {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
@@ -197,7 +164,9 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                         positions.at(&span.start),
                         "a blueprint is one YAML document, but this file has a second one",
                     )
-                    .with_help("remove the `---` line and what follows it, or put the second blueprint in its own file"));
+                    .with_help(
+                        "remove the `---` line and what follows it, or put the second blueprint in its own file",
+                    ));
                 }
                 continue;
             }
@@ -208,7 +177,9 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                         location,
                         "this alias names an anchor that is not defined before it",
                     )
-                    .with_help("define the anchor (`&name`) on a complete value above the alias, or write the value out"));
+                    .with_help(
+                        "define the anchor (`&name`) on a complete value above the alias, or write the value out",
+                    ));
                 };
                 nodes += count_nodes(target);
                 let mut copy = target.clone();
@@ -224,13 +195,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                     Some(tag) if tag.is_yaml_core_schema() => plain && tag.suffix != "str",
                     Some(tag) => return Err(unsupported_tag(&positions, &span, &tag.to_string())),
                 };
-                let node = Node {
-                    kind: NodeKind::Scalar {
-                        value: value.into_owned(),
-                        plain,
-                    },
-                    location,
-                };
+                let node = Node { kind: NodeKind::Scalar { value: value.into_owned(), plain }, location };
                 if anchor > 0 {
                     anchors.insert(anchor, node.clone());
                 }
@@ -250,46 +215,20 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                 }
                 let location = positions.at(&span.start);
                 stack.push(if matches!(event, Event::SequenceStart(..)) {
-                    Open::Sequence {
-                        location,
-                        anchor,
-                        items: Vec::new(),
-                    }
+                    Open::Sequence { location, anchor, items: Vec::new() }
                 } else {
-                    Open::Mapping {
-                        location,
-                        anchor,
-                        entries: Vec::new(),
-                        key: None,
-                    }
+                    Open::Mapping { location, anchor, entries: Vec::new(), key: None }
                 });
                 continue;
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (node, anchor) = match stack.pop() {
-                    Some(Open::Sequence {
-                        location,
-                        anchor,
-                        items,
-                    }) => (
-                        Node {
-                            kind: NodeKind::Sequence(items),
-                            location,
-                        },
-                        anchor,
-                    ),
-                    Some(Open::Mapping {
-                        location,
-                        anchor,
-                        entries,
-                        ..
-                    }) => (
-                        Node {
-                            kind: NodeKind::Mapping(entries),
-                            location,
-                        },
-                        anchor,
-                    ),
+                    Some(Open::Sequence { location, anchor, items }) => {
+                        (Node { kind: NodeKind::Sequence(items), location }, anchor)
+                    }
+                    Some(Open::Mapping { location, anchor, entries, .. }) => {
+                        (Node { kind: NodeKind::Mapping(entries), location }, anchor)
+                    }
                     // The parser never ends a container it did not start; if it
                     // ever does, say so instead of panicking.
                     None => {
@@ -327,15 +266,11 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                         return Err(Diagnostic::error(
                             "",
                             finished.location.clone(),
-                            format!(
-                                "a mapping key must be a plain name, found {}",
-                                finished.describe()
-                            ),
+                            format!("a mapping key must be a plain name, found {}", finished.describe()),
                         )
                         .with_help("write keys as `name: value`"));
                     };
-                    if let Some((first, _)) = entries.iter().find(|(k, _)| k.scalar() == Some(name))
-                    {
+                    if let Some((first, _)) = entries.iter().find(|(k, _)| k.scalar() == Some(name)) {
                         return Err(Diagnostic::error(
                             "",
                             finished.location.clone(),
@@ -382,12 +317,7 @@ fn syntax_error(positions: &Positions<'_>, text: &str, marker: &Marker, info: &s
     } else {
         "check the indentation and quoting around this position"
     };
-    Diagnostic::error(
-        "",
-        positions.at(marker),
-        format!("the file is not valid YAML: {info}"),
-    )
-    .with_help(help)
+    Diagnostic::error("", positions.at(marker), format!("the file is not valid YAML: {info}")).with_help(help)
 }
 
 /// The first tab in a line's leading whitespace, on `from_line` (1-based) or
@@ -395,10 +325,7 @@ fn syntax_error(positions: &Positions<'_>, text: &str, marker: &Marker, info: &s
 fn first_indenting_tab(text: &str, from_line: usize) -> Option<Marker> {
     let mut char_index = 0;
     for (i, line) in text.split_inclusive('\n').enumerate() {
-        let indent: Vec<char> = line
-            .chars()
-            .take_while(|c| *c == ' ' || *c == '\t')
-            .collect();
+        let indent: Vec<char> = line.chars().take_while(|c| *c == ' ' || *c == '\t').collect();
         if i + 1 >= from_line {
             if let Some(col) = indent.iter().position(|c| *c == '\t') {
                 return Some(Marker::new(char_index + col, i + 1, col));
@@ -410,24 +337,15 @@ fn first_indenting_tab(text: &str, from_line: usize) -> Option<Marker> {
 }
 
 fn unsupported_tag(positions: &Positions<'_>, span: &Span, tag: &str) -> Diagnostic {
-    Diagnostic::error(
-        "",
-        positions.at(&span.start),
-        format!("YAML tags such as `{tag}` are not used in blueprints"),
-    )
-    .with_help("write the plain value; CloudFormation functions are not needed in a blueprint")
+    Diagnostic::error("", positions.at(&span.start), format!("YAML tags such as `{tag}` are not used in blueprints"))
+        .with_help("write the plain value; CloudFormation functions are not needed in a blueprint")
 }
 
 fn count_nodes(node: &Node) -> usize {
     match &node.kind {
         NodeKind::Scalar { .. } => 1,
         NodeKind::Sequence(items) => 1 + items.iter().map(count_nodes).sum::<usize>(),
-        NodeKind::Mapping(entries) => {
-            1 + entries
-                .iter()
-                .map(|(k, v)| count_nodes(k) + count_nodes(v))
-                .sum::<usize>()
-        }
+        NodeKind::Mapping(entries) => 1 + entries.iter().map(|(k, v)| count_nodes(k) + count_nodes(v)).sum::<usize>(),
     }
 }
 
@@ -442,14 +360,10 @@ mod tests {
     #[test]
     fn nodes_know_their_positions() {
         let root = parse("name: x\nworkers:\n  count: eight\n").unwrap();
-        let NodeKind::Mapping(entries) = &root.kind else {
-            panic!("not a mapping")
-        };
+        let NodeKind::Mapping(entries) = &root.kind else { panic!("not a mapping") };
         let (key, value) = &entries[1];
         assert_eq!((key.location.line, key.location.column), (2, 1));
-        let NodeKind::Mapping(inner) = &value.kind else {
-            panic!("not a mapping")
-        };
+        let NodeKind::Mapping(inner) = &value.kind else { panic!("not a mapping") };
         let (k, v) = &inner[0];
         assert_eq!((k.location.line, k.location.column), (3, 3));
         assert_eq!((v.location.line, v.location.column), (3, 10));
@@ -460,12 +374,8 @@ mod tests {
     fn columns_count_characters_and_spans_count_bytes() {
         let text = "tags: { owner: \"Zoë\", x: y }\n";
         let root = parse(text).unwrap();
-        let NodeKind::Mapping(entries) = &root.kind else {
-            panic!()
-        };
-        let NodeKind::Mapping(tags) = &entries[0].1.kind else {
-            panic!()
-        };
+        let NodeKind::Mapping(entries) = &root.kind else { panic!() };
+        let NodeKind::Mapping(tags) = &entries[0].1.kind else { panic!() };
         let x = &tags[1].0;
         assert_eq!(x.location.column, 23);
         assert_eq!(&text[x.location.span.clone()], "x");
@@ -504,21 +414,18 @@ mod tests {
     #[test]
     fn aliases_expand_and_bombs_are_stopped() {
         let root = parse("a: &x [1, 2]\nb: *x\n").unwrap();
-        let NodeKind::Mapping(entries) = &root.kind else {
-            panic!()
-        };
+        let NodeKind::Mapping(entries) = &root.kind else { panic!() };
         assert!(matches!(&entries[1].1.kind, NodeKind::Sequence(items) if items.len() == 2));
         assert_eq!(entries[1].1.location.line, 2);
 
         let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..8 {
             let p = i - 1;
-            bomb.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"));
+            bomb.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
         }
         assert!(err(&bomb).message.contains("more than"));
-        assert!(
-            err(&"[".repeat(500)).message.contains("nests")
-                || err(&"[".repeat(500)).message.contains("YAML")
-        );
+        assert!(err(&"[".repeat(500)).message.contains("nests") || err(&"[".repeat(500)).message.contains("YAML"));
     }
 }

@@ -67,10 +67,9 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     let (spec, found) = validate::validate(blueprint, &map, region);
     diagnostics.extend(found);
     match spec {
-        Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => Ok(Loaded {
-            spec,
-            warnings: diagnostics,
-        }),
+        Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
+            Ok(Loaded { spec, warnings: diagnostics })
+        }
         _ => Err(fail(diagnostics)),
     }
 }
@@ -80,9 +79,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::spec::{
-        AccessSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
-    };
+    use crate::spec::{AccessSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec};
 
     const MINIMAL: &str = "\
 name: minimal
@@ -99,11 +96,7 @@ workers:
 
     fn errors(text: &str, region: Option<Region>) -> Vec<String> {
         let e = load(text, "t.yaml", region).expect_err("should fail");
-        e.items
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .map(|d| d.path.clone())
-            .collect()
+        e.items.iter().filter(|d| d.severity == Severity::Error).map(|d| d.path.clone()).collect()
     }
 
     #[test]
@@ -118,32 +111,14 @@ workers:
                 user: "ubuntu".into(),
                 root_device: "/dev/sda1".into(),
             },
-            master: MasterSpec {
-                instance_type: "p3.2xlarge".into(),
-                public: true,
-            },
-            workers: WorkerSpec {
-                instance_type: "p3.2xlarge".into(),
-                count: 2,
-                min: 0,
-                max: 2,
-                spot: false,
-            },
+            master: MasterSpec { instance_type: "p3.2xlarge".into(), public: true },
+            workers: WorkerSpec { instance_type: "p3.2xlarge".into(), count: 2, min: 0, max: 2, spot: false },
             root_volume_gb: 200,
-            efs: EfsSpec {
-                mount: "/efs".into(),
-                file_system_id: None,
-            },
-            network: NetworkSpec::New {
-                vpc_cidr: "10.0.0.0/16".parse().unwrap(),
-            },
+            efs: EfsSpec { mount: "/efs".into(), file_system_id: None },
+            network: NetworkSpec::New { vpc_cidr: "10.0.0.0/16".parse().unwrap() },
             placement_group: false,
             efa: false,
-            access: AccessSpec {
-                key_name: None,
-                ssh_cidr: None,
-                session_manager: true,
-            },
+            access: AccessSpec { key_name: None, ssh_cidr: None, session_manager: true },
             prepare_data_script: None,
             formation_minutes: 30,
             tags: BTreeMap::new(),
@@ -153,32 +128,19 @@ workers:
 
     #[test]
     fn the_region_argument_selects_or_conflicts() {
-        assert_eq!(
-            ok(MINIMAL, Some(Region::EuWest1)).spec.region,
-            Some(Region::EuWest1)
-        );
+        assert_eq!(ok(MINIMAL, Some(Region::EuWest1)).spec.region, Some(Region::EuWest1));
         let pinned = format!("{MINIMAL}region: us-east-2\n");
         assert_eq!(ok(&pinned, None).spec.region, Some(Region::UsEast2));
-        assert_eq!(
-            ok(&pinned, Some(Region::UsEast2)).spec.region,
-            Some(Region::UsEast2)
-        );
+        assert_eq!(ok(&pinned, Some(Region::UsEast2)).spec.region, Some(Region::UsEast2));
         assert_eq!(errors(&pinned, Some(Region::UsWest2)), ["region"]);
     }
 
     #[test]
     fn ami_maps_keep_only_the_template_regions() {
-        let text = format!(
-            "{MINIMAL}image:\n  ami: {{ us-east-1: ami-11111111, eu-west-1: ami-22222222 }}\n"
-        );
+        let text = format!("{MINIMAL}image:\n  ami: {{ us-east-1: ami-11111111, eu-west-1: ami-22222222 }}\n");
         let spec = ok(&text, Some(Region::EuWest1)).spec;
-        let ImageSource::AmiMap(amis) = spec.image.source else {
-            panic!("not an AMI map")
-        };
-        assert_eq!(
-            amis.into_iter().collect::<Vec<_>>(),
-            [(Region::EuWest1, "ami-22222222".to_owned())]
-        );
+        let ImageSource::AmiMap(amis) = spec.image.source else { panic!("not an AMI map") };
+        assert_eq!(amis.into_iter().collect::<Vec<_>>(), [(Region::EuWest1, "ami-22222222".to_owned())]);
         assert_eq!(errors(&text, None), ["image.ami"]);
     }
 
@@ -204,23 +166,14 @@ workers:
             "{MINIMAL}image:\n  ssm_parameter: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64\n"
         );
         let image = ok(&al, None).spec.image;
-        assert_eq!(
-            (image.user.as_str(), image.root_device.as_str()),
-            ("ec2-user", "/dev/xvda")
-        );
+        assert_eq!((image.user.as_str(), image.root_device.as_str()), ("ec2-user", "/dev/xvda"));
 
         let unknown = format!("{MINIMAL}image:\n  ssm_parameter: /my/golden/image\n");
         let loaded = ok(&unknown, None);
         assert_eq!(loaded.spec.image.user, "ubuntu");
-        assert!(
-            loaded
-                .warnings
-                .iter()
-                .any(|w| w.path == "image.ssm_parameter")
-        );
+        assert!(loaded.warnings.iter().any(|w| w.path == "image.ssm_parameter"));
 
-        let explicit =
-            format!("{MINIMAL}image:\n  ssm_parameter: /my/golden/image\n  family: amazon-linux\n");
+        let explicit = format!("{MINIMAL}image:\n  ssm_parameter: /my/golden/image\n  family: amazon-linux\n");
         let loaded = ok(&explicit, None);
         assert_eq!(loaded.spec.image.user, "ec2-user");
         assert!(loaded.warnings.is_empty());
@@ -280,9 +233,7 @@ workers:
             "name: !!str 12\n",
         ];
         for text in odd {
-            let _ = load(text, "t.yaml", None)
-                .map(|_| ())
-                .map_err(|e| e.to_string());
+            let _ = load(text, "t.yaml", None).map(|_| ()).map_err(|e| e.to_string());
         }
         let deep = format!("{}x{}", "[".repeat(10_000), "]".repeat(10_000));
         assert!(load(&deep, "t.yaml", None).is_err());

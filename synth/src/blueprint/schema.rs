@@ -24,25 +24,15 @@ mod tests {
         let s = json_schema();
         let props = s["properties"].as_object().expect("properties");
         for field in [
-            "name", "region", "image", "master", "workers", "storage", "network", "access",
-            "elastic", "timeouts", "tags",
+            "name", "region", "image", "master", "workers", "storage", "network", "access", "elastic", "timeouts",
+            "tags",
         ] {
             assert!(props.contains_key(field), "{field} missing from the schema");
         }
-        let required: Vec<_> = s["required"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|v| v.as_str())
-            .collect();
+        let required: Vec<_> = s["required"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
         assert_eq!(required, ["name", "master", "workers"]);
         assert_eq!(s["additionalProperties"], serde_json::Value::Bool(false));
-        assert!(
-            props["name"]["description"]
-                .as_str()
-                .unwrap()
-                .contains("lower-case")
-        );
+        assert!(props["name"]["description"].as_str().unwrap().contains("lower-case"));
         let workers = &s["$defs"]["Workers"];
         assert_eq!(workers["properties"]["count"]["maximum"], 1000);
         assert_eq!(

@@ -34,10 +34,7 @@ pub(crate) struct SourceMap {
 impl SourceMap {
     /// Indexes every node of `root`, the tree parsed from `text`.
     pub fn new(root: &Node, text: &str) -> Self {
-        let mut map = SourceMap {
-            entries: HashMap::new(),
-            document: Positions::new(text).document_start(),
-        };
+        let mut map = SourceMap { entries: HashMap::new(), document: Positions::new(text).document_start() };
         map.insert(String::new(), None, root);
         map
     }
@@ -57,11 +54,7 @@ impl SourceMap {
                 }
             }
         }
-        let entry = Entry {
-            key: key.map(|k| k.location.clone()),
-            value: node.location.clone(),
-            null: node.is_null(),
-        };
+        let entry = Entry { key: key.map(|k| k.location.clone()), value: node.location.clone(), null: node.is_null() };
         self.entries.insert(path, entry);
     }
 
@@ -69,11 +62,7 @@ impl SourceMap {
     /// an absent field, where its nearest written ancestor's key is.
     pub fn value(&self, path: &str) -> Location {
         match self.entries.get(path) {
-            Some(Entry {
-                key: Some(key),
-                null: true,
-                ..
-            }) => key.clone(),
+            Some(Entry { key: Some(key), null: true, .. }) => key.clone(),
             Some(entry) => entry.value.clone(),
             None => self.ancestor(path),
         }
@@ -108,11 +97,7 @@ impl SourceMap {
 
 /// `a.b` from `a` and `b`; `b` from the root and `b`.
 pub(crate) fn join(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{parent}.{key}")
-    }
+    if parent.is_empty() { key.to_owned() } else { format!("{parent}.{key}") }
 }
 
 /// The path one level up: `a` for `a.b` and `a[0]`; `None` for the root.
@@ -154,10 +139,7 @@ tags: { team: ml }
         assert_eq!(at(m.value("workers.instance_type")), (3, 18));
         assert_eq!(at(m.key("workers.instance_type")), (3, 3));
         assert_eq!(at(m.value("network.existing.vpc_id")), (7, 13));
-        assert_eq!(
-            at(m.value("network.existing.private_subnet_ids[1]")),
-            (8, 43)
-        );
+        assert_eq!(at(m.value("network.existing.private_subnet_ids[1]")), (8, 43));
         assert_eq!(at(m.value("tags.team")), (9, 15));
         assert_eq!(at(m.key("tags.team")), (9, 9));
     }

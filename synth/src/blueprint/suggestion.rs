@@ -8,10 +8,7 @@
 const THRESHOLD: f64 = 0.8;
 
 /// The candidate closest to `word`, if any is close enough.
-pub(crate) fn did_you_mean<'c>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'c str>,
-) -> Option<&'c str> {
+pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
     let word = word.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -23,11 +20,7 @@ pub(crate) fn did_you_mean<'c>(
 
 /// A list of names for a message: "`a`, `b`, `c`".
 pub(crate) fn backticked<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    names
-        .into_iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    names.into_iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -39,15 +32,9 @@ mod tests {
     #[test]
     fn suggests_close_names() {
         assert_eq!(did_you_mean("cont", WORKERS), Some("count"));
-        assert_eq!(
-            did_you_mean("instance-type", WORKERS),
-            Some("instance_type")
-        );
+        assert_eq!(did_you_mean("instance-type", WORKERS), Some("instance_type"));
         assert_eq!(did_you_mean("instanceType", WORKERS), Some("instance_type"));
-        assert_eq!(
-            did_you_mean("regoin", ["name", "region", "image"]),
-            Some("region")
-        );
+        assert_eq!(did_you_mean("regoin", ["name", "region", "image"]), Some("region"));
     }
 
     #[test]

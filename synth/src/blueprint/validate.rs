@@ -18,9 +18,7 @@ use super::source_map::SourceMap;
 use super::suggestion::{backticked, did_you_mean};
 use crate::catalog::{self, Accelerator, InstanceType};
 use crate::region::Region;
-use crate::spec::{
-    AccessSpec, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
-};
+use crate::spec::{AccessSpec, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec};
 
 /// The AWS Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), through the
 /// public SSM parameter AWS keeps pointing at the newest build:
@@ -30,8 +28,7 @@ pub const DEFAULT_SSM_PARAMETER: &str =
 
 /// A CPU image to suggest for CPU-only clusters: Canonical's Ubuntu 22.04
 /// parameter (<https://documentation.ubuntu.com/aws/en/latest/aws-how-to/instances/find-ubuntu-images/>).
-const CPU_SSM_PARAMETER: &str =
-    "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id";
+const CPU_SSM_PARAMETER: &str = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id";
 
 /// Root volumes below this are too small for a Deep Learning AMI: its
 /// snapshot alone is around 100 GiB, and the launch fails with a smaller volume.
@@ -39,14 +36,8 @@ const DLAMI_MIN_ROOT_GB: u32 = 100;
 
 /// Types to name when saying which types support EFA; only the ones the
 /// catalog confirms are shown, so the message never claims a wrong type.
-const EFA_EXAMPLES: [&str; 6] = [
-    "p4d.24xlarge",
-    "p5.48xlarge",
-    "p4de.24xlarge",
-    "g5.48xlarge",
-    "c5n.18xlarge",
-    "hpc7g.16xlarge",
-];
+const EFA_EXAMPLES: [&str; 6] =
+    ["p4d.24xlarge", "p5.48xlarge", "p4de.24xlarge", "g5.48xlarge", "c5n.18xlarge", "hpc7g.16xlarge"];
 
 /// More than this and the worker group is not a cluster this project can
 /// form in one formation window (and past the default Auto Scaling quotas).
@@ -63,15 +54,9 @@ pub(crate) fn validate(
     map: &SourceMap,
     region_arg: Option<Region>,
 ) -> (Option<ClusterSpec>, Vec<Diagnostic>) {
-    let mut c = Checker {
-        map,
-        diagnostics: Vec::new(),
-    };
+    let mut c = Checker { map, diagnostics: Vec::new() };
     let spec = c.run(blueprint, region_arg);
-    let has_errors = c
-        .diagnostics
-        .iter()
-        .any(|d| d.severity == super::Severity::Error);
+    let has_errors = c.diagnostics.iter().any(|d| d.severity == super::Severity::Error);
     (if has_errors { None } else { Some(spec) }, c.diagnostics)
 }
 
@@ -93,8 +78,7 @@ impl Checker<'_> {
             At::Value => self.map.value(path),
             At::Key => self.map.key(path),
         };
-        self.diagnostics
-            .push(Diagnostic::error(path, location, message).with_help(help));
+        self.diagnostics.push(Diagnostic::error(path, location, message).with_help(help));
     }
 
     fn warning(&mut self, path: &str, at: At, message: impl Into<String>, help: impl Into<String>) {
@@ -102,26 +86,14 @@ impl Checker<'_> {
             At::Value => self.map.value(path),
             At::Key => self.map.key(path),
         };
-        self.diagnostics
-            .push(Diagnostic::warning(path, location, message).with_help(help));
+        self.diagnostics.push(Diagnostic::warning(path, location, message).with_help(help));
     }
 
     /// A warning about `path` shown at `shown_at` (a field that is written),
     /// for warnings about a field the user left to its default.
-    fn warning_near(
-        &mut self,
-        path: &str,
-        shown_at: &str,
-        message: impl Into<String>,
-        help: impl Into<String>,
-    ) {
-        let location = if self.map.contains(path) {
-            self.map.value(path)
-        } else {
-            self.map.value(shown_at)
-        };
-        self.diagnostics
-            .push(Diagnostic::warning(path, location, message).with_help(help));
+    fn warning_near(&mut self, path: &str, shown_at: &str, message: impl Into<String>, help: impl Into<String>) {
+        let location = if self.map.contains(path) { self.map.value(path) } else { self.map.value(shown_at) };
+        self.diagnostics.push(Diagnostic::warning(path, location, message).with_help(help));
     }
 
     fn run(&mut self, bp: Blueprint, region_arg: Option<Region>) -> ClusterSpec {
@@ -132,28 +104,15 @@ impl Checker<'_> {
             None => Region::ALL.to_vec(),
         };
 
-        let master_type = self.instance_type(
-            "master.instance_type",
-            &bp.master.instance_type,
-            region,
-            &targets,
-        );
-        let worker_type = self.instance_type(
-            "workers.instance_type",
-            &bp.workers.instance_type,
-            region,
-            &targets,
-        );
+        let master_type = self.instance_type("master.instance_type", &bp.master.instance_type, region, &targets);
+        let worker_type = self.instance_type("workers.instance_type", &bp.workers.instance_type, region, &targets);
         let master_public = bp.master.public.unwrap_or(true);
 
         let (image, gpu_dlami) = self.image(bp.image, region, &targets);
         let worker_type_name = bp.workers.instance_type.clone();
         let workers = self.workers(bp.workers);
 
-        let storage = bp.storage.unwrap_or(super::model::Storage {
-            root_volume_gb: None,
-            efs: None,
-        });
+        let storage = bp.storage.unwrap_or(super::model::Storage { root_volume_gb: None, efs: None });
         let root_volume_gb = self.root_volume(storage.root_volume_gb, &image);
         let efs = self.efs(storage.efs);
 
@@ -164,25 +123,13 @@ impl Checker<'_> {
             efa: None,
         });
         let placement_group = network.placement_group.unwrap_or(false);
-        let network_spec = self.network(
-            network.vpc_cidr,
-            network.existing,
-            master_public,
-            placement_group,
-        );
+        let network_spec = self.network(network.vpc_cidr, network.existing, master_public, placement_group);
         self.placement(placement_group, master_type, worker_type);
-        let efa = self.efa(
-            network.efa.unwrap_or_default(),
-            master_type,
-            worker_type,
-            master_public,
-        );
+        let efa = self.efa(network.efa.unwrap_or_default(), master_type, worker_type, master_public);
 
         let access = self.access(bp.access, master_public);
-        let prepare_data_script =
-            self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
-        let formation_minutes =
-            self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
+        let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
+        let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
 
@@ -190,14 +137,8 @@ impl Checker<'_> {
             name: bp.name,
             region,
             image,
-            master: MasterSpec {
-                instance_type: bp.master.instance_type,
-                public: master_public,
-            },
-            workers: WorkerSpec {
-                instance_type: worker_type_name,
-                ..workers
-            },
+            master: MasterSpec { instance_type: bp.master.instance_type, public: master_public },
+            workers: WorkerSpec { instance_type: worker_type_name, ..workers },
             root_volume_gb,
             efs,
             network: network_spec,
@@ -212,17 +153,14 @@ impl Checker<'_> {
 
     fn name(&mut self, name: &str) {
         let pattern_ok = name.starts_with(|c: char| c.is_ascii_lowercase())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if pattern_ok && name.len() <= 32 {
             return;
         }
         let why = if name.is_empty() {
             "is empty".to_owned()
         } else if !pattern_ok {
-            "may only hold lower-case letters, digits and `-`, and must start with a letter"
-                .to_owned()
+            "may only hold lower-case letters, digits and `-`, and must start with a letter".to_owned()
         } else {
             format!("is {} characters long; at most 32 are allowed", name.len())
         };
@@ -254,17 +192,12 @@ impl Checker<'_> {
                     Some(close) => {
                         format!("did you mean `{close}`? Or remove `region:` to build for all five")
                     }
-                    None => {
-                        "remove `region:` to build one template for all five regions".to_owned()
-                    }
+                    None => "remove `region:` to build one template for all five regions".to_owned(),
                 };
                 self.error(
                     "region",
                     At::Value,
-                    format!(
-                        "`{text}` is not a supported region; supported: {}",
-                        backticked(codes)
-                    ),
+                    format!("`{text}` is not a supported region; supported: {}", backticked(codes)),
                     hint,
                 );
                 arg
@@ -285,23 +218,14 @@ impl Checker<'_> {
                 Some(close) => format!("did you mean `{close}`?"),
                 None => "use an EC2 instance type name such as `p4d.24xlarge`; see https://aws.amazon.com/ec2/instance-types/".to_owned(),
             };
-            self.error(
-                path,
-                At::Value,
-                format!("`{name}` is not a known EC2 instance type"),
-                help,
-            );
+            self.error(path, At::Value, format!("`{name}` is not a known EC2 instance type"), help);
             return None;
         };
         if let Some(message) = offering_problem(t, targets) {
             let help = match region {
                 Some(r) => format!("choose a type offered in {r}, or another region"),
                 None => {
-                    let offered: Vec<_> = targets
-                        .iter()
-                        .filter(|r| t.offered_in(**r))
-                        .map(|r| r.code())
-                        .collect();
+                    let offered: Vec<_> = targets.iter().filter(|r| t.offered_in(**r)).map(|r| r.code()).collect();
                     match offered.first() {
                         Some(first) => format!(
                             "pin a region where it is offered (for example `region: {first}`), or choose another type"
@@ -343,14 +267,8 @@ impl Checker<'_> {
                 let inferred = family_of(&p);
                 (ImageSource::SsmParameter(p), inferred)
             }
-            (None, Some(amis)) => (
-                ImageSource::AmiMap(self.ami_map(amis, region, targets)),
-                Some(ImageFamily::Ubuntu),
-            ),
-            (None, None) => (
-                ImageSource::SsmParameter(DEFAULT_SSM_PARAMETER.to_owned()),
-                Some(ImageFamily::Ubuntu),
-            ),
+            (None, Some(amis)) => (ImageSource::AmiMap(self.ami_map(amis, region, targets)), Some(ImageFamily::Ubuntu)),
+            (None, None) => (ImageSource::SsmParameter(DEFAULT_SSM_PARAMETER.to_owned()), Some(ImageFamily::Ubuntu)),
         };
         let family = match (image.family, inferred) {
             (Some(f), _) | (None, Some(f)) => f,
@@ -379,14 +297,10 @@ impl Checker<'_> {
                 "a Linux user name: lower-case letters, digits, `_` and `-`, starting with a letter or `_`, at most 32 characters (usually `ubuntu` or `ec2-user`)",
             );
         }
-        let root_device = image
-            .root_device
-            .unwrap_or_else(|| default_device.to_owned());
-        let device_ok = root_device.strip_prefix("/dev/").is_some_and(|d| {
-            !d.is_empty()
-                && d.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        });
+        let root_device = image.root_device.unwrap_or_else(|| default_device.to_owned());
+        let device_ok = root_device
+            .strip_prefix("/dev/")
+            .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
         if !device_ok {
             self.error(
                 "image.root_device",
@@ -397,34 +311,17 @@ impl Checker<'_> {
         }
         let gpu_dlami = matches!(&source, ImageSource::SsmParameter(p)
             if p.contains("/deeplearning/") && (p.contains("gpu") || p.contains("nvidia")));
-        (
-            ImageSpec {
-                source,
-                user,
-                root_device,
-            },
-            gpu_dlami,
-        )
+        (ImageSpec { source, user, root_device }, gpu_dlami)
     }
 
     fn ssm_parameter(&mut self, p: &str) {
         if !p.starts_with('/') || p.len() < 2 || p.chars().any(char::is_whitespace) {
-            let help = if !p.starts_with('/')
-                && !p.is_empty()
-                && !p.chars().any(char::is_whitespace)
-            {
+            let help = if !p.starts_with('/') && !p.is_empty() && !p.chars().any(char::is_whitespace) {
                 format!("a parameter path starts with `/`: write `/{p}`")
             } else {
-                format!(
-                    "a parameter path starts with `/` and has no spaces, for example `{DEFAULT_SSM_PARAMETER}`"
-                )
+                format!("a parameter path starts with `/` and has no spaces, for example `{DEFAULT_SSM_PARAMETER}`")
             };
-            self.error(
-                "image.ssm_parameter",
-                At::Value,
-                format!("`{p}` is not an SSM parameter path"),
-                help,
-            );
+            self.error("image.ssm_parameter", At::Value, format!("`{p}` is not an SSM parameter path"), help);
         }
     }
 
@@ -448,17 +345,9 @@ impl Checker<'_> {
                     let codes = Region::ALL.map(Region::code);
                     let help = match did_you_mean(key, codes) {
                         Some(close) => format!("did you mean `{close}`?"),
-                        None => format!(
-                            "the keys of `image.ami` are region codes: {}",
-                            backticked(codes)
-                        ),
+                        None => format!("the keys of `image.ami` are region codes: {}", backticked(codes)),
                     };
-                    self.error(
-                        &path,
-                        At::Key,
-                        format!("`{key}` is not a supported region"),
-                        help,
-                    );
+                    self.error(&path, At::Key, format!("`{key}` is not a supported region"), help);
                 }
             }
             if !is_aws_id(id, "ami-") {
@@ -470,21 +359,14 @@ impl Checker<'_> {
                 );
             }
         }
-        let missing: Vec<&str> = targets
-            .iter()
-            .filter(|r| !out.contains_key(r))
-            .map(|r| r.code())
-            .collect();
+        let missing: Vec<&str> = targets.iter().filter(|r| !out.contains_key(r)).map(|r| r.code()).collect();
         if !missing.is_empty() {
             let help = match region {
                 Some(r) => format!("add `{r}: ami-...` under `image.ami`, or use `image.ssm_parameter`"),
                 None => "AMI ids differ per region: add an id for each of them, pin one region with `region:`, or use `image.ssm_parameter`, which resolves in every region".to_owned(),
             };
             let message = if region.is_some() {
-                format!(
-                    "has no AMI for {}, the region the template is for",
-                    backticked(missing)
-                )
+                format!("has no AMI for {}, the region the template is for", backticked(missing))
             } else {
                 format!(
                     "has no AMI for {}; without `region:`, the template needs one for each of the five regions",
@@ -513,9 +395,7 @@ impl Checker<'_> {
                 self.error(
                     "workers.count",
                     At::Value,
-                    format!(
-                        "count is {count} but max is {written_max}; count may not be more than max"
-                    ),
+                    format!("count is {count} but max is {written_max}; count may not be more than max"),
                     format!("raise `max` to at least {count}, or lower `count`"),
                 );
             }
@@ -544,13 +424,7 @@ impl Checker<'_> {
                 "set `min: 0`, or use on-demand workers (`spot: false`) when the cluster must reach min",
             );
         }
-        WorkerSpec {
-            instance_type: String::new(),
-            count,
-            min,
-            max,
-            spot,
-        }
+        WorkerSpec { instance_type: String::new(), count, min, max, spot }
     }
 
     fn root_volume(&mut self, written: Option<u32>, image: &ImageSpec) -> u32 {
@@ -596,10 +470,7 @@ impl Checker<'_> {
                 );
             }
         }
-        EfsSpec {
-            mount,
-            file_system_id: id,
-        }
+        EfsSpec { mount, file_system_id: id }
     }
 
     fn network(
@@ -635,10 +506,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!(
-                        "`{text}` has host bits set; the network is `{}`",
-                        net.trunc()
-                    ),
+                    format!("`{text}` has host bits set; the network is `{}`", net.trunc()),
                     format!("write `{}`", net.trunc()),
                 );
                 net.trunc()
@@ -666,12 +534,7 @@ impl Checker<'_> {
         NetworkSpec::New { vpc_cidr }
     }
 
-    fn existing_network(
-        &mut self,
-        e: ExistingNetwork,
-        master_public: bool,
-        placement_group: bool,
-    ) -> NetworkSpec {
+    fn existing_network(&mut self, e: ExistingNetwork, master_public: bool, placement_group: bool) -> NetworkSpec {
         let private_subnet_ids = e.private_subnet_ids.unwrap_or_default();
         if !is_aws_id(&e.vpc_id, "vpc-") {
             self.error(
@@ -718,19 +581,9 @@ impl Checker<'_> {
         for (i, id) in private_subnet_ids.iter().enumerate() {
             let path = format!("network.existing.private_subnet_ids[{i}]");
             if !is_aws_id(id, "subnet-") {
-                self.error(
-                    &path,
-                    At::Value,
-                    format!("`{id}` is not a subnet id"),
-                    subnet_help,
-                );
+                self.error(&path, At::Value, format!("`{id}` is not a subnet id"), subnet_help);
             } else if private_subnet_ids[..i].contains(id) {
-                self.error(
-                    &path,
-                    At::Value,
-                    format!("`{id}` is listed twice"),
-                    "list each subnet once",
-                );
+                self.error(&path, At::Value, format!("`{id}` is listed twice"), "list each subnet once");
             }
         }
         if private_subnet_ids.len() == 1 && !placement_group {
@@ -741,19 +594,10 @@ impl Checker<'_> {
                 "list private subnets in two or more zones, unless you want one zone (then also set `network.placement_group: true`)",
             );
         }
-        NetworkSpec::Existing {
-            vpc_id: e.vpc_id,
-            public_subnet_id: e.public_subnet_id,
-            private_subnet_ids,
-        }
+        NetworkSpec::Existing { vpc_id: e.vpc_id, public_subnet_id: e.public_subnet_id, private_subnet_ids }
     }
 
-    fn placement(
-        &mut self,
-        placement_group: bool,
-        master: Option<&InstanceType>,
-        workers: Option<&InstanceType>,
-    ) {
+    fn placement(&mut self, placement_group: bool, master: Option<&InstanceType>, workers: Option<&InstanceType>) {
         if !placement_group {
             return;
         }
@@ -781,11 +625,7 @@ impl Checker<'_> {
             EfaMode::On => {
                 for (role, t) in [("master", master), ("workers", workers)] {
                     if let Some(t) = t.filter(|t| !t.efa) {
-                        let whose = if role == "master" {
-                            "the master's"
-                        } else {
-                            "the workers'"
-                        };
+                        let whose = if role == "master" { "the master's" } else { "the workers'" };
                         self.error(
                             "network.efa",
                             At::Value,
@@ -829,10 +669,7 @@ impl Checker<'_> {
                     self.warning_near(
                         "network.efa",
                         "workers.instance_type",
-                        format!(
-                            "Elastic Fabric Adapter stays off although `{}` supports it: {why}",
-                            w.name
-                        ),
+                        format!("Elastic Fabric Adapter stays off although `{}` supports it: {why}", w.name),
                         help,
                     );
                 }
@@ -850,10 +687,7 @@ impl Checker<'_> {
                 self.error(
                     "access.ssh.key_name",
                     At::Value,
-                    format!(
-                        "a key pair name is 1 to 255 characters; this one has {}",
-                        k.len()
-                    ),
+                    format!("a key pair name is 1 to 255 characters; this one has {}", k.len()),
                     "write the name of an EC2 key pair in the region, or remove `key_name`",
                 );
             }
@@ -883,11 +717,7 @@ impl Checker<'_> {
                 "keep `session_manager: true`, or set `access.ssh.cidr` to your own address (`x.x.x.x/32`)",
             );
         }
-        AccessSpec {
-            key_name,
-            ssh_cidr,
-            session_manager,
-        }
+        AccessSpec { key_name, ssh_cidr, session_manager }
     }
 
     fn ssh_cidr(&mut self, text: &str) -> Option<Ipv4Net> {
@@ -915,15 +745,8 @@ impl Checker<'_> {
                 self.error(
                     PATH,
                     At::Value,
-                    format!(
-                        "`{text}` has host bits set; the network is `{}`",
-                        net.trunc()
-                    ),
-                    format!(
-                        "write `{}` for the whole range, or `{}/32` for this one address",
-                        net.trunc(),
-                        net.addr()
-                    ),
+                    format!("`{text}` has host bits set; the network is `{}`", net.trunc()),
+                    format!("write `{}` for the whole range, or `{}/32` for this one address", net.trunc(), net.addr()),
                 );
                 None
             }
@@ -1009,12 +832,7 @@ impl Checker<'_> {
 
     /// The default image is the NVIDIA GPU Deep Learning AMI: wasted (and
     /// large) on a cluster with no GPU, and wrong for Neuron accelerators.
-    fn gpu_image_on_cpus(
-        &mut self,
-        gpu_dlami: bool,
-        master: Option<&InstanceType>,
-        workers: Option<&InstanceType>,
-    ) {
+    fn gpu_image_on_cpus(&mut self, gpu_dlami: bool, master: Option<&InstanceType>, workers: Option<&InstanceType>) {
         let (Some(m), Some(w)) = (master, workers) else {
             return;
         };
@@ -1034,10 +852,7 @@ impl Checker<'_> {
                 format!("the image is the NVIDIA GPU Deep Learning AMI, but {types}"),
                 format!("for a CPU-only cluster, set `image.ssm_parameter: {CPU_SSM_PARAMETER}`, or choose GPU instance types"),
             );
-        } else if let Some(t) = [w, m]
-            .into_iter()
-            .find(|t| t.accelerator == Accelerator::Neuron)
-        {
+        } else if let Some(t) = [w, m].into_iter().find(|t| t.accelerator == Accelerator::Neuron) {
             self.warning_near(
                 PATH,
                 "workers.instance_type",
@@ -1050,11 +865,7 @@ impl Checker<'_> {
 
 /// Why `t` cannot be used in every target region, if it cannot.
 fn offering_problem(t: &InstanceType, targets: &[Region]) -> Option<String> {
-    let missing: Vec<&str> = targets
-        .iter()
-        .filter(|r| !t.offered_in(**r))
-        .map(|r| r.code())
-        .collect();
+    let missing: Vec<&str> = targets.iter().filter(|r| !t.offered_in(**r)).map(|r| r.code()).collect();
     if missing.is_empty() {
         return None;
     }
@@ -1071,13 +882,9 @@ fn offering_problem(t: &InstanceType, targets: &[Region]) -> Option<String> {
 
 /// "p4d.24xlarge, ..." from the EFA examples the catalog confirms.
 fn efa_examples() -> String {
-    let known: Vec<&str> = EFA_EXAMPLES
-        .into_iter()
-        .filter(|n| catalog::lookup(n).is_some_and(|t| t.efa))
-        .collect();
+    let known: Vec<&str> = EFA_EXAMPLES.into_iter().filter(|n| catalog::lookup(n).is_some_and(|t| t.efa)).collect();
     if known.is_empty() {
-        "see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types"
-            .to_owned()
+        "see https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types".to_owned()
     } else {
         format!(
             "for example {}; all are listed at https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types",
@@ -1101,10 +908,7 @@ fn family_of(path: &str) -> Option<ImageFamily> {
 /// `prefix` followed by 8 or 17 lower-case hex digits, as EC2 and EFS ids are.
 fn is_aws_id(id: &str, prefix: &str) -> bool {
     id.strip_prefix(prefix).is_some_and(|hex| {
-        matches!(hex.len(), 8 | 17)
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
@@ -1112,9 +916,7 @@ fn is_aws_id(id: &str, prefix: &str) -> bool {
 fn is_login_name(user: &str) -> bool {
     user.len() <= 32
         && user.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && user
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && user.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// Parses an IPv4 CIDR; the error says what is wrong with it.
@@ -1135,14 +937,10 @@ fn default_vpc_cidr() -> Ipv4Net {
 
 /// Whether `net` lies inside one of the RFC 1918 private ranges.
 fn is_private(net: &Ipv4Net) -> bool {
-    [
-        (Ipv4Addr::new(10, 0, 0, 0), 8),
-        (Ipv4Addr::new(172, 16, 0, 0), 12),
-        (Ipv4Addr::new(192, 168, 0, 0), 16),
-    ]
-    .into_iter()
-    .filter_map(|(a, p)| Ipv4Net::new(a, p).ok())
-    .any(|private| private.contains(net))
+    [(Ipv4Addr::new(10, 0, 0, 0), 8), (Ipv4Addr::new(172, 16, 0, 0), 12), (Ipv4Addr::new(192, 168, 0, 0), 16)]
+        .into_iter()
+        .filter_map(|(a, p)| Ipv4Net::new(a, p).ok())
+        .any(|private| private.contains(net))
 }
 
 /// Why `mount` cannot be the EFS mount point, if it cannot.
@@ -1158,13 +956,8 @@ fn mount_problem(mount: &str) -> Option<&'static str> {
         Some("contains `${`, which would be read as a CloudFormation substitution")
     } else if mount.split('/').any(|part| part == "..") {
         Some("contains `..`")
-    } else if SYSTEM
-        .iter()
-        .any(|s| mount == *s || mount.starts_with(&format!("{s}/")))
-    {
-        Some(
-            "is a system directory (or under one); mounting there would hide files the system needs",
-        )
+    } else if SYSTEM.iter().any(|s| mount == *s || mount.starts_with(&format!("{s}/"))) {
+        Some("is a system directory (or under one); mounting there would hide files the system needs")
     } else {
         None
     }
@@ -1176,17 +969,9 @@ fn suggest_name(name: &str) -> Option<String> {
     let mut s: String = name
         .chars()
         .map(|c| c.to_ascii_lowercase())
-        .map(|c| {
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '-'
-            }
-        })
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' })
         .collect();
-    s = s
-        .trim_start_matches(|c: char| !c.is_ascii_lowercase())
-        .to_owned();
+    s = s.trim_start_matches(|c: char| !c.is_ascii_lowercase()).to_owned();
     s.truncate(32);
     let s = s.trim_end_matches('-').to_owned();
     if s.is_empty() { None } else { Some(s) }
@@ -1199,11 +984,7 @@ mod tests {
     #[test]
     fn cidrs() {
         assert!(parse_cidr("10.0.0.0/16").is_ok());
-        assert!(
-            parse_cidr("10.0.0.0")
-                .unwrap_err()
-                .contains("prefix length")
-        );
+        assert!(parse_cidr("10.0.0.0").unwrap_err().contains("prefix length"));
         assert!(parse_cidr("fd00::/8").unwrap_err().contains("IPv6"));
         assert!(parse_cidr("10.0.0.300/16").is_err());
         assert!(parse_cidr("10.0.0.0/33").is_err());
@@ -1214,20 +995,10 @@ mod tests {
 
     #[test]
     fn private_ranges() {
-        for ok in [
-            "10.0.0.0/16",
-            "172.16.0.0/16",
-            "172.31.255.0/24",
-            "192.168.0.0/16",
-        ] {
+        for ok in ["10.0.0.0/16", "172.16.0.0/16", "172.31.255.0/24", "192.168.0.0/16"] {
             assert!(is_private(&ok.parse().unwrap()), "{ok}");
         }
-        for bad in [
-            "11.0.0.0/16",
-            "172.32.0.0/16",
-            "192.169.0.0/16",
-            "8.8.8.0/24",
-        ] {
+        for bad in ["11.0.0.0/16", "172.32.0.0/16", "192.169.0.0/16", "8.8.8.0/24"] {
             assert!(!is_private(&bad.parse().unwrap()), "{bad}");
         }
     }
@@ -1248,27 +1019,14 @@ mod tests {
         assert_eq!(mount_problem("/efs"), None);
         assert_eq!(mount_problem("/mnt/shared"), None);
         assert_eq!(mount_problem("/etcetera"), None);
-        for bad in [
-            "efs",
-            "/",
-            "//",
-            "/my efs",
-            "/efs/${x}",
-            "/mnt/../etc",
-            "/etc",
-            "/usr/local/efs",
-            "/proc/x",
-        ] {
+        for bad in ["efs", "/", "//", "/my efs", "/efs/${x}", "/mnt/../etc", "/etc", "/usr/local/efs", "/proc/x"] {
             assert!(mount_problem(bad).is_some(), "{bad}");
         }
     }
 
     #[test]
     fn names_are_suggested() {
-        assert_eq!(
-            suggest_name("ResNet_Training").as_deref(),
-            Some("resnet-training")
-        );
+        assert_eq!(suggest_name("ResNet_Training").as_deref(), Some("resnet-training"));
         assert_eq!(suggest_name("1st cluster").as_deref(), Some("st-cluster"));
         assert_eq!(suggest_name("___"), None);
         assert_eq!(suggest_name(&"a".repeat(40)).map(|s| s.len()), Some(32));
@@ -1295,40 +1053,19 @@ mod tests {
             regions: Region::UsEast1.bit() | Region::UsWest2.bit(),
         };
         assert_eq!(offering_problem(&t, &[Region::UsEast1]), None);
-        assert_eq!(
-            offering_problem(&t, &[Region::EuWest1]).unwrap(),
-            "`x1.test` is not offered in eu-west-1"
-        );
+        assert_eq!(offering_problem(&t, &[Region::EuWest1]).unwrap(), "`x1.test` is not offered in eu-west-1");
         let all = offering_problem(&t, &Region::ALL).unwrap();
-        assert!(
-            all.contains("us-east-2, eu-west-1, ap-southeast-2"),
-            "{all}"
-        );
+        assert!(all.contains("us-east-2, eu-west-1, ap-southeast-2"), "{all}");
     }
 
-    fn fake(
-        name: &'static str,
-        efa: bool,
-        cluster_placement: bool,
-        accelerator: Accelerator,
-    ) -> InstanceType {
-        InstanceType {
-            name,
-            accelerator,
-            accelerators: 1,
-            efa,
-            cluster_placement,
-            regions: 0b11111,
-        }
+    fn fake(name: &'static str, efa: bool, cluster_placement: bool, accelerator: Accelerator) -> InstanceType {
+        InstanceType { name, accelerator, accelerators: 1, efa, cluster_placement, regions: 0b11111 }
     }
 
     fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {
         let root = crate::blueprint::document::parse(text).unwrap();
         let map = SourceMap::new(&root, text);
-        let mut c = Checker {
-            map: &map,
-            diagnostics: Vec::new(),
-        };
+        let mut c = Checker { map: &map, diagnostics: Vec::new() };
         f(&mut c);
         c.diagnostics
     }
@@ -1340,11 +1077,7 @@ mod tests {
         let yes = fake("c5.test", false, true, Accelerator::None);
         let d = checked(text, |c| c.placement(true, Some(&yes), Some(&no)));
         assert_eq!(d.len(), 1);
-        assert!(
-            d[0].message.contains("the workers' type `t2.test`"),
-            "{}",
-            d[0].message
-        );
+        assert!(d[0].message.contains("the workers' type `t2.test`"), "{}", d[0].message);
         assert_eq!((d[0].line, d[0].column), (2, 20));
         assert!(checked(text, |c| c.placement(false, Some(&no), Some(&no))).is_empty());
     }
@@ -1358,21 +1091,15 @@ mod tests {
         });
         assert_eq!(d.len(), 2);
         assert!(d[0].message.contains("the master's type `g4.test`"));
-        assert!(
-            d[1].help
-                .as_deref()
-                .unwrap_or_default()
-                .contains("workers.instance_type")
-        );
+        assert!(d[1].help.as_deref().unwrap_or_default().contains("workers.instance_type"));
     }
 
     #[test]
     fn neuron_types_warn_about_the_nvidia_image() {
         let neuron = fake("trn1.test", true, true, Accelerator::Neuron);
         let gpu = fake("p3.test", false, true, Accelerator::Nvidia);
-        let d = checked("workers:\n  instance_type: trn1.test\n", |c| {
-            c.gpu_image_on_cpus(true, Some(&gpu), Some(&neuron))
-        });
+        let d =
+            checked("workers:\n  instance_type: trn1.test\n", |c| c.gpu_image_on_cpus(true, Some(&gpu), Some(&neuron)));
         assert_eq!(d.len(), 1);
         assert!(d[0].message.contains("Neuron"), "{}", d[0].message);
         assert_eq!(d[0].line, 2);

@@ -4,7 +4,9 @@ use super::{ExitCode, output};
 
 /// Arguments of `synth schema`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "For VS Code's YAML extension, save it and add to a blueprint's first line:\n  # yaml-language-server: $schema=./blueprint.schema.json")]
+#[command(
+    after_help = "For VS Code's YAML extension, save it and add to a blueprint's first line:\n  # yaml-language-server: $schema=./blueprint.schema.json"
+)]
 pub struct SchemaArgs {}
 
 /// Runs `synth schema`.

@@ -5,7 +5,9 @@ use super::{ExitCode, Input};
 
 /// Arguments of `synth validate`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit codes: 0 the blueprint builds, 1 it has problems (all are listed), 2 usage or internal error.")]
+#[command(
+    after_help = "Exit codes: 0 the blueprint builds, 1 it has problems (all are listed), 2 usage or internal error."
+)]
 pub struct ValidateArgs {
     #[command(flatten)]
     input: Input,

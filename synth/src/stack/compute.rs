@@ -124,7 +124,8 @@ fn version(lt: &Handle<ec2::LaunchTemplate>) -> ec2::LaunchTemplateSpecification
 pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     let spec = ctx.spec;
     let placement = spec.placement_group.then(|| {
-        t.add("ClusterPlacementGroup", ec2::PlacementGroup { strategy: "cluster".into(), tags: ctx.tags("placement") }).r#ref()
+        t.add("ClusterPlacementGroup", ec2::PlacementGroup { strategy: "cluster".into(), tags: ctx.tags("placement") })
+            .r#ref()
     });
 
     // Workers first: the master's config names their group.

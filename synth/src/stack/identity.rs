@@ -79,7 +79,12 @@ pub(super) fn workers(t: &mut Template, ctx: &Ctx, queues: &Queues) -> Expr {
 }
 
 /// The master's instance profile ARN: both queues, its worker group, its signals.
-pub(super) fn master(t: &mut Template, ctx: &Ctx, queues: &Queues, group: &Handle<autoscaling::AutoScalingGroup>) -> Expr {
+pub(super) fn master(
+    t: &mut Template,
+    ctx: &Ctx,
+    queues: &Queues,
+    group: &Handle<autoscaling::AutoScalingGroup>,
+) -> Expr {
     let group_arn = Expr::SubWith(
         "arn:${AWS::Partition}:autoscaling:${AWS::Region}:${AWS::AccountId}:autoScalingGroup:*:autoScalingGroupName/${Group}"
             .into(),
@@ -128,7 +133,11 @@ pub(super) fn lifecycle_hook(t: &mut Template, ctx: &Ctx, queues: &Queues) -> Ex
     let role = t.add(
         "LifecycleHookRole",
         iam::Role {
-            description: format!("Lets Auto Scaling tell the master of cluster {} about terminating workers", ctx.spec.name).into(),
+            description: format!(
+                "Lets Auto Scaling tell the master of cluster {} about terminating workers",
+                ctx.spec.name
+            )
+            .into(),
             assume_role_policy_document: trust("autoscaling.amazonaws.com"),
             managed_policy_arns: Vec::new(),
             policies: vec![iam::Policy {

@@ -37,10 +37,8 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Tags for a resource: `Name` (`<cluster>-<what>`), the cluster tag, and the blueprint's tags.
     fn tags(&self, what: &str) -> Vec<Tag> {
-        let mut tags = vec![
-            Tag::new("Name", format!("{}-{what}", self.spec.name)),
-            Tag::new(CLUSTER_TAG, self.spec.name.clone()),
-        ];
+        let mut tags =
+            vec![Tag::new("Name", format!("{}-{what}", self.spec.name)), Tag::new(CLUSTER_TAG, self.spec.name.clone())];
         tags.extend(self.spec.tags.iter().map(|(k, v)| Tag::new(k.clone(), v.clone())));
         tags
     }
@@ -81,7 +79,11 @@ pub fn compile(spec: &ClusterSpec) -> Template {
     let groups = security::add(&mut t, &ctx, &net, &inputs);
     let queues = queues::add(&mut t, &ctx);
     let fs = storage::add(&mut t, &ctx, &net, &groups, &inputs);
-    let cluster = compute::add(&mut t, &ctx, compute::Deps { inputs: &inputs, net: &net, groups: &groups, queues: &queues, fs: &fs });
+    let cluster = compute::add(
+        &mut t,
+        &ctx,
+        compute::Deps { inputs: &inputs, net: &net, groups: &groups, queues: &queues, fs: &fs },
+    );
     outputs::add(&mut t, &ctx, &inputs, &cluster, &fs, &groups);
     t
 }
@@ -148,7 +150,8 @@ pub(crate) mod tests {
         out.push(("private-spot", s));
         let mut s = sample();
         s.region = None;
-        s.image.source = ImageSource::AmiMap(Region::ALL.iter().map(|r| (*r, "ami-0123456789abcdef0".to_owned())).collect());
+        s.image.source =
+            ImageSource::AmiMap(Region::ALL.iter().map(|r| (*r, "ami-0123456789abcdef0".to_owned())).collect());
         s.placement_group = true;
         s.efa = true;
         s.master.public = false;

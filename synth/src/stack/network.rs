@@ -38,7 +38,8 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Network {
             let private: Vec<Expr> = private_subnet_ids.iter().map(|s| Expr::from(s.as_str())).collect();
             // A placement group or EFA needs every node in one zone; the
             // first private subnet is that zone (validation warned about it).
-            let workers: Vec<Expr> = if ctx.single_az() { private.iter().take(1).cloned().collect() } else { private.clone() };
+            let workers: Vec<Expr> =
+                if ctx.single_az() { private.iter().take(1).cloned().collect() } else { private.clone() };
             let master_subnet = match (ctx.spec.master.public, public_subnet_id) {
                 (true, Some(public)) => Expr::from(public.as_str()),
                 _ => workers[0].clone(),
@@ -60,10 +61,8 @@ fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net) -> Network {
     let zones = if ctx.single_az() { 1 } else { 2 };
     // Four equal blocks: public 1, public 2, private 1, private 2. A /16 gives
     // /18 subnets (16,379 usable addresses each); validation allows /16 to /24.
-    let blocks: Vec<String> = cidr
-        .subnets(cidr.prefix_len() + 2)
-        .map(|it| it.map(|n| n.to_string()).collect())
-        .unwrap_or_default();
+    let blocks: Vec<String> =
+        cidr.subnets(cidr.prefix_len() + 2).map(|it| it.map(|n| n.to_string()).collect()).unwrap_or_default();
 
     let vpc = t.add(
         "Vpc",
@@ -131,7 +130,8 @@ fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net) -> Network {
             tags: ctx.tags("nat"),
         },
     );
-    let private_rt = t.add("PrivateRouteTable", ec2::RouteTable { vpc_id: vpc.r#ref().into(), tags: ctx.tags("private") });
+    let private_rt =
+        t.add("PrivateRouteTable", ec2::RouteTable { vpc_id: vpc.r#ref().into(), tags: ctx.tags("private") });
     let private_route = t.add(
         "PrivateDefaultRoute",
         ec2::Route {
@@ -159,7 +159,8 @@ fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net) -> Network {
         "S3GatewayEndpoint",
         ec2::VpcEndpoint {
             vpc_id: vpc.r#ref().into(),
-            service_name: Expr::join("", [Expr::from("com.amazonaws."), Pseudo::Region.r#ref(), Expr::from(".s3")]).into(),
+            service_name: Expr::join("", [Expr::from("com.amazonaws."), Pseudo::Region.r#ref(), Expr::from(".s3")])
+                .into(),
             vpc_endpoint_type: "Gateway".into(),
             route_table_ids: vec![private_rt.r#ref().into(), public_rt.r#ref().into()],
         },

@@ -45,7 +45,10 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
         stack_name: "${AWS::StackName}".into(),
         region: "${AWS::Region}".into(),
         role,
-        queues: Queues { master: var("MasterQueueUrl", refs.master_queue), workers: var("WorkerQueueUrl", refs.worker_queue) },
+        queues: Queues {
+            master: var("MasterQueueUrl", refs.master_queue),
+            workers: var("WorkerQueueUrl", refs.worker_queue),
+        },
         worker_group: refs.worker_group.map(|g| var("WorkerGroupName", g)),
         requested_workers: NUMBER,
         min_workers: NUMBER,
@@ -101,7 +104,8 @@ mod tests {
         for (name, spec) in variants() {
             let template: Json = serde_json::from_str(&compile(&spec).render().unwrap().json).unwrap();
             for (lt, role) in [("MasterLaunchTemplate", Role::Master), ("WorkerLaunchTemplate", Role::Worker)] {
-                let sub = &template["Resources"][lt]["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Sub"][0];
+                let sub = &template["Resources"][lt]["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Sub"]
+                    [0];
                 let script = substitute(sub.as_str().expect("a Sub string"));
                 let config = NodeConfig::from_json(config_from_user_data(&script).unwrap())
                     .unwrap_or_else(|e| panic!("{name} {lt}: {e}"));

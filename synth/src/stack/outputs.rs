@@ -42,10 +42,8 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluste
     };
     let vars = |key_part: &str| {
         let login = format!("{user}@{target}");
-        let words: Vec<&str> = ["ssh", key_part, via.trim_start(), &login]
-            .into_iter()
-            .filter(|w| !w.is_empty())
-            .collect::<Vec<_>>();
+        let words: Vec<&str> =
+            ["ssh", key_part, via.trim_start(), &login].into_iter().filter(|w| !w.is_empty()).collect::<Vec<_>>();
         Expr::SubWith(
             words.join(" "),
             [("Address".to_owned(), address.clone()), ("Instance".to_owned(), cluster.master.r#ref())]

@@ -56,8 +56,14 @@ fn count(label: &str, description: &str, default: u32) -> Parameter {
 
 pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
     let spec = ctx.spec;
-    let master_type = t.parameter("MasterInstanceType", instance_type("Master instance type", "the master (also worker 1)", &spec.master.instance_type));
-    let worker_type = t.parameter("WorkerInstanceType", instance_type("Worker instance type", "the workers", &spec.workers.instance_type));
+    let master_type = t.parameter(
+        "MasterInstanceType",
+        instance_type("Master instance type", "the master (also worker 1)", &spec.master.instance_type),
+    );
+    let worker_type = t.parameter(
+        "WorkerInstanceType",
+        instance_type("Worker instance type", "the workers", &spec.workers.instance_type),
+    );
     let worker_count = t.parameter(
         "WorkerCount",
         count("Workers requested", "How many workers to launch (the master is not counted).", spec.workers.count),
@@ -72,7 +78,11 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
     );
     let max_workers = t.parameter(
         "MaxWorkers",
-        count("Most workers (elastic ceiling)", "The worker group's maximum size: raise the group's desired capacity up to this while training runs.", spec.workers.max),
+        count(
+            "Most workers (elastic ceiling)",
+            "The worker group's maximum size: raise the group's desired capacity up to this while training runs.",
+            spec.workers.max,
+        ),
     );
 
     let mut key = Parameter::new(
@@ -91,7 +101,10 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
         "IPv4 range allowed to SSH to the nodes, for example 203.0.113.7/32. Leave empty for no SSH from outside the cluster.",
     )
     .default(spec.access.ssh_cidr.map(|c| c.to_string()).unwrap_or_default());
-    ssh.allowed_pattern = Some("^$|^((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])/([1-9]|[12][0-9]|3[0-2])$".into());
+    ssh.allowed_pattern = Some(
+        "^$|^((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])/([1-9]|[12][0-9]|3[0-2])$"
+            .into(),
+    );
     ssh.constraint_description = Some("an IPv4 CIDR range such as 203.0.113.0/24 (not 0.0.0.0/0), or empty".into());
     let ssh_cidr = t.parameter("SshCidr", ssh);
 
@@ -176,10 +189,7 @@ fn image(t: &mut Template, ctx: &Ctx) -> Image {
                 .map(|(r, ami)| (r.code().to_owned(), BTreeMap::from([("Ami".to_owned(), ami.clone())])))
                 .collect();
             let name = t.mapping("RegionImages", map);
-            Image {
-                id: Expr::FindInMap(name, Box::new(Pseudo::Region.r#ref()), Box::new("Ami".into())),
-                param: None,
-            }
+            Image { id: Expr::FindInMap(name, Box::new(Pseudo::Region.r#ref()), Box::new("Ami".into())), param: None }
         }
     }
 }
@@ -192,7 +202,8 @@ fn region_rule(t: &mut Template, ctx: &Ctx) {
         None => Region::ALL.to_vec(),
     };
     let checks: Vec<Expr> = regions.iter().map(|r| Expr::equals(Pseudo::Region.r#ref(), r.code())).collect();
-    let assert = if checks.len() == 1 { checks.into_iter().next().unwrap_or(Expr::Bool(false)) } else { Expr::Or(checks) };
+    let assert =
+        if checks.len() == 1 { checks.into_iter().next().unwrap_or(Expr::Bool(false)) } else { Expr::Or(checks) };
     let codes: Vec<&str> = regions.iter().map(|r| r.code()).collect();
     let message = match ctx.spec.region {
         Some(r) => format!(

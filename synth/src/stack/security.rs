@@ -40,10 +40,17 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, net: &Network, inputs: &Inputs) -
     let cluster = t.add(
         "ClusterSecurityGroup",
         ec2::SecurityGroup {
-            group_description: format!("Nodes of cluster {}: all traffic between nodes, SSH from the SSH range only", ctx.spec.name).into(),
+            group_description: format!(
+                "Nodes of cluster {}: all traffic between nodes, SSH from the SSH range only",
+                ctx.spec.name
+            )
+            .into(),
             vpc_id: net.vpc_id.clone().into(),
             security_group_egress: vec![
-                outbound(443, "HTTPS out: AWS APIs (SQS, Auto Scaling, CloudFormation, SSM), S3, package and model hubs"),
+                outbound(
+                    443,
+                    "HTTPS out: AWS APIs (SQS, Auto Scaling, CloudFormation, SSM), S3, package and model hubs",
+                ),
                 outbound(80, "HTTP out: operating system package mirrors"),
             ],
             tags: ctx.tags("nodes"),
@@ -52,7 +59,8 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, net: &Network, inputs: &Inputs) -
     let efs = t.add(
         "EfsSecurityGroup",
         ec2::SecurityGroup {
-            group_description: format!("EFS mount targets of cluster {}: NFS from the nodes only", ctx.spec.name).into(),
+            group_description: format!("EFS mount targets of cluster {}: NFS from the nodes only", ctx.spec.name)
+                .into(),
             vpc_id: net.vpc_id.clone().into(),
             // An explicit rule replaces the default allow-all egress; mount
             // targets only answer connections, which security groups allow back.

@@ -37,7 +37,11 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, net: &Network, groups: &Groups, i
             backup_policy: efs::BackupPolicy { status: "ENABLED".into() },
             file_system_tags: ctx.tags("efs"),
         },
-        Attributes { condition: Some(inputs.create_fs.clone()), deletion_policy: Some("Delete"), ..Attributes::default() },
+        Attributes {
+            condition: Some(inputs.create_fs.clone()),
+            deletion_policy: Some("Delete"),
+            ..Attributes::default()
+        },
     );
     let id = inputs.create_fs.then(fs.r#ref(), inputs.efs_id.r#ref());
 
@@ -56,7 +60,11 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, net: &Network, groups: &Groups, i
             let handle = t.add(&name, target);
             mount_targets.push(handle.dependency());
         } else {
-            t.add_with(&name, target, Attributes { condition: Some(inputs.create_fs.clone()), ..Attributes::default() });
+            t.add_with(
+                &name,
+                target,
+                Attributes { condition: Some(inputs.create_fs.clone()), ..Attributes::default() },
+            );
         }
     }
     FileSystem { id, mount_targets }
