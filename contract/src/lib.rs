@@ -190,7 +190,6 @@ impl NodeConfig {
 pub fn user_data_script(config_json: &str) -> String {
     format!(
         r#"#!/bin/bash
-# Written by synth: store this node's config and start the agent baked into the image.
 set -euo pipefail
 install -d -m 0755 /etc/deeplearning
 cat > {path}.tmp <<'{delim}'
@@ -200,7 +199,7 @@ mv {path}.tmp {path}
 if systemctl cat {unit} >/dev/null 2>&1; then
   systemctl enable --now {unit}
 else
-  echo "{unit} is not installed in this image; see the README (getting the agent onto nodes)" >&2
+  echo "{unit} is not installed in this image (see the README)" >&2
   url=$(sed -n 's/.*"formation_handle_url":"\([^"]*\)".*/\1/p' {path})
   if [ -n "$url" ]; then
     curl -sS -X PUT -H 'Content-Type:' --data-binary '{{"Status":"FAILURE","Reason":"The image has no deeplearning agent: use an image with the agent baked in (see the README)","UniqueId":"master","Data":"no agent"}}' "$url"

@@ -38,7 +38,7 @@ fn instance_type(label: &str, what: &str, default: &str) -> Parameter {
     let mut p = Parameter::new(
         ParameterType::String,
         label,
-        format!("EC2 instance type of {what}. The blueprint chose {default}; synth checked it is offered in the template's regions."),
+        format!("EC2 instance type of {what}; synth checked that {default} is offered in the template's regions."),
     )
     .default(default);
     p.allowed_pattern = Some(INSTANCE_TYPE_PATTERN.into());
@@ -72,7 +72,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
         "MinWorkers",
         count(
             "Fewest workers to form with",
-            "The cluster forms with fewer workers than requested if at least this many boot before the formation deadline; below it, the stack fails with the reason.",
+            "Form the cluster with fewer workers than requested if at least this many boot in time; below it, the stack fails with the reason.",
             spec.workers.min,
         ),
     );
@@ -80,7 +80,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
         "MaxWorkers",
         count(
             "Most workers (elastic ceiling)",
-            "The worker group's maximum size: raise the group's desired capacity up to this while training runs.",
+            "The worker group's maximum size; raise its desired capacity up to this while training runs.",
             spec.workers.max,
         ),
     );
