@@ -10,6 +10,10 @@
 //! the node config to [`NODE_CONFIG_PATH`] and starts the agent baked into the
 //! image; [`config_from_user_data`] gets the config back out of that script
 //! (the agent can read it from instance metadata before the file exists).
+//!
+//! The messages nodes exchange over SQS are in [`message`].
+
+pub mod message;
 
 use serde::{Deserialize, Deserializer, Serialize};
 

@@ -1,0 +1,395 @@
+//! The messages nodes exchange over SQS (DESIGN.md section 3), and the
+//! Auto Scaling lifecycle notifications that arrive in the master's queue.
+//!
+//! Our own messages are JSON objects with a `version` and a `kind`:
+//! - `register` (every node -> master queue): who I am. Re-sent until the
+//!   node sees itself in a manifest.
+//! - `manifest` (master -> worker queue): the cluster, with a generation
+//!   that only grows. Nodes apply the highest generation they have seen.
+//! - `applied` (node -> master queue): "I applied generation g"; the master
+//!   deletes a manifest from the worker queue once every node in it applied
+//!   it (SQS has no broadcast: the manifest stays visible until then).
+//! - `leave` (node -> master queue): "remove me" (a clean shutdown).
+//!
+//! Queues are standard queues: at-least-once, unordered. Duplicates,
+//! reordering, stale generations and malformed bodies are expected;
+//! [`parse_master_queue`] and [`parse_worker_queue`] classify every body
+//! without panicking, so the agent can log and drop what it cannot use.
+//!
+//! Lifecycle notification format:
+//! <https://docs.aws.amazon.com/autoscaling/ec2/userguide/prepare-for-lifecycle-notifications.html#notification-message-example>
+
+use serde::{Deserialize, Serialize};
+
+/// The message version this crate writes and reads.
+pub const MESSAGE_VERSION: u32 = 1;
+
+/// The largest body this project sends; SQS accepts 1 MiB, and a manifest of
+/// 1,000 nodes stays far below this.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// The master's alias in addition to its worker alias.
+pub const MASTER_ALIAS: &str = "deeplearning-master";
+
+/// The alias of the node with index `index` (the master is 1).
+pub fn worker_alias(index: u32) -> String {
+    format!("deeplearning-worker{index}")
+}
+
+/// A node introduces itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Register {
+    /// `i-...`
+    pub instance_id: String,
+    /// Private IPv4 address.
+    pub private_ip: String,
+    /// The instance's own host name (EC2 private DNS name).
+    pub hostname: String,
+    /// Master or worker.
+    pub role: crate::Role,
+    /// GPUs the CUDA driver sees (0 without a driver).
+    pub gpus: u32,
+    /// For example `p3.16xlarge`.
+    pub instance_type: String,
+    /// For example `us-east-1a`.
+    pub availability_zone: String,
+    /// The node's SSH host public key, one OpenSSH line (`ssh-ed25519 AAAA...`).
+    pub ssh_host_key: String,
+    /// `/proc/sys/kernel/random/boot_id`: tells a reboot from a duplicate.
+    pub boot_id: String,
+}
+
+/// One node in a manifest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestNode {
+    /// 1 for the master; a node keeps its index for as long as it lives.
+    pub index: u32,
+    /// `deeplearning-worker<index>`.
+    pub alias: String,
+    /// `i-...`
+    pub instance_id: String,
+    /// Private IPv4 address.
+    pub private_ip: String,
+    /// The instance's own host name.
+    pub hostname: String,
+    /// GPUs (the hostfile's slots; at least 1 slot is written for 0).
+    pub gpus: u32,
+    /// SSH host public key, for everyone's known hosts.
+    pub ssh_host_key: String,
+}
+
+/// The cluster as the master sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// The cluster name.
+    pub cluster: String,
+    /// Grows by one with every change; nodes ignore anything not newer than what they applied.
+    pub generation: u64,
+    /// The master's instance id.
+    pub master: String,
+    /// Every node, master first, then by index.
+    pub nodes: Vec<ManifestNode>,
+    /// The cluster's SSH public key, for every node's authorized keys.
+    pub cluster_public_key: String,
+}
+
+impl Manifest {
+    /// The node with this instance id.
+    pub fn node(&self, instance_id: &str) -> Option<&ManifestNode> {
+        self.nodes.iter().find(|n| n.instance_id == instance_id)
+    }
+}
+
+/// A node reports a generation applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Applied {
+    /// `i-...`
+    pub instance_id: String,
+    /// The generation now on disk.
+    pub generation: u64,
+}
+
+/// A node asks to be removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Leave {
+    /// `i-...`
+    pub instance_id: String,
+    /// Why, for the log.
+    pub reason: String,
+}
+
+/// One of our messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// See [`Register`].
+    Register(Register),
+    /// See [`Manifest`].
+    Manifest(Manifest),
+    /// See [`Applied`].
+    Applied(Applied),
+    /// See [`Leave`].
+    Leave(Leave),
+}
+
+/// The wire form: `{"version": 1, "kind": "...", ...fields}`.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Wire {
+    Register(Register),
+    Manifest(Manifest),
+    Applied(Applied),
+    Leave(Leave),
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    version: u32,
+    #[serde(flatten)]
+    body: &'a Wire,
+}
+
+impl Message {
+    /// The JSON body.
+    pub fn to_body(&self) -> String {
+        let wire = match self.clone() {
+            Message::Register(m) => Wire::Register(m),
+            Message::Manifest(m) => Wire::Manifest(m),
+            Message::Applied(m) => Wire::Applied(m),
+            Message::Leave(m) => Wire::Leave(m),
+        };
+        // Plain structs of strings and numbers always serialize.
+        serde_json::to_string(&Envelope { version: MESSAGE_VERSION, body: &wire }).unwrap_or_default()
+    }
+
+    fn from_wire(w: Wire) -> Message {
+        match w {
+            Wire::Register(m) => Message::Register(m),
+            Wire::Manifest(m) => Message::Manifest(m),
+            Wire::Applied(m) => Message::Applied(m),
+            Wire::Leave(m) => Message::Leave(m),
+        }
+    }
+}
+
+/// An Auto Scaling lifecycle action notification.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct LifecycleAction {
+    /// For example `autoscaling:EC2_INSTANCE_TERMINATING`.
+    pub lifecycle_transition: String,
+    /// The hook's name.
+    pub lifecycle_hook_name: String,
+    /// The group.
+    pub auto_scaling_group_name: String,
+    /// The instance.
+    #[serde(rename = "EC2InstanceId")]
+    pub ec2_instance_id: String,
+    /// Passed back to `CompleteLifecycleAction`.
+    pub lifecycle_action_token: String,
+}
+
+impl LifecycleAction {
+    /// Whether the instance is leaving (scale-in, termination, Spot reclaim).
+    pub fn is_terminating(&self) -> bool {
+        self.lifecycle_transition == "autoscaling:EC2_INSTANCE_TERMINATING"
+    }
+}
+
+/// Why a body was not used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    /// Over [`MAX_BODY_BYTES`].
+    #[error("the body is {0} bytes, over the {MAX_BODY_BYTES}-byte limit")]
+    Oversized(usize),
+    /// Not JSON or not a known shape.
+    #[error("malformed: {0}")]
+    Malformed(String),
+    /// A version this build does not read.
+    #[error("message version {0} is not supported (this agent reads version {MESSAGE_VERSION}); update the agent")]
+    UnsupportedVersion(u64),
+    /// One of ours, but it does not belong in this queue.
+    #[error("a `{0}` message does not belong in this queue")]
+    WrongQueue(&'static str),
+}
+
+/// What arrives in the master's queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MasterInbound {
+    /// A node introduces itself.
+    Register(Register),
+    /// A node applied a generation.
+    Applied(Applied),
+    /// A node leaves.
+    Leave(Leave),
+    /// Auto Scaling: an instance is launching or terminating.
+    Lifecycle(LifecycleAction),
+    /// Auto Scaling's test notification, sent when a hook is created.
+    LifecycleTest,
+}
+
+fn parse(body: &str) -> Result<Result<Message, serde_json::Value>, Unusable> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(Unusable::Oversized(body.len()));
+    }
+    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| Unusable::Malformed(e.to_string()))?;
+    let Some(object) = value.as_object() else {
+        return Err(Unusable::Malformed("not a JSON object".into()));
+    };
+    if !object.contains_key("kind") {
+        // Not ours: maybe an Auto Scaling notification.
+        return Ok(Err(value));
+    }
+    match object.get("version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(MESSAGE_VERSION) => {}
+        Some(v) => return Err(Unusable::UnsupportedVersion(v)),
+        None => return Err(Unusable::Malformed("no `version`".into())),
+    }
+    let mut object = object.clone();
+    object.remove("version");
+    let wire: Wire =
+        serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| Unusable::Malformed(e.to_string()))?;
+    Ok(Ok(Message::from_wire(wire)))
+}
+
+/// Classifies a body read from the master's queue.
+pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
+    match parse(body)? {
+        Ok(Message::Register(m)) => Ok(MasterInbound::Register(m)),
+        Ok(Message::Applied(m)) => Ok(MasterInbound::Applied(m)),
+        Ok(Message::Leave(m)) => Ok(MasterInbound::Leave(m)),
+        Ok(Message::Manifest(_)) => Err(Unusable::WrongQueue("manifest")),
+        Err(value) => {
+            if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
+                return Ok(MasterInbound::LifecycleTest);
+            }
+            serde_json::from_value::<LifecycleAction>(value).map(MasterInbound::Lifecycle).map_err(|e| {
+                Unusable::Malformed(format!("neither a message of ours nor a lifecycle notification: {e}"))
+            })
+        }
+    }
+}
+
+/// Classifies a body read from the worker queue (manifests only).
+pub fn parse_worker_queue(body: &str) -> Result<Manifest, Unusable> {
+    match parse(body)? {
+        Ok(Message::Manifest(m)) => Ok(m),
+        Ok(Message::Register(_)) => Err(Unusable::WrongQueue("register")),
+        Ok(Message::Applied(_)) => Err(Unusable::WrongQueue("applied")),
+        Ok(Message::Leave(_)) => Err(Unusable::WrongQueue("leave")),
+        Err(_) => Err(Unusable::Malformed("not a message of ours".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Role;
+
+    fn register() -> Register {
+        Register {
+            instance_id: "i-0123456789abcdef0".into(),
+            private_ip: "10.0.128.10".into(),
+            hostname: "ip-10-0-128-10.ec2.internal".into(),
+            role: Role::Worker,
+            gpus: 8,
+            instance_type: "p3.16xlarge".into(),
+            availability_zone: "us-east-1a".into(),
+            ssh_host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA root@node".into(),
+            boot_id: "2f0c1c7e-0000-4000-8000-000000000000".into(),
+        }
+    }
+
+    fn manifest() -> Manifest {
+        Manifest {
+            cluster: "demo".into(),
+            generation: 3,
+            master: "i-master".into(),
+            nodes: vec![ManifestNode {
+                index: 1,
+                alias: worker_alias(1),
+                instance_id: "i-master".into(),
+                private_ip: "10.0.0.5".into(),
+                hostname: "ip-10-0-0-5".into(),
+                gpus: 0,
+                ssh_host_key: "ssh-ed25519 AAAA".into(),
+            }],
+            cluster_public_key: "ssh-ed25519 AAAA cluster".into(),
+        }
+    }
+
+    #[test]
+    fn messages_round_trip_with_version_and_kind() {
+        for m in [
+            Message::Register(register()),
+            Message::Manifest(manifest()),
+            Message::Applied(Applied { instance_id: "i-1".into(), generation: 4 }),
+            Message::Leave(Leave { instance_id: "i-1".into(), reason: "shutdown".into() }),
+        ] {
+            let body = m.to_body();
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["version"], 1);
+            assert!(v["kind"].is_string());
+            match &m {
+                Message::Manifest(expected) => assert_eq!(&parse_worker_queue(&body).unwrap(), expected),
+                Message::Register(r) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Register(r.clone()))
+                }
+                Message::Applied(a) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Applied(a.clone()))
+                }
+                Message::Leave(l) => assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Leave(l.clone())),
+            }
+        }
+    }
+
+    #[test]
+    fn auto_scaling_notifications_are_recognised() {
+        let action = r#"{"Origin":"AutoScalingGroup","Destination":"EC2","LifecycleHookName":"worker-terminating",
+            "AccountId":"123456789012","RequestId":"4a1b","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING",
+            "AutoScalingGroupName":"demo-WorkerGroup-1","Service":"AWS Auto Scaling","Time":"2026-11-22T05:00:00.000Z",
+            "EC2InstanceId":"i-0123456789abcdef0","LifecycleActionToken":"71514b9d-6a40-4b26-8523-05e7eexample"}"#;
+        match parse_master_queue(action).unwrap() {
+            MasterInbound::Lifecycle(a) => {
+                assert!(a.is_terminating());
+                assert_eq!(a.ec2_instance_id, "i-0123456789abcdef0");
+            }
+            other => panic!("{other:?}"),
+        }
+        let test = r#"{"AccountId":"123456789012","RequestId":"x","AutoScalingGroupARN":"arn:aws:autoscaling:...",
+            "AutoScalingGroupName":"demo","Service":"AWS Auto Scaling","Event":"autoscaling:TEST_NOTIFICATION","Time":"2026-11-22T05:00:00Z"}"#;
+        assert_eq!(parse_master_queue(test).unwrap(), MasterInbound::LifecycleTest);
+    }
+
+    #[test]
+    fn unusable_bodies_are_classified_not_panicked_on() {
+        let cases: Vec<(String, &str)> = vec![
+            ("not json".into(), "malformed"),
+            ("[1,2]".into(), "not a JSON object"),
+            (r#"{"kind":"register"}"#.into(), "no `version`"),
+            (r#"{"version":9,"kind":"register"}"#.into(), "version 9"),
+            (r#"{"version":1,"kind":"dance"}"#.into(), "malformed"),
+            (r#"{"version":1,"kind":"register","instance_id":"i-1"}"#.into(), "malformed"),
+            (r#"{"hello":"world"}"#.into(), "neither a message of ours"),
+            ("x".repeat(MAX_BODY_BYTES + 1), "over the"),
+        ];
+        for (body, needle) in cases {
+            let e = parse_master_queue(&body).unwrap_err();
+            assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
+        }
+        let manifest_body = Message::Manifest(manifest()).to_body();
+        assert_eq!(parse_master_queue(&manifest_body).unwrap_err(), Unusable::WrongQueue("manifest"));
+        let register_body = Message::Register(register()).to_body();
+        assert_eq!(parse_worker_queue(&register_body).unwrap_err(), Unusable::WrongQueue("register"));
+    }
+
+    #[test]
+    fn aliases() {
+        assert_eq!(worker_alias(1), "deeplearning-worker1");
+        assert_eq!(worker_alias(12), "deeplearning-worker12");
+    }
+}
