@@ -1,0 +1,29 @@
+//! `agent`: the node bootstrap daemon baked into the AMI.
+//!
+//! Every node runs it at boot. It reads the node config that the template's
+//! user data wrote (the `node-contract` crate), finds out who it is from the
+//! instance metadata service (IMDSv2) and the CUDA driver, registers with the
+//! master over SQS, and applies every manifest the master publishes: the same
+//! `/etc/hosts` block, workers file, hostfile, environment, known hosts,
+//! authorized keys and EFS mount on every node. On the master it also forms
+//! the cluster, signals CloudFormation, and keeps membership current as
+//! workers join and leave (DESIGN.md sections 3 and 5).
+//!
+//! Layout:
+//! - [`ports`]: the small traits at the edges (queue, worker group, stack
+//!   signals); [`aws`] implements them with the AWS SDK, tests may fake them.
+//! - [`cluster`]: the membership logic, pure (no I/O): the master's state
+//!   machine and a node's view of manifests.
+//! - [`files`]: what a manifest means on disk, written atomically under `--root`.
+//! - [`identity`], [`gpu`]: who this node is.
+//! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
+
+pub mod aws;
+pub mod cli;
+pub mod cluster;
+pub mod config;
+pub mod files;
+pub mod gpu;
+pub mod identity;
+pub mod ports;
+pub mod runner;

@@ -1,0 +1,93 @@
+//! The edges of the agent: the AWS services it talks to, as small traits.
+//!
+//! [`crate::aws`] implements them with the AWS SDK (the same code runs
+//! against AWS and, through the SDK's endpoint override, against the local
+//! stand-ins in the end-to-end tests). Unit tests and fault injection use
+//! in-memory implementations. Every method reports failure as a
+//! [`PortError`] that says whether retrying may help.
+
+use std::future::Future;
+use std::time::Duration;
+
+/// A call to a service failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// The service was unreachable, throttled, or answered 5xx: retry with backoff.
+    #[error("{0} (will retry)")]
+    Transient(String),
+    /// The request itself was refused (no permission, no such queue, bad input): retrying will not help.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// A message received from a queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The message body.
+    pub body: String,
+    /// The handle that deletes it (valid for this receive only).
+    pub receipt: String,
+}
+
+/// One SQS queue.
+pub trait Queue: Send + Sync {
+    /// Sends one message.
+    fn send(&self, body: &str) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// Receives up to `max` (1..=10) messages, waiting up to `wait` (long polling, at most
+    /// 20 s) for the first. `visibility` overrides the queue's visibility timeout; `Some(0)`
+    /// leaves the messages visible to every other receiver (how manifests are broadcast).
+    fn receive(
+        &self,
+        max: u8,
+        wait: Duration,
+        visibility: Option<Duration>,
+    ) -> impl Future<Output = Result<Vec<Received>, PortError>> + Send;
+    /// Deletes a received message.
+    fn delete(&self, receipt: &str) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+/// The result a lifecycle action is completed with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifecycleResult {
+    /// Let the instance go on (terminate).
+    Continue,
+}
+
+/// The workers' Auto Scaling group.
+pub trait WorkerGroup: Send + Sync {
+    /// Sets the desired capacity (used to lower it to what launched).
+    fn set_desired_capacity(&self, capacity: u32) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// Completes a lifecycle action once the cluster has let the instance go.
+    fn complete_lifecycle_action(
+        &self,
+        hook: &str,
+        token: &str,
+        instance_id: &str,
+        result: LifecycleResult,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// Why launches failed: the status messages of the group's failed and
+    /// cancelled scaling activities, newest first (for example
+    /// "InsufficientInstanceCapacity ... in us-east-1a").
+    fn launch_failures(&self) -> impl Future<Output = Result<Vec<String>, PortError>> + Send;
+}
+
+/// The outcome of formation, as the formation wait condition receives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Formation {
+    /// Formed (possibly with fewer workers than requested) or not.
+    pub success: bool,
+    /// Shown in the stack's events, for example "3 of 4 workers joined".
+    pub reason: String,
+    /// Distinguishes signals; the master's instance id.
+    pub unique_id: String,
+    /// Readable as the wait condition's `Data` attribute.
+    pub data: String,
+}
+
+/// The signals the master sends CloudFormation.
+pub trait StackSignals: Send + Sync {
+    /// The master's own creation policy: its agent is up (`SignalResource` SUCCESS).
+    fn master_up(&self, unique_id: &str) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// The formation wait condition: success or failure, with the reason.
+    fn formation(&self, outcome: &Formation) -> impl Future<Output = Result<(), PortError>> + Send;
+}
