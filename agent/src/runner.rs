@@ -1,1 +1,445 @@
-//! Placeholder: being written.
+//! The loops that tie the agent together.
+//!
+//! Every node runs the node loop: register until it appears in a manifest,
+//! long-poll the worker queue for manifests (visibility 0: a manifest stays
+//! visible to every node until the master retires it), apply the newest one
+//! to disk, and report `applied`. The master also runs the master loop:
+//! long-poll its queue, feed each message to [`MasterState`], carry out the
+//! effects it asks for (publish, retire, signal, resize, complete lifecycle
+//! actions, host log), and persist the state after every step so a restarted
+//! agent resumes where it was.
+//!
+//! AWS errors never end the agent: transient ones are retried with backoff,
+//! permanent ones are logged with what failed, and the loop goes on.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use node_contract::message::{self, Applied, Message, Register};
+use node_contract::{NodeConfig, Role};
+use tracing::{debug, info, warn};
+
+use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
+use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
+use crate::files;
+use crate::identity::Identity;
+use crate::ports::{PortError, Queue, StackSignals, WorkerGroup};
+
+/// How `agent run` was asked to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Every file is written under this directory (`/` in production).
+    pub root: PathBuf,
+    /// The node config file; default: the one the user data wrote under `root`.
+    pub config: Option<PathBuf>,
+    /// Mount EFS (off in containers and tests, where only the fstab line is written).
+    pub mount: bool,
+}
+
+/// Long-poll wait: the most SQS allows.
+const LONG_POLL: Duration = Duration::from_secs(20);
+/// Attempts for an effect that fails transiently, with doubling delays from 500 ms.
+const EFFECT_ATTEMPTS: u32 = 6;
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn master_state_path(root: &Path) -> PathBuf {
+    root.join("var/lib/deeplearning/master.json")
+}
+
+/// Loads the config: the file when it exists, else the instance's user data.
+pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> anyhow::Result<NodeConfig> {
+    let path = opts.config.clone().unwrap_or_else(|| crate::config::path_under(&opts.root));
+    if path.exists() || opts.config.is_some() {
+        return Ok(crate::config::from_file(&path)?);
+    }
+    info!(path = %path.display(), "no node config file yet; reading it from the user data");
+    let script = crate::identity::user_data(imds).await?;
+    Ok(crate::config::from_user_data(&script)?)
+}
+
+/// Runs the agent until SIGTERM or Ctrl-C.
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let imds = crate::identity::imds_client();
+    let config = load_config(&opts, &imds).await?;
+    let gpus = crate::gpu::count();
+    let me = crate::identity::discover(&imds, &opts.root, gpus).await.context("finding out who this node is")?;
+    info!(instance = %me.instance_id, ip = %me.private_ip, role = ?config.role, gpus, "agent starting");
+    files::efs::mount(&opts.root, &config, opts.mount).context("mounting EFS")?;
+
+    let clients = crate::aws::clients(&config.region).await;
+    let master_queue = SqsQueue::new(clients.sqs.clone(), config.queues.master.clone());
+    let worker_queue = SqsQueue::new(clients.sqs.clone(), config.queues.workers.clone());
+    let cluster_key = match config.role {
+        Role::Master => Some(files::cluster_key::load_or_create(&opts.root)?),
+        Role::Worker => None,
+    };
+    let register = Register {
+        instance_id: me.instance_id.clone(),
+        private_ip: me.private_ip.clone(),
+        hostname: me.hostname.clone(),
+        role: config.role,
+        gpus: me.gpus,
+        instance_type: me.instance_type.clone(),
+        availability_zone: me.availability_zone.clone(),
+        ssh_host_key: me.ssh_host_key.clone(),
+        boot_id: me.boot_id.clone(),
+    };
+
+    let node = node_loop(&opts, &config, &me, &register, cluster_key.as_ref(), &master_queue, &worker_queue);
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+        info!("stopping on request");
+        anyhow::Ok(())
+    };
+    match (config.role, cluster_key.as_ref(), &config.signals, &config.worker_group) {
+        (Role::Master, Some(key), Some(signals), Some(group)) => {
+            let group = AsgWorkerGroup::new(clients.autoscaling.clone(), group.clone());
+            let signals = CfnSignals::new(
+                clients.cloudformation.clone(),
+                config.stack_id.clone(),
+                signals.master_resource.clone(),
+                signals.formation_handle_url.clone(),
+            );
+            let master = master_loop(&opts, &config, register.clone(), key, &master_queue, &worker_queue, &group, &signals);
+            tokio::select! {
+                r = node => r,
+                r = master => r,
+                r = shutdown => r,
+            }
+        }
+        (Role::Master, ..) => {
+            anyhow::bail!("this node is the master, but its node config lacks the worker group or the signals to send")
+        }
+        (Role::Worker, ..) => tokio::select! {
+            r = node => r,
+            r = shutdown => r,
+        },
+    }
+}
+
+/// Retries a call while it fails transiently.
+async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, PortError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, PortError>>,
+{
+    let mut delay = Duration::from_millis(500);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(PortError::Transient(e)) if attempt < EFFECT_ATTEMPTS => {
+                warn!(attempt, "{what} failed, retrying in {delay:?}: {e}");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs the prepare-data script once per boot on a worker, before it registers.
+async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> bool {
+    let Some(script) = &config.elastic.prepare_data_script else { return true };
+    if config.role == Role::Master {
+        return true;
+    }
+    let marker = root.join(config.efs.mount.trim_start_matches('/')).join(format!("prepare_data_success_{}", me.private_ip));
+    if marker.exists() {
+        return true;
+    }
+    info!(script, "running the prepare-data script");
+    let status = tokio::process::Command::new(script)
+        .env("EFS_MOUNT", &config.efs.mount)
+        .env("DEEPLEARNING_NODE_IP", &me.private_ip)
+        .status()
+        .await;
+    match status {
+        Ok(s) if s.success() => match std::fs::write(&marker, b"") {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(marker = %marker.display(), "the prepare-data script succeeded but its marker cannot be written: {e}");
+                false
+            }
+        },
+        Ok(s) => {
+            warn!(script, "the prepare-data script failed ({s}); this node will not join until it succeeds");
+            false
+        }
+        Err(e) => {
+            warn!(script, "the prepare-data script could not be started: {e}");
+            false
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn node_loop(
+    opts: &Options,
+    config: &NodeConfig,
+    me: &Identity,
+    register: &Register,
+    cluster_key: Option<&files::cluster_key::ClusterKey>,
+    master_queue: &SqsQueue,
+    worker_queue: &SqsQueue,
+) -> anyhow::Result<()> {
+    let previous = files::state::read(&opts.root)?;
+    let applied = previous.as_ref().filter(|s| s.instance_id == me.instance_id).map(|s| s.generation);
+    let mut node = NodeState::new(me.instance_id.clone(), applied);
+    let register_body = Message::Register(register.clone()).to_body();
+    let mut prepared = false;
+    loop {
+        if !prepared {
+            prepared = prepare_data(config, &opts.root, me).await;
+            if !prepared {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                continue;
+            }
+        }
+        if node.should_register(now_ms()) {
+            match retry("register", || master_queue.send(&register_body)).await {
+                Ok(()) => debug!("registered"),
+                Err(e) => warn!("cannot register with the master: {e}"),
+            }
+        }
+        let received = match worker_queue.receive(10, LONG_POLL, Some(Duration::ZERO)).await {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("cannot read manifests: {e}");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
+        };
+        let mut newest: Option<message::Manifest> = None;
+        for r in &received {
+            match message::parse_worker_queue(&r.body) {
+                Ok(m) if m.cluster == config.cluster => {
+                    if newest.as_ref().is_none_or(|n| m.generation > n.generation) {
+                        newest = Some(m);
+                    }
+                }
+                Ok(m) => debug!(cluster = %m.cluster, "a manifest of another cluster; ignored"),
+                Err(e) => debug!("ignored a worker queue message: {e}"),
+            }
+        }
+        let mut applied_something = false;
+        if let Some(manifest) = newest {
+            match node.on_manifest(&manifest) {
+                NodeDecision::Apply => {
+                    apply(opts, config, me, &manifest, cluster_key)?;
+                    node.applied(manifest.generation);
+                    applied_something = true;
+                    let ack = Message::Applied(Applied { instance_id: me.instance_id.clone(), generation: manifest.generation });
+                    if let Err(e) = retry("report applied", || master_queue.send(&ack.to_body())).await {
+                        warn!("cannot report generation {} applied: {e}", manifest.generation);
+                    }
+                }
+                NodeDecision::Ignore(why) => debug!(generation = manifest.generation, "manifest ignored: {why}"),
+                NodeDecision::NotMember => debug!(generation = manifest.generation, "not in this manifest yet"),
+            }
+        }
+        if !received.is_empty() && !applied_something {
+            let pause = node.idle_backoff_ms(true);
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        } else {
+            node.idle_backoff_ms(false);
+        }
+    }
+}
+
+/// Writes a manifest's files and the state file.
+fn apply(
+    opts: &Options,
+    config: &NodeConfig,
+    me: &Identity,
+    manifest: &message::Manifest,
+    cluster_key: Option<&files::cluster_key::ClusterKey>,
+) -> anyhow::Result<()> {
+    let plan = files::plan(manifest, &me.instance_id, config, cluster_key.map(|k| k.private_openssh.as_str()))?;
+    let changed = files::apply(&plan, &opts.root)?;
+    files::state::write(
+        &opts.root,
+        &files::state::State {
+            version: 1,
+            instance_id: me.instance_id.clone(),
+            generation: manifest.generation,
+            manifest: manifest.clone(),
+        },
+    )?;
+    info!(generation = manifest.generation, nodes = manifest.nodes.len(), changed = changed.len(), "applied the manifest");
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn master_loop<G: WorkerGroup, S: StackSignals>(
+    opts: &Options,
+    config: &NodeConfig,
+    me: Register,
+    key: &files::cluster_key::ClusterKey,
+    master_queue: &SqsQueue,
+    worker_queue: &SqsQueue,
+    group: &G,
+    signals: &S,
+) -> anyhow::Result<()> {
+    let master_id = me.instance_id.clone();
+    let path = master_state_path(&opts.root);
+    let mut state = match std::fs::read_to_string(&path) {
+        Ok(text) => match serde_json::from_str::<MasterState>(&text) {
+            Ok(s) => {
+                info!("resuming formation state from {}", path.display());
+                s
+            }
+            Err(e) => {
+                warn!("ignoring unreadable master state {}: {e}", path.display());
+                MasterState::new(config, me, key.public_openssh.clone(), now_ms())
+            }
+        },
+        Err(_) => MasterState::new(config, me, key.public_openssh.clone(), now_ms()),
+    };
+    let effects = state.start(now_ms());
+    execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+    loop {
+        let wait = state
+            .next_deadline()
+            .map(|d| Duration::from_millis(d.saturating_sub(now_ms())))
+            .unwrap_or(LONG_POLL)
+            .min(LONG_POLL);
+        let received = match master_queue.receive(10, wait, None).await {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("cannot read the master queue: {e}");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Vec::new()
+            }
+        };
+        let mut effects = Vec::new();
+        for r in &received {
+            match message::parse_master_queue(&r.body) {
+                Ok(inbound) => {
+                    let prepared = |ip: &str| {
+                        opts.root
+                            .join(config.efs.mount.trim_start_matches('/'))
+                            .join(format!("prepare_data_success_{ip}"))
+                            .exists()
+                    };
+                    effects.extend(state.on_inbound(inbound, now_ms(), &prepared));
+                }
+                Err(e) => warn!("dropped a master queue message: {e}"),
+            }
+        }
+        effects.extend(state.on_tick(now_ms()));
+        execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+        // Delete only after the effects are out and the state is on disk: a
+        // crash before this point redelivers the messages instead of losing them.
+        for r in &received {
+            if let Err(e) = master_queue.delete(&r.receipt).await {
+                debug!("cannot delete a handled message (it will come back and be ignored): {e}");
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute<G: WorkerGroup, S: StackSignals>(
+    opts: &Options,
+    master_id: &str,
+    config: &NodeConfig,
+    state: &mut MasterState,
+    effects: Vec<Effect>,
+    worker_queue: &SqsQueue,
+    group: &G,
+    signals: &S,
+) -> anyhow::Result<()> {
+    let mut queue: std::collections::VecDeque<Effect> = effects.into();
+    while let Some(effect) = queue.pop_front() {
+        match effect {
+            Effect::SignalMasterUp => {
+                let id = master_id;
+                if let Err(e) = retry("signal the master's creation policy", || signals.master_up(id)).await {
+                    warn!("cannot signal the master's creation policy: {e}");
+                }
+            }
+            Effect::SignalFormation(outcome) => {
+                info!(success = outcome.success, "formation: {}", outcome.reason);
+                if let Err(e) = retry("signal formation", || signals.formation(&outcome)).await {
+                    warn!("cannot signal formation: {e}");
+                }
+            }
+            Effect::PublishManifest(m) => {
+                let body = Message::Manifest(m.clone()).to_body();
+                match retry("publish the manifest", || worker_queue.send(&body)).await {
+                    Ok(()) => info!(generation = m.generation, nodes = m.nodes.len(), "published the manifest"),
+                    Err(e) => warn!("cannot publish manifest generation {}: {e}", m.generation),
+                }
+            }
+            Effect::RetireManifests { through_generation } => retire(worker_queue, through_generation).await,
+            Effect::SetDesiredCapacity(n) => {
+                if let Err(e) = retry("set the desired capacity", || group.set_desired_capacity(n)).await {
+                    warn!("cannot set the worker group's desired capacity to {n}: {e}");
+                }
+            }
+            Effect::FetchLaunchFailures => {
+                let failures = match retry("read scaling activities", || group.launch_failures()).await {
+                    Ok(f) => f,
+                    Err(e) => vec![format!("the launch failures could not be read: {e}")],
+                };
+                queue.extend(state.on_launch_failures(failures, now_ms()));
+            }
+            Effect::CompleteLifecycle { hook, token, instance_id } => {
+                let done = retry("complete the lifecycle action", || {
+                    group.complete_lifecycle_action(&hook, &token, &instance_id, crate::ports::LifecycleResult::Continue)
+                })
+                .await;
+                if let Err(e) = done {
+                    warn!(instance_id, "cannot complete the lifecycle action (it times out by itself): {e}");
+                }
+            }
+            Effect::AppendHostLog(line) => {
+                if let Err(e) = files::host_log::append(&opts.root, &config.efs.mount, &line) {
+                    warn!("cannot append to the host log: {e}");
+                }
+            }
+            Effect::Log(line) => info!("{line}"),
+        }
+    }
+    let text = serde_json::to_string(state)?;
+    files::atomic::write_if_changed(&master_state_path(&opts.root), &text, 0o600)?;
+    Ok(())
+}
+
+/// Deletes manifests up to a generation from the worker queue. Receiving
+/// with visibility 0 leaves other nodes' view untouched; a few rounds cover
+/// what one receive does not return.
+async fn retire(worker_queue: &SqsQueue, through: u64) {
+    for _ in 0..5 {
+        let received = match worker_queue.receive(10, Duration::ZERO, Some(Duration::ZERO)).await {
+            Ok(r) => r,
+            Err(e) => {
+                debug!("cannot read the worker queue to retire manifests: {e}");
+                return;
+            }
+        };
+        let mut deleted = 0;
+        for r in &received {
+            let old = match message::parse_worker_queue(&r.body) {
+                Ok(m) => m.generation <= through,
+                Err(_) => true, // not a manifest: it does not belong there
+            };
+            if old && worker_queue.delete(&r.receipt).await.is_ok() {
+                deleted += 1;
+            }
+        }
+        if deleted == 0 {
+            return;
+        }
+    }
+}
