@@ -752,6 +752,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn apply_through_a_bind_mounted_etc_hosts() {
+        // As in a container (and the network-namespace tests): /etc/hosts is a
+        // bind mount, so rename onto it fails with EBUSY and apply rewrites it in place.
+        let root = image_root();
+        let source = root.path().join("hosts.outside");
+        fs::write(&source, "127.0.0.1 localhost\n").unwrap();
+        let hosts = root.path().join("etc/hosts");
+        let Some(()) = atomic::tests::try_mount(&["--bind", source.to_str().unwrap(), hosts.to_str().unwrap()]) else {
+            return;
+        };
+        let _mounted = atomic::tests::Mounted(hosts.clone());
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let changed = apply(&p, root.path()).unwrap();
+        assert_eq!(changed[0], PathBuf::from("/etc/hosts"));
+        let outside = fs::read_to_string(&source).unwrap();
+        assert!(outside.starts_with("127.0.0.1 localhost\n# BEGIN deeplearning-cluster"), "{outside}");
+        assert!(outside.contains("10.0.0.7 deeplearning-worker3 ip-10-0-0-7.ec2.internal\n"), "{outside}");
+        assert_eq!(apply(&p, root.path()).unwrap(), Vec::<PathBuf>::new());
+    }
+
+    #[test]
     fn render_merges_with_content_on_disk_without_writing() {
         let root = image_root();
         let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
