@@ -369,8 +369,8 @@ pub fn apply(plan: &Plan, root: &Path) -> Result<Vec<PathBuf>, FilesError> {
             None => None,
         };
         let mut this_changed = false;
-        if let (Some(owner), Some(dir)) = (&owner, on_disk.parent()) {
-            this_changed |= private_dir(dir, owner)?;
+        if let (Some(_), Some(dir)) = (&file.owner, on_disk.parent()) {
+            this_changed |= private_dir(dir, owner.as_ref())?;
         }
         this_changed |= atomic::write_if_changed(&on_disk, &content, file.mode)?;
         if let Some(owner) = &owner {
@@ -398,10 +398,11 @@ struct Owner<'a> {
     home: PathBuf,
 }
 
-/// Ensures `dir` exists, is mode 0700 and belongs to `owner`. Missing
-/// directories inside the user's home (the home itself, when the image has
-/// not created it yet) are given to the user too; those outside stay root's.
-fn private_dir(dir: &Path, owner: &Owner<'_>) -> Result<bool, FilesError> {
+/// Ensures `dir` exists, is mode 0700 and belongs to `owner` (when the user
+/// is known). Missing directories inside the user's home (the home itself,
+/// when the image has not created it yet) are given to the user too; those
+/// outside stay root's.
+fn private_dir(dir: &Path, owner: Option<&Owner<'_>>) -> Result<bool, FilesError> {
     let mut missing = Vec::new();
     let mut cursor = Some(dir);
     while let Some(d) = cursor {
@@ -413,8 +414,10 @@ fn private_dir(dir: &Path, owner: &Owner<'_>) -> Result<bool, FilesError> {
     }
     let mut changed = !missing.is_empty();
     atomic::create_dirs(dir)?;
-    for d in missing.iter().rev().filter(|d| d.starts_with(&owner.home)) {
-        chown_if_needed(d, owner)?;
+    if let Some(owner) = owner {
+        for d in missing.iter().rev().filter(|d| d.starts_with(&owner.home)) {
+            chown_if_needed(d, owner)?;
+        }
     }
     let meta = fs::metadata(dir).map_err(|source| FilesError::Read { path: dir.to_owned(), source })?;
     if meta.permissions().mode() & 0o7777 != 0o700 {
@@ -422,7 +425,9 @@ fn private_dir(dir: &Path, owner: &Owner<'_>) -> Result<bool, FilesError> {
             .map_err(|source| FilesError::Write { path: dir.to_owned(), source })?;
         changed = true;
     }
-    changed |= chown_if_needed(dir, owner)?;
+    if let Some(owner) = owner {
+        changed |= chown_if_needed(dir, owner)?;
+    }
     Ok(changed)
 }
 
@@ -663,6 +668,8 @@ pub(crate) mod tests {
         assert!(changed.contains(&PathBuf::from("/home/ec2-user/.ssh/authorized_keys")), "{changed:?}");
         let m = fs::metadata(root.path().join("home/ec2-user/.ssh/authorized_keys")).unwrap();
         assert_eq!((m.uid(), m.permissions().mode() & 0o7777), (0, 0o600));
+        let m = fs::metadata(root.path().join("home/ec2-user/.ssh")).unwrap();
+        assert_eq!((m.uid(), m.permissions().mode() & 0o7777), (0, 0o700));
         assert_eq!(apply(&p, root.path()).unwrap(), Vec::<PathBuf>::new());
     }
 
