@@ -1,0 +1,33 @@
+//! `/etc/hosts`: every node under its alias, so `ssh deeplearning-worker3`
+//! and `MASTER_ADDR=deeplearning-master` resolve without DNS.
+//!
+//! Our lines live in a managed block; the image's own lines (localhost,
+//! the instance's name) stay as they are. One line per node, master first:
+//! `<ip> <alias> [deeplearning-master] <hostname>`.
+
+use node_contract::message::MASTER_ALIAS;
+
+use super::Node;
+
+/// The file, as on the node.
+pub const PATH: &str = "/etc/hosts";
+
+/// The body of our block.
+pub fn body(nodes: &[Node<'_>]) -> String {
+    let mut out = String::new();
+    for n in nodes {
+        out.push_str(&n.node.private_ip);
+        out.push(' ');
+        out.push_str(&n.node.alias);
+        if n.is_master {
+            out.push(' ');
+            out.push_str(MASTER_ALIAS);
+        }
+        if let Some(h) = n.hostname() {
+            out.push(' ');
+            out.push_str(h);
+        }
+        out.push('\n');
+    }
+    out
+}
