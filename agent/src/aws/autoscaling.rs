@@ -119,7 +119,65 @@ pub fn failure_messages(activities: &[Activity]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aws::test_server::{Reply, TestServer, form_fields, query_error, sdk_config};
     use aws_sdk_autoscaling::primitives::DateTime;
+
+    fn group_at(endpoint: &str) -> AsgWorkerGroup {
+        AsgWorkerGroup::new(aws_sdk_autoscaling::Client::new(&sdk_config(endpoint)), "workers")
+    }
+
+    // moto does not implement CompleteLifecycleAction, so the request is checked here.
+    #[tokio::test]
+    async fn completes_lifecycle_actions_with_continue() {
+        let server = TestServer::start(|_| {
+            Reply::new(200, "<CompleteLifecycleActionResponse><CompleteLifecycleActionResult/><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></CompleteLifecycleActionResponse>")
+                .header("content-type", "text/xml")
+        });
+        let token = "bcd2f1b8-9a78-44d3-8a7a-4dd07d7cf635";
+        group_at(&server.url())
+            .complete_lifecycle_action("workers-terminating", token, "i-0abc", LifecycleResult::Continue)
+            .await
+            .unwrap();
+        let fields = form_fields(&server.requests()[0].body);
+        assert_eq!(fields["Action"], "CompleteLifecycleAction");
+        assert_eq!(fields["AutoScalingGroupName"], "workers");
+        assert_eq!(fields["LifecycleHookName"], "workers-terminating");
+        assert_eq!(fields["LifecycleActionToken"], token);
+        assert_eq!(fields["InstanceId"], "i-0abc");
+        assert_eq!(fields["LifecycleActionResult"], "CONTINUE");
+    }
+
+    #[tokio::test]
+    async fn set_desired_capacity_ignores_the_cooldown() {
+        let server = TestServer::start(|_| {
+            Reply::new(200, "<SetDesiredCapacityResponse><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></SetDesiredCapacityResponse>")
+                .header("content-type", "text/xml")
+        });
+        group_at(&server.url()).set_desired_capacity(3).await.unwrap();
+        let fields = form_fields(&server.requests()[0].body);
+        assert_eq!(fields["Action"], "SetDesiredCapacity");
+        assert_eq!(fields["DesiredCapacity"], "3");
+        assert_eq!(fields["HonorCooldown"], "false");
+    }
+
+    // moto answers 500 for a group that does not exist; AWS answers ValidationError.
+    #[tokio::test]
+    async fn missing_group_is_permanent() {
+        let server =
+            TestServer::start(|_| query_error(400, "ValidationError", "AutoScalingGroup name not found - null"));
+        let err = group_at(&server.url()).set_desired_capacity(1).await.unwrap_err();
+        assert!(
+            matches!(&err, PortError::Permanent(m) if m.contains("ValidationError") && m.contains("workers")),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn throttled_is_transient() {
+        let server = TestServer::start(|_| query_error(400, "Throttling", "Rate exceeded"));
+        let err = group_at(&server.url()).launch_failures().await.unwrap_err();
+        assert!(matches!(&err, PortError::Transient(m) if m.contains("Throttling: Rate exceeded")), "{err:?}");
+    }
 
     fn activity(secs: i64, status: ScalingActivityStatusCode, message: Option<&str>, description: &str) -> Activity {
         Activity::builder()

@@ -98,19 +98,47 @@ fn put_signal(url: &str, body: &str) -> Result<(), PortError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aws::test_server::{Reply, TestServer};
+    use crate::aws::test_server::{Reply, TestServer, form_fields, query_error, sdk_config};
 
     fn signals(handle_url: String) -> CfnSignals {
-        let config = aws_sdk_cloudformation::Config::builder()
-            .behavior_version(aws_sdk_cloudformation::config::BehaviorVersion::latest())
-            .region(aws_sdk_cloudformation::config::Region::new("us-east-1"))
-            .build();
+        signals_at(&handle_url, handle_url.clone())
+    }
+
+    fn signals_at(endpoint: &str, handle_url: String) -> CfnSignals {
         CfnSignals {
-            client: aws_sdk_cloudformation::Client::from_conf(config),
-            stack: "s".into(),
+            client: aws_sdk_cloudformation::Client::new(&sdk_config(endpoint)),
+            stack: "arn:aws:cloudformation:us-east-1:123456789012:stack/s/1".into(),
             master_resource: "Master".into(),
             handle_url,
         }
+    }
+
+    // moto does not implement SignalResource, so the request is checked here.
+    #[tokio::test]
+    async fn master_up_signals_the_master_resource() {
+        let server = TestServer::start(|_| {
+            Reply::new(200, "<SignalResourceResponse><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></SignalResourceResponse>")
+                .header("content-type", "text/xml")
+        });
+        signals_at(&server.url(), String::new()).master_up("i-0abc").await.unwrap();
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1);
+        let fields = form_fields(&requests[0].body);
+        assert_eq!(fields["Action"], "SignalResource");
+        assert_eq!(fields["StackName"], "arn%3Aaws%3Acloudformation%3Aus-east-1%3A123456789012%3Astack%2Fs%2F1");
+        assert_eq!(fields["LogicalResourceId"], "Master");
+        assert_eq!(fields["UniqueId"], "i-0abc");
+        assert_eq!(fields["Status"], "SUCCESS");
+    }
+
+    #[tokio::test]
+    async fn master_up_refused_is_permanent_with_the_code() {
+        let server = TestServer::start(|_| query_error(400, "ValidationError", "Stack s does not exist"));
+        let err = signals_at(&server.url(), String::new()).master_up("i-0abc").await.unwrap_err();
+        assert!(
+            matches!(&err, PortError::Permanent(m) if m.contains("ValidationError: Stack s does not exist") && m.contains("Master")),
+            "{err:?}"
+        );
     }
 
     fn outcome(success: bool) -> Formation {

@@ -126,3 +126,34 @@ fn read_request(stream: &TcpStream) -> Option<Request> {
     reader.read_exact(&mut body).ok()?;
     Some(Request { method, path, headers, body: String::from_utf8_lossy(&body).into_owned() })
 }
+
+/// An SDK config that sends every service to `endpoint`, with test credentials and no retries.
+pub fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    use aws_sdk_sqs::config::{Credentials, SharedCredentialsProvider};
+    aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "testing", "testing", None, None, "test",
+        )))
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .build()
+}
+
+/// The fields of an `application/x-www-form-urlencoded` body (the AWS query protocol), not decoded.
+pub fn form_fields(body: &str) -> BTreeMap<String, String> {
+    body.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+}
+
+/// An AWS query protocol error reply.
+pub fn query_error(status: u16, code: &str, message: &str) -> Reply {
+    Reply::new(
+        status,
+        &format!(
+            "<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error>\
+             <RequestId>r-1</RequestId></ErrorResponse>"
+        ),
+    )
+    .header("content-type", "text/xml")
+}
