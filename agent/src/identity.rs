@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aws_config::imds::client::error::ImdsError;
-use aws_sdk_sqs::error::DisplayErrorContext;
 
 /// The environment variable that overrides the IMDS endpoint (read by the SDK's IMDS client).
 pub const ENDPOINT_VAR: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
@@ -149,8 +148,12 @@ pub fn imds_client() -> aws_config::imds::Client {
     tuned(aws_config::imds::Client::builder()).build()
 }
 
-/// An IMDSv2 client for an explicit endpoint (for a local metadata server).
-pub fn imds_client_at(endpoint: &str) -> Result<aws_config::imds::Client, IdentityError> {
+/// An IMDSv2 client for an explicit endpoint, for unit tests that run in
+/// parallel and so cannot set the environment. Product code configures the
+/// endpoint through [`ENDPOINT_VAR`] only, so that error messages, which name
+/// [`configured_endpoint`], name the endpoint actually used.
+#[cfg(test)]
+fn imds_client_at(endpoint: &str) -> Result<aws_config::imds::Client, IdentityError> {
     let builder = aws_config::imds::Client::builder().endpoint(endpoint).map_err(|e| IdentityError::Imds {
         endpoint: endpoint.to_owned(),
         path: String::new(),
@@ -214,7 +217,7 @@ async fn get(imds: &aws_config::imds::Client, path: &str) -> Result<String, Iden
 fn describe(path: &str, err: &ImdsError) -> IdentityError {
     let endpoint = configured_endpoint();
     let path = path.to_owned();
-    let detail = DisplayErrorContext(err).to_string();
+    let detail = crate::aws::error::chain(err);
     match err {
         ImdsError::FailedToLoadToken(token) if token.is_dispatch_failure() => {
             IdentityError::Unreachable { endpoint, path, detail }

@@ -7,7 +7,7 @@
 //! permission, no such queue or group, invalid input); the message then
 //! carries the service's error code and message so the user can act on it.
 
-use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 
 use crate::ports::PortError;
 
@@ -66,10 +66,10 @@ where
         }
         // No answer, or no complete answer: the endpoint is down, unreachable, or slow.
         SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_) => {
-            PortError::Transient(format!("{action}: no answer: {}", DisplayErrorContext(err)))
+            PortError::Transient(format!("{action}: no answer: {}", chain(err)))
         }
         // The request could not even be built (bad input, missing region or credentials).
-        _ => PortError::Permanent(format!("{action}: could not send the request: {}", DisplayErrorContext(err))),
+        _ => PortError::Permanent(format!("{action}: could not send the request: {}", chain(err))),
     }
 }
 
@@ -97,6 +97,21 @@ pub fn from_ureq(action: &str, err: &ureq::Error) -> PortError {
         | E::ConnectProxyFailed(_) => PortError::Transient(format!("{action}: no answer: {err}")),
         _ => PortError::Permanent(format!("{action}: {err}")),
     }
+}
+
+/// An error and its sources on one line, `outer: inner: root`, without repeats
+/// (the SDK's wrappers often repeat their source's text).
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(next) = source {
+        let text = next.to_string();
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        source = next.source();
+    }
+    parts.join(": ")
 }
 
 /// The start of a response body, on one line, for an error message.
@@ -179,6 +194,17 @@ mod tests {
         let raw = Response::new(StatusCode::try_from(200).unwrap(), SdkBody::empty());
         let cut = SdkError::<ReceiveMessageError>::response_error("truncated body", raw);
         assert!(matches!(from_sdk("X", &cut), PortError::Transient(_)));
+    }
+
+    #[test]
+    fn chain_joins_sources_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let dispatch = SdkError::<ReceiveMessageError>::dispatch_failure(ConnectorError::io(refused.into()));
+        let text = chain(&dispatch);
+        assert!(text.starts_with("dispatch failure"), "{text}");
+        assert!(text.ends_with("connection refused"), "{text}");
+        assert_eq!(text.matches("connection refused").count(), 1, "{text}");
+        assert!(!text.contains("DispatchFailure"), "no Debug dump: {text}");
     }
 
     #[test]
