@@ -29,7 +29,9 @@ struct Moto {
 }
 
 fn moto_executable() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/moto_server")
+    // The workspace root is the agent crate's parent directory.
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    repo.join(".venv/bin/moto_server")
 }
 
 fn moto() -> &'static Moto {
@@ -166,6 +168,19 @@ async fn sqs_long_poll_waits_and_returns_early_on_a_message() {
     let waited = started.elapsed();
     assert_eq!(got.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(), ["late"]);
     assert!(waited < Duration::from_secs(8), "the long poll did not return when a message arrived: {waited:?}");
+}
+
+/// The longest poll SQS allows outlasts the client's ordinary attempt
+/// timeout ([`agent::aws::ATTEMPT_TIMEOUT`]): receive gives itself a longer one.
+#[tokio::test]
+async fn sqs_full_length_long_poll_is_not_cut_short() {
+    let clients = moto_clients().await;
+    let queue = new_queue(&clients).await;
+    assert!(agent::aws::sqs::MAX_WAIT >= agent::aws::ATTEMPT_TIMEOUT);
+    let started = Instant::now();
+    let none = queue.receive(10, agent::aws::sqs::MAX_WAIT, None).await.unwrap();
+    assert!(none.is_empty());
+    assert!(started.elapsed() >= Duration::from_secs(19), "returned after {:?}", started.elapsed());
 }
 
 #[tokio::test]
