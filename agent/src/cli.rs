@@ -144,8 +144,8 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
 }
 
 async fn leave(args: &LeaveArgs) -> anyhow::Result<()> {
-    let config = crate::config::from_file(&crate::config::path_under(&args.root))?;
-    let state = files::state::read(&args.root)?
+    let config = crate::config::from_file(&crate::config::path_under(&args.root.root))?;
+    let state = files::state::read(&args.root.root)?
         .ok_or_else(|| anyhow::anyhow!("this node has not joined a cluster (no state file)"))?;
     let clients = crate::aws::clients(&config.region).await;
     let queue = crate::aws::SqsQueue::new(clients.sqs, config.queues.master.clone());

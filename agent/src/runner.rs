@@ -102,12 +102,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     match (config.role, cluster_key.as_ref(), &config.signals, &config.worker_group) {
         (Role::Master, Some(key), Some(signals), Some(group)) => {
             let group = AsgWorkerGroup::new(clients.autoscaling.clone(), group.clone());
-            let signals = CfnSignals::new(
-                clients.cloudformation.clone(),
-                config.stack_id.clone(),
-                signals.master_resource.clone(),
-                signals.formation_handle_url.clone(),
-            );
+            let signals = CfnSignals {
+                client: clients.cloudformation.clone(),
+                stack: config.stack_id.clone(),
+                master_resource: signals.master_resource.clone(),
+                handle_url: signals.formation_handle_url.clone(),
+            };
             let master = master_loop(&opts, &config, register.clone(), key, &master_queue, &worker_queue, &group, &signals);
             tokio::select! {
                 r = node => r,

@@ -1,1 +1,89 @@
-//! Placeholder: being written.
+//! The ports of [`crate::ports`] implemented with the AWS SDK: SQS queues
+//! ([`SqsQueue`]), the workers' Auto Scaling group ([`AsgWorkerGroup`]) and
+//! the CloudFormation signals ([`CfnSignals`]).
+//!
+//! Endpoints are configuration: [`clients`] loads the standard SDK config
+//! (region, credentials from the instance profile, endpoint overrides from
+//! `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_SQS` / ... when set), so the same
+//! code runs against AWS and against a local stand-in. Failures become
+//! [`crate::ports::PortError`]s by the rules in [`error`].
+
+pub mod autoscaling;
+pub mod cloudformation;
+pub mod error;
+pub mod sqs;
+
+use std::time::Duration;
+
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, ConfigLoader, SdkConfig};
+
+pub use autoscaling::AsgWorkerGroup;
+pub use cloudformation::CfnSignals;
+pub use sqs::SqsQueue;
+
+/// How long a connection may take to open. Short: the services are in-region.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one attempt of an ordinary call may take. Long polls get their
+/// own, longer budget (see [`long_poll_timeouts`]).
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
+/// How many attempts the SDK makes (standard retry mode, with backoff) before
+/// the error reaches the caller, which has its own, slower retry loop.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// The SDK clients the agent uses, sharing one config.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    /// SQS: the master and worker queues.
+    pub sqs: aws_sdk_sqs::Client,
+    /// Auto Scaling: the worker group.
+    pub autoscaling: aws_sdk_autoscaling::Client,
+    /// CloudFormation: the master's `SignalResource`.
+    pub cloudformation: aws_sdk_cloudformation::Client,
+}
+
+impl Clients {
+    /// Builds the three clients from one loaded config.
+    pub fn new(config: &SdkConfig) -> Self {
+        Self {
+            sqs: aws_sdk_sqs::Client::new(config),
+            autoscaling: aws_sdk_autoscaling::Client::new(config),
+            cloudformation: aws_sdk_cloudformation::Client::new(config),
+        }
+    }
+}
+
+/// The config loader the agent uses: `region`, the agent's timeouts and
+/// retries, everything else (credentials, endpoint overrides) from the
+/// standard sources. Callers may refine it before `load()`.
+pub fn config_loader(region: &str) -> ConfigLoader {
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_owned()))
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS))
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(ATTEMPT_TIMEOUT * MAX_ATTEMPTS + Duration::from_secs(10))
+                .build(),
+        )
+}
+
+/// The SDK clients for `region`, from the standard config sources.
+pub async fn clients(region: &str) -> Clients {
+    Clients::new(&config_loader(region).load().await)
+}
+
+/// Timeouts for one long poll waiting up to `wait`: an attempt must outlast the
+/// wait (the service answers only when it ends), with room for the transfer.
+pub fn long_poll_timeouts(wait: Duration) -> TimeoutConfig {
+    let attempt = wait + ATTEMPT_TIMEOUT;
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(attempt)
+        .operation_timeout(attempt * MAX_ATTEMPTS + Duration::from_secs(10))
+        .build()
+}
+
+#[cfg(test)]
+pub(crate) mod test_server;

@@ -1,0 +1,225 @@
+//! [`WorkerGroup`] on the workers' Auto Scaling group.
+//!
+//! Lifecycle actions: <https://docs.aws.amazon.com/autoscaling/ec2/userguide/completing-lifecycle-hooks.html>;
+//! launch failures are read from the group's scaling activities
+//! (<https://docs.aws.amazon.com/autoscaling/ec2/userguide/as-verify-scaling-activity.html>),
+//! whose status messages carry the reason (for example "We currently do not
+//! have sufficient p5.48xlarge capacity in the Availability Zone you requested").
+
+use aws_sdk_autoscaling::types::{Activity, ScalingActivityStatusCode};
+
+use super::error::from_sdk;
+use crate::ports::{LifecycleResult, PortError, WorkerGroup};
+
+/// How many recent scaling activities [`WorkerGroup::launch_failures`] reads (one page, the API's maximum).
+const ACTIVITIES_READ: i32 = 100;
+
+/// The workers' Auto Scaling group, by name.
+#[derive(Clone, Debug)]
+pub struct AsgWorkerGroup {
+    /// The Auto Scaling client.
+    pub client: aws_sdk_autoscaling::Client,
+    /// The group's name.
+    pub name: String,
+}
+
+impl AsgWorkerGroup {
+    /// The group called `name`.
+    pub fn new(client: aws_sdk_autoscaling::Client, name: impl Into<String>) -> Self {
+        Self { client, name: name.into() }
+    }
+}
+
+impl WorkerGroup for AsgWorkerGroup {
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn set_desired_capacity(&self, capacity: u32) -> Result<(), PortError> {
+        self.client
+            .set_desired_capacity()
+            .auto_scaling_group_name(&self.name)
+            .desired_capacity(i32::try_from(capacity).unwrap_or(i32::MAX))
+            // Lowering capacity to what launched must not wait out a cooldown.
+            .honor_cooldown(false)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("Auto Scaling SetDesiredCapacity on group {}", self.name), &e))?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self, token), fields(group = %self.name))]
+    async fn complete_lifecycle_action(
+        &self,
+        hook: &str,
+        token: &str,
+        instance_id: &str,
+        result: LifecycleResult,
+    ) -> Result<(), PortError> {
+        let result = match result {
+            LifecycleResult::Continue => "CONTINUE",
+        };
+        self.client
+            .complete_lifecycle_action()
+            .auto_scaling_group_name(&self.name)
+            .lifecycle_hook_name(hook)
+            .lifecycle_action_token(token)
+            .instance_id(instance_id)
+            .lifecycle_action_result(result)
+            .send()
+            .await
+            .map_err(|e| {
+                from_sdk(
+                    &format!("Auto Scaling CompleteLifecycleAction ({hook}, {instance_id}) on group {}", self.name),
+                    &e,
+                )
+            })?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn launch_failures(&self) -> Result<Vec<String>, PortError> {
+        let output = self
+            .client
+            .describe_scaling_activities()
+            .auto_scaling_group_name(&self.name)
+            .max_records(ACTIVITIES_READ)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeScalingActivities on group {}", self.name), &e))?;
+        Ok(failure_messages(output.activities()))
+    }
+}
+
+/// The messages of failed and cancelled activities, newest first, each once.
+pub fn failure_messages(activities: &[Activity]) -> Vec<String> {
+    let mut failed: Vec<&Activity> = activities
+        .iter()
+        .filter(|a| {
+            matches!(a.status_code(), Some(ScalingActivityStatusCode::Failed | ScalingActivityStatusCode::Cancelled))
+        })
+        .collect();
+    // The API lists newest first already; sorting keeps that true whatever the order.
+    // The sort is stable, so activities without a start time keep their place relative to each other.
+    failed.sort_by(|a, b| b.start_time().map(|t| t.as_nanos()).cmp(&a.start_time().map(|t| t.as_nanos())));
+    let mut messages: Vec<String> = Vec::new();
+    for activity in failed {
+        let message = activity
+            .status_message()
+            .filter(|m| !m.trim().is_empty())
+            .or(activity.description())
+            .map(str::trim)
+            .filter(|m| !m.is_empty());
+        if let Some(message) = message
+            && !messages.iter().any(|seen| seen == message)
+        {
+            messages.push(message.to_owned());
+        }
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::test_server::{Reply, TestServer, form_fields, query_error, sdk_config};
+    use aws_sdk_autoscaling::primitives::DateTime;
+
+    fn group_at(endpoint: &str) -> AsgWorkerGroup {
+        AsgWorkerGroup::new(aws_sdk_autoscaling::Client::new(&sdk_config(endpoint)), "workers")
+    }
+
+    // moto does not implement CompleteLifecycleAction, so the request is checked here.
+    #[tokio::test]
+    async fn completes_lifecycle_actions_with_continue() {
+        let server = TestServer::start(|_| {
+            Reply::new(200, "<CompleteLifecycleActionResponse><CompleteLifecycleActionResult/><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></CompleteLifecycleActionResponse>")
+                .header("content-type", "text/xml")
+        });
+        let token = "bcd2f1b8-9a78-44d3-8a7a-4dd07d7cf635";
+        group_at(&server.url())
+            .complete_lifecycle_action("workers-terminating", token, "i-0abc", LifecycleResult::Continue)
+            .await
+            .unwrap();
+        let fields = form_fields(&server.requests()[0].body);
+        assert_eq!(fields["Action"], "CompleteLifecycleAction");
+        assert_eq!(fields["AutoScalingGroupName"], "workers");
+        assert_eq!(fields["LifecycleHookName"], "workers-terminating");
+        assert_eq!(fields["LifecycleActionToken"], token);
+        assert_eq!(fields["InstanceId"], "i-0abc");
+        assert_eq!(fields["LifecycleActionResult"], "CONTINUE");
+    }
+
+    #[tokio::test]
+    async fn set_desired_capacity_ignores_the_cooldown() {
+        let server = TestServer::start(|_| {
+            Reply::new(200, "<SetDesiredCapacityResponse><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></SetDesiredCapacityResponse>")
+                .header("content-type", "text/xml")
+        });
+        group_at(&server.url()).set_desired_capacity(3).await.unwrap();
+        let fields = form_fields(&server.requests()[0].body);
+        assert_eq!(fields["Action"], "SetDesiredCapacity");
+        assert_eq!(fields["DesiredCapacity"], "3");
+        assert_eq!(fields["HonorCooldown"], "false");
+    }
+
+    // moto answers 500 for a group that does not exist; AWS answers ValidationError.
+    #[tokio::test]
+    async fn missing_group_is_permanent() {
+        let server =
+            TestServer::start(|_| query_error(400, "ValidationError", "AutoScalingGroup name not found - null"));
+        let err = group_at(&server.url()).set_desired_capacity(1).await.unwrap_err();
+        assert!(
+            matches!(&err, PortError::Permanent(m) if m.contains("ValidationError") && m.contains("workers")),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn throttled_is_transient() {
+        let server = TestServer::start(|_| query_error(400, "Throttling", "Rate exceeded"));
+        let err = group_at(&server.url()).launch_failures().await.unwrap_err();
+        assert!(matches!(&err, PortError::Transient(m) if m.contains("Throttling: Rate exceeded")), "{err:?}");
+    }
+
+    fn activity(secs: i64, status: ScalingActivityStatusCode, message: Option<&str>, description: &str) -> Activity {
+        Activity::builder()
+            .activity_id(format!("a{secs}"))
+            .auto_scaling_group_name("workers")
+            .cause("test")
+            .start_time(DateTime::from_secs(secs))
+            .status_code(status)
+            .set_status_message(message.map(str::to_owned))
+            .description(description)
+            .build()
+    }
+
+    #[test]
+    fn keeps_failed_and_cancelled_newest_first_once_each() {
+        use ScalingActivityStatusCode as S;
+        let capacity = "We currently do not have sufficient p5.48xlarge capacity in us-east-1a.";
+        let activities = vec![
+            activity(10, S::Failed, Some(capacity), "Launching a new EC2 instance. Status Reason: ..."),
+            activity(30, S::Successful, None, "Launching a new EC2 instance: i-1"),
+            activity(20, S::Cancelled, Some("Cancelled by the user"), "Launching"),
+            activity(40, S::Failed, Some(capacity), "Launching"),
+            activity(50, S::InProgress, None, "Launching"),
+            activity(5, S::Failed, None, "Launching a new EC2 instance. Status Reason: InvalidKeyPair.NotFound"),
+            activity(6, S::Failed, Some("  "), "Launching failed: no subnet"),
+        ];
+        assert_eq!(
+            failure_messages(&activities),
+            vec![
+                capacity.to_owned(),
+                "Cancelled by the user".to_owned(),
+                "Launching failed: no subnet".to_owned(),
+                "Launching a new EC2 instance. Status Reason: InvalidKeyPair.NotFound".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn healthy_group_has_no_failures() {
+        let activities =
+            vec![activity(1, ScalingActivityStatusCode::Successful, Some("ok"), "Launching a new EC2 instance")];
+        assert!(failure_messages(&activities).is_empty());
+        assert!(failure_messages(&[]).is_empty());
+    }
+}

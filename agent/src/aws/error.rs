@@ -1,0 +1,244 @@
+//! Whether a failed call is worth retrying: AWS SDK and HTTP errors mapped to
+//! [`PortError`].
+//!
+//! Transient: the request never got an answer (connection refused, DNS,
+//! timeouts, a cut-off response), the service answered 5xx, or it throttled us.
+//! Permanent: the service understood the request and refused it (no
+//! permission, no such queue or group, invalid input); the message then
+//! carries the service's error code and message so the user can act on it.
+
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+
+use crate::ports::PortError;
+
+/// Error codes that mean "slow down" or "try again", whatever the HTTP status.
+///
+/// The throttling codes are those the SDK's own retry classifier treats as
+/// throttling (<https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>);
+/// `ResourceContention` is Auto Scaling's "another update to this group is in
+/// progress", which clears by itself.
+const TRANSIENT_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "InternalError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "ResourceContention",
+];
+
+/// Whether an AWS error code is one that retrying may clear.
+pub fn is_transient_code(code: &str) -> bool {
+    TRANSIENT_CODES.contains(&code)
+}
+
+/// Maps an SDK error from `action` (for example "SQS ReceiveMessage on <url>") to a [`PortError`].
+pub fn from_sdk<E>(action: &str, err: &SdkError<E>) -> PortError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match err {
+        SdkError::ServiceError(context) => {
+            let status = context.raw().status().as_u16();
+            let code = context.err().code();
+            let message = context.err().message().unwrap_or("no message");
+            let described = match code {
+                Some(code) => format!("{action} failed: {code}: {message} (HTTP {status})"),
+                None => format!("{action} failed: HTTP {status}: {message}"),
+            };
+            if status >= 500 || code.is_some_and(is_transient_code) {
+                PortError::Transient(described)
+            } else {
+                PortError::Permanent(described)
+            }
+        }
+        // No answer, or no complete answer: the endpoint is down, unreachable, or slow.
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_) => {
+            PortError::Transient(format!("{action}: no answer: {}", chain(err)))
+        }
+        // The request could not even be built (bad input, missing region or credentials).
+        _ => PortError::Permanent(format!("{action}: could not send the request: {}", chain(err))),
+    }
+}
+
+/// Maps an HTTP answer outside 2xx to a [`PortError`]: 5xx, 408 and 429 may clear, the rest will not.
+pub fn from_status(action: &str, status: u16, body: &str) -> PortError {
+    let described = format!("{action} failed: HTTP {status}: {}", excerpt(body));
+    if status >= 500 || status == 408 || status == 429 {
+        PortError::Transient(described)
+    } else {
+        PortError::Permanent(described)
+    }
+}
+
+/// Maps a `ureq` transport error to a [`PortError`].
+pub fn from_ureq(action: &str, err: &ureq::Error) -> PortError {
+    use ureq::Error as E;
+    match err {
+        E::StatusCode(status) => from_status(action, *status, ""),
+        E::Io(_)
+        | E::Timeout(_)
+        | E::HostNotFound
+        | E::ConnectionFailed
+        | E::Protocol(_)
+        | E::BodyStalled
+        | E::ConnectProxyFailed(_) => PortError::Transient(format!("{action}: no answer: {err}")),
+        _ => PortError::Permanent(format!("{action}: {err}")),
+    }
+}
+
+/// An error and its sources on one line, `outer: inner: root`, without repeats
+/// (the SDK's wrappers often repeat their source's text).
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(next) = source {
+        let text = next.to_string();
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        source = next.source();
+    }
+    parts.join(": ")
+}
+
+/// The start of a response body, on one line, for an error message.
+pub fn excerpt(body: &str) -> String {
+    const MAX: usize = 300;
+    let one_line = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.is_empty() {
+        return "(empty body)".to_owned();
+    }
+    match one_line.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_sqs::error::{ConnectorError, ErrorMetadata};
+    use aws_sdk_sqs::operation::receive_message::ReceiveMessageError;
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+
+    fn service_error(status: u16, code: &str, message: &str) -> SdkError<ReceiveMessageError> {
+        let meta = ErrorMetadata::builder().code(code).message(message).build();
+        let raw = Response::new(StatusCode::try_from(status).unwrap(), SdkBody::empty());
+        SdkError::service_error(ReceiveMessageError::generic(meta), raw)
+    }
+
+    #[test]
+    fn service_errors_by_code_and_status() {
+        let cases: &[(u16, &str, bool)] = &[
+            (400, "Throttling", true),
+            (400, "ThrottlingException", true),
+            (400, "RequestThrottled", true),
+            (400, "RequestLimitExceeded", true),
+            (429, "TooManyRequestsException", true),
+            (400, "ResourceContention", true),
+            (500, "InternalError", true),
+            (503, "ServiceUnavailable", true),
+            (502, "SomethingNew", true),
+            (403, "AccessDenied", false),
+            (403, "AccessDeniedException", false),
+            (400, "AWS.SimpleQueueService.NonExistentQueue", false),
+            (400, "QueueDoesNotExist", false),
+            (400, "ValidationError", false),
+            (400, "InvalidParameterValue", false),
+        ];
+        for &(status, code, transient) in cases {
+            let err = from_sdk("SQS ReceiveMessage on q", &service_error(status, code, "the message"));
+            match (&err, transient) {
+                (PortError::Transient(m), true) | (PortError::Permanent(m), false) => {
+                    assert!(m.contains(code), "{m}");
+                    assert!(m.contains("the message"), "{m}");
+                    assert!(m.contains("SQS ReceiveMessage on q"), "{m}");
+                    assert!(m.contains(&status.to_string()), "{m}");
+                }
+                _ => panic!("{status} {code}: expected transient={transient}, got {err:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn service_error_without_code_uses_the_status() {
+        let meta = ErrorMetadata::builder().build();
+        let raw = Response::new(StatusCode::try_from(404).unwrap(), SdkBody::empty());
+        let err = SdkError::<ReceiveMessageError>::service_error(ReceiveMessageError::generic(meta), raw);
+        assert_eq!(from_sdk("X", &err), PortError::Permanent("X failed: HTTP 404: no message".to_owned()));
+    }
+
+    #[test]
+    fn no_answer_is_transient() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let dispatch = SdkError::<ReceiveMessageError>::dispatch_failure(ConnectorError::io(refused.into()));
+        assert!(matches!(from_sdk("X", &dispatch), PortError::Transient(m) if m.contains("connection refused")));
+
+        let timeout = SdkError::<ReceiveMessageError>::timeout_error("operation timed out");
+        assert!(matches!(from_sdk("X", &timeout), PortError::Transient(_)));
+
+        let raw = Response::new(StatusCode::try_from(200).unwrap(), SdkBody::empty());
+        let cut = SdkError::<ReceiveMessageError>::response_error("truncated body", raw);
+        assert!(matches!(from_sdk("X", &cut), PortError::Transient(_)));
+    }
+
+    #[test]
+    fn chain_joins_sources_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let dispatch = SdkError::<ReceiveMessageError>::dispatch_failure(ConnectorError::io(refused.into()));
+        let text = chain(&dispatch);
+        assert!(text.starts_with("dispatch failure"), "{text}");
+        assert!(text.ends_with("connection refused"), "{text}");
+        assert_eq!(text.matches("connection refused").count(), 1, "{text}");
+        assert!(!text.contains("DispatchFailure"), "no Debug dump: {text}");
+    }
+
+    #[test]
+    fn construction_failure_is_permanent() {
+        let err = SdkError::<ReceiveMessageError>::construction_failure("no region configured");
+        assert!(matches!(from_sdk("X", &err), PortError::Permanent(m) if m.contains("no region configured")));
+    }
+
+    #[test]
+    fn http_status_classes() {
+        assert!(matches!(from_status("PUT", 503, "busy"), PortError::Transient(m) if m.contains("busy")));
+        assert!(matches!(from_status("PUT", 429, ""), PortError::Transient(_)));
+        assert!(matches!(from_status("PUT", 408, ""), PortError::Transient(_)));
+        assert!(matches!(from_status("PUT", 403, "<Error><Code>SignatureDoesNotMatch</Code></Error>"),
+                PortError::Permanent(m) if m.contains("HTTP 403") && m.contains("SignatureDoesNotMatch")));
+        assert!(matches!(from_status("PUT", 404, ""), PortError::Permanent(m) if m.contains("(empty body)")));
+    }
+
+    #[test]
+    fn ureq_errors() {
+        assert!(matches!(from_ureq("PUT", &ureq::Error::ConnectionFailed), PortError::Transient(_)));
+        assert!(matches!(from_ureq("PUT", &ureq::Error::HostNotFound), PortError::Transient(_)));
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(matches!(from_ureq("PUT", &ureq::Error::Io(io)), PortError::Transient(_)));
+        assert!(matches!(from_ureq("PUT", &ureq::Error::StatusCode(502)), PortError::Transient(_)));
+        assert!(matches!(from_ureq("PUT", &ureq::Error::StatusCode(403)), PortError::Permanent(_)));
+        assert!(matches!(from_ureq("PUT", &ureq::Error::BadUri("x".into())), PortError::Permanent(_)));
+    }
+
+    #[test]
+    fn excerpt_is_one_bounded_line() {
+        assert_eq!(excerpt("a\n  b\tc"), "a b c");
+        let long = "x".repeat(1000);
+        assert_eq!(excerpt(&long).len(), 303);
+        assert_eq!(excerpt("é".repeat(400).as_str()).chars().count(), 303);
+    }
+}

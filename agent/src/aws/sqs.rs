@@ -1,0 +1,91 @@
+//! [`Queue`] on an SQS standard queue.
+//!
+//! Long polling, visibility timeouts and deletion follow
+//! <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-short-and-long-polling.html>.
+
+use std::time::Duration;
+
+use super::error::from_sdk;
+use crate::ports::{PortError, Queue, Received};
+
+/// The longest long poll SQS allows.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+/// The longest visibility timeout SQS allows (12 hours).
+pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// One SQS queue, by URL.
+#[derive(Clone, Debug)]
+pub struct SqsQueue {
+    /// The SQS client.
+    pub client: aws_sdk_sqs::Client,
+    /// The queue URL.
+    pub url: String,
+}
+
+impl SqsQueue {
+    /// The queue at `url`.
+    pub fn new(client: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
+        Self { client, url: url.into() }
+    }
+}
+
+impl Queue for SqsQueue {
+    #[tracing::instrument(skip(self, body), fields(queue = %self.url, bytes = body.len()))]
+    async fn send(&self, body: &str) -> Result<(), PortError> {
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("SQS SendMessage to {}", self.url), &e))?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self), fields(queue = %self.url))]
+    async fn receive(&self, max: u8, wait: Duration, visibility: Option<Duration>) -> Result<Vec<Received>, PortError> {
+        let wait = wait.min(MAX_WAIT);
+        let mut request = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(i32::from(max.clamp(1, 10)))
+            .wait_time_seconds(wait.as_secs() as i32);
+        if let Some(visibility) = visibility {
+            request = request.visibility_timeout(visibility.min(MAX_VISIBILITY).as_secs() as i32);
+        }
+        let output = request
+            .customize()
+            .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(super::long_poll_timeouts(wait)))
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("SQS ReceiveMessage from {}", self.url), &e))?;
+        let received: Vec<Received> = output
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| match (m.body, m.receipt_handle) {
+                (Some(body), Some(receipt)) => Some(Received { body, receipt }),
+                // SQS always returns both; a message without them could not be handled or deleted.
+                _ => {
+                    tracing::warn!(message_id = ?m.message_id, "message without body or receipt handle, skipped");
+                    None
+                }
+            })
+            .collect();
+        tracing::debug!(count = received.len(), "received");
+        Ok(received)
+    }
+
+    #[tracing::instrument(skip(self, receipt), fields(queue = %self.url))]
+    async fn delete(&self, receipt: &str) -> Result<(), PortError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("SQS DeleteMessage from {}", self.url), &e))?;
+        Ok(())
+    }
+}
