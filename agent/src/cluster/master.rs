@@ -168,7 +168,7 @@ impl MasterState {
         self.advance(now_ms, &mut fx);
         match msg {
             MasterInbound::Register(r) => self.on_register(r, now_ms, prepared, &mut fx),
-            MasterInbound::Applied(a) => self.on_applied(a, now_ms, &mut fx),
+            MasterInbound::Applied(a) => self.on_applied(a, &mut fx),
             MasterInbound::Leave(l) => self.on_leave(l, now_ms, &mut fx),
             MasterInbound::Lifecycle(a) => self.on_lifecycle(a, now_ms, &mut fx),
             MasterInbound::LifecycleTest => {
@@ -186,8 +186,9 @@ impl MasterState {
     }
 
     /// The answer to [`Effect::FetchLaunchFailures`]: the status messages of
-    /// the worker group's failed launches, newest first.
-    pub fn on_launch_failures(&mut self, failures: Vec<String>, now_ms: u64) -> Vec<Effect> {
+    /// the worker group's failed launches, newest first. (The time is not
+    /// needed today; every input carries it so the runner's calls look alike.)
+    pub fn on_launch_failures(&mut self, failures: Vec<String>, _now_ms: u64) -> Vec<Effect> {
         let mut fx = Vec::new();
         if !matches!(self.phase, Phase::AwaitingLaunchFailures { .. }) {
             fx.push(Effect::Log(format!(
@@ -213,7 +214,7 @@ impl MasterState {
         } else {
             format!("Launch failures: {}", quoted.join("; "))
         };
-        self.fail(why, now_ms, &mut fx);
+        self.fail(why, &mut fx);
         fx
     }
 
@@ -265,7 +266,7 @@ impl MasterState {
                 if now_ms >= since_ms + LAUNCH_FAILURES_TIMEOUT_MS {
                     let why = "the worker group's launch failures could not be read; check its activity history \
                                and the workers' console output";
-                    self.fail(why.into(), now_ms, fx);
+                    self.fail(why.into(), fx);
                 }
             }
             Phase::Formed => {
@@ -422,7 +423,7 @@ impl MasterState {
         }
     }
 
-    fn on_applied(&mut self, a: Applied, now_ms: u64, fx: &mut Vec<Effect>) {
+    fn on_applied(&mut self, a: Applied, fx: &mut Vec<Effect>) {
         let current = self.generation();
         if a.generation > current {
             fx.push(Effect::Log(format!(
@@ -441,7 +442,7 @@ impl MasterState {
         if !member.has_applied(a.generation) {
             member.applied = Some(a.generation);
         }
-        self.check_acknowledgements(now_ms, fx);
+        self.check_acknowledgements(fx);
     }
 
     fn on_leave(&mut self, l: Leave, now_ms: u64, fx: &mut Vec<Effect>) {
@@ -582,7 +583,7 @@ impl MasterState {
         self.signal(true, reason, self.formation_data(k, Some(k)), fx);
     }
 
-    fn fail(&mut self, why: String, _now_ms: u64, fx: &mut Vec<Effect>) {
+    fn fail(&mut self, why: String, fx: &mut Vec<Effect>) {
         let (k, n, min) = (self.members.workers(), self.requested_workers, self.min_workers);
         self.phase = Phase::Failed;
         let reason = format!(
@@ -653,7 +654,7 @@ impl MasterState {
 
     /// Retires the current manifest and completes lifecycle actions whose
     /// generation every node applied.
-    fn check_acknowledgements(&mut self, _now_ms: u64, fx: &mut Vec<Effect>) {
+    fn check_acknowledgements(&mut self, fx: &mut Vec<Effect>) {
         let generation = self.generation();
         if self.ack_deadline_ms.is_some() && generation > 0 && self.unacknowledged(generation).is_empty() {
             fx.push(Effect::Log(format!("every node applied generation {generation}")));

@@ -143,3 +143,6 @@ pub enum Effect {
 
 #[cfg(test)]
 pub(crate) mod testkit;
+
+#[cfg(test)]
+mod simulation;
