@@ -322,7 +322,11 @@ impl MasterState {
             Phase::Forming | Phase::Formed => {}
         }
         if let Some(member) = self.members.get(&id) {
-            if member.registration.boot_id == r.boot_id {
+            if member.previous_boots.contains(&r.boot_id) {
+                fx.push(Effect::Log(format!(
+                    "ignored a registration from {id}: it is from an earlier boot (a delayed copy)"
+                )));
+            } else if member.registration.boot_id == r.boot_id {
                 self.on_duplicate_register(&id, now_ms, fx);
             } else {
                 self.on_reboot(r, now_ms, fx);
@@ -405,11 +409,8 @@ impl MasterState {
     fn on_reboot(&mut self, r: Register, now_ms: u64, fx: &mut Vec<Effect>) {
         let id = r.instance_id.clone();
         let Some(member) = self.members.get_mut(&id) else { return };
-        let before = member.manifest_node();
-        member.registration = r;
         // Its files may be gone with the old boot: it has to acknowledge again.
-        member.applied = None;
-        let changed = member.manifest_node() != before;
+        let changed = member.rebooted(r);
         let alias = worker_alias(member.index);
         fx.push(Effect::Log(format!("{id} ({alias}) rebooted")));
         if self.phase != Phase::Formed {

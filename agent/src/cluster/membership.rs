@@ -23,12 +23,33 @@ pub struct Member {
     pub registration: Register,
     /// The newest generation it acknowledged since its last (re)boot.
     pub applied: Option<u64>,
+    /// Boot ids it registered from before the current one (the newest
+    /// [`PREVIOUS_BOOTS_KEPT`]), so a delayed registration from an earlier
+    /// boot is not taken for a reboot.
+    #[serde(default)]
+    pub previous_boots: Vec<String>,
 }
+
+/// How many earlier boot ids a member remembers.
+pub const PREVIOUS_BOOTS_KEPT: usize = 8;
 
 impl Member {
     /// Whether it acknowledged `generation` or a newer one.
     pub fn has_applied(&self, generation: u64) -> bool {
         self.applied.is_some_and(|a| a >= generation)
+    }
+
+    /// Takes the registration of a new boot; returns whether the manifest
+    /// entry changed (address, host name, host key or GPUs).
+    pub fn rebooted(&mut self, registration: Register) -> bool {
+        let before = self.manifest_node();
+        let old = std::mem::replace(&mut self.registration, registration);
+        self.previous_boots.push(old.boot_id);
+        if self.previous_boots.len() > PREVIOUS_BOOTS_KEPT {
+            self.previous_boots.remove(0);
+        }
+        self.applied = None;
+        self.manifest_node() != before
     }
 
     /// How it appears in a manifest.
@@ -77,7 +98,7 @@ impl Membership {
 
     /// Adds the master with index 1.
     pub fn insert_master(&mut self, registration: Register) {
-        let member = Member { index: MASTER_INDEX, registration, applied: None };
+        let member = Member { index: MASTER_INDEX, registration, applied: None, previous_boots: Vec::new() };
         self.members.insert(member.registration.instance_id.clone(), member);
     }
 
@@ -88,7 +109,10 @@ impl Membership {
             return m.index;
         }
         let index = self.lowest_free_index();
-        self.members.insert(registration.instance_id.clone(), Member { index, registration, applied: None });
+        self.members.insert(
+            registration.instance_id.clone(),
+            Member { index, registration, applied: None, previous_boots: Vec::new() },
+        );
         index
     }
 

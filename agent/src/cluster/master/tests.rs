@@ -553,6 +553,12 @@ fn a_rebooted_member_keeps_its_index_and_updates_its_entry() {
     // It has to acknowledge again before the manifest is retired.
     assert_eq!(s.next_deadline(), Some(t + 60_000 + ACK_TIMEOUT_MS));
     assert_eq!(retirements(&send(&mut s, applied("i-w1", 2), t + 61_000)), vec![2]);
+    // A delayed registration from the first boot changes nothing.
+    let before = s.clone();
+    let fx = send(&mut s, register(1), t + 62_000);
+    assert!(actions(&fx).is_empty());
+    assert!(logs(&fx).contains("earlier boot"), "{}", logs(&fx));
+    assert_eq!(s, before);
 }
 
 #[test]
