@@ -1,1 +1,148 @@
-//! Placeholder: being written.
+//! Cluster membership: who is in the cluster, with which index, and which
+//! manifest every node should have applied. Pure logic: no I/O, no clock
+//! reads, no randomness. Time comes in as `now_ms` (unix milliseconds), and
+//! everything the outside world should do comes back as [`Effect`]s that the
+//! runner carries out with the ports in [`crate::ports`].
+//!
+//! # The protocol (DESIGN.md sections 3 and 5)
+//!
+//! Two SQS standard queues: at-least-once delivery, no ordering. Duplicates,
+//! reordering and stale generations are normal, so every step below is
+//! idempotent and every message carries what it needs to be judged alone.
+//!
+//! 1. **Register.** Every node, the master included, sends `register` to the
+//!    master's queue at start and then every [`REGISTER_RETRY_MS`] until it
+//!    has applied a manifest that contains it ([`NodeState::should_register`]).
+//!    The `boot_id` tells a duplicate (same boot) from a reboot (new boot).
+//! 2. **Formation.** The master admits every registration that arrives before
+//!    formation and gives it the lowest free index (the master is always 1).
+//!    It publishes nothing until the formation is decided, so that a worker
+//!    spends only a handful of AWS calls on joining: as soon as the requested
+//!    number of workers registered it publishes generation 1 and signals
+//!    success; at the formation deadline (the master's start plus
+//!    `formation_timeout_minutes`, persisted, so a restart does not extend
+//!    it) it forms with what it has when that is at least `min_workers`
+//!    (lowering the worker group's desired capacity to match), and otherwise
+//!    signals failure with the group's launch failures as the reason.
+//! 3. **Manifests.** SQS has no broadcast, so the master sends ONE `manifest`
+//!    to the worker queue and every node receives it with visibility timeout
+//!    0 (it stays visible to everyone). A node applies a manifest when it is
+//!    newer than what it applied and contains the node ([`NodeState::on_manifest`]),
+//!    then sends `applied {instance_id, generation}` to the master's queue.
+//! 4. **Retirement.** Once every node of the current manifest acknowledged it
+//!    (or [`ACK_TIMEOUT_MS`] passed) the master deletes it from the worker
+//!    queue ([`Effect::RetireManifests`]); older generations are retired as
+//!    soon as a newer one is published. Idle nodes' long polls then block
+//!    instead of returning the same manifest again and again; while they do
+//!    return it, [`NodeState::idle_backoff_ms`] keeps a node from spinning.
+//!    The master is a member like any other: the runner applies the master's
+//!    own files and feeds its `applied` in, whether it reads the manifest
+//!    back from the worker queue or applies the one it just published.
+//! 5. **Elastic changes.** After formation a new instance is admitted once
+//!    its prepare-data marker (`$EFS_MOUNT/prepare_data_success_<ip>`) exists,
+//!    when a prepare-data script is configured; admissions within
+//!    [`BATCH_WINDOW_MS`] share one new generation. A `leave`, or an Auto
+//!    Scaling terminating lifecycle action, removes a member at once with a
+//!    new generation; the lifecycle action is completed only when every
+//!    remaining node applied that generation (or after [`ACK_TIMEOUT_MS`]),
+//!    so the trainer has dropped the node before the instance goes away.
+//!    Every change is appended to the host log on EFS as
+//!    `<generation> ADDED|REMOVED <ip> <unix-nanos>`.
+//!
+//! Indices are stable: a member keeps its index (and so its alias
+//! `deeplearning-worker<index>` and its rank) for as long as it is a member;
+//! a joining node takes the lowest index no member holds.
+//!
+//! # Persistence
+//!
+//! [`MasterState`] and [`NodeState`] are serde types. The runner should call
+//! a method, carry out the effects, persist the state, and only then delete
+//! the message that caused them: a crash in between then repeats a step
+//! (every effect tolerates that) instead of losing one.
+//!
+//! Modules: [`membership`] (members, indices, manifest building and the host
+//! log), [`master`] (the master's state machine), [`node`] (a node's view).
+
+pub mod master;
+pub mod membership;
+pub mod node;
+
+pub use master::MasterState;
+pub use node::{NodeDecision, NodeState};
+
+use node_contract::message::Manifest;
+
+use crate::ports::Formation;
+
+/// A node re-sends `register` this often until it is in an applied manifest.
+pub const REGISTER_RETRY_MS: u64 = 15_000;
+
+/// After formation, admissions (and reboots that change a node's address or
+/// keys) within this window are published together as one generation.
+pub const BATCH_WINDOW_MS: u64 = 2_000;
+
+/// How long the master waits for every node to acknowledge a generation
+/// before it retires the manifest anyway (and completes a pending lifecycle
+/// action anyway).
+pub const ACK_TIMEOUT_MS: u64 = 60_000;
+
+/// The current manifest is re-published for a registering member that has
+/// not applied it at most this often.
+pub const REPUBLISH_INTERVAL_MS: u64 = 10_000;
+
+/// How long the master waits for the answer to [`Effect::FetchLaunchFailures`]
+/// before it signals the formation failure without them.
+pub const LAUNCH_FAILURES_TIMEOUT_MS: u64 = 60_000;
+
+/// A `register` from the same boot of a node that left within this window is
+/// taken as a delayed copy, not as a wish to rejoin. A node that really
+/// wants back keeps re-sending every [`REGISTER_RETRY_MS`], so it is
+/// admitted once the window has passed.
+pub const REJOIN_AFTER_LEAVE_MS: u64 = 60_000;
+
+/// The first idle back-off of a node whose receive returned nothing new.
+pub const IDLE_BACKOFF_MIN_MS: u64 = 1_000;
+
+/// The longest idle back-off.
+pub const IDLE_BACKOFF_MAX_MS: u64 = 8_000;
+
+/// Something the runner should do, in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Signal the master's creation policy: the master's agent is up.
+    SignalMasterUp,
+    /// Signal the formation wait condition.
+    SignalFormation(Formation),
+    /// Send this manifest to the worker queue.
+    PublishManifest(Manifest),
+    /// Delete manifests with a generation up to and including this one from
+    /// the worker queue.
+    RetireManifests {
+        /// The newest generation to delete.
+        through_generation: u64,
+    },
+    /// Set the worker group's desired capacity.
+    SetDesiredCapacity(u32),
+    /// Read the worker group's launch failures and pass them to
+    /// [`MasterState::on_launch_failures`] (an empty list when reading failed).
+    FetchLaunchFailures,
+    /// Complete an Auto Scaling lifecycle action with `CONTINUE`.
+    CompleteLifecycle {
+        /// The lifecycle hook's name.
+        hook: String,
+        /// The lifecycle action token.
+        token: String,
+        /// The instance.
+        instance_id: String,
+    },
+    /// Append this line (no newline) to the host log on EFS.
+    AppendHostLog(String),
+    /// Worth an info line in the agent's log.
+    Log(String),
+}
+
+#[cfg(test)]
+pub(crate) mod testkit;
+
+#[cfg(test)]
+mod simulation;

@@ -1,0 +1,711 @@
+//! The master's state machine: forms the cluster, then keeps membership
+//! current as nodes join and leave (DESIGN.md sections 3 and 5).
+//!
+//! Inputs are the messages of the master's queue ([`MasterInbound`]), the
+//! passing of time ([`MasterState::on_tick`]) and the answer to a launch
+//! failure query; outputs are [`Effect`]s. The phases:
+//!
+//! - **forming**: registrations are admitted (no prepare-data check) and
+//!   nothing is published, until the requested workers are in (success) or
+//!   the deadline comes (success with fewer, or a launch failure query);
+//! - **awaiting launch failures**: below the minimum at the deadline, waiting
+//!   for [`MasterState::on_launch_failures`] to write the failure reason;
+//! - **formed**: joins (batched), reboots, leaves and terminations each lead
+//!   to a new generation;
+//! - **failed**: formation failed; messages are only logged (lifecycle
+//!   actions are still completed so Auto Scaling is never held up).
+
+use std::collections::BTreeMap;
+
+use node_contract::NodeConfig;
+use node_contract::Role;
+use node_contract::message::{Applied, Leave, LifecycleAction, Manifest, MasterInbound, Register, worker_alias};
+use serde::{Deserialize, Serialize};
+
+use super::membership::{Member, Membership, host_log_lines};
+use super::{
+    ACK_TIMEOUT_MS, BATCH_WINDOW_MS, Effect, LAUNCH_FAILURES_TIMEOUT_MS, REJOIN_AFTER_LEAVE_MS, REPUBLISH_INTERVAL_MS,
+};
+use crate::ports::Formation;
+
+/// How many launch failure messages the failure reason quotes.
+const LAUNCH_FAILURES_QUOTED: usize = 3;
+
+/// Launch failure messages are cut to this many characters in the reason.
+const LAUNCH_FAILURE_CHARS: usize = 300;
+
+/// Departures are remembered this long (the longest SQS message retention,
+/// 14 days): a copy of a departed node's `register` cannot be older.
+const DEPARTURE_MEMORY_MS: u64 = 14 * 24 * 60 * 60 * 1000;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Phase {
+    Forming,
+    AwaitingLaunchFailures { since_ms: u64 },
+    Formed,
+    Failed,
+}
+
+/// A terminating lifecycle action waiting for the remaining nodes to apply
+/// the generation without the instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct PendingCompletion {
+    hook: String,
+    token: String,
+    instance_id: String,
+    generation: u64,
+    deadline_ms: u64,
+}
+
+/// A node that is no longer a member.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Departure {
+    /// The boot it left from (empty when it was never a member).
+    boot_id: String,
+    at_ms: u64,
+    /// Terminated by Auto Scaling (its lifecycle action completed or
+    /// pending): it never comes back.
+    terminated: bool,
+}
+
+/// The master's state. Persisted by the runner after every call, so an
+/// agent restarted mid-formation resumes with the same deadline and members.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MasterState {
+    cluster: String,
+    master_id: String,
+    cluster_public_key: String,
+    requested_workers: u32,
+    min_workers: u32,
+    formation_timeout_minutes: u32,
+    /// `Some(efs mount)` when a prepare-data script gates late joins.
+    prepare_data_gate: Option<String>,
+    formation_deadline_ms: u64,
+    phase: Phase,
+    members: Membership,
+    /// The current manifest (its generation is the current generation).
+    manifest: Option<Manifest>,
+    /// Manifests up to this generation were retired.
+    retired_through: u64,
+    /// When the current manifest is retired even without every ack; `None`
+    /// once it is retired.
+    ack_deadline_ms: Option<u64>,
+    /// When the pending admissions are published; `None` when there are none.
+    batch_deadline_ms: Option<u64>,
+    /// When the current manifest was last sent (first or again).
+    last_republish_ms: Option<u64>,
+    completions: Vec<PendingCompletion>,
+    departed: BTreeMap<String, Departure>,
+}
+
+impl MasterState {
+    /// `me`: the master's own registration (it is index 1 at once);
+    /// `cluster_public_key`: OpenSSH line.
+    pub fn new(config: &NodeConfig, me: Register, cluster_public_key: String, now_ms: u64) -> MasterState {
+        let timeout_ms = u64::from(config.formation_timeout_minutes) * 60_000;
+        let master_id = me.instance_id.clone();
+        let mut members = Membership::default();
+        members.insert_master(me);
+        MasterState {
+            cluster: config.cluster.clone(),
+            master_id,
+            cluster_public_key,
+            requested_workers: config.requested_workers,
+            min_workers: config.min_workers,
+            formation_timeout_minutes: config.formation_timeout_minutes,
+            prepare_data_gate: config.elastic.prepare_data_script.as_ref().map(|_| config.efs.mount.clone()),
+            formation_deadline_ms: now_ms.saturating_add(timeout_ms),
+            phase: Phase::Forming,
+            members,
+            manifest: None,
+            retired_through: 0,
+            ack_deadline_ms: None,
+            batch_deadline_ms: None,
+            last_republish_ms: None,
+            completions: Vec::new(),
+            departed: BTreeMap::new(),
+        }
+    }
+
+    /// Effects to carry out at start: `SignalMasterUp` while formation is
+    /// undecided (again after a restart: the first signal may have been lost
+    /// with the crash, and a second one is only refused), a fresh query for
+    /// launch failures when one was outstanding, the current manifest again
+    /// when not every node acknowledged it, and whatever time has made due.
+    pub fn start(&mut self, now_ms: u64) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        match self.phase {
+            Phase::Forming => fx.push(Effect::SignalMasterUp),
+            Phase::AwaitingLaunchFailures { .. } => {
+                fx.push(Effect::SignalMasterUp);
+                fx.push(Effect::FetchLaunchFailures);
+                self.phase = Phase::AwaitingLaunchFailures { since_ms: now_ms };
+            }
+            Phase::Formed => {
+                if let (Some(m), Some(_)) = (&self.manifest, self.ack_deadline_ms) {
+                    fx.push(Effect::Log(format!(
+                        "publishing generation {} again after a restart: not every node acknowledged it",
+                        m.generation
+                    )));
+                    fx.push(Effect::PublishManifest(m.clone()));
+                    self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
+                    self.last_republish_ms = Some(now_ms);
+                }
+            }
+            Phase::Failed => fx.push(Effect::Log("formation failed earlier; this master only logs now".into())),
+        }
+        self.advance(now_ms, &mut fx);
+        fx
+    }
+
+    /// A message from the master queue. `prepared(ip)` says whether
+    /// `$EFS_MOUNT/prepare_data_success_<ip>` exists.
+    pub fn on_inbound(&mut self, msg: MasterInbound, now_ms: u64, prepared: &dyn Fn(&str) -> bool) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        // Deadlines that passed come first: a registration after the
+        // formation deadline is a late join, not part of the formation.
+        self.advance(now_ms, &mut fx);
+        match msg {
+            MasterInbound::Register(r) => self.on_register(r, now_ms, prepared, &mut fx),
+            MasterInbound::Applied(a) => self.on_applied(a, &mut fx),
+            MasterInbound::Leave(l) => self.on_leave(l, now_ms, &mut fx),
+            MasterInbound::Lifecycle(a) => self.on_lifecycle(a, now_ms, &mut fx),
+            MasterInbound::LifecycleTest => {
+                fx.push(Effect::Log("Auto Scaling's test notification: the lifecycle hook reaches this queue".into()))
+            }
+        }
+        fx
+    }
+
+    /// Time passed: the formation deadline, ack timeouts, the join batching window.
+    pub fn on_tick(&mut self, now_ms: u64) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        self.advance(now_ms, &mut fx);
+        fx
+    }
+
+    /// The answer to [`Effect::FetchLaunchFailures`]: the status messages of
+    /// the worker group's failed launches, newest first. (The time is not
+    /// needed today; every input carries it so the runner's calls look alike.)
+    pub fn on_launch_failures(&mut self, failures: Vec<String>, _now_ms: u64) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        if !matches!(self.phase, Phase::AwaitingLaunchFailures { .. }) {
+            fx.push(Effect::Log(format!(
+                "{} launch failure(s) arrived while none were asked for; ignored",
+                failures.len()
+            )));
+            return fx;
+        }
+        let mut quoted: Vec<String> = Vec::new();
+        for f in failures {
+            let f = shorten(f.trim(), LAUNCH_FAILURE_CHARS);
+            if !f.is_empty() && !quoted.contains(&f) {
+                quoted.push(f);
+            }
+            if quoted.len() == LAUNCH_FAILURES_QUOTED {
+                break;
+            }
+        }
+        let why = if quoted.is_empty() {
+            "no launch failures were reported; check the workers' console output (EC2 console: the instance, \
+             Actions, Monitor and troubleshoot, Get system log)"
+                .to_string()
+        } else {
+            format!("Launch failures: {}", quoted.join("; "))
+        };
+        self.fail(why, &mut fx);
+        fx
+    }
+
+    /// When [`MasterState::on_tick`] next has something to do.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Forming => Some(self.formation_deadline_ms),
+            Phase::AwaitingLaunchFailures { since_ms } => Some(since_ms + LAUNCH_FAILURES_TIMEOUT_MS),
+            Phase::Formed => [self.batch_deadline_ms, self.ack_deadline_ms]
+                .into_iter()
+                .flatten()
+                .chain(self.completions.iter().map(|c| c.deadline_ms))
+                .min(),
+            Phase::Failed => None,
+        }
+    }
+
+    /// The current manifest.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// The current generation (0 before formation).
+    pub fn generation(&self) -> u64 {
+        self.manifest.as_ref().map_or(0, |m| m.generation)
+    }
+
+    /// Whether the cluster formed.
+    pub fn formed(&self) -> bool {
+        self.phase == Phase::Formed
+    }
+
+    /// Whether formation failed.
+    pub fn failed(&self) -> bool {
+        self.phase == Phase::Failed
+    }
+
+    /// Whatever time has made due, in order.
+    fn advance(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+        match self.phase {
+            Phase::Forming => {
+                if self.members.workers() >= self.requested_workers {
+                    self.form_complete(now_ms, fx);
+                } else if now_ms >= self.formation_deadline_ms {
+                    self.decide_at_deadline(now_ms, fx);
+                }
+            }
+            Phase::AwaitingLaunchFailures { since_ms } => {
+                if now_ms >= since_ms + LAUNCH_FAILURES_TIMEOUT_MS {
+                    let why = "the worker group's launch failures could not be read; check its activity history \
+                               and the workers' console output";
+                    self.fail(why.into(), fx);
+                }
+            }
+            Phase::Formed => {
+                if self.batch_deadline_ms.is_some_and(|d| now_ms >= d) {
+                    self.batch_deadline_ms = None;
+                    self.publish(now_ms, fx);
+                }
+                if self.ack_deadline_ms.is_some_and(|d| now_ms >= d) {
+                    let missing = self.unacknowledged(self.generation());
+                    fx.push(Effect::Log(format!(
+                        "generation {} retired after {} s without an acknowledgement from {}",
+                        self.generation(),
+                        ACK_TIMEOUT_MS / 1000,
+                        missing.join(", ")
+                    )));
+                    self.retire_current(fx);
+                }
+                let (due, waiting): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut self.completions).into_iter().partition(|c| now_ms >= c.deadline_ms);
+                self.completions = waiting;
+                for c in due {
+                    fx.push(Effect::Log(format!(
+                        "letting {} terminate after {} s although {} did not acknowledge generation {}",
+                        c.instance_id,
+                        ACK_TIMEOUT_MS / 1000,
+                        self.unacknowledged(c.generation).join(", "),
+                        c.generation
+                    )));
+                    fx.push(complete(c.hook, c.token, c.instance_id));
+                }
+            }
+            Phase::Failed => {}
+        }
+    }
+
+    fn on_register(&mut self, r: Register, now_ms: u64, prepared: &dyn Fn(&str) -> bool, fx: &mut Vec<Effect>) {
+        let id = r.instance_id.clone();
+        if (r.role == Role::Master) != (id == self.master_id) {
+            fx.push(Effect::Log(format!(
+                "ignored a registration from {id} ({}) with role {:?}: the master is {}",
+                r.private_ip, r.role, self.master_id
+            )));
+            return;
+        }
+        match self.phase {
+            Phase::AwaitingLaunchFailures { .. } | Phase::Failed => {
+                fx.push(Effect::Log(format!(
+                    "ignored a registration from {id} ({}): formation failed at the deadline",
+                    r.private_ip
+                )));
+                return;
+            }
+            Phase::Forming | Phase::Formed => {}
+        }
+        if let Some(member) = self.members.get(&id) {
+            if member.previous_boots.contains(&r.boot_id) {
+                fx.push(Effect::Log(format!(
+                    "ignored a registration from {id}: it is from an earlier boot (a delayed copy)"
+                )));
+            } else if member.registration.boot_id == r.boot_id {
+                self.on_duplicate_register(&id, now_ms, fx);
+            } else {
+                self.on_reboot(r, now_ms, fx);
+            }
+            return;
+        }
+        if let Some(d) = self.departed.get(&id) {
+            if d.terminated {
+                fx.push(Effect::Log(format!("ignored a registration from {id}: Auto Scaling terminated it")));
+                return;
+            }
+            if d.boot_id == r.boot_id && now_ms < d.at_ms + REJOIN_AFTER_LEAVE_MS {
+                fx.push(Effect::Log(format!(
+                    "ignored a registration from {id}: it left {} s ago from the same boot, so this is taken as a \
+                     delayed copy (if it wants back, its next registration is admitted)",
+                    (now_ms - d.at_ms) / 1000
+                )));
+                return;
+            }
+        }
+        if self.phase == Phase::Formed
+            && let Some(mount) = &self.prepare_data_gate
+            && !prepared(&r.private_ip)
+        {
+            fx.push(Effect::Log(format!(
+                "{id} ({}) registered, not admitted yet: waiting for {}/prepare_data_success_{} \
+                 (its prepare-data script has not finished)",
+                r.private_ip,
+                mount.trim_end_matches('/'),
+                r.private_ip
+            )));
+            return;
+        }
+        self.departed.remove(&id);
+        let ip = r.private_ip.clone();
+        let index = self.members.admit(r);
+        match self.phase {
+            Phase::Forming => {
+                fx.push(Effect::Log(format!(
+                    "{id} ({ip}) joined as {}: {} of {} workers",
+                    worker_alias(index),
+                    self.members.workers(),
+                    self.requested_workers
+                )));
+                if self.members.workers() >= self.requested_workers {
+                    self.form_complete(now_ms, fx);
+                }
+            }
+            _ => {
+                fx.push(Effect::Log(format!(
+                    "{id} ({ip}) admitted as {}; published with the next generation",
+                    worker_alias(index)
+                )));
+                self.open_batch(now_ms);
+            }
+        }
+    }
+
+    /// The same boot registered again: it has not seen itself in a manifest.
+    fn on_duplicate_register(&mut self, id: &str, now_ms: u64, fx: &mut Vec<Effect>) {
+        let generation = self.generation();
+        let listed = self.manifest.as_ref().is_some_and(|m| m.node(id).is_some());
+        let applied = self.members.get(id).is_some_and(|m| m.has_applied(generation));
+        if self.phase != Phase::Formed || !listed || applied {
+            fx.push(Effect::Log(format!("duplicate registration from {id} ignored")));
+            return;
+        }
+        if self.last_republish_ms.is_some_and(|t| now_ms >= t && now_ms - t < REPUBLISH_INTERVAL_MS) {
+            fx.push(Effect::Log(format!(
+                "{id} registered again without having applied generation {generation}; it was re-published less \
+                 than {} s ago",
+                REPUBLISH_INTERVAL_MS / 1000
+            )));
+            return;
+        }
+        self.republish(now_ms, format!("{id} registered again without having applied it"), fx);
+    }
+
+    /// A member registered from a new boot: take its new address and keys.
+    fn on_reboot(&mut self, r: Register, now_ms: u64, fx: &mut Vec<Effect>) {
+        let id = r.instance_id.clone();
+        let Some(member) = self.members.get_mut(&id) else { return };
+        // Its files may be gone with the old boot: it has to acknowledge again.
+        let changed = member.rebooted(r);
+        let alias = worker_alias(member.index);
+        fx.push(Effect::Log(format!("{id} ({alias}) rebooted")));
+        if self.phase != Phase::Formed {
+            return;
+        }
+        let listed = self.manifest.as_ref().is_some_and(|m| m.node(&id).is_some());
+        if changed {
+            self.open_batch(now_ms);
+        } else if listed {
+            self.republish(now_ms, format!("{alias} rebooted"), fx);
+        }
+    }
+
+    fn on_applied(&mut self, a: Applied, fx: &mut Vec<Effect>) {
+        let current = self.generation();
+        if a.generation > current {
+            fx.push(Effect::Log(format!(
+                "ignored `applied` of generation {} from {}: the current generation is {current}",
+                a.generation, a.instance_id
+            )));
+            return;
+        }
+        let Some(member) = self.members.get_mut(&a.instance_id) else {
+            fx.push(Effect::Log(format!(
+                "ignored `applied` of generation {} from {}: not a member",
+                a.generation, a.instance_id
+            )));
+            return;
+        };
+        if !member.has_applied(a.generation) {
+            member.applied = Some(a.generation);
+        }
+        self.check_acknowledgements(fx);
+    }
+
+    fn on_leave(&mut self, l: Leave, now_ms: u64, fx: &mut Vec<Effect>) {
+        if l.instance_id == self.master_id {
+            fx.push(Effect::Log(format!("ignored `leave` from the master itself ({}): it never leaves", l.reason)));
+            return;
+        }
+        if self.members.get(&l.instance_id).is_none() {
+            fx.push(Effect::Log(format!("ignored `leave` from {}: not a member ({})", l.instance_id, l.reason)));
+            return;
+        }
+        let why = format!("left ({})", l.reason);
+        self.remove(&l.instance_id, &why, None, now_ms, fx);
+    }
+
+    fn on_lifecycle(&mut self, a: LifecycleAction, now_ms: u64, fx: &mut Vec<Effect>) {
+        let id = a.ec2_instance_id.clone();
+        if !a.is_terminating() {
+            fx.push(Effect::Log(format!(
+                "lifecycle notification {} for {id}: nothing to do (a node registers itself when its agent starts)",
+                a.lifecycle_transition
+            )));
+            return;
+        }
+        if self.completions.iter().any(|c| c.instance_id == id) {
+            fx.push(Effect::Log(format!("duplicate termination notice for {id} ignored: already being removed")));
+            return;
+        }
+        if self.departed.get(&id).is_some_and(|d| d.terminated) {
+            fx.push(Effect::Log(format!("duplicate termination notice for {id} ignored: already let go")));
+            return;
+        }
+        if id == self.master_id {
+            fx.push(Effect::Log(format!(
+                "Auto Scaling is terminating the master {id}; the master never removes itself"
+            )));
+            fx.push(complete(a.lifecycle_hook_name, a.lifecycle_action_token, id));
+            return;
+        }
+        let lifecycle = (a.lifecycle_hook_name, a.lifecycle_action_token);
+        if self.members.get(&id).is_some() && matches!(self.phase, Phase::Forming | Phase::Formed) {
+            self.remove(&id, "is terminating", Some(lifecycle), now_ms, fx);
+            return;
+        }
+        // Not a member (or formation failed): nothing to wait for.
+        if let Some(m) = self.members.remove(&id) {
+            self.remember_departure(&id, m.registration.boot_id, now_ms, true);
+        } else {
+            let boot_id = self.departed.get(&id).map(|d| d.boot_id.clone()).unwrap_or_default();
+            self.remember_departure(&id, boot_id, now_ms, true);
+        }
+        let why = if matches!(self.phase, Phase::Forming | Phase::Formed) {
+            "it is not a member"
+        } else {
+            "formation failed"
+        };
+        fx.push(Effect::Log(format!("{id} is terminating; {why}, so it may go at once")));
+        fx.push(complete(lifecycle.0, lifecycle.1, id));
+    }
+
+    /// Removes a member, publishes the generation without it, and completes
+    /// its lifecycle action once the remaining nodes applied that generation.
+    fn remove(&mut self, id: &str, why: &str, lifecycle: Option<(String, String)>, now_ms: u64, fx: &mut Vec<Effect>) {
+        let Some(member) = self.members.remove(id) else { return };
+        self.remember_departure(id, member.registration.boot_id.clone(), now_ms, lifecycle.is_some());
+        let alias = worker_alias(member.index);
+        fx.push(Effect::Log(format!("{id} ({alias}, {}) {why}", member.registration.private_ip)));
+        let listed = self.manifest.as_ref().is_some_and(|m| m.node(id).is_some());
+        if self.phase == Phase::Formed {
+            self.publish(now_ms, fx);
+        }
+        let Some((hook, token)) = lifecycle else { return };
+        if listed {
+            // The published generation is the first one without it.
+            let generation = self.generation();
+            self.completions.push(PendingCompletion {
+                hook,
+                token,
+                instance_id: id.to_string(),
+                generation,
+                deadline_ms: now_ms + ACK_TIMEOUT_MS,
+            });
+            fx.push(Effect::Log(format!(
+                "{id} may terminate once every node applied generation {generation} (at most {} s)",
+                ACK_TIMEOUT_MS / 1000
+            )));
+        } else {
+            fx.push(complete(hook, token, id.to_string()));
+        }
+    }
+
+    fn remember_departure(&mut self, id: &str, boot_id: String, now_ms: u64, terminated: bool) {
+        self.departed.retain(|_, d| now_ms < d.at_ms.saturating_add(DEPARTURE_MEMORY_MS));
+        self.departed.insert(id.to_string(), Departure { boot_id, at_ms: now_ms, terminated });
+    }
+
+    fn open_batch(&mut self, now_ms: u64) {
+        if self.batch_deadline_ms.is_none() {
+            self.batch_deadline_ms = Some(now_ms + BATCH_WINDOW_MS);
+        }
+    }
+
+    /// The requested workers are in.
+    fn form_complete(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+        let n = self.requested_workers;
+        let joined = self.members.workers();
+        self.phase = Phase::Formed;
+        self.publish(now_ms, fx);
+        let nodes = joined + 1;
+        let reason = if n == 0 {
+            "0 of 0 workers joined (none were requested): the cluster is the master alone".to_string()
+        } else {
+            format!("{joined} of {n} workers joined; the cluster has {nodes} nodes, the master included")
+        };
+        self.signal(true, reason, self.formation_data(joined, None), fx);
+    }
+
+    /// The formation deadline came with fewer workers than requested.
+    fn decide_at_deadline(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+        let (k, n, min) = (self.members.workers(), self.requested_workers, self.min_workers);
+        if k < min {
+            fx.push(Effect::Log(format!(
+                "formation deadline: {k} of {n} workers joined, at least {min} needed; reading the worker group's \
+                 launch failures for the reason"
+            )));
+            self.phase = Phase::AwaitingLaunchFailures { since_ms: now_ms };
+            fx.push(Effect::FetchLaunchFailures);
+            return;
+        }
+        fx.push(Effect::SetDesiredCapacity(k));
+        self.phase = Phase::Formed;
+        self.publish(now_ms, fx);
+        let reason = format!(
+            "{k} of {n} workers joined by the {}-minute deadline (at least {min} needed); the worker group's \
+             desired capacity was lowered to {k}",
+            self.formation_timeout_minutes
+        );
+        self.signal(true, reason, self.formation_data(k, Some(k)), fx);
+    }
+
+    fn fail(&mut self, why: String, fx: &mut Vec<Effect>) {
+        let (k, n, min) = (self.members.workers(), self.requested_workers, self.min_workers);
+        self.phase = Phase::Failed;
+        let reason = format!(
+            "{k} of {n} workers joined by the {}-minute deadline, at least {min} needed. {why}",
+            self.formation_timeout_minutes
+        );
+        self.signal(false, reason, self.formation_data(k, None), fx);
+    }
+
+    fn signal(&self, success: bool, reason: String, data: String, fx: &mut Vec<Effect>) {
+        fx.push(Effect::Log(format!("formation {}: {reason}", if success { "succeeded" } else { "failed" })));
+        fx.push(Effect::SignalFormation(Formation { success, reason, unique_id: self.master_id.clone(), data }));
+    }
+
+    fn formation_data(&self, joined: u32, desired_capacity: Option<u32>) -> String {
+        let mut data = serde_json::json!({
+            "requested_workers": self.requested_workers,
+            "min_workers": self.min_workers,
+            "joined_workers": joined,
+            "nodes": joined + 1,
+            "generation": self.generation(),
+        });
+        if let Some(c) = desired_capacity {
+            data["desired_capacity"] = c.into();
+        }
+        data.to_string()
+    }
+
+    /// Publishes a new generation when the members differ from the current
+    /// manifest. Returns whether it did.
+    fn publish(&mut self, now_ms: u64, fx: &mut Vec<Effect>) -> bool {
+        self.batch_deadline_ms = None;
+        let nodes = self.members.manifest_nodes();
+        if self.manifest.as_ref().is_some_and(|m| m.nodes == nodes) {
+            return false;
+        }
+        let generation = self.generation() + 1;
+        let next = Manifest {
+            cluster: self.cluster.clone(),
+            generation,
+            master: self.master_id.clone(),
+            nodes,
+            cluster_public_key: self.cluster_public_key.clone(),
+        };
+        let lines = host_log_lines(self.manifest.as_ref(), &next, now_ms);
+        fx.push(Effect::Log(format!("publishing generation {generation}: {} nodes", next.nodes.len())));
+        fx.push(Effect::PublishManifest(next.clone()));
+        fx.extend(lines.into_iter().map(Effect::AppendHostLog));
+        if generation > 1 && self.retired_through < generation - 1 {
+            self.retired_through = generation - 1;
+            fx.push(Effect::RetireManifests { through_generation: generation - 1 });
+        }
+        self.manifest = Some(next);
+        self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
+        // Registrations still in flight when it went out are no reason to send it again.
+        self.last_republish_ms = Some(now_ms);
+        true
+    }
+
+    /// Sends the current manifest again (same generation).
+    fn republish(&mut self, now_ms: u64, why: String, fx: &mut Vec<Effect>) {
+        let Some(m) = &self.manifest else { return };
+        fx.push(Effect::Log(format!("publishing generation {} again: {why}", m.generation)));
+        fx.push(Effect::PublishManifest(m.clone()));
+        self.last_republish_ms = Some(now_ms);
+        self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
+    }
+
+    /// Retires the current manifest and completes lifecycle actions whose
+    /// generation every node applied.
+    fn check_acknowledgements(&mut self, fx: &mut Vec<Effect>) {
+        let generation = self.generation();
+        if self.ack_deadline_ms.is_some() && generation > 0 && self.unacknowledged(generation).is_empty() {
+            fx.push(Effect::Log(format!("every node applied generation {generation}")));
+            self.retire_current(fx);
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.completions)
+            .into_iter()
+            .partition(|c| self.unacknowledged(c.generation).is_empty());
+        self.completions = waiting;
+        for c in done {
+            fx.push(Effect::Log(format!(
+                "{} may terminate: every node applied generation {}",
+                c.instance_id, c.generation
+            )));
+            fx.push(complete(c.hook, c.token, c.instance_id));
+        }
+    }
+
+    fn retire_current(&mut self, fx: &mut Vec<Effect>) {
+        let generation = self.generation();
+        self.ack_deadline_ms = None;
+        self.retired_through = self.retired_through.max(generation);
+        fx.push(Effect::RetireManifests { through_generation: generation });
+    }
+
+    /// The nodes of the current manifest that did not acknowledge
+    /// `generation` (or a newer one), as `alias (instance id)`.
+    fn unacknowledged(&self, generation: u64) -> Vec<String> {
+        let Some(m) = &self.manifest else { return Vec::new() };
+        m.nodes
+            .iter()
+            .filter(|n| !self.members.get(&n.instance_id).is_some_and(|m: &Member| m.has_applied(generation)))
+            .map(|n| format!("{} ({})", n.alias, n.instance_id))
+            .collect()
+    }
+}
+
+fn complete(hook: String, token: String, instance_id: String) -> Effect {
+    Effect::CompleteLifecycle { hook, token, instance_id }
+}
+
+/// At most `max` characters, with an ellipsis when cut.
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,761 @@
+//! Unit tests of the master's state machine.
+
+use std::collections::BTreeSet;
+
+use node_contract::message::{Applied, Leave, LifecycleAction, Manifest, MasterInbound};
+
+use super::*;
+use crate::cluster::testkit::{SplitMix64, T0, actions, config, formations, logs, master_reg, published, worker_reg};
+
+const MINUTE: u64 = 60_000;
+
+fn master(requested: u32, min: u32, prepare_data: bool) -> (MasterState, Vec<Effect>) {
+    let mut s =
+        MasterState::new(&config(requested, min, 30, prepare_data), master_reg(), "ssh-ed25519 AAAA key".into(), T0);
+    let fx = s.start(T0);
+    (s, fx)
+}
+
+fn send(s: &mut MasterState, msg: MasterInbound, now: u64) -> Vec<Effect> {
+    s.on_inbound(msg, now, &|_| true)
+}
+
+fn register(n: u32) -> MasterInbound {
+    MasterInbound::Register(worker_reg(n))
+}
+
+fn applied(id: &str, generation: u64) -> MasterInbound {
+    MasterInbound::Applied(Applied { instance_id: id.into(), generation })
+}
+
+fn leave(id: &str) -> MasterInbound {
+    MasterInbound::Leave(Leave { instance_id: id.into(), reason: "shutdown".into() })
+}
+
+fn lifecycle(id: &str, transition: &str) -> MasterInbound {
+    MasterInbound::Lifecycle(LifecycleAction {
+        lifecycle_transition: transition.into(),
+        lifecycle_hook_name: "worker-terminating".into(),
+        auto_scaling_group_name: "demo-workers".into(),
+        ec2_instance_id: id.into(),
+        lifecycle_action_token: format!("token-{id}"),
+    })
+}
+
+fn terminating(id: &str) -> MasterInbound {
+    lifecycle(id, "autoscaling:EC2_INSTANCE_TERMINATING")
+}
+
+fn completion(id: &str) -> Effect {
+    Effect::CompleteLifecycle {
+        hook: "worker-terminating".into(),
+        token: format!("token-{id}"),
+        instance_id: id.into(),
+    }
+}
+
+/// `(index, instance id)` of every node.
+fn roster(m: &Manifest) -> Vec<(u32, String)> {
+    m.nodes.iter().map(|n| (n.index, n.instance_id.clone())).collect()
+}
+
+fn ids(list: &[(u32, &str)]) -> Vec<(u32, String)> {
+    list.iter().map(|(i, id)| (*i, (*id).to_string())).collect()
+}
+
+/// Every node of the current manifest acknowledges it.
+fn ack_all(s: &mut MasterState, now: u64) -> Vec<Effect> {
+    let m = s.manifest().unwrap().clone();
+    m.nodes.iter().flat_map(|n| send(s, applied(&n.instance_id, m.generation), now)).collect()
+}
+
+/// A formed cluster of the master and workers `1..=n`, every node having
+/// applied generation 1 (retired).
+fn formed(n: u32, prepare_data: bool) -> MasterState {
+    let (mut s, _) = master(n, 0, prepare_data);
+    for w in 1..=n {
+        send(&mut s, register(w), T0 + 1_000);
+    }
+    assert!(s.formed());
+    ack_all(&mut s, T0 + 2_000);
+    s
+}
+
+fn retirements(fx: &[Effect]) -> Vec<u64> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::RetireManifests { through_generation } => Some(*through_generation),
+            _ => None,
+        })
+        .collect()
+}
+
+fn host_log(fx: &[Effect]) -> Vec<&str> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::AppendHostLog(l) => Some(l.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn forms_as_soon_as_every_requested_worker_registered() {
+    let (mut s, fx) = master(3, 1, false);
+    assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp]);
+    assert_eq!(s.next_deadline(), Some(T0 + 30 * MINUTE));
+    assert!(actions(&send(&mut s, register(1), T0 + 10)).is_empty());
+    assert!(actions(&send(&mut s, register(2), T0 + 20)).is_empty());
+    assert!(!s.formed());
+    let fx = send(&mut s, register(3), T0 + 30);
+    assert!(s.formed());
+    let manifests = published(&fx);
+    assert_eq!(manifests.len(), 1);
+    let m = manifests[0];
+    assert_eq!(m.generation, 1);
+    assert_eq!(m.cluster, "demo");
+    assert_eq!(m.master, "i-master");
+    assert_eq!(m.cluster_public_key, "ssh-ed25519 AAAA key");
+    assert_eq!(roster(m), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2"), (4, "i-w3")]));
+    assert_eq!(m.nodes[3].alias, "deeplearning-worker4");
+    let f = formations(&fx);
+    assert_eq!(f.len(), 1);
+    assert!(f[0].success);
+    assert_eq!(f[0].reason, "3 of 3 workers joined; the cluster has 4 nodes, the master included");
+    assert_eq!(f[0].unique_id, "i-master");
+    let data: serde_json::Value = serde_json::from_str(&f[0].data).unwrap();
+    assert_eq!(data["joined_workers"], 3);
+    assert_eq!(data["requested_workers"], 3);
+    assert_eq!(data["generation"], 1);
+    assert_eq!(host_log(&fx).len(), 4);
+    assert!(host_log(&fx).contains(&"1 ADDED 10.0.0.3 1767225600030000000"));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::SetDesiredCapacity(_))));
+    // Nothing further at the old deadline.
+    assert_eq!(s.next_deadline(), Some(T0 + 30 + ACK_TIMEOUT_MS));
+    ack_all(&mut s, T0 + 40);
+    assert!(actions(&s.on_tick(T0 + 30 * MINUTE)).is_empty());
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
+fn zero_requested_workers_form_at_once() {
+    let (s, fx) = master(0, 0, false);
+    assert!(s.formed());
+    assert_eq!(fx.iter().filter(|e| **e == Effect::SignalMasterUp).count(), 1);
+    let m = published(&fx);
+    assert_eq!(m.len(), 1);
+    assert_eq!(roster(m[0]), ids(&[(1, "i-master")]));
+    let f = formations(&fx);
+    assert!(f[0].success);
+    assert!(f[0].reason.contains("0 of 0 workers joined"), "{}", f[0].reason);
+    assert!(f[0].reason.contains("master alone"), "{}", f[0].reason);
+}
+
+#[test]
+fn a_shortfall_at_the_deadline_forms_with_fewer_and_lowers_the_capacity() {
+    let (mut s, _) = master(4, 0, false);
+    send(&mut s, register(1), T0 + MINUTE);
+    send(&mut s, register(2), T0 + 2 * MINUTE);
+    assert!(actions(&s.on_tick(T0 + 30 * MINUTE - 1)).is_empty());
+    let fx = s.on_tick(T0 + 30 * MINUTE);
+    let acts = actions(&fx);
+    assert_eq!(acts[0], &Effect::SetDesiredCapacity(2));
+    let m = published(&fx);
+    assert_eq!(m.len(), 1);
+    assert_eq!(roster(m[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2")]));
+    let f = formations(&fx);
+    assert!(f[0].success);
+    assert_eq!(
+        f[0].reason,
+        "2 of 4 workers joined by the 30-minute deadline (at least 0 needed); the worker group's desired capacity \
+         was lowered to 2"
+    );
+    let data: serde_json::Value = serde_json::from_str(&f[0].data).unwrap();
+    assert_eq!(data["joined_workers"], 2);
+    assert_eq!(data["desired_capacity"], 2);
+    assert!(s.formed());
+}
+
+#[test]
+fn no_workers_at_the_deadline_with_min_zero_is_the_master_alone() {
+    let (mut s, _) = master(2, 0, false);
+    let fx = s.on_tick(T0 + 31 * MINUTE);
+    assert_eq!(actions(&fx)[0], &Effect::SetDesiredCapacity(0));
+    assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master")]));
+    assert!(formations(&fx)[0].reason.starts_with("0 of 2 workers joined"));
+}
+
+#[test]
+fn below_the_minimum_fails_with_the_launch_failures() {
+    let (mut s, _) = master(4, 2, false);
+    send(&mut s, register(1), T0 + MINUTE);
+    let fx = s.on_tick(T0 + 30 * MINUTE);
+    assert_eq!(actions(&fx), vec![&Effect::FetchLaunchFailures]);
+    assert!(!s.formed() && !s.failed());
+    assert_eq!(s.next_deadline(), Some(T0 + 30 * MINUTE + LAUNCH_FAILURES_TIMEOUT_MS));
+    let capacity = "Launching a new EC2 instance. Status Reason: We currently do not have sufficient p3.16xlarge \
+                    capacity in the Availability Zone you requested (us-east-1a)."
+        .to_string();
+    let failures = vec![
+        capacity.clone(),
+        capacity.clone(),
+        "Launching a new EC2 instance. Status Reason: Your quota allows for 0 more running instance(s).".into(),
+        "  ".into(),
+        "Launching a new EC2 instance. Status Reason: The image id '[ami-123]' does not exist.".into(),
+        "a fourth distinct message that is not quoted".into(),
+    ];
+    let fx = s.on_launch_failures(failures, T0 + 30 * MINUTE + 500);
+    assert!(s.failed());
+    let f = formations(&fx);
+    assert_eq!(f.len(), 1);
+    assert!(!f[0].success);
+    let reason = &f[0].reason;
+    assert!(
+        reason.starts_with("1 of 4 workers joined by the 30-minute deadline, at least 2 needed. Launch failures: "),
+        "{reason}"
+    );
+    assert_eq!(reason.matches("sufficient p3.16xlarge").count(), 1, "{reason}");
+    assert!(reason.contains("quota allows"), "{reason}");
+    assert!(reason.contains("ami-123"), "{reason}");
+    assert!(!reason.contains("fourth"), "{reason}");
+    assert!(published(&fx).is_empty());
+    assert_eq!(s.next_deadline(), None);
+    // After a failure: nothing new, only logs, but terminations are let go.
+    assert!(actions(&send(&mut s, register(2), T0 + 31 * MINUTE)).is_empty());
+    assert!(actions(&s.on_launch_failures(vec!["late".into()], T0 + 32 * MINUTE)).is_empty());
+    assert!(actions(&s.on_tick(T0 + 90 * MINUTE)).is_empty());
+    let fx = send(&mut s, terminating("i-w1"), T0 + 33 * MINUTE);
+    assert_eq!(actions(&fx), vec![&completion("i-w1")]);
+    assert!(s.manifest().is_none());
+}
+
+#[test]
+fn failure_reasons_without_launch_failures_say_where_to_look() {
+    let (mut s, _) = master(4, 2, false);
+    s.on_tick(T0 + 30 * MINUTE);
+    let fx = s.on_launch_failures(vec![], T0 + 30 * MINUTE + 1);
+    let reason = &formations(&fx)[0].reason;
+    assert!(reason.starts_with("0 of 4 workers joined by the 30-minute deadline, at least 2 needed. "), "{reason}");
+    assert!(reason.contains("no launch failures were reported; check the workers' console output"), "{reason}");
+
+    // No answer at all: fail anyway after the timeout.
+    let (mut s, _) = master(4, 2, false);
+    s.on_tick(T0 + 30 * MINUTE);
+    assert!(actions(&s.on_tick(T0 + 30 * MINUTE + LAUNCH_FAILURES_TIMEOUT_MS - 1)).is_empty());
+    let fx = s.on_tick(T0 + 30 * MINUTE + LAUNCH_FAILURES_TIMEOUT_MS);
+    assert!(formations(&fx)[0].reason.contains("could not be read"));
+    assert!(s.failed());
+}
+
+#[test]
+fn long_launch_failures_are_shortened() {
+    let (mut s, _) = master(1, 1, false);
+    s.on_tick(T0 + 30 * MINUTE);
+    let fx = s.on_launch_failures(vec!["x".repeat(5_000)], T0 + 30 * MINUTE);
+    let reason = &formations(&fx)[0].reason;
+    assert!(reason.len() < 600, "{} bytes", reason.len());
+    assert!(reason.ends_with('…'));
+}
+
+#[test]
+fn duplicated_and_reordered_messages_make_exactly_one_first_manifest() {
+    let (mut s, _) = master(2, 0, false);
+    let mut all = Vec::new();
+    // An `applied` before any manifest exists.
+    let fx = send(&mut s, applied("i-w1", 1), T0 + 1);
+    assert!(logs(&fx).contains("current generation is 0"), "{}", logs(&fx));
+    all.extend(fx);
+    for (t, msg) in
+        [register(1), register(1), register(1), register(2), register(2), register(2)].into_iter().enumerate()
+    {
+        all.extend(send(&mut s, msg, T0 + 10 + t as u64));
+    }
+    let manifests = published(&all);
+    assert_eq!(manifests.len(), 1, "{all:#?}");
+    assert_eq!(manifests[0].generation, 1);
+    assert_eq!(roster(manifests[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2")]));
+    assert_eq!(formations(&all).len(), 1);
+}
+
+#[test]
+fn indices_are_stable_across_leave_and_join() {
+    let mut s = formed(3, false);
+    assert_eq!(roster(s.manifest().unwrap()), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2"), (4, "i-w3")]));
+    // deeplearning-worker3 leaves.
+    let t = T0 + 10 * MINUTE;
+    let fx = send(&mut s, leave("i-w2"), t);
+    let m = published(&fx);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].generation, 2);
+    assert_eq!(roster(m[0]), ids(&[(1, "i-master"), (2, "i-w1"), (4, "i-w3")]));
+    assert_eq!(host_log(&fx), vec![format!("2 REMOVED 10.0.0.2 {}", u128::from(t) * 1_000_000)]);
+    assert!(!fx.iter().any(|e| matches!(e, Effect::CompleteLifecycle { .. })));
+    // A new node takes index 3; worker4 keeps 4.
+    send(&mut s, register(5), t + 1_000);
+    let fx = s.on_tick(t + 1_000 + BATCH_WINDOW_MS);
+    let m = published(&fx);
+    assert_eq!(roster(m[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w5"), (4, "i-w3")]));
+    assert_eq!(m[0].nodes[2].alias, "deeplearning-worker3");
+    assert_eq!(m[0].nodes[3].alias, "deeplearning-worker4");
+    assert_eq!(m[0].generation, 3);
+}
+
+#[test]
+fn late_joins_within_the_window_share_one_generation() {
+    let mut s = formed(1, false);
+    let t = T0 + 5 * MINUTE;
+    let fx1 = send(&mut s, register(2), t);
+    let fx2 = send(&mut s, register(3), t + 1_500);
+    assert!(published(&fx1).is_empty() && published(&fx2).is_empty());
+    assert_eq!(s.next_deadline(), Some(t + BATCH_WINDOW_MS));
+    assert!(actions(&s.on_tick(t + BATCH_WINDOW_MS - 1)).is_empty());
+    let fx = s.on_tick(t + BATCH_WINDOW_MS);
+    let m = published(&fx);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].generation, 2);
+    assert_eq!(roster(m[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2"), (4, "i-w3")]));
+    let nanos = u128::from(t + BATCH_WINDOW_MS) * 1_000_000;
+    assert_eq!(host_log(&fx), vec![format!("2 ADDED 10.0.0.2 {nanos}"), format!("2 ADDED 10.0.0.3 {nanos}")]);
+    // Generation 1 was retired already when everyone applied it.
+    assert!(retirements(&fx).is_empty());
+    // A join after the window opens a new one.
+    send(&mut s, register(4), t + 10_000);
+    let fx = s.on_tick(t + 10_000 + BATCH_WINDOW_MS);
+    assert_eq!(published(&fx)[0].generation, 3);
+    assert_eq!(retirements(&fx), vec![2]);
+}
+
+#[test]
+fn late_joins_wait_for_the_prepare_data_marker() {
+    let mut s = formed(1, true);
+    let t = T0 + 5 * MINUTE;
+    let fx = s.on_inbound(register(5), t, &|_| false);
+    assert!(actions(&fx).is_empty());
+    assert!(logs(&fx).contains("/efs/prepare_data_success_10.0.0.5"), "{}", logs(&fx));
+    assert_eq!(s.next_deadline(), None);
+    let checked = std::cell::RefCell::new(Vec::new());
+    s.on_inbound(register(5), t + 15_000, &|ip| {
+        checked.borrow_mut().push(ip.to_string());
+        true
+    });
+    assert_eq!(checked.into_inner(), vec!["10.0.0.5".to_string()]);
+    let fx = s.on_tick(t + 15_000 + BATCH_WINDOW_MS);
+    assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w5")]));
+}
+
+#[test]
+fn formation_registrations_skip_the_prepare_data_check() {
+    let (mut s, _) = master(1, 0, true);
+    let fx = s.on_inbound(register(1), T0 + 1, &|_| false);
+    assert!(s.formed());
+    assert_eq!(published(&fx).len(), 1);
+}
+
+#[test]
+fn without_a_prepare_data_script_late_joins_are_admitted_at_once() {
+    let mut s = formed(1, false);
+    s.on_inbound(register(2), T0 + MINUTE, &|_| false);
+    let fx = s.on_tick(T0 + MINUTE + BATCH_WINDOW_MS);
+    assert_eq!(published(&fx).len(), 1);
+}
+
+#[test]
+fn a_registration_after_the_deadline_is_a_late_join() {
+    let (mut s, _) = master(3, 1, true);
+    send(&mut s, register(1), T0 + MINUTE);
+    // The deadline passed before the runner ticked; the message arrives first.
+    let fx = s.on_inbound(register(2), T0 + 31 * MINUTE, &|_| false);
+    assert!(s.formed());
+    assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master"), (2, "i-w1")]));
+    assert!(formations(&fx)[0].reason.starts_with("1 of 3 workers joined by the 30-minute deadline"));
+    assert!(logs(&fx).contains("prepare_data_success_10.0.0.2"));
+}
+
+#[test]
+fn a_terminating_member_is_let_go_after_every_node_applied_its_removal() {
+    let mut s = formed(2, false);
+    let t = T0 + 10 * MINUTE;
+    let fx = send(&mut s, terminating("i-w1"), t);
+    let m = published(&fx);
+    assert_eq!(m[0].generation, 2);
+    assert_eq!(roster(m[0]), ids(&[(1, "i-master"), (3, "i-w2")]));
+    assert_eq!(host_log(&fx), vec![format!("2 REMOVED 10.0.0.1 {}", u128::from(t) * 1_000_000)]);
+    assert!(!fx.contains(&completion("i-w1")));
+    assert_eq!(s.next_deadline(), Some(t + ACK_TIMEOUT_MS));
+    // A duplicate notice changes nothing.
+    assert!(actions(&send(&mut s, terminating("i-w1"), t + 1)).is_empty());
+    // The leaving node's own ack does not count; the master's alone is not enough.
+    assert!(actions(&send(&mut s, applied("i-w1", 2), t + 2)).is_empty());
+    assert!(actions(&send(&mut s, applied("i-master", 2), t + 3)).is_empty());
+    let fx = send(&mut s, applied("i-w2", 2), t + 4);
+    assert_eq!(actions(&fx), vec![&Effect::RetireManifests { through_generation: 2 }, &completion("i-w1")]);
+    assert_eq!(s.next_deadline(), None);
+    // Later notices for the same instance are duplicates.
+    assert!(actions(&send(&mut s, terminating("i-w1"), t + 5)).is_empty());
+    // And it is never admitted again.
+    send(&mut s, register(1), t + 10 * MINUTE);
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
+fn a_terminating_member_is_let_go_after_the_ack_timeout() {
+    let mut s = formed(2, false);
+    let t = T0 + 10 * MINUTE;
+    send(&mut s, terminating("i-w1"), t);
+    send(&mut s, applied("i-master", 2), t + 1);
+    assert!(actions(&s.on_tick(t + ACK_TIMEOUT_MS - 1)).is_empty());
+    let fx = s.on_tick(t + ACK_TIMEOUT_MS);
+    assert_eq!(actions(&fx), vec![&Effect::RetireManifests { through_generation: 2 }, &completion("i-w1")]);
+    assert!(logs(&fx).contains("deeplearning-worker3 (i-w2)"), "{}", logs(&fx));
+    assert!(!logs(&fx).contains("i-master"), "{}", logs(&fx));
+}
+
+#[test]
+fn lifecycle_notices_that_need_no_waiting() {
+    let mut s = formed(1, false);
+    let t = T0 + MINUTE;
+    // Not a member: at once.
+    assert_eq!(actions(&send(&mut s, terminating("i-stranger"), t)), vec![&completion("i-stranger")]);
+    // Launching and the test notification: log only.
+    let fx = send(&mut s, lifecycle("i-w9", "autoscaling:EC2_INSTANCE_LAUNCHING"), t);
+    assert!(actions(&fx).is_empty() && !logs(&fx).is_empty());
+    let fx = send(&mut s, MasterInbound::LifecycleTest, t);
+    assert!(actions(&fx).is_empty() && logs(&fx).contains("test notification"));
+    // Admitted but not yet published: it was in no manifest, so at once too.
+    send(&mut s, register(2), t);
+    let fx = send(&mut s, terminating("i-w2"), t + 500);
+    assert!(fx.contains(&completion("i-w2")));
+    assert!(published(&fx).is_empty());
+    assert!(actions(&s.on_tick(t + BATCH_WINDOW_MS)).is_empty());
+    // During formation: removed, and let go at once.
+    let (mut s, _) = master(3, 0, false);
+    send(&mut s, register(1), T0 + 1);
+    let fx = send(&mut s, terminating("i-w1"), T0 + 2);
+    assert_eq!(actions(&fx), vec![&completion("i-w1")]);
+    send(&mut s, register(2), T0 + 3);
+    let fx = s.on_tick(T0 + 30 * MINUTE);
+    assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master"), (2, "i-w2")]));
+}
+
+#[test]
+fn the_master_never_removes_itself() {
+    let mut s = formed(1, false);
+    let before = s.clone();
+    let fx = send(&mut s, leave("i-master"), T0 + MINUTE);
+    assert!(actions(&fx).is_empty());
+    assert!(logs(&fx).contains("never leaves"));
+    assert_eq!(s, before);
+    let fx = send(&mut s, terminating("i-master"), T0 + MINUTE);
+    assert!(published(&fx).is_empty());
+    assert_eq!(roster(s.manifest().unwrap())[0], (1, "i-master".to_string()));
+}
+
+#[test]
+fn manifests_are_retired_when_acknowledged_superseded_or_timed_out() {
+    let (mut s, _) = master(2, 0, false);
+    send(&mut s, register(1), T0 + 1);
+    send(&mut s, register(2), T0 + 2);
+    assert!(retirements(&send(&mut s, applied("i-master", 1), T0 + 3)).is_empty());
+    assert!(retirements(&send(&mut s, applied("i-w1", 1), T0 + 4)).is_empty());
+    let fx = send(&mut s, applied("i-w2", 1), T0 + 5);
+    assert_eq!(retirements(&fx), vec![1]);
+    // Acknowledged again: not retired twice.
+    assert!(retirements(&send(&mut s, applied("i-w2", 1), T0 + 6)).is_empty());
+
+    // Generation 2 (a join) is only partly acknowledged when generation 3
+    // (another join) supersedes it: 2 is retired at once.
+    send(&mut s, register(3), T0 + MINUTE);
+    s.on_tick(T0 + MINUTE + BATCH_WINDOW_MS);
+    send(&mut s, applied("i-w3", 2), T0 + MINUTE + 3_000);
+    send(&mut s, register(4), T0 + 2 * MINUTE);
+    let fx = s.on_tick(T0 + 2 * MINUTE + BATCH_WINDOW_MS);
+    assert_eq!(published(&fx)[0].generation, 3);
+    assert_eq!(retirements(&fx), vec![2]);
+
+    // Generation 3: worker w4 never acknowledges; retired at the timeout.
+    let t3 = T0 + 2 * MINUTE + BATCH_WINDOW_MS;
+    for id in ["i-master", "i-w1", "i-w2", "i-w3"] {
+        send(&mut s, applied(id, 3), t3 + 10);
+    }
+    assert_eq!(s.next_deadline(), Some(t3 + ACK_TIMEOUT_MS));
+    let fx = s.on_tick(t3 + ACK_TIMEOUT_MS);
+    assert_eq!(retirements(&fx), vec![3]);
+    assert!(logs(&fx).contains("deeplearning-worker5 (i-w4)"), "{}", logs(&fx));
+    assert!(!logs(&fx).contains("i-w3"), "{}", logs(&fx));
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
+fn applied_from_the_future_or_from_strangers_changes_nothing() {
+    let mut s = formed(1, false);
+    let before = s.clone();
+    for msg in [applied("i-w1", 2), applied("i-w1", u64::MAX), applied("i-stranger", 1), applied("i-w1", 0)] {
+        let fx = send(&mut s, msg, T0 + MINUTE);
+        assert!(actions(&fx).is_empty(), "{fx:?}");
+    }
+    assert_eq!(s, before);
+    // A stale ack does not undo a newer one.
+    send(&mut s, register(2), T0 + 2 * MINUTE);
+    s.on_tick(T0 + 2 * MINUTE + BATCH_WINDOW_MS);
+    send(&mut s, applied("i-w1", 2), T0 + 3 * MINUTE);
+    send(&mut s, applied("i-w1", 1), T0 + 3 * MINUTE);
+    send(&mut s, applied("i-master", 2), T0 + 3 * MINUTE);
+    let fx = send(&mut s, applied("i-w2", 2), T0 + 3 * MINUTE);
+    assert_eq!(retirements(&fx), vec![2]);
+}
+
+#[test]
+fn a_registering_member_without_the_manifest_gets_it_again_at_most_every_10_s() {
+    let (mut s, _) = master(1, 0, false);
+    send(&mut s, register(1), T0);
+    let t = T0 + 15_000;
+    let fx = send(&mut s, register(1), t);
+    let m = published(&fx);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].generation, 1);
+    assert!(published(&send(&mut s, register(1), t + REPUBLISH_INTERVAL_MS - 1)).is_empty());
+    assert_eq!(published(&send(&mut s, register(1), t + REPUBLISH_INTERVAL_MS)).len(), 1);
+    // Once it applied, a duplicate is just a duplicate.
+    send(&mut s, applied("i-w1", 1), t + REPUBLISH_INTERVAL_MS + 1);
+    assert!(actions(&send(&mut s, register(1), t + 60_000)).is_empty());
+    assert_eq!(s.generation(), 1);
+}
+
+#[test]
+fn a_rebooted_member_keeps_its_index_and_updates_its_entry() {
+    let mut s = formed(2, false);
+    let t = T0 + 10 * MINUTE;
+    // Rebooted with a new address and host key.
+    let mut r = worker_reg(1);
+    r.boot_id = "boot-1-again".into();
+    r.private_ip = "10.0.0.201".into();
+    r.ssh_host_key = "ssh-ed25519 AAAAnew".into();
+    let fx = send(&mut s, MasterInbound::Register(r.clone()), t);
+    assert!(published(&fx).is_empty());
+    let fx = s.on_tick(t + BATCH_WINDOW_MS);
+    let m = published(&fx)[0];
+    assert_eq!(m.generation, 2);
+    let node = m.node("i-w1").unwrap();
+    assert_eq!(
+        (node.index, node.private_ip.as_str(), node.ssh_host_key.as_str()),
+        (2, "10.0.0.201", "ssh-ed25519 AAAAnew")
+    );
+    let nanos = u128::from(t + BATCH_WINDOW_MS) * 1_000_000;
+    assert_eq!(host_log(&fx), vec![format!("2 REMOVED 10.0.0.1 {nanos}"), format!("2 ADDED 10.0.0.201 {nanos}")]);
+    ack_all(&mut s, t + 3_000);
+    // Rebooted again with nothing changed but the boot: the same generation again.
+    r.boot_id = "boot-1-third".into();
+    let fx = send(&mut s, MasterInbound::Register(r), t + 60_000);
+    let m = published(&fx);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].generation, 2);
+    assert!(s.on_tick(t + 60_000 + BATCH_WINDOW_MS).iter().all(|e| !matches!(e, Effect::PublishManifest(_))));
+    // It has to acknowledge again before the manifest is retired.
+    assert_eq!(s.next_deadline(), Some(t + 60_000 + ACK_TIMEOUT_MS));
+    assert_eq!(retirements(&send(&mut s, applied("i-w1", 2), t + 61_000)), vec![2]);
+    // A delayed registration from the first boot changes nothing.
+    let before = s.clone();
+    let fx = send(&mut s, register(1), t + 62_000);
+    assert!(actions(&fx).is_empty());
+    assert!(logs(&fx).contains("earlier boot"), "{}", logs(&fx));
+    assert_eq!(s, before);
+}
+
+#[test]
+fn a_delayed_copy_of_a_leavers_registration_does_not_bring_it_back() {
+    let mut s = formed(2, false);
+    let t = T0 + 10 * MINUTE;
+    send(&mut s, leave("i-w1"), t);
+    assert_eq!(s.generation(), 2);
+    let fx = send(&mut s, register(1), t + 20_000);
+    assert!(actions(&fx).is_empty());
+    assert!(logs(&fx).contains("delayed copy"), "{}", logs(&fx));
+    assert!(actions(&s.on_tick(t + 30_000)).is_empty());
+    // Still registering after the window: it wants back.
+    send(&mut s, register(1), t + REJOIN_AFTER_LEAVE_MS + 5_000);
+    let fx = s.on_tick(t + REJOIN_AFTER_LEAVE_MS + 5_000 + BATCH_WINDOW_MS);
+    assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2")]));
+    // After a reboot it is welcome at once.
+    send(&mut s, leave("i-w2"), t + 5 * MINUTE);
+    let mut r = worker_reg(2);
+    r.boot_id = "boot-2-again".into();
+    send(&mut s, MasterInbound::Register(r), t + 5 * MINUTE + 1_000);
+    let fx = s.on_tick(t + 5 * MINUTE + 1_000 + BATCH_WINDOW_MS);
+    assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2")]));
+}
+
+#[test]
+fn registrations_that_lie_about_the_role_are_ignored() {
+    let (mut s, _) = master(1, 0, false);
+    let mut r = worker_reg(1);
+    r.role = Role::Master;
+    let fx = send(&mut s, MasterInbound::Register(r), T0 + 1);
+    assert!(actions(&fx).is_empty());
+    assert!(!s.formed());
+    // The master's own registration is a duplicate of `me`.
+    let fx = send(&mut s, MasterInbound::Register(master_reg()), T0 + 2);
+    assert!(actions(&fx).is_empty());
+    assert!(!s.formed());
+}
+
+#[test]
+fn a_restart_mid_formation_resumes_with_the_same_deadline_and_members() {
+    // Uninterrupted.
+    let (mut a, _) = master(3, 1, false);
+    send(&mut a, register(1), T0 + MINUTE);
+    send(&mut a, register(2), T0 + 2 * MINUTE);
+    let uninterrupted = a.on_tick(T0 + 30 * MINUTE);
+
+    // Interrupted after the first registration.
+    let (mut b, _) = master(3, 1, false);
+    send(&mut b, register(1), T0 + MINUTE);
+    let saved = serde_json::to_string(&b).unwrap();
+    let mut b: MasterState = serde_json::from_str(&saved).unwrap();
+    let fx = b.start(T0 + 5 * MINUTE);
+    assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp]);
+    assert_eq!(b.next_deadline(), Some(T0 + 30 * MINUTE));
+    send(&mut b, register(1), T0 + 6 * MINUTE);
+    send(&mut b, register(2), T0 + 7 * MINUTE);
+    assert!(actions(&b.on_tick(T0 + 30 * MINUTE - 1)).is_empty());
+    let resumed = b.on_tick(T0 + 30 * MINUTE);
+    assert_eq!(resumed, uninterrupted);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_restart_after_formation_publishes_an_unacknowledged_manifest_again() {
+    let (mut s, _) = master(1, 0, false);
+    send(&mut s, register(1), T0 + 1);
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    let fx = s.start(T0 + MINUTE / 2);
+    assert_eq!(actions(&fx), vec![&Effect::PublishManifest(s.manifest().unwrap().clone())]);
+    ack_all(&mut s, T0 + MINUTE);
+    // Everything acknowledged: a restart does nothing.
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert!(actions(&s.start(T0 + 2 * MINUTE)).is_empty());
+}
+
+#[test]
+fn a_restart_while_waiting_for_launch_failures_asks_again() {
+    let (mut s, _) = master(2, 2, false);
+    s.on_tick(T0 + 30 * MINUTE);
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    let fx = s.start(T0 + 30 * MINUTE + 5_000);
+    assert!(fx.contains(&Effect::FetchLaunchFailures));
+    let fx = s.on_launch_failures(vec!["no capacity".into()], T0 + 30 * MINUTE + 6_000);
+    assert!(formations(&fx)[0].reason.ends_with("Launch failures: no capacity"));
+    // A failed master restarts quietly.
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert!(actions(&s.start(T0 + 40 * MINUTE)).is_empty());
+}
+
+#[test]
+fn a_restart_after_the_deadline_decides_at_once() {
+    let (mut s, _) = master(3, 1, false);
+    send(&mut s, register(1), T0 + MINUTE);
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    let fx = s.start(T0 + 45 * MINUTE);
+    assert_eq!(actions(&fx)[0], &Effect::SignalMasterUp);
+    assert!(fx.contains(&Effect::SetDesiredCapacity(1)));
+    assert!(formations(&fx)[0].reason.contains("30-minute deadline"));
+}
+
+/// Shuffles and duplicates a formation's messages: whatever the order, there
+/// is one manifest, of generation 1, with the same nodes (indices
+/// follow arrival order, so they are compared as a set), and one signal.
+#[test]
+fn formation_is_the_same_whatever_the_order_and_duplicates() {
+    let expected: BTreeSet<String> = ["i-master", "i-w1", "i-w2", "i-w3", "i-w4"].map(String::from).into();
+    for seed in 0..300 {
+        let mut rng = SplitMix64(seed);
+        let mut msgs: Vec<MasterInbound> = Vec::new();
+        for w in 1..=4 {
+            for _ in 0..=rng.below(3) {
+                msgs.push(register(w));
+            }
+        }
+        msgs.push(applied("i-w1", 1));
+        msgs.push(applied("i-w9", 1));
+        msgs.push(MasterInbound::LifecycleTest);
+        msgs.push(leave("i-stranger"));
+        msgs.push(MasterInbound::Register(master_reg()));
+        rng.shuffle(&mut msgs);
+        let (mut s, mut all) = master(4, 2, false);
+        let mut now = T0;
+        for msg in msgs {
+            now += rng.below(5_000) as u64;
+            all.extend(send(&mut s, msg, now));
+            if rng.below(4) == 0 {
+                all.extend(s.on_tick(now));
+            }
+        }
+        // A node still registering 10 s after the manifest went out gets
+        // the same manifest again; never another generation.
+        let manifests = published(&all);
+        assert!(!manifests.is_empty(), "seed {seed}");
+        assert!(manifests.iter().all(|m| *m == manifests[0]), "seed {seed}");
+        let m = manifests[0];
+        assert_eq!(m.generation, 1, "seed {seed}");
+        assert_eq!(m.nodes.iter().map(|n| n.instance_id.clone()).collect::<BTreeSet<_>>(), expected, "seed {seed}");
+        assert_eq!(m.nodes.iter().map(|n| n.index).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5], "seed {seed}");
+        for n in &m.nodes[1..] {
+            let w: u32 = n.instance_id.trim_start_matches("i-w").parse().unwrap();
+            let r = worker_reg(w);
+            assert_eq!(
+                (&n.private_ip, &n.hostname, n.gpus, &n.ssh_host_key),
+                (&r.private_ip, &r.hostname, r.gpus, &r.ssh_host_key),
+                "seed {seed}"
+            );
+        }
+        let f = formations(&all);
+        assert_eq!(f.len(), 1, "seed {seed}");
+        assert_eq!(f[0].reason, "4 of 4 workers joined; the cluster has 5 nodes, the master included");
+    }
+}
+
+/// After formation: joins (each duplicated), acks (some stale, some
+/// duplicated) and noise, shuffled with random gaps: the final membership is
+/// the same, generations grow one at a time, and everything is retired in
+/// the end.
+#[test]
+fn elastic_changes_converge_whatever_the_order() {
+    for seed in 0..300 {
+        let mut rng = SplitMix64(1_000 + seed);
+        let mut s = formed(2, false);
+        let mut msgs: Vec<MasterInbound> = Vec::new();
+        for w in 3..=6 {
+            for _ in 0..=rng.below(3) {
+                msgs.push(register(w));
+            }
+        }
+        for id in ["i-master", "i-w1", "i-w2", "i-w5"] {
+            msgs.push(applied(id, 1));
+        }
+        msgs.push(applied("i-w4", 99));
+        msgs.push(terminating("i-gone"));
+        msgs.push(lifecycle("i-w7", "autoscaling:EC2_INSTANCE_LAUNCHING"));
+        rng.shuffle(&mut msgs);
+        let mut all = Vec::new();
+        let mut now = T0 + 10 * MINUTE;
+        for msg in msgs {
+            now += rng.below(3_000) as u64;
+            all.extend(s.on_tick(now));
+            all.extend(send(&mut s, msg, now));
+        }
+        now += BATCH_WINDOW_MS;
+        all.extend(s.on_tick(now));
+        all.extend(ack_all(&mut s, now));
+        let generations: Vec<u64> = published(&all).iter().map(|m| m.generation).collect();
+        let distinct: Vec<u64> = generations.iter().copied().collect::<BTreeSet<_>>().into_iter().collect();
+        assert_eq!(distinct, (2..2 + distinct.len() as u64).collect::<Vec<_>>(), "seed {seed}");
+        let m = s.manifest().unwrap();
+        assert_eq!(m.nodes.len(), 7, "seed {seed}");
+        assert_eq!(m.nodes.iter().map(|n| n.index).collect::<Vec<_>>(), (1..=7).collect::<Vec<_>>(), "seed {seed}");
+        assert_eq!(roster(m)[..3], ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2")])[..], "seed {seed}");
+        let added = host_log(&all).iter().filter(|l| l.contains(" ADDED ")).count();
+        assert_eq!(added, 4, "seed {seed}");
+        assert_eq!(retirements(&all).last(), Some(&m.generation), "seed {seed}");
+        assert_eq!(all.iter().filter(|e| **e == completion("i-gone")).count(), 1, "seed {seed}");
+        assert_eq!(s.next_deadline(), None, "seed {seed}");
+    }
+}

@@ -1,0 +1,126 @@
+//! Test fixtures shared by the cluster modules' unit tests.
+
+use node_contract::message::{Manifest, Register};
+use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
+
+use super::Effect;
+use crate::ports::Formation;
+
+/// A unix time in milliseconds to start the clocks at (2026-01-01).
+pub const T0: u64 = 1_767_225_600_000;
+
+/// The master's registration (`i-master`, 10.0.0.100).
+pub fn master_reg() -> Register {
+    Register {
+        instance_id: "i-master".into(),
+        private_ip: "10.0.0.100".into(),
+        hostname: "ip-10-0-0-100.ec2.internal".into(),
+        role: Role::Master,
+        gpus: 0,
+        instance_type: "c5.large".into(),
+        availability_zone: "us-east-1a".into(),
+        ssh_host_key: "ssh-ed25519 AAAAmaster root@master".into(),
+        boot_id: "boot-master".into(),
+    }
+}
+
+/// Worker `n`: `i-w<n>`, 10.0.0.<n>, boot `boot-<n>`, 8 GPUs.
+pub fn worker_reg(n: u32) -> Register {
+    Register {
+        instance_id: format!("i-w{n}"),
+        private_ip: format!("10.0.0.{n}"),
+        hostname: format!("ip-10-0-0-{n}.ec2.internal"),
+        role: Role::Worker,
+        gpus: 8,
+        instance_type: "p3.16xlarge".into(),
+        availability_zone: "us-east-1b".into(),
+        ssh_host_key: format!("ssh-ed25519 AAAAw{n} root@w{n}"),
+        boot_id: format!("boot-{n}"),
+    }
+}
+
+/// A master's node config.
+pub fn config(requested: u32, min: u32, timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
+    NodeConfig {
+        version: NODE_CONFIG_VERSION,
+        cluster: "demo".into(),
+        stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
+        stack_name: "demo".into(),
+        region: "us-east-1".into(),
+        role: Role::Master,
+        queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
+        worker_group: Some("demo-workers".into()),
+        requested_workers: requested,
+        min_workers: min,
+        efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
+        default_user: "ubuntu".into(),
+        formation_timeout_minutes: timeout_minutes,
+        elastic: Elastic { prepare_data_script: prepare_data.then(|| "/efs/prepare.sh".into()) },
+        signals: Some(Signals { master_resource: "MasterInstance".into(), formation_handle_url: "https://h".into() }),
+    }
+}
+
+/// The manifests among the effects.
+pub fn published(effects: &[Effect]) -> Vec<&Manifest> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::PublishManifest(m) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The formation signals among the effects.
+pub fn formations(effects: &[Effect]) -> Vec<&Formation> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SignalFormation(f) => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The log lines among the effects, joined.
+pub fn logs(effects: &[Effect]) -> String {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Log(l) => Some(l.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The effects other than log lines.
+pub fn actions(effects: &[Effect]) -> Vec<&Effect> {
+    effects.iter().filter(|e| !matches!(e, Effect::Log(_))).collect()
+}
+
+/// A small deterministic PRNG (SplitMix64) for property-style tests.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Shuffles in place (Fisher-Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+}
