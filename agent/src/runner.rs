@@ -68,7 +68,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let gpus = crate::gpu::count();
     let me = crate::identity::discover(&imds, &opts.root, gpus).await.context("finding out who this node is")?;
     info!(instance = %me.instance_id, ip = %me.private_ip, role = ?config.role, gpus, "agent starting");
-    files::efs::mount(&opts.root, &config, opts.mount).context("mounting EFS")?;
+    mount_efs(&opts, &config).await?;
 
     let clients = crate::aws::clients(&config.region).await;
     let master_queue = SqsQueue::new(clients.sqs.clone(), config.queues.master.clone());
@@ -108,7 +108,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 master_resource: signals.master_resource.clone(),
                 handle_url: signals.formation_handle_url.clone(),
             };
-            let master = master_loop(&opts, &config, register.clone(), key, &master_queue, &worker_queue, &group, &signals);
+            let master =
+                master_loop(&opts, &config, register.clone(), key, &master_queue, &worker_queue, &group, &signals);
             tokio::select! {
                 r = node => r,
                 r = master => r,
@@ -123,6 +124,24 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             r = shutdown => r,
         },
     }
+}
+
+/// Mounts EFS, retrying: the stack creates the mount targets in parallel
+/// with the instances, so the first attempts may find none yet.
+async fn mount_efs(opts: &Options, config: &NodeConfig) -> anyhow::Result<()> {
+    const ATTEMPTS: u32 = 30;
+    for attempt in 1..=ATTEMPTS {
+        let result = tokio::task::block_in_place(|| files::efs::mount(&opts.root, config, opts.mount));
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < ATTEMPTS => {
+                warn!(attempt, "cannot mount EFS yet, retrying in 10 s: {e}");
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+            Err(e) => return Err(e).context("mounting EFS"),
+        }
+    }
+    Ok(())
 }
 
 /// Retries a call while it fails transiently.
@@ -153,7 +172,8 @@ async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> bool {
     if config.role == Role::Master {
         return true;
     }
-    let marker = root.join(config.efs.mount.trim_start_matches('/')).join(format!("prepare_data_success_{}", me.private_ip));
+    let marker =
+        root.join(config.efs.mount.trim_start_matches('/')).join(format!("prepare_data_success_{}", me.private_ip));
     if marker.exists() {
         return true;
     }
@@ -235,11 +255,15 @@ async fn node_loop(
         if let Some(manifest) = newest {
             match node.on_manifest(&manifest) {
                 NodeDecision::Apply => {
-                    apply(opts, config, me, &manifest, cluster_key)?;
+                    tokio::task::block_in_place(|| apply(opts, config, me, &manifest, cluster_key))?;
                     node.applied(manifest.generation);
                     applied_something = true;
-                    let ack = Message::Applied(Applied { instance_id: me.instance_id.clone(), generation: manifest.generation });
-                    if let Err(e) = retry("report applied", || master_queue.send(&ack.to_body())).await {
+                    let ack = Message::Applied(Applied {
+                        instance_id: me.instance_id.clone(),
+                        generation: manifest.generation,
+                    })
+                    .to_body();
+                    if let Err(e) = retry("report applied", || master_queue.send(&ack)).await {
                         warn!("cannot report generation {} applied: {e}", manifest.generation);
                     }
                 }
@@ -275,7 +299,12 @@ fn apply(
             manifest: manifest.clone(),
         },
     )?;
-    info!(generation = manifest.generation, nodes = manifest.nodes.len(), changed = changed.len(), "applied the manifest");
+    info!(
+        generation = manifest.generation,
+        nodes = manifest.nodes.len(),
+        changed = changed.len(),
+        "applied the manifest"
+    );
     Ok(())
 }
 
@@ -396,7 +425,12 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
             }
             Effect::CompleteLifecycle { hook, token, instance_id } => {
                 let done = retry("complete the lifecycle action", || {
-                    group.complete_lifecycle_action(&hook, &token, &instance_id, crate::ports::LifecycleResult::Continue)
+                    group.complete_lifecycle_action(
+                        &hook,
+                        &token,
+                        &instance_id,
+                        crate::ports::LifecycleResult::Continue,
+                    )
                 })
                 .await;
                 if let Err(e) = done {
