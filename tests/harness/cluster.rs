@@ -56,8 +56,11 @@ impl Cluster {
         };
         nodes.push(Node::create(&network, 0, &aws, master)?);
         for (i, id) in worker_ids.into_iter().enumerate() {
-            let spec =
-                NodeSpec { instance_id: id, instance_type: INSTANCE_TYPE.into(), user_data: Some(worker_user_data.clone()) };
+            let spec = NodeSpec {
+                instance_id: id,
+                instance_type: INSTANCE_TYPE.into(),
+                user_data: Some(worker_user_data.clone()),
+            };
             nodes.push(Node::create(&network, i + 1, &aws, spec)?);
         }
         Ok(Cluster { nodes, stack, aws, network })

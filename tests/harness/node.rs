@@ -281,7 +281,10 @@ pub fn agent_bin() -> Result<PathBuf> {
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe().map_err(Error::io("locating the test executable", "/proc/self/exe"))?;
-    let profile_dir = exe.parent().and_then(Path::parent).ok_or_else(|| Error::Setup("test executable has no target directory".into()))?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| Error::Setup("test executable has no target directory".into()))?;
     let agent = profile_dir.join("agent");
     if !agent.exists() {
         return Err(Error::Setup(format!(
@@ -306,10 +309,7 @@ fn populate_root(root: &Path, ip: Ipv4Addr, hostname: &str) -> Result<()> {
         "root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000:Ubuntu:/home/ubuntu:/bin/bash\n",
     )?;
     write(&root.join("etc/group"), "root:x:0:\nubuntu:x:1000:\n")?;
-    write(
-        &root.join("etc/hosts"),
-        &format!("127.0.0.1 localhost\n{ip} {hostname}.ec2.internal {hostname}\n"),
-    )?;
+    write(&root.join("etc/hosts"), &format!("127.0.0.1 localhost\n{ip} {hostname}.ec2.internal {hostname}\n"))?;
     write(&root.join("etc/resolv.conf"), "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?;
     let home = root.join("home/ubuntu");
     std::fs::create_dir_all(&home).map_err(Error::io("creating a directory", &home))?;

@@ -141,9 +141,8 @@ impl ClusterStack {
             what: format!("DescribeLaunchTemplateVersions {template_id}"),
             detail: format!("no <userData> in {xml}"),
         })?;
-        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).map_err(|e| Error::Unexpected {
-            what: format!("user data of {logical_id}"),
-            detail: format!("not base64: {e}"),
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).map_err(|e| {
+            Error::Unexpected { what: format!("user data of {logical_id}"), detail: format!("not base64: {e}") }
         })?;
         String::from_utf8(bytes)
             .map_err(|e| Error::Unexpected { what: format!("user data of {logical_id}"), detail: e.to_string() })
@@ -171,10 +170,8 @@ pub fn build_template(blueprint: &str) -> Result<String> {
 /// Creates [`IMAGE_PARAMETER`] with an AMI id moto knows, once per moto.
 fn ensure_image_parameter(aws: &LocalAws) -> Result<()> {
     let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
-    let image = xml_text(&images, "imageId").ok_or_else(|| Error::Unexpected {
-        what: "DescribeImages".into(),
-        detail: "moto lists no image".into(),
-    })?;
+    let image = xml_text(&images, "imageId")
+        .ok_or_else(|| Error::Unexpected { what: "DescribeImages".into(), detail: "moto lists no image".into() })?;
     let body = serde_json::json!({
         "Name": IMAGE_PARAMETER, "Value": image, "Type": "String", "Overwrite": true,
     });
@@ -195,10 +192,11 @@ async fn wait_for_create(aws: &LocalAws, name: &str) -> Result<aws_sdk_cloudform
             .send()
             .await
             .map_err(|e| Error::aws(format!("DescribeStacks {name}"), &e))?;
-        let stack = out.stacks().first().cloned().ok_or_else(|| Error::Unexpected {
-            what: format!("DescribeStacks {name}"),
-            detail: "no stack".into(),
-        })?;
+        let stack = out
+            .stacks()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Unexpected { what: format!("DescribeStacks {name}"), detail: "no stack".into() })?;
         match stack.stack_status() {
             Some(StackStatus::CreateComplete) => return Ok(stack),
             Some(StackStatus::CreateInProgress) | Some(StackStatus::ReviewInProgress) | None => {}
@@ -210,7 +208,10 @@ async fn wait_for_create(aws: &LocalAws, name: &str) -> Result<aws_sdk_cloudform
             }
         }
         if Instant::now() > deadline {
-            return Err(Error::Timeout { what: format!("stack {name} CREATE_COMPLETE"), seconds: CREATE_TIMEOUT.as_secs() });
+            return Err(Error::Timeout {
+                what: format!("stack {name} CREATE_COMPLETE"),
+                seconds: CREATE_TIMEOUT.as_secs(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
