@@ -274,6 +274,29 @@ async fn a_cluster_gives_each_instance_a_node_with_its_user_data() -> TestResult
             output(curl, "PUT to the formation handle from the master")?;
         }
     }
+    // An agent is started in its node's namespace with the node's root,
+    // endpoints and hostname (a stand-in script records how).
+    let fake = cluster.master().root().join("fake-agent");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"args: $*\"\necho \"aws: $AWS_ENDPOINT_URL $AWS_REGION\"\n\
+         echo \"imds: $AWS_EC2_METADATA_SERVICE_ENDPOINT\"\necho \"host: $(hostname)\"\necho done\n",
+    )
+    .map_err(Error::io("writing the fake agent", &fake))?;
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(Error::io("chmod", &fake))?;
+    let worker = &cluster.workers()[0];
+    let mut agent = worker.spawn_agent_binary(&fake, &["--config", "/x.json"])?;
+    agent.wait_for_log("done", std::time::Duration::from_secs(10))?;
+    let log = agent.log();
+    assert!(
+        log.contains(&format!("args: run --root {} --no-mount --config /x.json", worker.root().display())),
+        "{log}"
+    );
+    assert!(log.contains(&format!("aws: {} us-east-1", cluster.aws().endpoint())), "{log}");
+    assert!(log.contains(&format!("imds: {}", worker.imds().endpoint())), "{log}");
+    assert!(log.contains(&format!("host: {}", worker.hostname())), "{log}");
+
     let signals = cluster.aws().signals("cluster")?;
     assert_eq!(signals.len(), 1, "{signals:?}");
     assert_eq!(signals[0]["Status"], "FAILURE");

@@ -162,8 +162,13 @@ impl Node {
     /// stdout and stderr in `ROOT/agent-<n>.log`. `RUST_LOG` is passed on,
     /// `debug` when unset.
     pub fn spawn_agent(&self, args: &[&str]) -> Result<AgentProcess> {
-        let agent = agent_bin()?;
-        let mut command = self.command(&agent);
+        self.spawn_agent_binary(&agent_bin()?, args)
+    }
+
+    /// [`Node::spawn_agent`] with another binary (a build of another
+    /// profile, or a stand-in that records how it was started).
+    pub fn spawn_agent_binary(&self, agent: &Path, args: &[&str]) -> Result<AgentProcess> {
+        let mut command = self.command(agent);
         command.arg("run").arg("--root").arg(self.root.path()).arg("--no-mount").args(args);
         command.env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into()));
         command.env("RUST_BACKTRACE", "1");
