@@ -286,7 +286,7 @@ async fn a_cluster_gives_each_instance_a_node_with_its_user_data() -> TestResult
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .map_err(Error::io("chmod", &fake))?;
     let worker = &cluster.workers()[0];
-    let mut agent = worker.spawn_agent_binary(&fake, &["--config", "/x.json"])?;
+    let agent = worker.spawn_agent_binary(&fake, &["--config", "/x.json"])?;
     agent.wait_for_log("done", std::time::Duration::from_secs(10))?;
     let log = agent.log();
     assert!(
