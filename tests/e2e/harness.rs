@@ -1,0 +1,305 @@
+//! Self-tests of the end-to-end harness: each piece works on its own, with
+//! the real moto, real namespaces and the SDK's own IMDS client, before
+//! scenario tests build on it. They need root, `ip`, `curl`, `ssh-keygen`
+//! and moto in `.venv` (scripts/test installs it).
+
+use aws_sdk_cloudformation::types::ResourceSignalStatus;
+use e2e::imds::Identity;
+use e2e::moto::REGION;
+use e2e::node::NodeSpec;
+use e2e::{Cluster, ClusterStack, Error, Imds, LocalAws, Network, Node, TestResult};
+use node_contract::{NodeConfig, Role};
+use std::net::{Ipv4Addr, SocketAddr};
+
+fn identity(user_data: Option<&str>) -> Identity {
+    Identity {
+        instance_id: "i-0123456789abcdef0".into(),
+        local_ipv4: Ipv4Addr::new(10, 213, 99, 10),
+        instance_type: "g4dn.xlarge".into(),
+        availability_zone: "us-east-1a".into(),
+        region: REGION.into(),
+        image_id: "ami-0e2e0e2e0e2e0e2e0".into(),
+        account_id: "123456789012".into(),
+        user_data: user_data.map(str::to_string),
+    }
+}
+
+fn unexpected(what: &str, detail: impl std::fmt::Debug) -> Error {
+    Error::Unexpected { what: what.into(), detail: format!("{detail:?}") }
+}
+
+/// Runs `program args` through `command` and returns its stdout, or fails with its stderr.
+fn output(mut command: std::process::Command, what: &str) -> e2e::Result<String> {
+    let out = command.output().map_err(Error::io("running a command in a namespace", what))?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            command: what.into(),
+            detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn moto_serves_sqs_to_the_sdk() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let sqs = aws.sqs();
+    let url = sqs
+        .create_queue()
+        .queue_name("self-test")
+        .send()
+        .await
+        .map_err(|e| Error::aws("CreateQueue", &e))?
+        .queue_url
+        .unwrap_or_default();
+    sqs.send_message().queue_url(&url).message_body("hello").send().await.map_err(|e| Error::aws("SendMessage", &e))?;
+    let received = sqs
+        .receive_message()
+        .queue_url(&url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .map_err(|e| Error::aws("ReceiveMessage", &e))?;
+    let bodies: Vec<_> = received.messages().iter().filter_map(|m| m.body()).collect();
+    assert_eq!(bodies, ["hello"]);
+    aws.reset()?;
+    let after = sqs.get_queue_url().queue_name("self-test").send().await;
+    assert!(after.is_err(), "the queue survived /moto-api/reset");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_synth_template_creates_in_moto_and_signals_are_recorded() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let stack = ClusterStack::create(&aws, "blueprints/minimal.yaml", "selftest", 2, &[]).await?;
+
+    // Both launch templates' user data, as moto resolved it, carry a node config.
+    let master = NodeConfig::from_json(&stack.node_config_json(&aws, "MasterLaunchTemplate")?)
+        .map_err(|e| unexpected("master node config", e))?;
+    let worker = NodeConfig::from_json(&stack.node_config_json(&aws, "WorkerLaunchTemplate")?)
+        .map_err(|e| unexpected("worker node config", e))?;
+    assert_eq!(master.role, Role::Master);
+    assert_eq!(worker.role, Role::Worker);
+    for config in [&master, &worker] {
+        assert_eq!(config.queues.master, stack.resource("MasterQueue")?);
+        assert_eq!(config.queues.workers, stack.resource("WorkerQueue")?);
+        assert!(config.queues.master.contains("selftest-MasterQueue"), "{}", config.queues.master);
+        assert_eq!(config.stack_name, "selftest");
+        assert_eq!(config.stack_id, stack.id);
+        assert_eq!(config.region, REGION);
+        assert_eq!(config.requested_workers, 2);
+    }
+    assert_eq!(master.worker_group.as_deref(), Some(stack.worker_group()?));
+    assert_eq!(stack.outputs.get("WorkerGroupName").map(String::as_str), Some(stack.worker_group()?));
+    assert_eq!(stack.worker_instance_ids(&aws).await?.len(), 2);
+    let signals = master.signals.as_ref().ok_or_else(|| unexpected("master node config", "no signals"))?;
+    assert_eq!(signals.master_resource, "MasterInstance");
+    let handle = &signals.formation_handle_url;
+    assert!(handle.starts_with(&format!("{}/_waitcondition/", aws.endpoint())), "{handle}");
+
+    // A wait condition signal PUT to the handle URL becomes a stack event.
+    let body = r#"{"Status":"SUCCESS","Reason":"2 of 2 workers","UniqueId":"master","Data":"2"}"#;
+    ureq::put(handle).send(body).map_err(|e| Error::aws(format!("PUT {handle}"), &e))?;
+    // SignalResource through the SDK becomes a stack event too.
+    let cfn = aws.cloudformation();
+    cfn.signal_resource()
+        .stack_name("selftest")
+        .logical_resource_id("MasterInstance")
+        .unique_id(stack.master_instance_id()?)
+        .status(ResourceSignalStatus::Success)
+        .send()
+        .await
+        .map_err(|e| Error::aws("SignalResource", &e))?;
+    let events = cfn
+        .describe_stack_events()
+        .stack_name("selftest")
+        .send()
+        .await
+        .map_err(|e| Error::aws("DescribeStackEvents", &e))?;
+    let reason_of = |logical: &str| {
+        events
+            .stack_events()
+            .iter()
+            .find(|e| e.logical_resource_id() == Some(logical) && e.resource_status_reason().is_some())
+            .and_then(|e| e.resource_status_reason().map(str::to_string))
+    };
+    assert_eq!(
+        reason_of("FormationWaitCondition").as_deref(),
+        Some("Received SUCCESS signal with UniqueId master: 2 of 2 workers")
+    );
+    assert_eq!(
+        reason_of("MasterInstance"),
+        Some(format!("Received SUCCESS signal with UniqueId {}", stack.master_instance_id()?))
+    );
+    let recorded = aws.signals("selftest")?;
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    assert_eq!(recorded[0]["Data"], "2");
+    assert_eq!(recorded[1]["LogicalResourceId"], "MasterInstance");
+    // A malformed signal is refused, as the wait condition would not count it.
+    let bad = ureq::put(handle).config().http_status_as_error(false).build().send("{\"Status\":\"MAYBE\"}");
+    assert_eq!(bad.map_err(|e| Error::aws("PUT", &e))?.status(), 400);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_metadata_stand_in_answers_the_sdk_imds_client() -> TestResult {
+    let imds = Imds::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), identity(Some("#!/bin/bash\necho hi\n")))?;
+    let client = aws_config::imds::Client::builder()
+        .endpoint(imds.endpoint())
+        .map_err(|e| unexpected("imds endpoint", e))?
+        .build();
+    let get = |path: &'static str| {
+        let client = client.clone();
+        async move { client.get(path).await.map(String::from).map_err(|e| Error::aws(format!("IMDS {path}"), &e)) }
+    };
+    assert_eq!(get("/latest/meta-data/instance-id").await?, "i-0123456789abcdef0");
+    assert_eq!(get("/latest/meta-data/local-ipv4").await?, "10.213.99.10");
+    assert_eq!(get("/latest/meta-data/local-hostname").await?, "ip-10-213-99-10.ec2.internal");
+    assert_eq!(get("/latest/meta-data/instance-type").await?, "g4dn.xlarge");
+    assert_eq!(get("/latest/meta-data/placement/availability-zone").await?, "us-east-1a");
+    assert_eq!(get("/latest/user-data").await?, "#!/bin/bash\necho hi\n");
+    let document: serde_json::Value = serde_json::from_str(&get("/latest/dynamic/instance-identity/document").await?)
+        .map_err(|e| unexpected("identity document", e))?;
+    assert_eq!(document["instanceId"], "i-0123456789abcdef0");
+    assert_eq!(document["region"], REGION);
+    assert!(get("/latest/meta-data/no-such-thing").await.is_err());
+    imds.set_user_data(None);
+    assert!(get("/latest/user-data").await.is_err(), "user data after it was removed");
+
+    // Tokens are enforced: no token, no metadata.
+    let base = imds.endpoint();
+    let without = ureq::get(format!("{base}latest/meta-data/instance-id"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+        .map_err(|e| Error::aws("GET without token", &e))?;
+    assert_eq!(without.status(), 401);
+    let no_ttl = ureq::put(format!("{base}latest/api/token"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send_empty()
+        .map_err(|e| Error::aws("PUT token", &e))?;
+    assert_eq!(no_ttl.status(), 400);
+    let token = ureq::put(format!("{base}latest/api/token"))
+        .header("x-aws-ec2-metadata-token-ttl-seconds", "60")
+        .send_empty()
+        .map_err(|e| Error::aws("PUT token", &e))?;
+    assert_eq!(token.headers().get("x-aws-ec2-metadata-token-ttl-seconds").and_then(|v| v.to_str().ok()), Some("60"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nodes_in_namespaces_reach_moto_and_their_metadata_and_are_cleaned_up() -> TestResult {
+    let names;
+    let bridge;
+    {
+        let network = Network::create(2)?;
+        names = [network.namespace(0).to_string(), network.namespace(1).to_string()];
+        bridge = network.bridge();
+        let aws = LocalAws::start(network.host_ip().into())?;
+        let spec = |id: &str| NodeSpec {
+            instance_id: id.into(),
+            instance_type: "g4dn.xlarge".into(),
+            user_data: Some("#!/bin/bash\n".into()),
+        };
+        let nodes = [
+            Node::create(&network, 0, &aws, spec("i-00000000000000001"))?,
+            Node::create(&network, 1, &aws, spec("i-00000000000000002"))?,
+        ];
+        for node in &nodes {
+            for file in
+                ["etc/passwd", "etc/hosts", "etc/ssh/ssh_host_ed25519_key.pub", "proc/sys/kernel/random/boot_id"]
+            {
+                assert!(node.root().join(file).is_file(), "{file} missing in {}", node.root().display());
+            }
+            // moto, from inside the namespace.
+            let mut curl = node.command("curl");
+            curl.args(["-sSf", "--max-time", "10", &format!("{}/moto-api/", aws.endpoint())]);
+            output(curl, "curl moto-api in a namespace")?;
+            // The metadata token flow, from inside the namespace, with the
+            // endpoint the node's processes get.
+            let script = "t=$(curl -sSf --max-time 5 -X PUT -H 'x-aws-ec2-metadata-token-ttl-seconds: 60' \
+                          \"${AWS_EC2_METADATA_SERVICE_ENDPOINT}latest/api/token\") && \
+                          curl -sSf --max-time 5 -H \"x-aws-ec2-metadata-token: $t\" \
+                          \"${AWS_EC2_METADATA_SERVICE_ENDPOINT}latest/meta-data/instance-id\" && \
+                          echo && hostname && ip -4 -o addr show dev eth0";
+            let mut sh = node.command("sh");
+            sh.args(["-c", script]);
+            let out = output(sh, "metadata token flow in a namespace")?;
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines[0], node.instance_id());
+            assert_eq!(lines[1], node.hostname());
+            assert!(lines[2].contains(&format!("{}/24", node.ip())), "{out}");
+        }
+        // One node reaches a server on the other; the server is killed on drop.
+        let mut server = nodes[1].command("python3");
+        server.args(["-m", "http.server", "8080", "--bind", &nodes[1].ip().to_string()]);
+        let mut running = nodes[1].spawn_logged(server, "http")?;
+        let mut curl = nodes[0].command("curl");
+        curl.args(["-sSf", "--retry", "20", "--retry-connrefused", "--retry-delay", "1", "--max-time", "30"])
+            .arg(format!("http://{}:8080/", nodes[1].ip()));
+        output(curl, "curl from node 0 to node 1")?;
+        let pids = e2e::netns::run("ip", &["netns", "pids", &names[1]])?;
+        assert!(!pids.trim().is_empty(), "no process in {}", names[1]);
+        assert!(running.try_wait()?.is_none(), "the server exited: {}", running.log());
+    }
+    let listed = e2e::netns::run("ip", &["netns", "list"])?;
+    for name in &names {
+        assert!(!listed.lines().any(|l| l.split_whitespace().next() == Some(name.as_str())), "{name} left: {listed}");
+    }
+    assert!(e2e::netns::run("ip", &["link", "show", &bridge]).is_err(), "{bridge} left behind");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_gives_each_instance_a_node_with_its_user_data() -> TestResult {
+    let cluster = Cluster::start("blueprints/minimal.yaml", "cluster", 2).await?;
+    assert_eq!(cluster.nodes().len(), 3);
+    assert_eq!(cluster.master().instance_id(), cluster.stack().master_instance_id()?);
+    let worker_ids: Vec<String> = cluster.workers().iter().map(|n| n.instance_id()).collect();
+    assert_eq!(worker_ids, cluster.stack().worker_instance_ids(cluster.aws()).await?);
+    for (node, role) in cluster.nodes().iter().zip([Role::Master, Role::Worker, Role::Worker]) {
+        let user_data = node.imds().identity().user_data.ok_or_else(|| unexpected("node", "no user data"))?;
+        let json = node_contract::config_from_user_data(&user_data).map_err(|e| unexpected("user data", e))?;
+        let config = NodeConfig::from_json(json).map_err(|e| unexpected("node config", e))?;
+        assert_eq!(config.role, role);
+        // The handle URL is reachable from the node: moto listens on the bridge.
+        if let Some(signals) = config.signals {
+            let mut curl = node.command("curl");
+            curl.args(["-sSf", "--max-time", "10", "-X", "PUT", "--data-binary"])
+                .arg(r#"{"Status":"FAILURE","Reason":"self-test","UniqueId":"master","Data":"none"}"#)
+                .arg(&signals.formation_handle_url);
+            output(curl, "PUT to the formation handle from the master")?;
+        }
+    }
+    // An agent is started in its node's namespace with the node's root,
+    // endpoints and hostname (a stand-in script records how).
+    let fake = cluster.master().root().join("fake-agent");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"args: $*\"\necho \"aws: $AWS_ENDPOINT_URL $AWS_REGION\"\n\
+         echo \"imds: $AWS_EC2_METADATA_SERVICE_ENDPOINT\"\necho \"host: $(hostname)\"\necho done\n",
+    )
+    .map_err(Error::io("writing the fake agent", &fake))?;
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(Error::io("chmod", &fake))?;
+    let worker = &cluster.workers()[0];
+    let agent = worker.spawn_agent_binary(&fake, &["--config", "/x.json"])?;
+    agent.wait_for_log("done", std::time::Duration::from_secs(10))?;
+    let log = agent.log();
+    assert!(
+        log.contains(&format!("args: run --root {} --no-mount --config /x.json", worker.root().display())),
+        "{log}"
+    );
+    assert!(log.contains(&format!("aws: {} us-east-1", cluster.aws().endpoint())), "{log}");
+    assert!(log.contains(&format!("imds: {}", worker.imds().endpoint())), "{log}");
+    assert!(log.contains(&format!("host: {}", worker.hostname())), "{log}");
+
+    let signals = cluster.aws().signals("cluster")?;
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(signals[0]["Status"], "FAILURE");
+    assert_eq!(signals[0]["LogicalResourceId"], "FormationWaitCondition");
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! A whole simulated cluster in one call: a [`Network`] of 1 + N nodes,
+//! moto on its bridge, the blueprint's stack with N workers, and one
+//! [`Node`] per instance moto launched (node 0 is the master, with the
+//! master launch template's user data; nodes 1..=N the worker group's
+//! instances, with the worker template's). Agents are started by the test.
+
+use crate::moto::LocalAws;
+use crate::netns::Network;
+use crate::node::{AgentProcess, Node, NodeSpec};
+use crate::stack::ClusterStack;
+use crate::{Error, Result};
+
+/// The instance type the nodes' metadata reports.
+pub const INSTANCE_TYPE: &str = "g4dn.xlarge";
+
+/// A simulated cluster; everything is torn down on drop, nodes first.
+pub struct Cluster {
+    // Field order is drop order: agents' nodes, then moto, then the network.
+    nodes: Vec<Node>,
+    stack: ClusterStack,
+    aws: LocalAws,
+    network: Network,
+}
+
+impl Cluster {
+    /// Starts a cluster of `blueprint` (path from the repository root) with
+    /// `workers` workers; the stack is named `stack_name`.
+    pub async fn start(blueprint: &str, stack_name: &str, workers: u32) -> Result<Cluster> {
+        Cluster::start_with(blueprint, stack_name, workers, &[]).await
+    }
+
+    /// [`Cluster::start`] with extra stack parameters (e.g. `MinWorkers`).
+    pub async fn start_with(
+        blueprint: &str,
+        stack_name: &str,
+        workers: u32,
+        parameters: &[(&str, &str)],
+    ) -> Result<Cluster> {
+        let network = Network::create(1 + workers as usize)?;
+        let aws = LocalAws::start(network.host_ip().into())?;
+        let stack = ClusterStack::create(&aws, blueprint, stack_name, workers, parameters).await?;
+        let master_user_data = stack.user_data(&aws, "MasterLaunchTemplate")?;
+        let worker_user_data = stack.user_data(&aws, "WorkerLaunchTemplate")?;
+        let worker_ids = stack.worker_instance_ids(&aws).await?;
+        if worker_ids.len() != workers as usize {
+            return Err(Error::Unexpected {
+                what: format!("worker group {}", stack.worker_group()?),
+                detail: format!("{} instances, expected {workers}", worker_ids.len()),
+            });
+        }
+        let mut nodes = Vec::new();
+        let master = NodeSpec {
+            instance_id: stack.master_instance_id()?.to_string(),
+            instance_type: INSTANCE_TYPE.into(),
+            user_data: Some(master_user_data),
+        };
+        nodes.push(Node::create(&network, 0, &aws, master)?);
+        for (i, id) in worker_ids.into_iter().enumerate() {
+            let spec = NodeSpec {
+                instance_id: id,
+                instance_type: INSTANCE_TYPE.into(),
+                user_data: Some(worker_user_data.clone()),
+            };
+            nodes.push(Node::create(&network, i + 1, &aws, spec)?);
+        }
+        Ok(Cluster { nodes, stack, aws, network })
+    }
+
+    /// The local AWS.
+    pub fn aws(&self) -> &LocalAws {
+        &self.aws
+    }
+
+    /// The stack.
+    pub fn stack(&self) -> &ClusterStack {
+        &self.stack
+    }
+
+    /// The network.
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    /// Every node, master first.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The master node.
+    pub fn master(&self) -> &Node {
+        &self.nodes[0]
+    }
+
+    /// The worker nodes.
+    pub fn workers(&self) -> &[Node] {
+        &self.nodes[1..]
+    }
+
+    /// Starts `agent run --root ... --no-mount` on every node, master first.
+    pub fn spawn_agents(&self) -> Result<Vec<AgentProcess>> {
+        self.nodes.iter().map(|n| n.spawn_agent(&[])).collect()
+    }
+}

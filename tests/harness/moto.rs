@@ -1,0 +1,229 @@
+//! The local AWS: moto server started from `tests/moto/launcher.py` (which
+//! adds what the project needs and moto lacks; see tests/moto/README.md),
+//! and AWS SDK configs pointed at it.
+//!
+//! The server listens on one address; for multi-node tests that is the
+//! bridge address of a [`crate::Network`], which the nodes' namespaces reach.
+
+use crate::{Error, Result, repo_root, venv};
+use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The region every test uses.
+pub const REGION: &str = "us-east-1";
+/// moto's default account.
+pub const ACCOUNT: &str = "123456789012";
+/// Credentials moto accepts (it checks none).
+pub const ACCESS_KEY: &str = "testing";
+/// Credentials moto accepts (it checks none).
+pub const SECRET_KEY: &str = "testing";
+
+/// How long moto may take to import and answer (about a second here).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running moto server; killed on drop.
+pub struct LocalAws {
+    child: Child,
+    ip: IpAddr,
+    port: u16,
+    log: PathBuf,
+    _log_dir: tempfile::TempDir,
+}
+
+impl LocalAws {
+    /// Starts the launcher on `bind_ip` and a free port, and waits until
+    /// `GET /moto-api/` answers.
+    pub fn start(bind_ip: IpAddr) -> Result<LocalAws> {
+        let python = venv::moto_python()?;
+        let launcher = repo_root().join("tests/moto/launcher.py");
+        let log_dir = tempfile::Builder::new().prefix("e2e-moto-").tempdir().map_err(Error::io("temp dir", "/tmp"))?;
+        let log = log_dir.path().join("moto.log");
+        let log_file = std::fs::File::create(&log).map_err(Error::io("creating the moto log", &log))?;
+        let mut child = Command::new(&python)
+            .arg(&launcher)
+            .args(["--host", &bind_ip.to_string(), "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .map_err(Error::io("starting the moto launcher", &launcher))?;
+        // The launcher prints `READY <host> <port>` once it listens.
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut aws = LocalAws { child, ip: bind_ip, port: 0, log, _log_dir: log_dir };
+        let line = rx.recv_timeout(START_TIMEOUT).map_err(|_| Error::Timeout {
+            what: format!("the moto launcher to print READY (log: {})", aws.log_text()),
+            seconds: START_TIMEOUT.as_secs(),
+        })?;
+        aws.port = line.split_whitespace().nth(2).and_then(|p| p.parse().ok()).ok_or_else(|| Error::Unexpected {
+            what: "the moto launcher".into(),
+            detail: format!("first line {line:?}; log: {}", aws.log_text()),
+        })?;
+        let api = format!("{}/moto-api/", aws.endpoint());
+        let deadline = std::time::Instant::now() + START_TIMEOUT;
+        while ureq::get(&api).call().is_err() {
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Timeout { what: format!("{api} to answer"), seconds: START_TIMEOUT.as_secs() });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(aws)
+    }
+
+    /// `http://<ip>:<port>`, for `AWS_ENDPOINT_URL`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}:{}", self.ip, self.port)
+    }
+
+    /// The address moto listens on.
+    pub fn ip(&self) -> IpAddr {
+        self.ip
+    }
+
+    /// The port moto listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The launcher's log (moto's request log and tracebacks).
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wipes every resource moto holds (`POST /moto-api/reset`) and the
+    /// launcher's recorded signals.
+    pub fn reset(&self) -> Result<()> {
+        ureq::post(format!("{}/moto-api/reset", self.endpoint()))
+            .send_empty()
+            .map_err(|e| Error::aws("POST /moto-api/reset", &e))?;
+        Ok(())
+    }
+
+    /// Environment for a process that should use this moto through the
+    /// SDK's standard variables (no test-only code in the process).
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_string()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.to_string()),
+            ("AWS_REGION", REGION.to_string()),
+            ("AWS_DEFAULT_REGION", REGION.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// An SDK config for the test process itself: endpoint override, region
+    /// us-east-1, testing credentials, nothing read from the environment.
+    pub fn sdk_config(&self) -> aws_config::SdkConfig {
+        let credentials = aws_sdk_sqs::config::Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "e2e");
+        aws_config::SdkConfig::builder()
+            .endpoint_url(self.endpoint())
+            .region(aws_config::Region::new(REGION))
+            .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(credentials))
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build()
+    }
+
+    /// An SQS client for this moto.
+    pub fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&self.sdk_config())
+    }
+
+    /// An Auto Scaling client for this moto.
+    pub fn autoscaling(&self) -> aws_sdk_autoscaling::Client {
+        aws_sdk_autoscaling::Client::new(&self.sdk_config())
+    }
+
+    /// A CloudFormation client for this moto.
+    pub fn cloudformation(&self) -> aws_sdk_cloudformation::Client {
+        aws_sdk_cloudformation::Client::new(&self.sdk_config())
+    }
+
+    /// Calls a query-protocol API (EC2, SSM's JSON aside) with a form POST
+    /// and returns the XML body. The tests stay off aws-sdk-ec2: it costs
+    /// minutes and gigabytes per cold build (TESTING.md).
+    pub fn query(&self, service: &str, params: &[(&str, &str)]) -> Result<String> {
+        let action = params.iter().find(|(k, _)| *k == "Action").map(|(_, v)| *v).unwrap_or("?");
+        let mut response = ureq::post(self.endpoint())
+            .header(
+                "Authorization",
+                format!(
+                    "AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20250101/{REGION}/{service}/aws4_request, \
+                     SignedHeaders=host, Signature=0"
+                ),
+            )
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_form(params.iter().copied())
+            .map_err(|e| Error::aws(format!("{service} {action}"), &e))?;
+        let status = response.status();
+        let body = response.body_mut().read_to_string().map_err(|e| Error::aws(format!("{service} {action}"), &e))?;
+        if !status.is_success() {
+            return Err(Error::Aws { call: format!("{service} {action}"), detail: format!("HTTP {status}: {body}") });
+        }
+        Ok(body)
+    }
+
+    /// Calls a JSON-protocol API (`X-Amz-Target`), e.g. SSM's
+    /// `AmazonSSM.PutParameter`, and returns the JSON answer.
+    pub fn json_call(&self, service: &str, target: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        let mut response = ureq::post(self.endpoint())
+            .header("X-Amz-Target", target)
+            .header("Content-Type", "application/x-amz-json-1.1")
+            .header(
+                "Authorization",
+                format!(
+                    "AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20250101/{REGION}/{service}/aws4_request, \
+                     SignedHeaders=host, Signature=0"
+                ),
+            )
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send(body.to_string())
+            .map_err(|e| Error::aws(target, &e))?;
+        let status = response.status();
+        let text = response.body_mut().read_to_string().map_err(|e| Error::aws(target, &e))?;
+        if !status.is_success() {
+            return Err(Error::Aws { call: target.into(), detail: format!("HTTP {status}: {text}") });
+        }
+        serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: target.into(), detail: e.to_string() })
+    }
+
+    /// The signals the launcher recorded for `stack` (wait condition PUTs
+    /// and SignalResource calls), oldest first: objects with `Status`,
+    /// `UniqueId`, `LogicalResourceId`, and `Reason`/`Data` when sent.
+    pub fn signals(&self, stack: &str) -> Result<Vec<serde_json::Value>> {
+        let url = format!("{}/_signals/{stack}", self.endpoint());
+        let text = ureq::get(&url)
+            .call()
+            .map_err(|e| Error::aws(format!("GET {url}"), &e))?
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Error::aws(format!("GET {url}"), &e))?;
+        serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: url, detail: e.to_string() })
+    }
+}
+
+impl Drop for LocalAws {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

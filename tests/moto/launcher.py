@@ -1,0 +1,269 @@
+"""Runs moto 5.2.5 as a local AWS stand-in for the end-to-end tests, with the
+few patches the project needs that moto lacks (tests/moto/README.md lists
+them, and why).
+
+Usage: launcher.py --host 10.213.0.1 --port 0
+
+It prints one line, `READY <host> <port>`, on stdout once the server answers,
+then serves until it is killed. Port 0 picks a free port.
+
+Extra routes, served next to moto's own:
+  PUT  /_waitcondition/<account>/<region>/<stack>/<handle>  a wait condition
+       signal (JSON: Status, Reason, UniqueId, Data), as a node PUTs it to
+       the presigned URL of a WaitConditionHandle in AWS;
+  GET  /_signals/<stack>  every signal received for that stack (wait
+       condition PUTs and SignalResource calls), oldest first, as JSON.
+"""
+
+import argparse
+import json
+import sys
+import threading
+import urllib.parse
+
+from moto.cloudformation import parsing as cfn_parsing
+from moto.cloudformation.models import Event, cloudformation_backends
+from moto.cloudformation.responses import CloudFormationResponse
+from moto.core.common_models import CloudFormationModel
+from moto.core.responses import EmptyResult
+from moto.ec2.models import instances as ec2_instances
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+
+# The address the server is reachable at, for the wait condition handle URLs.
+# Set once in main() before any request is served.
+PUBLIC_BASE = ""
+
+# Signals by stack name, oldest first; read by GET /_signals/<stack>.
+SIGNALS: dict[str, list[dict]] = {}
+SIGNALS_LOCK = threading.Lock()
+
+SIGNAL_STATUS = "SIGNAL_RECEIVED"
+
+
+def record_signal(account, region, stack_name, logical_id, resource_type, signal):
+    """Appends a signal to the stack's events (what DescribeStackEvents returns)
+    and to SIGNALS. Raises KeyError when there is no such stack."""
+    backend = cloudformation_backends[account][region]
+    stack = backend.get_stack(stack_name)
+    reason = f"Received {signal['Status']} signal with UniqueId {signal['UniqueId']}"
+    if signal.get("Reason"):
+        reason += f": {signal['Reason']}"
+    resource = stack.resource_map._parsed_resources.get(logical_id)
+    physical_id = getattr(resource, "physical_resource_id", None) or logical_id
+    stack.events.append(
+        Event(
+            stack_id=stack.stack_id,
+            stack_name=stack.name,
+            logical_resource_id=logical_id,
+            physical_resource_id=physical_id,
+            resource_type=resource_type,
+            resource_status=SIGNAL_STATUS,
+            resource_status_reason=reason,
+            resource_properties=None,
+        )
+    )
+    with SIGNALS_LOCK:
+        SIGNALS.setdefault(stack.name, []).append(dict(signal, LogicalResourceId=logical_id))
+
+
+# --- Patch (a): SignalResource -------------------------------------------------
+# moto 5.2.5 has no SignalResource (HTTP 500). The master signals its
+# CreationPolicy with it; record the call as a stack event on the resource.
+def signal_resource(self):
+    stack_name = self._get_param("StackName")
+    logical_id = self._get_param("LogicalResourceId")
+    signal = {"Status": self._get_param("Status"), "UniqueId": self._get_param("UniqueId")}
+    backend = self.cloudformation_backend
+    stack = backend.get_stack(stack_name)
+    resource_json = stack.template_dict.get("Resources", {}).get(logical_id)
+    if resource_json is None:
+        from moto.cloudformation.exceptions import ValidationError
+
+        raise ValidationError(message=f"Resource {logical_id} does not exist for stack {stack_name}")
+    record_signal(self.current_account, self.region, stack.name, logical_id, resource_json["Type"], signal)
+    return EmptyResult()
+
+
+CloudFormationResponse.signal_resource = signal_resource
+
+
+# --- Patch (b): WaitConditionHandle -------------------------------------------
+# moto 5.2.5 drops AWS::CloudFormation::WaitConditionHandle (NULL_MODELS), so
+# `Ref` to it resolves to nothing and the user data carries no URL. Model it
+# with a physical id that is a URL on this launcher, where PUTs are accepted.
+class WaitConditionHandle(CloudFormationModel):
+    # moto's model metaclass files every model under the service named by the
+    # second part of its module; this one belongs to cloudformation.
+    __module__ = "moto.cloudformation.launcher"
+
+    def __init__(self, url):
+        self.url = url
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::CloudFormation::WaitConditionHandle"
+
+    @staticmethod
+    def cloudformation_name_type():
+        return ""
+
+    @property
+    def physical_resource_id(self):
+        return self.url
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        stack_id = kwargs["StackId"]
+        # arn:aws:cloudformation:<region>:<account>:stack/<name>/<uuid>
+        stack_name = stack_id.split(":stack/", 1)[1].split("/", 1)[0]
+        parts = [account_id, region_name, stack_name, kwargs["LogicalId"]]
+        return cls(PUBLIC_BASE + "/_waitcondition/" + "/".join(urllib.parse.quote(p, safe="") for p in parts))
+
+
+cfn_parsing.NULL_MODELS.remove("AWS::CloudFormation::WaitConditionHandle")
+# get_model_map() is cached; clear it so the new subclass is seen.
+cfn_parsing.get_model_list.cache_clear()
+cfn_parsing.get_model_map.cache_clear()
+cfn_parsing.get_name_type_map.cache_clear()
+
+
+# --- Patch (c): SSM parameter defaults that are overridden ---------------------
+# moto 5.2.5 resolves the Default of every `AWS::SSM::Parameter::Value<...>`
+# parameter before it applies the values passed to CreateStack, and fails
+# with HTTP 500 when that default names no parameter. The templates default
+# ImageId to a public `/aws/service/...` path, which moto has not got (and
+# refuses to create: reserved name); the tests pass their own parameter name.
+# A missing parameter now resolves to None, which moto reports as a missing
+# parameter when nothing overrides it.
+_parse_ssm_parameter = cfn_parsing.ResourceMap.parse_ssm_parameter
+
+
+def parse_ssm_parameter(self, value, value_type):
+    from moto.ssm.models import ssm_backends
+
+    if ssm_backends[self._account_id][self._region_name].get_parameter(value) is None:
+        return None
+    return _parse_ssm_parameter(self, value, value_type)
+
+
+cfn_parsing.ResourceMap.parse_ssm_parameter = parse_ssm_parameter
+
+
+# --- Patch (d): AWS::EC2::Instance from a launch template --------------------
+# moto 5.2.5 creates a CloudFormation instance from its own ImageId property
+# only (KeyError 'ImageId', HTTP 500) although RunInstances takes a launch
+# template. The master instance has nothing but LaunchTemplate and Tags:
+# launch it from the template, as RunInstances does.
+_create_instance = ec2_instances.Instance.create_from_cloudformation_json.__func__
+
+
+def create_instance(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+    properties = cloudformation_json["Properties"]
+    if "ImageId" in properties or "LaunchTemplate" not in properties:
+        return _create_instance(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+    from moto.ec2.models import ec2_backends
+
+    reservation = ec2_backends[account_id][region_name].run_instances(
+        image_id=None,
+        user_data=None,
+        count=1,
+        security_group_names=[],
+        is_instance_type_default=True,
+        launch_template=properties["LaunchTemplate"],
+    )
+    instance = reservation.instances[0]
+    for tag in properties.get("Tags", []):
+        instance.add_tag(tag["Key"], tag["Value"])
+    return instance
+
+
+ec2_instances.Instance.create_from_cloudformation_json = classmethod(create_instance)
+
+
+def wait_condition_for(stack, handle_id):
+    """The logical id of the WaitCondition whose Handle is `Ref handle_id`
+    (the signal belongs to it in AWS), or the handle itself when none is."""
+    for logical_id, resource in stack.template_dict.get("Resources", {}).items():
+        if resource.get("Type") == "AWS::CloudFormation::WaitCondition":
+            if resource.get("Properties", {}).get("Handle") == {"Ref": handle_id}:
+                return logical_id, resource["Type"]
+    return handle_id, "AWS::CloudFormation::WaitConditionHandle"
+
+
+def json_response(start_response, status, body):
+    data = json.dumps(body).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def extra_routes(app):
+    """WSGI middleware: the /_waitcondition and /_signals routes, else moto."""
+
+    def wrapped(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD")
+        if path.startswith("/_waitcondition/") and method == "PUT":
+            parts = [urllib.parse.unquote(p) for p in path[len("/_waitcondition/") :].split("/")]
+            if len(parts) != 4:
+                return json_response(start_response, "404 Not Found", {"error": "no such handle"})
+            account, region, stack_name, handle_id = parts
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            try:
+                signal = json.loads(environ["wsgi.input"].read(length))
+                signal = {k: signal[k] for k in ("Status", "Reason", "UniqueId", "Data") if k in signal}
+                if signal.get("Status") not in ("SUCCESS", "FAILURE") or "UniqueId" not in signal:
+                    raise ValueError("Status must be SUCCESS or FAILURE, and UniqueId is required")
+            except (ValueError, TypeError) as e:
+                return json_response(start_response, "400 Bad Request", {"error": str(e)})
+            try:
+                stack = cloudformation_backends[account][region].get_stack(stack_name)
+            except Exception:
+                return json_response(start_response, "404 Not Found", {"error": f"no stack {stack_name}"})
+            logical_id, resource_type = wait_condition_for(stack, handle_id)
+            record_signal(account, region, stack_name, logical_id, resource_type, signal)
+            start_response("200 OK", [("Content-Length", "0")])
+            return [b""]
+        if path.startswith("/_signals/") and method == "GET":
+            stack_name = urllib.parse.unquote(path[len("/_signals/") :])
+            with SIGNALS_LOCK:
+                return json_response(start_response, "200 OK", list(SIGNALS.get(stack_name, [])))
+        if path == "/moto-api/reset" and method == "POST":
+            with SIGNALS_LOCK:
+                SIGNALS.clear()
+        return app(environ, start_response)
+
+    return wrapped
+
+
+class LauncherServer(ThreadedMotoServer):
+    # ThreadedMotoServer builds its WSGI app inside _server_entry; this is the
+    # same code with the extra routes wrapped around the app.
+    def _server_entry(self):
+        app = extra_routes(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+def main():
+    global PUBLIC_BASE
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = LauncherServer(args.host, args.port, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    PUBLIC_BASE = f"http://{host}:{port}"
+    print(f"READY {host} {port}", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
