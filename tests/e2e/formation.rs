@@ -1,0 +1,121 @@
+//! The cluster forms: the template synth builds is created in moto, one
+//! master and three workers boot (each in its own network namespace, with
+//! its own IP, root and instance metadata) from its launch templates' user
+//! data, and every node ends with the same view of the cluster.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use e2e::{Cluster, TestResult};
+
+fn read(root: &Path, path: &str) -> String {
+    std::fs::read_to_string(root.join(path.trim_start_matches('/'))).unwrap_or_default()
+}
+
+/// The managed block of a shared file.
+fn block(text: &str) -> String {
+    let mut inside = false;
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.starts_with("# BEGIN deeplearning-cluster") {
+            inside = true;
+        } else if line.starts_with("# END deeplearning-cluster") {
+            inside = false;
+        } else if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn state_generation(root: &Path) -> Option<(u64, usize)> {
+    let v: serde_json::Value = serde_json::from_str(&read(root, "/var/lib/deeplearning/state.json")).ok()?;
+    Some((v["generation"].as_u64()?, v["manifest"]["nodes"].as_array()?.len()))
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {timeout:?} waiting for {what}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
+    let cluster = Cluster::start("blueprints/minimal.yaml", "formation", 3).await?;
+    let agents = cluster.spawn_agents()?;
+    let started = Instant::now();
+    let all_applied = wait_until("every node to apply a 4-node manifest", Duration::from_secs(90), || {
+        cluster.nodes().iter().all(|n| state_generation(n.root()).is_some_and(|(_, count)| count == 4))
+    });
+    if let Err(e) = all_applied {
+        let logs: Vec<String> = agents.iter().map(|a| a.log()).collect();
+        panic!("{e}\n\nagent logs:\n{}", logs.join("\n-----\n"));
+    }
+    let formed_in = started.elapsed();
+
+    // Every node: the same generation, hosts block, workers file, hostfile
+    // and known hosts; its own GPU count in the profile.
+    let views: BTreeSet<(u64, String, String, String, String)> = cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            let root = n.root();
+            (
+                state_generation(root).map(|(g, _)| g).unwrap_or_default(),
+                block(&read(root, "/etc/hosts")),
+                read(root, "/opt/deeplearning/workers"),
+                read(root, "/opt/deeplearning/hostfile"),
+                block(&read(root, "/etc/ssh/ssh_known_hosts")),
+            )
+        })
+        .collect();
+    assert_eq!(views.len(), 1, "the nodes disagree: {views:#?}");
+    let (generation, hosts, workers, hostfile, known_hosts) = views.into_iter().next().unwrap();
+    assert_eq!(generation, 1, "one manifest for the whole formation");
+
+    let aliases: Vec<&str> = workers.lines().collect();
+    assert_eq!(aliases, ["deeplearning-worker1", "deeplearning-worker2", "deeplearning-worker3", "deeplearning-worker4"]);
+    let master_line = hosts.lines().find(|l| l.contains("deeplearning-master")).expect("the master's hosts line");
+    assert!(master_line.starts_with(&format!("{} deeplearning-worker1", cluster.master().ip())), "{hosts}");
+    for node in cluster.nodes() {
+        assert!(hosts.contains(&node.ip().to_string()), "{} missing from {hosts}", node.ip());
+        let key = read(node.root(), "/etc/ssh/ssh_host_ed25519_key.pub");
+        let key_body = key.split_whitespace().nth(1).unwrap_or_default();
+        assert!(known_hosts.contains(key_body), "{}'s host key missing from known hosts", node.ip());
+        let profile = read(node.root(), "/etc/profile.d/deeplearning.sh");
+        assert!(profile.contains("DEEPLEARNING_WORKERS_COUNT=4"), "{profile}");
+        assert!(profile.contains("DEEPLEARNING_WORKER_GPU_COUNT=0"), "{profile}");
+        assert!(profile.contains("EFS_MOUNT=/efs"), "{profile}");
+        let authorized = read(node.root(), "/home/ubuntu/.ssh/authorized_keys");
+        assert!(block(&authorized).starts_with("ssh-ed25519 "), "cluster key missing: {authorized}");
+    }
+    assert_eq!(hostfile.lines().count(), 4, "{hostfile}");
+    assert!(hostfile.lines().all(|l| l.ends_with(" slots=1")), "no GPUs here: {hostfile}");
+    let master_key = read(cluster.master().root(), "/home/ubuntu/.ssh/id_ed25519_deeplearning");
+    assert!(master_key.contains("OPENSSH PRIVATE KEY"), "the master holds the cluster's private key");
+    for worker in cluster.workers() {
+        assert!(!worker.root().join("home/ubuntu/.ssh/id_ed25519_deeplearning").exists(), "only the master has the key");
+    }
+
+    // The signals reached the stack: the master's creation policy, then formation.
+    let signalled = wait_until("the formation signal", Duration::from_secs(10), || {
+        cluster.aws().signals("formation").is_ok_and(|s| s.iter().any(|x| x["LogicalResourceId"] == "FormationWaitCondition"))
+    });
+    assert_eq!(signalled, Ok(()));
+    let signals = cluster.aws().signals("formation")?;
+    let master_up = signals.iter().find(|s| s["LogicalResourceId"] == "MasterInstance").expect("SignalResource");
+    assert_eq!(master_up["Status"], "SUCCESS");
+    let formation = signals.iter().find(|s| s["LogicalResourceId"] == "FormationWaitCondition").unwrap();
+    assert_eq!(formation["Status"], "SUCCESS", "{formation}");
+    assert!(formation["Reason"].as_str().unwrap_or_default().contains("3 of 3 workers joined"), "{formation}");
+    eprintln!("formed in {formed_in:?}");
+    drop(agents);
+    Ok(())
+}
