@@ -81,7 +81,10 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     assert_eq!(generation, 1, "one manifest for the whole formation");
 
     let aliases: Vec<&str> = workers.lines().collect();
-    assert_eq!(aliases, ["deeplearning-worker1", "deeplearning-worker2", "deeplearning-worker3", "deeplearning-worker4"]);
+    assert_eq!(
+        aliases,
+        ["deeplearning-worker1", "deeplearning-worker2", "deeplearning-worker3", "deeplearning-worker4"]
+    );
     let master_line = hosts.lines().find(|l| l.contains("deeplearning-master")).expect("the master's hosts line");
     assert!(master_line.starts_with(&format!("{} deeplearning-worker1", cluster.master().ip())), "{hosts}");
     for node in cluster.nodes() {
@@ -101,12 +104,18 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     let master_key = read(cluster.master().root(), "/home/ubuntu/.ssh/id_ed25519_deeplearning");
     assert!(master_key.contains("OPENSSH PRIVATE KEY"), "the master holds the cluster's private key");
     for worker in cluster.workers() {
-        assert!(!worker.root().join("home/ubuntu/.ssh/id_ed25519_deeplearning").exists(), "only the master has the key");
+        assert!(
+            !worker.root().join("home/ubuntu/.ssh/id_ed25519_deeplearning").exists(),
+            "only the master has the key"
+        );
     }
 
     // The signals reached the stack: the master's creation policy, then formation.
     let signalled = wait_until("the formation signal", Duration::from_secs(10), || {
-        cluster.aws().signals("formation").is_ok_and(|s| s.iter().any(|x| x["LogicalResourceId"] == "FormationWaitCondition"))
+        cluster
+            .aws()
+            .signals("formation")
+            .is_ok_and(|s| s.iter().any(|x| x["LogicalResourceId"] == "FormationWaitCondition"))
     });
     assert_eq!(signalled, Ok(()));
     let signals = cluster.aws().signals("formation")?;
