@@ -112,9 +112,9 @@ pub struct NodeConfig {
     pub efs: Efs,
     /// The login user that gets the cluster SSH key.
     pub default_user: String,
-    /// Minutes from the master's start until formation is decided.
+    /// Seconds from the master's start until formation is decided.
     #[serde(deserialize_with = "number_or_decimal_string")]
-    pub formation_timeout_minutes: u32,
+    pub formation_timeout_seconds: u32,
     /// Elastic training settings.
     #[serde(default)]
     pub elastic: Elastic,
@@ -245,7 +245,7 @@ mod tests {
             min_workers: 1,
             efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
             default_user: "ubuntu".into(),
-            formation_timeout_minutes: 30,
+            formation_timeout_seconds: 1800,
             elastic: Elastic::default(),
             signals: Some(Signals {
                 master_resource: "MasterInstance".into(),

@@ -78,7 +78,7 @@ pub struct MasterState {
     cluster_public_key: String,
     requested_workers: u32,
     min_workers: u32,
-    formation_timeout_minutes: u32,
+    formation_timeout_seconds: u32,
     /// `Some(efs mount)` when a prepare-data script gates late joins.
     prepare_data_gate: Option<String>,
     formation_deadline_ms: u64,
@@ -103,7 +103,7 @@ impl MasterState {
     /// `me`: the master's own registration (it is index 1 at once);
     /// `cluster_public_key`: OpenSSH line.
     pub fn new(config: &NodeConfig, me: Register, cluster_public_key: String, now_ms: u64) -> MasterState {
-        let timeout_ms = u64::from(config.formation_timeout_minutes) * 60_000;
+        let timeout_ms = u64::from(config.formation_timeout_seconds) * 1_000;
         let master_id = me.instance_id.clone();
         let mut members = Membership::default();
         members.insert_master(me);
@@ -113,7 +113,7 @@ impl MasterState {
             cluster_public_key,
             requested_workers: config.requested_workers,
             min_workers: config.min_workers,
-            formation_timeout_minutes: config.formation_timeout_minutes,
+            formation_timeout_seconds: config.formation_timeout_seconds,
             prepare_data_gate: config.elastic.prepare_data_script.as_ref().map(|_| config.efs.mount.clone()),
             formation_deadline_ms: now_ms.saturating_add(timeout_ms),
             phase: Phase::Forming,
@@ -577,9 +577,9 @@ impl MasterState {
         self.phase = Phase::Formed;
         self.publish(now_ms, fx);
         let reason = format!(
-            "{k} of {n} workers joined by the {}-minute deadline (at least {min} needed); the worker group's \
+            "{k} of {n} workers joined by the {} deadline (at least {min} needed); the worker group's \
              desired capacity was lowered to {k}",
-            self.formation_timeout_minutes
+            self.deadline_text()
         );
         self.signal(true, reason, self.formation_data(k, Some(k)), fx);
     }
@@ -587,11 +587,15 @@ impl MasterState {
     fn fail(&mut self, why: String, fx: &mut Vec<Effect>) {
         let (k, n, min) = (self.members.workers(), self.requested_workers, self.min_workers);
         self.phase = Phase::Failed;
-        let reason = format!(
-            "{k} of {n} workers joined by the {}-minute deadline, at least {min} needed. {why}",
-            self.formation_timeout_minutes
-        );
+        let reason =
+            format!("{k} of {n} workers joined by the {} deadline, at least {min} needed. {why}", self.deadline_text());
         self.signal(false, reason, self.formation_data(k, None), fx);
+    }
+
+    /// "30-minute" (the blueprint's whole minutes) or "45-second".
+    fn deadline_text(&self) -> String {
+        let s = self.formation_timeout_seconds;
+        if s % 60 == 0 { format!("{}-minute", s / 60) } else { format!("{s}-second") }
     }
 
     fn signal(&self, success: bool, reason: String, data: String, fx: &mut Vec<Effect>) {

@@ -20,7 +20,7 @@
 //!    spends only a handful of AWS calls on joining: as soon as the requested
 //!    number of workers registered it publishes generation 1 and signals
 //!    success; at the formation deadline (the master's start plus
-//!    `formation_timeout_minutes`, persisted, so a restart does not extend
+//!    `formation_timeout_seconds`, persisted, so a restart does not extend
 //!    it) it forms with what it has when that is at least `min_workers`
 //!    (lowering the worker group's desired capacity to match), and otherwise
 //!    signals failure with the group's launch failures as the reason.

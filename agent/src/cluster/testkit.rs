@@ -54,7 +54,7 @@ pub fn config(requested: u32, min: u32, timeout_minutes: u32, prepare_data: bool
         min_workers: min,
         efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
         default_user: "ubuntu".into(),
-        formation_timeout_minutes: timeout_minutes,
+        formation_timeout_seconds: timeout_minutes * 60,
         elastic: Elastic { prepare_data_script: prepare_data.then(|| "/efs/prepare.sh".into()) },
         signals: Some(Signals { master_resource: "MasterInstance".into(), formation_handle_url: "https://h".into() }),
     }

@@ -509,7 +509,7 @@ pub(crate) mod tests {
             min_workers: 1,
             efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
             default_user: "ubuntu".into(),
-            formation_timeout_minutes: 30,
+            formation_timeout_seconds: 1800,
             elastic: Elastic::default(),
             signals: None,
         }

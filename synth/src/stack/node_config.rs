@@ -54,7 +54,7 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
         min_workers: NUMBER,
         efs: Efs { file_system_id: var("FileSystemId", refs.efs_id), mount: sub_literal(&spec.efs.mount) },
         default_user: sub_literal(&spec.image.user),
-        formation_timeout_minutes: spec.formation_minutes,
+        formation_timeout_seconds: spec.formation_minutes * 60,
         elastic: Elastic { prepare_data_script: spec.prepare_data_script.as_deref().map(sub_literal) },
         signals: refs.signals.map(|(resource, handle)| Signals {
             master_resource: resource,
@@ -114,7 +114,7 @@ mod tests {
                 assert_eq!(config.efs.mount, spec.efs.mount);
                 assert_eq!(config.signals.is_some(), role == Role::Master, "{name} {lt}");
                 assert_eq!(config.worker_group.is_some(), role == Role::Master, "{name} {lt}");
-                assert_eq!(config.formation_timeout_minutes, spec.formation_minutes);
+                assert_eq!(config.formation_timeout_seconds, spec.formation_minutes * 60);
             }
         }
     }
