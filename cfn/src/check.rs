@@ -97,10 +97,10 @@ impl Walker<'_> {
             return;
         }
         self.used.insert(name.to_owned());
-        if self.names.t.resources.contains_key(name) {
-            if let Some(cur) = &self.current {
-                self.edges.entry(cur.clone()).or_default().insert(name.to_owned());
-            }
+        if self.names.t.resources.contains_key(name)
+            && let Some(cur) = &self.current
+        {
+            self.edges.entry(cur.clone()).or_default().insert(name.to_owned());
         }
     }
 

@@ -300,15 +300,11 @@ fn empty(positions: &Positions<'_>) -> Diagnostic {
 fn syntax_error(positions: &Positions<'_>, text: &str, marker: &Marker, info: &str) -> Diagnostic {
     // The scanner reports a tab where the token it was reading began, which
     // can be a line above the tab; point at the tab itself.
-    if info.contains("tab") {
-        if let Some(tab) = first_indenting_tab(text, marker.line()) {
-            return Diagnostic::error(
-                "",
-                positions.at(&tab),
-                "the file is not valid YAML: a tab is used for indentation",
-            )
+    if info.contains("tab")
+        && let Some(tab) = first_indenting_tab(text, marker.line())
+    {
+        return Diagnostic::error("", positions.at(&tab), "the file is not valid YAML: a tab is used for indentation")
             .with_help("indent with spaces: YAML does not allow tabs in indentation");
-        }
     }
     let help = if info.contains("tab") {
         "indent with spaces: YAML does not allow tabs in indentation"
@@ -326,10 +322,10 @@ fn first_indenting_tab(text: &str, from_line: usize) -> Option<Marker> {
     let mut char_index = 0;
     for (i, line) in text.split_inclusive('\n').enumerate() {
         let indent: Vec<char> = line.chars().take_while(|c| *c == ' ' || *c == '\t').collect();
-        if i + 1 >= from_line {
-            if let Some(col) = indent.iter().position(|c| *c == '\t') {
-                return Some(Marker::new(char_index + col, i + 1, col));
-            }
+        if i + 1 >= from_line
+            && let Some(col) = indent.iter().position(|c| *c == '\t')
+        {
+            return Some(Marker::new(char_index + col, i + 1, col));
         }
         char_index += line.chars().count();
     }

@@ -460,15 +460,15 @@ impl Checker<'_> {
                 "use an absolute path of its own, such as `/efs` or `/mnt/efs`",
             );
         }
-        if let Some(id) = &id {
-            if !is_aws_id(id, "fs-") {
-                self.error(
+        if let Some(id) = &id
+            && !is_aws_id(id, "fs-")
+        {
+            self.error(
                     "storage.efs.file_system_id",
                     At::Value,
                     format!("`{id}` is not an EFS file system id"),
                     "an id is `fs-` followed by 8 or 17 lower-case hex digits, for example `fs-0123456789abcdef0`; omit the field to create a new file system",
                 );
-            }
         }
         EfsSpec { mount, file_system_id: id }
     }
@@ -682,15 +682,15 @@ impl Checker<'_> {
         let (ssh, session_manager) = access.map_or((None, None), |a| (a.ssh, a.session_manager));
         let session_manager = session_manager.unwrap_or(true);
         let (key_name, cidr_text) = ssh.map_or((None, None), |s| (s.key_name, s.cidr));
-        if let Some(k) = &key_name {
-            if k.is_empty() || k.len() > 255 {
-                self.error(
-                    "access.ssh.key_name",
-                    At::Value,
-                    format!("a key pair name is 1 to 255 characters; this one has {}", k.len()),
-                    "write the name of an EC2 key pair in the region, or remove `key_name`",
-                );
-            }
+        if let Some(k) = &key_name
+            && (k.is_empty() || k.len() > 255)
+        {
+            self.error(
+                "access.ssh.key_name",
+                At::Value,
+                format!("a key pair name is 1 to 255 characters; this one has {}", k.len()),
+                "write the name of an EC2 key pair in the region, or remove `key_name`",
+            );
         }
         let ssh_cidr = cidr_text.as_deref().and_then(|text| self.ssh_cidr(text));
         if cidr_text.is_some() && key_name.is_none() {
