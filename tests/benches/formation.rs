@@ -347,7 +347,10 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     for (i, id) in worker_ids.iter().enumerate() {
         nodes.push(SimNode::create(i + 1, id, &worker_data)?);
     }
-    eprintln!("stack created in {stack_secs:.1} s, {n} node roots in {:.1} s", setup.elapsed().as_secs_f64() - stack_secs);
+    eprintln!(
+        "stack created in {stack_secs:.1} s, {n} node roots in {:.1} s",
+        setup.elapsed().as_secs_f64() - stack_secs
+    );
 
     // Guards drop before the nodes (declared after them): agents die first.
     let endpoint = aws.endpoint();
@@ -363,7 +366,9 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("the master did not long-poll its queue in time; its log:\n{}", agents[0].tail(30)).into());
+            return Err(
+                format!("the master did not long-poll its queue in time; its log:\n{}", agents[0].tail(30)).into()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -419,7 +424,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         let log = calls(aws)?;
         let retired = log
             .iter()
-            .find(|c| c.key == master_key && c.action == "DeleteMessage" && c.queue.contains("Worker"))
+            .find(|c| c.key == master_key && c.action.starts_with("DeleteMessage") && c.queue.contains("Worker"))
             .map(|c| c.t);
         let windows: BTreeMap<&str, f64> = match retired {
             Some(r) => worker_keys
@@ -438,6 +443,9 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let settled = windows.len() == worker_keys.len();
     let cut = unix_now();
     drop(agents);
+    // The master's log outlives its root, for a look at where the time went.
+    let kept = std::env::temp_dir().join(format!("formation-bench-master-{n}.log"));
+    let _ = std::fs::copy(nodes[0].root.path().join("agent.log"), &kept);
 
     let last_register = worker_keys
         .iter()
@@ -468,8 +476,9 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let mut worker_actions: BTreeMap<String, usize> = BTreeMap::new();
     for c in log.iter().filter(|c| worker_keys.contains(&c.key.as_str())) {
         if c.t <= windows.get(c.key.as_str()).copied().unwrap_or(cut) {
-            *worker_actions.entry(format!("{}{}{}", c.action, queue_suffix(&c.queue), kind_suffix(&c.kind))).or_default() +=
-                1;
+            *worker_actions
+                .entry(format!("{}{}{}", c.action, queue_suffix(&c.queue), kind_suffix(&c.kind)))
+                .or_default() += 1;
         }
     }
     let details = format!(
@@ -477,7 +486,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
          +{:.2} s, all applied +{:.2} s, manifest retired {} (seconds after the workers' start)\n\
          calls per worker (sorted): min {} median {} max {}; all workers' calls by action: {worker_actions:?}\n\
          master calls {} by action: {by_action:?}\n\
-         RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB{}",
+         RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}",
         first_register(&log, &worker_keys) - workers_started,
         last_register - workers_started,
         first_applied - workers_started,
@@ -490,7 +499,12 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         peak_rss_kib as f64 / 1024.0,
         peak_rss_kib as f64 / 1024.0 / n as f64,
         moto_rss_kib as f64 / 1024.0,
-        if settled { String::new() } else { format!("\nNOT SETTLED: {} of {} workers reached an idle long poll", windows.len(), worker_keys.len()) },
+        kept.display(),
+        if settled {
+            String::new()
+        } else {
+            format!("\nNOT SETTLED: {} of {} workers reached an idle long poll", windows.len(), worker_keys.len())
+        },
     );
     Ok(Row {
         nodes: n,
@@ -504,10 +518,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
 }
 
 fn first_register(log: &[Call], keys: &[&str]) -> f64 {
-    log.iter()
-        .filter(|c| keys.contains(&c.key.as_str()) && c.kind == "register")
-        .map(|c| c.t)
-        .fold(f64::MAX, f64::min)
+    log.iter().filter(|c| keys.contains(&c.key.as_str()) && c.kind == "register").map(|c| c.t).fold(f64::MAX, f64::min)
 }
 
 fn queue_suffix(queue: &str) -> String {
