@@ -271,7 +271,15 @@ async fn node_loop(
                 NodeDecision::NotMember => debug!(generation = manifest.generation, "not in this manifest yet"),
             }
         }
-        if !received.is_empty() && !applied_something {
+        // Right after applying, the next receive would return the same
+        // manifest (the master retires it only once every node has acked),
+        // so it would be a call spent for nothing: take the first idle pause
+        // at once instead. A newer generation is seen no later than with
+        // that call, and a worker spends one call less on formation.
+        if applied_something {
+            node.idle_backoff_ms(false);
+        }
+        if applied_something || !received.is_empty() {
             let pause = node.idle_backoff_ms(true);
             tokio::time::sleep(Duration::from_millis(pause)).await;
         } else {
