@@ -44,6 +44,9 @@ pub trait Queue: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Received>, PortError>> + Send;
     /// Deletes a received message.
     fn delete(&self, receipt: &str) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// Deletes up to 10 received messages in one call; returns how many
+    /// could not be deleted (each is logged). An empty slice makes no call.
+    fn delete_batch(&self, receipts: &[&str]) -> impl Future<Output = Result<usize, PortError>> + Send;
 }
 
 /// The result a lifecycle action is completed with.

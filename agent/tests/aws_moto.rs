@@ -126,6 +126,41 @@ async fn sqs_send_receive_delete() {
 }
 
 #[tokio::test]
+async fn sqs_delete_batch_deletes_what_one_receive_returned() {
+    let clients = moto_clients().await;
+    let queue = new_queue(&clients).await;
+    for i in 0..3 {
+        queue.send(&format!("{{\"n\":{i}}}")).await.unwrap();
+    }
+    let mut receipts = Vec::new();
+    for _ in 0..5 {
+        for r in queue.receive(10, Duration::from_secs(1), Some(Duration::from_secs(30))).await.unwrap() {
+            receipts.push(r.receipt);
+        }
+        if receipts.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(receipts.len(), 3);
+    assert_eq!(queue.delete_batch(&[]).await.unwrap(), 0, "nothing to delete, no call");
+    let refs: Vec<&str> = receipts.iter().map(String::as_str).collect();
+    assert_eq!(queue.delete_batch(&refs).await.unwrap(), 0, "every message deleted");
+    let attributes = clients
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&queue.url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    let count = |name: aws_sdk_sqs::types::QueueAttributeName| {
+        attributes.attributes().and_then(|a| a.get(&name)).cloned().unwrap_or_default()
+    };
+    assert_eq!(count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages), "0");
+    assert_eq!(count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible), "0");
+}
+
+#[tokio::test]
 async fn sqs_default_visibility_hides_a_received_message() {
     let clients = moto_clients().await;
     let queue = new_queue(&clients).await;

@@ -94,6 +94,11 @@ impl LocalAws {
         self.port
     }
 
+    /// The launcher's process id (for its memory use, say).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The launcher's log (moto's request log and tracebacks).
     pub fn log_path(&self) -> &Path {
         &self.log

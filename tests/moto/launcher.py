@@ -12,13 +12,18 @@ Extra routes, served next to moto's own:
        signal (JSON: Status, Reason, UniqueId, Data), as a node PUTs it to
        the presigned URL of a WaitConditionHandle in AWS;
   GET  /_signals/<stack>  every signal received for that stack (wait
-       condition PUTs and SignalResource calls), oldest first, as JSON.
+       condition PUTs and SignalResource calls), oldest first, as JSON;
+  GET  /_calls  every AWS API request received since the start or the last
+       reset, oldest first, as JSON (see record_call).
 """
 
 import argparse
+import io
 import json
+import re
 import sys
 import threading
+import time
 import urllib.parse
 
 from moto.cloudformation import parsing as cfn_parsing
@@ -44,6 +49,11 @@ SIGNALS: dict[str, list[dict]] = {}
 SIGNALS_LOCK = threading.Lock()
 
 SIGNAL_STATUS = "SIGNAL_RECEIVED"
+
+# Every AWS API request, oldest first; read by GET /_calls (the formation
+# benchmark counts calls per node by access key id).
+CALLS: list[dict] = []
+CALLS_LOCK = threading.Lock()
 
 
 def record_signal(account, region, stack_name, logical_id, resource_type, signal):
@@ -202,8 +212,56 @@ def json_response(start_response, status, body):
     return [data]
 
 
+# The access key id and service of a SigV4 Authorization header.
+CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]*/[^/]*/([^/]*)/")
+
+
+def record_call(environ):
+    """Appends one AWS API request to CALLS, when it is signed (has an
+    `Authorization: ... Credential=<key>/<date>/<region>/<service>/...`):
+    `t` (unix seconds at arrival, before moto handles it: a long poll is
+    logged when it starts), `key` (access key id), `service`, `action`
+    (from X-Amz-Target, else Action= in the query string or form body),
+    and for SQS `queue` (the last part of QueueUrl) and, for SendMessage,
+    `kind` (the message body's "kind", e.g. register). The body is read
+    and put back for moto."""
+    t = time.time()
+    match = CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+    if not match:
+        return
+    key, service = match.group(1), match.group(2)
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    call = {"t": t, "key": key, "service": service}
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    params = {}
+    if target:
+        call["action"] = target.rsplit(".", 1)[-1]
+        try:
+            params = json.loads(body or b"{}")
+        except ValueError:
+            params = {}
+    else:
+        form = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        if environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+            form.update(urllib.parse.parse_qs(body.decode("utf-8", "replace")))
+        params = {k: v[0] for k, v in form.items()}
+        call["action"] = params.get("Action", "?")
+    if isinstance(params, dict) and params.get("QueueUrl"):
+        call["queue"] = str(params["QueueUrl"]).rstrip("/").rsplit("/", 1)[-1]
+    if isinstance(params, dict) and call["action"] == "SendMessage":
+        try:
+            call["kind"] = json.loads(params.get("MessageBody", "")).get("kind")
+        except (ValueError, AttributeError):
+            pass
+    with CALLS_LOCK:
+        CALLS.append(call)
+
+
 def extra_routes(app):
-    """WSGI middleware: the /_waitcondition and /_signals routes, else moto."""
+    """WSGI middleware: the /_waitcondition, /_signals and /_calls routes,
+    else moto (each signed request recorded first)."""
 
     def wrapped(environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -233,9 +291,15 @@ def extra_routes(app):
             stack_name = urllib.parse.unquote(path[len("/_signals/") :])
             with SIGNALS_LOCK:
                 return json_response(start_response, "200 OK", list(SIGNALS.get(stack_name, [])))
+        if path == "/_calls" and method == "GET":
+            with CALLS_LOCK:
+                return json_response(start_response, "200 OK", list(CALLS))
         if path == "/moto-api/reset" and method == "POST":
             with SIGNALS_LOCK:
                 SIGNALS.clear()
+            with CALLS_LOCK:
+                CALLS.clear()
+        record_call(environ)
         return app(environ, start_response)
 
     return wrapped

@@ -1,0 +1,568 @@
+//! Formation benchmark (not a test): a master and N-1 workers form one
+//! cluster against one local AWS, for N = 8, 64 and 256, and it prints, for
+//! each N, the seconds from the last registration to every node having
+//! applied the manifest, and the AWS calls per node.
+//!
+//! Run: `cargo build --release -p agent && cargo bench -p e2e --bench formation`
+//! (sizes: `-- 8 64` or `FORMATION_SIZES=8,64`; agent binary: `AGENT_BIN`,
+//! else `<target>/release/agent`). Needs moto in `.venv` (tests/README.md).
+//!
+//! # What is simulated, and how
+//!
+//! - One moto (`tests/moto/launcher.py`) on 127.0.0.1, reset between sizes.
+//!   One stack per size from the `blueprints/minimal.yaml` template synth
+//!   builds, with `WorkerCount` = N-1: moto's Auto Scaling launches the
+//!   worker instances, and every node gets its real instance id and its
+//!   launch template's user data, as in `tests/e2e/formation.rs`.
+//! - Every node is a real agent process (the release build) with its own
+//!   `--root` and its own IMDSv2 stand-in ([`e2e::Imds`]). The nodes do NOT
+//!   get network namespaces: creating 256 of them (and a mount namespace per
+//!   agent) costs more than the formation being measured, and formation
+//!   needs none of what they give. Instead node `i` is given its own
+//!   loopback address `127.77.x.y` (all of 127/8 is loopback on Linux): its
+//!   metadata server listens there and reports it as `local-ipv4`, so every
+//!   node registers a distinct IP. All agents reach moto on 127.0.0.1.
+//! - Every agent signs with its own access key id, `node0000` (the master)
+//!   to `node0255`; the launcher logs every signed request as (time, access
+//!   key, action, queue, message kind) and serves the log at `GET /_calls`
+//!   (tests/moto/README.md). That is how calls are counted and how the
+//!   registrations are timed: at the local AWS, when the request arrived.
+//!
+//! # The measurement
+//!
+//! The master starts first; once it long-polls its queue, all workers are
+//! started at once.
+//!
+//! - **last registration**: the latest arrival, over the workers, of a
+//!   worker's first `SendMessage` of kind `register`.
+//! - **all applied**: the latest modification time of the nodes' (master
+//!   included) `var/lib/deeplearning/state.json` holding the N-node
+//!   manifest. The agent writes it after every other file of the manifest.
+//! - **calls per worker**: every request signed with the worker's key from
+//!   its start up to and including its first `ReceiveMessage` that arrived
+//!   after the master retired the manifest (its first `DeleteMessage` on
+//!   the worker queue): from there on the worker sits in 20 s long polls,
+//!   which is its idle cost, not formation's. **master calls**: every
+//!   request signed with the master's key until the last worker's window
+//!   closed. The formation wait condition signal (an unsigned PUT to a
+//!   presigned URL) is not among them.
+//!
+//! Every process is killed on the way out, panics included (drop guards,
+//! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
+//! wait is bounded.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use e2e::moto::{ACCOUNT, REGION, SECRET_KEY};
+use e2e::{ClusterStack, Identity, Imds, LocalAws};
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The sizes the issue asks for.
+const DEFAULT_SIZES: [usize; 3] = [8, 64, 256];
+/// Target: seconds from the last registration to every node applied, at 64 nodes.
+const TARGET_SECONDS: f64 = 1.0;
+/// The size the time target is set for (and it is checked at every size up to it).
+const TARGET_SECONDS_AT: usize = 64;
+/// Target: AWS calls per worker for formation.
+const TARGET_WORKER_CALLS: usize = 5;
+/// How long the master may take to reach its first long poll.
+const MASTER_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long, after the workers start, all nodes may take to apply (plus 0.2 s a node).
+const FORMATION_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long, after all applied, the master's retirement and every worker's
+/// first idle receive may take (the idle back-off tops out at 8 s).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn sizes() -> BenchResult<Vec<usize>> {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let list = if !args.is_empty() {
+        args.join(",")
+    } else if let Ok(env) = std::env::var("FORMATION_SIZES") {
+        env
+    } else {
+        return Ok(DEFAULT_SIZES.to_vec());
+    };
+    let sizes = list
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse::<usize>().map_err(|e| format!("size {s:?}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if sizes.iter().any(|&n| !(2..=1000).contains(&n)) {
+        return Err("sizes must be 2..=1000 nodes (a master and at least one worker)".into());
+    }
+    Ok(sizes)
+}
+
+fn run() -> BenchResult<()> {
+    e2e::require_root()?;
+    let sizes = sizes()?;
+    let agent = agent_bin()?;
+    eprintln!("agent binary: {}", agent.display());
+    let runtime = tokio::runtime::Runtime::new()?;
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        aws.reset()?;
+        eprintln!("--- {n} nodes");
+        let row = runtime.block_on(measure(&aws, &agent, n))?;
+        eprintln!("{}", row.details);
+        rows.push(row);
+    }
+    print_table(&rows);
+    Ok(())
+}
+
+/// The release agent: `AGENT_BIN`, else `agent` next to this benchmark's
+/// profile directory (`<target>/release/deps/formation-...` -> `<target>/release/agent`).
+fn agent_bin() -> BenchResult<PathBuf> {
+    if let Some(path) = std::env::var_os("AGENT_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    let agent = exe.parent().and_then(Path::parent).map(|p| p.join("agent")).ok_or("no target directory")?;
+    if !agent.exists() {
+        return Err(format!(
+            "{} does not exist: build it first with `cargo build --release -p agent` (same CARGO_TARGET_DIR), \
+             or set AGENT_BIN",
+            agent.display()
+        )
+        .into());
+    }
+    Ok(agent)
+}
+
+/// One simulated node: root directory, metadata server, access key.
+struct SimNode {
+    key: String,
+    root: tempfile::TempDir,
+    imds: Imds,
+}
+
+/// Node `i`'s loopback address: 127.77.0.10, 127.77.0.11, ... 200 per /24.
+fn node_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(127, 77, (i / 200) as u8, (10 + i % 200) as u8)
+}
+
+impl SimNode {
+    fn create(i: usize, instance_id: &str, user_data: &str) -> BenchResult<SimNode> {
+        let ip = node_ip(i);
+        let identity = Identity {
+            instance_id: instance_id.to_string(),
+            local_ipv4: ip,
+            instance_type: "g4dn.xlarge".into(),
+            availability_zone: format!("{REGION}a"),
+            region: REGION.into(),
+            image_id: "ami-0e2e0e2e0e2e0e2e0".into(),
+            account_id: ACCOUNT.into(),
+            user_data: Some(user_data.to_string()),
+        };
+        let hostname = identity.local_hostname();
+        let imds = Imds::start(SocketAddr::new(ip.into(), 0), identity)?;
+        let root = tempfile::Builder::new().prefix(&format!("formation-bench-{i:04}-")).tempdir()?;
+        populate_root(root.path(), ip, &hostname)?;
+        Ok(SimNode { key: format!("node{i:04}"), root, imds })
+    }
+
+    fn state_file(&self) -> PathBuf {
+        self.root.path().join("var/lib/deeplearning/state.json")
+    }
+
+    fn spawn(&self, agent: &Path, endpoint: &str) -> BenchResult<AgentGuard> {
+        let log = self.root.path().join("agent.log");
+        let out = std::fs::File::create(&log)?;
+        let mut command = Command::new(agent);
+        command.arg("run").arg("--root").arg(self.root.path()).arg("--no-mount");
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("AWS_") {
+                command.env_remove(key);
+            }
+        }
+        command
+            .env("AWS_ENDPOINT_URL", endpoint)
+            .env("AWS_ACCESS_KEY_ID", &self.key)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            .env("AWS_REGION", REGION)
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", self.imds.endpoint())
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv4")
+            .env("AGENT_LOG", std::env::var("AGENT_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        // SAFETY: prctl is async-signal-safe; the closure touches no memory of
+        // the parent. The agent dies with the benchmark even if it is SIGKILLed.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        Ok(AgentGuard { child: command.spawn()?, log })
+    }
+}
+
+/// Writes what the agent reads from an instance: passwd and group with
+/// `ubuntu`, its home, hosts, the boot id and an ssh host key.
+fn populate_root(root: &Path, ip: Ipv4Addr, hostname: &str) -> BenchResult<()> {
+    let write = |path: &str, text: &str| -> BenchResult<()> {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent"))?;
+        std::fs::write(path, text)?;
+        Ok(())
+    };
+    write("etc/passwd", "root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000:Ubuntu:/home/ubuntu:/bin/bash\n")?;
+    write("etc/group", "root:x:0:\nubuntu:x:1000:\n")?;
+    let short = hostname.split('.').next().unwrap_or(hostname);
+    write("etc/hosts", &format!("127.0.0.1 localhost\n{ip} {hostname} {short}\n"))?;
+    std::fs::create_dir_all(root.join("home/ubuntu"))?;
+    write("proc/sys/kernel/random/boot_id", &std::fs::read_to_string("/proc/sys/kernel/random/uuid")?)?;
+    std::fs::create_dir_all(root.join("etc/ssh"))?;
+    let key = root.join("etc/ssh/ssh_host_ed25519_key");
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", &format!("root@{short}"), "-f"])
+        .arg(&key)
+        .output()
+        .map_err(|e| format!("ssh-keygen (is openssh-client installed?): {e}"))?;
+    if !out.status.success() {
+        return Err(format!("ssh-keygen: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(())
+}
+
+/// An agent process; SIGKILLed and reaped on drop.
+struct AgentGuard {
+    child: Child,
+    log: PathBuf,
+}
+
+impl AgentGuard {
+    fn rss_kib(&self) -> u64 {
+        rss_kib(self.child.id())
+    }
+
+    fn tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One request the launcher logged.
+#[derive(Clone, Debug)]
+struct Call {
+    t: f64,
+    key: String,
+    action: String,
+    queue: String,
+    kind: String,
+}
+
+fn calls(aws: &LocalAws) -> BenchResult<Vec<Call>> {
+    let text = ureq::get(format!("{}/_calls", aws.endpoint())).call()?.body_mut().read_to_string()?;
+    let list: Vec<serde_json::Value> = serde_json::from_str(&text)?;
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    Ok(list
+        .iter()
+        .map(|c| Call {
+            t: c["t"].as_f64().unwrap_or_default(),
+            key: s(&c["key"]),
+            action: s(&c["action"]),
+            queue: s(&c["queue"]),
+            kind: s(&c["kind"]),
+        })
+        .collect())
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default()
+}
+
+/// The modification time of `path` (unix seconds) when it holds a manifest of `n` nodes.
+fn applied_at(path: &Path, n: usize) -> Option<f64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    if v["manifest"]["nodes"].as_array()?.len() != n {
+        return None;
+    }
+    Some(modified.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
+}
+
+/// One size's results.
+struct Row {
+    nodes: usize,
+    /// Seconds from the last registration to all applied.
+    seconds: f64,
+    worker_calls_median: usize,
+    worker_calls_max: usize,
+    master_calls: usize,
+    /// Whether every worker reached its idle long poll (else its window
+    /// was cut at the settle deadline).
+    settled: bool,
+    details: String,
+}
+
+async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
+    let setup = Instant::now();
+    let stack_name = format!("formation-bench-{n}");
+    let stack = ClusterStack::create(aws, "blueprints/minimal.yaml", &stack_name, (n - 1) as u32, &[]).await?;
+    let master_data = stack.user_data(aws, "MasterLaunchTemplate")?;
+    let worker_data = stack.user_data(aws, "WorkerLaunchTemplate")?;
+    let worker_ids = stack.worker_instance_ids(aws).await?;
+    if worker_ids.len() != n - 1 {
+        return Err(format!("moto launched {} workers, expected {}", worker_ids.len(), n - 1).into());
+    }
+    let stack_secs = setup.elapsed().as_secs_f64();
+    let mut nodes = vec![SimNode::create(0, stack.master_instance_id()?, &master_data)?];
+    for (i, id) in worker_ids.iter().enumerate() {
+        nodes.push(SimNode::create(i + 1, id, &worker_data)?);
+    }
+    eprintln!(
+        "stack created in {stack_secs:.1} s, {n} node roots in {:.1} s",
+        setup.elapsed().as_secs_f64() - stack_secs
+    );
+
+    // Guards drop before the nodes (declared after them): agents die first.
+    let endpoint = aws.endpoint();
+    let mut agents: Vec<AgentGuard> = Vec::with_capacity(n);
+    agents.push(nodes[0].spawn(agent, &endpoint)?);
+    let master_key = nodes[0].key.clone();
+    let deadline = Instant::now() + MASTER_START_TIMEOUT;
+    loop {
+        let polled = calls(aws)?
+            .iter()
+            .any(|c| c.key == master_key && c.action == "ReceiveMessage" && c.queue.contains("Master"));
+        if polled {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(
+                format!("the master did not long-poll its queue in time; its log:\n{}", agents[0].tail(30)).into()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let workers_started = unix_now();
+    for node in &nodes[1..] {
+        agents.push(node.spawn(agent, &endpoint)?);
+    }
+    let spawn_secs = unix_now() - workers_started;
+
+    // Every node applied the n-node manifest: poll the state files (the
+    // mtime first, so a node is parsed only when its file changed).
+    let mut applied: Vec<Option<f64>> = vec![None; n];
+    let mut seen_mtime: Vec<Option<SystemTime>> = vec![None; n];
+    let timeout = FORMATION_TIMEOUT + Duration::from_millis(200 * n as u64);
+    let deadline = Instant::now() + timeout;
+    let mut peak_rss_kib = 0u64;
+    while applied.iter().any(Option::is_none) {
+        for (i, node) in nodes.iter().enumerate() {
+            if applied[i].is_some() {
+                continue;
+            }
+            let path = node.state_file();
+            let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+            if mtime.is_some() && mtime != seen_mtime[i] {
+                seen_mtime[i] = mtime;
+                applied[i] = applied_at(&path, n);
+            }
+        }
+        let rss: u64 = agents.iter().map(AgentGuard::rss_kib).sum();
+        peak_rss_kib = peak_rss_kib.max(rss);
+        if Instant::now() > deadline {
+            let missing: Vec<usize> = (0..n).filter(|&i| applied[i].is_none()).collect();
+            let first = missing[0];
+            return Err(format!(
+                "{} of {n} nodes did not apply the {n}-node manifest within {timeout:?} (e.g. node {first}; \
+                 master log tail:\n{}\n\nnode {first} log tail:\n{})",
+                missing.len(),
+                agents[0].tail(20),
+                agents[first].tail(20)
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let all_applied = applied.iter().flatten().fold(f64::MIN, |a, &b| a.max(b));
+    let first_applied = applied.iter().flatten().fold(f64::MAX, |a, &b| a.min(b));
+    let moto_rss_kib = rss_kib(aws.pid());
+
+    // Settle: the master retires the manifest, every worker reaches an idle long poll.
+    let worker_keys: Vec<&str> = nodes[1..].iter().map(|n| n.key.as_str()).collect();
+    let settle_deadline = Instant::now() + SETTLE_TIMEOUT;
+    let (log, retired, windows) = loop {
+        let log = calls(aws)?;
+        let retired = log
+            .iter()
+            .find(|c| c.key == master_key && c.action.starts_with("DeleteMessage") && c.queue.contains("Worker"))
+            .map(|c| c.t);
+        let windows: BTreeMap<&str, f64> = match retired {
+            Some(r) => worker_keys
+                .iter()
+                .filter_map(|k| {
+                    log.iter().find(|c| c.key == *k && c.action == "ReceiveMessage" && c.t > r).map(|c| (*k, c.t))
+                })
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        if windows.len() == worker_keys.len() || Instant::now() > settle_deadline {
+            break (log, retired, windows);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let settled = windows.len() == worker_keys.len();
+    let cut = unix_now();
+    drop(agents);
+    // The master's log outlives its root, for a look at where the time went.
+    let kept = std::env::temp_dir().join(format!("formation-bench-master-{n}.log"));
+    let _ = std::fs::copy(nodes[0].root.path().join("agent.log"), &kept);
+
+    let last_register = worker_keys
+        .iter()
+        .map(|k| {
+            log.iter()
+                .find(|c| c.key == *k && c.action == "SendMessage" && c.kind == "register")
+                .map(|c| c.t)
+                .ok_or_else(|| format!("{k} never sent register"))
+        })
+        .collect::<Result<Vec<f64>, _>>()?
+        .into_iter()
+        .fold(f64::MIN, f64::max);
+    let mut per_worker: Vec<usize> = worker_keys
+        .iter()
+        .map(|k| {
+            let end = windows.get(k).copied().unwrap_or(cut);
+            log.iter().filter(|c| c.key == *k && c.t <= end).count()
+        })
+        .collect();
+    per_worker.sort_unstable();
+    let window_end = windows.values().copied().fold(f64::MIN, f64::max).max(if settled { f64::MIN } else { cut });
+    let master_log: Vec<&Call> = log.iter().filter(|c| c.key == master_key && c.t <= window_end).collect();
+
+    let mut by_action: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &master_log {
+        *by_action.entry(format!("{}{}{}", c.action, queue_suffix(&c.queue), kind_suffix(&c.kind))).or_default() += 1;
+    }
+    let mut worker_actions: BTreeMap<String, usize> = BTreeMap::new();
+    for c in log.iter().filter(|c| worker_keys.contains(&c.key.as_str())) {
+        if c.t <= windows.get(c.key.as_str()).copied().unwrap_or(cut) {
+            *worker_actions
+                .entry(format!("{}{}{}", c.action, queue_suffix(&c.queue), kind_suffix(&c.kind)))
+                .or_default() += 1;
+        }
+    }
+    let details = format!(
+        "workers spawned in {spawn_secs:.2} s; first register +{:.2} s, last register +{:.2} s, first applied \
+         +{:.2} s, all applied +{:.2} s, manifest retired {} (seconds after the workers' start)\n\
+         calls per worker (sorted): min {} median {} max {}; all workers' calls by action: {worker_actions:?}\n\
+         master calls {} by action: {by_action:?}\n\
+         RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}",
+        first_register(&log, &worker_keys) - workers_started,
+        last_register - workers_started,
+        first_applied - workers_started,
+        all_applied - workers_started,
+        retired.map_or("never".to_string(), |r| format!("+{:.2} s", r - workers_started)),
+        per_worker[0],
+        per_worker[per_worker.len() / 2],
+        per_worker[per_worker.len() - 1],
+        master_log.len(),
+        peak_rss_kib as f64 / 1024.0,
+        peak_rss_kib as f64 / 1024.0 / n as f64,
+        moto_rss_kib as f64 / 1024.0,
+        kept.display(),
+        if settled {
+            String::new()
+        } else {
+            format!("\nNOT SETTLED: {} of {} workers reached an idle long poll", windows.len(), worker_keys.len())
+        },
+    );
+    Ok(Row {
+        nodes: n,
+        seconds: all_applied - last_register,
+        worker_calls_median: per_worker[per_worker.len() / 2],
+        worker_calls_max: per_worker[per_worker.len() - 1],
+        master_calls: master_log.len(),
+        settled,
+        details,
+    })
+}
+
+fn first_register(log: &[Call], keys: &[&str]) -> f64 {
+    log.iter().filter(|c| keys.contains(&c.key.as_str()) && c.kind == "register").map(|c| c.t).fold(f64::MAX, f64::min)
+}
+
+fn queue_suffix(queue: &str) -> String {
+    if queue.is_empty() {
+        String::new()
+    } else if queue.contains("Master") {
+        "(master q)".into()
+    } else if queue.contains("Worker") {
+        "(worker q)".into()
+    } else {
+        format!("({queue})")
+    }
+}
+
+fn kind_suffix(kind: &str) -> String {
+    if kind.is_empty() { String::new() } else { format!(" {kind}") }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "OK" } else { "MISSED" }
+}
+
+fn print_table(rows: &[Row]) {
+    println!();
+    println!(
+        "{:>5}  {:>28}  {:>22}  {:>16}  {:>12}",
+        "nodes", "last register -> all applied", "calls/worker med / max", "worker target", "master calls"
+    );
+    for r in rows {
+        let time_target = if r.nodes <= TARGET_SECONDS_AT {
+            format!("< {TARGET_SECONDS} s {}", verdict(r.seconds < TARGET_SECONDS))
+        } else {
+            "(no target)".into()
+        };
+        let calls_ok = r.worker_calls_max <= TARGET_WORKER_CALLS && r.settled;
+        println!(
+            "{:>5}  {:>7.3} s {:>19}  {:>10} / {:<10}  {:>16}  {:>12}",
+            r.nodes,
+            r.seconds,
+            time_target,
+            r.worker_calls_median,
+            r.worker_calls_max,
+            format!("<= {TARGET_WORKER_CALLS} {}", verdict(calls_ok)),
+            r.master_calls,
+        );
+    }
+}
