@@ -595,7 +595,7 @@ impl MasterState {
     /// "30-minute" (the blueprint's whole minutes) or "45-second".
     fn deadline_text(&self) -> String {
         let s = self.formation_timeout_seconds;
-        if s % 60 == 0 { format!("{}-minute", s / 60) } else { format!("{s}-second") }
+        if s.is_multiple_of(60) { format!("{}-minute", s / 60) } else { format!("{s}-second") }
     }
 
     fn signal(&self, success: bool, reason: String, data: String, fx: &mut Vec<Effect>) {
