@@ -79,9 +79,32 @@ pub fn wait_until(
     Ok(start.elapsed())
 }
 
+/// `text` without terminal colour codes (the agent's log has them).
+pub fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-byte (a letter).
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Every agent's log, separated, for failure messages.
 pub fn logs(agents: &[&AgentProcess]) -> String {
-    agents.iter().map(|a| format!("--- {} ---\n{}", a.log_path().display(), a.log())).collect::<Vec<_>>().join("\n")
+    agents
+        .iter()
+        .map(|a| format!("--- {} ---\n{}", a.log_path().display(), plain(&a.log())))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Rewrites the node config in the user data `node`'s metadata serves
@@ -143,10 +166,9 @@ impl Mount {
         Ok(Mount { target: target.to_owned() })
     }
 
-    /// Remounts it with `options` (e.g. `remount,ro`).
-    pub fn remount(&self, options: &str) -> Result<()> {
-        let target_text = self.target.to_string_lossy();
-        crate::netns::run("mount", &["-o", options, &target_text]).map(|_| ())
+    /// Where it is mounted.
+    pub fn target(&self) -> &Path {
+        &self.target
     }
 }
 
