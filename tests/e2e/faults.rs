@@ -162,8 +162,13 @@ async fn kill_mid_formation(stack: &str, victim: usize) -> e2e::Result<()> {
     let joined: Vec<String> =
         plain(&agents[0].log()).lines().filter(|l| l.contains(" joined as ")).map(String::from).collect();
     let master_state = cluster.master().root().join("var/lib/deeplearning/master.json");
-    wait_until("the master's state on disk", Duration::from_secs(10), &[&agents[0]], || {
-        read(cluster.master().root(), "/var/lib/deeplearning/master.json").contains("deeplearning")
+    // Indices are promised once they are on disk (the master persists its
+    // state after each step and only then deletes the messages): kill
+    // after that, when both admissions are in master.json.
+    let admitted = [cluster.workers()[0].instance_id(), cluster.workers()[1].instance_id()];
+    wait_until("both admissions in the master's state on disk", Duration::from_secs(10), &[&agents[0]], || {
+        let state = read(cluster.master().root(), "/var/lib/deeplearning/master.json");
+        admitted.iter().all(|id| state.contains(id.as_str()))
     })?;
     agents[victim].kill();
     let restarted = cluster.nodes()[victim].spawn_agent(&[])?;
