@@ -10,7 +10,10 @@
 //! agent resumes where it was.
 //!
 //! AWS errors never end the agent: transient ones are retried with backoff,
-//! permanent ones are logged with what failed, and the loop goes on.
+//! permanent ones are logged with what failed, and the loop goes on. Nor do
+//! local files that cannot be written (a read-only or full file system):
+//! the error names the file, the manifest is tried again, and nothing is
+//! acknowledged until it is written.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -18,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use node_contract::message::{self, Applied, Message, Register};
 use node_contract::{NodeConfig, Role};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
 use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
@@ -134,6 +137,12 @@ async fn mount_efs(opts: &Options, config: &NodeConfig) -> anyhow::Result<()> {
         let result = tokio::task::block_in_place(|| files::efs::mount(&opts.root, config, opts.mount));
         match result {
             Ok(()) => return Ok(()),
+            // The mount point or the fstab line cannot be written: this
+            // node's own disk (read-only, full), not EFS, is the problem.
+            Err(e @ (files::FilesError::Write { .. } | files::FilesError::CreateDir { .. })) if attempt < ATTEMPTS => {
+                error!(attempt, "cannot prepare the EFS mount on this node's disk, retrying in 10 s: {e}");
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
             Err(e) if attempt < ATTEMPTS => {
                 warn!(attempt, "cannot mount EFS yet, retrying in 10 s: {e}");
                 tokio::time::sleep(Duration::from_secs(10)).await;
@@ -255,7 +264,25 @@ async fn node_loop(
         if let Some(manifest) = newest {
             match node.on_manifest(&manifest) {
                 NodeDecision::Apply => {
-                    tokio::task::block_in_place(|| apply(opts, config, me, &manifest, cluster_key))?;
+                    // A manifest that cannot be written (a read-only or full
+                    // file system) is retried, not fatal: it stays visible in
+                    // the worker queue (or is re-published when this node
+                    // registers again), so the next receive brings it back,
+                    // with the idle back-off between attempts. Exiting would
+                    // not help: a restart by systemd meets the same disk, and
+                    // on the master it would also stop formation and its
+                    // signals. The node does not acknowledge what it could
+                    // not write, so the master sees it as lagging.
+                    let written = tokio::task::block_in_place(|| apply(opts, config, me, &manifest, cluster_key));
+                    if let Err(e) = written {
+                        error!(
+                            generation = manifest.generation,
+                            "cannot apply the manifest, retrying when it arrives again; files not yet written keep \
+                             their old content: {e:#}"
+                        );
+                        tokio::time::sleep(Duration::from_millis(node.idle_backoff_ms(true))).await;
+                        continue;
+                    }
                     node.applied(manifest.generation);
                     applied_something = true;
                     let ack = Message::Applied(Applied {

@@ -3,6 +3,8 @@
 //! [`Node`] per instance moto launched (node 0 is the master, with the
 //! master launch template's user data; nodes 1..=N the worker group's
 //! instances, with the worker template's). Agents are started by the test.
+//! Spare namespaces ([`Cluster::start_with_spares`]) take instances that
+//! join later ([`Cluster::add_worker`]), as when the group scales out.
 
 use crate::moto::LocalAws;
 use crate::netns::Network;
@@ -17,6 +19,7 @@ pub const INSTANCE_TYPE: &str = "g4dn.xlarge";
 pub struct Cluster {
     // Field order is drop order: agents' nodes, then moto, then the network.
     nodes: Vec<Node>,
+    worker_user_data: String,
     stack: ClusterStack,
     aws: LocalAws,
     network: Network,
@@ -36,7 +39,19 @@ impl Cluster {
         workers: u32,
         parameters: &[(&str, &str)],
     ) -> Result<Cluster> {
-        let network = Network::create(1 + workers as usize)?;
+        Cluster::start_with_spares(blueprint, stack_name, workers, parameters, 0).await
+    }
+
+    /// [`Cluster::start_with`] with `spares` more namespaces in the network,
+    /// for nodes added later with [`Cluster::add_worker`].
+    pub async fn start_with_spares(
+        blueprint: &str,
+        stack_name: &str,
+        workers: u32,
+        parameters: &[(&str, &str)],
+        spares: usize,
+    ) -> Result<Cluster> {
+        let network = Network::create(1 + workers as usize + spares)?;
         let aws = LocalAws::start(network.host_ip().into())?;
         let stack = ClusterStack::create(&aws, blueprint, stack_name, workers, parameters).await?;
         let master_user_data = stack.user_data(&aws, "MasterLaunchTemplate")?;
@@ -63,7 +78,26 @@ impl Cluster {
             };
             nodes.push(Node::create(&network, i + 1, &aws, spec)?);
         }
-        Ok(Cluster { nodes, stack, aws, network })
+        Ok(Cluster { nodes, worker_user_data, stack, aws, network })
+    }
+
+    /// Makes a node for worker instance `instance_id` (one moto launched
+    /// after the start, e.g. when the desired capacity was raised) in the
+    /// next spare namespace, with the worker launch template's user data.
+    pub fn add_worker(&mut self, instance_id: &str) -> Result<&Node> {
+        let index = self.nodes.len();
+        if index >= self.network.len() {
+            return Err(Error::Setup(format!(
+                "no spare namespace for {instance_id}: start the cluster with Cluster::start_with_spares"
+            )));
+        }
+        let spec = NodeSpec {
+            instance_id: instance_id.to_string(),
+            instance_type: INSTANCE_TYPE.into(),
+            user_data: Some(self.worker_user_data.clone()),
+        };
+        self.nodes.push(Node::create(&self.network, index, &self.aws, spec)?);
+        Ok(&self.nodes[index])
     }
 
     /// The local AWS.

@@ -23,6 +23,7 @@ pub mod imds;
 pub mod moto;
 pub mod netns;
 pub mod node;
+pub mod scenario;
 pub mod stack;
 pub mod venv;
 

@@ -109,7 +109,7 @@ impl LocalAws {
     }
 
     /// Wipes every resource moto holds (`POST /moto-api/reset`) and the
-    /// launcher's recorded signals.
+    /// launcher's recorded signals, lifecycle completions and activities.
     pub fn reset(&self) -> Result<()> {
         ureq::post(format!("{}/moto-api/reset", self.endpoint()))
             .send_empty()
@@ -223,6 +223,33 @@ impl LocalAws {
             .read_to_string()
             .map_err(|e| Error::aws(format!("GET {url}"), &e))?;
         serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: url, detail: e.to_string() })
+    }
+
+    /// The `CompleteLifecycleAction` calls the launcher recorded, oldest
+    /// first: objects with `AutoScalingGroupName`, `LifecycleHookName`,
+    /// `LifecycleActionToken`, `InstanceId`, `LifecycleActionResult` and
+    /// `ReceivedAt` (unix seconds, a float).
+    pub fn lifecycle_completions(&self) -> Result<Vec<serde_json::Value>> {
+        let url = format!("{}/_lifecycle_completions", self.endpoint());
+        let text = ureq::get(&url)
+            .call()
+            .map_err(|e| Error::aws(format!("GET {url}"), &e))?
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Error::aws(format!("GET {url}"), &e))?;
+        serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: url, detail: e.to_string() })
+    }
+
+    /// Adds a failed scaling activity with `status_message` to `group`, as
+    /// Auto Scaling records a launch it could not make; the group's
+    /// `DescribeScalingActivities` returns it (newest first).
+    pub fn add_failed_scaling_activity(&self, group: &str, status_message: &str) -> Result<()> {
+        let url = format!("{}/_scaling_activities/{group}", self.endpoint());
+        ureq::post(&url)
+            .header("Content-Type", "application/json")
+            .send(serde_json::json!({ "StatusMessage": status_message, "StatusCode": "Failed" }).to_string())
+            .map_err(|e| Error::aws(format!("POST {url}"), &e))?;
+        Ok(())
     }
 }
 

@@ -141,6 +141,17 @@ fn cleanup(k: u8) {
     for ns in &namespaces {
         let _ = ip(&["netns", "del", ns]);
     }
+    // A deleted namespace lives on while sockets of its own still hold it
+    // (connections cut off by a test's outage retransmit for minutes), and
+    // so does its veth pair: delete the host ends by name, so the next
+    // network with this number can create them again.
+    let veth = format!("dl{k}v");
+    let links = ip(&["-o", "link", "show"]).unwrap_or_default();
+    for name in links.lines().filter_map(|l| l.split(": ").nth(1)).map(|n| n.split('@').next().unwrap_or(n)) {
+        if name.strip_prefix(&veth).is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())) {
+            let _ = ip(&["link", "del", name]);
+        }
+    }
     let _ = ip(&["link", "del", &format!("dlbr{k}")]);
 }
 

@@ -159,8 +159,9 @@ impl Node {
     }
 
     /// Starts `agent run --root ROOT --no-mount ARGS` on this node, its
-    /// stdout and stderr in `ROOT/agent-<n>.log`. `RUST_LOG` is passed on,
-    /// `debug` when unset.
+    /// stdout and stderr in `ROOT/agent-<n>.log`. The agent's log filter
+    /// (`AGENT_LOG`, which the agent reads; `RUST_LOG` is not) is passed on,
+    /// the agent's own debug lines when unset.
     pub fn spawn_agent(&self, args: &[&str]) -> Result<AgentProcess> {
         self.spawn_agent_binary(&agent_bin()?, args)
     }
@@ -170,7 +171,7 @@ impl Node {
     pub fn spawn_agent_binary(&self, agent: &Path, args: &[&str]) -> Result<AgentProcess> {
         let mut command = self.command(agent);
         command.arg("run").arg("--root").arg(self.root.path()).arg("--no-mount").args(args);
-        command.env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into()));
+        command.env("AGENT_LOG", std::env::var("AGENT_LOG").unwrap_or_else(|_| "info,agent=debug".into()));
         command.env("RUST_BACKTRACE", "1");
         self.spawn_logged(command, "agent")
     }

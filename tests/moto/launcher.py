@@ -14,10 +14,16 @@ Extra routes, served next to moto's own:
   GET  /_signals/<stack>  every signal received for that stack (wait
        condition PUTs and SignalResource calls), oldest first, as JSON;
   GET  /_calls  every AWS API request received since the start or the last
-       reset, oldest first, as JSON (see record_call).
+       reset, oldest first, as JSON (see record_call);
+  GET  /_lifecycle_completions  every CompleteLifecycleAction call, oldest
+       first, as JSON (patch (e));
+  POST /_scaling_activities/<group>  adds a scaling activity (JSON:
+       StatusMessage, optional StatusCode, default Failed, and Description)
+       that DescribeScalingActivities returns for the group (patch (f)).
 """
 
 import argparse
+import datetime
 import io
 import json
 import re
@@ -25,7 +31,10 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 
+from moto.autoscaling.models import autoscaling_backends
+from moto.autoscaling.responses import AutoScalingResponse
 from moto.cloudformation import parsing as cfn_parsing
 from moto.cloudformation.models import Event, cloudformation_backends
 from moto.cloudformation.responses import CloudFormationResponse
@@ -54,6 +63,10 @@ SIGNAL_STATUS = "SIGNAL_RECEIVED"
 # benchmark counts calls per node by access key id).
 CALLS: list[dict] = []
 CALLS_LOCK = threading.Lock()
+# CompleteLifecycleAction calls, oldest first; read by GET /_lifecycle_completions.
+COMPLETIONS: list[dict] = []
+# Injected scaling activities by group name, oldest first; POST /_scaling_activities/<group>.
+ACTIVITIES: dict[str, list[dict]] = {}
 
 
 def record_signal(account, region, stack_name, logical_id, resource_type, signal):
@@ -196,6 +209,73 @@ def create_instance(cls, resource_name, cloudformation_json, account_id, region_
 ec2_instances.Instance.create_from_cloudformation_json = classmethod(create_instance)
 
 
+# --- Patch (e): CompleteLifecycleAction ---------------------------------------
+# moto 5.2.5 has no CompleteLifecycleAction (HTTP 500). The master completes
+# a terminating worker's lifecycle action once every remaining node applied
+# the generation without it; record the call (and when it came) so a test
+# can check that it came, and when.
+def complete_lifecycle_action(self):
+    group = self._get_param("AutoScalingGroupName")
+    if group not in autoscaling_backends[self.current_account][self.region].autoscaling_groups:
+        from moto.autoscaling.exceptions import ValidationError
+
+        raise ValidationError(f"No Auto Scaling group named {group}")
+    call = {
+        k: self._get_param(k)
+        for k in (
+            "AutoScalingGroupName",
+            "LifecycleHookName",
+            "LifecycleActionToken",
+            "InstanceId",
+            "LifecycleActionResult",
+        )
+    }
+    call["ReceivedAt"] = time.time()
+    with SIGNALS_LOCK:
+        COMPLETIONS.append(call)
+    return EmptyResult()
+
+
+AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
+
+
+# --- Patch (f): DescribeScalingActivities ---------------------------------------
+# moto 5.2.5 always answers DescribeScalingActivities with no activities,
+# so a launch failure (the reason a formation fails) cannot be shown. A test
+# adds activities with POST /_scaling_activities/<group>; they are returned
+# newest first, as AWS lists them.
+def describe_scaling_activities(self):
+    from moto.core.responses import ActionResult
+
+    group = self._get_param("AutoScalingGroupName")
+    with SIGNALS_LOCK:
+        activities = list(reversed(ACTIVITIES.get(group, [])))
+    return ActionResult({"Activities": activities})
+
+
+AutoScalingResponse.describe_scaling_activities = describe_scaling_activities
+
+
+def scaling_activity(group, request):
+    """An activity as DescribeScalingActivities returns it, from a test's JSON."""
+    message = request.get("StatusMessage")
+    if not isinstance(message, str) or not message:
+        raise ValueError("StatusMessage (a non-empty string) is required")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return {
+        "ActivityId": str(uuid.uuid4()),
+        "AutoScalingGroupName": group,
+        "Description": request.get("Description", "Launching a new EC2 instance.  Status Reason: " + message),
+        "Cause": "At " + now.strftime("%Y-%m-%dT%H:%M:%SZ") + " an instance was started in response to a "
+        "difference between desired and actual capacity.",
+        "StartTime": now,
+        "EndTime": now,
+        "StatusCode": request.get("StatusCode", "Failed"),
+        "StatusMessage": message,
+        "Progress": 100,
+    }
+
+
 def wait_condition_for(stack, handle_id):
     """The logical id of the WaitCondition whose Handle is `Ref handle_id`
     (the signal belongs to it in AWS), or the handle itself when none is."""
@@ -294,9 +374,25 @@ def extra_routes(app):
         if path == "/_calls" and method == "GET":
             with CALLS_LOCK:
                 return json_response(start_response, "200 OK", list(CALLS))
+        if path == "/_lifecycle_completions" and method == "GET":
+            with SIGNALS_LOCK:
+                return json_response(start_response, "200 OK", list(COMPLETIONS))
+        if path.startswith("/_scaling_activities/") and method == "POST":
+            group = urllib.parse.unquote(path[len("/_scaling_activities/") :])
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            try:
+                activity = scaling_activity(group, json.loads(environ["wsgi.input"].read(length)))
+            except (ValueError, TypeError, AttributeError) as e:
+                return json_response(start_response, "400 Bad Request", {"error": str(e)})
+            with SIGNALS_LOCK:
+                ACTIVITIES.setdefault(group, []).append(activity)
+            start_response("200 OK", [("Content-Length", "0")])
+            return [b""]
         if path == "/moto-api/reset" and method == "POST":
             with SIGNALS_LOCK:
                 SIGNALS.clear()
+                COMPLETIONS.clear()
+                ACTIVITIES.clear()
             with CALLS_LOCK:
                 CALLS.clear()
         record_call(environ)

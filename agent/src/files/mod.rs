@@ -356,7 +356,14 @@ fn render_one(file: &PlannedFile, root: &Path, users: &mut Users) -> Result<(Pat
 pub fn apply(plan: &Plan, root: &Path) -> Result<Vec<PathBuf>, FilesError> {
     let mut users = Users::new(root);
     let mut changed = Vec::new();
-    for file in &plan.files {
+    // `/etc/hosts` goes last: when another file cannot be written (a
+    // read-only or full file system), the node keeps resolving the names of
+    // the generation it fully applied, instead of a hosts file that is ahead
+    // of its workers file and known hosts.
+    // The changed files are still reported in the plan's order.
+    let (hosts, others): (Vec<_>, Vec<_>) =
+        plan.files.iter().enumerate().partition(|(_, f)| f.path == Path::new(hosts::PATH));
+    for (position, file) in others.into_iter().chain(hosts) {
         let (path, content) = render_one(file, root, &mut users)?;
         let on_disk = under(root, &path);
         let owner = match &file.owner {
@@ -384,10 +391,11 @@ pub fn apply(plan: &Plan, root: &Path) -> Result<Vec<PathBuf>, FilesError> {
         }
         if this_changed {
             tracing::info!(path = %path.display(), "updated");
-            changed.push(path);
+            changed.push((position, path));
         }
     }
-    Ok(changed)
+    changed.sort();
+    Ok(changed.into_iter().map(|(_, path)| path).collect())
 }
 
 /// Who owns a user's file, with the home directory under the root.
@@ -748,12 +756,17 @@ pub(crate) mod tests {
     #[test]
     fn a_failed_apply_keeps_the_old_file() {
         // /opt is a file, so /opt/deeplearning cannot be created: the error names it,
-        // and the files written before it are complete.
+        // and /etc/hosts, written last, is untouched.
         let root = image_root();
+        let hosts_before = fs::read(root.path().join("etc/hosts")).unwrap();
         fs::write(root.path().join("opt"), "in the way").unwrap();
         let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
         let e = apply(&p, root.path()).unwrap_err();
         assert!(matches!(&e, FilesError::CreateDir { path, .. } if path.ends_with("opt/deeplearning")), "{e:?}");
+        assert_eq!(fs::read(root.path().join("etc/hosts")).unwrap(), hosts_before);
+        // Once the way is clear, the next apply writes everything.
+        fs::remove_file(root.path().join("opt")).unwrap();
+        apply(&p, root.path()).unwrap();
         let hosts = fs::read_to_string(root.path().join("etc/hosts")).unwrap();
         assert!(hosts.starts_with("127.0.0.1 localhost\n") && hosts.contains("deeplearning-worker3"), "{hosts}");
     }

@@ -1,0 +1,68 @@
+//! Too few workers: 3 requested, at least 2 needed, 1 boots. At the
+//! formation deadline (5 s here) the master signals FAILURE with the reason
+//! (1 of 3, at least 2) and the worker group's launch failures: none
+//! reported, or the failed scaling activity Auto Scaling recorded, quoted.
+
+use std::time::{Duration, Instant};
+
+use e2e::scenario::{applied, edit_node_config, wait_until};
+use e2e::{Cluster, TestResult};
+
+const TIMEOUT_SECONDS: u64 = 5;
+
+/// Starts the master and one worker of 3 (at least 2) and returns the
+/// formation signal's status and reason, and when it came.
+async fn form_with_one_worker(stack: &str, launch_failure: Option<&str>) -> e2e::Result<(String, String, Duration)> {
+    let cluster = Cluster::start_with("blueprints/minimal.yaml", stack, 3, &[("MinWorkers", "2")]).await?;
+    if let Some(message) = launch_failure {
+        cluster.aws().add_failed_scaling_activity(cluster.stack().worker_group()?, message)?;
+    }
+    edit_node_config(cluster.master(), |c| c["formation_timeout_seconds"] = TIMEOUT_SECONDS.into())?;
+    let started = Instant::now();
+    let master = cluster.master().spawn_agent(&[])?;
+    let worker = cluster.workers()[0].spawn_agent(&[])?;
+    let agents = [&master, &worker];
+    wait_until("the formation signal", Duration::from_secs(40), &agents, || {
+        cluster.aws().signals(stack).is_ok_and(|s| s.iter().any(|x| x["LogicalResourceId"] == "FormationWaitCondition"))
+    })?;
+    let signalled_after = started.elapsed();
+    // A failed formation publishes no manifest.
+    std::thread::sleep(Duration::from_millis(500));
+    for node in cluster.nodes() {
+        assert!(applied(node.root()).is_none(), "{} applied a manifest of a failed formation", node.ip());
+    }
+    assert!(master.log().contains("formation failed"), "{}", master.log());
+    let signals = cluster.aws().signals(stack)?;
+    let formation: Vec<_> = signals.iter().filter(|s| s["LogicalResourceId"] == "FormationWaitCondition").collect();
+    assert_eq!(formation.len(), 1, "{signals:#?}");
+    let status = formation[0]["Status"].as_str().unwrap_or_default().to_string();
+    let reason = formation[0]["Reason"].as_str().unwrap_or_default().to_string();
+    Ok((status, reason, signalled_after))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn below_the_minimum_the_stack_fails_with_the_reason() -> TestResult {
+    let (status, reason, after) = form_with_one_worker("failure", None).await?;
+    assert_eq!(status, "FAILURE", "{reason}");
+    assert!(reason.contains("1 of 3"), "{reason}");
+    assert!(reason.contains("at least 2"), "{reason}");
+    assert!(reason.to_lowercase().contains("no launch failures"), "moto reports no scaling activities: {reason}");
+    assert!(after >= Duration::from_secs(TIMEOUT_SECONDS - 1), "signalled after {after:?}, before the deadline");
+    assert!(after < Duration::from_secs(TIMEOUT_SECONDS + 15), "signalled only after {after:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_failure_reason_quotes_the_launch_failure() -> TestResult {
+    let message = "InsufficientInstanceCapacity: We currently do not have sufficient g4dn.xlarge capacity in the \
+                   Availability Zone you requested (us-east-1a).";
+    let (status, reason, _) = form_with_one_worker("failure-capacity", Some(message)).await?;
+    assert_eq!(status, "FAILURE", "{reason}");
+    assert!(reason.contains("1 of 3") && reason.contains("at least 2"), "{reason}");
+    assert!(
+        reason.contains("InsufficientInstanceCapacity: We currently do not have sufficient g4dn.xlarge"),
+        "{reason}"
+    );
+    assert!(!reason.to_lowercase().contains("no launch failures"), "{reason}");
+    Ok(())
+}
