@@ -281,3 +281,37 @@ fn an_unreachable_host_or_an_unknown_host_key_is_named_and_nothing_keeps_running
     )?;
     Ok(())
 }
+
+#[test]
+fn a_dropped_ssh_connection_stops_every_rank_and_its_own_remote_side() -> TestResult {
+    let cluster = SshCluster::start(&[1, 1])?;
+    let job = "drop-test";
+    let mut launcher = launch(&cluster, job, &["--nproc-per-node", "1"], "echo ready; sleep 300 & sleep 300")?
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("starting trainer", "trainer"))?;
+    wait_for_logs(&cluster, job, 2, "ready")?;
+    // The connection to rank 1's host drops: its ssh client dies.
+    let ssh: Vec<u32> = job_processes(job)
+        .into_iter()
+        .filter(|(_, words)| words.starts_with("ssh ") && words.contains("--rank 1 "))
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(ssh.len(), 1, "one ssh client for rank 1: {:#?}", job_processes(job));
+    let start = Instant::now();
+    signal(ssh[0], "KILL");
+    let status = wait_exit(&mut launcher, Duration::from_secs(5))?;
+    let mut stderr = String::new();
+    use std::io::Read;
+    let _ = launcher.stderr.take().map(|mut s| s.read_to_string(&mut stderr));
+    assert_eq!(status.code(), Some(128 + 9), "the ssh client's own code: {stderr}");
+    assert!(
+        stderr.contains("rank 1 on deeplearning-worker2 failed first: its ssh client was killed by signal 9"),
+        "{stderr}"
+    );
+    // Rank 1's supervisor lost its parent too: it stops its command, as rank 0's does.
+    assert_nothing_left(job, Duration::from_secs(5).saturating_sub(start.elapsed()))?;
+    Ok(())
+}

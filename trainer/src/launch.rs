@@ -259,6 +259,9 @@ pub async fn run(args: Args) -> Result<u8> {
                 Some(Event::Exit { rank, status }) => {
                     let stopping = kill_at.is_some();
                     let p = &mut procs[rank];
+                    // A signal here killed the local ssh client, not the remote command
+                    // (whose code, signals included, ssh passes on as an exit code).
+                    let ssh_signal = status.as_ref().ok().and_then(std::os::unix::process::ExitStatusExt::signal);
                     let code = status.map(process::exit_code).unwrap_or(255);
                     p.state = match code {
                         0 => State::Exited,
@@ -267,7 +270,9 @@ pub async fn run(args: Args) -> Result<u8> {
                     };
                     if p.state == State::Failed && failure.is_none() {
                         let tail = p.stderr_tail.iter().cloned().collect::<Vec<_>>().join("; ");
-                        let why = if code == 255 {
+                        let why = if let Some(signal) = ssh_signal {
+                            format!("its ssh client was killed by signal {signal}: the connection to {} is gone", p.spec.host)
+                        } else if code == 255 {
                             ssh::explain_failure(&p.spec.host, p.stderr_tail.back().map_or("", |s| s.as_str()))
                         } else if code > 128 {
                             format!("exited with code {code} (signal {}){}", code - 128, last_words(&tail))
