@@ -11,7 +11,8 @@
 //! `root` as the cluster's default user, and what the agent writes:
 //! `etc/hosts`, `etc/ssh/ssh_known_hosts`, `opt/deeplearning/{workers,hostfile}`,
 //! `etc/profile.d/deeplearning.sh`, `root/.ssh/authorized_keys`, and on the
-//! master the cluster key and ssh config. `EFS_MOUNT` is one directory
+//! master the cluster key and ssh config, and the agent's state file
+//! (`var/lib/deeplearning/state.json`, generation 1). `EFS_MOUNT` is one directory
 //! shared by all hosts, as EFS is.
 //!
 //! Each sshd runs as `ip netns exec NS /usr/sbin/sshd -D -f CONFIG -E LOG`
@@ -132,6 +133,14 @@ impl SshCluster {
                 .map_err(|e| Error::Setup(format!("planning host {i}'s files: {e}")))?;
             agent::files::apply(&plan, &cluster.hosts[i].root)
                 .map_err(|e| Error::Setup(format!("writing host {i}'s files: {e}")))?;
+            let state = agent::files::state::State {
+                version: agent::files::state::STATE_VERSION,
+                instance_id: instance_id(i),
+                generation: manifest.generation,
+                manifest: manifest.clone(),
+            };
+            agent::files::state::write(&cluster.hosts[i].root, &state)
+                .map_err(|e| Error::Setup(format!("writing host {i}'s state: {e}")))?;
             cluster.start_sshd(i)?;
         }
         Ok(cluster)

@@ -8,6 +8,7 @@
 //!   when a connection drops.
 //! - [`supervise`]: the hidden remote half: owns CMD's process group and
 //!   kills it when its parent (the ssh session) goes away.
+//! - [`doctor`]: `trainer doctor` checks every host is ready for a job.
 //! - [`kill`]: `trainer kill` stops a job's leftovers on every host from the
 //!   pid files the supervisors keep.
 //!
@@ -16,6 +17,7 @@
 //! `/etc/profile.d/deeplearning.sh`, `/etc/ssh/ssh_known_hosts`, all under a
 //! filesystem root (`--root`, `/` in production).
 
+pub mod doctor;
 pub mod error;
 pub mod hosts;
 pub mod kill;
@@ -54,6 +56,11 @@ pub enum Command {
     Launch(launch::Args),
     /// Stop a job's processes on every host (after a launcher died by kill -9).
     Kill(kill::Args),
+    /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks.
+    Doctor(doctor::Args),
+    /// Remote half of `doctor`: reports this host's facts.
+    #[command(hide = true)]
+    DoctorLocal(doctor::LocalArgs),
     /// Remote half of `launch`: runs CMD in its own process group on this host.
     #[command(hide = true)]
     Supervise(supervise::Args),
@@ -70,6 +77,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Kill(args) => runtime.block_on(kill::run(args))?,
         Command::Supervise(args) => runtime.block_on(supervise::run(args))?,
         Command::KillLocal(args) => kill::run_local(&args)?,
+        Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
+        Command::DoctorLocal(args) => doctor::run_local(&args)?,
     };
     // Reader threads blocked on stdin must not keep the process alive.
     runtime.shutdown_background();
