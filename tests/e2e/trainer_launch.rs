@@ -271,6 +271,11 @@ fn an_unreachable_host_or_an_unknown_host_key_is_named_and_nothing_keeps_running
     let mut cluster = SshCluster::start(&[1, 1, 1])?;
     cluster.stop_sshd(2);
     expect_ssh_failure(&cluster, "unreachable-test", "deeplearning-worker3", "deeplearning-worker3 is unreachable")?;
+    // A host that does not answer at all (its link is down): the connect timeout.
+    let ns = cluster.hosts[2].namespace.clone();
+    e2e::netns::run("ip", &["-n", &ns, "link", "set", "eth0", "down"])?;
+    expect_ssh_failure(&cluster, "timeout-test", "deeplearning-worker3", "deeplearning-worker3 is unreachable")?;
+    e2e::netns::run("ip", &["-n", &ns, "link", "set", "eth0", "up"])?;
     cluster.start_sshd(2)?;
     cluster.replace_host_key(1)?;
     expect_ssh_failure(
