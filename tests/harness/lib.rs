@@ -11,7 +11,8 @@
 //! - [`imds`]: a per-node IMDSv2 stand-in (identity, addresses, user data);
 //! - [`node`]: a simulated node (namespace, root directory, metadata) that
 //!   runs `agent run --root DIR --no-mount` inside its namespace;
-//! - [`cluster`]: all of the above for a blueprint and N workers.
+//! - [`cluster`]: all of the above for a blueprint and N workers;
+//! - [`sshd`]: hosts with a real sshd each and the agent's files, for `trainer`.
 //!
 //! Everything is undone on `Drop`, also when a test panics. The harness needs
 //! root and `ip` (iproute2); [`require_root`] fails with a clear message
@@ -24,6 +25,7 @@ pub mod moto;
 pub mod netns;
 pub mod node;
 pub mod scenario;
+pub mod sshd;
 pub mod stack;
 pub mod venv;
 

@@ -198,10 +198,18 @@ fn claim_number() -> Result<(u8, PathBuf)> {
     Err(Error::Setup(format!("all {MAX_NETWORKS} test networks are taken (claims in {CLAIM_DIR})")))
 }
 
+/// Claims `path` atomically: the file appears with the owner's pid already
+/// in it (written to a temp file, then hard-linked, which fails when the
+/// claim exists). A claim created empty and written afterwards could be
+/// read empty by another test thread in between and taken over as stale.
 fn try_claim(path: &Path) -> bool {
-    use std::io::Write;
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
-        Ok(mut f) => f.write_all(std::process::id().to_string().as_bytes()).is_ok(),
-        Err(_) => false,
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = path.with_extension(format!("tmp{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    if std::fs::write(&tmp, std::process::id().to_string()).is_err() {
+        return false;
     }
+    let claimed = std::fs::hard_link(&tmp, path).is_ok();
+    let _ = std::fs::remove_file(&tmp);
+    claimed
 }

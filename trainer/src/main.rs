@@ -1,11 +1,21 @@
-//! `trainer`: launches training across the cluster and trains natively.
-//!
-//! Not built yet: see the "trainer launch" and "trainer train" issues. Until
-//! then this binary says so and fails.
+//! `trainer`: parses arguments, starts logging (stderr; `TRAINER_LOG`
+//! filter, default `warn`), runs the command and exits with its code. All
+//! logic is in the library.
 
-use std::process::ExitCode;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
 
-fn main() -> ExitCode {
-    eprintln!("trainer: not implemented yet");
-    ExitCode::from(2)
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("TRAINER_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = trainer::Cli::parse();
+    match trainer::run(cli) {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(e) => {
+            eprintln!("trainer: error: {e:#}");
+            std::process::ExitCode::from(trainer::EXIT_USAGE)
+        }
+    }
 }

@@ -1,0 +1,58 @@
+//! `trainer doctor` across hosts with a real sshd each (see `e2e::sshd`):
+//! a healthy cluster passes; a broken one fails naming each broken host and
+//! what to fix.
+
+use e2e::sshd::{SshCluster, trainer_bin};
+use e2e::{Error, Result, TestResult};
+use std::process::{Output, Stdio};
+
+fn doctor(cluster: &SshCluster) -> Result<Output> {
+    let mut command = cluster.master_command(trainer_bin()?);
+    command.args(["doctor", "--connect-timeout", "3"]).stdin(Stdio::null());
+    command.output().map_err(Error::io("running trainer doctor", "trainer"))
+}
+
+#[test]
+fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
+    let mut cluster = SshCluster::start(&[1, 1, 1])?;
+    let out = doctor(&cluster)?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    for host in ["deeplearning-worker1", "deeplearning-worker2", "deeplearning-worker3"] {
+        let row = stdout.lines().find(|l| l.starts_with(host)).unwrap_or_default();
+        // SSH ok, generation 1, no GPU driver here: 0 GPUs, EFS shared.
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.get(1..5), Some(&["ok", "1", "0", "shared"][..]), "{stdout}");
+    }
+    assert!(stdout.contains("all 3 hosts are ready"), "{stdout}");
+
+    // Break three hosts three ways: worker2's agent is behind and its EFS is
+    // a directory of its own; worker3 is down.
+    let root = cluster.hosts[1].root.clone();
+    let mut state = agent::files::state::read(&root).map_err(|e| Error::Setup(e.to_string()))?.expect("a state");
+    state.generation = 7;
+    agent::files::state::write(&root, &state).map_err(|e| Error::Setup(e.to_string()))?;
+    let profile = root.join("etc/profile.d/deeplearning.sh");
+    let text = std::fs::read_to_string(&profile).map_err(Error::io("reading", &profile))?;
+    let private = root.join("private-efs");
+    let text = text.replace(&*cluster.efs().to_string_lossy(), &private.to_string_lossy());
+    std::fs::write(&profile, text).map_err(Error::io("writing", &profile))?;
+    cluster.stop_sshd(2);
+
+    let out = doctor(&cluster)?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{stdout}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    for needle in [
+        "- deeplearning-worker2: its agent applied manifest generation 7, the master's 1",
+        "- deeplearning-worker2: a file deeplearning-worker2 wrote to its EFS_MOUNT is not in the master's",
+        "- deeplearning-worker3: deeplearning-worker3 is unreachable over SSH",
+        "3 problem(s):",
+    ] {
+        assert!(stdout.contains(needle), "{needle:?} in:\n{stdout}");
+    }
+    let master = stdout.lines().find(|l| l.starts_with("deeplearning-worker1")).unwrap_or_default();
+    assert!(!master.contains("FAIL"), "{stdout}");
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! Several SSH hosts on one machine, for `trainer`: one network namespace
+//! per host ([`Network`]), each with its own root directory holding the
+//! files the agent's own code ([`agent::files::plan`] / [`agent::files::apply`])
+//! writes for a manifest of these hosts, and a real sshd listening on the
+//! host's address (TESTING.md, "Several hosts on one machine").
+//!
+//! Host `i` is `deeplearning-worker<i+1>` (host 0 is the master) at
+//! [`Network::node_ip`]`(i)`. Its root, under `/var/lib/dl-e2e` (root-owned,
+//! 0755: sshd's `StrictModes` refuses keys below a world-writable `/tmp`),
+//! holds `etc/ssh/ssh_host_ed25519_key` (ssh-keygen), `etc/passwd` with
+//! `root` as the cluster's default user, and what the agent writes:
+//! `etc/hosts`, `etc/ssh/ssh_known_hosts`, `opt/deeplearning/{workers,hostfile}`,
+//! `etc/profile.d/deeplearning.sh`, `root/.ssh/authorized_keys`, and on the
+//! master the cluster key and ssh config, and the agent's state file
+//! (`var/lib/deeplearning/state.json`, generation 1). `EFS_MOUNT` is one directory
+//! shared by all hosts, as EFS is.
+//!
+//! Each sshd runs as `ip netns exec NS /usr/sbin/sshd -D -f CONFIG -E LOG`
+//! with its own `ListenAddress`, `HostKey`, `PidFile`, `AuthorizedKeysFile`,
+//! `UsePAM no`, `UseDNS no`, and `SetEnv TRAINER_ROOT=<root>` so the
+//! `trainer` it runs reads that host's files. Commands "on" a host
+//! ([`SshCluster::command`]) run in its namespace with its `etc/hosts` bind
+//! mounted over `/etc/hosts`, so the aliases resolve as on a node.
+//!
+//! Drop stops the sshds; the [`Network`] then kills whatever is left in the
+//! namespaces and removes them.
+
+use crate::netns::{Network, run};
+use crate::{Error, Result};
+use node_contract::message::{Manifest, ManifestNode, worker_alias};
+use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role};
+use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where host roots are made (root-owned, 0755).
+const HOSTS_DIR: &str = "/var/lib/dl-e2e";
+/// The sshd binary (openssh-server).
+pub const SSHD: &str = "/usr/sbin/sshd";
+
+/// One host of an [`SshCluster`].
+pub struct SshHost {
+    /// `deeplearning-worker<i+1>`.
+    pub alias: String,
+    /// Its address.
+    pub ip: Ipv4Addr,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its root directory.
+    pub root: PathBuf,
+    sshd: Option<Child>,
+}
+
+/// Hosts with sshd, the agent's files, and a shared EFS directory.
+pub struct SshCluster {
+    /// The hosts, master first.
+    pub hosts: Vec<SshHost>,
+    // Dropped after the hosts (field order): it kills what is left in the namespaces.
+    network: Network,
+    dir: tempfile::TempDir,
+}
+
+/// The instance id of host `i` in the test manifest.
+fn instance_id(i: usize) -> String {
+    format!("i-0e2e{i:012}")
+}
+
+impl SshCluster {
+    /// Makes `gpus.len()` hosts (host `i` reports `gpus[i]` GPUs) and starts their sshds.
+    pub fn start(gpus: &[u32]) -> Result<SshCluster> {
+        if !Path::new(SSHD).exists() {
+            return Err(Error::Setup(format!(
+                "{SSHD} is missing: apt-get install openssh-server openssh-client (scripts/test does)"
+            )));
+        }
+        let network = Network::create(gpus.len())?;
+        std::fs::create_dir_all(HOSTS_DIR).map_err(Error::io("creating the hosts directory", HOSTS_DIR))?;
+        chmod(Path::new(HOSTS_DIR), 0o755)?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("ssh{}-", network.number()))
+            .tempdir_in(HOSTS_DIR)
+            .map_err(Error::io("creating the cluster directory", HOSTS_DIR))?;
+        chmod(dir.path(), 0o755)?;
+        // sshd's privilege separation directory.
+        std::fs::create_dir_all("/run/sshd").map_err(Error::io("creating", "/run/sshd"))?;
+        chmod(Path::new("/run/sshd"), 0o755)?;
+        let efs = dir.path().join("efs");
+        std::fs::create_dir_all(&efs).map_err(Error::io("creating the EFS directory", &efs))?;
+
+        let cluster_key = dir.path().join("cluster_key");
+        keygen(&cluster_key, "deeplearning-cluster")?;
+        let private = read(&cluster_key)?;
+        let public = read(&cluster_key.with_extension("pub"))?;
+
+        let mut hosts = Vec::new();
+        let mut nodes = Vec::new();
+        for (i, gpus) in gpus.iter().enumerate() {
+            let root = dir.path().join(format!("n{i}"));
+            let ip = network.node_ip(i);
+            let hostname = format!("ip-{}", ip.to_string().replace('.', "-"));
+            populate(&root, ip, &hostname)?;
+            nodes.push(ManifestNode {
+                index: i as u32 + 1,
+                alias: worker_alias(i as u32 + 1),
+                instance_id: instance_id(i),
+                private_ip: ip.to_string(),
+                hostname: format!("{hostname}.ec2.internal"),
+                gpus: *gpus,
+                ssh_host_key: read(&root.join("etc/ssh/ssh_host_ed25519_key.pub"))?.trim().to_owned(),
+            });
+            hosts.push(SshHost {
+                alias: worker_alias(i as u32 + 1),
+                ip,
+                namespace: network.namespace(i).to_owned(),
+                root,
+                sshd: None,
+            });
+        }
+        let manifest = Manifest {
+            cluster: "e2e".into(),
+            generation: 1,
+            master: instance_id(0),
+            nodes,
+            cluster_public_key: public.trim().to_owned(),
+        };
+        let mut cluster = SshCluster { hosts, network, dir };
+        for i in 0..cluster.hosts.len() {
+            let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs, gpus.len() as u32);
+            let key = (i == 0).then_some(private.as_str());
+            let plan = agent::files::plan(&manifest, &instance_id(i), &config, key)
+                .map_err(|e| Error::Setup(format!("planning host {i}'s files: {e}")))?;
+            agent::files::apply(&plan, &cluster.hosts[i].root)
+                .map_err(|e| Error::Setup(format!("writing host {i}'s files: {e}")))?;
+            let state = agent::files::state::State {
+                version: agent::files::state::STATE_VERSION,
+                instance_id: instance_id(i),
+                generation: manifest.generation,
+                manifest: manifest.clone(),
+            };
+            agent::files::state::write(&cluster.hosts[i].root, &state)
+                .map_err(|e| Error::Setup(format!("writing host {i}'s state: {e}")))?;
+            cluster.start_sshd(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// The network.
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    /// The shared EFS directory (every host's `EFS_MOUNT`).
+    pub fn efs(&self) -> PathBuf {
+        self.dir.path().join("efs")
+    }
+
+    /// The master's root.
+    pub fn master_root(&self) -> &Path {
+        &self.hosts[0].root
+    }
+
+    /// (Re)starts host `i`'s sshd and waits until it accepts connections.
+    pub fn start_sshd(&mut self, i: usize) -> Result<()> {
+        self.stop_sshd(i);
+        let host = &mut self.hosts[i];
+        let root = host.root.clone();
+        let config = root.join("etc/ssh/sshd_config");
+        let text = format!(
+            "ListenAddress {ip}:22\nHostKey {root}/etc/ssh/ssh_host_ed25519_key\nPidFile {root}/run/sshd.pid\n\
+             AuthorizedKeysFile {root}/root/.ssh/authorized_keys\nUsePAM no\nUseDNS no\n\
+             PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+             SetEnv TRAINER_ROOT={root}\n",
+            ip = host.ip,
+            root = root.display()
+        );
+        write(&config, &text)?;
+        std::fs::create_dir_all(root.join("run")).map_err(Error::io("creating", root.join("run")))?;
+        let log = root.join("sshd.log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &host.namespace, SSHD, "-D", "-f"])
+            .arg(&config)
+            .arg("-E")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(Error::io("starting sshd", SSHD))?;
+        host.sshd = Some(child);
+        // Up when it listens: ask the kernel rather than connect (a probe would log noise).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let listening = run("ip", &["netns", "exec", &host.namespace, "ss", "-Hltn", "sport = :22"])?;
+            if listening.contains(&host.ip.to_string()) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    what: format!(
+                        "sshd on {} (log: {})",
+                        host.alias,
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    ),
+                    seconds: 10,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops host `i`'s sshd (its host becomes unreachable: connection refused).
+    pub fn stop_sshd(&mut self, i: usize) {
+        if let Some(mut child) = self.hosts[i].sshd.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Gives host `i` a new host key and restarts its sshd: the known hosts
+    /// the agent wrote no longer match it.
+    pub fn replace_host_key(&mut self, i: usize) -> Result<()> {
+        let key = self.hosts[i].root.join("etc/ssh/ssh_host_ed25519_key");
+        let _ = std::fs::remove_file(&key);
+        let _ = std::fs::remove_file(key.with_extension("pub"));
+        keygen(&key, "root@replaced")?;
+        self.start_sshd(i)
+    }
+
+    /// A command that runs `program` on the master as a user would: in its
+    /// namespace, with its /etc/hosts (the aliases resolve), and the
+    /// environment pointing `trainer` at the master's root and the cluster
+    /// key and known hosts the agent wrote there.
+    pub fn master_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let host = &self.hosts[0];
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &host.namespace, "unshare", "--mount", "sh", "-c"])
+            .arg("mount --bind \"$0/etc/hosts\" /etc/hosts && mount --bind \"$0/etc/resolv.conf\" /etc/resolv.conf && exec \"$@\"")
+            .arg(&host.root)
+            .arg(program);
+        command
+            .env_remove("DEEPLEARNING_WORKERS_PATH")
+            .env_remove("EFS_MOUNT")
+            .env("TRAINER_ROOT", &host.root)
+            .env("TRAINER_SSH_IDENTITY", host.root.join("root/.ssh/id_ed25519_deeplearning"))
+            .env("TRAINER_SSH_KNOWN_HOSTS", host.root.join("etc/ssh/ssh_known_hosts"));
+        command
+    }
+}
+
+impl Drop for SshCluster {
+    fn drop(&mut self) {
+        for i in 0..self.hosts.len() {
+            self.stop_sshd(i);
+        }
+    }
+}
+
+fn config(role: Role, efs: &Path, requested: u32) -> NodeConfig {
+    NodeConfig {
+        version: NODE_CONFIG_VERSION,
+        cluster: "e2e".into(),
+        stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/e2e/1".into(),
+        stack_name: "e2e".into(),
+        region: "us-east-1".into(),
+        role,
+        queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
+        worker_group: None,
+        requested_workers: requested,
+        min_workers: 1,
+        efs: Efs { file_system_id: "fs-0e2e0e2e".into(), mount: efs.to_string_lossy().into_owned() },
+        default_user: "root".into(),
+        formation_timeout_seconds: 600,
+        elastic: Elastic::default(),
+        signals: None,
+    }
+}
+
+/// The files a host's root starts with, before the agent's.
+fn populate(root: &Path, ip: Ipv4Addr, hostname: &str) -> Result<()> {
+    std::fs::create_dir_all(root).map_err(Error::io("creating a host root", root))?;
+    chmod(root, 0o755)?;
+    write(&root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\n")?;
+    write(&root.join("etc/group"), "root:x:0:\n")?;
+    write(&root.join("etc/hosts"), &format!("127.0.0.1 localhost\n{ip} {hostname}.ec2.internal {hostname}\n"))?;
+    write(&root.join("etc/resolv.conf"), "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")?;
+    let home = root.join("root");
+    std::fs::create_dir_all(&home).map_err(Error::io("creating a home", &home))?;
+    chmod(&home, 0o700)?;
+    keygen(&root.join("etc/ssh/ssh_host_ed25519_key"), &format!("root@{hostname}"))
+}
+
+fn keygen(path: &Path, comment: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(Error::io("creating a directory", dir))?;
+    }
+    run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", &path.to_string_lossy()])
+        .map_err(|e| Error::Setup(format!("ssh-keygen (is openssh-client installed?): {e}")))?;
+    Ok(())
+}
+
+fn chmod(path: &Path, mode: u32) -> Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(Error::io("chmod", path))
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(Error::io("reading", path))
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(Error::io("creating a directory", dir))?;
+    }
+    std::fs::write(path, text).map_err(Error::io("writing", path))
+}
+
+/// The trainer binary: `TRAINER_BIN`, else `trainer` in the target directory
+/// the running test was built in (`cargo test --workspace` builds it for
+/// trainer's own CLI tests).
+pub fn trainer_bin() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("TRAINER_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().map_err(Error::io("locating the test executable", "/proc/self/exe"))?;
+    let bin = exe.parent().and_then(Path::parent).map(|d| d.join("trainer"));
+    match bin {
+        Some(bin) if bin.exists() => Ok(bin),
+        _ => Err(Error::Setup(
+            "the trainer binary is missing: `cargo build -p trainer` (same CARGO_TARGET_DIR), or set TRAINER_BIN"
+                .into(),
+        )),
+    }
+}
+
+/// The processes on this machine whose environment holds `TRAINER_JOB=<job>`
+/// (what the supervisors give every process of a job), or whose command
+/// line mentions the job: what must be gone after a job is stopped.
+pub fn job_processes(job: &str) -> Vec<(u32, String)> {
+    let entry = format!("TRAINER_JOB={job}");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let me = std::process::id();
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            if zombie {
+                return None;
+            }
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let has = |bytes: &[u8], what: &[u8]| bytes.split(|b| *b == 0).any(|w| w == what);
+            let words = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            // The launcher, its ssh clients and the supervisors name the job
+            // on their command line; everything the command starts inherits
+            // TRAINER_JOB.
+            (has(&environ, entry.as_bytes()) || words.contains(&format!("--job {job} "))).then_some((pid, words))
+        })
+        .collect()
+}

@@ -1,0 +1,297 @@
+//! `trainer doctor`: checks, on every host in parallel, what a job needs,
+//! prints a table and exits 1 naming the fix when anything is wrong.
+//!
+//! Each host runs `trainer doctor-local` (hidden) over ssh, which reports
+//! `key=value` lines: the generation of the manifest its agent applied
+//! (`/var/lib/deeplearning/state.json`), its GPUs as the NVIDIA driver lists
+//! them (`/proc/driver/nvidia/gpus`; 0 without a driver), whether it can
+//! write to its `EFS_MOUNT` (it writes a probe file named after itself), and
+//! its clock. The master then checks:
+//! - SSH: the host answered (batch mode, strict host keys, as `launch`);
+//! - generation: the same as the master's agent applied;
+//! - EFS: the host's probe file is visible in the master's `EFS_MOUNT`
+//!   (written on one host, read on another: the mount is really shared);
+//! - clock: the host's time, taken during the ssh call, is within
+//!   `--max-skew-ms` of the master's times at the start and end of the call.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::ssh::{self, SshArgs};
+use crate::{EXIT_FAILED, EXIT_OK, hosts, profile};
+
+/// The agent's state file, as on a node.
+pub const STATE_PATH: &str = "/var/lib/deeplearning/state.json";
+/// Where the NVIDIA driver lists GPUs, one directory each.
+pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
+
+/// Arguments of `trainer doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Hosts, as for `trainer launch`.
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+    /// Largest clock difference to the master that passes, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub max_skew_ms: u64,
+    /// Filesystem root the agent's files are under.
+    #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
+    pub root: PathBuf,
+    /// SSH options.
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+/// Arguments of `trainer doctor-local`.
+#[derive(Debug, clap::Args)]
+pub struct LocalArgs {
+    /// Names this run's probe directory on EFS.
+    #[arg(long)]
+    pub probe: String,
+    /// This host's name in the master's host list (names the probe file).
+    #[arg(long)]
+    pub host: String,
+    /// Filesystem root the agent's files are under.
+    #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
+    pub root: PathBuf,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// The generation in the agent's state file under `root`.
+fn generation(root: &Path) -> std::result::Result<u64, String> {
+    let path = crate::under(root, STATE_PATH);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    value["generation"].as_u64().ok_or_else(|| format!("{} has no generation", path.display()))
+}
+
+fn efs_mount(root: &Path) -> Option<String> {
+    profile::read(root).ok()?.into_iter().find(|(name, _)| name == "EFS_MOUNT").map(|(_, value)| value)
+}
+
+fn probe_dir(efs: &str, probe: &str) -> PathBuf {
+    Path::new(efs).join("trainer").join(".doctor").join(probe)
+}
+
+/// Reports this host's facts as `key=value` lines.
+pub fn run_local(args: &LocalArgs) -> Result<u8> {
+    match generation(&args.root) {
+        Ok(g) => println!("generation={g}"),
+        Err(e) => println!("generation_error={e}"),
+    }
+    let gpus = std::fs::read_dir(crate::under(&args.root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0);
+    println!("gpus={gpus}");
+    match efs_mount(&args.root) {
+        None => println!("efs_error=no EFS_MOUNT in {}", crate::under(&args.root, profile::PATH).display()),
+        Some(efs) => {
+            let dir = probe_dir(&efs, &args.probe);
+            let write = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join(&args.host), &args.host));
+            match write {
+                Ok(()) => println!("efs={efs}"),
+                Err(e) => println!("efs_error=cannot write to {}: {e}", dir.display()),
+            }
+        }
+    }
+    println!("time_ms={}", now_ms());
+    Ok(EXIT_OK)
+}
+
+/// How far `t` (the host's clock) is outside `[t0, t1]` (the master's clock
+/// at the start and end of the call): 0 when inside.
+fn least_skew(t0: i64, t: i64, t1: i64) -> i64 {
+    if t < t0 {
+        t - t0
+    } else if t > t1 {
+        t - t1
+    } else {
+        0
+    }
+}
+
+/// One host's row.
+struct Row {
+    host: String,
+    ssh: std::result::Result<(), String>,
+    generation: std::result::Result<u64, String>,
+    gpus: Option<u64>,
+    efs: std::result::Result<(), String>,
+    /// Least skew to the master, and how long the ssh call took.
+    skew_ms: Option<(i64, i64)>,
+}
+
+/// Checks every host and prints the table; 1 when anything fails.
+pub async fn run(args: Args) -> Result<u8> {
+    let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
+    let probe = format!("{}-{}", std::process::id(), now_ms());
+    let trainer = args.ssh.remote_trainer()?;
+    let mut tasks = Vec::new();
+    for host in &hosts {
+        let remote = ssh::quote(&[
+            trainer.clone(),
+            "doctor-local".into(),
+            "--probe".into(),
+            probe.clone(),
+            "--host".into(),
+            host.name.clone(),
+        ]);
+        let mut command = tokio::process::Command::new("ssh");
+        command.args(args.ssh.args(&host.name, &format!("exec {remote}"))).stdin(Stdio::null()).kill_on_drop(true);
+        let timeout = Duration::from_secs(u64::from(args.ssh.connect_timeout) + 20);
+        tasks.push((
+            host.name.clone(),
+            tokio::spawn(async move {
+                let t0 = now_ms();
+                let out = tokio::time::timeout(timeout, command.output()).await;
+                (t0, now_ms(), out)
+            }),
+        ));
+    }
+    let master_generation = generation(&args.root);
+    let master_efs = std::env::var("EFS_MOUNT").ok().filter(|v| !v.is_empty()).or_else(|| efs_mount(&args.root));
+    let mut rows = Vec::new();
+    for (host, task) in tasks {
+        let (t0, t1, out) =
+            task.await.map_err(|e| Error::Spawn { program: "ssh".into(), source: std::io::Error::other(e) })?;
+        let mut row = Row {
+            host: host.clone(),
+            ssh: Ok(()),
+            generation: Err("not checked".into()),
+            gpus: None,
+            efs: Err("not checked".into()),
+            skew_ms: None,
+        };
+        let output = match out {
+            Err(_) => {
+                row.ssh = Err(format!("{host} did not answer within the connect timeout and 20 s"));
+                rows.push(row);
+                continue;
+            }
+            Ok(Err(source)) => return Err(Error::Spawn { program: "ssh".into(), source }),
+            Ok(Ok(output)) => output,
+        };
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            row.ssh = Err(ssh::explain_failure(&host, stderr.lines().last().unwrap_or("")));
+            rows.push(row);
+            continue;
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let field = |key: &str| stdout.lines().find_map(|l| l.strip_prefix(&format!("{key}="))).map(str::to_owned);
+        row.generation = match (field("generation"), field("generation_error")) {
+            (Some(g), _) => g.parse().map_err(|_| format!("bad generation {g:?}")),
+            (None, e) => Err(e.unwrap_or_else(|| "no generation reported".into())),
+        };
+        row.gpus = field("gpus").and_then(|g| g.parse().ok());
+        row.efs = match (field("efs"), field("efs_error")) {
+            (Some(_), _) => match &master_efs {
+                Some(efs) if probe_dir(efs, &probe).join(&host).exists() => Ok(()),
+                Some(efs) => Err(format!(
+                    "a file {host} wrote to its EFS_MOUNT is not in the master's {efs}: mount the same EFS file system \
+                     at the same path on both (see /etc/fstab)"
+                )),
+                None => Err("the master has no EFS_MOUNT to compare with".into()),
+            },
+            (None, e) => Err(format!(
+                "{}: check the EFS mount on {host} (`mount -t nfs4`) and its permissions",
+                e.unwrap_or_else(|| "no EFS report".into())
+            )),
+        };
+        // With clocks in step, the host's time falls between the start and the end
+        // of the ssh call; how far outside that window it falls is the least skew.
+        row.skew_ms = field("time_ms").and_then(|t| t.parse::<i64>().ok()).map(|t| (least_skew(t0, t, t1), t1 - t0));
+        rows.push(row);
+    }
+    if let Some(efs) = &master_efs {
+        let _ = std::fs::remove_dir_all(probe_dir(efs, &probe));
+    }
+
+    let mut problems = Vec::new();
+    println!("{:<24} {:<6} {:<11} {:<5} {:<8} CLOCK", "HOST", "SSH", "GENERATION", "GPUS", "EFS");
+    for row in &rows {
+        let mut cells = [String::new(), String::new(), String::new(), String::new(), String::new()];
+        cells[0] = if row.ssh.is_ok() { "ok".into() } else { "FAIL".into() };
+        if let Err(e) = &row.ssh {
+            problems.push(format!("{}: {e}", row.host));
+        }
+        if row.ssh.is_ok() {
+            cells[1] = match (&row.generation, &master_generation) {
+                (Ok(g), Ok(m)) if g == m => g.to_string(),
+                (Ok(g), Ok(m)) => {
+                    problems.push(format!(
+                        "{}: its agent applied manifest generation {g}, the master's {m}: check the agent there \
+                         (`journalctl -u deeplearning-agent`)",
+                        row.host
+                    ));
+                    format!("{g} FAIL")
+                }
+                (Ok(g), Err(e)) => {
+                    problems.push(format!("the master: cannot read its own agent state: {e}"));
+                    format!("{g} ?")
+                }
+                (Err(e), _) => {
+                    problems.push(format!("{}: no applied manifest ({e}): is its agent running?", row.host));
+                    "FAIL".into()
+                }
+            };
+            cells[2] = row.gpus.map_or("?".into(), |g| g.to_string());
+            cells[3] = match &row.efs {
+                Ok(()) => "shared".into(),
+                Err(e) => {
+                    problems.push(format!("{}: {e}", row.host));
+                    "FAIL".into()
+                }
+            };
+            cells[4] = match row.skew_ms {
+                Some((skew, _)) if skew.unsigned_abs() > args.max_skew_ms => {
+                    problems.push(format!(
+                        "{}: its clock is {skew:+} ms off the master's (more than {} ms): check time sync there \
+                         (`chronyc tracking`; the Amazon Time Sync Service is 169.254.169.123)",
+                        row.host, args.max_skew_ms
+                    ));
+                    format!("{skew:+} ms FAIL")
+                }
+                Some((skew, call)) => format!("{skew:+} ms (ssh call {call} ms)"),
+                None => "?".into(),
+            };
+        }
+        println!("{:<24} {:<6} {:<11} {:<5} {:<8} {}", row.host, cells[0], cells[1], cells[2], cells[3], cells[4]);
+    }
+    problems.dedup();
+    if problems.is_empty() {
+        println!("all {} hosts are ready", rows.len());
+        Ok(EXIT_OK)
+    } else {
+        println!("{} problem(s):", problems.len());
+        for p in &problems {
+            println!("- {p}");
+        }
+        Ok(EXIT_FAILED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skew_is_measured_outside_the_call_window() {
+        assert_eq!(least_skew(1000, 1500, 1800), 0);
+        assert_eq!(least_skew(1000, 400, 1800), -600);
+        assert_eq!(least_skew(1000, 4000, 1800), 2200);
+    }
+
+    #[test]
+    fn local_report_without_agent_or_driver() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(generation(root.path()).unwrap_err().contains("state.json"));
+        std::fs::create_dir_all(root.path().join("var/lib/deeplearning")).unwrap();
+        std::fs::write(root.path().join("var/lib/deeplearning/state.json"), r#"{"version":1,"generation":4}"#).unwrap();
+        assert_eq!(generation(root.path()), Ok(4));
+        assert_eq!(efs_mount(root.path()), None);
+    }
+}

@@ -1,0 +1,59 @@
+//! The library's error type: which step failed, on which file or host.
+
+use std::path::PathBuf;
+
+/// A step of `trainer` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading an input file (workers, hostfile, profile) failed.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing a log or pid file failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A hosts file line does not parse.
+    #[error("{path}:{line}: {reason}: {text:?} (expected `host` or `host slots=N`)")]
+    HostsLine {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The line.
+        text: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The hosts file lists no host.
+    #[error("{path} lists no hosts; is the agent done forming the cluster? (or pass --hosts FILE)")]
+    NoHosts {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A process could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A signal handler could not be installed.
+    #[error("cannot handle signals: {0}")]
+    Signal(std::io::Error),
+    /// The launcher cannot find its own executable (the remote supervisor's default path).
+    #[error("cannot find the trainer executable ({0}); pass --remote-trainer PATH")]
+    CurrentExe(std::io::Error),
+}
+
+/// The library's result type.
+pub type Result<T> = std::result::Result<T, Error>;

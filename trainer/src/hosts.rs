@@ -1,0 +1,196 @@
+//! Which hosts a job runs on and the ranks on each: the workers file (one
+//! alias per line, master first) or an mpirun-style hostfile
+//! (`host slots=N`), and the rank table built from them.
+//!
+//! Ranks are numbered host by host in file order, so the master holds rank 0
+//! and a host keeps its ranks as long as the file order holds (the agent
+//! never reorders nodes).
+
+use std::path::Path;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// One line of a hosts file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostEntry {
+    /// Alias, host name or address, as given to `ssh`.
+    pub name: String,
+    /// `slots=N`, when the line has it.
+    pub slots: Option<u32>,
+}
+
+/// Parses a workers file or hostfile. Blank lines and `#` comments are skipped.
+pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
+    let mut hosts = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |reason| Error::HostsLine { path: path.to_owned(), line: i + 1, text: raw.to_owned(), reason };
+        let mut words = line.split_whitespace();
+        let name = words.next().unwrap_or_default();
+        if name.contains('=') || name.starts_with('-') {
+            return Err(bad("the first word must be a host name"));
+        }
+        let mut slots = None;
+        for word in words {
+            match word.split_once('=') {
+                Some(("slots", n)) => {
+                    slots = Some(n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("slots must be >= 1"))?)
+                }
+                // mpirun's hostfile also allows max_slots; it does not change how many we start.
+                Some(("max_slots", _)) => {}
+                _ => return Err(bad("unknown word")),
+            }
+        }
+        hosts.push(HostEntry { name: name.to_owned(), slots });
+    }
+    if hosts.is_empty() {
+        return Err(Error::NoHosts { path: path.to_owned() });
+    }
+    Ok(hosts)
+}
+
+/// Reads and parses a hosts file.
+pub fn read(path: &Path) -> Result<Vec<HostEntry>> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    parse(&text, path)
+}
+
+/// `--nproc-per-node`: a number, or `auto` (the host's GPUs, else 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nproc {
+    /// This many on every host.
+    Fixed(u32),
+    /// The host's slots (its GPU count, from the hostfile), else 1.
+    Auto,
+}
+
+impl FromStr for Nproc {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        if s == "auto" {
+            return Ok(Nproc::Auto);
+        }
+        match s.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Nproc::Fixed(n)),
+            _ => Err(format!("{s:?} is neither a number >= 1 nor `auto`")),
+        }
+    }
+}
+
+/// One process of the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rank {
+    /// Global rank, 0..world size.
+    pub rank: u32,
+    /// Rank on its host.
+    pub local_rank: u32,
+    /// Processes on its host.
+    pub local_world_size: u32,
+    /// Index of its host in the hosts file (torchrun's `GROUP_RANK`).
+    pub group_rank: u32,
+    /// Its host.
+    pub host: String,
+}
+
+/// The rank table. `slots` are looked up in `hostfile` (the agent's
+/// `alias slots=N` file) for hosts whose own line has none.
+pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Vec<Rank> {
+    let mut out = Vec::new();
+    for (group_rank, host) in hosts.iter().enumerate() {
+        let n = match nproc {
+            Nproc::Fixed(n) => n,
+            Nproc::Auto => {
+                host.slots.or_else(|| hostfile.iter().find(|h| h.name == host.name).and_then(|h| h.slots)).unwrap_or(1)
+            }
+        };
+        for local_rank in 0..n {
+            out.push(Rank {
+                rank: out.len() as u32,
+                local_rank,
+                local_world_size: n,
+                group_rank: group_rank as u32,
+                host: host.name.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The agent's workers file, as on a node.
+pub const WORKERS_PATH: &str = "/opt/deeplearning/workers";
+/// The agent's hostfile (`alias slots=N`), as on a node.
+pub const HOSTFILE_PATH: &str = "/opt/deeplearning/hostfile";
+
+/// The job's hosts: `--hosts FILE` when given, else
+/// `$DEEPLEARNING_WORKERS_PATH`, else the workers file under `root`.
+pub fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
+    let path = match (given, std::env::var_os("DEEPLEARNING_WORKERS_PATH")) {
+        (Some(p), _) => p.to_owned(),
+        (None, Some(p)) if !p.is_empty() => p.into(),
+        _ => crate::under(root, WORKERS_PATH),
+    };
+    read(&path)
+}
+
+/// The agent's hostfile under `root`, for `auto` slots; empty when missing.
+pub fn agent_hostfile(root: &Path) -> Vec<HostEntry> {
+    read(&crate::under(root, HOSTFILE_PATH)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Vec<HostEntry>> {
+        parse(text, Path::new("/hosts"))
+    }
+
+    #[test]
+    fn workers_and_hostfile_lines() {
+        let hosts =
+            p("# cluster\ndeeplearning-worker1\n\ndeeplearning-worker2 slots=4  # gpus\nh3 slots=2 max_slots=8\n")
+                .unwrap();
+        let names: Vec<_> = hosts.iter().map(|h| (h.name.as_str(), h.slots)).collect();
+        assert_eq!(names, [("deeplearning-worker1", None), ("deeplearning-worker2", Some(4)), ("h3", Some(2))]);
+    }
+
+    #[test]
+    fn bad_lines_name_file_and_line() {
+        let cases = [
+            ("a\nb slots=0\n", "/hosts:2: slots must be >= 1"),
+            ("a slots=x\n", "/hosts:1: slots must be >= 1"),
+            ("a gpus=2\n", "/hosts:1: unknown word"),
+            ("slots=2\n", "/hosts:1: the first word must be a host name"),
+            ("\n# nothing\n", "/hosts lists no hosts"),
+        ];
+        for (text, needle) in cases {
+            let e = p(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn rank_table() {
+        let hosts = p("m\nw2 slots=3\nw3\n").unwrap();
+        let hostfile = p("m slots=2\nw2 slots=8\nw3 slots=1\n").unwrap();
+        let auto = ranks(&hosts, Nproc::Auto, &hostfile);
+        let table: Vec<_> = auto.iter().map(|r| (r.rank, r.host.as_str(), r.local_rank, r.local_world_size)).collect();
+        assert_eq!(
+            table,
+            [(0, "m", 0, 2), (1, "m", 1, 2), (2, "w2", 0, 3), (3, "w2", 1, 3), (4, "w2", 2, 3), (5, "w3", 0, 1)]
+        );
+        assert_eq!(auto[5].group_rank, 2);
+        assert_eq!(ranks(&hosts, Nproc::Auto, &[]).len(), 5, "no hostfile: 1 per host without slots");
+        let fixed = ranks(&hosts, Nproc::Fixed(2), &hostfile);
+        assert_eq!(fixed.len(), 6);
+        assert_eq!((fixed[3].host.as_str(), fixed[3].local_rank, fixed[3].group_rank), ("w2", 1, 1));
+        assert_eq!("auto".parse::<Nproc>(), Ok(Nproc::Auto));
+        assert_eq!("4".parse::<Nproc>(), Ok(Nproc::Fixed(4)));
+        assert!("0".parse::<Nproc>().is_err());
+    }
+}

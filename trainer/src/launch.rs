@@ -1,0 +1,407 @@
+//! `trainer launch -- CMD...`: runs CMD on every host of the cluster, one
+//! process per rank, and stops them all together.
+//!
+//! Every rank is one `ssh HOST trainer supervise ... -- CMD` (see
+//! [`crate::ssh`] for the options and [`crate::supervise`] for the remote
+//! side). The launcher keeps each ssh's stdin open: closing it is how it
+//! stops a rank, and if the launcher dies (even by SIGKILL) the kernel closes
+//! it too, so the remote supervisors stop their groups either way. ssh
+//! clients run in process groups of their own (a terminal's Ctrl-C reaches
+//! only the launcher, which then stops everyone in order) and get SIGTERM
+//! when the launcher dies (`PR_SET_PDEATHSIG`).
+//!
+//! Output: every line of every rank is printed whole, prefixed
+//! `[host/rank] ` (stdout to stdout, stderr to stderr), and written
+//! unprefixed to `$EFS_MOUNT/trainer/<job>/logs/rank-<r>.log`. On a terminal
+//! a status line (running, exited, failed) is kept at the bottom of stderr.
+//!
+//! The first rank to fail (non-zero exit, or its ssh connection failing or
+//! dropping) stops all others; so do SIGINT and SIGTERM. Stopping closes
+//! every ssh's stdin, and SIGKILLs the ssh clients still there after
+//! [`KILL_AFTER`]. The exit code is the first failing rank's (255 for an SSH
+//! failure, 130/143 for SIGINT/SIGTERM), and the last line says which rank
+//! failed first and why.
+
+use std::collections::VecDeque;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::ChildStdin;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::hosts::{self, Nproc, Rank};
+use crate::ssh::{self, SshArgs};
+use crate::{EXIT_USAGE, process};
+
+/// How long stopped ranks get to end by themselves (their supervisors give
+/// CMD 1.5 s between SIGTERM and SIGKILL) before their ssh clients are killed.
+pub const KILL_AFTER: Duration = Duration::from_secs(3);
+
+/// Arguments of `trainer launch`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Hosts to run on, one per line, optionally `host slots=N`; default:
+    /// `$DEEPLEARNING_WORKERS_PATH`, else /opt/deeplearning/workers.
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+    /// Processes per host: a number, or `auto` for the host's GPU count
+    /// (its hostfile slots), 1 without GPUs.
+    #[arg(long, value_name = "N|auto", default_value = "auto")]
+    pub nproc_per_node: Nproc,
+    /// Job name: names the log directory and what `trainer kill --job` stops;
+    /// default: `job-<UTC date>-<time>`.
+    #[arg(long, value_parser = parse_job)]
+    pub job: Option<String>,
+    /// Rendezvous port on the first host (`MASTER_PORT`).
+    #[arg(long, default_value_t = 29500)]
+    pub port: u16,
+    /// Filesystem root the agent's files are under.
+    #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
+    pub root: PathBuf,
+    /// SSH options.
+    #[command(flatten)]
+    pub ssh: SshArgs,
+    /// The command to run on every rank, and its arguments.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// A job name goes into paths and `ps`: letters, digits, `-`, `_`, `.`.
+pub fn parse_job(s: &str) -> std::result::Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 100
+        && !s.starts_with('.')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok { Ok(s.to_owned()) } else { Err(format!("{s:?}: use 1-100 letters, digits, '-', '_' or '.'")) }
+}
+
+/// `job-YYYYMMDD-HHMMSS` in UTC.
+fn default_job() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("job-{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// Where the per-rank logs go: `$EFS_MOUNT/trainer/<job>/logs`, `EFS_MOUNT`
+/// from the environment or the agent's profile; `./trainer/<job>/logs`
+/// without one.
+fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
+    let efs = std::env::var("EFS_MOUNT").ok().filter(|v| !v.is_empty()).or_else(|| {
+        crate::profile::read(root).ok()?.into_iter().find(|(name, _)| name == "EFS_MOUNT").map(|(_, value)| value)
+    });
+    let base = match efs {
+        Some(efs) => PathBuf::from(efs),
+        None => {
+            eprintln!("trainer: no EFS_MOUNT (environment or agent profile): logs go under the current directory");
+            PathBuf::from(".")
+        }
+    };
+    let dir = base.join("trainer").join(job).join("logs");
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Write { path: dir.clone(), source })?;
+    Ok(dir)
+}
+
+enum Event {
+    Line { rank: usize, stderr: bool, line: Vec<u8> },
+    Exit { rank: usize, status: std::io::Result<ExitStatus> },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    Exited,
+    Failed,
+    Stopped,
+}
+
+struct RankProcess {
+    spec: Rank,
+    pid: i32,
+    stdin: Option<ChildStdin>,
+    state: State,
+    stderr_tail: VecDeque<String>,
+    log: std::fs::File,
+    log_path: PathBuf,
+}
+
+/// Why the job ended early.
+struct Failure {
+    code: u8,
+    what: String,
+}
+
+/// Runs the job; returns the exit code.
+pub async fn run(args: Args) -> Result<u8> {
+    let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
+    let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_hostfile(&args.root));
+    let job = args.job.clone().unwrap_or_else(default_job);
+    let logs = log_dir(&args.root, &job)?;
+    let trainer = args.ssh.remote_trainer()?;
+    let world = ranks.len() as u32;
+    let master_addr = hosts[0].name.clone();
+    eprintln!(
+        "trainer: job {job}: {world} ranks on {} hosts, rendezvous {master_addr}:{}, logs in {}",
+        hosts.len(),
+        args.port,
+        logs.display()
+    );
+
+    let mut sigint = signal(SignalKind::interrupt()).map_err(Error::Signal)?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(Error::Signal)?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut procs = Vec::with_capacity(ranks.len());
+    for (i, spec) in ranks.into_iter().enumerate() {
+        let log_path = logs.join(format!("rank-{}.log", spec.rank));
+        let log = std::fs::File::create(&log_path).map_err(|source| Error::Write { path: log_path.clone(), source })?;
+        let mut remote: Vec<String> = vec![trainer.clone(), "supervise".into()];
+        for (flag, value) in [
+            ("--job", job.clone()),
+            ("--rank", spec.rank.to_string()),
+            ("--local-rank", spec.local_rank.to_string()),
+            ("--world-size", world.to_string()),
+            ("--local-world-size", spec.local_world_size.to_string()),
+            ("--group-rank", spec.group_rank.to_string()),
+            ("--master-addr", master_addr.clone()),
+            ("--master-port", args.port.to_string()),
+            ("--host", spec.host.clone()),
+        ] {
+            remote.extend([flag.to_owned(), value]);
+        }
+        remote.push("--".into());
+        remote.extend(args.command.iter().cloned());
+        let remote = format!("exec {}", ssh::quote(&remote));
+        let mut command = tokio::process::Command::new("ssh");
+        command
+            .args(args.ssh.args(&spec.host, &remote))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl and setpgid are async-signal-safe and touch no memory.
+        // This runs on the thread that owns the launcher for its whole life,
+        // so the parent-death signal fires only when the launcher dies.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+                libc::setpgid(0, 0);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(|source| Error::Spawn { program: "ssh".into(), source })?;
+        let pid = child.id().map(|p| p as i32).unwrap_or_default();
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().map(|s| tokio::spawn(forward(i, false, s, tx.clone())));
+        let err = child.stderr.take().map(|s| tokio::spawn(forward(i, true, s, tx.clone())));
+        let exit_tx = tx.clone();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            // ssh's pipes close when it exits: the last lines arrive before its exit.
+            for reader in [out, err].into_iter().flatten() {
+                let _ = reader.await;
+            }
+            let _ = exit_tx.send(Event::Exit { rank: i, status });
+        });
+        procs.push(RankProcess {
+            spec,
+            pid,
+            stdin,
+            state: State::Running,
+            stderr_tail: VecDeque::new(),
+            log,
+            log_path,
+        });
+    }
+    drop(tx);
+
+    let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal() };
+    let mut failure: Option<Failure> = None;
+    let mut kill_at: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let stop = |procs: &mut Vec<RankProcess>, kill_at: &mut Option<Instant>| {
+        if kill_at.is_none() {
+            *kill_at = Some(Instant::now() + KILL_AFTER);
+        }
+        for p in procs.iter_mut() {
+            // Closing stdin is the supervisor's cue (an EOF down the ssh channel).
+            p.stdin.take();
+        }
+    };
+    while procs.iter().any(|p| p.state == State::Running) {
+        tokio::select! {
+            event = rx.recv() => match event {
+                Some(Event::Line { rank, stderr, line }) => {
+                    let p = &mut procs[rank];
+                    let _ = p.log.write_all(&line);
+                    if stderr {
+                        let text = String::from_utf8_lossy(&line).trim_end().to_owned();
+                        if p.stderr_tail.len() == 3 {
+                            p.stderr_tail.pop_front();
+                        }
+                        p.stderr_tail.push_back(text);
+                    }
+                    out.line(&p.spec, stderr, &line);
+                }
+                Some(Event::Exit { rank, status }) => {
+                    let stopping = kill_at.is_some();
+                    let p = &mut procs[rank];
+                    // A signal here killed the local ssh client, not the remote command
+                    // (whose code, signals included, ssh passes on as an exit code).
+                    let ssh_signal = status.as_ref().ok().and_then(std::os::unix::process::ExitStatusExt::signal);
+                    let code = status.map(process::exit_code).unwrap_or(255);
+                    p.state = match code {
+                        0 => State::Exited,
+                        _ if stopping => State::Stopped,
+                        _ => State::Failed,
+                    };
+                    if p.state == State::Failed && failure.is_none() {
+                        let tail = p.stderr_tail.iter().cloned().collect::<Vec<_>>().join("; ");
+                        let why = if let Some(signal) = ssh_signal {
+                            format!("its ssh client was killed by signal {signal}: the connection to {} is gone", p.spec.host)
+                        } else if code == 255 {
+                            ssh::explain_failure(&p.spec.host, p.stderr_tail.back().map_or("", |s| s.as_str()))
+                        } else if code > 128 {
+                            format!("exited with code {code} (signal {}){}", code - 128, last_words(&tail))
+                        } else {
+                            format!("exited with code {code}{}", last_words(&tail))
+                        };
+                        failure = Some(Failure { code, what: format!("rank {} on {} failed first: {why}", p.spec.rank, p.spec.host) });
+                        stop(&mut procs, &mut kill_at);
+                    }
+                }
+                None => break,
+            },
+            _ = sigint.recv() => {
+                failure.get_or_insert(Failure { code: 130, what: "interrupted (SIGINT)".into() });
+                stop(&mut procs, &mut kill_at);
+            }
+            _ = sigterm.recv() => {
+                failure.get_or_insert(Failure { code: 143, what: "terminated (SIGTERM)".into() });
+                stop(&mut procs, &mut kill_at);
+            }
+            _ = sleep_until(kill_at) => {
+                for p in procs.iter().filter(|p| p.state == State::Running) {
+                    tracing::warn!("rank {} on {}: ssh still running {KILL_AFTER:?} after the stop; killing it", p.spec.rank, p.spec.host);
+                    process::signal_process(p.pid, libc::SIGKILL);
+                }
+                kill_at = Some(Instant::now() + Duration::from_secs(3600));
+            }
+            _ = tick.tick(), if out.tty => out.status(&procs),
+        }
+        if out.tty {
+            out.status(&procs);
+        }
+    }
+    out.clear_status();
+    let logs_note = format!("logs in {}", logs.display());
+    debug_assert!(procs.iter().all(|p| p.log_path.starts_with(&logs)));
+    Ok(match failure {
+        None => {
+            eprintln!("trainer: job {job}: all {world} ranks exited 0; {logs_note}");
+            0
+        }
+        Some(f) => {
+            let stopped = procs.iter().filter(|p| p.state == State::Stopped).count();
+            eprintln!("trainer: job {job}: {}; stopped {stopped} other rank(s) on every host; {logs_note}", f.what);
+            if f.code == 0 { EXIT_USAGE } else { f.code }
+        }
+    })
+}
+
+fn last_words(tail: &str) -> String {
+    if tail.is_empty() { String::new() } else { format!("; its last stderr: {tail}") }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends every line of `stream` (a final partial line gets its newline).
+async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: mpsc::UnboundedSender<Event>) {
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if !line.ends_with(b"\n") {
+                    line.push(b'\n');
+                }
+                if tx.send(Event::Line { rank, stderr, line }).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The terminal side: prefixed lines, and the status line on a terminal.
+struct Output {
+    status_shown: bool,
+    tty: bool,
+}
+
+impl Output {
+    fn line(&mut self, rank: &Rank, stderr: bool, line: &[u8]) {
+        self.clear_status();
+        let mut buf = format!("[{}/{}] ", rank.host, rank.rank).into_bytes();
+        buf.extend_from_slice(line);
+        // One write of a whole line: lines of different ranks never interleave.
+        let _ =
+            if stderr { std::io::stderr().lock().write_all(&buf) } else { std::io::stdout().lock().write_all(&buf) };
+    }
+
+    fn status(&mut self, procs: &[RankProcess]) {
+        let count = |s: State| procs.iter().filter(|p| p.state == s).count();
+        let _ = std::io::stdout().flush();
+        let _ = write!(
+            std::io::stderr().lock(),
+            "\r\x1b[K[trainer] {} running, {} exited, {} failed, {} stopped",
+            count(State::Running),
+            count(State::Exited),
+            count(State::Failed),
+            count(State::Stopped)
+        );
+        self.status_shown = true;
+    }
+
+    fn clear_status(&mut self) {
+        if self.status_shown {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
+            self.status_shown = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_names() {
+        assert!(parse_job("resnet-50_v2.1").is_ok());
+        for bad in ["", "../x", ".hidden", "a b", "a/b"] {
+            assert!(parse_job(bad).is_err(), "{bad:?}");
+        }
+        let job = default_job();
+        assert!(job.starts_with("job-20") && job.len() == "job-20260101-000000".len(), "{job}");
+        assert!(parse_job(&job).is_ok());
+    }
+}

@@ -1,0 +1,74 @@
+//! `/etc/profile.d/deeplearning.sh` as the agent writes it: `export
+//! NAME=VALUE` lines, values bare or in single quotes (`'\''` for a quote).
+//! A non-interactive `ssh host cmd` does not source profile.d, so the
+//! supervisor reads the file itself and hands `DEEPLEARNING_*` and
+//! `EFS_MOUNT` to the command.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The file, as on a node.
+pub const PATH: &str = "/etc/profile.d/deeplearning.sh";
+
+/// The variables the command gets from the profile.
+pub fn wanted(name: &str) -> bool {
+    name.starts_with("DEEPLEARNING_") || name == "EFS_MOUNT"
+}
+
+/// The `export`ed variables of `text`, in file order. Lines that are not
+/// `export NAME=VALUE` are skipped.
+pub fn parse(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("export "))
+        .filter_map(|rest| rest.split_once('='))
+        .filter(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(|(name, value)| (name.to_owned(), unquote(value)))
+        .collect()
+}
+
+/// Undoes the agent's quoting (`profile::quote` in the agent crate).
+fn unquote(value: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => quoted = !quoted,
+            '\\' if !quoted => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The profile under `root`; empty when there is none (a host the agent has
+/// not set up yet: the command still gets the torchrun variables).
+pub fn read(root: &Path) -> Result<Vec<(String, String)>> {
+    let path = crate::under(root, PATH);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(parse(&text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(Error::Read { path, source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_the_agent_writes() {
+        let text = "# Written by the deeplearning agent\nexport DEEPLEARNING_CLUSTER='my cluster'\n\
+                    export DEEPLEARNING_WORKERS_COUNT=3\nexport EFS_MOUNT='/mnt/it'\\''s'\nexport ='x'\nPATH=/bin\n";
+        assert_eq!(
+            parse(text),
+            [
+                ("DEEPLEARNING_CLUSTER".to_owned(), "my cluster".to_owned()),
+                ("DEEPLEARNING_WORKERS_COUNT".to_owned(), "3".to_owned()),
+                ("EFS_MOUNT".to_owned(), "/mnt/it's".to_owned()),
+            ]
+        );
+        assert!(wanted("EFS_MOUNT") && wanted("DEEPLEARNING_X") && !wanted("PATH"));
+    }
+}

@@ -1,0 +1,162 @@
+//! The system `ssh` client, as `launch` and `kill` use it: batch mode (no
+//! password prompts), a connect timeout, and strict host key checking
+//! against the known hosts the agent wrote (`/etc/ssh/ssh_known_hosts`);
+//! nothing here ever turns host key checking off.
+//!
+//! The identity, known hosts file, port and user are options (or
+//! `TRAINER_SSH_*` variables) so the same binary runs against test sshds;
+//! by default ssh's own configuration applies, which on the master is the
+//! agent's `Host deeplearning-*` block.
+
+use std::path::PathBuf;
+
+/// SSH options shared by the subcommands that reach other hosts.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SshArgs {
+    /// Private key to log in with (`ssh -i`); default: ssh's configuration
+    /// (the agent's `~/.ssh/config` names the cluster key).
+    #[arg(long, env = "TRAINER_SSH_IDENTITY", value_name = "FILE", help_heading = "SSH")]
+    pub ssh_identity: Option<PathBuf>,
+    /// Known hosts file (`UserKnownHostsFile`); default: ssh's, which reads
+    /// the agent's /etc/ssh/ssh_known_hosts.
+    #[arg(long, env = "TRAINER_SSH_KNOWN_HOSTS", value_name = "FILE", help_heading = "SSH")]
+    pub ssh_known_hosts: Option<PathBuf>,
+    /// Port of the hosts' sshd.
+    #[arg(long, env = "TRAINER_SSH_PORT", help_heading = "SSH")]
+    pub ssh_port: Option<u16>,
+    /// User to log in as; default: ssh's (the current user).
+    #[arg(long, env = "TRAINER_SSH_USER", help_heading = "SSH")]
+    pub ssh_user: Option<String>,
+    /// Seconds to wait for a host's sshd to answer (`ConnectTimeout`).
+    #[arg(long, env = "TRAINER_SSH_CONNECT_TIMEOUT", default_value_t = 10, help_heading = "SSH")]
+    pub connect_timeout: u32,
+    /// The trainer executable on the other hosts; default: this executable's
+    /// path (every node runs the same image).
+    #[arg(long, env = "TRAINER_REMOTE_TRAINER", value_name = "PATH", help_heading = "SSH")]
+    pub remote_trainer: Option<PathBuf>,
+}
+
+impl SshArgs {
+    /// The remote trainer's path.
+    pub fn remote_trainer(&self) -> crate::error::Result<String> {
+        match &self.remote_trainer {
+            Some(p) => Ok(p.to_string_lossy().into_owned()),
+            None => std::env::current_exe()
+                .map(|p| p.to_string_lossy().into_owned())
+                .map_err(crate::error::Error::CurrentExe),
+        }
+    }
+
+    /// The arguments of `ssh` that run `remote` (already one shell command
+    /// line, see [`quote`]) on `host`.
+    pub fn args(&self, host: &str, remote: &str) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            // A host that vanishes without a FIN is noticed in ~15 s, not at TCP's hours.
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=3",
+            "-o",
+            "LogLevel=ERROR",
+        ]
+        .map(String::from)
+        .into();
+        args.extend(["-o".into(), format!("ConnectTimeout={}", self.connect_timeout)]);
+        if let Some(file) = &self.ssh_known_hosts {
+            args.extend(["-o".into(), format!("UserKnownHostsFile={}", file.display())]);
+        }
+        if let Some(key) = &self.ssh_identity {
+            args.extend(["-o".into(), "IdentitiesOnly=yes".into(), "-i".into(), key.display().to_string()]);
+        }
+        if let Some(port) = self.ssh_port {
+            args.extend(["-p".into(), port.to_string()]);
+        }
+        if let Some(user) = &self.ssh_user {
+            args.extend(["-l".into(), user.clone()]);
+        }
+        args.extend(["--".into(), host.to_owned(), remote.to_owned()]);
+        args
+    }
+}
+
+/// `words` as one POSIX shell command line (what ssh hands the remote shell).
+pub fn quote(words: &[String]) -> String {
+    words.iter().map(|w| quote_word(w)).collect::<Vec<_>>().join(" ")
+}
+
+fn quote_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// `ssh` exits 255 on its own errors. What its last stderr line means, for
+/// the launcher's final note.
+pub fn explain_failure(host: &str, stderr_tail: &str) -> String {
+    let tail = stderr_tail.trim();
+    let hint = if tail.contains("Host key verification failed") || tail.contains("REMOTE HOST IDENTIFICATION") {
+        format!(
+            "the host key of {host} is not the one in the known hosts (the agent's /etc/ssh/ssh_known_hosts): \
+             check the agent on the master applied the latest manifest; never turn StrictHostKeyChecking off"
+        )
+    } else if tail.contains("Connection refused")
+        || tail.contains("timed out")
+        || tail.contains("No route to host")
+        || tail.contains("Could not resolve")
+        || tail.contains("Network is unreachable")
+    {
+        format!("{host} is unreachable over SSH: is it running, and is it in the cluster's security group?")
+    } else if tail.contains("Permission denied") {
+        format!("{host} refused the login: is the cluster key in the user's authorized_keys there?")
+    } else if tail.is_empty() {
+        format!("the SSH connection to {host} failed")
+    } else {
+        format!("the SSH connection to {host} failed or dropped")
+    };
+    if tail.is_empty() { hint } else { format!("{hint} (ssh: {tail})") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_round_trips_through_a_shell() {
+        let words: Vec<String> =
+            ["printf", "%s|", "plain", "it's", "$(reboot)", "a b", "", "\"q\""].map(String::from).into();
+        let out = std::process::Command::new("sh").arg("-c").arg(quote(&words)).output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), "plain|it's|$(reboot)|a b||\"q\"|");
+    }
+
+    #[test]
+    fn host_key_checking_stays_on() {
+        let args = SshArgs {
+            ssh_identity: Some("/k".into()),
+            ssh_known_hosts: Some("/kh".into()),
+            ssh_port: Some(2222),
+            ssh_user: None,
+            connect_timeout: 3,
+            remote_trainer: None,
+        };
+        let line = args.args("h1", "true").join(" ");
+        assert!(line.contains("StrictHostKeyChecking=yes") && line.contains("BatchMode=yes"), "{line}");
+        assert!(line.contains("ConnectTimeout=3 -o UserKnownHostsFile=/kh"), "{line}");
+        assert!(line.ends_with("-i /k -p 2222 -- h1 true"), "{line}");
+    }
+
+    #[test]
+    fn failures_are_explained_naming_the_host() {
+        let e = explain_failure("w3", "Host key verification failed.\n");
+        assert!(e.starts_with("the host key of w3 is not the one"), "{e}");
+        let e = explain_failure("w3", "ssh: connect to host w3 port 22: Connection refused");
+        assert!(e.starts_with("w3 is unreachable over SSH"), "{e}");
+        assert_eq!(explain_failure("w3", ""), "the SSH connection to w3 failed");
+    }
+}
