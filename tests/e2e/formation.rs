@@ -7,28 +7,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use e2e::scenario::{managed_block as block, read};
 use e2e::{Cluster, TestResult};
-
-fn read(root: &Path, path: &str) -> String {
-    std::fs::read_to_string(root.join(path.trim_start_matches('/'))).unwrap_or_default()
-}
-
-/// The managed block of a shared file.
-fn block(text: &str) -> String {
-    let mut inside = false;
-    let mut out = String::new();
-    for line in text.lines() {
-        if line.starts_with("# BEGIN deeplearning-cluster") {
-            inside = true;
-        } else if line.starts_with("# END deeplearning-cluster") {
-            inside = false;
-        } else if inside {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
 
 fn state_generation(root: &Path) -> Option<(u64, usize)> {
     let v: serde_json::Value = serde_json::from_str(&read(root, "/var/lib/deeplearning/state.json")).ok()?;
