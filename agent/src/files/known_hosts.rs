@@ -1,6 +1,6 @@
 //! `/etc/ssh/ssh_known_hosts`: every node's SSH host key under its alias,
-//! host name and IP, so SSH between nodes verifies hosts and nobody needs
-//! `StrictHostKeyChecking no`.
+//! host name and IP, so SSH between nodes verifies every host key and host
+//! key checking stays on (`StrictHostKeyChecking yes`).
 //!
 //! One line per node in our managed block:
 //! `<alias>[,deeplearning-master][,<hostname>],<ip> <key-type> <base64>`.

@@ -6,7 +6,7 @@
 //! | File | Module | Why |
 //! |------|--------|-----|
 //! | `/etc/hosts` (managed block) | [`hosts`] | aliases `deeplearning-workerN` and `deeplearning-master` resolve on every node |
-//! | `/etc/ssh/ssh_known_hosts` (managed block) | [`known_hosts`] | SSH between nodes verifies host keys; nobody needs `StrictHostKeyChecking no` |
+//! | `/etc/ssh/ssh_known_hosts` (managed block) | [`known_hosts`] | SSH between nodes verifies host keys; host key checking stays on |
 //! | `/etc/fstab` (managed block) | [`efs`] | EFS is mounted again after a reboot |
 //! | `/opt/deeplearning/workers` | [`workers`] | one alias per line, master first (`$DEEPLEARNING_WORKERS_PATH`, MXNet `launch.py -H`) |
 //! | `/opt/deeplearning/hostfile` | [`hostfile`] | `alias slots=N` for mpirun, Horovod, DeepSpeed |
