@@ -123,8 +123,9 @@ pub struct Leave {
     pub reason: String,
 }
 
-/// One of our messages.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One of our messages. On the wire: `{"version": 1, "kind": "...", ...fields}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Message {
     /// See [`Register`].
     Register(Register),
@@ -136,43 +137,18 @@ pub enum Message {
     Leave(Leave),
 }
 
-/// The wire form: `{"version": 1, "kind": "...", ...fields}`.
-#[derive(Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum Wire {
-    Register(Register),
-    Manifest(Manifest),
-    Applied(Applied),
-    Leave(Leave),
-}
-
 #[derive(Serialize)]
 struct Envelope<'a> {
     version: u32,
     #[serde(flatten)]
-    body: &'a Wire,
+    body: &'a Message,
 }
 
 impl Message {
     /// The JSON body.
     pub fn to_body(&self) -> String {
-        let wire = match self.clone() {
-            Message::Register(m) => Wire::Register(m),
-            Message::Manifest(m) => Wire::Manifest(m),
-            Message::Applied(m) => Wire::Applied(m),
-            Message::Leave(m) => Wire::Leave(m),
-        };
         // Plain structs of strings and numbers always serialize.
-        serde_json::to_string(&Envelope { version: MESSAGE_VERSION, body: &wire }).unwrap_or_default()
-    }
-
-    fn from_wire(w: Wire) -> Message {
-        match w {
-            Wire::Register(m) => Message::Register(m),
-            Wire::Manifest(m) => Message::Manifest(m),
-            Wire::Applied(m) => Message::Applied(m),
-            Wire::Leave(m) => Message::Leave(m),
-        }
+        serde_json::to_string(&Envelope { version: MESSAGE_VERSION, body: self }).unwrap_or_default()
     }
 }
 
@@ -251,9 +227,9 @@ fn parse(body: &str) -> Result<Result<Message, serde_json::Value>, Unusable> {
     }
     let mut object = object.clone();
     object.remove("version");
-    let wire: Wire =
+    let message =
         serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| Unusable::Malformed(e.to_string()))?;
-    Ok(Ok(Message::from_wire(wire)))
+    Ok(Ok(message))
 }
 
 /// Classifies a body read from the master's queue.
