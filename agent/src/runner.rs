@@ -53,6 +53,30 @@ fn master_state_path(root: &Path) -> PathBuf {
     root.join("var/lib/deeplearning/master.json")
 }
 
+/// `$EFS_MOUNT/prepare_data_success_<ip>` under `root`: a worker writes it
+/// when its prepare-data script succeeded; the master admits it only then.
+fn prepare_marker(root: &Path, config: &NodeConfig, ip: &str) -> PathBuf {
+    root.join(config.efs.mount.trim_start_matches('/')).join(format!("prepare_data_success_{ip}"))
+}
+
+/// The master's state file, written only when the state changed: most loop
+/// turns (an idle long poll) change nothing, and need no read or fsync.
+struct StateFile {
+    path: PathBuf,
+    last: String,
+}
+
+impl StateFile {
+    fn save(&mut self, state: &MasterState) -> anyhow::Result<()> {
+        let text = serde_json::to_string(state)?;
+        if text != self.last {
+            files::atomic::write_if_changed(&self.path, &text, 0o600)?;
+            self.last = text;
+        }
+        Ok(())
+    }
+}
+
 /// Loads the config: the file when it exists, else the instance's user data.
 pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> anyhow::Result<NodeConfig> {
     let path = opts.config.clone().unwrap_or_else(|| crate::config::path_under(&opts.root));
@@ -181,8 +205,7 @@ async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> bool {
     if config.role == Role::Master {
         return true;
     }
-    let marker =
-        root.join(config.efs.mount.trim_start_matches('/')).join(format!("prepare_data_success_{}", me.private_ip));
+    let marker = prepare_marker(root, config, &me.private_ip);
     if marker.exists() {
         return true;
     }
@@ -369,8 +392,10 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         },
         Err(_) => MasterState::new(config, me, key.public_openssh.clone(), now_ms()),
     };
+    let mut state_file = StateFile { path, last: String::new() };
     let effects = state.start(now_ms());
     execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+    state_file.save(&state)?;
     loop {
         let wait = state
             .next_deadline()
@@ -389,12 +414,7 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         for r in &received {
             match message::parse_master_queue(&r.body) {
                 Ok(inbound) => {
-                    let prepared = |ip: &str| {
-                        opts.root
-                            .join(config.efs.mount.trim_start_matches('/'))
-                            .join(format!("prepare_data_success_{ip}"))
-                            .exists()
-                    };
+                    let prepared = |ip: &str| prepare_marker(&opts.root, config, ip).exists();
                     effects.extend(state.on_inbound(inbound, now_ms(), &prepared));
                 }
                 Err(e) => warn!("dropped a master queue message: {e}"),
@@ -402,6 +422,7 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         }
         effects.extend(state.on_tick(now_ms()));
         execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+        state_file.save(&state)?;
         // Delete only after the effects are out and the state is on disk: a
         // crash before this point redelivers the messages instead of losing them.
         // One batch call: a receive returns at most 10, the batch limit.
@@ -482,8 +503,6 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
             Effect::Log(line) => info!("{line}"),
         }
     }
-    let text = serde_json::to_string(state)?;
-    files::atomic::write_if_changed(&master_state_path(&opts.root), &text, 0o600)?;
     Ok(())
 }
 
