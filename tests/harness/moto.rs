@@ -159,19 +159,25 @@ impl LocalAws {
         aws_sdk_cloudformation::Client::new(&self.sdk_config())
     }
 
+    /// A POST to moto that it routes to `service`: moto reads the service
+    /// from the credential scope and checks no signature.
+    fn post(&self, service: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        ureq::post(self.endpoint()).header(
+            "Authorization",
+            format!(
+                "AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20250101/{REGION}/{service}/aws4_request, \
+                 SignedHeaders=host, Signature=0"
+            ),
+        )
+    }
+
     /// Calls a query-protocol API (EC2, SSM's JSON aside) with a form POST
     /// and returns the XML body. The tests stay off aws-sdk-ec2: it costs
     /// minutes and gigabytes per cold build (TESTING.md).
     pub fn query(&self, service: &str, params: &[(&str, &str)]) -> Result<String> {
         let action = params.iter().find(|(k, _)| *k == "Action").map(|(_, v)| *v).unwrap_or("?");
-        let mut response = ureq::post(self.endpoint())
-            .header(
-                "Authorization",
-                format!(
-                    "AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20250101/{REGION}/{service}/aws4_request, \
-                     SignedHeaders=host, Signature=0"
-                ),
-            )
+        let mut response = self
+            .post(service)
             .config()
             .http_status_as_error(false)
             .build()
@@ -188,16 +194,10 @@ impl LocalAws {
     /// Calls a JSON-protocol API (`X-Amz-Target`), e.g. SSM's
     /// `AmazonSSM.PutParameter`, and returns the JSON answer.
     pub fn json_call(&self, service: &str, target: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
-        let mut response = ureq::post(self.endpoint())
+        let mut response = self
+            .post(service)
             .header("X-Amz-Target", target)
             .header("Content-Type", "application/x-amz-json-1.1")
-            .header(
-                "Authorization",
-                format!(
-                    "AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20250101/{REGION}/{service}/aws4_request, \
-                     SignedHeaders=host, Signature=0"
-                ),
-            )
             .config()
             .http_status_as_error(false)
             .build()
