@@ -26,6 +26,7 @@ pub mod process;
 pub mod profile;
 pub mod ssh;
 pub mod supervise;
+pub mod train;
 
 use std::path::{Path, PathBuf};
 

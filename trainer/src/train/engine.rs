@@ -1,0 +1,75 @@
+//! What the training loop drives, on whichever device: one optimisation
+//! step on this rank's part of a global batch (forward, backward, gradient
+//! all-reduce, SGD update), evaluation, and the training state that
+//! checkpoints save and that a re-formed group takes from a survivor.
+//!
+//! The CPU engine is the [`model`](super::model) layers plus a
+//! [`Collective`](super::collective::Collective) over host memory; the GPU
+//! engine (`cuda` feature) keeps the same parameter layout on the device and
+//! sums gradients with NCCL. Parameters and momentum are one flat `f32`
+//! vector each, in the layout [`model`](super::model) defines, so
+//! checkpoints and state transfers are device-independent.
+
+use super::collective::CollectiveError;
+
+/// A batch of samples in host memory: `len` images of `sample_len` floats
+/// each (already normalised), and their labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    /// `len * sample_len` floats, sample after sample.
+    pub images: &'a [f32],
+    /// `len` labels, `0..classes`.
+    pub labels: &'a [u8],
+}
+
+/// Sums over the samples of one step or evaluation, on this rank.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct StepStats {
+    /// Sum of the samples' cross-entropy losses.
+    pub loss_sum: f64,
+    /// Samples whose arg-max prediction equals the label.
+    pub correct: u64,
+    /// Samples counted.
+    pub samples: u64,
+}
+
+/// Everything needed to continue training exactly: the parameters, the
+/// optimiser's momentum, and where in the schedule training is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainState {
+    /// Parameters, in the model's flat layout.
+    pub params: Vec<f32>,
+    /// SGD momentum buffer, same layout.
+    pub momentum: Vec<f32>,
+    /// Epochs completed.
+    pub epoch: u64,
+    /// Optimisation steps completed since the start of training.
+    pub step: u64,
+}
+
+/// A training step could not be completed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The gradient all-reduce failed (a peer left or died): the elastic
+    /// layer re-forms the group and the epoch is redone.
+    #[error("gradient all-reduce failed: {0}")]
+    Collective(#[from] CollectiveError),
+    /// The device failed (GPU path).
+    #[error("{0}")]
+    Device(String),
+}
+
+/// One rank's model, optimiser and gradient all-reduce.
+pub trait Engine {
+    /// One SGD step: this rank computes gradients on `batch` (its part of a
+    /// global batch of `global_batch` samples), the gradients are summed over
+    /// all ranks and divided by `global_batch`, and every rank applies the
+    /// same update with learning rate `lr`.
+    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError>;
+    /// Loss and accuracy on `batch`, without changing anything.
+    fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError>;
+    /// The current state, copied to host memory.
+    fn state(&self) -> Result<TrainState, EngineError>;
+    /// Replaces the state (resume, or a survivor's state after re-forming).
+    fn set_state(&mut self, state: &TrainState) -> Result<(), EngineError>;
+}

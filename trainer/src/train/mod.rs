@@ -1,0 +1,21 @@
+//! `trainer train`: built-in data-parallel training of an MLP or a LeNet-style
+//! CNN on MNIST (idx) or CIFAR-10 (binary), on CPUs (a ring all-reduce over
+//! TCP) or GPUs (NCCL through cudarc, cargo feature `cuda`), with elastic
+//! membership, checkpoints and TensorBoard metrics.
+//!
+//! Module map (one concept each):
+//! - [`data`]: dataset readers, per-rank shards, deterministic shuffling;
+//! - [`model`]: the models' layers, forward and backward on the CPU (GEMM crate);
+//! - [`optim`]: SGD with momentum and weight decay;
+//! - [`engine`]: what the training loop drives (one step, evaluation, state);
+//! - [`collective`]: the collective-operations trait and its world-size-1 case;
+//! - [`ring`]: the CPU ring all-reduce over TCP;
+//! - [`rendezvous`]: ranks per membership generation, hosted by the master's rank;
+//! - [`elastic`]: joins, leaves and dead peers at epoch boundaries;
+//! - [`checkpoint`]: atomic, checksummed checkpoints and resume;
+//! - [`events`]: TensorBoard event files;
+//! - [`progress`]: the live progress line;
+//! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
+
+pub mod collective;
+pub mod engine;
