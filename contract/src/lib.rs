@@ -11,9 +11,11 @@
 //! image; [`config_from_user_data`] gets the config back out of that script
 //! (the agent can read it from instance metadata before the file exists).
 //!
-//! The messages nodes exchange over SQS are in [`message`].
+//! The messages nodes exchange over SQS are in [`message`]; the state file
+//! each agent leaves for restarts and for `trainer` is in [`state`].
 
 pub mod message;
+pub mod state;
 
 use serde::{Deserialize, Deserializer, Serialize};
 

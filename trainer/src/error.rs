@@ -21,6 +21,14 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// The agent's state file exists but cannot be used.
+    #[error("{path}: {source}")]
+    AgentState {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: node_contract::state::StateError,
+    },
     /// A hosts file line does not parse.
     #[error("{path}:{line}: {reason}: {text:?} (expected `host` or `host slots=N`)")]
     HostsLine {

@@ -17,6 +17,7 @@
 //! `/etc/profile.d/deeplearning.sh`, `/etc/ssh/ssh_known_hosts`, all under a
 //! filesystem root (`--root`, `/` in production).
 
+pub mod agent_state;
 pub mod doctor;
 pub mod error;
 pub mod hosts;

@@ -3,34 +3,15 @@
 //! apply an older generation than it already has), and `trainer` reads it to
 //! learn the cluster without a login shell.
 //!
-//! Versioned like the rest of the node contract: a state file with a version
-//! this build does not know is an error, not a guess.
+//! The format is part of the node contract ([`node_contract::state`]); this
+//! module reads and writes the file under the agent's root.
 
 use std::path::Path;
 
-use node_contract::message::Manifest;
-use serde::{Deserialize, Serialize};
+use node_contract::state::StateError;
+pub use node_contract::state::{STATE_PATH as PATH, STATE_VERSION, State};
 
 use super::{FilesError, atomic, under};
-
-/// The file, as on the node.
-pub const PATH: &str = "/var/lib/deeplearning/state.json";
-
-/// The state format this build writes and reads.
-pub const STATE_VERSION: u32 = 1;
-
-/// What this node applied.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct State {
-    /// Always [`STATE_VERSION`] when written by this build.
-    pub version: u32,
-    /// This node's instance id (a state file copied from another node's image is not ours).
-    pub instance_id: String,
-    /// The generation on disk.
-    pub generation: u64,
-    /// The manifest of that generation.
-    pub manifest: Manifest,
-}
 
 /// The state under `root`; `None` before the first manifest was applied.
 pub fn read(root: &Path) -> Result<Option<State>, FilesError> {
@@ -40,17 +21,11 @@ pub fn read(root: &Path) -> Result<Option<State>, FilesError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(FilesError::Read { path, source }),
     };
-    #[derive(Deserialize)]
-    struct Probe {
-        version: Option<u64>,
+    match State::parse(&text) {
+        Ok(state) => Ok(Some(state)),
+        Err(StateError::Version { found }) => Err(FilesError::StateVersion { path, found, supported: STATE_VERSION }),
+        Err(StateError::Parse(source)) => Err(FilesError::ParseState { path, source }),
     }
-    let probe: Probe =
-        serde_json::from_str(&text).map_err(|source| FilesError::ParseState { path: path.clone(), source })?;
-    match probe.version {
-        Some(v) if v == u64::from(STATE_VERSION) => {}
-        found => return Err(FilesError::StateVersion { path, found, supported: STATE_VERSION }),
-    }
-    serde_json::from_str(&text).map(Some).map_err(|source| FilesError::ParseState { path, source })
 }
 
 /// Writes the state (atomically, 0644: it holds public keys and addresses only).
