@@ -320,3 +320,56 @@ fn a_dropped_ssh_connection_stops_every_rank_and_its_own_remote_side() -> TestRe
     assert_nothing_left(job, Duration::from_secs(5).saturating_sub(start.elapsed()))?;
     Ok(())
 }
+
+#[test]
+fn an_elastic_job_starts_ranks_on_joining_hosts_survives_leaving_ones_and_ends_with_rank_0() -> TestResult {
+    // Hosts 0 and 1 form generation 1; host 2 joins in generation 2.
+    let mut cluster = SshCluster::start_with_members(&[1, 1, 1], &[0, 1])?;
+    let job = "elastic-test";
+    let stop = cluster.efs().join("stop-rank-0");
+    // Rank 1 fails once up (in an elastic job that is a leave); the joiner
+    // waits; rank 0 ends the job when the test says so.
+    let script = format!(
+        r#"echo "up $RANK"; case $RANK in
+        0) while [ ! -e {stop} ]; do sleep 0.05; done; echo "rank 0 done";;
+        1) sleep 1; echo "rank 1 gives up" >&2; exit 3;;
+        *) sleep 300 & wait;;
+    esac"#,
+        stop = stop.display()
+    );
+    let mut child = launch(&cluster, job, &["--elastic", "--nproc-per-node", "1"], &script)?
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("starting trainer", "trainer"))?;
+    wait_for_logs(&cluster, job, 2, "up ")?;
+    let generation = cluster.publish(&[0, 1, 2])?;
+    assert_eq!(generation, 2);
+    // The joiner gets the next launch slot, 2.
+    if let Err(e) = wait_for_logs(&cluster, job, 3, "up ") {
+        let _ = child.kill();
+        let output = child.wait_with_output().map_err(Error::io("waiting", "trainer"))?;
+        return Err(fail(&e.to_string(), text(&output.stderr)).into());
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().map_err(Error::io("waiting", "trainer"))?.is_none(), "rank 1's failure ended the job");
+    std::fs::write(&stop, "").map_err(Error::io("writing", &stop))?;
+    let status = wait_exit(&mut child, Duration::from_secs(15))?;
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut stderr)
+        .map_err(Error::io("reading", "stderr"))?;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("rank 1 on deeplearning-worker2 left the elastic job: exited with code 3"), "{stderr}");
+    assert!(
+        stderr.contains("deeplearning-worker3 (i-0e2e000000000002) joined (generation 2): starting rank 2"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("rank 0 exited 0; of the others 0 exited 0, 1 were stopped, 1 left along the way"),
+        "{stderr}"
+    );
+    assert!(cluster.host_log().contains("2 ADDED "), "host log: {}", cluster.host_log());
+    assert_nothing_left(job, Duration::from_secs(5))?;
+    Ok(())
+}

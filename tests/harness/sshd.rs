@@ -19,7 +19,7 @@
 //! with its own `ListenAddress`, `HostKey`, `PidFile`, `AuthorizedKeysFile`,
 //! `UsePAM no`, `UseDNS no`, and `SetEnv TRAINER_ROOT=<root>` so the
 //! `trainer` it runs reads that host's files. Commands "on" a host
-//! ([`SshCluster::command`]) run in its namespace with its `etc/hosts` bind
+//! ([`SshCluster::command`]) run in its namespace with its `etc/hosts` (a copy kept in place at `run/hosts.mounted`) bind
 //! mounted over `/etc/hosts`, so the aliases resolve as on a node.
 //!
 //! Drop stops the sshds; the [`Network`] then kills whatever is left in the
@@ -57,6 +57,12 @@ pub struct SshHost {
 pub struct SshCluster {
     /// The hosts, master first.
     pub hosts: Vec<SshHost>,
+    /// Every host's manifest entry (host `i` at `i`), members or not.
+    nodes: Vec<ManifestNode>,
+    /// The manifest applied last.
+    manifest: Manifest,
+    /// The cluster key's private half (the master's).
+    private_key: String,
     // Dropped after the hosts (field order): it kills what is left in the namespaces.
     network: Network,
     dir: tempfile::TempDir,
@@ -68,8 +74,16 @@ fn instance_id(i: usize) -> String {
 }
 
 impl SshCluster {
-    /// Makes `gpus.len()` hosts (host `i` reports `gpus[i]` GPUs) and starts their sshds.
+    /// Makes `gpus.len()` hosts (host `i` reports `gpus[i]` GPUs), all
+    /// members of generation 1, and starts their sshds.
     pub fn start(gpus: &[u32]) -> Result<SshCluster> {
+        Self::start_with_members(gpus, &(0..gpus.len()).collect::<Vec<_>>())
+    }
+
+    /// Like [`start`](Self::start), but only the hosts in `members` (the
+    /// master, 0, among them) are in generation 1; the others run sshd and
+    /// join when [`publish`](Self::publish) names them.
+    pub fn start_with_members(gpus: &[u32], members: &[usize]) -> Result<SshCluster> {
         if !Path::new(SSHD).exists() {
             return Err(Error::Setup(format!(
                 "{SSHD} is missing: apt-get install openssh-server openssh-client (scripts/test does)"
@@ -120,30 +134,70 @@ impl SshCluster {
         }
         let manifest = Manifest {
             cluster: "e2e".into(),
-            generation: 1,
+            generation: 0,
             master: instance_id(0),
-            nodes,
+            nodes: Vec::new(),
             cluster_public_key: public.trim().to_owned(),
         };
-        let mut cluster = SshCluster { hosts, network, dir };
+        let mut cluster = SshCluster { hosts, nodes, manifest, private_key: private, network, dir };
         for i in 0..cluster.hosts.len() {
-            let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs, gpus.len() as u32);
-            let key = (i == 0).then_some(private.as_str());
-            let plan = agent::files::plan(&manifest, &instance_id(i), &config, key)
+            cluster.start_sshd(i)?;
+        }
+        cluster.publish(members)?;
+        Ok(cluster)
+    }
+
+    /// Publishes the next membership generation with the hosts in `members`
+    /// (indices into [`hosts`](Self::hosts)), as the agents would: every
+    /// member's files and state are written by the agent's own code
+    /// ([`agent::files`]), and the master appends the ADDED/REMOVED lines to
+    /// the host log on EFS. Hosts that are not members keep what they had.
+    /// Returns the new generation.
+    pub fn publish(&mut self, members: &[usize]) -> Result<u64> {
+        if !members.contains(&0) {
+            return Err(Error::Setup("the master (host 0) is a member of every generation".into()));
+        }
+        let mut next = self.manifest.clone();
+        next.generation += 1;
+        next.nodes =
+            self.nodes.iter().enumerate().filter(|(i, _)| members.contains(i)).map(|(_, n)| n.clone()).collect();
+        let efs = self.efs();
+        for &i in members {
+            let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs, self.hosts.len() as u32);
+            let key = (i == 0).then_some(self.private_key.as_str());
+            let plan = agent::files::plan(&next, &instance_id(i), &config, key)
                 .map_err(|e| Error::Setup(format!("planning host {i}'s files: {e}")))?;
-            agent::files::apply(&plan, &cluster.hosts[i].root)
+            agent::files::apply(&plan, &self.hosts[i].root)
                 .map_err(|e| Error::Setup(format!("writing host {i}'s files: {e}")))?;
             let state = agent::files::state::State {
                 version: agent::files::state::STATE_VERSION,
                 instance_id: instance_id(i),
-                generation: manifest.generation,
-                manifest: manifest.clone(),
+                generation: next.generation,
+                manifest: next.clone(),
             };
-            agent::files::state::write(&cluster.hosts[i].root, &state)
+            agent::files::state::write(&self.hosts[i].root, &state)
                 .map_err(|e| Error::Setup(format!("writing host {i}'s state: {e}")))?;
-            cluster.start_sshd(i)?;
+            // Commands on a host see its /etc/hosts through a bind mount of
+            // this file, which must stay the same inode (the agent's atomic
+            // rename would leave a running command's mount on the old one):
+            // copy the new content into it in place.
+            let root = &self.hosts[i].root;
+            write(&root.join("run/hosts.mounted"), &read(&root.join("etc/hosts"))?)?;
         }
-        Ok(cluster)
+        let previous = (self.manifest.generation > 0).then_some(&self.manifest);
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis();
+        for line in agent::cluster::membership::host_log_lines(previous, &next, now_ms as u64) {
+            agent::files::host_log::append(Path::new("/"), &efs.to_string_lossy(), &line)
+                .map_err(|e| Error::Setup(format!("appending to the host log: {e}")))?;
+        }
+        self.manifest = next;
+        Ok(self.manifest.generation)
+    }
+
+    /// The host log the master keeps on EFS.
+    pub fn host_log(&self) -> String {
+        std::fs::read_to_string(agent::files::host_log::path(Path::new("/"), &self.efs().to_string_lossy()))
+            .unwrap_or_default()
     }
 
     /// The network.
@@ -235,7 +289,7 @@ impl SshCluster {
         let mut command = Command::new("ip");
         command
             .args(["netns", "exec", &host.namespace, "unshare", "--mount", "sh", "-c"])
-            .arg("mount --bind \"$0/etc/hosts\" /etc/hosts && mount --bind \"$0/etc/resolv.conf\" /etc/resolv.conf && exec \"$@\"")
+            .arg("mount --bind \"$0/run/hosts.mounted\" /etc/hosts && mount --bind \"$0/etc/resolv.conf\" /etc/resolv.conf && exec \"$@\"")
             .arg(&host.root)
             .arg(program);
         command

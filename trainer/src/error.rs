@@ -29,6 +29,15 @@ pub enum Error {
         /// Why.
         source: node_contract::state::StateError,
     },
+    /// An elastic job needs the agent's membership and there is none.
+    #[error(
+        "--elastic follows the agent's membership, and {path} does not exist: run on a cluster node whose agent \
+         has formed the cluster, or drop --elastic"
+    )]
+    NoMembership {
+        /// The agent's state file.
+        path: PathBuf,
+    },
     /// A hosts file line does not parse.
     #[error("{path}:{line}: {reason}: {text:?} (expected `host` or `host slots=N`)")]
     HostsLine {

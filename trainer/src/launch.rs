@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::hosts::{self, Nproc, Rank};
 use crate::ssh::{self, SshArgs};
-use crate::{EXIT_USAGE, process};
+use crate::{EXIT_USAGE, agent_state, process};
 
 /// How long stopped ranks get to end by themselves (their supervisors give
 /// CMD 1.5 s between SIGTERM and SIGKILL) before their ssh clients are killed.
@@ -61,6 +61,15 @@ pub struct Args {
     /// Rendezvous port on the first host (`MASTER_PORT`).
     #[arg(long, default_value_t = 29500)]
     pub port: u16,
+    /// Elastic job (for `trainer train`): nodes that join the cluster later
+    /// (the agent's next membership generation) get ranks too, and ranks on
+    /// hosts other than the first may leave, fail or lose their connection
+    /// without stopping the job. The job ends when rank 0 (on the first host,
+    /// the master) ends, with its exit code. In an elastic job RANK and
+    /// WORLD_SIZE number launch slots; `trainer train` takes its training
+    /// rank from its own rendezvous.
+    #[arg(long)]
+    pub elastic: bool,
     /// Filesystem root the agent's files are under.
     #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
     pub root: PathBuf,
@@ -128,10 +137,14 @@ enum State {
     Exited,
     Failed,
     Stopped,
+    /// An elastic job's rank that ended (or lost its connection) while the job goes on.
+    Left,
 }
 
 struct RankProcess {
     spec: Rank,
+    /// The node's instance id (elastic jobs: a new instance under a reused alias gets new ranks).
+    instance: Option<String>,
     pid: i32,
     stdin: Option<ChildStdin>,
     state: State,
@@ -165,68 +178,15 @@ pub async fn run(args: Args) -> Result<u8> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(Error::Signal)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(Error::Signal)?;
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let spawner = Spawner { trainer, job: job.clone(), world, master_addr, args: &args, logs: logs.clone(), tx };
+    // An elastic job follows the agent's membership, keyed by instance id.
+    let mut membership = if args.elastic { Some(Membership::read(&args.root)?) } else { None };
     let mut procs = Vec::with_capacity(ranks.len());
-    for (i, spec) in ranks.into_iter().enumerate() {
-        let log_path = logs.join(format!("rank-{}.log", spec.rank));
-        let log = std::fs::File::create(&log_path).map_err(|source| Error::Write { path: log_path.clone(), source })?;
-        let mut remote: Vec<String> = vec![trainer.clone(), "supervise".into()];
-        for (flag, value) in [
-            ("--job", job.clone()),
-            ("--rank", spec.rank.to_string()),
-            ("--local-rank", spec.local_rank.to_string()),
-            ("--world-size", world.to_string()),
-            ("--local-world-size", spec.local_world_size.to_string()),
-            ("--group-rank", spec.group_rank.to_string()),
-            ("--master-addr", master_addr.clone()),
-            ("--master-port", args.port.to_string()),
-            ("--host", spec.host.clone()),
-        ] {
-            remote.extend([flag.to_owned(), value]);
-        }
-        remote.push("--".into());
-        remote.extend(args.command.iter().cloned());
-        let remote = format!("exec {}", ssh::quote(&remote));
-        let mut command = tokio::process::Command::new("ssh");
-        command
-            .args(args.ssh.args(&spec.host, &remote))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: prctl and setpgid are async-signal-safe and touch no memory.
-        // This runs on the thread that owns the launcher for its whole life,
-        // so the parent-death signal fires only when the launcher dies.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
-                libc::setpgid(0, 0);
-                Ok(())
-            });
-        }
-        let mut child = command.spawn().map_err(|source| Error::Spawn { program: "ssh".into(), source })?;
-        let pid = child.id().map(|p| p as i32).unwrap_or_default();
-        let stdin = child.stdin.take();
-        let out = child.stdout.take().map(|s| tokio::spawn(forward(i, false, s, tx.clone())));
-        let err = child.stderr.take().map(|s| tokio::spawn(forward(i, true, s, tx.clone())));
-        let exit_tx = tx.clone();
-        tokio::spawn(async move {
-            let status = child.wait().await;
-            // ssh's pipes close when it exits: the last lines arrive before its exit.
-            for reader in [out, err].into_iter().flatten() {
-                let _ = reader.await;
-            }
-            let _ = exit_tx.send(Event::Exit { rank: i, status });
-        });
-        procs.push(RankProcess {
-            spec,
-            pid,
-            stdin,
-            state: State::Running,
-            stderr_tail: VecDeque::new(),
-            log,
-            log_path,
-        });
+    for spec in ranks {
+        let instance = membership.as_ref().and_then(|m| m.instance_of(&spec.host));
+        procs.push(spawner.spawn(spec, instance, procs.len())?);
     }
-    drop(tx);
+    let mut watch = tokio::time::interval(Duration::from_secs(1));
 
     let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal() };
     let mut failure: Option<Failure> = None;
@@ -263,11 +223,27 @@ pub async fn run(args: Args) -> Result<u8> {
                     // (whose code, signals included, ssh passes on as an exit code).
                     let ssh_signal = status.as_ref().ok().and_then(std::os::unix::process::ExitStatusExt::signal);
                     let code = status.map(process::exit_code).unwrap_or(255);
+                    let elastic_member = args.elastic && p.spec.group_rank != 0;
                     p.state = match code {
+                        0 if elastic_member && !stopping => State::Left,
                         0 => State::Exited,
                         _ if stopping => State::Stopped,
+                        _ if elastic_member => State::Left,
                         _ => State::Failed,
                     };
+                    if p.state == State::Left {
+                        let why = match code {
+                            0 => "exited 0 (left the group)".to_owned(),
+                            255 => ssh::explain_failure(&p.spec.host, p.stderr_tail.back().map_or("", |s| s.as_str())),
+                            _ => format!("exited with code {code}"),
+                        };
+                        out.note(&format!("rank {} on {} left the elastic job: {why}; the job goes on", p.spec.rank, p.spec.host));
+                    }
+                    if args.elastic && p.spec.rank == 0 && code == 0 && !stopping {
+                        // Rank 0 (the master's) ending well ends an elastic job; its failure does too, below.
+                        stop(&mut procs, &mut kill_at);
+                    }
+                    let p = &mut procs[rank];
                     if p.state == State::Failed && failure.is_none() {
                         let tail = p.stderr_tail.iter().cloned().collect::<Vec<_>>().join("; ");
                         let why = if let Some(signal) = ssh_signal {
@@ -300,6 +276,27 @@ pub async fn run(args: Args) -> Result<u8> {
                 }
                 kill_at = Some(Instant::now() + Duration::from_secs(3600));
             }
+            _ = watch.tick(), if membership.is_some() && kill_at.is_none() => {
+                let Some(known) = membership.as_mut() else { continue };
+                match known.joined(&args.root, &procs) {
+                    Ok(new_hosts) => {
+                        for host in new_hosts {
+                            let hostfile = hosts::agent_hostfile(&args.root);
+                            let entry = hosts::HostEntry { name: host.alias.clone(), slots: None };
+                            let group_rank = procs.iter().map(|p| p.spec.group_rank + 1).max().unwrap_or(0);
+                            let first_rank = procs.len() as u32;
+                            for mut spec in hosts::ranks(std::slice::from_ref(&entry), args.nproc_per_node, &hostfile) {
+                                spec.rank += first_rank;
+                                spec.group_rank = group_rank;
+                                out.note(&format!("{} ({}) joined (generation {}): starting rank {}", host.alias, host.instance_id, known.generation, spec.rank));
+                                let index = procs.len();
+                                procs.push(spawner.spawn(spec, Some(host.instance_id.clone()), index)?);
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!("elastic: cannot read the agent's membership: {e}"),
+                }
+            }
             _ = tick.tick(), if out.tty => out.status(&procs),
         }
         if out.tty {
@@ -310,6 +307,17 @@ pub async fn run(args: Args) -> Result<u8> {
     let logs_note = format!("logs in {}", logs.display());
     debug_assert!(procs.iter().all(|p| p.log_path.starts_with(&logs)));
     Ok(match failure {
+        None if args.elastic => {
+            let count = |s: State| procs.iter().filter(|p| p.spec.rank != 0 && p.state == s).count();
+            eprintln!(
+                "trainer: job {job}: rank 0 exited 0; of the others {} exited 0, {} were stopped, {} left along the way; \
+                 {logs_note}",
+                count(State::Exited),
+                count(State::Stopped),
+                count(State::Left)
+            );
+            0
+        }
         None => {
             eprintln!("trainer: job {job}: all {world} ranks exited 0; {logs_note}");
             0
@@ -320,6 +328,119 @@ pub async fn run(args: Args) -> Result<u8> {
             if f.code == 0 { EXIT_USAGE } else { f.code }
         }
     })
+}
+
+/// Starts ranks: one `ssh HOST trainer supervise ... -- CMD` each.
+struct Spawner<'a> {
+    trainer: String,
+    job: String,
+    world: u32,
+    master_addr: String,
+    args: &'a Args,
+    logs: PathBuf,
+    tx: mpsc::UnboundedSender<Event>,
+}
+
+impl Spawner<'_> {
+    /// Starts `spec`'s rank; `index` is its place in the launcher's table.
+    fn spawn(&self, spec: Rank, instance: Option<String>, index: usize) -> Result<RankProcess> {
+        let log_path = self.logs.join(format!("rank-{}.log", spec.rank));
+        let log = std::fs::File::create(&log_path).map_err(|source| Error::Write { path: log_path.clone(), source })?;
+        let mut remote: Vec<String> = vec![self.trainer.clone(), "supervise".into()];
+        for (flag, value) in [
+            ("--job", self.job.clone()),
+            ("--rank", spec.rank.to_string()),
+            ("--local-rank", spec.local_rank.to_string()),
+            ("--world-size", self.world.to_string()),
+            ("--local-world-size", spec.local_world_size.to_string()),
+            ("--group-rank", spec.group_rank.to_string()),
+            ("--master-addr", self.master_addr.clone()),
+            ("--master-port", self.args.port.to_string()),
+            ("--host", spec.host.clone()),
+        ] {
+            remote.extend([flag.to_owned(), value]);
+        }
+        remote.push("--".into());
+        remote.extend(self.args.command.iter().cloned());
+        let remote = format!("exec {}", ssh::quote(&remote));
+        let mut command = tokio::process::Command::new("ssh");
+        command
+            .args(self.args.ssh.args(&spec.host, &remote))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl and setpgid are async-signal-safe and touch no memory.
+        // This runs on the thread that owns the launcher for its whole life,
+        // so the parent-death signal fires only when the launcher dies.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+                libc::setpgid(0, 0);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(|source| Error::Spawn { program: "ssh".into(), source })?;
+        let pid = child.id().map(|p| p as i32).unwrap_or_default();
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().map(|s| tokio::spawn(forward(index, false, s, self.tx.clone())));
+        let err = child.stderr.take().map(|s| tokio::spawn(forward(index, true, s, self.tx.clone())));
+        let exit_tx = self.tx.clone();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            // ssh's pipes close when it exits: the last lines arrive before its exit.
+            for reader in [out, err].into_iter().flatten() {
+                let _ = reader.await;
+            }
+            let _ = exit_tx.send(Event::Exit { rank: index, status });
+        });
+        Ok(RankProcess {
+            spec,
+            instance,
+            pid,
+            stdin,
+            state: State::Running,
+            stderr_tail: VecDeque::new(),
+            log,
+            log_path,
+        })
+    }
+}
+
+/// An elastic job's view of the agent's membership: which instances have
+/// ranks, so that a node that joins (a new instance id, even under a reused
+/// alias) gets ranks once, and a rank that left is not restarted.
+struct Membership {
+    generation: u64,
+    nodes: Vec<node_contract::message::ManifestNode>,
+}
+
+impl Membership {
+    fn read(root: &Path) -> Result<Membership> {
+        match agent_state::read(root)? {
+            Some(state) => Ok(Membership { generation: state.generation, nodes: state.manifest.nodes }),
+            None => Err(Error::NoMembership { path: crate::under(root, node_contract::state::STATE_PATH) }),
+        }
+    }
+
+    /// The instance id of the node called `alias` now.
+    fn instance_of(&self, alias: &str) -> Option<String> {
+        self.nodes.iter().find(|n| n.alias == alias).map(|n| n.instance_id.clone())
+    }
+
+    /// Nodes of the agent's current generation that have no rank yet.
+    fn joined(&mut self, root: &Path, procs: &[RankProcess]) -> Result<Vec<node_contract::message::ManifestNode>> {
+        let now = Membership::read(root)?;
+        if now.generation == self.generation {
+            return Ok(Vec::new());
+        }
+        *self = now;
+        Ok(self
+            .nodes
+            .iter()
+            .filter(|n| !procs.iter().any(|p| p.instance.as_deref() == Some(n.instance_id.as_str())))
+            .cloned()
+            .collect())
+    }
 }
 
 fn last_words(tail: &str) -> String {
@@ -373,13 +494,20 @@ impl Output {
         let _ = std::io::stdout().flush();
         let _ = write!(
             std::io::stderr().lock(),
-            "\r\x1b[K[trainer] {} running, {} exited, {} failed, {} stopped",
+            "\r\x1b[K[trainer] {} running, {} exited, {} failed, {} stopped, {} left",
             count(State::Running),
             count(State::Exited),
             count(State::Failed),
-            count(State::Stopped)
+            count(State::Stopped),
+            count(State::Left)
         );
         self.status_shown = true;
+    }
+
+    /// A launcher message between the ranks' lines.
+    fn note(&mut self, text: &str) {
+        self.clear_status();
+        let _ = writeln!(std::io::stderr().lock(), "trainer: {text}");
     }
 
     fn clear_status(&mut self) {
