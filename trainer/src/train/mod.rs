@@ -18,4 +18,8 @@
 //! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
 
 pub mod collective;
+pub mod cpu;
+pub mod data;
 pub mod engine;
+pub mod model;
+pub mod optim;
