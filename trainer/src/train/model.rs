@@ -279,8 +279,11 @@ impl Model {
         let n = ws.acts[0].len() / self.input_len();
         let mut delta = d_out.to_vec();
         let mut d_in = Vec::new();
+        // Below the first layer with parameters no gradient is needed (LeNet's
+        // first convolution would otherwise pay a GEMM and a col2im for nothing).
+        let first_trained = self.layers.iter().position(|l| l.param_counts() != (0, 0)).unwrap_or(0);
         for (i, layer) in self.layers.iter().enumerate().rev() {
-            let need_dx = i > 0 || input_grad;
+            let need_dx = i > first_trained || input_grad;
             let input = &ws.acts[i];
             let p = &params[self.offsets[i]..];
             let (w, b) = layer.param_counts();
