@@ -294,10 +294,10 @@ impl Model {
             }
             match *layer {
                 Layer::Linear { inputs, outputs } => {
-                    linear_backward(p, inputs, outputs, input, &delta, g, need_dx.then_some(&mut d_in[..]), n);
+                    dense_backward(p, input, (n, inputs, outputs), &delta, g, need_dx.then_some(&mut d_in[..]));
                 }
                 Layer::Conv(s) => {
-                    conv_backward(p, s, &ws.cols[i], &delta, g, need_dx.then_some(&mut d_in[..]), n, &mut ws.d_cols);
+                    conv_backward(p, s, &ws.cols[i], &delta, g, need_dx.then_some(&mut d_in[..]), &mut ws.d_cols);
                 }
                 Layer::Relu { .. } if need_dx => {
                     for ((d, &dy), &x) in d_in.iter_mut().zip(&delta).zip(input) {
@@ -420,43 +420,59 @@ fn linear_forward(p: &[f32], inputs: usize, outputs: usize, x: &[f32], out: &mut
     matmul(n, outputs, inputs, out, true, View::rows(x, inputs), View::transposed(w, inputs));
 }
 
-#[allow(clippy::too_many_arguments)]
-fn linear_backward(
+/// The backward pass of `Y = A W^T + b` (`A` is `rows x inputs`, `W` is
+/// `outputs x inputs`), shared by Linear (`A` = the input) and Conv (`A` =
+/// the im2col matrix): `dW = dY^T A`, `db` = column sums of `dY`, and, when
+/// asked, `dA = dY W`.
+fn dense_backward(
     p: &[f32],
-    inputs: usize,
-    outputs: usize,
-    x: &[f32],
+    a: &[f32],
+    (rows, inputs, outputs): (usize, usize, usize),
     delta: &[f32],
     g: &mut [f32],
-    dx: Option<&mut [f32]>,
-    n: usize,
+    da: Option<&mut [f32]>,
 ) {
     let (gw, gb) = g.split_at_mut(inputs * outputs);
-    // dW = dY^T X, db = column sums of dY, dX = dY W.
-    matmul(outputs, inputs, n, gw, false, View::transposed(delta, outputs), View::rows(x, inputs));
+    matmul(outputs, inputs, rows, gw, false, View::transposed(delta, outputs), View::rows(a, inputs));
     bias_grad(delta, gb);
-    if let Some(dx) = dx {
-        matmul(n, inputs, outputs, dx, false, View::rows(delta, outputs), View::rows(&p[..inputs * outputs], inputs));
+    if let Some(da) = da {
+        matmul(
+            rows,
+            inputs,
+            outputs,
+            da,
+            false,
+            View::rows(delta, outputs),
+            View::rows(&p[..inputs * outputs], inputs),
+        );
     }
+}
+
+/// The kernel taps of output position `pos` that fall inside the image (the
+/// rest read the zero padding): for each, the tap's index `ky * K + kx` (its
+/// im2col column for channel 0; channel `c` adds `c * K * K`) and the offset
+/// of its pixel in the channel-last sample.
+fn taps(s: ConvShape, pos: usize) -> impl Iterator<Item = (usize, usize)> {
+    let (oy, ox) = (pos / s.out_w(), pos % s.out_w());
+    (0..s.k * s.k).filter_map(move |tap| {
+        let iy = (oy + tap / s.k).checked_sub(s.pad).filter(|&y| y < s.h)?;
+        let ix = (ox + tap % s.k).checked_sub(s.pad).filter(|&x| x < s.w)?;
+        Some((tap, (iy * s.w + ix) * s.in_c))
+    })
 }
 
 /// Fills `cols` (`(n*OH*OW) x (C*K*K)`, column order `(c, ky, kx)` as the
 /// weights) from channel-last `x`.
 fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
-    let (oh, ow, patch) = (s.out_h(), s.out_w(), s.patch());
+    let (kk, patch) = (s.k * s.k, s.patch());
+    let per_sample = s.out_h() * s.out_w() * patch;
     cols.clear();
-    cols.resize(n * oh * ow * patch, 0.0);
-    cols.par_chunks_mut(oh * ow * patch).zip(x.par_chunks(s.h * s.w * s.in_c)).for_each(|(cols, x)| {
+    cols.resize(n * per_sample, 0.0);
+    cols.par_chunks_mut(per_sample).zip(x.par_chunks(s.h * s.w * s.in_c)).for_each(|(cols, x)| {
         for (pos, row) in cols.chunks_exact_mut(patch).enumerate() {
-            let (oy, ox) = (pos / ow, pos % ow);
-            for ky in 0..s.k {
-                let Some(iy) = (oy + ky).checked_sub(s.pad).filter(|&y| y < s.h) else { continue };
-                for kx in 0..s.k {
-                    let Some(ix) = (ox + kx).checked_sub(s.pad).filter(|&x| x < s.w) else { continue };
-                    let pixel = &x[(iy * s.w + ix) * s.in_c..][..s.in_c];
-                    for (c, &v) in pixel.iter().enumerate() {
-                        row[(c * s.k + ky) * s.k + kx] = v;
-                    }
+            for (tap, pixel) in taps(s, pos) {
+                for (c, &v) in x[pixel..pixel + s.in_c].iter().enumerate() {
+                    row[c * kk + tap] = v;
                 }
             }
         }
@@ -465,18 +481,13 @@ fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
 
 /// The adjoint of [`im2col`]: adds each column entry back to the pixel it came from.
 fn col2im(s: ConvShape, d_cols: &[f32], dx: &mut [f32]) {
-    let (oh, ow, patch) = (s.out_h(), s.out_w(), s.patch());
-    dx.par_chunks_mut(s.h * s.w * s.in_c).zip(d_cols.par_chunks(oh * ow * patch)).for_each(|(dx, cols)| {
+    let (kk, patch) = (s.k * s.k, s.patch());
+    let per_sample = s.out_h() * s.out_w() * patch;
+    dx.par_chunks_mut(s.h * s.w * s.in_c).zip(d_cols.par_chunks(per_sample)).for_each(|(dx, cols)| {
         for (pos, row) in cols.chunks_exact(patch).enumerate() {
-            let (oy, ox) = (pos / ow, pos % ow);
-            for ky in 0..s.k {
-                let Some(iy) = (oy + ky).checked_sub(s.pad).filter(|&y| y < s.h) else { continue };
-                for kx in 0..s.k {
-                    let Some(ix) = (ox + kx).checked_sub(s.pad).filter(|&x| x < s.w) else { continue };
-                    let pixel = &mut dx[(iy * s.w + ix) * s.in_c..][..s.in_c];
-                    for (c, d) in pixel.iter_mut().enumerate() {
-                        *d += row[(c * s.k + ky) * s.k + kx];
-                    }
+            for (tap, pixel) in taps(s, pos) {
+                for (c, d) in dx[pixel..pixel + s.in_c].iter_mut().enumerate() {
+                    *d += row[c * kk + tap];
                 }
             }
         }
@@ -492,7 +503,6 @@ fn conv_forward(p: &[f32], s: ConvShape, x: &[f32], out: &mut [f32], n: usize, c
     matmul(rows, s.out_c, patch, out, true, View::rows(cols, patch), View::transposed(w, patch));
 }
 
-#[allow(clippy::too_many_arguments)]
 fn conv_backward(
     p: &[f32],
     s: ConvShape,
@@ -500,27 +510,18 @@ fn conv_backward(
     delta: &[f32],
     g: &mut [f32],
     dx: Option<&mut [f32]>,
-    n: usize,
     d_cols: &mut Vec<f32>,
 ) {
-    let patch = s.patch();
-    let rows = n * s.out_h() * s.out_w();
-    let (gw, gb) = g.split_at_mut(s.out_c * patch);
-    matmul(s.out_c, patch, rows, gw, false, View::transposed(delta, s.out_c), View::rows(cols, patch));
-    bias_grad(delta, gb);
-    if let Some(dx) = dx {
-        d_cols.clear();
-        d_cols.resize(rows * patch, 0.0);
-        matmul(
-            rows,
-            patch,
-            s.out_c,
-            d_cols,
-            false,
-            View::rows(delta, s.out_c),
-            View::rows(&p[..s.out_c * patch], patch),
-        );
-        col2im(s, d_cols, dx);
+    let rows = delta.len() / s.out_c;
+    let shape = (rows, s.patch(), s.out_c);
+    match dx {
+        None => dense_backward(p, cols, shape, delta, g, None),
+        Some(dx) => {
+            d_cols.clear();
+            d_cols.resize(rows * s.patch(), 0.0);
+            dense_backward(p, cols, shape, delta, g, Some(d_cols));
+            col2im(s, d_cols, dx);
+        }
     }
 }
 
