@@ -10,8 +10,11 @@
 //! from inside a rayon pool to choose the thread count); convolutions are
 //! im2col + GEMM. Between convolution layers activations are kept
 //! channel-last (`N x H x W x C`), which makes every convolution one GEMM
-//! over the whole batch (`(N*OH*OW) x (C*K*K)` by `(C*K*K) x OC`) with no
-//! per-sample products; the layout changes only at the model's edges
+//! over the whole batch (`(N*OH*OW) x (K*K*C)` by `(K*K*C) x OC`) with no
+//! per-sample products, and im2col columns in `(ky, kx, c)` order, whose
+//! in-bounds runs are contiguous in the input (slice copies, no per-element
+//! index arithmetic); the filters are reordered to match for each product
+//! (a few thousand floats). The layout changes only at the model's edges
 //! ([`Layer::Transpose`]), so parameters and the flatten order are exactly
 //! those of the shared design:
 //! - one flat `f32` vector; layers in order, each layer's weight then bias;
@@ -254,7 +257,7 @@ impl Model {
             let p = &params[self.offsets[i]..];
             match *layer {
                 Layer::Linear { inputs, outputs } => linear_forward(p, inputs, outputs, input, out, n),
-                Layer::Conv(s) => conv_forward(p, s, input, out, n, &mut ws.cols[i]),
+                Layer::Conv(s) => conv_forward(p, s, input, out, n, &mut ws.cols[i], &mut ws.conv),
                 Layer::Relu { .. } => out.iter_mut().zip(input).for_each(|(o, &v)| *o = v.max(0.0)),
                 Layer::MaxPool { c, h, w } => pool_forward(c, h, w, input, out, &mut ws.argmax[i]),
                 Layer::Transpose { rows, cols } => transpose(input, out, rows, cols),
@@ -297,7 +300,7 @@ impl Model {
                     dense_backward(p, input, (n, inputs, outputs), &delta, g, need_dx.then_some(&mut d_in[..]));
                 }
                 Layer::Conv(s) => {
-                    conv_backward(p, s, &ws.cols[i], &delta, g, need_dx.then_some(&mut d_in[..]), &mut ws.d_cols);
+                    conv_backward(p, s, &ws.cols[i], &delta, g, need_dx.then_some(&mut d_in[..]), &mut ws.conv);
                 }
                 Layer::Relu { .. } if need_dx => {
                     for ((d, &dy), &x) in d_in.iter_mut().zip(&delta).zip(input) {
@@ -327,8 +330,8 @@ pub struct Workspace {
     cols: Vec<Vec<f32>>,
     /// Where each max-pool output came from, as an index into its input (by layer index).
     argmax: Vec<Vec<u32>>,
-    /// Gradient w.r.t. an im2col matrix (shared by all convolution layers).
-    d_cols: Vec<f32>,
+    /// Scratch of the convolution layers (shared by all of them).
+    conv: ConvScratch,
 }
 
 impl Workspace {
@@ -448,59 +451,87 @@ fn dense_backward(
     }
 }
 
-/// The kernel taps of output position `pos` that fall inside the image (the
-/// rest read the zero padding): for each, the tap's index `ky * K + kx` (its
-/// im2col column for channel 0; channel `c` adds `c * K * K`) and the offset
-/// of its pixel in the channel-last sample.
-fn taps(s: ConvShape, pos: usize) -> impl Iterator<Item = (usize, usize)> {
-    let (oy, ox) = (pos / s.out_w(), pos % s.out_w());
-    (0..s.k * s.k).filter_map(move |tap| {
-        let iy = (oy + tap / s.k).checked_sub(s.pad).filter(|&y| y < s.h)?;
-        let ix = (ox + tap % s.k).checked_sub(s.pad).filter(|&x| x < s.w)?;
-        Some((tap, (iy * s.w + ix) * s.in_c))
-    })
+/// For output column `ox`, the kernel columns `kx0..kx1` that fall inside
+/// the image (the others read the zero padding). Needs `pad < k`.
+fn kx_range(s: ConvShape, ox: usize) -> (usize, usize) {
+    (s.pad.saturating_sub(ox), s.k.min(s.w + s.pad - ox))
 }
 
-/// Fills `cols` (`(n*OH*OW) x (C*K*K)`, column order `(c, ky, kx)` as the
-/// weights) from channel-last `x`.
+/// Walks the im2col matrix of one sample: for every output position and
+/// kernel row inside the image, `f(range in the im2col row, range in the
+/// channel-last sample)`. With columns in `(ky, kx, c)` order both ranges are
+/// contiguous (the in-bounds `kx` of one kernel row are adjacent pixels), so
+/// im2col and col2im are slice copies and adds.
+fn for_each_run(s: ConvShape, mut f: impl FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)) {
+    let (ow, patch, c) = (s.out_w(), s.patch(), s.in_c);
+    for oy in 0..s.out_h() {
+        for ox in 0..ow {
+            let (kx0, kx1) = kx_range(s, ox);
+            let len = (kx1 - kx0) * c;
+            for ky in 0..s.k {
+                let Some(iy) = (oy + ky).checked_sub(s.pad).filter(|&y| y < s.h) else { continue };
+                let col = (ky * s.k + kx0) * c;
+                let pixel = (iy * s.w + ox + kx0 - s.pad) * c;
+                f((oy * ow + ox) * patch, col..col + len, pixel..pixel + len);
+            }
+        }
+    }
+}
+
+/// Fills `cols` (`(n*OH*OW) x (K*K*C)`, columns in `(ky, kx, c)` order) from channel-last `x`.
 fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
-    let (kk, patch) = (s.k * s.k, s.patch());
-    let per_sample = s.out_h() * s.out_w() * patch;
+    let per_sample = s.out_h() * s.out_w() * s.patch();
     cols.clear();
     cols.resize(n * per_sample, 0.0);
     cols.par_chunks_mut(per_sample).zip(x.par_chunks(s.h * s.w * s.in_c)).for_each(|(cols, x)| {
-        for (pos, row) in cols.chunks_exact_mut(patch).enumerate() {
-            for (tap, pixel) in taps(s, pos) {
-                for (c, &v) in x[pixel..pixel + s.in_c].iter().enumerate() {
-                    row[c * kk + tap] = v;
-                }
-            }
-        }
+        for_each_run(s, |row, col, pixel| cols[row..][col].copy_from_slice(&x[pixel]));
     });
 }
 
 /// The adjoint of [`im2col`]: adds each column entry back to the pixel it came from.
 fn col2im(s: ConvShape, d_cols: &[f32], dx: &mut [f32]) {
-    let (kk, patch) = (s.k * s.k, s.patch());
-    let per_sample = s.out_h() * s.out_w() * patch;
+    let per_sample = s.out_h() * s.out_w() * s.patch();
     dx.par_chunks_mut(s.h * s.w * s.in_c).zip(d_cols.par_chunks(per_sample)).for_each(|(dx, cols)| {
-        for (pos, row) in cols.chunks_exact(patch).enumerate() {
-            for (tap, pixel) in taps(s, pos) {
-                for (c, d) in dx[pixel..pixel + s.in_c].iter_mut().enumerate() {
-                    *d += row[c * kk + tap];
-                }
-            }
-        }
+        for_each_run(s, |row, col, pixel| {
+            dx[pixel].iter_mut().zip(&cols[row..][col]).for_each(|(d, &v)| *d += v);
+        });
     });
 }
 
-fn conv_forward(p: &[f32], s: ConvShape, x: &[f32], out: &mut [f32], n: usize, cols: &mut Vec<f32>) {
+/// Scratch space of the convolution layers.
+#[derive(Debug, Default)]
+struct ConvScratch {
+    /// The weights with each filter in `(ky, kx, c)` order, as the im2col columns.
+    w: Vec<f32>,
+    /// Weight and bias gradients in that order.
+    g: Vec<f32>,
+    /// Gradient w.r.t. the im2col matrix.
+    d_cols: Vec<f32>,
+}
+
+/// Copies the `[out_c][in_c][ky][kx]` weights (the parameter layout) into
+/// the `[out_c][ky][kx][in_c]` order of the im2col columns.
+fn tap_major(s: ConvShape, w: &[f32], out: &mut Vec<f32>) {
+    out.clear();
+    out.resize(s.out_c * s.patch(), 0.0);
+    transpose(&w[..out.len()], out, s.in_c, s.k * s.k);
+}
+
+fn conv_forward(
+    p: &[f32],
+    s: ConvShape,
+    x: &[f32],
+    out: &mut [f32],
+    n: usize,
+    cols: &mut Vec<f32>,
+    tmp: &mut ConvScratch,
+) {
     let patch = s.patch();
-    let (w, b) = p.split_at(s.out_c * patch);
+    tap_major(s, p, &mut tmp.w);
     im2col(s, x, n, cols);
-    fill_bias(out, &b[..s.out_c]);
+    fill_bias(out, &p[s.out_c * patch..][..s.out_c]);
     let rows = n * s.out_h() * s.out_w();
-    matmul(rows, s.out_c, patch, out, true, View::rows(cols, patch), View::transposed(w, patch));
+    matmul(rows, s.out_c, patch, out, true, View::rows(cols, patch), View::transposed(&tmp.w, patch));
 }
 
 fn conv_backward(
@@ -510,19 +541,25 @@ fn conv_backward(
     delta: &[f32],
     g: &mut [f32],
     dx: Option<&mut [f32]>,
-    d_cols: &mut Vec<f32>,
+    tmp: &mut ConvScratch,
 ) {
-    let rows = delta.len() / s.out_c;
+    let (rows, weights) = (delta.len() / s.out_c, s.out_c * s.patch());
     let shape = (rows, s.patch(), s.out_c);
+    tap_major(s, p, &mut tmp.w);
+    tmp.g.clear();
+    tmp.g.resize(g.len(), 0.0);
     match dx {
-        None => dense_backward(p, cols, shape, delta, g, None),
+        None => dense_backward(&tmp.w, cols, shape, delta, &mut tmp.g, None),
         Some(dx) => {
-            d_cols.clear();
-            d_cols.resize(rows * s.patch(), 0.0);
-            dense_backward(p, cols, shape, delta, g, Some(d_cols));
-            col2im(s, d_cols, dx);
+            tmp.d_cols.clear();
+            tmp.d_cols.resize(rows * s.patch(), 0.0);
+            dense_backward(&tmp.w, cols, shape, delta, &mut tmp.g, Some(&mut tmp.d_cols));
+            col2im(s, &tmp.d_cols, dx);
         }
     }
+    // Back to the parameter layout: each filter from (ky, kx, c) to (c, ky, kx).
+    transpose(&tmp.g[..weights], &mut g[..weights], s.k * s.k, s.in_c);
+    g[weights..].copy_from_slice(&tmp.g[weights..]);
 }
 
 fn pool_forward(c: usize, h: usize, w: usize, x: &[f32], out: &mut [f32], argmax: &mut Vec<u32>) {
