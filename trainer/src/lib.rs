@@ -60,6 +60,9 @@ pub enum Command {
     Kill(kill::Args),
     /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks.
     Doctor(doctor::Args),
+    /// Train an MLP or LeNet on MNIST or CIFAR-10, data-parallel over the ranks
+    /// `trainer launch` starts.
+    Train(train::args::Args),
     /// Remote half of `doctor`: reports this host's facts.
     #[command(hide = true)]
     DoctorLocal(doctor::LocalArgs),
@@ -81,6 +84,10 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::KillLocal(args) => kill::run_local(&args)?,
         Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
         Command::DoctorLocal(args) => doctor::run_local(&args)?,
+        Command::Train(args) => train::run::run(&args).unwrap_or_else(|e| {
+            eprintln!("trainer train: error: {e}");
+            e.exit_code()
+        }),
     };
     // Reader threads blocked on stdin must not keep the process alive.
     runtime.shutdown_background();

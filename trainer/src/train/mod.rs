@@ -17,5 +17,12 @@
 //! - [`progress`]: the live progress line;
 //! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
 
+pub mod args;
 pub mod collective;
+pub mod cpu;
+pub mod data;
 pub mod engine;
+pub mod model;
+pub mod optim;
+pub mod progress;
+pub mod run;

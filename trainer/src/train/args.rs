@@ -1,0 +1,86 @@
+//! The arguments of `trainer train` (clap derive; the `///` docs are its `--help`).
+
+use std::path::PathBuf;
+
+use super::data::Format;
+use super::model::Arch;
+
+/// Where the model computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Device {
+    /// Host CPUs (gemm on a rayon pool; ring all-reduce over TCP between hosts).
+    Cpu,
+    /// NVIDIA GPUs (cuBLAS, NCCL; needs a build with the `cuda` feature and a driver).
+    Cuda,
+}
+
+/// Arguments of `trainer train`.
+///
+/// Started on every node by `trainer launch -- trainer train ...`: the rank
+/// and world size come from `RANK` and `WORLD_SIZE` (absent: one rank).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The model: `mlp` (784-256-128-10 on MNIST) or `lenet` (LeNet-5).
+    #[arg(long, value_enum)]
+    pub model: Arch,
+    /// Directory holding the dataset: MNIST idx files (train-images-idx3-ubyte[.gz], ...)
+    /// or CIFAR-10 binary batches (data_batch_1.bin .. data_batch_5.bin, test_batch.bin).
+    #[arg(long, value_name = "DIR")]
+    pub data: PathBuf,
+    /// The dataset's format; detected from the files in --data when not given.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Passes over the training set.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub epochs: u64,
+    /// Samples per optimisation step over ALL ranks together (the global batch); each
+    /// rank computes its own contiguous slice of it, so the result does not depend on
+    /// the number of ranks.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.05, value_parser = positive)]
+    pub lr: f32,
+    /// SGD momentum, 0 (plain SGD) up to but not including 1.
+    #[arg(long, default_value_t = 0.9, value_parser = momentum)]
+    pub momentum: f32,
+    /// L2 weight decay added to every gradient (PyTorch's SGD convention).
+    #[arg(long, default_value_t = 5e-4, value_parser = non_negative)]
+    pub weight_decay: f32,
+    /// Seed of the initial weights and of every epoch's shuffle: the same seed gives
+    /// the same run.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Compute threads on this rank; 0: one per core.
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Where to compute.
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+    /// Evaluate on the test split every N epochs (and always after the last).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub eval_every: u64,
+    /// Directory for checkpoints written by rank 0 (on EFS, so any node can resume).
+    #[arg(long, value_name = "DIR", help_heading = "Checkpoints")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Continue from the newest valid checkpoint in --checkpoint-dir.
+    #[arg(long, requires = "checkpoint_dir", help_heading = "Checkpoints")]
+    pub resume: bool,
+}
+
+fn float(s: &str) -> Result<f32, String> {
+    let v: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if v.is_finite() { Ok(v) } else { Err(format!("{s} is not finite")) }
+}
+
+fn positive(s: &str) -> Result<f32, String> {
+    float(s).and_then(|v| if v > 0.0 { Ok(v) } else { Err(format!("{v} must be greater than 0")) })
+}
+
+fn non_negative(s: &str) -> Result<f32, String> {
+    float(s).and_then(|v| if v >= 0.0 { Ok(v) } else { Err(format!("{v} must be 0 or more")) })
+}
+
+fn momentum(s: &str) -> Result<f32, String> {
+    float(s).and_then(|v| if (0.0..1.0).contains(&v) { Ok(v) } else { Err(format!("{v} must be in [0, 1)")) })
+}

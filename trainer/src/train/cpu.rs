@@ -1,0 +1,153 @@
+//! The CPU [`Engine`]: the [`model`](super::model) layers on host memory, a
+//! rayon pool of `--threads` threads for the GEMMs and im2col, gradients
+//! summed over ranks by a [`Collective`] over `[f32]`, and [`Sgd`] updates.
+//!
+//! Inputs: the model, initial parameters ([`init`]), the optimiser's
+//! settings and a collective (swapped with [`CpuEngine::set_collective`]
+//! when the elastic layer re-forms the group). No files or sockets of its own.
+
+use super::collective::Collective;
+use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
+use super::model::{Model, Workspace, softmax_cross_entropy};
+use super::optim::Sgd;
+
+/// The deterministic initial parameters of `model` for `seed`: every engine
+/// (CPU or GPU) starts from these, made on the host.
+pub fn init(model: &Model, seed: u64) -> Vec<f32> {
+    model.init(seed)
+}
+
+/// Building the engine failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start {threads} compute threads: {source}")]
+pub struct PoolError {
+    threads: usize,
+    source: rayon::ThreadPoolBuildError,
+}
+
+/// One rank's model, parameters, momentum and collective, on the CPU.
+pub struct CpuEngine {
+    model: Model,
+    sgd: Sgd,
+    state: TrainState,
+    collective: Box<dyn Collective<[f32]> + Send>,
+    pool: rayon::ThreadPool,
+    ws: Workspace,
+    grads: Vec<f32>,
+    d_logits: Vec<f32>,
+}
+
+impl std::fmt::Debug for CpuEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuEngine").field("model", &self.model).field("sgd", &self.sgd).finish_non_exhaustive()
+    }
+}
+
+impl CpuEngine {
+    /// An engine for `model` starting from `params`, computing on `threads`
+    /// threads (0: one per core).
+    pub fn new(
+        model: Model,
+        params: Vec<f32>,
+        sgd: Sgd,
+        threads: usize,
+        collective: Box<dyn Collective<[f32]> + Send>,
+    ) -> Result<Self, PoolError> {
+        assert_eq!(params.len(), model.num_params(), "initial parameters do not fit the model");
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("compute-{i}"))
+            .build()
+            .map_err(|source| PoolError { threads, source })?;
+        let n = params.len();
+        Ok(Self {
+            model,
+            sgd,
+            state: TrainState { params, momentum: vec![0.0; n], epoch: 0, step: 0 },
+            collective,
+            pool,
+            ws: Workspace::default(),
+            grads: vec![0.0; n],
+            d_logits: Vec::new(),
+        })
+    }
+
+    /// Replaces the collective (the elastic layer's new group).
+    pub fn set_collective(&mut self, collective: Box<dyn Collective<[f32]> + Send>) {
+        self.collective = collective;
+    }
+
+    /// The collective in use.
+    pub fn collective(&mut self) -> &mut (dyn Collective<[f32]> + Send) {
+        self.collective.as_mut()
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Marks `epoch` epochs as done (the loop calls it after each epoch, so
+    /// that [`Engine::state`] says where training is).
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.state.epoch = epoch;
+    }
+
+    fn samples(&self, batch: &Batch<'_>) -> usize {
+        let n = batch.labels.len();
+        assert_eq!(batch.images.len(), n * self.model.input_len(), "batch images do not fit the model's input");
+        n
+    }
+}
+
+impl Engine for CpuEngine {
+    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
+        let n = self.samples(batch);
+        let Self { model, state, ws, grads, d_logits, pool, .. } = self;
+        let stats = pool.install(|| {
+            if n == 0 {
+                // A rank with no samples in this batch still takes part in the all-reduce.
+                grads.fill(0.0);
+                return StepStats::default();
+            }
+            let logits = model.forward(&state.params, batch.images, n, ws);
+            let stats = softmax_cross_entropy(logits, batch.labels, d_logits);
+            model.backward(&state.params, ws, d_logits, grads, false);
+            stats
+        });
+        self.collective.all_reduce_sum(&mut self.grads)?;
+        let scale = 1.0 / global_batch.max(1) as f32;
+        self.sgd.update(lr, &mut self.state.params, &mut self.state.momentum, &self.grads, scale);
+        self.state.step += 1;
+        Ok(stats)
+    }
+
+    fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {
+        let n = self.samples(batch);
+        if n == 0 {
+            return Ok(StepStats::default());
+        }
+        let Self { model, state, ws, d_logits, pool, .. } = self;
+        Ok(pool.install(|| {
+            let logits = model.forward(&state.params, batch.images, n, ws);
+            softmax_cross_entropy(logits, batch.labels, d_logits)
+        }))
+    }
+
+    fn state(&self) -> Result<TrainState, EngineError> {
+        Ok(self.state.clone())
+    }
+
+    fn set_state(&mut self, state: &TrainState) -> Result<(), EngineError> {
+        let n = self.model.num_params();
+        if state.params.len() != n || state.momentum.len() != n {
+            return Err(EngineError::Device(format!(
+                "the state has {} parameters and {} momentum values; this model has {n}",
+                state.params.len(),
+                state.momentum.len()
+            )));
+        }
+        self.state = state.clone();
+        Ok(())
+    }
+}

@@ -1,0 +1,747 @@
+//! The two models of `trainer train` (an MLP and LeNet-5) as layer lists
+//! with forward and backward passes on the CPU, their parameter layout and
+//! deterministic initialisation, and the softmax cross-entropy loss.
+//!
+//! Inputs: batches of normalised images (`C x H x W` floats per sample, as
+//! [`data`](super::data) makes them) and one flat parameter vector. Nothing
+//! outside memory is touched.
+//!
+//! Matrix products go through the `gemm` crate (threaded with rayon: call
+//! from inside a rayon pool to choose the thread count); convolutions are
+//! im2col + GEMM. Between convolution layers activations are kept
+//! channel-last (`N x H x W x C`), which makes every convolution one GEMM
+//! over the whole batch (`(N*OH*OW) x (K*K*C)` by `(K*K*C) x OC`) with no
+//! per-sample products, and im2col columns in `(ky, kx, c)` order, whose
+//! in-bounds runs are contiguous in the input (slice copies, no per-element
+//! index arithmetic); the filters are reordered to match for each product
+//! (a few thousand floats). The layout changes only at the model's edges
+//! ([`Layer::Transpose`]), so parameters and the flatten order are exactly
+//! those of the shared design:
+//! - one flat `f32` vector; layers in order, each layer's weight then bias;
+//! - Linear weight `[out][in]`, Conv weight `[out_c][in_c][kh][kw]`, bias `[out]`;
+//! - LeNet flattens in `(c, y, x)` order.
+
+use gemm::{Parallelism, gemm};
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rayon::prelude::*;
+
+use super::data::CLASSES;
+use super::engine::StepStats;
+
+/// Which model to train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Arch {
+    /// flatten -> Linear(C*H*W, 256) -> ReLU -> Linear(256, 128) -> ReLU -> Linear(128, 10).
+    Mlp,
+    /// LeNet-5: two 5x5 convolutions (6 and 16 channels) with ReLU and 2x2 max pooling,
+    /// then Linear 120 -> 84 -> 10.
+    Lenet,
+}
+
+/// A convolution's shape: `in_c` channels of `h x w` in, `out_c` channels
+/// out, a square `k x k` kernel, stride 1, `pad` zeros on every side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvShape {
+    /// Input channels.
+    pub in_c: usize,
+    /// Output channels.
+    pub out_c: usize,
+    /// Kernel size.
+    pub k: usize,
+    /// Zero padding on each side.
+    pub pad: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+}
+
+impl ConvShape {
+    fn out_h(&self) -> usize {
+        self.h + 2 * self.pad + 1 - self.k
+    }
+    fn out_w(&self) -> usize {
+        self.w + 2 * self.pad + 1 - self.k
+    }
+    fn patch(&self) -> usize {
+        self.in_c * self.k * self.k
+    }
+}
+
+/// One layer; sizes are per sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// `y = W x + b`, `W` is `[outputs][inputs]`.
+    Linear {
+        /// Input features.
+        inputs: usize,
+        /// Output features.
+        outputs: usize,
+    },
+    /// Convolution on channel-last activations (`H x W x C` per sample).
+    Conv(ConvShape),
+    /// `max(x, 0)` element-wise over `len` values.
+    Relu {
+        /// Values per sample.
+        len: usize,
+    },
+    /// 2x2 max pooling, stride 2, on channel-last `h x w x c`.
+    MaxPool {
+        /// Channels.
+        c: usize,
+        /// Input height (even).
+        h: usize,
+        /// Input width (even).
+        w: usize,
+    },
+    /// Per sample, the `rows x cols` matrix becomes `cols x rows`: channel-first
+    /// `C x (H*W)` to channel-last and back (the flatten in `(c, y, x)` order).
+    Transpose {
+        /// Rows in.
+        rows: usize,
+        /// Columns in.
+        cols: usize,
+    },
+}
+
+impl Layer {
+    fn in_len(&self) -> usize {
+        match *self {
+            Layer::Linear { inputs, .. } => inputs,
+            Layer::Conv(s) => s.h * s.w * s.in_c,
+            Layer::Relu { len } => len,
+            Layer::MaxPool { c, h, w } => c * h * w,
+            Layer::Transpose { rows, cols } => rows * cols,
+        }
+    }
+
+    fn out_len(&self) -> usize {
+        match *self {
+            Layer::Linear { outputs, .. } => outputs,
+            Layer::Conv(s) => s.out_h() * s.out_w() * s.out_c,
+            Layer::Relu { len } => len,
+            Layer::MaxPool { c, h, w } => c * (h / 2) * (w / 2),
+            Layer::Transpose { rows, cols } => rows * cols,
+        }
+    }
+
+    /// Weight count and bias count.
+    fn param_counts(&self) -> (usize, usize) {
+        match *self {
+            Layer::Linear { inputs, outputs } => (inputs * outputs, outputs),
+            Layer::Conv(s) => (s.out_c * s.patch(), s.out_c),
+            _ => (0, 0),
+        }
+    }
+
+    /// Fan-in of the layer's units (for initialisation).
+    fn fan_in(&self) -> usize {
+        match *self {
+            Layer::Linear { inputs, .. } => inputs,
+            Layer::Conv(s) => s.patch(),
+            _ => 0,
+        }
+    }
+}
+
+/// A model: its layers and where each layer's parameters start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Model {
+    layers: Vec<Layer>,
+    offsets: Vec<usize>,
+    params: usize,
+}
+
+impl Model {
+    /// The model `arch` for inputs of `(channels, height, width)`; 10 classes.
+    pub fn new(arch: Arch, (c, h, w): (usize, usize, usize)) -> Self {
+        let layers = match arch {
+            Arch::Mlp => vec![
+                Layer::Linear { inputs: c * h * w, outputs: 256 },
+                Layer::Relu { len: 256 },
+                Layer::Linear { inputs: 256, outputs: 128 },
+                Layer::Relu { len: 128 },
+                Layer::Linear { inputs: 128, outputs: CLASSES },
+            ],
+            Arch::Lenet => {
+                let conv1 = ConvShape { in_c: c, out_c: 6, k: 5, pad: 2, h, w };
+                let (h1, w1) = (conv1.out_h() / 2, conv1.out_w() / 2);
+                let conv2 = ConvShape { in_c: 6, out_c: 16, k: 5, pad: 0, h: h1, w: w1 };
+                let (h2, w2) = (conv2.out_h() / 2, conv2.out_w() / 2);
+                vec![
+                    Layer::Transpose { rows: c, cols: h * w },
+                    Layer::Conv(conv1),
+                    Layer::Relu { len: conv1.out_h() * conv1.out_w() * 6 },
+                    Layer::MaxPool { c: 6, h: conv1.out_h(), w: conv1.out_w() },
+                    Layer::Conv(conv2),
+                    Layer::Relu { len: conv2.out_h() * conv2.out_w() * 16 },
+                    Layer::MaxPool { c: 16, h: conv2.out_h(), w: conv2.out_w() },
+                    Layer::Transpose { rows: h2 * w2, cols: 16 },
+                    Layer::Linear { inputs: 16 * h2 * w2, outputs: 120 },
+                    Layer::Relu { len: 120 },
+                    Layer::Linear { inputs: 120, outputs: 84 },
+                    Layer::Relu { len: 84 },
+                    Layer::Linear { inputs: 84, outputs: CLASSES },
+                ]
+            }
+        };
+        Self::from_layers(layers)
+    }
+
+    /// A model made of `layers` (each layer's input must be the previous one's output).
+    pub fn from_layers(layers: Vec<Layer>) -> Self {
+        for pair in layers.windows(2) {
+            assert_eq!(pair[0].out_len(), pair[1].in_len(), "layer sizes do not chain: {pair:?}");
+        }
+        let mut offsets = Vec::with_capacity(layers.len());
+        let mut params = 0;
+        for layer in &layers {
+            offsets.push(params);
+            let (w, b) = layer.param_counts();
+            params += w + b;
+        }
+        Self { layers, offsets, params }
+    }
+
+    /// The layers, in order.
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    /// Length of the flat parameter vector.
+    pub fn num_params(&self) -> usize {
+        self.params
+    }
+
+    /// Floats per input sample.
+    pub fn input_len(&self) -> usize {
+        self.layers[0].in_len()
+    }
+
+    /// Floats per output sample (the logits).
+    pub fn output_len(&self) -> usize {
+        self.layers.last().map_or(0, Layer::out_len)
+    }
+
+    /// Deterministic initial parameters from `seed`: every weight and bias
+    /// uniform in `±1/sqrt(fan_in)` (PyTorch's default for Linear and Conv),
+    /// drawn from ChaCha8 in layout order, 24-bit mantissas.
+    pub fn init(&self, seed: u64) -> Vec<f32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut params = Vec::with_capacity(self.params);
+        for layer in &self.layers {
+            let (w, b) = layer.param_counts();
+            let bound = 1.0 / (layer.fan_in().max(1) as f32).sqrt();
+            for _ in 0..w + b {
+                let unit = (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32;
+                params.push((2.0 * unit - 1.0) * bound);
+            }
+        }
+        params
+    }
+
+    /// Runs the model on `n` samples `x`; returns the logits (`n x outputs`),
+    /// keeping what the backward pass needs in `ws`.
+    pub fn forward<'w>(&self, params: &[f32], x: &[f32], n: usize, ws: &'w mut Workspace) -> &'w [f32] {
+        assert_eq!(params.len(), self.params, "parameter vector length");
+        assert_eq!(x.len(), n * self.input_len(), "input length");
+        ws.prepare(self.layers.len());
+        ws.acts[0].clear();
+        ws.acts[0].extend_from_slice(x);
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (before, after) = ws.acts.split_at_mut(i + 1);
+            let (input, out) = (&before[i], &mut after[0]);
+            out.clear();
+            out.resize(n * layer.out_len(), 0.0);
+            let p = &params[self.offsets[i]..];
+            match *layer {
+                Layer::Linear { inputs, outputs } => linear_forward(p, inputs, outputs, input, out, n),
+                Layer::Conv(s) => conv_forward(p, s, input, out, n, &mut ws.cols[i], &mut ws.conv),
+                Layer::Relu { .. } => out.iter_mut().zip(input).for_each(|(o, &v)| *o = v.max(0.0)),
+                Layer::MaxPool { c, h, w } => pool_forward(c, h, w, input, out, &mut ws.argmax[i]),
+                Layer::Transpose { rows, cols } => transpose(input, out, rows, cols),
+            }
+        }
+        &ws.acts[self.layers.len()]
+    }
+
+    /// Back-propagates `d_out` (the loss's gradient w.r.t. the logits of the
+    /// last [`forward`](Self::forward)) and writes the parameter gradients to
+    /// `grads` (overwritten). Returns the gradient w.r.t. the input when
+    /// `input_grad` is true (gradient checks), else an empty vector.
+    pub fn backward(
+        &self,
+        params: &[f32],
+        ws: &mut Workspace,
+        d_out: &[f32],
+        grads: &mut [f32],
+        input_grad: bool,
+    ) -> Vec<f32> {
+        assert_eq!(grads.len(), self.params, "gradient vector length");
+        let n = ws.acts[0].len() / self.input_len();
+        let mut delta = d_out.to_vec();
+        let mut d_in = Vec::new();
+        // Below the first layer with parameters no gradient is needed (LeNet's
+        // first convolution would otherwise pay a GEMM and a col2im for nothing).
+        let first_trained = self.layers.iter().position(|l| l.param_counts() != (0, 0)).unwrap_or(0);
+        for (i, layer) in self.layers.iter().enumerate().rev() {
+            let need_dx = i > first_trained || input_grad;
+            let input = &ws.acts[i];
+            let p = &params[self.offsets[i]..];
+            let (w, b) = layer.param_counts();
+            let g = &mut grads[self.offsets[i]..self.offsets[i] + w + b];
+            d_in.clear();
+            if need_dx {
+                d_in.resize(n * layer.in_len(), 0.0);
+            }
+            match *layer {
+                Layer::Linear { inputs, outputs } => {
+                    dense_backward(p, input, (n, inputs, outputs), &delta, g, need_dx.then_some(&mut d_in[..]));
+                }
+                Layer::Conv(s) => {
+                    conv_backward(p, s, &ws.cols[i], &delta, g, need_dx.then_some(&mut d_in[..]), &mut ws.conv);
+                }
+                Layer::Relu { .. } if need_dx => {
+                    for ((d, &dy), &x) in d_in.iter_mut().zip(&delta).zip(input) {
+                        *d = if x > 0.0 { dy } else { 0.0 };
+                    }
+                }
+                Layer::MaxPool { .. } if need_dx => {
+                    for (&arg, &dy) in ws.argmax[i].iter().zip(&delta) {
+                        d_in[arg as usize] += dy;
+                    }
+                }
+                Layer::Transpose { rows, cols } if need_dx => transpose(&delta, &mut d_in, cols, rows),
+                _ => {}
+            }
+            std::mem::swap(&mut delta, &mut d_in);
+        }
+        if input_grad { delta } else { Vec::new() }
+    }
+}
+
+/// Buffers one model's forward and backward passes reuse between steps.
+#[derive(Debug, Default)]
+pub struct Workspace {
+    /// `acts[i]` is layer `i`'s input; the last one is the logits.
+    acts: Vec<Vec<f32>>,
+    /// im2col matrices of the convolution layers (by layer index).
+    cols: Vec<Vec<f32>>,
+    /// Where each max-pool output came from, as an index into its input (by layer index).
+    argmax: Vec<Vec<u32>>,
+    /// Scratch of the convolution layers (shared by all of them).
+    conv: ConvScratch,
+}
+
+impl Workspace {
+    fn prepare(&mut self, layers: usize) {
+        self.acts.resize_with(layers + 1, Vec::new);
+        self.cols.resize_with(layers, Vec::new);
+        self.argmax.resize_with(layers, Vec::new);
+    }
+}
+
+/// A strided matrix view for [`matmul`]: element `(r, c)` is `data[r * rs + c * cs]`.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    data: &'a [f32],
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> View<'a> {
+    fn rows(data: &'a [f32], cols: usize) -> Self {
+        Self { data, rs: cols, cs: 1 }
+    }
+    /// The transpose of a row-major matrix with `cols` columns.
+    fn transposed(data: &'a [f32], cols: usize) -> Self {
+        Self { data, rs: 1, cs: cols }
+    }
+    fn fits(&self, rows: usize, cols: usize) -> bool {
+        rows == 0 || cols == 0 || (rows - 1) * self.rs + (cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// `dst (m x n, row-major) = [dst +] a (m x k) * b (k x n)`, threaded over the current rayon pool.
+fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], accumulate: bool, a: View<'_>, b: View<'_>) {
+    assert!(dst.len() >= m * n && a.fits(m, k) && b.fits(k, n), "matmul shapes: {m}x{k} by {k}x{n}");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst[..m * n].fill(0.0);
+        }
+        return;
+    }
+    // SAFETY: the assert above keeps every index the kernel touches inside
+    // the three slices (max index (rows-1)*rs + (cols-1)*cs), `dst` is
+    // borrowed mutably so it cannot alias `a` or `b`, and f32 is a type gemm
+    // supports.
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr(),
+            b.cs as isize,
+            b.rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            Parallelism::Rayon(0),
+        );
+    }
+}
+
+fn fill_bias(out: &mut [f32], bias: &[f32]) {
+    for row in out.chunks_exact_mut(bias.len()) {
+        row.copy_from_slice(bias);
+    }
+}
+
+fn bias_grad(delta: &[f32], gb: &mut [f32]) {
+    gb.fill(0.0);
+    for row in delta.chunks_exact(gb.len()) {
+        gb.iter_mut().zip(row).for_each(|(g, &d)| *g += d);
+    }
+}
+
+fn linear_forward(p: &[f32], inputs: usize, outputs: usize, x: &[f32], out: &mut [f32], n: usize) {
+    let (w, b) = p.split_at(inputs * outputs);
+    fill_bias(out, &b[..outputs]);
+    matmul(n, outputs, inputs, out, true, View::rows(x, inputs), View::transposed(w, inputs));
+}
+
+/// The backward pass of `Y = A W^T + b` (`A` is `rows x inputs`, `W` is
+/// `outputs x inputs`), shared by Linear (`A` = the input) and Conv (`A` =
+/// the im2col matrix): `dW = dY^T A`, `db` = column sums of `dY`, and, when
+/// asked, `dA = dY W`.
+fn dense_backward(
+    p: &[f32],
+    a: &[f32],
+    (rows, inputs, outputs): (usize, usize, usize),
+    delta: &[f32],
+    g: &mut [f32],
+    da: Option<&mut [f32]>,
+) {
+    let (gw, gb) = g.split_at_mut(inputs * outputs);
+    matmul(outputs, inputs, rows, gw, false, View::transposed(delta, outputs), View::rows(a, inputs));
+    bias_grad(delta, gb);
+    if let Some(da) = da {
+        matmul(
+            rows,
+            inputs,
+            outputs,
+            da,
+            false,
+            View::rows(delta, outputs),
+            View::rows(&p[..inputs * outputs], inputs),
+        );
+    }
+}
+
+/// For output column `ox`, the kernel columns `kx0..kx1` that fall inside
+/// the image (the others read the zero padding). Needs `pad < k`.
+fn kx_range(s: ConvShape, ox: usize) -> (usize, usize) {
+    (s.pad.saturating_sub(ox), s.k.min(s.w + s.pad - ox))
+}
+
+/// Walks the im2col matrix of one sample: for every output position and
+/// kernel row inside the image, `f(range in the im2col row, range in the
+/// channel-last sample)`. With columns in `(ky, kx, c)` order both ranges are
+/// contiguous (the in-bounds `kx` of one kernel row are adjacent pixels), so
+/// im2col and col2im are slice copies and adds.
+fn for_each_run(s: ConvShape, mut f: impl FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)) {
+    let (ow, patch, c) = (s.out_w(), s.patch(), s.in_c);
+    for oy in 0..s.out_h() {
+        for ox in 0..ow {
+            let (kx0, kx1) = kx_range(s, ox);
+            let len = (kx1 - kx0) * c;
+            for ky in 0..s.k {
+                let Some(iy) = (oy + ky).checked_sub(s.pad).filter(|&y| y < s.h) else { continue };
+                let col = (ky * s.k + kx0) * c;
+                let pixel = (iy * s.w + ox + kx0 - s.pad) * c;
+                f((oy * ow + ox) * patch, col..col + len, pixel..pixel + len);
+            }
+        }
+    }
+}
+
+/// Fills `cols` (`(n*OH*OW) x (K*K*C)`, columns in `(ky, kx, c)` order) from channel-last `x`.
+fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
+    let per_sample = s.out_h() * s.out_w() * s.patch();
+    cols.clear();
+    cols.resize(n * per_sample, 0.0);
+    cols.par_chunks_mut(per_sample).zip(x.par_chunks(s.h * s.w * s.in_c)).for_each(|(cols, x)| {
+        for_each_run(s, |row, col, pixel| cols[row..][col].copy_from_slice(&x[pixel]));
+    });
+}
+
+/// The adjoint of [`im2col`]: adds each column entry back to the pixel it came from.
+fn col2im(s: ConvShape, d_cols: &[f32], dx: &mut [f32]) {
+    let per_sample = s.out_h() * s.out_w() * s.patch();
+    dx.par_chunks_mut(s.h * s.w * s.in_c).zip(d_cols.par_chunks(per_sample)).for_each(|(dx, cols)| {
+        for_each_run(s, |row, col, pixel| {
+            dx[pixel].iter_mut().zip(&cols[row..][col]).for_each(|(d, &v)| *d += v);
+        });
+    });
+}
+
+/// Scratch space of the convolution layers.
+#[derive(Debug, Default)]
+struct ConvScratch {
+    /// The weights with each filter in `(ky, kx, c)` order, as the im2col columns.
+    w: Vec<f32>,
+    /// Weight and bias gradients in that order.
+    g: Vec<f32>,
+    /// Gradient w.r.t. the im2col matrix.
+    d_cols: Vec<f32>,
+}
+
+/// Copies the `[out_c][in_c][ky][kx]` weights (the parameter layout) into
+/// the `[out_c][ky][kx][in_c]` order of the im2col columns.
+fn tap_major(s: ConvShape, w: &[f32], out: &mut Vec<f32>) {
+    out.clear();
+    out.resize(s.out_c * s.patch(), 0.0);
+    transpose(&w[..out.len()], out, s.in_c, s.k * s.k);
+}
+
+fn conv_forward(
+    p: &[f32],
+    s: ConvShape,
+    x: &[f32],
+    out: &mut [f32],
+    n: usize,
+    cols: &mut Vec<f32>,
+    tmp: &mut ConvScratch,
+) {
+    let patch = s.patch();
+    tap_major(s, p, &mut tmp.w);
+    im2col(s, x, n, cols);
+    fill_bias(out, &p[s.out_c * patch..][..s.out_c]);
+    let rows = n * s.out_h() * s.out_w();
+    matmul(rows, s.out_c, patch, out, true, View::rows(cols, patch), View::transposed(&tmp.w, patch));
+}
+
+fn conv_backward(
+    p: &[f32],
+    s: ConvShape,
+    cols: &[f32],
+    delta: &[f32],
+    g: &mut [f32],
+    dx: Option<&mut [f32]>,
+    tmp: &mut ConvScratch,
+) {
+    let (rows, weights) = (delta.len() / s.out_c, s.out_c * s.patch());
+    let shape = (rows, s.patch(), s.out_c);
+    tap_major(s, p, &mut tmp.w);
+    tmp.g.clear();
+    tmp.g.resize(g.len(), 0.0);
+    match dx {
+        None => dense_backward(&tmp.w, cols, shape, delta, &mut tmp.g, None),
+        Some(dx) => {
+            tmp.d_cols.clear();
+            tmp.d_cols.resize(rows * s.patch(), 0.0);
+            dense_backward(&tmp.w, cols, shape, delta, &mut tmp.g, Some(&mut tmp.d_cols));
+            col2im(s, &tmp.d_cols, dx);
+        }
+    }
+    // Back to the parameter layout: each filter from (ky, kx, c) to (c, ky, kx).
+    transpose(&tmp.g[..weights], &mut g[..weights], s.k * s.k, s.in_c);
+    g[weights..].copy_from_slice(&tmp.g[weights..]);
+}
+
+fn pool_forward(c: usize, h: usize, w: usize, x: &[f32], out: &mut [f32], argmax: &mut Vec<u32>) {
+    let (oh, ow) = (h / 2, w / 2);
+    argmax.clear();
+    argmax.resize(out.len(), 0);
+    let per_in = h * w * c;
+    let per_out = oh * ow * c;
+    out.par_chunks_mut(per_out).zip(argmax.par_chunks_mut(per_out)).enumerate().for_each(|(s, (out, arg))| {
+        let base = s * per_in;
+        for oy in 0..oh {
+            for ox in 0..ow {
+                for ch in 0..c {
+                    let mut best = base + ((2 * oy) * w + 2 * ox) * c + ch;
+                    for (dy, dx) in [(0, 1), (1, 0), (1, 1)] {
+                        let i = base + ((2 * oy + dy) * w + 2 * ox + dx) * c + ch;
+                        if x[i] > x[best] {
+                            best = i;
+                        }
+                    }
+                    let o = (oy * ow + ox) * c + ch;
+                    out[o] = x[best];
+                    arg[o] = best as u32;
+                }
+            }
+        }
+    });
+}
+
+/// Per sample, `rows x cols` in `x` becomes `cols x rows` in `out`.
+fn transpose(x: &[f32], out: &mut [f32], rows: usize, cols: usize) {
+    for (x, out) in x.chunks_exact(rows * cols).zip(out.chunks_exact_mut(rows * cols)) {
+        for r in 0..rows {
+            for c in 0..cols {
+                out[c * rows + r] = x[r * cols + c];
+            }
+        }
+    }
+}
+
+/// Softmax cross-entropy of `logits` (`n x CLASSES`) against `labels`:
+/// returns the summed loss and correct count, and writes to `d_logits` the
+/// gradient of the SUMMED loss (`softmax - one_hot`, per sample).
+pub fn softmax_cross_entropy(logits: &[f32], labels: &[u8], d_logits: &mut Vec<f32>) -> StepStats {
+    let mut stats = StepStats { samples: labels.len() as u64, ..StepStats::default() };
+    d_logits.clear();
+    d_logits.resize(logits.len(), 0.0);
+    for ((row, d), &label) in logits.chunks_exact(CLASSES).zip(d_logits.chunks_exact_mut(CLASSES)).zip(labels) {
+        let label = usize::from(label);
+        let (best, max) =
+            row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+        let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
+        stats.loss_sum += f64::from(sum.ln() - (row[label] - max));
+        stats.correct += u64::from(best == label);
+        for (di, &v) in d.iter_mut().zip(row) {
+            *di = (v - max).exp() / sum;
+        }
+        d[label] -= 1.0;
+    }
+    stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..len).map(|_| (rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0).collect()
+    }
+
+    /// Compares the analytic gradient of `L = sum(r * model(x))` w.r.t. the
+    /// parameters and the input with central differences, computed in f32
+    /// (hence the loose tolerance), on `checks` entries of each.
+    fn grad_check(model: &Model, n: usize) {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        pool.install(|| {
+            // Realistic scales (the model's own init) keep activations O(1), so a
+            // step of `eps` rarely crosses a ReLU or max-pool kink.
+            let params = model.init(1);
+            let x = values(n * model.input_len(), 2);
+            let r = values(n * model.output_len(), 3);
+            let mut ws = Workspace::default();
+            let objective = |p: &[f32], x: &[f32], ws: &mut Workspace| -> f64 {
+                model.forward(p, x, n, ws).iter().zip(&r).map(|(&o, &r)| f64::from(o) * f64::from(r)).sum()
+            };
+            objective(&params, &x, &mut ws);
+            let mut grads = vec![f32::NAN; model.num_params()];
+            let dx = model.backward(&params, &mut ws, &r, &mut grads, true);
+            assert!(grads.iter().all(|g| g.is_finite()), "every gradient written");
+            let eps = 5e-3f32;
+            let check = |analytic: f32, numeric: f64, what: String| {
+                let tol = 2e-2 * (1.0 + analytic.abs().max(numeric.abs() as f32));
+                assert!((analytic - numeric as f32).abs() <= tol, "{what}: analytic {analytic}, numeric {numeric}");
+            };
+            let stride = |len: usize| (len / 40).max(1);
+            for i in (0..params.len()).step_by(stride(params.len())) {
+                let (mut plus, mut minus) = (params.clone(), params.clone());
+                plus[i] += eps;
+                minus[i] -= eps;
+                let numeric = (objective(&plus, &x, &mut ws) - objective(&minus, &x, &mut ws)) / (2.0 * f64::from(eps));
+                check(grads[i], numeric, format!("param {i}"));
+            }
+            for i in (0..x.len()).step_by(stride(x.len())) {
+                let (mut plus, mut minus) = (x.clone(), x.clone());
+                plus[i] += eps;
+                minus[i] -= eps;
+                let numeric =
+                    (objective(&params, &plus, &mut ws) - objective(&params, &minus, &mut ws)) / (2.0 * f64::from(eps));
+                check(dx[i], numeric, format!("input {i}"));
+            }
+        });
+    }
+
+    #[test]
+    fn gradient_linear() {
+        grad_check(&Model::from_layers(vec![Layer::Linear { inputs: 7, outputs: 5 }]), 3);
+    }
+
+    #[test]
+    fn gradient_conv_padded_multichannel() {
+        let s = ConvShape { in_c: 3, out_c: 4, k: 3, pad: 1, h: 6, w: 5 };
+        grad_check(&Model::from_layers(vec![Layer::Conv(s)]), 2);
+        let s = ConvShape { in_c: 2, out_c: 3, k: 5, pad: 0, h: 7, w: 7 };
+        grad_check(&Model::from_layers(vec![Layer::Conv(s)]), 2);
+    }
+
+    #[test]
+    fn gradient_relu_pool_transpose() {
+        grad_check(&Model::from_layers(vec![Layer::Relu { len: 24 }]), 2);
+        grad_check(&Model::from_layers(vec![Layer::MaxPool { c: 3, h: 4, w: 6 }]), 2);
+        grad_check(&Model::from_layers(vec![Layer::Transpose { rows: 3, cols: 5 }]), 2);
+    }
+
+    #[test]
+    fn gradient_mlp_and_lenet() {
+        grad_check(&Model::new(Arch::Mlp, (1, 6, 6)), 3);
+        grad_check(&Model::new(Arch::Lenet, (1, 28, 28)), 2);
+        grad_check(&Model::new(Arch::Lenet, (3, 32, 32)), 1);
+    }
+
+    #[test]
+    fn shapes_and_layout_follow_the_design() {
+        let mlp = Model::new(Arch::Mlp, (1, 28, 28));
+        assert_eq!(mlp.num_params(), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+        let lenet = Model::new(Arch::Lenet, (1, 28, 28));
+        let conv = 6 * 25 + 6 + 16 * 6 * 25 + 16;
+        assert_eq!(lenet.num_params(), conv + 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10);
+        let cifar = Model::new(Arch::Lenet, (3, 32, 32));
+        assert_eq!(cifar.num_params(), 6 * 75 + 6 + 16 * 150 + 16 + 576 * 120 + 120 + 120 * 84 + 84 + 850);
+        assert_eq!(lenet.init(5), lenet.init(5));
+        assert_ne!(lenet.init(5), lenet.init(6));
+        let bound = 1.0 / 25f32.sqrt();
+        assert!(lenet.init(5)[..156].iter().all(|v| v.abs() <= bound));
+    }
+
+    /// A conv whose kernel picks one input pixel shows the weight layout
+    /// `[out_c][in_c][ky][kx]` and the channel-first flatten order.
+    #[test]
+    fn conv_weight_layout_is_out_in_ky_kx() {
+        let s = ConvShape { in_c: 2, out_c: 1, k: 3, pad: 1, h: 3, w: 3 };
+        let model = Model::from_layers(vec![
+            Layer::Transpose { rows: 2, cols: 9 },
+            Layer::Conv(s),
+            Layer::Transpose { rows: 9, cols: 1 },
+        ]);
+        let mut params = vec![0.0; model.num_params()];
+        // Weight [0][1][0][2]: channel 1, the pixel up and to the right.
+        params[9 + 2] = 1.0;
+        let x: Vec<f32> = (0..18).map(|v| v as f32).collect();
+        let mut ws = Workspace::default();
+        let y = model.forward(&params, &x, 1, &mut ws);
+        // Output (1, 1) sees input (0, 2) of channel 1: 9 + 2.
+        assert_eq!(y[4], 11.0);
+        assert_eq!(y[0], 0.0, "padding");
+    }
+
+    #[test]
+    fn cross_entropy_of_uniform_logits_is_ln10() {
+        let mut d = Vec::new();
+        let stats = softmax_cross_entropy(&[0.0; 20], &[3, 4], &mut d);
+        assert!((stats.loss_sum - 2.0 * 10f64.ln()).abs() < 1e-5);
+        assert!((d[3] + 0.9).abs() < 1e-6 && (d[13] - 0.1).abs() < 1e-6);
+    }
+}
