@@ -19,3 +19,4 @@
 
 pub mod collective;
 pub mod engine;
+pub mod ring;
