@@ -18,5 +18,7 @@
 //! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
 
 pub mod collective;
+pub mod elastic;
 pub mod engine;
+pub mod rendezvous;
 pub mod ring;
