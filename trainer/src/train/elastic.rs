@@ -61,6 +61,11 @@ pub enum Next {
     Continue,
     /// A new group: install `ring`, take the state from `group.source_rank`
     /// ([`broadcast_state`]), re-shard for the new world, and run `epoch`.
+    ///
+    /// Before the broadcast every rank puts back the state at the start of
+    /// `epoch`: the copy it took when it began `epoch`, if it did (it failed
+    /// during it, or finished it while another rank failed: a redo);
+    /// otherwise its current state (it completed `epoch - 1`).
     Reformed {
         /// The new group.
         group: Group,

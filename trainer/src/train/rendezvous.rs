@@ -641,7 +641,9 @@ impl Host {
         let peers: Vec<SocketAddr> = self.members.iter().map(|id| self.conns[id].hello.data_addr).collect();
         let nccl_id = self.config.nccl_id.as_ref().map(|f| f());
         info!(round = self.round, generation, epoch, redo, world_size = self.members.len(), members = %self.names(&self.members.clone()), "group formed: {why}");
-        for (rank, id) in self.members.clone().into_iter().enumerate() {
+        // Rank 0 last: its process hosts us, and may exit (job done) as soon as
+        // it has its answer; everyone else's must be on the wire by then.
+        for (rank, id) in self.members.clone().into_iter().enumerate().rev() {
             self.waiting.remove(&id);
             let decision = Decision::Group {
                 round: self.round,
@@ -726,7 +728,7 @@ impl Host {
             self.reports.clear();
             self.first_report = None;
             let round = self.round;
-            for id in self.members.clone() {
+            for id in self.members.clone().into_iter().rev() {
                 self.tell(id, &Decision::Continue { round });
             }
             return;
