@@ -329,7 +329,10 @@ impl Ring {
         }
         let (out, into) = split_pair(buf, send, recv);
         let (Some(next), Some(prev)) = (self.next.as_mut(), self.prev.as_mut()) else {
-            return Ok(());
+            return Err(self.io_error(
+                next_rank,
+                io::Error::new(io::ErrorKind::NotConnected, "the ring was shut down after a failure"),
+            ));
         };
         let scratch = &mut self.scratch[..chunk];
         let (sent, received) = std::thread::scope(|scope| {
@@ -360,7 +363,10 @@ impl Ring {
         let last = (root + self.world_size - 1) % self.world_size;
         let chunk = self.chunk_elems;
         let (Some(next), Some(prev)) = (self.next.as_mut(), self.prev.as_mut()) else {
-            return Ok(());
+            return Err(self.io_error(
+                next_rank,
+                io::Error::new(io::ErrorKind::NotConnected, "the ring was shut down after a failure"),
+            ));
         };
         let (mut send_err, mut recv_err) = (None, None);
         for part in buf.chunks_mut(chunk) {
@@ -384,20 +390,20 @@ impl Ring {
     }
 }
 
-impl Collective<[f32]> for Ring {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn world_size(&self) -> usize {
-        self.world_size
-    }
-
-    fn all_reduce_sum(&mut self, buf: &mut [f32]) -> Result<(), CollectiveError> {
-        let n = self.world_size;
-        if n == 1 {
-            return Ok(());
+impl Ring {
+    /// After a failure: shuts both connections down so the neighbours fail at
+    /// once too, instead of waiting out their timeouts.
+    fn abort<T>(&mut self, result: Result<T, CollectiveError>) -> Result<T, CollectiveError> {
+        if result.is_err() {
+            for s in [self.next.take(), self.prev.take()].into_iter().flatten() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
         }
+        result
+    }
+
+    fn reduce_scatter_all_gather(&mut self, buf: &mut [f32]) -> Result<(), CollectiveError> {
+        let n = self.world_size;
         let (len, r) = (buf.len(), self.rank);
         // Reduce-scatter: after step s, segment (r - s - 1) holds s + 2 ranks' sum;
         // after n - 1 steps rank r holds the full sum of segment (r + 1).
@@ -414,6 +420,24 @@ impl Collective<[f32]> for Ring {
         }
         Ok(())
     }
+}
+
+impl Collective<[f32]> for Ring {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    fn all_reduce_sum(&mut self, buf: &mut [f32]) -> Result<(), CollectiveError> {
+        if self.world_size == 1 {
+            return Ok(());
+        }
+        let result = self.reduce_scatter_all_gather(buf);
+        self.abort(result)
+    }
 
     fn broadcast(&mut self, buf: &mut [f32], root: usize) -> Result<(), CollectiveError> {
         if root >= self.world_size {
@@ -425,7 +449,8 @@ impl Collective<[f32]> for Ring {
         if self.world_size == 1 {
             return Ok(());
         }
-        self.relay(buf, root)
+        let result = self.relay(buf, root);
+        self.abort(result)
     }
 }
 
