@@ -8,6 +8,8 @@
 //!   when a connection drops.
 //! - [`supervise`]: the hidden remote half: owns CMD's process group and
 //!   kills it when its parent (the ssh session) goes away.
+//! - [`bench`]: `trainer bench` measures all-reduce bandwidth between the
+//!   ranks of a job (nccl-tests style: algbw, busbw).
 //! - [`doctor`]: `trainer doctor` checks every host is ready for a job.
 //! - [`kill`]: `trainer kill` stops a job's leftovers on every host from the
 //!   pid files the supervisors keep.
@@ -17,6 +19,7 @@
 //! `/etc/profile.d/deeplearning.sh`, `/etc/ssh/ssh_known_hosts`, all under a
 //! filesystem root (`--root`, `/` in production).
 
+pub mod bench;
 pub mod doctor;
 pub mod error;
 pub mod hosts;
@@ -57,6 +60,8 @@ pub enum Command {
     Launch(launch::Args),
     /// Stop a job's processes on every host (after a launcher died by kill -9).
     Kill(kill::Args),
+    /// Measure all-reduce bandwidth between the ranks (run it under `trainer launch`).
+    Bench(bench::Args),
     /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks.
     Doctor(doctor::Args),
     /// Remote half of `doctor`: reports this host's facts.
@@ -78,6 +83,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Kill(args) => runtime.block_on(kill::run(args))?,
         Command::Supervise(args) => runtime.block_on(supervise::run(args))?,
         Command::KillLocal(args) => kill::run_local(&args)?,
+        Command::Bench(args) => bench::run(&args)?,
         Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
         Command::DoctorLocal(args) => doctor::run_local(&args)?,
     };
