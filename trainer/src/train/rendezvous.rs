@@ -458,7 +458,8 @@ fn serve(id: ConnId, stream: TcpStream, tx: mpsc::Sender<Event>) {
     let closed = |reason: String| Event::Closed(id, reason);
     match receive::<Report>(&mut reader, &from) {
         Ok(Some(Report::Hello(hello))) => {
-            if tx.send(Event::Hello(id, hello, writer.try_clone().expect("cloned above"))).is_err() {
+            let Ok(host_writer) = writer.try_clone() else { return };
+            if tx.send(Event::Hello(id, hello, host_writer)).is_err() {
                 return;
             }
         }
