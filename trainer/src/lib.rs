@@ -8,6 +8,8 @@
 //!   when a connection drops.
 //! - [`supervise`]: the hidden remote half: owns CMD's process group and
 //!   kills it when its parent (the ssh session) goes away.
+//! - [`bench`]: `trainer bench` measures all-reduce bandwidth between the
+//!   ranks of a job (nccl-tests style: algbw, busbw).
 //! - [`doctor`]: `trainer doctor` checks every host is ready for a job.
 //! - [`kill`]: `trainer kill` stops a job's leftovers on every host from the
 //!   pid files the supervisors keep.
@@ -18,6 +20,7 @@
 //! filesystem root (`--root`, `/` in production).
 
 pub mod agent_state;
+pub mod bench;
 pub mod doctor;
 pub mod error;
 pub mod hosts;
@@ -58,6 +61,8 @@ pub enum Command {
     Launch(launch::Args),
     /// Stop a job's processes on every host (after a launcher died by kill -9).
     Kill(kill::Args),
+    /// Measure all-reduce bandwidth between the ranks (run it under `trainer launch`).
+    Bench(bench::Args),
     /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks.
     Doctor(doctor::Args),
     /// Train an MLP or LeNet on MNIST or CIFAR-10, data-parallel over the ranks
@@ -82,6 +87,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Kill(args) => runtime.block_on(kill::run(args))?,
         Command::Supervise(args) => runtime.block_on(supervise::run(args))?,
         Command::KillLocal(args) => kill::run_local(&args)?,
+        Command::Bench(args) => bench::run(&args)?,
         Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
         Command::DoctorLocal(args) => doctor::run_local(&args)?,
         Command::Train(args) => train::run::run(&args).unwrap_or_else(|e| {

@@ -1,0 +1,229 @@
+//! `trainer bench`: all-reduce bandwidth between the job's ranks, in the
+//! style of nccl-tests' `all_reduce_perf`: for each size, the time of one
+//! all-reduce (the slowest rank's mean), the algorithm bandwidth
+//! (size / time) and the bus bandwidth (algbw * 2(n-1)/n, what each link
+//! carries in a ring, comparable with the link rate whatever the world size).
+//!
+//! Run under `trainer launch` (one process per host): it reads the torchrun
+//! environment (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`), rank 0
+//! hosts the job's rendezvous, every rank learns its identity and address from
+//! the agent's state file (`/var/lib/deeplearning/state.json` under `--root`)
+//! and the ranks form a TCP ring ([`crate::train::ring`]). Rank 0 prints
+//! the table on stdout; logs go to stderr.
+
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::train::collective::{Collective, CollectiveError};
+use crate::train::elastic::{ElasticConfig, Membership, Next};
+use crate::train::rendezvous::{self, HostConfig, RendezvousError, Roster};
+use crate::{EXIT_FAILED, EXIT_OK};
+
+/// Arguments of `trainer bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Smallest buffer, in bytes (rounded down to whole f32).
+    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    pub min_bytes: usize,
+    /// Largest buffer, in bytes; sizes double from --min-bytes.
+    #[arg(long, default_value_t = 256 << 20, value_name = "BYTES")]
+    pub max_bytes: usize,
+    /// Timed all-reduces per size (after --warmup untimed ones).
+    #[arg(long, default_value_t = 5)]
+    pub iters: u32,
+    /// Untimed all-reduces per size, first.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
+    /// This process's rank (0 hosts the rendezvous); set by `trainer launch`.
+    #[arg(long, env = "RANK")]
+    pub rank: usize,
+    /// Processes in the job; set by `trainer launch`.
+    #[arg(long, env = "WORLD_SIZE")]
+    pub world_size: usize,
+    /// Host of rank 0; set by `trainer launch`.
+    #[arg(long, env = "MASTER_ADDR")]
+    pub master_addr: String,
+    /// Rendezvous port on rank 0's host; set by `trainer launch`.
+    #[arg(long, env = "MASTER_PORT")]
+    pub master_port: u16,
+    /// Which of this host's processes this is; set by `trainer launch`.
+    #[arg(long, env = "LOCAL_RANK", default_value_t = 0)]
+    pub local_rank: u32,
+    /// A peer silent this long fails the run, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+    /// Filesystem root the agent's files are under.
+    #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
+    pub root: PathBuf,
+}
+
+/// Why the benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// `MASTER_ADDR:MASTER_PORT` does not resolve.
+    #[error("cannot resolve MASTER_ADDR {addr}: {reason}")]
+    Resolve {
+        /// What was given.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// A socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Forming the group failed.
+    #[error(transparent)]
+    Rendezvous(#[from] RendezvousError),
+    /// An all-reduce failed.
+    #[error("all-reduce failed: {0}")]
+    Collective(#[from] CollectiveError),
+}
+
+/// One measured size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    /// Bytes per rank.
+    pub bytes: usize,
+    /// Mean seconds per all-reduce, slowest rank.
+    pub seconds: f64,
+}
+
+impl Row {
+    /// Algorithm bandwidth, bytes per second.
+    pub fn algbw(&self) -> f64 {
+        self.bytes as f64 / self.seconds
+    }
+
+    /// Bus bandwidth for `world` ranks, bytes per second.
+    pub fn busbw(&self, world: usize) -> f64 {
+        self.algbw() * 2.0 * (world as f64 - 1.0) / world as f64
+    }
+}
+
+/// The sizes to measure: doubling from `min` to `max` bytes.
+pub fn sizes(min: usize, max: usize) -> Vec<usize> {
+    std::iter::successors(Some(min.max(4)), |s| s.checked_mul(2)).take_while(|&s| s <= max).collect()
+}
+
+/// Measures every size on `c`; every rank gets the same rows.
+pub fn measure(
+    c: &mut dyn Collective<[f32]>,
+    sizes: &[usize],
+    warmup: u32,
+    iters: u32,
+) -> Result<Vec<Row>, CollectiveError> {
+    let mut rows = Vec::new();
+    for &bytes in sizes {
+        let mut buf = vec![1.0f32; bytes / 4];
+        for _ in 0..warmup {
+            c.all_reduce_sum(&mut buf)?;
+        }
+        let t = Instant::now();
+        for _ in 0..iters.max(1) {
+            c.all_reduce_sum(&mut buf)?;
+        }
+        // The slowest rank's time: each rank fills its own slot, a sum gathers them.
+        let mut times = vec![0f32; c.world_size()];
+        times[c.rank()] = (t.elapsed().as_secs_f64() / f64::from(iters.max(1))) as f32;
+        c.all_reduce_sum(&mut times)?;
+        let seconds = times.iter().copied().fold(0f32, f32::max);
+        rows.push(Row { bytes: bytes / 4 * 4, seconds: f64::from(seconds) });
+    }
+    Ok(rows)
+}
+
+/// The table nccl-tests prints, for `world` ranks.
+pub fn table(rows: &[Row], world: usize) -> String {
+    let mut out = format!("# all-reduce (sum, f32), TCP ring, {world} ranks\n");
+    out.push_str(&format!("{:>12} {:>12} {:>12} {:>10} {:>10}\n", "size(B)", "count", "time(us)", "algbw", "busbw"));
+    out.push_str(&format!("{:>12} {:>12} {:>12} {:>10} {:>10}\n", "", "(elements)", "", "(GB/s)", "(GB/s)"));
+    for r in rows {
+        out.push_str(&format!(
+            "{:>12} {:>12} {:>12.1} {:>10.3} {:>10.3}\n",
+            r.bytes,
+            r.bytes / 4,
+            r.seconds * 1e6,
+            r.algbw() / 1e9,
+            r.busbw(world) / 1e9
+        ));
+    }
+    out
+}
+
+/// Runs `trainer bench`.
+pub fn run(args: &Args) -> Result<u8, BenchError> {
+    if args.rank >= args.world_size {
+        return Err(BenchError::Usage(format!("RANK {} is not below WORLD_SIZE {}", args.rank, args.world_size)));
+    }
+    if args.min_bytes > args.max_bytes {
+        return Err(BenchError::Usage(format!(
+            "--min-bytes {} is above --max-bytes {}",
+            args.min_bytes, args.max_bytes
+        )));
+    }
+    let master = format!("{}:{}", args.master_addr, args.master_port);
+    let rendezvous: SocketAddr = master
+        .to_socket_addrs()
+        .map_err(|e| BenchError::Resolve { addr: master.clone(), reason: e.to_string() })?
+        .next()
+        .ok_or_else(|| BenchError::Resolve { addr: master.clone(), reason: "no address".into() })?;
+    let roster = Roster::new(&args.root, None);
+    if args.rank == 0 {
+        let bind = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.master_port);
+        let listener = TcpListener::bind(bind).map_err(|source| BenchError::Bind { addr: bind, source })?;
+        let config = HostConfig {
+            expected: args.world_size,
+            join_timeout: Duration::from_secs(120),
+            report_timeout: Duration::from_secs(args.timeout),
+            nccl_id: None,
+        };
+        rendezvous::host(listener, roster.clone(), config)?;
+    }
+    // The data plane listens on this node's address from the manifest.
+    let me = roster.identity(args.local_rank, SocketAddr::from(([0, 0, 0, 0], 0)))?;
+    let ip: IpAddr =
+        me.ip.parse().map_err(|_| BenchError::Usage(format!("the manifest's IP {:?} is not an address", me.ip)))?;
+    let bind = SocketAddr::new(ip, 0);
+    let listener = TcpListener::bind(bind).map_err(|source| BenchError::Bind { addr: bind, source })?;
+    let data_addr = listener.local_addr().map_err(|source| BenchError::Bind { addr: bind, source })?;
+    let mut config = ElasticConfig::new(rendezvous);
+    config.ring.io_timeout = Duration::from_secs(args.timeout);
+    let (_membership, next) = Membership::join(config, listener, rendezvous::Hello { data_addr, ..me })?;
+    let Next::Reformed { group, mut ring, .. } = next else {
+        return Err(BenchError::Usage("the rendezvous did not give this process a rank".into()));
+    };
+    let rows = measure(&mut ring, &sizes(args.min_bytes, args.max_bytes), args.warmup, args.iters)?;
+    if group.rank == 0 {
+        print!("{}", table(&rows, group.world_size));
+    }
+    Ok(if rows.is_empty() { EXIT_FAILED } else { EXIT_OK })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::collective::Single;
+
+    #[test]
+    fn sizes_double_and_bandwidths_follow_nccl_tests() {
+        assert_eq!(sizes(1 << 20, 8 << 20), vec![1 << 20, 2 << 20, 4 << 20, 8 << 20]);
+        assert!(sizes(8, 4).is_empty());
+        let r = Row { bytes: 1_000_000_000, seconds: 2.0 };
+        assert_eq!(r.algbw(), 5e8);
+        assert_eq!(r.busbw(4), 5e8 * 1.5);
+        assert_eq!(r.busbw(1), 0.0);
+        let rows = measure(&mut Single, &[1024, 4096], 1, 2).unwrap();
+        assert_eq!(rows.iter().map(|r| r.bytes).collect::<Vec<_>>(), [1024, 4096]);
+        assert!(rows.iter().all(|r| r.seconds >= 0.0));
+        assert!(table(&rows, 1).contains("busbw"));
+    }
+}

@@ -1,0 +1,769 @@
+//! The job's rendezvous: a small TCP service hosted by rank 0 (the process
+//! on the master, listening on `MASTER_ADDR:MASTER_PORT`) that assigns ranks
+//! per membership round and decides, at every epoch boundary and after every
+//! collective failure, who trains next.
+//!
+//! Every process (rank 0's included, over loopback) opens one control
+//! connection and keeps it for the life of the job: its end of file is how
+//! the host learns that a process died. On it a process says who it is
+//! ([`Hello`]: instance id, alias and worker index from the agent's state
+//! file, its data-plane address, the epoch/step of the state it holds), then
+//! reports boundaries and failures; the host answers with a [`Decision`].
+//!
+//! Inputs: the agent's state file `/var/lib/deeplearning/state.json` (the
+//! generation and its manifest) and node config `/etc/deeplearning/node.json`
+//! (EFS mount, prepare-data script) under a filesystem root ([`Roster`]);
+//! the prepare-data markers `$EFS_MOUNT/prepare_data_success_<ip>`.
+//!
+//! Wire format: one JSON object per line, `{"v": 1, "type": ..., ...}`; a
+//! line longer than [`MAX_LINE`] bytes, unknown version or malformed JSON is
+//! a [`RendezvousError`], never a panic. The elastic rules themselves (who
+//! joins or leaves, when) are in [`Host`]'s decision functions; the client
+//! side is [`super::elastic`].
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use node_contract::message::Manifest;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+/// The rendezvous protocol this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Longest control line accepted, in bytes.
+pub const MAX_LINE: u64 = 1 << 20;
+/// The agent's state file, as on a node.
+pub const STATE_PATH: &str = "/var/lib/deeplearning/state.json";
+
+/// Something went wrong in the rendezvous.
+#[derive(Debug, thiserror::Error)]
+pub enum RendezvousError {
+    /// The agent's state file cannot be read.
+    #[error("cannot read the agent's state file {path}: {reason}; is the agent running and has it applied a manifest?")]
+    ReadState {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The node config cannot be read.
+    #[error("cannot read the node config {path}: {reason}")]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// This node is not in the manifest it applied.
+    #[error("instance {instance_id} is not in the manifest of generation {generation} ({path})")]
+    NotInManifest {
+        /// This node.
+        instance_id: String,
+        /// The manifest's generation.
+        generation: u64,
+        /// The state file.
+        path: PathBuf,
+    },
+    /// Connecting to the rendezvous failed.
+    #[error("cannot reach the rendezvous at {addr} (rank 0, on the master): {source}")]
+    Connect {
+        /// MASTER_ADDR:MASTER_PORT.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The control connection failed or closed.
+    #[error(
+        "the rendezvous at {addr} (rank 0, the master's process) went away: {reason}; the job cannot go on without the master"
+    )]
+    MasterGone {
+        /// MASTER_ADDR:MASTER_PORT.
+        addr: SocketAddr,
+        /// What happened.
+        reason: String,
+    },
+    /// A peer sent something that is not the protocol.
+    #[error("malformed rendezvous message from {from}: {reason}")]
+    Malformed {
+        /// The sender.
+        from: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The host refused this process.
+    #[error("the rendezvous refused this process: {0}")]
+    Refused(String),
+    /// No decision came in time.
+    #[error("no answer from the rendezvous at {addr} within {seconds} s")]
+    Timeout {
+        /// MASTER_ADDR:MASTER_PORT.
+        addr: SocketAddr,
+        /// How long we waited.
+        seconds: u64,
+    },
+    /// The host's listening socket failed.
+    #[error("the rendezvous host cannot serve: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A process introduces itself (first line on a control connection).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The node's instance id (from the agent's state file).
+    pub instance_id: String,
+    /// `deeplearning-worker<index>`.
+    pub alias: String,
+    /// The node's private IP (names its prepare-data marker).
+    pub ip: String,
+    /// The agent's worker index (1 = the master): the rank order.
+    pub index: u32,
+    /// Which of the node's processes this is.
+    pub local_rank: u32,
+    /// Where this process's ring listens.
+    pub data_addr: SocketAddr,
+    /// Epochs completed in the state it holds.
+    pub epoch: u64,
+    /// Steps completed in the state it holds.
+    pub step: u64,
+}
+
+/// What a process tells the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Report {
+    /// First line: who this is.
+    Hello(Hello),
+    /// The group formed in `round` finished epoch `epoch`.
+    Boundary {
+        /// The round of the group it trained in.
+        round: u64,
+        /// The epoch just completed.
+        epoch: u64,
+    },
+    /// A collective of the group formed in `round` failed during epoch `epoch`.
+    Failed {
+        /// The round of the group it trained in.
+        round: u64,
+        /// The epoch that was interrupted.
+        epoch: u64,
+        /// The collective's error, for the host's log.
+        error: String,
+    },
+}
+
+/// What the host tells a process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Decision {
+    /// Train in a (new) group.
+    Group {
+        /// Rendezvous round (grows by one with every group formed).
+        round: u64,
+        /// The agent's generation the group was formed for.
+        generation: u64,
+        /// This process's rank.
+        rank: usize,
+        /// Every rank's data-plane address.
+        peers: Vec<SocketAddr>,
+        /// The rank whose state everyone takes.
+        source_rank: usize,
+        /// NCCL's unique id (GPU path).
+        nccl_id: Option<Vec<u8>>,
+        /// The epoch to run next.
+        epoch: u64,
+        /// The epoch is a redo after a failure: restore its starting state.
+        redo: bool,
+    },
+    /// Same group, next epoch.
+    Continue {
+        /// The current round.
+        round: u64,
+    },
+    /// This process is no longer a member: exit cleanly.
+    Left {
+        /// Why, for the log.
+        reason: String,
+    },
+    /// This process cannot take part (bad version, bad input).
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A versioned line on the wire.
+#[derive(Serialize, Deserialize)]
+struct Envelope<T> {
+    v: u32,
+    #[serde(flatten)]
+    body: T,
+}
+
+/// Writes `body` as one versioned JSON line.
+pub fn send<T: Serialize>(w: &mut impl Write, body: &T) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(&Envelope { v: PROTOCOL_VERSION, body }).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    w.write_all(&line)
+}
+
+/// Reads one versioned JSON line; `Ok(None)` at end of file.
+pub fn receive<T: for<'de> Deserialize<'de>>(r: &mut impl BufRead, from: &str) -> Result<Option<T>, ReceiveError> {
+    let mut line = Vec::new();
+    r.take(MAX_LINE + 1).read_until(b'\n', &mut line).map_err(ReceiveError::Io)?;
+    if line.is_empty() {
+        return Ok(None);
+    }
+    let malformed = |reason: String| ReceiveError::Malformed(RendezvousError::Malformed { from: from.into(), reason });
+    if line.last() != Some(&b'\n') {
+        return Err(if line.len() as u64 > MAX_LINE {
+            malformed(format!("a line longer than {MAX_LINE} bytes"))
+        } else {
+            ReceiveError::Io(std::io::ErrorKind::UnexpectedEof.into())
+        });
+    }
+    #[derive(Deserialize)]
+    struct Probe {
+        v: Option<u64>,
+    }
+    let probe: Probe = serde_json::from_slice(&line).map_err(|e| malformed(e.to_string()))?;
+    if probe.v != Some(u64::from(PROTOCOL_VERSION)) {
+        return Err(malformed(format!("protocol version {:?}, this build speaks {PROTOCOL_VERSION}", probe.v)));
+    }
+    let env: Envelope<T> = serde_json::from_slice(&line).map_err(|e| malformed(e.to_string()))?;
+    Ok(Some(env.body))
+}
+
+/// Why [`receive`] failed.
+#[derive(Debug)]
+pub enum ReceiveError {
+    /// The connection failed.
+    Io(std::io::Error),
+    /// The line is not the protocol.
+    Malformed(RendezvousError),
+}
+
+/// The agent's state file, as far as the trainer needs it.
+#[derive(Debug, Clone, Deserialize)]
+struct StateFile {
+    version: u32,
+    instance_id: String,
+    generation: u64,
+    manifest: Manifest,
+}
+
+/// The membership the agent published: generation, manifest, and which
+/// nodes have prepared their data. Read from the files under a root.
+#[derive(Debug, Clone)]
+pub struct Roster {
+    root: PathBuf,
+    /// Where prepare-data markers are, when the blueprint set a script.
+    markers: Option<PathBuf>,
+}
+
+/// One reading of the agent's state file.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The generation applied.
+    pub generation: u64,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// This node's instance id.
+    pub instance_id: String,
+}
+
+impl Roster {
+    /// A roster reading the agent's files under `root`; markers are checked in
+    /// `markers` (`$EFS_MOUNT` under the root) when a prepare-data script is set.
+    pub fn new(root: impl Into<PathBuf>, markers: Option<PathBuf>) -> Self {
+        Self { root: root.into(), markers }
+    }
+
+    /// A roster from the node config under `root` (EFS mount and prepare-data script).
+    pub fn from_node_config(root: &Path) -> Result<Self, RendezvousError> {
+        let path = crate::under(root, node_contract::NODE_CONFIG_PATH);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| RendezvousError::ReadConfig { path: path.clone(), reason: e.to_string() })?;
+        let config = node_contract::NodeConfig::from_json(&text)
+            .map_err(|e| RendezvousError::ReadConfig { path, reason: e.to_string() })?;
+        let markers = config.elastic.prepare_data_script.as_ref().map(|_| crate::under(root, &config.efs.mount));
+        Ok(Self::new(root, markers))
+    }
+
+    /// The agent's state now.
+    pub fn read(&self) -> Result<Snapshot, RendezvousError> {
+        let path = crate::under(&self.root, STATE_PATH);
+        let fail = |reason: String| RendezvousError::ReadState { path: path.clone(), reason };
+        let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
+        let s: StateFile = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
+        if s.version != 1 {
+            return Err(fail(format!("state version {} (this build reads 1)", s.version)));
+        }
+        Ok(Snapshot { generation: s.generation, manifest: s.manifest, instance_id: s.instance_id })
+    }
+
+    /// Whether the node with address `ip` may join: its prepare-data marker
+    /// exists, or no prepare-data script is set.
+    pub fn prepared(&self, ip: &str) -> bool {
+        self.markers.as_ref().is_none_or(|dir| dir.join(format!("prepare_data_success_{ip}")).exists())
+    }
+
+    /// This process's [`Hello`] (without the data-plane address and state,
+    /// which the caller fills in).
+    pub fn identity(&self, local_rank: u32, data_addr: SocketAddr) -> Result<Hello, RendezvousError> {
+        let snap = self.read()?;
+        let node = snap.manifest.node(&snap.instance_id).ok_or_else(|| RendezvousError::NotInManifest {
+            instance_id: snap.instance_id.clone(),
+            generation: snap.generation,
+            path: crate::under(&self.root, STATE_PATH),
+        })?;
+        Ok(Hello {
+            instance_id: node.instance_id.clone(),
+            alias: node.alias.clone(),
+            ip: node.private_ip.clone(),
+            index: node.index,
+            local_rank,
+            data_addr,
+            epoch: 0,
+            step: 0,
+        })
+    }
+}
+
+/// Timing and options of the host.
+#[derive(Clone)]
+pub struct HostConfig {
+    /// Processes expected at the first formation (`WORLD_SIZE`).
+    pub expected: usize,
+    /// How long the first formation waits for all `expected` processes;
+    /// then it forms with those present.
+    pub join_timeout: Duration,
+    /// After the first report of a round, how long the other members have
+    /// to report before they are treated as gone (a silent host).
+    pub report_timeout: Duration,
+    /// Makes a fresh NCCL unique id for every group (GPU path).
+    pub nccl_id: Option<Arc<dyn Fn() -> Vec<u8> + Send + Sync>>,
+}
+
+impl std::fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("expected", &self.expected)
+            .field("join_timeout", &self.join_timeout)
+            .field("report_timeout", &self.report_timeout)
+            .field("nccl_id", &self.nccl_id.is_some())
+            .finish()
+    }
+}
+
+type ConnId = u64;
+
+enum Event {
+    Hello(ConnId, Hello, TcpStream),
+    Report(ConnId, Report),
+    Closed(ConnId, String),
+}
+
+/// How a member of the current round last reported.
+#[derive(Debug, Clone)]
+enum Reported {
+    Boundary(u64),
+    Failed(u64),
+}
+
+struct Conn {
+    hello: Hello,
+    writer: TcpStream,
+}
+
+/// The rendezvous host's state: connected processes and the current group.
+struct Host {
+    roster: Roster,
+    config: HostConfig,
+    conns: BTreeMap<ConnId, Conn>,
+    round: u64,
+    generation: u64,
+    /// Members of the current round, by rank.
+    members: Vec<ConnId>,
+    reports: BTreeMap<ConnId, Reported>,
+    /// When the first report of the current round arrived.
+    first_report: Option<Instant>,
+    /// A member left since the last decision (closed or silent).
+    lost: bool,
+    started: Instant,
+    /// Joiners already told to wait (logged once).
+    waiting: BTreeMap<ConnId, String>,
+}
+
+/// Starts the rendezvous host on `listener` (in background threads for the
+/// life of the process; the process exiting is how members learn rank 0 died).
+pub fn host(listener: TcpListener, roster: Roster, config: HostConfig) -> Result<SocketAddr, RendezvousError> {
+    let addr = listener.local_addr().map_err(RendezvousError::Serve)?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("rendezvous-accept".into())
+        .spawn(move || accept_loop(listener, tx))
+        .map_err(RendezvousError::Serve)?;
+    let mut host = Host {
+        roster,
+        config,
+        conns: BTreeMap::new(),
+        round: 0,
+        generation: 0,
+        members: Vec::new(),
+        reports: BTreeMap::new(),
+        first_report: None,
+        lost: false,
+        started: Instant::now(),
+        waiting: BTreeMap::new(),
+    };
+    std::thread::Builder::new()
+        .name("rendezvous".into())
+        .spawn(move || host.run(rx))
+        .map_err(RendezvousError::Serve)?;
+    info!(%addr, "rendezvous listening");
+    Ok(addr)
+}
+
+fn accept_loop(listener: TcpListener, tx: mpsc::Sender<Event>) {
+    let mut next_id: ConnId = 0;
+    for stream in listener.incoming() {
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("rendezvous accept failed: {e}");
+                continue;
+            }
+        };
+        next_id += 1;
+        let (id, tx) = (next_id, tx.clone());
+        let spawned =
+            std::thread::Builder::new().name(format!("rendezvous-conn-{id}")).spawn(move || serve(id, stream, tx));
+        if let Err(e) = spawned {
+            warn!("cannot start a rendezvous connection thread: {e}");
+        }
+    }
+}
+
+/// Reads one connection's lines and turns them into events.
+fn serve(id: ConnId, stream: TcpStream, tx: mpsc::Sender<Event>) {
+    let from = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let _ = stream.set_nodelay(true);
+    let Ok(mut writer) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(stream);
+    let closed = |reason: String| Event::Closed(id, reason);
+    match receive::<Report>(&mut reader, &from) {
+        Ok(Some(Report::Hello(hello))) => {
+            let Ok(host_writer) = writer.try_clone() else { return };
+            if tx.send(Event::Hello(id, hello, host_writer)).is_err() {
+                return;
+            }
+        }
+        Ok(Some(other)) => {
+            let reason = format!("the first message must be a hello, not {other:?}");
+            warn!(%from, "{reason}");
+            let _ = send(&mut writer, &Decision::Refused { reason });
+            return;
+        }
+        Ok(None) => return,
+        Err(ReceiveError::Malformed(e)) => {
+            warn!("{e}");
+            let _ = send(&mut writer, &Decision::Refused { reason: e.to_string() });
+            return;
+        }
+        Err(ReceiveError::Io(_)) => return,
+    }
+    loop {
+        let event = match receive::<Report>(&mut reader, &from) {
+            Ok(Some(Report::Hello(_))) => closed("a second hello".into()),
+            Ok(Some(report)) => Event::Report(id, report),
+            Ok(None) => closed("closed its control connection".into()),
+            Err(ReceiveError::Io(e)) => closed(format!("control connection failed: {e}")),
+            Err(ReceiveError::Malformed(e)) => {
+                let _ = send(&mut writer, &Decision::Refused { reason: e.to_string() });
+                closed(e.to_string())
+            }
+        };
+        let last = matches!(event, Event::Closed(..));
+        if tx.send(event).is_err() || last {
+            return;
+        }
+    }
+}
+
+impl Host {
+    fn run(&mut self, rx: mpsc::Receiver<Event>) {
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Event::Hello(id, hello, writer)) => {
+                    info!(alias = %hello.alias, local_rank = hello.local_rank, data = %hello.data_addr, epoch = hello.epoch, step = hello.step, "process connected");
+                    self.conns.insert(id, Conn { hello, writer });
+                }
+                Ok(Event::Report(id, report)) => self.on_report(id, report),
+                Ok(Event::Closed(id, reason)) => self.on_closed(id, &reason),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if self.round == 0 {
+                self.try_first_formation();
+            } else {
+                self.try_decide();
+            }
+        }
+    }
+
+    fn name(&self, id: ConnId) -> String {
+        self.conns
+            .get(&id)
+            .map_or_else(|| format!("connection {id}"), |c| format!("{}/{}", c.hello.alias, c.hello.local_rank))
+    }
+
+    fn names(&self, ids: &[ConnId]) -> String {
+        ids.iter().map(|&id| self.name(id)).collect::<Vec<_>>().join(", ")
+    }
+
+    fn tell(&mut self, id: ConnId, decision: &Decision) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            if let Err(e) = send(&mut c.writer, decision) {
+                warn!(process = %self.name(id), "cannot send a decision: {e}");
+            }
+        }
+    }
+
+    fn on_report(&mut self, id: ConnId, report: Report) {
+        let (round, reported) = match &report {
+            Report::Boundary { round, epoch } => (*round, Reported::Boundary(*epoch)),
+            Report::Failed { round, epoch, error } => {
+                warn!(process = %self.name(id), round, epoch, "collective failed: {error}");
+                (*round, Reported::Failed(*epoch))
+            }
+            Report::Hello(_) => return,
+        };
+        if !self.members.contains(&id) {
+            let reason = format!("not a member of round {} (dropped earlier)", self.round);
+            info!(process = %self.name(id), round = self.round, "told to leave: {reason}");
+            self.tell(id, &Decision::Left { reason });
+            return;
+        }
+        if round != self.round {
+            let reason = format!("reported round {round}, the current round is {}", self.round);
+            warn!(process = %self.name(id), "{reason}");
+            self.tell(id, &Decision::Refused { reason });
+            return;
+        }
+        self.first_report.get_or_insert_with(Instant::now);
+        self.reports.insert(id, reported);
+    }
+
+    fn on_closed(&mut self, id: ConnId, reason: &str) {
+        let name = self.name(id);
+        if let Some(pos) = self.members.iter().position(|&m| m == id) {
+            warn!(process = %name, rank = pos, round = self.round, generation = self.generation, "member gone: {reason}; treated as a leave");
+            self.members.remove(pos);
+            self.reports.remove(&id);
+            self.lost = true;
+        } else {
+            info!(process = %name, "process gone: {reason}");
+        }
+        self.conns.remove(&id);
+        self.waiting.remove(&id);
+    }
+
+    /// Processes that may be in the next group, in rank order: the master's
+    /// first, then by worker index and local rank. `from` limits the choice
+    /// (the current members on a redo).
+    fn eligible(&mut self, snap: &Snapshot, from: Option<&[ConnId]>) -> Vec<ConnId> {
+        let mut chosen: Vec<(bool, u32, u32, ConnId)> = Vec::new();
+        let ids: Vec<ConnId> = from.map_or_else(|| self.conns.keys().copied().collect(), <[ConnId]>::to_vec);
+        for id in ids {
+            let Some(c) = self.conns.get(&id) else { continue };
+            let h = &c.hello;
+            let master = h.instance_id == snap.manifest.master;
+            let why_not = if snap.manifest.node(&h.instance_id).is_none() && !master {
+                Some(format!("not in the manifest of generation {}", snap.generation))
+            } else if !master && !self.members.contains(&id) && !self.roster.prepared(&h.ip) {
+                Some(format!("its prepare-data marker prepare_data_success_{} is not there yet", h.ip))
+            } else {
+                None
+            };
+            match why_not {
+                Some(reason) if !self.members.contains(&id) => {
+                    if self.waiting.insert(id, reason.clone()).as_ref() != Some(&reason) {
+                        info!(process = %self.name(id), generation = snap.generation, "waits to join: {reason}");
+                    }
+                }
+                Some(_) => {} // A member leaving: decided by the caller.
+                None => chosen.push((!master, h.index, h.local_rank, id)),
+            }
+        }
+        chosen.sort();
+        chosen.into_iter().map(|c| c.3).collect()
+    }
+
+    fn try_first_formation(&mut self) {
+        let snap = match self.roster.read() {
+            Ok(s) => s,
+            Err(e) => {
+                if self.started.elapsed() > self.config.join_timeout {
+                    warn!("{e}");
+                }
+                return;
+            }
+        };
+        let ready = self.eligible(&snap, None);
+        let has_master = ready.first().is_some_and(|&id| self.conns[&id].hello.instance_id == snap.manifest.master);
+        let timed_out = self.started.elapsed() >= self.config.join_timeout;
+        if !has_master || (ready.len() < self.config.expected && !timed_out) {
+            return;
+        }
+        if ready.len() < self.config.expected {
+            warn!(
+                expected = self.config.expected,
+                present = ready.len(),
+                "not every process connected within the join timeout; forming with those present"
+            );
+        }
+        let epoch = ready.iter().map(|id| self.conns[id].hello.epoch).max().unwrap_or(0);
+        self.form(snap.generation, ready, epoch, false, "first formation");
+    }
+
+    /// Announces a new group of `members` (rank order) to each of them.
+    fn form(&mut self, generation: u64, members: Vec<ConnId>, epoch: u64, redo: bool, why: &str) {
+        self.round += 1;
+        self.generation = generation;
+        self.members = members;
+        self.reports.clear();
+        self.first_report = None;
+        self.lost = false;
+        let peers: Vec<SocketAddr> = self.members.iter().map(|id| self.conns[id].hello.data_addr).collect();
+        let nccl_id = self.config.nccl_id.as_ref().map(|f| f());
+        info!(round = self.round, generation, epoch, redo, world_size = self.members.len(), members = %self.names(&self.members.clone()), "group formed: {why}");
+        // Rank 0 last: its process hosts us, and may exit (job done) as soon as
+        // it has its answer; everyone else's must be on the wire by then.
+        for (rank, id) in self.members.clone().into_iter().enumerate().rev() {
+            self.waiting.remove(&id);
+            let decision = Decision::Group {
+                round: self.round,
+                generation,
+                rank,
+                peers: peers.clone(),
+                // Rank 0 is the master's process, which never leaves and holds the
+                // state of the newest completed epoch (or the start of a redone one).
+                source_rank: 0,
+                nccl_id: nccl_id.clone(),
+                epoch,
+                redo,
+            };
+            self.tell(id, &decision);
+        }
+    }
+
+    /// Decides once every member of the round has reported (or the silent
+    /// ones have had `report_timeout`).
+    fn try_decide(&mut self) {
+        let Some(first) = self.first_report else { return };
+        let silent: Vec<ConnId> = self.members.iter().copied().filter(|id| !self.reports.contains_key(id)).collect();
+        if !silent.is_empty() {
+            if first.elapsed() < self.config.report_timeout {
+                return;
+            }
+            warn!(round = self.round, silent = %self.names(&silent), seconds = self.config.report_timeout.as_secs(), "members did not report in time: treated as gone");
+            for id in silent {
+                self.tell(id, &Decision::Left { reason: "did not report in time".into() });
+                self.members.retain(|&m| m != id);
+                self.conns.remove(&id);
+            }
+            self.lost = true;
+        }
+        let failed =
+            self.reports.values().filter_map(|r| if let Reported::Failed(e) = r { Some(*e) } else { None }).min();
+        let master_alive = self.members.first().is_some_and(|id| self.conns[id].hello.index == 1);
+        if !master_alive {
+            // Rank 0's own thread is gone: the process is going down; nothing to form.
+            warn!(round = self.round, "rank 0 (the master's process) is no longer a member; no group can form");
+            self.first_report = None;
+            return;
+        }
+        let snap = match self.roster.read() {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("{e}; keeping the previous membership");
+                Snapshot {
+                    generation: self.generation,
+                    manifest: Manifest {
+                        cluster: String::new(),
+                        generation: self.generation,
+                        master: self.conns[&self.members[0]].hello.instance_id.clone(),
+                        nodes: Vec::new(),
+                        cluster_public_key: String::new(),
+                    },
+                    instance_id: String::new(),
+                }
+            }
+        };
+        if let Some(epoch) = failed {
+            // A redo: survivors only; joins and manifest changes wait for a boundary.
+            let survivors = self.members.clone();
+            self.form(self.generation, survivors, epoch, true, "a collective failed: redoing the epoch");
+            return;
+        }
+        let epoch =
+            self.reports.values().map(|r| if let Reported::Boundary(e) = r { *e } else { 0 }).max().unwrap_or(0);
+        let mut next = if snap.manifest.nodes.is_empty() { self.members.clone() } else { self.eligible(&snap, None) };
+        // A member not in the manifest leaves (the master never does).
+        let leaving: Vec<ConnId> = self.members.iter().copied().filter(|id| !next.contains(id)).collect();
+        for &id in &leaving {
+            info!(process = %self.name(id), generation = snap.generation, "leaves: not in the manifest of generation {}", snap.generation);
+            self.tell(id, &Decision::Left { reason: format!("not in the manifest of generation {}", snap.generation) });
+        }
+        next.retain(|id| !leaving.contains(id));
+        if next == self.members && !self.lost {
+            if snap.generation != self.generation {
+                info!(round = self.round, generation = snap.generation, "new generation, same members");
+                self.generation = snap.generation;
+            }
+            self.reports.clear();
+            self.first_report = None;
+            let round = self.round;
+            for id in self.members.clone().into_iter().rev() {
+                self.tell(id, &Decision::Continue { round });
+            }
+            return;
+        }
+        self.form(snap.generation, next, epoch + 1, false, "membership changed at an epoch boundary");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_and_bad_ones_are_errors() {
+        let mut buf = Vec::new();
+        send(&mut buf, &Report::Boundary { round: 3, epoch: 2 }).unwrap();
+        assert_eq!(String::from_utf8_lossy(&buf), "{\"v\":1,\"type\":\"boundary\",\"round\":3,\"epoch\":2}\n");
+        let got: Report = receive(&mut buf.as_slice(), "t").unwrap().unwrap();
+        assert_eq!(got, Report::Boundary { round: 3, epoch: 2 });
+
+        for (line, want) in [
+            ("{\"v\":2,\"type\":\"boundary\",\"round\":3,\"epoch\":2}\n", "protocol version Some(2)"),
+            ("{\"type\":\"boundary\"}\n", "protocol version None"),
+            ("{\"v\":1,\"type\":\"dance\"}\n", "unknown variant"),
+            ("not json\n", "expected"),
+        ] {
+            match receive::<Report>(&mut line.as_bytes(), "peer") {
+                Err(ReceiveError::Malformed(e)) => assert!(e.to_string().contains(want), "{line}: {e}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        let long = vec![b'x'; MAX_LINE as usize + 10];
+        assert!(matches!(receive::<Report>(&mut long.as_slice(), "p"), Err(ReceiveError::Malformed(_))));
+        assert!(matches!(receive::<Report>(&mut &b"{\"v\":1"[..], "p"), Err(ReceiveError::Io(_))));
+        assert!(matches!(receive::<Report>(&mut &b""[..], "p"), Ok(None)));
+    }
+}

@@ -1,0 +1,484 @@
+//! Elastic membership end to end with real processes on 127.0.0.1: a toy
+//! "training" whose per-step gradients are small integers, so the final
+//! parameters are exactly the same whatever the membership, and any lost,
+//! doubled or mis-sharded step shows up as a different vector.
+//!
+//! This file is its own worker: run with `TOY_WORKER=<json>` it is one rank
+//! (rank 0 also hosts the rendezvous); without it, it runs the scenarios,
+//! each with its own agent state files under a temp root:
+//! joins and leaves at boundaries (a joiner waits for its prepare-data
+//! marker), SIGKILL of a peer mid-epoch (the survivors redo the epoch), a
+//! silent peer (SIGSTOP: found by the timeouts), and the death of rank 0
+//! (every other rank fails with a clear message).
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use trainer::train::collective::Collective;
+use trainer::train::elastic::{ElasticConfig, Membership, Next, broadcast_state};
+use trainer::train::rendezvous::{self, HostConfig, Roster};
+use trainer::train::ring::{Ring, RingConfig};
+
+const PARAMS: usize = 3001;
+const EPOCHS: u64 = 7;
+const STEPS: u64 = 6;
+const GLOBAL_BATCH: u64 = 10;
+
+/// One toy rank's settings (passed as JSON in `TOY_WORKER`).
+#[derive(Serialize, Deserialize, Clone)]
+struct WorkerConfig {
+    /// This node's filesystem root (its agent state file).
+    root: PathBuf,
+    /// Set on the master: host the rendezvous on this port.
+    host: bool,
+    rendezvous_port: u16,
+    expected: usize,
+    /// Where the prepare-data markers are.
+    efs: PathBuf,
+    /// Where to write the final parameters.
+    out: PathBuf,
+    step_ms: u64,
+}
+
+/// The gradient of one global sample: small integers, exact in f32.
+fn sample_grad(id: u64, k: usize) -> f32 {
+    ((id.wrapping_mul(2_654_435_761) >> 7).wrapping_add(k as u64 * 7) % 5) as f32
+}
+
+/// What every run must end with: all samples of all epochs, summed once each.
+fn expected() -> Vec<f32> {
+    let mut w = vec![0f32; PARAMS];
+    for epoch in 0..EPOCHS {
+        for step in 0..STEPS {
+            for j in 0..GLOBAL_BATCH {
+                let id = (epoch * STEPS + step) * GLOBAL_BATCH + j;
+                for (k, x) in w.iter_mut().enumerate() {
+                    *x += sample_grad(id, k);
+                }
+            }
+        }
+    }
+    w
+}
+
+fn worker(cfg: WorkerConfig) -> i32 {
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).init();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rdv = std::net::SocketAddr::from(([127, 0, 0, 1], cfg.rendezvous_port));
+    let roster = Roster::new(&cfg.root, Some(cfg.efs.clone()));
+    if cfg.host {
+        let host_cfg = HostConfig {
+            expected: cfg.expected,
+            join_timeout: Duration::from_secs(20),
+            report_timeout: Duration::from_secs(3),
+            nccl_id: None,
+        };
+        rendezvous::host(TcpListener::bind(rdv).unwrap(), Roster::new(&cfg.root, Some(cfg.efs.clone())), host_cfg)
+            .unwrap();
+    }
+    let hello = roster.identity(0, listener.local_addr().unwrap()).unwrap();
+    let config = ElasticConfig {
+        rendezvous: rdv,
+        connect_timeout: Duration::from_secs(20),
+        decision_timeout: Duration::from_secs(60),
+        ring: RingConfig {
+            connect_timeout: Duration::from_secs(5),
+            io_timeout: Duration::from_secs(2),
+            chunk_elems: 512,
+        },
+    };
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("toy rank failed: {e}");
+        2
+    };
+    let (mut m, first) = match Membership::join(config, listener, hello) {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    let mut w = vec![0f32; PARAMS];
+    let mut ring: Option<Ring> = None;
+    let mut epoch = 0;
+    let mut next = first;
+    // The state at the start of the epoch this rank last began, and which epoch.
+    let (mut start, mut start_epoch) = (w.clone(), u64::MAX);
+    loop {
+        match next {
+            Next::Continue => epoch += 1,
+            Next::Left(reason) => {
+                println!("left {reason}");
+                return 0;
+            }
+            Next::Reformed { group, ring: r, epoch: e, redo } => {
+                let mut r = r;
+                if start_epoch == e {
+                    // We began epoch e (and failed, or finished it while others failed).
+                    w.clone_from(&start);
+                }
+                let mut counters = [e, 0];
+                if let Err(err) = broadcast_state(&mut r, group.source_rank, &mut w, &mut counters) {
+                    next = match m.recover(e, &err) {
+                        Ok(n) => n,
+                        Err(e) => return fail(&e),
+                    };
+                    continue;
+                }
+                println!(
+                    "group round {} rank {} world {} epoch {} redo {redo}",
+                    m.round(),
+                    group.rank,
+                    group.world_size,
+                    counters[0]
+                );
+                epoch = counters[0];
+                ring = Some(r);
+            }
+        }
+        if epoch >= EPOCHS {
+            break;
+        }
+        let ring = ring.as_mut().unwrap();
+        start.clone_from(&w);
+        start_epoch = epoch;
+        let result = (|| {
+            let (rank, world) = (ring.rank() as u64, ring.world_size() as u64);
+            for step in 0..STEPS {
+                println!("step {epoch} {step} world {world}");
+                std::thread::sleep(Duration::from_millis(cfg.step_ms));
+                // This rank's contiguous slice of the global batch.
+                let (lo, hi) = (GLOBAL_BATCH * rank / world, GLOBAL_BATCH * (rank + 1) / world);
+                let mut g = vec![0f32; PARAMS];
+                for j in lo..hi {
+                    let id = (epoch * STEPS + step) * GLOBAL_BATCH + j;
+                    g.iter_mut().enumerate().for_each(|(k, x)| *x += sample_grad(id, k));
+                }
+                ring.all_reduce_sum(&mut g)?;
+                w.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+            }
+            Ok(())
+        })();
+        next = match result {
+            Ok(()) => {
+                println!("boundary {epoch}");
+                m.at_boundary(epoch)
+            }
+            Err(e) => {
+                w.clone_from(&start);
+                m.recover(epoch, &e)
+            }
+        }
+        .unwrap_or_else(|e| {
+            eprintln!("toy rank failed: {e}");
+            std::process::exit(2)
+        });
+    }
+    let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(&cfg.out, bytes).unwrap();
+    println!("done");
+    0
+}
+
+// ---------------------------------------------------------------- scenarios
+
+struct Node {
+    index: u32,
+    root: PathBuf,
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    port: u16,
+    nodes: Vec<Node>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Cluster {
+    fn new(n: u32) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("efs")).unwrap();
+        let nodes = (1..=n).map(|index| Node { index, root: dir.path().join(format!("node{index}")) }).collect();
+        Cluster { dir, port: free_port(), nodes }
+    }
+
+    fn efs(&self) -> PathBuf {
+        self.dir.path().join("efs")
+    }
+
+    fn ip(index: u32) -> String {
+        format!("10.0.0.{index}")
+    }
+
+    /// Every node's agent applies generation `generation` with `members` (indices).
+    fn publish(&self, generation: u64, members: &[u32]) {
+        let nodes: Vec<_> = members
+            .iter()
+            .map(|&i| {
+                serde_json::json!({"index": i, "alias": format!("deeplearning-worker{i}"), "instance_id": format!("i-{i}"),
+                "private_ip": Self::ip(i), "hostname": format!("ip-{i}"), "gpus": 0, "ssh_host_key": "ssh-ed25519 AAAA"})
+            })
+            .collect();
+        for node in &self.nodes {
+            let state = serde_json::json!({"version": 1, "instance_id": format!("i-{}", node.index), "generation": generation,
+                "manifest": {"cluster": "toy", "generation": generation, "master": "i-1", "nodes": nodes, "cluster_public_key": "k"}});
+            let path = node.root.join("var/lib/deeplearning");
+            std::fs::create_dir_all(&path).unwrap();
+            let tmp = path.join("state.json.tmp");
+            std::fs::write(&tmp, state.to_string()).unwrap();
+            std::fs::rename(tmp, path.join("state.json")).unwrap();
+        }
+    }
+
+    fn mark_prepared(&self, index: u32) {
+        std::fs::write(self.efs().join(format!("prepare_data_success_{}", Self::ip(index))), b"").unwrap();
+    }
+
+    fn out(&self, index: u32) -> PathBuf {
+        self.dir.path().join(format!("final-{index}"))
+    }
+
+    fn start(&self, index: u32, expected: usize, step_ms: u64) -> Rank {
+        let cfg = WorkerConfig {
+            root: self.nodes[index as usize - 1].root.clone(),
+            host: index == 1,
+            rendezvous_port: self.port,
+            expected,
+            efs: self.efs(),
+            out: self.out(index),
+            step_ms,
+        };
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("TOY_WORKER", serde_json::to_string(&cfg).unwrap())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        for (pipe, tag) in [
+            (Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, "out"),
+            (Box::new(child.stderr.take().unwrap()), "err"),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let _ = tx.send(format!("{tag} {line}"));
+                }
+            });
+        }
+        Rank { index, child, lines: rx, seen: Vec::new() }
+    }
+}
+
+struct Rank {
+    index: u32,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Rank {
+    /// Waits for an output line containing `what`; returns it.
+    fn wait_for(&mut self, what: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(what) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "node {}: no line with {what:?} within {within:?}; seen:\n{}",
+                    self.index,
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+
+    /// Waits for the exit; returns (code, all output).
+    fn finish(mut self, within: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                std::thread::sleep(Duration::from_millis(200));
+                self.seen.extend(self.lines.try_iter());
+                panic!("node {} did not exit within {within:?}; seen:\n{}", self.index, self.seen.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        self.seen.extend(self.lines.try_iter());
+        (status.code(), self.seen.join("\n"))
+    }
+}
+
+fn read_final(path: &Path) -> Vec<f32> {
+    std::fs::read(path).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn assert_exact(path: &Path, want: &[f32]) {
+    let got = read_final(path);
+    assert_eq!(got.len(), want.len());
+    let diff = got.iter().zip(want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+    assert_eq!(diff, 0, "{}: {diff} of {} parameters differ from the static run", path.display(), want.len());
+}
+
+/// 3 ranks; node 4 connects early but joins only once it is in the manifest
+/// and its marker exists; node 2 leaves when a generation drops it.
+fn join_and_leave_at_boundaries() {
+    let c = Cluster::new(4);
+    c.publish(1, &[1, 2, 3]);
+    c.mark_prepared(2);
+    c.mark_prepared(3);
+    let mut r1 = c.start(1, 3, 150);
+    let r2 = c.start(2, 3, 150);
+    let r3 = c.start(3, 3, 150);
+    r1.wait_for("boundary 0", Duration::from_secs(30));
+    // Node 4 is published and connects, but has not prepared its data yet.
+    c.publish(2, &[1, 2, 3, 4]);
+    let mut r4 = c.start(4, 3, 150);
+    let line = r1.wait_for("step 2 0", Duration::from_secs(30));
+    assert!(line.ends_with("world 3"), "node 4 joined without its marker: {line}");
+    c.mark_prepared(4);
+    let joined = r4.wait_for("out group round", Duration::from_secs(30));
+    assert!(joined.contains("rank 3 world 4"), "{joined}");
+    r1.wait_for("world 4", Duration::from_secs(10));
+    // Node 2 is dropped from the next generation: it leaves at a boundary, cleanly.
+    c.publish(3, &[1, 3, 4]);
+    let (code, out2) = r2.finish(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out2}");
+    assert!(out2.contains("left not in the manifest of generation 3"), "{out2}");
+    let regrouped = r4.wait_for("out group round", Duration::from_secs(30));
+    assert!(regrouped.contains("rank 2 world 3"), "{regrouped}");
+    let want = expected();
+    for (r, i) in [(r1, 1), (r3, 3), (r4, 4)] {
+        let (code, out) = r.finish(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "node {i}: {out}");
+        assert_exact(&c.out(i), &want);
+    }
+    assert!(!c.out(2).exists());
+}
+
+/// A peer killed with SIGKILL mid-epoch: the survivors re-form and redo the epoch.
+fn sigkill_mid_epoch() {
+    let c = Cluster::new(4);
+    c.publish(1, &[1, 2, 3, 4]);
+    (2..=4).for_each(|i| c.mark_prepared(i));
+    let mut ranks: Vec<Rank> = (1..=4).map(|i| c.start(i, 4, 40)).collect();
+    ranks[2].wait_for("step 2 3", Duration::from_secs(60));
+    let killed = Instant::now();
+    ranks[2].signal(libc::SIGKILL);
+    let line = ranks[0].wait_for("redo true", Duration::from_secs(30));
+    assert!(line.contains("world 3 epoch 2"), "{line}");
+    let took = killed.elapsed();
+    assert!(took < Duration::from_secs(30), "re-formed after {took:?}");
+    let want = expected();
+    let dead = ranks.remove(2);
+    let _ = dead.finish(Duration::from_secs(5));
+    for r in ranks {
+        let i = r.index;
+        let (code, out) = r.finish(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "node {i}: {out}");
+        assert_exact(&c.out(i), &want);
+    }
+    println!("sigkill: survivors re-formed {took:?} after the kill");
+}
+
+/// A peer that stops answering without closing (SIGSTOP): found by the
+/// ring's and the rendezvous's timeouts, dropped; the others finish.
+fn silent_peer() {
+    let c = Cluster::new(3);
+    c.publish(1, &[1, 2, 3]);
+    (2..=3).for_each(|i| c.mark_prepared(i));
+    let mut ranks: Vec<Rank> = (1..=3).map(|i| c.start(i, 3, 40)).collect();
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ranks[1].wait_for("step 1 2", Duration::from_secs(20))))
+        .is_err()
+    {
+        let r0 = ranks.remove(0);
+        panic!("{}", r0.finish(Duration::from_secs(1)).1);
+    }
+    let stopped = Instant::now();
+    ranks[1].signal(libc::SIGSTOP);
+    let line = ranks[0].wait_for("redo true", Duration::from_secs(30));
+    assert!(line.contains("world 2"), "{line}");
+    let took = stopped.elapsed();
+    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(30), "re-formed after {took:?}");
+    let silent = ranks.remove(1);
+    silent.signal(libc::SIGKILL);
+    let _ = silent.finish(Duration::from_secs(5));
+    let want = expected();
+    for r in ranks {
+        let i = r.index;
+        let (code, out) = r.finish(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "node {i}: {out}");
+        assert_exact(&c.out(i), &want);
+    }
+    println!("silent peer: survivors re-formed {took:?} after SIGSTOP");
+}
+
+/// Rank 0 (the master) dies: every other rank fails, saying why.
+fn master_death() {
+    let c = Cluster::new(3);
+    c.publish(1, &[1, 2, 3]);
+    (2..=3).for_each(|i| c.mark_prepared(i));
+    let mut ranks: Vec<Rank> = (1..=3).map(|i| c.start(i, 3, 40)).collect();
+    ranks[0].wait_for("step 1 1", Duration::from_secs(60));
+    ranks[0].signal(libc::SIGKILL);
+    for r in ranks.into_iter().skip(1) {
+        let i = r.index;
+        let (code, out) = r.finish(Duration::from_secs(30));
+        assert_eq!(code, Some(2), "node {i}: {out}");
+        assert!(out.contains("the job cannot go on without the master"), "node {i}: {out}");
+    }
+}
+
+fn main() {
+    if let Ok(cfg) = std::env::var("TOY_WORKER") {
+        std::process::exit(worker(serde_json::from_str(&cfg).unwrap()));
+    }
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let scenarios: [(&str, fn()); 4] = [
+        ("join_and_leave_at_boundaries", join_and_leave_at_boundaries),
+        ("sigkill_mid_epoch", sigkill_mid_epoch),
+        ("silent_peer", silent_peer),
+        ("master_death", master_death),
+    ];
+    // Run in parallel: they mostly wait on timeouts.
+    let handles: Vec<_> = scenarios
+        .into_iter()
+        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .map(|(name, f)| (name, std::thread::spawn(f)))
+        .collect();
+    let mut failed = 0;
+    for (name, h) in handles {
+        match h.join() {
+            Ok(()) => println!("test {name} ... ok"),
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("{failed} elastic scenario(s) failed");
+        std::process::exit(101);
+    }
+}
