@@ -17,5 +17,7 @@
 //! - [`progress`]: the live progress line;
 //! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
 
+pub mod checkpoint;
 pub mod collective;
 pub mod engine;
+pub mod jobdir;
