@@ -20,4 +20,5 @@
 pub mod checkpoint;
 pub mod collective;
 pub mod engine;
+pub mod events;
 pub mod jobdir;
