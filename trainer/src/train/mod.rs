@@ -19,6 +19,8 @@
 
 pub mod checkpoint;
 pub mod collective;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod engine;
 pub mod events;
 pub mod jobdir;
