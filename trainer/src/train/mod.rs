@@ -18,11 +18,16 @@
 //! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
 
 pub mod args;
+pub mod checkpoint;
 pub mod collective;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod data;
 pub mod elastic;
 pub mod engine;
+pub mod events;
+pub mod jobdir;
 pub mod model;
 pub mod optim;
 pub mod progress;

@@ -1,0 +1,254 @@
+//! The GPU path of `trainer train` (cargo feature `cuda`): [`CudaEngine`]
+//! keeps the parameters, gradients, momentum and activations in device
+//! memory, runs the linear layers and the im2col convolutions as cuBLAS
+//! SGEMMs and everything element-wise as NVRTC-compiled kernels
+//! (`kernels.cu`), and sums gradients across ranks with [`Nccl`].
+//!
+//! Everything is loaded at run time by cudarc (`dynamic-loading`, CUDA 12.8
+//! API): `libcuda.so.1` (the driver), cuBLAS, NVRTC and NCCL. Some cudarc
+//! calls panic when their library is missing, so [`probe`] checks each one
+//! first and every entry point here returns [`CudaError::Missing`] ("--device
+//! cuda: no CUDA driver (libcuda.so.1) found on this host; ...") instead.
+//!
+//! The parameter layout is the CPU model's (one flat vector, layers in order,
+//! weight then bias), so checkpoints and state transfers are
+//! device-independent and `set_state` with the CPU's `init(seed)` makes CPU
+//! and GPU start identical.
+
+mod nccl;
+mod net;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+
+pub use nccl::{Nccl, new_nccl_id};
+pub use net::{Model, Sgd};
+
+use super::collective::Collective;
+use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
+
+/// A GPU library is missing, or a CUDA call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    /// A library could not be loaded: no driver, or CUDA 12 libraries not installed.
+    #[error("--device cuda: no {what} ({lib}) found on this host; {hint}")]
+    Missing {
+        /// What is missing, e.g. "CUDA driver".
+        what: &'static str,
+        /// The library file cudarc looks for.
+        lib: &'static str,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// The driver loaded but reports no device with this ordinal.
+    #[error("--device cuda: GPU {ordinal} requested, the driver reports {count}")]
+    NoDevice {
+        /// The requested ordinal (`LOCAL_RANK`).
+        ordinal: usize,
+        /// Devices the driver reports.
+        count: i32,
+    },
+    /// A driver, cuBLAS or NCCL call failed.
+    #[error("CUDA: {step}: {detail}")]
+    Call {
+        /// What was being done.
+        step: &'static str,
+        /// The library's error.
+        detail: String,
+    },
+    /// NVRTC could not compile the kernels (a driver/NVRTC version mismatch).
+    #[error("CUDA: compiling the element-wise kernels with NVRTC: {0}")]
+    Compile(String),
+    /// The model does not fit the input shape, or a state of another length was given.
+    #[error("{0}")]
+    Shape(String),
+}
+
+impl From<CudaError> for EngineError {
+    fn from(e: CudaError) -> Self {
+        EngineError::Device(e.to_string())
+    }
+}
+
+/// Wraps a library error with the step that failed.
+pub(crate) fn call<E: std::fmt::Debug>(step: &'static str) -> impl FnOnce(E) -> CudaError {
+    move |e| CudaError::Call { step, detail: format!("{e:?}") }
+}
+
+/// The libraries the GPU path needs, as cudarc loads them (dynamic loading).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Library {
+    /// `libcuda.so.1`, installed with the NVIDIA driver.
+    Driver,
+    /// cuBLAS (CUDA 12 toolkit or the `nvidia-cublas-cu12` wheel).
+    Cublas,
+    /// NVRTC.
+    Nvrtc,
+    /// NCCL.
+    Nccl,
+}
+
+impl Library {
+    fn present(self) -> bool {
+        // cudarc's loaders panic on a missing library; this only tries to
+        // load one (cudarc::*::sys::is_culib_present) and calls nothing in it.
+        let found = std::panic::catch_unwind(|| {
+            // SAFETY: loading a shared library runs its initialisers; these are
+            // NVIDIA's own libraries, loaded exactly as cudarc loads them for use.
+            unsafe {
+                match self {
+                    Library::Driver => cudarc::driver::sys::is_culib_present(),
+                    Library::Cublas => cudarc::cublas::sys::is_culib_present(),
+                    Library::Nvrtc => cudarc::nvrtc::sys::is_culib_present(),
+                    Library::Nccl => cudarc::nccl::sys::is_culib_present(),
+                }
+            }
+        });
+        found.unwrap_or(false)
+    }
+
+    fn missing(self) -> CudaError {
+        let (what, lib, hint) = match self {
+            Library::Driver => (
+                "CUDA driver",
+                "libcuda.so.1",
+                "install the NVIDIA driver on a GPU instance, or train with --device cpu",
+            ),
+            Library::Cublas => (
+                "cuBLAS library",
+                "libcublas.so.12",
+                "install the CUDA 12 runtime libraries (cuda-libraries-12-8), or train with --device cpu",
+            ),
+            Library::Nvrtc => (
+                "NVRTC library",
+                "libnvrtc.so.12",
+                "install the CUDA 12 runtime libraries (cuda-libraries-12-8), or train with --device cpu",
+            ),
+            Library::Nccl => {
+                ("NCCL library", "libnccl.so.2", "install libnccl2 for CUDA 12, or train with --device cpu")
+            }
+        };
+        CudaError::Missing { what, lib, hint }
+    }
+}
+
+/// Checks that every library in `libs` can be loaded, without panicking.
+pub fn probe(libs: &[Library]) -> Result<(), CudaError> {
+    match libs.iter().find(|lib| !lib.present()) {
+        Some(lib) => Err(lib.missing()),
+        None => Ok(()),
+    }
+}
+
+/// The number of GPUs the driver reports (0 without a driver; never panics).
+pub fn device_count() -> usize {
+    if probe(&[Library::Driver]).is_err() {
+        return 0;
+    }
+    CudaContext::device_count().ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0)
+}
+
+/// Opens GPU `ordinal` (this rank's `LOCAL_RANK`) and its stream.
+pub fn open_device(ordinal: usize) -> Result<Arc<CudaStream>, CudaError> {
+    probe(&[Library::Driver])?;
+    let count = CudaContext::device_count().map_err(call("counting devices (cuDeviceGetCount)"))?;
+    if ordinal >= usize::try_from(count).unwrap_or(0) {
+        return Err(CudaError::NoDevice { ordinal, count });
+    }
+    let ctx = CudaContext::new(ordinal).map_err(call("opening the device (cuCtxCreate)"))?;
+    Ok(ctx.default_stream())
+}
+
+/// One rank's model on a GPU: [`Engine`] over device buffers, gradients
+/// summed by `C` (an [`Nccl`] group, or [`Single`](super::collective::Single)).
+pub struct CudaEngine<C> {
+    net: net::Net,
+    collective: C,
+    epoch: u64,
+    step: u64,
+}
+
+impl<C: Collective<CudaSlice<f32>>> CudaEngine<C> {
+    /// The engine for `model` on inputs of `shape` (channels, height, width)
+    /// with 10 classes, on GPU `ordinal` (this rank's `LOCAL_RANK`), its
+    /// gradients summed by the collective `group` builds on the device's
+    /// stream (`|stream| Nccl::from_group(stream, &group)`, or `|_| Ok(Single)`).
+    /// Parameters start at zero: call [`Engine::set_state`] with the CPU
+    /// model's `init(seed)` so every device starts the same.
+    pub fn new(
+        ordinal: usize,
+        model: Model,
+        shape: (usize, usize, usize),
+        sgd: Sgd,
+        group: impl FnOnce(&Arc<CudaStream>) -> Result<C, CudaError>,
+    ) -> Result<Self, CudaError> {
+        probe(&[Library::Driver, Library::Cublas, Library::Nvrtc])?;
+        let stream = open_device(ordinal)?;
+        let collective = group(&stream)?;
+        let net = net::Net::new(stream, model, shape, sgd)?;
+        Ok(Self { net, collective, epoch: 0, step: 0 })
+    }
+
+    /// Replaces the collective (a new membership generation), built on this engine's stream.
+    pub fn regroup(&mut self, group: impl FnOnce(&Arc<CudaStream>) -> Result<C, CudaError>) -> Result<(), CudaError> {
+        self.collective = group(self.net.stream())?;
+        Ok(())
+    }
+
+    /// Floats in the flat parameter vector.
+    pub fn param_count(&self) -> usize {
+        self.net.param_count()
+    }
+}
+
+impl<C: Collective<CudaSlice<f32>>> Engine for CudaEngine<C> {
+    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
+        let stats = self.net.forward_backward(batch)?;
+        self.collective.all_reduce_sum(self.net.grads_mut())?;
+        self.net.update(lr, 1.0 / global_batch.max(1) as f32)?;
+        self.step += 1;
+        Ok(stats)
+    }
+
+    fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {
+        Ok(self.net.evaluate(batch)?)
+    }
+
+    fn state(&self) -> Result<TrainState, EngineError> {
+        let (params, momentum) = self.net.download()?;
+        Ok(TrainState { params, momentum, epoch: self.epoch, step: self.step })
+    }
+
+    fn set_state(&mut self, state: &TrainState) -> Result<(), EngineError> {
+        self.net.upload(&state.params, &state.momentum)?;
+        self.epoch = state.epoch;
+        self.step = state.step;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This project's machines have no GPU: every entry point says so, none panics.
+    /// On a machine with a driver the same test checks the count is consistent.
+    #[test]
+    fn without_a_driver_everything_is_a_clear_error() {
+        if Library::Driver.present() {
+            assert_eq!(device_count() == 0, open_device(0).is_err());
+            return;
+        }
+        assert_eq!(device_count(), 0);
+        let err = open_device(0).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "--device cuda: no CUDA driver (libcuda.so.1) found on this host; install the NVIDIA driver on a GPU instance, or train with --device cpu"
+        );
+        assert!(new_nccl_id().unwrap_err().to_string().starts_with("--device cuda: no "));
+        let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
+        let engine = CudaEngine::new(0, Model::Lenet, (1, 28, 28), sgd, |_| Ok(crate::train::collective::Single));
+        assert_eq!(engine.err().unwrap().to_string(), err);
+    }
+}

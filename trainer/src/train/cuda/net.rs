@@ -1,0 +1,606 @@
+//! The two fixed models on the device: their layer plan (the same flat
+//! parameter layout as the CPU model: layers in order, weight then bias;
+//! Linear weight `[out][in]`, Conv weight `[out_c][in_c][kh][kw]`), the
+//! forward and backward passes, and the SGD update.
+//!
+//! Buffers are row-major, batch first, as on the host. cuBLAS is
+//! column-major: a row-major `r x c` matrix is, to cuBLAS, the column-major
+//! `c x r` matrix, its transpose, with leading dimension `c`. So a row-major
+//! product `C = A B` is computed as the column-major `C^T = B^T A^T`: each
+//! GEMM below names its row-major product and then the column-major call.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+
+use super::{CudaError, call};
+use crate::train::engine::{Batch, StepStats};
+
+/// The NVRTC source of the element-wise kernels.
+const KERNELS: &str = include_str!("kernels.cu");
+/// Classes of both datasets.
+const CLASSES: usize = 10;
+
+/// The fixed models (see the shared design of `trainer train`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// flatten, Linear(C*H*W, 256), ReLU, Linear(256, 128), ReLU, Linear(128, 10).
+    Mlp,
+    /// Conv(C->6, 5x5, pad 2), ReLU, MaxPool 2, Conv(6->16, 5x5), ReLU,
+    /// MaxPool 2, Linear(16*h*w, 120), ReLU, Linear(120, 84), ReLU, Linear(84, 10).
+    Lenet,
+}
+
+impl Model {
+    /// The model named `name` (`mlp`, `lenet`), as `--model` spells it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "mlp" => Some(Self::Mlp),
+            "lenet" => Some(Self::Lenet),
+            _ => None,
+        }
+    }
+}
+
+/// The optimiser's constants (the learning rate comes with each step).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sgd {
+    /// Momentum.
+    pub momentum: f32,
+    /// Weight decay (L2), applied to every parameter.
+    pub weight_decay: f32,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Linear { inp: usize, out: usize },
+    Conv { c: usize, h: usize, w: usize, oc: usize, k: usize, pad: usize, oh: usize, ow: usize },
+    Pool { h: usize, w: usize },
+}
+
+#[derive(Debug, Clone)]
+struct Layer {
+    op: Op,
+    /// ReLU applied in place to this layer's output.
+    relu: bool,
+    /// Where the weight and the bias are in the flat parameter vector.
+    weight: Range<usize>,
+    bias: Range<usize>,
+    /// Floats per sample, in and out.
+    in_len: usize,
+    out_len: usize,
+}
+
+impl Layer {
+    /// Floats per sample of its im2col matrix (0 unless a convolution).
+    fn col_len(&self) -> usize {
+        match self.op {
+            Op::Conv { c, k, oh, ow, .. } => c * k * k * oh * ow,
+            _ => 0,
+        }
+    }
+}
+
+/// The layer plan of `model` on `(c, h, w)` inputs.
+fn plan(model: Model, (c, h, w): (usize, usize, usize)) -> Result<Vec<Layer>, CudaError> {
+    let mut layers = Vec::new();
+    let mut at = 0;
+    let mut push = |op: Op, relu: bool, in_len: usize, out_len: usize| {
+        let (wl, bl) = match op {
+            Op::Linear { inp, out } => (out * inp, out),
+            Op::Conv { c, oc, k, .. } => (oc * c * k * k, oc),
+            Op::Pool { .. } => (0, 0),
+        };
+        layers.push(Layer { op, relu, weight: at..at + wl, bias: at + wl..at + wl + bl, in_len, out_len });
+        at += wl + bl;
+    };
+    let linear = |push: &mut dyn FnMut(Op, bool, usize, usize), inp: usize, out: usize, relu: bool| {
+        push(Op::Linear { inp, out }, relu, inp, out);
+    };
+    match model {
+        Model::Mlp => {
+            linear(&mut push, c * h * w, 256, true);
+            linear(&mut push, 256, 128, true);
+            linear(&mut push, 128, CLASSES, false);
+        }
+        Model::Lenet => {
+            let (h2, w2) = (h / 2, w / 2);
+            if h2 < 6 || w2 < 6 {
+                return Err(CudaError::Shape(format!(
+                    "lenet needs images of at least 12x12 pixels, the dataset's are {h}x{w}"
+                )));
+            }
+            let (h3, w3) = (h2 - 4, w2 - 4);
+            let (h4, w4) = (h3 / 2, w3 / 2);
+            push(Op::Conv { c, h, w, oc: 6, k: 5, pad: 2, oh: h, ow: w }, true, c * h * w, 6 * h * w);
+            push(Op::Pool { h, w }, false, 6 * h * w, 6 * h2 * w2);
+            push(
+                Op::Conv { c: 6, h: h2, w: w2, oc: 16, k: 5, pad: 0, oh: h3, ow: w3 },
+                true,
+                6 * h2 * w2,
+                16 * h3 * w3,
+            );
+            push(Op::Pool { h: h3, w: w3 }, false, 16 * h3 * w3, 16 * h4 * w4);
+            linear(&mut push, 16 * h4 * w4, 120, true);
+            linear(&mut push, 120, 84, true);
+            linear(&mut push, 84, CLASSES, false);
+        }
+    }
+    Ok(layers)
+}
+
+/// The compiled kernels of `kernels.cu`.
+struct Kernels {
+    bias_add: CudaFunction,
+    bias_grad: CudaFunction,
+    relu_forward: CudaFunction,
+    relu_backward: CudaFunction,
+    maxpool_forward: CudaFunction,
+    maxpool_backward: CudaFunction,
+    im2col: CudaFunction,
+    col2im: CudaFunction,
+    softmax_xent: CudaFunction,
+    sgd: CudaFunction,
+}
+
+impl Kernels {
+    fn compile(stream: &Arc<CudaStream>) -> Result<Self, CudaError> {
+        let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(|e| CudaError::Compile(format!("{e:?}")))?;
+        let module = stream.context().load_module(ptx).map_err(call("loading the compiled kernels"))?;
+        let f = |name: &str| module.load_function(name).map_err(call("finding a compiled kernel"));
+        Ok(Self {
+            bias_add: f("bias_add")?,
+            bias_grad: f("bias_grad")?,
+            relu_forward: f("relu_forward")?,
+            relu_backward: f("relu_backward")?,
+            maxpool_forward: f("maxpool_forward")?,
+            maxpool_backward: f("maxpool_backward")?,
+            im2col: f("im2col")?,
+            col2im: f("col2im")?,
+            softmax_xent: f("softmax_xent")?,
+            sgd: f("sgd")?,
+        })
+    }
+}
+
+/// Launch geometry for one thread per element.
+fn grid(n: usize) -> LaunchConfig {
+    LaunchConfig::for_num_elems(n as u32)
+}
+
+/// A column-major GEMM `C = op(A) op(B) + beta C` (`m x n`, inner `k`).
+#[allow(clippy::too_many_arguments)]
+fn gemm_cfg(
+    ta: bool,
+    tb: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    beta: f32,
+    ldc: usize,
+) -> GemmConfig<f32> {
+    let op = |t: bool| if t { CUBLAS_OP_T } else { CUBLAS_OP_N };
+    GemmConfig {
+        transa: op(ta),
+        transb: op(tb),
+        m: m as i32,
+        n: n as i32,
+        k: k as i32,
+        alpha: 1.0,
+        lda: lda as i32,
+        ldb: ldb as i32,
+        beta,
+        ldc: ldc as i32,
+    }
+}
+
+/// Per-batch device buffers, sized for `capacity` samples.
+struct Buffers {
+    capacity: usize,
+    /// `acts[i]`: input of layer `i`; the last is the logits.
+    acts: Vec<CudaSlice<f32>>,
+    /// Gradients of the loss sum with respect to `acts`.
+    dacts: Vec<CudaSlice<f32>>,
+    /// Max-pool arg-max indices, per layer (empty for other layers).
+    argmax: Vec<CudaSlice<i32>>,
+    col: CudaSlice<f32>,
+    dcol: CudaSlice<f32>,
+    labels: CudaSlice<u8>,
+    loss: CudaSlice<f32>,
+    correct: CudaSlice<i32>,
+}
+
+impl Buffers {
+    fn new(stream: &Arc<CudaStream>, layers: &[Layer], capacity: usize) -> Result<Self, CudaError> {
+        let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(call("allocating device memory"));
+        let mut acts = vec![zeros(capacity * layers[0].in_len)?];
+        let mut dacts = vec![zeros(capacity * layers[0].in_len)?];
+        let mut argmax = Vec::new();
+        for layer in layers {
+            acts.push(zeros(capacity * layer.out_len)?);
+            dacts.push(zeros(capacity * layer.out_len)?);
+            let pooled = if matches!(layer.op, Op::Pool { .. }) { capacity * layer.out_len } else { 0 };
+            argmax.push(stream.alloc_zeros::<i32>(pooled.max(1)).map_err(call("allocating device memory"))?);
+        }
+        let col_len = layers.iter().map(Layer::col_len).max().unwrap_or(0) * capacity;
+        Ok(Self {
+            capacity,
+            acts,
+            dacts,
+            argmax,
+            col: zeros(col_len)?,
+            dcol: zeros(col_len)?,
+            labels: stream.alloc_zeros::<u8>(capacity.max(1)).map_err(call("allocating device memory"))?,
+            loss: zeros(capacity)?,
+            correct: stream.alloc_zeros::<i32>(capacity.max(1)).map_err(call("allocating device memory"))?,
+        })
+    }
+}
+
+/// A model's parameters, optimiser state and work buffers on one device.
+pub(super) struct Net {
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    kernels: Kernels,
+    layers: Vec<Layer>,
+    sgd: Sgd,
+    params: CudaSlice<f32>,
+    grads: CudaSlice<f32>,
+    momentum: CudaSlice<f32>,
+    buffers: Buffers,
+}
+
+impl Net {
+    pub(super) fn new(
+        stream: Arc<CudaStream>,
+        model: Model,
+        shape: (usize, usize, usize),
+        sgd: Sgd,
+    ) -> Result<Self, CudaError> {
+        let layers = plan(model, shape)?;
+        let count = layers.last().map_or(0, |l| l.bias.end);
+        let kernels = Kernels::compile(&stream)?;
+        let blas = CudaBlas::new(stream.clone()).map_err(call("creating the cuBLAS handle"))?;
+        let zeros = || stream.alloc_zeros::<f32>(count).map_err(call("allocating device memory"));
+        let (params, grads, momentum) = (zeros()?, zeros()?, zeros()?);
+        let buffers = Buffers::new(&stream, &layers, 1)?;
+        Ok(Self { stream, blas, kernels, layers, sgd, params, grads, momentum, buffers })
+    }
+
+    pub(super) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub(super) fn param_count(&self) -> usize {
+        self.params.len()
+    }
+
+    pub(super) fn grads_mut(&mut self) -> &mut CudaSlice<f32> {
+        &mut self.grads
+    }
+
+    pub(super) fn download(&self) -> Result<(Vec<f32>, Vec<f32>), CudaError> {
+        let get = |s: &CudaSlice<f32>| self.stream.clone_dtoh(s).map_err(call("copying the state to the host"));
+        Ok((get(&self.params)?, get(&self.momentum)?))
+    }
+
+    pub(super) fn upload(&mut self, params: &[f32], momentum: &[f32]) -> Result<(), CudaError> {
+        let want = self.params.len();
+        if params.len() != want || momentum.len() != want {
+            return Err(CudaError::Shape(format!(
+                "the state has {} parameters and {} momentum values; this model has {want}",
+                params.len(),
+                momentum.len()
+            )));
+        }
+        let copy = call("copying the state to the device");
+        self.stream.memcpy_htod(params, &mut self.params).map_err(copy)?;
+        self.stream.memcpy_htod(momentum, &mut self.momentum).map_err(call("copying the state to the device"))?;
+        Ok(())
+    }
+
+    /// Forward and backward on `batch`; `grads` then holds this rank's
+    /// gradient sum over its samples (zero for an empty batch).
+    pub(super) fn forward_backward(&mut self, batch: &Batch<'_>) -> Result<StepStats, CudaError> {
+        let n = self.load(batch)?;
+        if n == 0 {
+            self.stream.memset_zeros(&mut self.grads).map_err(call("zeroing the gradients"))?;
+            return Ok(StepStats::default());
+        }
+        self.forward(n)?;
+        let stats = self.loss(n, true)?;
+        self.backward(n)?;
+        Ok(stats)
+    }
+
+    pub(super) fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, CudaError> {
+        let n = self.load(batch)?;
+        if n == 0 {
+            return Ok(StepStats::default());
+        }
+        self.forward(n)?;
+        self.loss(n, false)
+    }
+
+    /// The SGD update with the summed gradients scaled by `scale` (1 / global batch).
+    pub(super) fn update(&mut self, lr: f32, scale: f32) -> Result<(), CudaError> {
+        let total = self.params.len() as i32;
+        let Sgd { momentum, weight_decay } = self.sgd;
+        let mut launch = self.stream.launch_builder(&self.kernels.sgd);
+        launch.arg(&mut self.params).arg(&mut self.momentum).arg(&self.grads);
+        launch.arg(&total).arg(&lr).arg(&momentum).arg(&weight_decay).arg(&scale);
+        // SAFETY: the kernel's signature is (float*, float*, const float*, int, float x4), matching
+        // the arguments; the three buffers have `total` floats and each thread touches index < total.
+        unsafe { launch.launch(grid(total as usize)) }.map_err(call("the SGD update kernel"))?;
+        Ok(())
+    }
+
+    /// Copies the batch to the device; returns its sample count.
+    fn load(&mut self, batch: &Batch<'_>) -> Result<usize, CudaError> {
+        let n = batch.labels.len();
+        let in_len = self.layers[0].in_len;
+        if batch.images.len() != n * in_len {
+            return Err(CudaError::Shape(format!(
+                "a batch of {n} labels has {} floats of images, expected {n} x {in_len}",
+                batch.images.len()
+            )));
+        }
+        if n > self.buffers.capacity {
+            self.buffers = Buffers::new(&self.stream, &self.layers, n)?;
+        }
+        if n > 0 {
+            let copy = call("copying the batch to the device");
+            let b = &mut self.buffers;
+            self.stream.memcpy_htod(batch.images, &mut b.acts[0].slice_mut(0..n * in_len)).map_err(copy)?;
+            let copy = call("copying the labels to the device");
+            self.stream.memcpy_htod(batch.labels, &mut b.labels.slice_mut(0..n)).map_err(copy)?;
+        }
+        Ok(n)
+    }
+
+    fn forward(&mut self, n: usize) -> Result<(), CudaError> {
+        let Self { stream, blas, kernels: k, layers, params, buffers: b, .. } = self;
+        for (i, layer) in layers.iter().enumerate() {
+            let (before, after) = b.acts.split_at_mut(i + 1);
+            let (x, y) = (&before[i], &mut after[0]);
+            let (weight, bias) = (params.slice(layer.weight.clone()), params.slice(layer.bias.clone()));
+            match layer.op {
+                Op::Linear { inp, out } => {
+                    // Row-major Y (n x out) = X (n x inp) W^T, W row-major (out x inp).
+                    // Column-major: Y^T (out x n) = W (out x inp) X^T (inp x n); W's buffer is
+                    // column-major W^T (ld inp), so transpose it; X's buffer is X^T (ld inp).
+                    let cfg = gemm_cfg(true, false, out, n, inp, inp, inp, 0.0, out);
+                    // SAFETY: dimensions and leading dimensions above describe buffers of at
+                    // least out*inp (weight), n*inp (x) and n*out (y) floats.
+                    unsafe { blas.gemm(cfg, &weight, x, y) }.map_err(call("linear forward (cuBLAS SGEMM)"))?;
+                    bias_add(stream, k, y, &bias, n * out, out, 1)?;
+                }
+                Op::Conv { c, h, w, oc, k: ks, pad, oh, ow } => {
+                    let (rows, p) = (c * ks * ks, oh * ow);
+                    im2col(stream, k, x, &mut b.col, n, [c, h, w, ks, pad, oh, ow])?;
+                    // Per sample, row-major Y (oc x p) = W (oc x rows) COL (rows x p).
+                    // Column-major: Y^T (p x oc) = COL^T (p x rows) W^T (rows x oc): both buffers
+                    // already hold those transposes (ld p and rows). Batched over samples, W shared.
+                    let cfg = StridedBatchedConfig {
+                        gemm: gemm_cfg(false, false, p, oc, rows, p, rows, 0.0, p),
+                        batch_size: n as i32,
+                        stride_a: (rows * p) as i64,
+                        stride_b: 0,
+                        stride_c: (oc * p) as i64,
+                    };
+                    // SAFETY: col holds n*rows*p floats, weight oc*rows, y n*oc*p, as the strides say.
+                    unsafe { blas.gemm_strided_batched(cfg, &b.col, &weight, y) }
+                        .map_err(call("convolution forward (cuBLAS batched SGEMM)"))?;
+                    bias_add(stream, k, y, &bias, n * oc * p, oc, p)?;
+                }
+                Op::Pool { h, w } => {
+                    let total = (n * layer.out_len) as i32;
+                    let (hh, ww) = (h as i32, w as i32);
+                    let mut launch = stream.launch_builder(&k.maxpool_forward);
+                    launch.arg(x).arg(&mut *y).arg(&mut b.argmax[i]).arg(&total).arg(&hh).arg(&ww);
+                    // SAFETY: x has n*in_len = total*4 floats as planes of h x w; y and argmax have total.
+                    unsafe { launch.launch(grid(total as usize)) }.map_err(call("max-pool forward kernel"))?;
+                }
+            }
+            if layer.relu {
+                let total = (n * layer.out_len) as i32;
+                let mut launch = stream.launch_builder(&k.relu_forward);
+                launch.arg(&mut *y).arg(&total);
+                // SAFETY: y has at least `total` floats.
+                unsafe { launch.launch(grid(total as usize)) }.map_err(call("ReLU forward kernel"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Loss and accuracy of the logits; with `grad`, the logits' gradient too.
+    fn loss(&mut self, n: usize, grad: bool) -> Result<StepStats, CudaError> {
+        let b = &mut self.buffers;
+        let last = b.acts.len() - 1;
+        let (batch, classes, want) = (n as i32, CLASSES as i32, i32::from(grad));
+        let mut launch = self.stream.launch_builder(&self.kernels.softmax_xent);
+        launch.arg(&b.acts[last]).arg(&b.labels).arg(&mut b.loss).arg(&mut b.correct);
+        launch.arg(&mut b.dacts[last]).arg(&want).arg(&batch).arg(&classes);
+        // SAFETY: logits and their gradient have n*10 floats, labels/loss/correct n entries.
+        unsafe { launch.launch(grid(n)) }.map_err(call("softmax cross-entropy kernel"))?;
+        let loss = self.stream.clone_dtoh(&b.loss.slice(0..n)).map_err(call("copying the losses to the host"))?;
+        let correct = self.stream.clone_dtoh(&b.correct.slice(0..n)).map_err(call("copying the hits to the host"))?;
+        Ok(StepStats {
+            loss_sum: loss.iter().map(|&l| f64::from(l)).sum(),
+            correct: correct.iter().filter(|&&c| c != 0).count() as u64,
+            samples: n as u64,
+        })
+    }
+
+    fn backward(&mut self, n: usize) -> Result<(), CudaError> {
+        let Self { stream, blas, kernels: k, layers, params, grads, buffers: b, .. } = self;
+        for (i, layer) in layers.iter().enumerate().rev() {
+            let (dbefore, dafter) = b.dacts.split_at_mut(i + 1);
+            let (dx, dy) = (&mut dbefore[i], &mut dafter[0]);
+            let (x, y) = (&b.acts[i], &b.acts[i + 1]);
+            let first = i == 0;
+            if layer.relu {
+                let total = (n * layer.out_len) as i32;
+                let mut launch = stream.launch_builder(&k.relu_backward);
+                launch.arg(&mut *dy).arg(y).arg(&total);
+                // SAFETY: dy and y have at least `total` floats.
+                unsafe { launch.launch(grid(total as usize)) }.map_err(call("ReLU backward kernel"))?;
+            }
+            let weight = params.slice(layer.weight.clone());
+            let mut g = grads.slice_mut(layer.weight.start..layer.bias.end);
+            let (mut gw, mut gb) = g.split_at_mut(layer.weight.len());
+            match layer.op {
+                Op::Linear { inp, out } => {
+                    // Row-major dW (out x inp) = dY^T (out x n) X (n x inp).
+                    // Column-major: dW^T (inp x out) = X^T (inp x n) dY (n x out); X's buffer is
+                    // X^T (ld inp), dY's is dY^T (ld out), so transpose the second.
+                    let cfg = gemm_cfg(false, true, inp, out, n, inp, out, 0.0, inp);
+                    // SAFETY: x has n*inp floats, dy n*out, the weight gradient out*inp.
+                    unsafe { blas.gemm(cfg, x, &*dy, &mut gw) }.map_err(call("linear weight gradient (SGEMM)"))?;
+                    bias_grad(stream, k, dy, &mut gb, n, out, 1)?;
+                    if !first {
+                        // Row-major dX (n x inp) = dY (n x out) W (out x inp).
+                        // Column-major: dX^T (inp x n) = W^T (inp x out) dY^T (out x n): the
+                        // buffers hold exactly those (ld inp and out).
+                        let cfg = gemm_cfg(false, false, inp, n, out, inp, out, 0.0, inp);
+                        // SAFETY: weight out*inp, dy n*out, dx n*inp floats.
+                        unsafe { blas.gemm(cfg, &weight, &*dy, dx) }.map_err(call("linear input gradient (SGEMM)"))?;
+                    }
+                }
+                Op::Conv { c, h, w, oc, k: ks, pad, oh, ow } => {
+                    let (rows, p) = (c * ks * ks, oh * ow);
+                    // The scratch im2col matrix was overwritten by later convolutions: rebuild it.
+                    im2col(stream, k, x, &mut b.col, n, [c, h, w, ks, pad, oh, ow])?;
+                    for s in 0..n {
+                        // Row-major dW (oc x rows) += dY_s (oc x p) COL_s^T (p x rows).
+                        // Column-major: dW^T (rows x oc) += COL_s (rows x p) dY_s^T (p x oc); COL_s's
+                        // buffer is COL_s^T (ld p), so transpose it; dY_s's is dY_s^T (ld p).
+                        let cfg = gemm_cfg(true, false, rows, oc, p, p, p, if s == 0 { 0.0 } else { 1.0 }, rows);
+                        let col_s = b.col.slice(s * rows * p..(s + 1) * rows * p);
+                        let dy_s = dy.slice(s * oc * p..(s + 1) * oc * p);
+                        // SAFETY: the views have rows*p and oc*p floats, the weight gradient oc*rows.
+                        unsafe { blas.gemm(cfg, &col_s, &dy_s, &mut gw) }
+                            .map_err(call("convolution weight gradient (SGEMM)"))?;
+                    }
+                    bias_grad(stream, k, dy, &mut gb, n, oc, p)?;
+                    if !first {
+                        // Per sample, row-major dCOL (rows x p) = W^T (rows x oc) dY (oc x p).
+                        // Column-major: dCOL^T (p x rows) = dY^T (p x oc) W (oc x rows); dY's buffer is
+                        // dY^T (ld p); W's is W^T (ld rows), so transpose it.
+                        let cfg = StridedBatchedConfig {
+                            gemm: gemm_cfg(false, true, p, rows, oc, p, rows, 0.0, p),
+                            batch_size: n as i32,
+                            stride_a: (oc * p) as i64,
+                            stride_b: 0,
+                            stride_c: (rows * p) as i64,
+                        };
+                        // SAFETY: dy has n*oc*p floats, weight oc*rows, dcol n*rows*p.
+                        unsafe { blas.gemm_strided_batched(cfg, &*dy, &weight, &mut b.dcol) }
+                            .map_err(call("convolution input gradient (cuBLAS batched SGEMM)"))?;
+                        let total = (n * c * h * w) as i32;
+                        let dims = [c, h, w, ks, pad, oh, ow].map(|d| d as i32);
+                        let mut launch = stream.launch_builder(&k.col2im);
+                        launch.arg(&b.dcol).arg(dx).arg(&total);
+                        for d in &dims {
+                            launch.arg(d);
+                        }
+                        // SAFETY: dcol has n*rows*p floats and dx n*c*h*w = total, as the dims say.
+                        unsafe { launch.launch(grid(total as usize)) }.map_err(call("col2im kernel"))?;
+                    }
+                }
+                Op::Pool { .. } => {
+                    stream.memset_zeros(dx).map_err(call("zeroing a gradient buffer"))?;
+                    let total = (n * layer.out_len) as i32;
+                    let mut launch = stream.launch_builder(&k.maxpool_backward);
+                    launch.arg(&*dy).arg(&b.argmax[i]).arg(dx).arg(&total);
+                    // SAFETY: dy and argmax have total entries; each arg-max indexes within dx (n*in_len).
+                    unsafe { launch.launch(grid(total as usize)) }.map_err(call("max-pool backward kernel"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `y[n][c][p] += bias[c]` over `total` floats of `channels` x `inner`.
+fn bias_add(
+    stream: &CudaStream,
+    k: &Kernels,
+    y: &mut CudaSlice<f32>,
+    bias: &CudaView<'_, f32>,
+    total: usize,
+    channels: usize,
+    inner: usize,
+) -> Result<(), CudaError> {
+    let (t, c, p) = (total as i32, channels as i32, inner as i32);
+    let mut launch = stream.launch_builder(&k.bias_add);
+    launch.arg(y).arg(bias).arg(&t).arg(&c).arg(&p);
+    // SAFETY: y has at least `total` floats and bias `channels`; indices stay below both.
+    unsafe { launch.launch(grid(total)) }.map_err(call("bias kernel"))?;
+    Ok(())
+}
+
+/// `db[c] = sum over n, p of dy[n][c][p]`.
+fn bias_grad(
+    stream: &CudaStream,
+    k: &Kernels,
+    dy: &CudaSlice<f32>,
+    db: &mut CudaViewMut<'_, f32>,
+    n: usize,
+    channels: usize,
+    inner: usize,
+) -> Result<(), CudaError> {
+    let (b, c, p) = (n as i32, channels as i32, inner as i32);
+    let mut launch = stream.launch_builder(&k.bias_grad);
+    launch.arg(dy).arg(db).arg(&b).arg(&c).arg(&p);
+    // SAFETY: dy has n*channels*inner floats and db `channels`.
+    unsafe { launch.launch(grid(channels)) }.map_err(call("bias gradient kernel"))?;
+    Ok(())
+}
+
+fn im2col(
+    stream: &CudaStream,
+    k: &Kernels,
+    x: &CudaSlice<f32>,
+    col: &mut CudaSlice<f32>,
+    n: usize,
+    dims: [usize; 7],
+) -> Result<(), CudaError> {
+    let [c, _, _, ks, _, oh, ow] = dims;
+    let total = (n * c * ks * ks * oh * ow) as i32;
+    let dims = dims.map(|d| d as i32);
+    let mut launch = stream.launch_builder(&k.im2col);
+    launch.arg(x).arg(col).arg(&total);
+    for d in &dims {
+        launch.arg(d);
+    }
+    // SAFETY: x has n*c*h*w floats and col n*c*k*k*oh*ow = total, as the dims say.
+    unsafe { launch.launch(grid(total as usize)) }.map_err(call("im2col kernel"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flat layout's size and order, as the shared design fixes them (no GPU needed).
+    #[test]
+    fn plans_match_the_fixed_models() {
+        let count = |m, s| plan(m, s).unwrap().last().unwrap().bias.end;
+        assert_eq!(count(Model::Mlp, (1, 28, 28)), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+        assert_eq!(count(Model::Lenet, (1, 28, 28)), 156 + 2416 + (400 * 120 + 120) + (120 * 84 + 84) + 850);
+        assert_eq!(count(Model::Lenet, (3, 32, 32)), 456 + 2416 + (576 * 120 + 120) + (120 * 84 + 84) + 850);
+        let lenet = plan(Model::Lenet, (1, 28, 28)).unwrap();
+        // Weight then bias, layers back to back.
+        assert_eq!((lenet[0].weight.clone(), lenet[0].bias.clone()), (0..150, 150..156));
+        assert_eq!(lenet[2].weight.start, 156);
+        assert_eq!(lenet[4].in_len, 400);
+        assert!(plan(Model::Lenet, (1, 8, 8)).unwrap_err().to_string().contains("at least 12x12"));
+        assert_eq!(Model::from_name("lenet"), Some(Model::Lenet));
+    }
+}
