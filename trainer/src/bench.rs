@@ -11,13 +11,12 @@
 //! and the ranks form a TCP ring ([`crate::train::ring`]). Rank 0 prints
 //! the table on stdout; logs go to stderr.
 
-use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::train::collective::{Collective, CollectiveError};
-use crate::train::elastic::{ElasticConfig, Membership, Next};
-use crate::train::rendezvous::{self, HostConfig, RendezvousError, Roster};
+use crate::train::elastic::{self, ElasticConfig, Launch, Next};
+use crate::train::rendezvous::{HostConfig, RendezvousError, Roster};
 use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Arguments of `trainer bench`.
@@ -64,22 +63,6 @@ pub enum BenchError {
     /// Bad arguments.
     #[error("{0}")]
     Usage(String),
-    /// `MASTER_ADDR:MASTER_PORT` does not resolve.
-    #[error("cannot resolve MASTER_ADDR {addr}: {reason}")]
-    Resolve {
-        /// What was given.
-        addr: String,
-        /// Why.
-        reason: String,
-    },
-    /// A socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
     /// Forming the group failed.
     #[error(transparent)]
     Rendezvous(#[from] RendezvousError),
@@ -170,34 +153,24 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
             args.min_bytes, args.max_bytes
         )));
     }
-    let master = format!("{}:{}", args.master_addr, args.master_port);
-    let rendezvous: SocketAddr = master
-        .to_socket_addrs()
-        .map_err(|e| BenchError::Resolve { addr: master.clone(), reason: e.to_string() })?
-        .next()
-        .ok_or_else(|| BenchError::Resolve { addr: master.clone(), reason: "no address".into() })?;
-    let roster = Roster::new(&args.root, None);
-    if args.rank == 0 {
-        let bind = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.master_port);
-        let listener = TcpListener::bind(bind).map_err(|source| BenchError::Bind { addr: bind, source })?;
-        let config = HostConfig {
-            expected: args.world_size,
-            join_timeout: Duration::from_secs(120),
-            report_timeout: Duration::from_secs(args.timeout),
-            nccl_id: None,
-        };
-        rendezvous::host(listener, roster.clone(), config)?;
-    }
-    // The data plane listens on this node's address from the manifest.
-    let me = roster.identity(args.local_rank, SocketAddr::from(([0, 0, 0, 0], 0)))?;
-    let ip: IpAddr =
-        me.ip.parse().map_err(|_| BenchError::Usage(format!("the manifest's IP {:?} is not an address", me.ip)))?;
-    let bind = SocketAddr::new(ip, 0);
-    let listener = TcpListener::bind(bind).map_err(|source| BenchError::Bind { addr: bind, source })?;
-    let data_addr = listener.local_addr().map_err(|source| BenchError::Bind { addr: bind, source })?;
-    let mut config = ElasticConfig::new(rendezvous);
-    config.ring.io_timeout = Duration::from_secs(args.timeout);
-    let (_membership, next) = Membership::join(config, listener, rendezvous::Hello { data_addr, ..me })?;
+    let launch = Launch {
+        rank: args.rank,
+        world_size: args.world_size,
+        local_rank: args.local_rank,
+        master_addr: args.master_addr.clone(),
+        master_port: args.master_port,
+    };
+    let host = HostConfig {
+        expected: args.world_size,
+        join_timeout: Duration::from_secs(120),
+        report_timeout: Duration::from_secs(args.timeout),
+        nccl_id: None,
+    };
+    let (_membership, next) = elastic::connect(&launch, &Roster::new(&args.root, None), host, |rendezvous| {
+        let mut config = ElasticConfig::new(rendezvous);
+        config.ring.io_timeout = Duration::from_secs(args.timeout);
+        config
+    })?;
     let Next::Reformed { group, mut ring, .. } = next else {
         return Err(BenchError::Usage("the rendezvous did not give this process a rank".into()));
     };

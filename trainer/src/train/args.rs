@@ -60,12 +60,16 @@ pub struct Args {
     /// Evaluate on the test split every N epochs (and always after the last).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub eval_every: u64,
-    /// Directory for checkpoints written by rank 0 (on EFS, so any node can resume).
-    #[arg(long, value_name = "DIR", help_heading = "Checkpoints")]
-    pub checkpoint_dir: Option<PathBuf>,
-    /// Continue from the newest valid checkpoint in --checkpoint-dir.
-    #[arg(long, requires = "checkpoint_dir", help_heading = "Checkpoints")]
-    pub resume: bool,
+    /// Checkpoints.
+    #[command(flatten)]
+    pub checkpoints: super::checkpoint::Args,
+    /// TensorBoard metrics.
+    #[command(flatten)]
+    pub events: super::events::Args,
+    /// Filesystem root the agent's files are under (its state file and node
+    /// config tell the ranks who is in the cluster).
+    #[arg(long, env = "TRAINER_ROOT", default_value = "/", hide = true)]
+    pub root: PathBuf,
 }
 
 fn float(s: &str) -> Result<f32, String> {

@@ -80,6 +80,26 @@ pub trait Collective<B: ?Sized = [f32]> {
     fn broadcast(&mut self, buf: &mut B, root: usize) -> Result<(), CollectiveError>;
 }
 
+/// A boxed collective is one too, so an engine can hold whichever its group
+/// needs (the ring, NCCL, or the group of one) behind one type.
+impl<B: ?Sized, C: Collective<B> + ?Sized> Collective<B> for Box<C> {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+
+    fn world_size(&self) -> usize {
+        (**self).world_size()
+    }
+
+    fn all_reduce_sum(&mut self, buf: &mut B) -> Result<(), CollectiveError> {
+        (**self).all_reduce_sum(buf)
+    }
+
+    fn broadcast(&mut self, buf: &mut B, root: usize) -> Result<(), CollectiveError> {
+        (**self).broadcast(buf, root)
+    }
+}
+
 /// The group of one: every operation is the identity.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Single;

@@ -19,13 +19,14 @@
 //! [`EngineError::Collective`]: super::engine::EngineError::Collective
 
 use std::io::BufReader;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
 use super::collective::{Collective, CollectiveError, Group};
-use super::rendezvous::{self, Decision, Hello, ReceiveError, RendezvousError, Report};
+use super::rendezvous::{self, Decision, Hello, HostConfig, ReceiveError, RendezvousError, Report, Roster};
 use super::ring::{Ring, RingConfig};
 
 /// Timing of one rank's membership.
@@ -220,4 +221,51 @@ pub fn broadcast_state(
         *c = u64::from(pair[0].to_bits()) | (u64::from(pair[1].to_bits()) << 32);
     }
     Ok(())
+}
+
+/// Where a process started by `trainer launch` finds its job: the torchrun
+/// variables the launcher sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// `RANK`: 0 is the process on the master, which hosts the rendezvous.
+    pub rank: usize,
+    /// `WORLD_SIZE`: the processes the first formation waits for.
+    pub world_size: usize,
+    /// `LOCAL_RANK`: the process's place on its node (its GPU).
+    pub local_rank: u32,
+    /// `MASTER_ADDR`.
+    pub master_addr: String,
+    /// `MASTER_PORT`: the rendezvous port.
+    pub master_port: u16,
+}
+
+/// Joins the job: rank 0 first starts the rendezvous host on `MASTER_PORT`
+/// (all addresses) with `host`; every process then binds its data plane on
+/// its node's address from the agent's manifest (files under `root`, read
+/// by `roster`) and waits for its first group.
+pub fn connect(
+    launch: &Launch,
+    roster: &Roster,
+    host: HostConfig,
+    config: impl FnOnce(SocketAddr) -> ElasticConfig,
+) -> Result<(Membership, Next), RendezvousError> {
+    let master = format!("{}:{}", launch.master_addr, launch.master_port);
+    let resolve = |reason: String| RendezvousError::Resolve { addr: master.clone(), reason };
+    let rendezvous =
+        master.to_socket_addrs().map_err(|e| resolve(e.to_string()))?.next().ok_or_else(|| resolve("no address".into()))?;
+    if launch.rank == 0 {
+        let bind = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), launch.master_port);
+        let listener = TcpListener::bind(bind).map_err(|source| RendezvousError::Bind { addr: bind, source })?;
+        rendezvous::host(listener, roster.clone(), host)?;
+    }
+    // The data plane listens on this node's address from the manifest.
+    let me = roster.identity(launch.local_rank, SocketAddr::from(([0, 0, 0, 0], 0)))?;
+    let ip: IpAddr = me.ip.parse().map_err(|_| RendezvousError::ReadState {
+        path: Path::new(rendezvous::STATE_PATH).to_owned(),
+        reason: format!("the manifest's address {:?} for this node is not an IP address", me.ip),
+    })?;
+    let bind = SocketAddr::new(ip, 0);
+    let listener = TcpListener::bind(bind).map_err(|source| RendezvousError::Bind { addr: bind, source })?;
+    let data_addr = listener.local_addr().map_err(|source| RendezvousError::Bind { addr: bind, source })?;
+    Membership::join(config(rendezvous), listener, Hello { data_addr, ..me })
 }

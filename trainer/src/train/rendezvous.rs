@@ -106,6 +106,22 @@ pub enum RendezvousError {
         /// How long we waited.
         seconds: u64,
     },
+    /// `MASTER_ADDR:MASTER_PORT` does not resolve.
+    #[error("cannot resolve the rendezvous address {addr} (MASTER_ADDR:MASTER_PORT): {reason}")]
+    Resolve {
+        /// What was given.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// A listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The host's listening socket failed.
     #[error("the rendezvous host cannot serve: {0}")]
     Serve(std::io::Error),

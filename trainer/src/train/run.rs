@@ -14,12 +14,19 @@
 use std::io::Write;
 use std::time::Instant;
 
-use super::args::{Args, Device};
-use super::collective::Single;
+use super::args::{Args, Device as DeviceArg};
+use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta};
+use super::collective::{Collective, Group, Single};
 use super::cpu::{self, CpuEngine, PoolError};
+#[cfg(feature = "cuda")]
+use super::cuda::CudaEngine;
 use super::data::{self, DataError, Dataset, Split};
-use super::engine::{Batch, Engine, EngineError, StepStats};
-use super::model::Model;
+use super::elastic::{self, ElasticConfig, Launch, Next, broadcast_state};
+use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
+use super::events::{self, EventWriter, EventsError};
+use super::model::{Arch, Model};
+use super::rendezvous::{HostConfig, RendezvousError, Roster};
+use super::ring::Ring;
 use super::optim::Sgd;
 use super::progress::{Progress, Snapshot};
 use crate::{EXIT_FAILED, EXIT_USAGE};
@@ -51,6 +58,25 @@ pub enum TrainError {
         /// Why not.
         reason: String,
     },
+    /// The images are too small for the model.
+    #[error("{path}: {height}x{width} images are too small for LeNet (it needs at least 12x12); use --model mlp")]
+    TooSmall {
+        /// The dataset directory.
+        path: std::path::PathBuf,
+        /// Image height.
+        height: usize,
+        /// Image width.
+        width: usize,
+    },
+    /// Joining the job's group failed, or the master's process went away.
+    #[error(transparent)]
+    Rendezvous(#[from] RendezvousError),
+    /// A checkpoint could not be read or written.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// TensorBoard events could not be written.
+    #[error(transparent)]
+    Events(#[from] EventsError),
     /// The compute threads could not be started.
     #[error(transparent)]
     Pool(#[from] PoolError),
@@ -69,7 +95,9 @@ impl TrainError {
     /// the user's to fix (2), a failed step is the run failing (1).
     pub fn exit_code(&self) -> u8 {
         match self {
-            TrainError::Step { .. } => EXIT_FAILED,
+            TrainError::Step { .. } | TrainError::Rendezvous(_) | TrainError::Checkpoint(_) | TrainError::Events(_) => {
+                EXIT_FAILED
+            }
             _ => EXIT_USAGE,
         }
     }
@@ -182,10 +210,10 @@ pub fn epoch_line(report: &EpochReport, epochs: u64, test: Option<&StepStats>) -
     )
 }
 
-fn env_number(var: &'static str, default: usize) -> Result<usize, TrainError> {
+fn env_number<T: std::str::FromStr>(var: &'static str) -> Result<Option<T>, TrainError> {
     match std::env::var(var) {
-        Err(_) => Ok(default),
-        Ok(value) => value.trim().parse().map_err(|_| TrainError::Environment {
+        Err(_) => Ok(None),
+        Ok(value) => value.trim().parse().map(Some).map_err(|_| TrainError::Environment {
             var,
             value,
             reason: "not a number; `trainer launch` sets it".to_owned(),
@@ -193,73 +221,302 @@ fn env_number(var: &'static str, default: usize) -> Result<usize, TrainError> {
     }
 }
 
-/// The group from `RANK`/`WORLD_SIZE`. Until the ring collective is wired
-/// in, only a world of one is accepted.
-fn group_from_env() -> Result<Shard, TrainError> {
-    let world = env_number("WORLD_SIZE", 1)?;
-    let rank = env_number("RANK", 0)?;
-    if world != 1 {
-        return Err(TrainError::Environment {
-            var: "WORLD_SIZE",
-            value: world.to_string(),
-            reason: "this build of `trainer train` runs one rank only (the TCP ring is not wired in yet)".to_owned(),
-        });
-    }
-    if rank != 0 {
-        return Err(TrainError::Environment {
-            var: "RANK",
-            value: rank.to_string(),
-            reason: "must be 0 in a world of one".to_owned(),
-        });
-    }
-    Ok(Shard { rank, world, generation: 0 })
+/// The job `trainer launch` started this process in, from the torchrun
+/// variables; `None` when it runs on its own (one rank, no rendezvous).
+fn launch_from_env() -> Result<Option<Launch>, TrainError> {
+    let Ok(master_addr) = std::env::var("MASTER_ADDR") else {
+        if let Some(world) = env_number::<usize>("WORLD_SIZE")?.filter(|w| *w != 1) {
+            return Err(TrainError::Environment {
+                var: "WORLD_SIZE",
+                value: world.to_string(),
+                reason: "more than one rank needs MASTER_ADDR and MASTER_PORT (start it with `trainer launch`)".into(),
+            });
+        }
+        return Ok(None);
+    };
+    let missing = |var: &'static str| TrainError::Environment {
+        var,
+        value: String::new(),
+        reason: "missing; `trainer launch` sets it with MASTER_ADDR".to_owned(),
+    };
+    Ok(Some(Launch {
+        rank: env_number("RANK")?.ok_or_else(|| missing("RANK"))?,
+        world_size: env_number("WORLD_SIZE")?.ok_or_else(|| missing("WORLD_SIZE"))?,
+        local_rank: env_number("LOCAL_RANK")?.unwrap_or(0),
+        master_addr,
+        master_port: env_number("MASTER_PORT")?.ok_or_else(|| missing("MASTER_PORT"))?,
+    }))
 }
 
-/// `trainer train`: loads the data, builds the engine and trains; returns the exit code.
+/// This rank's engine on its device; the device decides how a new group's
+/// gradients are summed.
+enum Device {
+    Cpu(CpuEngine),
+    #[cfg(feature = "cuda")]
+    Cuda(CudaEngine<Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>>),
+}
+
+impl Device {
+    fn engine(&mut self) -> &mut dyn Engine {
+        match self {
+            Device::Cpu(e) => e,
+            #[cfg(feature = "cuda")]
+            Device::Cuda(e) => e,
+        }
+    }
+
+    /// Sums gradients over `group` from now on: the CPU over its TCP `ring`,
+    /// a GPU through NCCL (the ring only carried the state broadcast).
+    fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError> {
+        match self {
+            Device::Cpu(e) => {
+                e.set_collective(Box::new(ring));
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Device::Cuda(e) => {
+                drop(ring);
+                e.regroup(|stream| {
+                    Ok(Box::new(super::cuda::Nccl::from_group(stream, group)?)
+                        as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
+                })
+                .map_err(EngineError::from)
+            }
+        }
+    }
+}
+
+fn device(args: &Args, model: Model, shape: (usize, usize, usize), launch: Option<&Launch>) -> Result<Device, TrainError> {
+    let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
+    match args.device {
+        DeviceArg::Cpu => Ok(Device::Cpu(CpuEngine::new(model, Vec::new(), sgd, args.threads, Box::new(Single))?)),
+        #[cfg(feature = "cuda")]
+        DeviceArg::Cuda => {
+            let arch = match args.model {
+                Arch::Mlp => super::cuda::Model::Mlp,
+                Arch::Lenet => super::cuda::Model::Lenet,
+            };
+            let ordinal = launch.map_or(0, |l| l.local_rank as usize);
+            let engine = CudaEngine::new(ordinal, arch, shape, sgd, |_| {
+                Ok(Box::new(Single) as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
+            })
+            .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
+            Ok(Device::Cuda(engine))
+        }
+        #[cfg(not(feature = "cuda"))]
+        DeviceArg::Cuda => {
+            let _ = (shape, launch);
+            Err(TrainError::Device {
+                device: "cuda",
+                reason: "this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
+            })
+        }
+    }
+}
+
+/// Splits a broadcast buffer (parameters, then momentum) back into a state.
+fn state_from(flat: Vec<f32>, counters: [u64; 2]) -> TrainState {
+    let half = flat.len() / 2;
+    let mut params = flat;
+    let momentum = params.split_off(half);
+    TrainState { params, momentum, epoch: counters[0], step: counters[1] }
+}
+
+/// `trainer train`: loads the data, builds the engine, joins the job's
+/// group (when `trainer launch` started it) and trains; returns the exit code.
 pub fn run(args: &Args) -> Result<u8, TrainError> {
-    let shard = group_from_env()?;
-    if args.device == Device::Cuda {
-        return Err(TrainError::Device {
-            device: "cuda",
-            reason: "this build has no GPU engine; use --device cpu".to_owned(),
-        });
-    }
-    if args.checkpoint_dir.is_some() {
-        // The checkpoint module is wired in at integration; say so rather than pretend.
-        tracing::warn!("--checkpoint-dir/--resume: checkpoints are not written by this build yet");
-    }
+    let launch = launch_from_env()?;
+    // Rank 0 is the master's process (it never leaves): it evaluates,
+    // prints, writes checkpoints and TensorBoard events.
+    let leader = launch.as_ref().is_none_or(|l| l.rank == 0);
     let format = match args.format {
         Some(f) => f,
         None => data::detect(&args.data)?,
     };
     let train = data::load(&args.data, Some(format), Split::Train)?;
-    // Only rank 0 evaluates, so only it holds the test split.
-    let test = if shard.rank == 0 { Some(data::load(&args.data, Some(format), Split::Test)?) } else { None };
-    let model = Model::new(args.model, (train.channels, train.height, train.width));
-    let params = cpu::init(&model, args.seed);
-    let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
-    let mut engine = CpuEngine::new(model, params, sgd, args.threads, Box::new(Single))?;
+    let test = if leader { Some(data::load(&args.data, Some(format), Split::Test)?) } else { None };
+    // LeNet's second convolution and pooling need 12 x 12 pixels or more.
+    if args.model == Arch::Lenet && train.height.min(train.width) < 12 {
+        return Err(TrainError::TooSmall { path: args.data.clone(), height: train.height, width: train.width });
+    }
+    let shape = (train.channels, train.height, train.width);
+    let model = Model::new(args.model, shape);
     tracing::info!(train = train.len(), test = test.as_ref().map(Dataset::len), ?format, "dataset loaded");
 
-    let plan = EpochPlan { batch_size: args.batch_size as usize, lr: args.lr, seed: args.seed, epochs: args.epochs };
-    let mut progress = Progress::stderr(shard.rank == 0);
-    for epoch in 0..args.epochs {
-        let report = train_epoch(&mut engine, &train, shard, epoch, &plan, &mut progress)
-            .map_err(|source| TrainError::Step { epoch: epoch + 1, source })?;
-        engine.set_epoch(epoch + 1);
-        let due = (epoch + 1) % args.eval_every == 0 || epoch + 1 == args.epochs;
-        let test_stats = match &test {
-            Some(test) if due => {
-                Some(evaluate(&mut engine, test).map_err(|source| TrainError::Step { epoch: epoch + 1, source })?)
+    // The starting state: a checkpoint (rank 0 reads it; the others get it
+    // by the first broadcast), else the seeded initialisation.
+    let meta = Meta {
+        model: format!("{:?}", args.model).to_lowercase(),
+        dataset: DatasetShape {
+            format: format!("{format:?}").to_lowercase(),
+            channels: train.channels as u32,
+            height: train.height as u32,
+            width: train.width as u32,
+            classes: 10,
+        },
+        hyper: Hyper {
+            lr: args.lr,
+            momentum: args.momentum,
+            weight_decay: args.weight_decay,
+            batch_size: u64::from(args.batch_size),
+            seed: args.seed,
+        },
+    };
+    let store = args.checkpoints.store();
+    let params = cpu::init(&model, args.seed);
+    let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
+    if leader && args.checkpoints.resume {
+        match store.resume(&meta)? {
+            Some(c) => {
+                eprintln!("trainer train: resuming after epoch {} from {}", c.state.epoch, store.dir().display());
+                state = c.state;
             }
-            _ => None,
+            None => eprintln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
+        }
+    }
+    let mut device = device(args, model, shape, launch.as_ref())?;
+    device.engine().set_state(&state).map_err(|source| TrainError::Step { epoch: state.epoch + 1, source })?;
+    let mut events = if leader { Some(EventWriter::create(&args.events.dir())?) } else { None };
+
+    let plan = EpochPlan { batch_size: args.batch_size as usize, lr: args.lr, seed: args.seed, epochs: args.epochs };
+    let mut progress = Progress::stderr(leader);
+    let mut shard = Shard { rank: 0, world: 1, generation: 0 };
+    let mut epoch = state.epoch;
+    // The group, when launched: rank 0 hosts the rendezvous; every rank waits
+    // for its first group, then checks in at every epoch boundary.
+    let mut membership = None;
+    let mut next = None;
+    if let Some(launch) = &launch {
+        let roster = Roster::from_node_config(&args.root)?;
+        let nccl = args.device == DeviceArg::Cuda;
+        let host = HostConfig {
+            expected: launch.world_size,
+            join_timeout: JOIN_TIMEOUT,
+            report_timeout: REPORT_TIMEOUT,
+            nccl_id: nccl_id_maker(nccl),
         };
-        if shard.rank == 0 {
+        let (m, first) = elastic::connect(launch, &roster, host, ElasticConfig::new)?;
+        membership = Some(m);
+        next = Some(first);
+    }
+    // The state at the start of the epoch this rank last began, and which epoch.
+    let mut start: Option<(u64, TrainState)> = None;
+    loop {
+        if let (Some(m), Some(decision)) = (membership.as_mut(), next.take()) {
+            match decision {
+                Next::Continue => {}
+                Next::Left(reason) => {
+                    eprintln!("trainer train: this node left the job ({reason}); exiting");
+                    return Ok(crate::EXIT_OK);
+                }
+                Next::Reformed { group, mut ring, epoch: e, redo } => {
+                    let engine = device.engine();
+                    let mut current = match start.take() {
+                        Some((began, s)) if began == e => s,
+                        _ => engine.state().map_err(|source| TrainError::Step { epoch: e + 1, source })?,
+                    };
+                    let mut flat = std::mem::take(&mut current.params);
+                    flat.append(&mut current.momentum);
+                    let mut counters = [e, current.step];
+                    if let Err(err) = broadcast_state(&mut ring, group.source_rank, &mut flat, &mut counters) {
+                        next = Some(m.recover(e, &err)?);
+                        continue;
+                    }
+                    let adopted = state_from(flat, counters);
+                    engine.set_state(&adopted).map_err(|source| TrainError::Step { epoch: e + 1, source })?;
+                    device.join_group(&group, ring).map_err(|source| TrainError::Step { epoch: e + 1, source })?;
+                    shard = Shard { rank: group.rank, world: group.world_size, generation: group.generation };
+                    epoch = counters[0];
+                    if leader {
+                        eprintln!(
+                            "trainer train: generation {}: {} rank(s); {} epoch {}",
+                            group.generation,
+                            group.world_size,
+                            if redo { "redoing" } else { "continuing with" },
+                            epoch + 1
+                        );
+                    }
+                }
+            }
+        }
+        if epoch >= args.epochs {
+            break;
+        }
+        let engine = device.engine();
+        if membership.is_some() {
+            start = Some((epoch, engine.state().map_err(|source| TrainError::Step { epoch: epoch + 1, source })?));
+        }
+        let report = match train_epoch(engine, &train, shard, epoch, &plan, &mut progress) {
+            Ok(report) => report,
+            Err(EngineError::Collective(err)) if membership.is_some() => {
+                progress.clear();
+                let m = membership.as_mut().expect("checked");
+                next = Some(m.recover(epoch, &err)?);
+                continue;
+            }
+            Err(source) => return Err(TrainError::Step { epoch: epoch + 1, source }),
+        };
+        epoch += 1;
+        let mut done = engine.state().map_err(|source| TrainError::Step { epoch, source })?;
+        done.epoch = epoch;
+        engine.set_state(&done).map_err(|source| TrainError::Step { epoch, source })?;
+        if leader {
+            let due = epoch % args.eval_every == 0 || epoch == args.epochs;
+            let test_stats = match &test {
+                Some(test) if due => Some(evaluate(engine, test).map_err(|source| TrainError::Step { epoch, source })?),
+                _ => None,
+            };
             let mut out = std::io::stdout().lock();
             // stdout closed (a pipe to `head`): nothing left to tell, keep training.
             let _ = writeln!(out, "{}", epoch_line(&report, args.epochs, test_stats.as_ref()));
             let _ = out.flush();
+            drop(out);
+            if let Some(w) = events.as_mut() {
+                let mut scalars = vec![
+                    (events::tag::TRAIN_LOSS, report.train.loss_sum / report.train.samples.max(1) as f64),
+                    (events::tag::TRAIN_ACCURACY, accuracy(&report.train)),
+                    (events::tag::THROUGHPUT, report.samples_per_sec),
+                ];
+                if let Some(t) = &test_stats {
+                    scalars.push((events::tag::TEST_LOSS, t.loss_sum / t.samples.max(1) as f64));
+                    scalars.push((events::tag::TEST_ACCURACY, accuracy(t)));
+                }
+                w.scalars(done.step, &scalars)?;
+                w.flush()?;
+            }
+            if args.checkpoints.checkpoint_dir.is_some() || launch.is_some() {
+                let path = store.save(&meta, &done)?;
+                tracing::info!(path = %path.display(), epoch, "checkpoint written");
+            }
+        }
+        if let Some(m) = membership.as_mut() {
+            next = Some(m.at_boundary(epoch - 1)?);
         }
     }
     Ok(crate::EXIT_OK)
+}
+
+/// How long the first formation waits for every launched process.
+const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// After a member reports a boundary or a failure, how long the others have
+/// before they count as gone (a silent host); with the ring's 10 s socket
+/// timeout, survivors re-form well within 30 s of a peer's death.
+const REPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+#[cfg(feature = "cuda")]
+fn nccl_id_maker(nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
+    // A failure here shows up on every rank as NCCL refusing an empty id.
+    nccl.then(|| {
+        std::sync::Arc::new(|| {
+            super::cuda::new_nccl_id().unwrap_or_else(|e| {
+                tracing::error!("cannot make the NCCL unique id: {e}");
+                Vec::new()
+            })
+        }) as std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn nccl_id_maker(_nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
+    None
 }

@@ -23,7 +23,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
 pub use nccl::{Nccl, new_nccl_id};
-pub use net::{Model, Sgd};
+pub use net::Model;
+
+use super::optim::Sgd;
 
 use super::collective::Collective;
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};

@@ -18,6 +18,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut,
 
 use super::{CudaError, call};
 use crate::train::engine::{Batch, StepStats};
+use crate::train::optim::Sgd;
 
 /// The NVRTC source of the element-wise kernels.
 const KERNELS: &str = include_str!("kernels.cu");
@@ -43,15 +44,6 @@ impl Model {
             _ => None,
         }
     }
-}
-
-/// The optimiser's constants (the learning rate comes with each step).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sgd {
-    /// Momentum.
-    pub momentum: f32,
-    /// Weight decay (L2), applied to every parameter.
-    pub weight_decay: f32,
 }
 
 #[derive(Debug, Clone, Copy)]
