@@ -55,10 +55,11 @@ fn all_reduce_sums_any_length_and_every_rank_ends_identical() {
                 ring.all_reduce_sum(&mut buf).unwrap();
                 buf
             });
-            for i in 0..len {
+            for (i, got) in out[0].iter().enumerate() {
                 let want: f64 = (0..n).map(|r| f64::from((i as f32 * 0.1 + r as f32).sin() * 1e3 + 1e-3)).sum();
-                assert!((f64::from(out[0][i]) - want).abs() < 1e-2, "n {n} len {len} i {i}: {} vs {want}", out[0][i]);
+                assert!((f64::from(*got) - want).abs() < 1e-2, "n {n} len {len} i {i}: {got} vs {want}");
             }
+            assert_eq!(out[0].len(), len);
             for o in &out[1..] {
                 let same = o.iter().zip(&out[0]).all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "n {n} len {len}: ranks differ");

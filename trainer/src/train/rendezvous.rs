@@ -527,10 +527,10 @@ impl Host {
     }
 
     fn tell(&mut self, id: ConnId, decision: &Decision) {
-        if let Some(c) = self.conns.get_mut(&id) {
-            if let Err(e) = send(&mut c.writer, decision) {
-                warn!(process = %self.name(id), "cannot send a decision: {e}");
-            }
+        if let Some(c) = self.conns.get_mut(&id)
+            && let Err(e) = send(&mut c.writer, decision)
+        {
+            warn!(process = %self.name(id), "cannot send a decision: {e}");
         }
     }
 

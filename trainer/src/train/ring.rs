@@ -370,17 +370,17 @@ impl Ring {
         };
         let (mut send_err, mut recv_err) = (None, None);
         for part in buf.chunks_mut(chunk) {
-            if self.rank != root {
-                if let Err(e) = prev.read_exact(bytemuck::cast_slice_mut(part)) {
-                    recv_err = Some(e);
-                    break;
-                }
+            if self.rank != root
+                && let Err(e) = prev.read_exact(bytemuck::cast_slice_mut(part))
+            {
+                recv_err = Some(e);
+                break;
             }
-            if self.rank != last {
-                if let Err(e) = next.write_all(bytemuck::cast_slice(part)) {
-                    send_err = Some(e);
-                    break;
-                }
+            if self.rank != last
+                && let Err(e) = next.write_all(bytemuck::cast_slice(part))
+            {
+                send_err = Some(e);
+                break;
             }
         }
         if let Some(e) = recv_err {
