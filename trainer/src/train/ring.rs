@@ -391,13 +391,18 @@ impl Ring {
 }
 
 impl Ring {
-    /// After a failure: shuts both connections down so the neighbours fail at
-    /// once too, instead of waiting out their timeouts.
+    /// Shuts both connections down: the neighbours' next operation fails at
+    /// once (a rank leaving, or after a failure) instead of timing out.
+    pub fn close(&mut self) {
+        for s in [self.next.take(), self.prev.take()].into_iter().flatten() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// After a failure: closes the ring so the neighbours fail at once too.
     fn abort<T>(&mut self, result: Result<T, CollectiveError>) -> Result<T, CollectiveError> {
         if result.is_err() {
-            for s in [self.next.take(), self.prev.take()].into_iter().flatten() {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
+            self.close();
         }
         result
     }
