@@ -180,12 +180,8 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
     if args.rank == 0 {
         let bind = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.master_port);
         let listener = TcpListener::bind(bind).map_err(|source| BenchError::Bind { addr: bind, source })?;
-        let config = HostConfig {
-            expected: args.world_size,
-            join_timeout: Duration::from_secs(120),
-            report_timeout: Duration::from_secs(args.timeout),
-            nccl_id: None,
-        };
+        let config =
+            HostConfig { report_timeout: Duration::from_secs(args.timeout), ..HostConfig::new(args.world_size) };
         rendezvous::host(listener, roster.clone(), config)?;
     }
     // The data plane listens on this node's address from the manifest.
