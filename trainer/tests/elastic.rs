@@ -459,7 +459,7 @@ fn main() {
         .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
         .map(|(name, f)| (name, std::thread::spawn(f)))
         .collect();
-    let mut failed = 0;
+    let (mut failed, total) = (0, handles.len());
     for (name, h) in handles {
         match h.join() {
             Ok(()) => println!("test {name} ... ok"),
@@ -469,6 +469,8 @@ fn main() {
             }
         }
     }
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    println!("\ntest result: {verdict}. {} passed; {failed} failed; 0 ignored; 0 measured", total - failed);
     if failed > 0 {
         eprintln!("{failed} elastic scenario(s) failed");
         std::process::exit(101);
