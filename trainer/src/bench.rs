@@ -160,12 +160,7 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
         master_addr: args.master_addr.clone(),
         master_port: args.master_port,
     };
-    let host = HostConfig {
-        expected: args.world_size,
-        join_timeout: Duration::from_secs(120),
-        report_timeout: Duration::from_secs(args.timeout),
-        nccl_id: None,
-    };
+    let host = HostConfig { report_timeout: Duration::from_secs(args.timeout), ..HostConfig::new(args.world_size) };
     let (_membership, next) = elastic::connect(&launch, &Roster::new(&args.root, None), host, |rendezvous| {
         let mut config = ElasticConfig::new(rendezvous);
         config.ring.io_timeout = Duration::from_secs(args.timeout);

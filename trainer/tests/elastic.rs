@@ -341,6 +341,17 @@ fn assert_exact(path: &Path, want: &[f32]) {
     assert_eq!(diff, 0, "{}: {diff} of {} parameters differ from the static run", path.display(), want.len());
 }
 
+/// Every rank in `ranks` exits 0 with exactly the static run's parameters.
+fn survivors_match_the_static_run(c: &Cluster, ranks: Vec<Rank>) {
+    let want = expected();
+    for r in ranks {
+        let i = r.index;
+        let (code, out) = r.finish(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "node {i}: {out}");
+        assert_exact(&c.out(i), &want);
+    }
+}
+
 /// 3 ranks; node 4 connects early but joins only once it is in the manifest
 /// and its marker exists; node 2 leaves when a generation drops it.
 fn join_and_leave_at_boundaries() {
@@ -377,60 +388,41 @@ fn join_and_leave_at_boundaries() {
     assert!(!c.out(2).exists());
 }
 
+/// Starts `n` ranks, sends `signal` to the one at position `victim` when it
+/// prints `at`, and waits for rank 0 to be told to redo the epoch. Returns
+/// the cluster, the ranks left, rank 0's group line and how long re-forming took.
+fn fault_mid_epoch(n: u32, victim: usize, at: &str, signal: i32) -> (Cluster, Vec<Rank>, String, Duration) {
+    let c = Cluster::new(n);
+    c.publish(1, &(1..=n).collect::<Vec<_>>());
+    (2..=n).for_each(|i| c.mark_prepared(i));
+    let mut ranks: Vec<Rank> = (1..=n).map(|i| c.start(i, n as usize, 40)).collect();
+    ranks[victim].wait_for(at, Duration::from_secs(60));
+    let hit = Instant::now();
+    ranks[victim].signal(signal);
+    let line = ranks[0].wait_for("redo true", Duration::from_secs(30));
+    let took = hit.elapsed();
+    assert!(took < Duration::from_secs(30), "re-formed after {took:?}");
+    let gone = ranks.remove(victim);
+    gone.signal(libc::SIGKILL);
+    let _ = gone.finish(Duration::from_secs(5));
+    (c, ranks, line, took)
+}
+
 /// A peer killed with SIGKILL mid-epoch: the survivors re-form and redo the epoch.
 fn sigkill_mid_epoch() {
-    let c = Cluster::new(4);
-    c.publish(1, &[1, 2, 3, 4]);
-    (2..=4).for_each(|i| c.mark_prepared(i));
-    let mut ranks: Vec<Rank> = (1..=4).map(|i| c.start(i, 4, 40)).collect();
-    ranks[2].wait_for("step 2 3", Duration::from_secs(60));
-    let killed = Instant::now();
-    ranks[2].signal(libc::SIGKILL);
-    let line = ranks[0].wait_for("redo true", Duration::from_secs(30));
+    let (c, ranks, line, took) = fault_mid_epoch(4, 2, "step 2 3", libc::SIGKILL);
     assert!(line.contains("world 3 epoch 2"), "{line}");
-    let took = killed.elapsed();
-    assert!(took < Duration::from_secs(30), "re-formed after {took:?}");
-    let want = expected();
-    let dead = ranks.remove(2);
-    let _ = dead.finish(Duration::from_secs(5));
-    for r in ranks {
-        let i = r.index;
-        let (code, out) = r.finish(Duration::from_secs(60));
-        assert_eq!(code, Some(0), "node {i}: {out}");
-        assert_exact(&c.out(i), &want);
-    }
+    survivors_match_the_static_run(&c, ranks);
     println!("sigkill: survivors re-formed {took:?} after the kill");
 }
 
 /// A peer that stops answering without closing (SIGSTOP): found by the
 /// ring's and the rendezvous's timeouts, dropped; the others finish.
 fn silent_peer() {
-    let c = Cluster::new(3);
-    c.publish(1, &[1, 2, 3]);
-    (2..=3).for_each(|i| c.mark_prepared(i));
-    let mut ranks: Vec<Rank> = (1..=3).map(|i| c.start(i, 3, 40)).collect();
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ranks[1].wait_for("step 1 2", Duration::from_secs(20))))
-        .is_err()
-    {
-        let r0 = ranks.remove(0);
-        panic!("{}", r0.finish(Duration::from_secs(1)).1);
-    }
-    let stopped = Instant::now();
-    ranks[1].signal(libc::SIGSTOP);
-    let line = ranks[0].wait_for("redo true", Duration::from_secs(30));
-    assert!(line.contains("world 2"), "{line}");
-    let took = stopped.elapsed();
-    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(30), "re-formed after {took:?}");
-    let silent = ranks.remove(1);
-    silent.signal(libc::SIGKILL);
-    let _ = silent.finish(Duration::from_secs(5));
-    let want = expected();
-    for r in ranks {
-        let i = r.index;
-        let (code, out) = r.finish(Duration::from_secs(60));
-        assert_eq!(code, Some(0), "node {i}: {out}");
-        assert_exact(&c.out(i), &want);
-    }
+    let (c, ranks, line, took) = fault_mid_epoch(3, 1, "step 1 2", libc::SIGSTOP);
+    assert!(line.contains("world 2 epoch 1"), "{line}");
+    assert!(took >= Duration::from_secs(2), "re-formed after {took:?}: before any timeout could fire");
+    survivors_match_the_static_run(&c, ranks);
     println!("silent peer: survivors re-formed {took:?} after SIGSTOP");
 }
 
@@ -467,7 +459,7 @@ fn main() {
         .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
         .map(|(name, f)| (name, std::thread::spawn(f)))
         .collect();
-    let mut failed = 0;
+    let (mut failed, total) = (0, handles.len());
     for (name, h) in handles {
         match h.join() {
             Ok(()) => println!("test {name} ... ok"),
@@ -477,6 +469,8 @@ fn main() {
             }
         }
     }
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    println!("\ntest result: {verdict}. {} passed; {failed} failed; 0 ignored; 0 measured", total - failed);
     if failed > 0 {
         eprintln!("{failed} elastic scenario(s) failed");
         std::process::exit(101);

@@ -30,13 +30,17 @@ fn fast() -> RingConfig {
 
 /// Runs `f(ring, rank)` on `n` connected ranks, one thread each; returns each rank's result.
 fn on_ring<T: Send>(n: usize, f: impl Fn(&mut Ring, usize) -> T + Sync) -> Vec<T> {
-    let ls = listeners(n);
+    on_listeners(&listeners(n), 1, f)
+}
+
+/// As [`on_ring`], on given listeners and for rendezvous round `round`.
+fn on_listeners<T: Send>(ls: &[TcpListener], round: u64, f: impl Fn(&mut Ring, usize) -> T + Sync) -> Vec<T> {
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
+        let handles: Vec<_> = (0..ls.len())
             .map(|r| {
-                let (ls, f) = (&ls, &f);
+                let f = &f;
                 s.spawn(move || {
-                    let mut ring = Ring::connect(&group(ls, r, 1), 1, &ls[r], &fast()).unwrap();
+                    let mut ring = Ring::connect(&group(ls, r, 1), round, &ls[r], &fast()).unwrap();
                     f(&mut ring, r)
                 })
             })
@@ -55,10 +59,11 @@ fn all_reduce_sums_any_length_and_every_rank_ends_identical() {
                 ring.all_reduce_sum(&mut buf).unwrap();
                 buf
             });
-            for i in 0..len {
+            for (i, got) in out[0].iter().enumerate() {
                 let want: f64 = (0..n).map(|r| f64::from((i as f32 * 0.1 + r as f32).sin() * 1e3 + 1e-3)).sum();
-                assert!((f64::from(out[0][i]) - want).abs() < 1e-2, "n {n} len {len} i {i}: {} vs {want}", out[0][i]);
+                assert!((f64::from(*got) - want).abs() < 1e-2, "n {n} len {len} i {i}: {got} vs {want}");
             }
+            assert_eq!(out[0].len(), len);
             for o in &out[1..] {
                 let same = o.iter().zip(&out[0]).all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "n {n} len {len}: ranks differ");
@@ -94,19 +99,10 @@ fn a_stale_peer_is_refused_and_the_group_still_forms() {
     hello.extend(0u32.to_le_bytes());
     hello.extend(2u32.to_le_bytes());
     stale.write_all(&hello).unwrap();
-    let sums = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..2)
-            .map(|r| {
-                let ls = &ls;
-                s.spawn(move || {
-                    let mut ring = Ring::connect(&group(ls, r, 1), 2, &ls[r], &fast()).unwrap();
-                    let mut v = vec![r as f32 + 1.0; 3];
-                    ring.all_reduce_sum(&mut v).unwrap();
-                    v
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    let sums = on_listeners(&ls, 2, |ring, r| {
+        let mut v = vec![r as f32 + 1.0; 3];
+        ring.all_reduce_sum(&mut v).unwrap();
+        v
     });
     assert_eq!(sums, vec![vec![3.0; 3], vec![3.0; 3]]);
     // The stale connection was closed without a reply.
@@ -117,36 +113,26 @@ fn a_stale_peer_is_refused_and_the_group_still_forms() {
 
 #[test]
 fn a_closed_peer_is_a_peer_error_and_a_silent_one_times_out() {
-    let ls = listeners(3);
-    let errs = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..3)
-            .map(|r| {
-                let ls = &ls;
-                s.spawn(move || {
-                    let mut ring = Ring::connect(&group(ls, r, 1), 1, &ls[r], &fast()).unwrap();
-                    let mut v = vec![1.0f32; 100_000];
-                    ring.all_reduce_sum(&mut v).unwrap();
-                    match r {
-                        // Rank 2 closes its sockets: a process that died.
-                        2 => {
-                            drop(ring);
-                            None
-                        }
-                        // Rank 1 stays connected but never speaks again: a silent host.
-                        1 => {
-                            std::thread::sleep(Duration::from_secs(6));
-                            None
-                        }
-                        _ => {
-                            let t = Instant::now();
-                            let e = ring.all_reduce_sum(&mut v).unwrap_err();
-                            Some((e, t.elapsed()))
-                        }
-                    }
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    let errs = on_ring(3, |ring, r| {
+        let mut v = vec![1.0f32; 100_000];
+        ring.all_reduce_sum(&mut v).unwrap();
+        match r {
+            // Rank 2 closes its sockets: a process that died.
+            2 => {
+                ring.close();
+                None
+            }
+            // Rank 1 stays connected but never speaks again: a silent host.
+            1 => {
+                std::thread::sleep(Duration::from_secs(6));
+                None
+            }
+            _ => {
+                let t = Instant::now();
+                let e = ring.all_reduce_sum(&mut v).unwrap_err();
+                Some((e, t.elapsed()))
+            }
+        }
     });
     let (e, took) = errs.into_iter().flatten().next().unwrap();
     // Rank 0 reads from rank 2 (closed) and writes to rank 1 (silent): whichever
@@ -159,23 +145,14 @@ fn a_closed_peer_is_a_peer_error_and_a_silent_one_times_out() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
 
     // A silent previous rank alone: the reader times out naming it.
-    let ls = listeners(2);
-    let e = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..2)
-            .map(|r| {
-                let ls = &ls;
-                s.spawn(move || {
-                    let mut ring = Ring::connect(&group(ls, r, 1), 1, &ls[r], &fast()).unwrap();
-                    if r == 1 {
-                        std::thread::sleep(Duration::from_secs(4));
-                        return None;
-                    }
-                    Some(ring.all_reduce_sum(&mut [1.0f32; 4]).unwrap_err())
-                })
-            })
-            .collect();
-        hs.into_iter().filter_map(|h| h.join().unwrap()).next().unwrap()
+    let e = on_ring(2, |ring, r| {
+        if r == 1 {
+            std::thread::sleep(Duration::from_secs(4));
+            return None;
+        }
+        Some(ring.all_reduce_sum(&mut [1.0f32; 4]).unwrap_err())
     });
+    let e = e.into_iter().flatten().next().unwrap();
     assert!(matches!(e, CollectiveError::Timeout { peer: 1, seconds: 2, .. }), "{e:?}");
     assert!(e.to_string().contains("sent nothing for 2 s"), "{e}");
 }

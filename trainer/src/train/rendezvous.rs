@@ -365,6 +365,20 @@ pub struct HostConfig {
     pub nccl_id: Option<Arc<dyn Fn() -> Vec<u8> + Send + Sync>>,
 }
 
+impl HostConfig {
+    /// Production timing for a job of `expected` processes: a silent host is
+    /// dropped within the ring's I/O timeout (10 s, [`super::elastic::ElasticConfig::new`])
+    /// plus 15 s, inside the 30 s the survivors have to re-form.
+    pub fn new(expected: usize) -> Self {
+        Self {
+            expected,
+            join_timeout: Duration::from_secs(300),
+            report_timeout: Duration::from_secs(15),
+            nccl_id: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for HostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostConfig")
@@ -543,10 +557,10 @@ impl Host {
     }
 
     fn tell(&mut self, id: ConnId, decision: &Decision) {
-        if let Some(c) = self.conns.get_mut(&id) {
-            if let Err(e) = send(&mut c.writer, decision) {
-                warn!(process = %self.name(id), "cannot send a decision: {e}");
-            }
+        if let Some(c) = self.conns.get_mut(&id)
+            && let Err(e) = send(&mut c.writer, decision)
+        {
+            warn!(process = %self.name(id), "cannot send a decision: {e}");
         }
     }
 
@@ -745,6 +759,7 @@ impl Host {
             self.reports.clear();
             self.first_report = None;
             let round = self.round;
+            info!(round, generation = self.generation, epoch = epoch + 1, members = %self.names(&self.members.clone()), "membership unchanged: continue");
             for id in self.members.clone().into_iter().rev() {
                 self.tell(id, &Decision::Continue { round });
             }

@@ -29,6 +29,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::collective::{Collective, CollectiveError, Group};
@@ -136,18 +137,6 @@ impl Hello {
 /// Segment `i` of `n` of a buffer of `len` elements: sizes differ by at most one.
 pub fn segment(len: usize, n: usize, i: usize) -> Range<usize> {
     (len * i / n)..(len * (i + 1) / n)
-}
-
-/// Disjoint views of two different segments: one to send, one to receive into.
-fn split_pair(buf: &mut [f32], send: Range<usize>, recv: Range<usize>) -> (&[f32], &mut [f32]) {
-    // Segments are disjoint, but may be empty: compare ends with starts.
-    if send.end <= recv.start {
-        let (lo, hi) = buf.split_at_mut(recv.start);
-        (&lo[send], &mut hi[..recv.len()])
-    } else {
-        let (lo, hi) = buf.split_at_mut(send.start);
-        (&hi[..send.len()], &mut lo[recv])
-    }
 }
 
 fn timed_out(e: &io::Error) -> bool {
@@ -313,50 +302,6 @@ impl Ring {
         (self.rank + self.world_size - 1) % self.world_size
     }
 
-    /// One ring step: sends `buf[send]` to the next rank while receiving the
-    /// previous rank's segment into `buf[recv]`, added (`reduce`) or copied.
-    fn exchange(
-        &mut self,
-        buf: &mut [f32],
-        send: Range<usize>,
-        recv: Range<usize>,
-        reduce: bool,
-    ) -> Result<(), CollectiveError> {
-        let (next_rank, prev_rank) = (self.next_rank(), self.prev_rank());
-        let chunk = self.chunk_elems;
-        if self.scratch.len() < chunk {
-            self.scratch.resize(chunk, 0.0);
-        }
-        let (out, into) = split_pair(buf, send, recv);
-        let (Some(next), Some(prev)) = (self.next.as_mut(), self.prev.as_mut()) else {
-            return Err(self.io_error(
-                next_rank,
-                io::Error::new(io::ErrorKind::NotConnected, "the ring was shut down after a failure"),
-            ));
-        };
-        let scratch = &mut self.scratch[..chunk];
-        let (sent, received) = std::thread::scope(|scope| {
-            let sender = scope.spawn(move || next.write_all(bytemuck::cast_slice(out)));
-            let mut received = Ok(());
-            for part in into.chunks_mut(chunk) {
-                let tmp = &mut scratch[..part.len()];
-                if let Err(e) = prev.read_exact(bytemuck::cast_slice_mut(tmp)) {
-                    received = Err(e);
-                    // Unblock our sender if the next rank stopped reading too.
-                    break;
-                }
-                if reduce {
-                    part.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += *b);
-                } else {
-                    part.copy_from_slice(tmp);
-                }
-            }
-            (sender.join().unwrap_or_else(|_| Err(io::Error::other("ring sender thread panicked"))), received)
-        });
-        received.map_err(|e| self.io_error(prev_rank, e))?;
-        sent.map_err(|e| self.io_error(next_rank, e))
-    }
-
     /// Sends `buf` around the ring from `root` (each rank forwards to the next).
     fn relay(&mut self, buf: &mut [f32], root: usize) -> Result<(), CollectiveError> {
         let (next_rank, prev_rank) = (self.next_rank(), self.prev_rank());
@@ -370,17 +315,17 @@ impl Ring {
         };
         let (mut send_err, mut recv_err) = (None, None);
         for part in buf.chunks_mut(chunk) {
-            if self.rank != root {
-                if let Err(e) = prev.read_exact(bytemuck::cast_slice_mut(part)) {
-                    recv_err = Some(e);
-                    break;
-                }
+            if self.rank != root
+                && let Err(e) = prev.read_exact(bytemuck::cast_slice_mut(part))
+            {
+                recv_err = Some(e);
+                break;
             }
-            if self.rank != last {
-                if let Err(e) = next.write_all(bytemuck::cast_slice(part)) {
-                    send_err = Some(e);
-                    break;
-                }
+            if self.rank != last
+                && let Err(e) = next.write_all(bytemuck::cast_slice(part))
+            {
+                send_err = Some(e);
+                break;
             }
         }
         if let Some(e) = recv_err {
@@ -391,36 +336,129 @@ impl Ring {
 }
 
 impl Ring {
-    /// After a failure: shuts both connections down so the neighbours fail at
-    /// once too, instead of waiting out their timeouts.
+    /// Shuts both connections down: the neighbours' next operation fails at
+    /// once (a rank leaving, or after a failure) instead of timing out.
+    pub fn close(&mut self) {
+        for s in [self.next.take(), self.prev.take()].into_iter().flatten() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// After a failure: closes the ring so the neighbours fail at once too.
     fn abort<T>(&mut self, result: Result<T, CollectiveError>) -> Result<T, CollectiveError> {
         if result.is_err() {
-            for s in [self.next.take(), self.prev.take()].into_iter().flatten() {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
+            self.close();
         }
         result
     }
 
+    /// Reduce-scatter then all-gather, as one pipeline of `2(n - 1)` steps:
+    /// step `k` sends segment `r - k` and receives segment `r - k - 1` (added
+    /// during the first `n - 1` steps, copied after). What step `k + 1` sends
+    /// is what step `k` received, so the sender thread sends each chunk as
+    /// soon as the receiver has finished it, instead of waiting for the whole
+    /// step: the link never idles while the data in flight drains.
     fn reduce_scatter_all_gather(&mut self, buf: &mut [f32]) -> Result<(), CollectiveError> {
         let n = self.world_size;
         let (len, r) = (buf.len(), self.rank);
-        // Reduce-scatter: after step s, segment (r - s - 1) holds s + 2 ranks' sum;
-        // after n - 1 steps rank r holds the full sum of segment (r + 1).
-        for s in 0..n - 1 {
-            let send = segment(len, n, (r + n - s) % n);
-            let recv = segment(len, n, (r + 2 * n - s - 1) % n);
-            self.exchange(buf, send, recv, true)?;
+        let (next_rank, prev_rank) = (self.next_rank(), self.prev_rank());
+        let chunk = self.chunk_elems;
+        let steps = 2 * (n - 1);
+        let seg = |k: usize| segment(len, n, (r + 2 * n - k % n) % n);
+        let sends: Vec<Range<usize>> = (0..steps).map(seg).collect();
+        let recvs: Vec<Range<usize>> = (0..steps).map(|k| seg(k + 1)).collect();
+        // Elements received in all steps before step k.
+        let before: Vec<usize> = recvs.iter().scan(0, |acc, r| Some(std::mem::replace(acc, *acc + r.len()))).collect();
+        if self.scratch.len() < chunk {
+            self.scratch.resize(chunk, 0.0);
         }
-        // All-gather: pass the finished segments round the ring.
-        for s in 0..n - 1 {
-            let send = segment(len, n, (r + 1 + n - s) % n);
-            let recv = segment(len, n, (r + n - s) % n);
-            self.exchange(buf, send, recv, false)?;
-        }
-        Ok(())
+        let not_connected = || io::Error::new(io::ErrorKind::NotConnected, "the ring was shut down after a failure");
+        let (Some(next), Some(prev)) = (self.next.as_mut(), self.prev.as_mut()) else {
+            return Err(self.io_error(next_rank, not_connected()));
+        };
+        let prev_handle = prev.try_clone().map_err(|e| CollectiveError::Peer {
+            peer: prev_rank,
+            addr: self.peers[prev_rank].to_string(),
+            source: e,
+        })?;
+        let progress = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let base = SharedBuf(buf.as_mut_ptr());
+        let scratch = &mut self.scratch[..chunk];
+        let (sent, received) = std::thread::scope(|scope| {
+            let (progress, failed, sends, before, base) = (&progress, &failed, &sends, &before, &base);
+            let sender = scope.spawn(move || -> io::Result<()> {
+                for (k, range) in sends.iter().enumerate() {
+                    let mut at = range.start;
+                    while at < range.end {
+                        let end = (at + chunk).min(range.end);
+                        if k > 0 {
+                            // Wait until step k - 1 received this chunk (same segment).
+                            let need = before[k - 1] + (end - range.start);
+                            while progress.load(Ordering::Acquire) < need {
+                                if failed.load(Ordering::Acquire) {
+                                    return Err(io::Error::other("the receiving side failed"));
+                                }
+                                std::thread::park_timeout(Duration::from_millis(20));
+                            }
+                        }
+                        // SAFETY: elements at..end are complete (received and published
+                        // with Release above, or our own input at step 0) and nobody
+                        // writes them until they have gone round the ring, which needs
+                        // this write to finish first.
+                        let part = unsafe { std::slice::from_raw_parts(base.0.add(at), end - at) };
+                        if let Err(e) = next.write_all(bytemuck::cast_slice(part)) {
+                            // Unblock our receiver too: this ring is finished.
+                            let _ = prev_handle.shutdown(std::net::Shutdown::Both);
+                            return Err(e);
+                        }
+                        at = end;
+                    }
+                }
+                Ok(())
+            });
+            let sender_thread = sender.thread().clone();
+            let mut received = Ok(());
+            'steps: for (k, range) in recvs.iter().enumerate() {
+                let mut at = range.start;
+                while at < range.end {
+                    let end = (at + chunk).min(range.end);
+                    let tmp = &mut scratch[..end - at];
+                    if let Err(e) = prev.read_exact(bytemuck::cast_slice_mut(tmp)) {
+                        received = Err(e);
+                        break 'steps;
+                    }
+                    // SAFETY: at..end is the segment being received; the sender reads
+                    // it only after `progress` covers it (published below).
+                    let part = unsafe { std::slice::from_raw_parts_mut(base.0.add(at), end - at) };
+                    if k < n - 1 {
+                        part.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += *b);
+                    } else {
+                        part.copy_from_slice(tmp);
+                    }
+                    progress.store(before[k] + (end - range.start), Ordering::Release);
+                    sender_thread.unpark();
+                    at = end;
+                }
+            }
+            if received.is_err() {
+                failed.store(true, Ordering::Release);
+                sender_thread.unpark();
+            }
+            (sender.join().unwrap_or_else(|_| Err(io::Error::other("ring sender thread panicked"))), received)
+        });
+        received.map_err(|e| self.io_error(prev_rank, e))?;
+        sent.map_err(|e| self.io_error(next_rank, e))
     }
 }
+
+/// The all-reduce buffer, shared by the sender thread (reading finished
+/// chunks) and the receiving thread (writing new ones) under the ordering
+/// `reduce_scatter_all_gather` describes.
+struct SharedBuf(*mut f32);
+// SAFETY: access is coordinated through the progress counter (see above).
+unsafe impl Sync for SharedBuf {}
+unsafe impl Send for SharedBuf {}
 
 impl Collective<[f32]> for Ring {
     fn rank(&self) -> usize {

@@ -389,12 +389,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     if let Some(launch) = &launch {
         let roster = Roster::from_node_config(&args.root)?;
         let nccl = args.device == DeviceArg::Cuda;
-        let host = HostConfig {
-            expected: launch.world_size,
-            join_timeout: JOIN_TIMEOUT,
-            report_timeout: REPORT_TIMEOUT,
-            nccl_id: nccl_id_maker(nccl),
-        };
+        let host = HostConfig { nccl_id: nccl_id_maker(nccl), ..HostConfig::new(launch.world_size) };
         let (m, first) = elastic::connect(launch, &roster, host, ElasticConfig::new)?;
         membership = Some(m);
         next = Some(first);
@@ -495,13 +490,6 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     }
     Ok(crate::EXIT_OK)
 }
-
-/// How long the first formation waits for every launched process.
-const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
-/// After a member reports a boundary or a failure, how long the others have
-/// before they count as gone (a silent host); with the ring's 10 s socket
-/// timeout, survivors re-form well within 30 s of a peer's death.
-const REPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 #[cfg(feature = "cuda")]
 fn nccl_id_maker(nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
