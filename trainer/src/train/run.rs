@@ -19,7 +19,7 @@ use super::collective::Single;
 use super::cpu::{self, CpuEngine, PoolError};
 use super::data::{self, DataError, Dataset, Split};
 use super::engine::{Batch, Engine, EngineError, StepStats};
-use super::model::Model;
+use super::model::{Arch, Model};
 use super::optim::Sgd;
 use super::progress::{Progress, Snapshot};
 use crate::{EXIT_FAILED, EXIT_USAGE};
@@ -50,6 +50,16 @@ pub enum TrainError {
         device: &'static str,
         /// Why not.
         reason: String,
+    },
+    /// The images are too small for the model.
+    #[error("{path}: {height}x{width} images are too small for LeNet (it needs at least 12x12); use --model mlp")]
+    TooSmall {
+        /// The dataset directory.
+        path: std::path::PathBuf,
+        /// Image height.
+        height: usize,
+        /// Image width.
+        width: usize,
     },
     /// The compute threads could not be started.
     #[error(transparent)]
@@ -235,6 +245,10 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     let train = data::load(&args.data, Some(format), Split::Train)?;
     // Only rank 0 evaluates, so only it holds the test split.
     let test = if shard.rank == 0 { Some(data::load(&args.data, Some(format), Split::Test)?) } else { None };
+    // LeNet's second convolution and pooling need 12 x 12 pixels or more.
+    if args.model == Arch::Lenet && train.height.min(train.width) < 12 {
+        return Err(TrainError::TooSmall { path: args.data.clone(), height: train.height, width: train.width });
+    }
     let model = Model::new(args.model, (train.channels, train.height, train.width));
     let params = cpu::init(&model, args.seed);
     let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
