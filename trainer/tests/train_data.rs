@@ -178,6 +178,26 @@ fn cli_bad_input_exits_2_with_a_message() {
     assert_eq!(code, 2);
     assert!(err.contains("mlp") && err.contains("lenet"), "{err}");
 
+    // Real idx files of 8x8 images: fine for the MLP, too small for LeNet.
+    let small = tempfile::tempdir().unwrap();
+    for (split, n) in [("train", 20u32), ("t10k", 10)] {
+        let mut images = vec![0, 0, 8, 3];
+        [n, 8, 8].iter().for_each(|d| images.extend(d.to_be_bytes()));
+        images.extend((0..n * 64).map(|i| (i % 251) as u8));
+        std::fs::write(small.path().join(format!("{split}-images-idx3-ubyte")), images).unwrap();
+        let mut labels = vec![0, 0, 8, 1];
+        labels.extend(n.to_be_bytes());
+        labels.extend((0..n).map(|i| (i % 10) as u8));
+        std::fs::write(small.path().join(format!("{split}-labels-idx1-ubyte")), labels).unwrap();
+    }
+    let small = small.path().to_str().unwrap();
+    let (code, _, err) = trainer(&["--model", "lenet", "--data", small, "--epochs", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("8x8 images are too small for LeNet"), "{err}");
+    let (code, out, err) = trainer(&["--model", "mlp", "--data", small, "--epochs", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("epoch 1/1 "), "{out}");
+
     let mnist = common::mnist_dir();
     let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
         .args(["train", "--model", "mlp", "--data", mnist.to_str().unwrap()])
