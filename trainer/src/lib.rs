@@ -9,6 +9,8 @@
 //! - [`supervise`]: the hidden remote half: owns CMD's process group and
 //!   kills it when its parent (the ssh session) goes away.
 //! - [`doctor`]: `trainer doctor` checks every host is ready for a job.
+//! - [`install_check`]: `trainer doctor --local` checks this host's install
+//!   (agent, unit, ssh client) with no SSH and no cluster, for image builds.
 //! - [`kill`]: `trainer kill` stops a job's leftovers on every host from the
 //!   pid files the supervisors keep.
 //!
@@ -20,6 +22,7 @@
 pub mod doctor;
 pub mod error;
 pub mod hosts;
+pub mod install_check;
 pub mod kill;
 pub mod launch;
 pub mod process;
@@ -57,7 +60,7 @@ pub enum Command {
     Launch(launch::Args),
     /// Stop a job's processes on every host (after a launcher died by kill -9).
     Kill(kill::Args),
-    /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks.
+    /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks (`--local`: this host's install only).
     Doctor(doctor::Args),
     /// Remote half of `doctor`: reports this host's facts.
     #[command(hide = true)]
@@ -78,6 +81,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Kill(args) => runtime.block_on(kill::run(args))?,
         Command::Supervise(args) => runtime.block_on(supervise::run(args))?,
         Command::KillLocal(args) => kill::run_local(&args)?,
+        Command::Doctor(args) if args.local => install_check::run(&args.root),
         Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
         Command::DoctorLocal(args) => doctor::run_local(&args)?,
     };
