@@ -250,8 +250,9 @@ fi
     )
 }
 
-/// The lines that download, verify and install `package`.
-fn install_step(package: &PackageSource<'_>) -> String {
+/// The lines that download, verify and install `package`; they call a
+/// shell function `fail REASON` when a step fails (the user data defines one).
+pub fn install_step(package: &PackageSource<'_>) -> String {
     let url = package.url;
     let (file, install) = match package.format {
         PackageFormat::Deb => (
@@ -271,9 +272,9 @@ fn install_step(package: &PackageSource<'_>) -> String {
     };
     format!(
         r#"pkg={file}
-{download} || fail "Cannot download the agent package {url} (image.agent_package_url)"
-echo '{sha}  '"$pkg" | sha256sum -c --quiet - || fail "The agent package {url} does not match image.agent_package_sha256"
-{install} || fail "Installing the agent package {url} failed (see /var/log/cloud-init-output.log)"
+{download} || fail "Cannot download the agent package {url}"
+echo '{sha}  '"$pkg" | sha256sum -c --quiet - || fail "The agent package {url} does not match its SHA-256 (agent_package_sha256)"
+{install} || fail "Installing the agent package {url} failed (see the log of this boot or build)"
 "#,
         sha = package.sha256,
     )
@@ -398,7 +399,7 @@ mod tests {
         let out = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
-        assert!(stderr.contains("does not match image.agent_package_sha256"), "{stderr}");
+        assert!(stderr.contains("does not match its SHA-256"), "{stderr}");
         assert!(!String::from_utf8_lossy(&out.stdout).contains("installed"));
         std::fs::remove_dir_all(&dir).unwrap();
     }

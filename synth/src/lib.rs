@@ -8,6 +8,7 @@
 pub mod blueprint;
 pub mod catalog;
 pub mod cli;
+pub mod image_build;
 pub mod region;
 pub mod spec;
 pub mod stack;
@@ -39,8 +40,23 @@ pub enum BuildError {
 /// `region` field; `None` keeps it (no region at all builds a template for
 /// all five supported regions).
 pub fn build(source: &str, path: &str, region: Option<Region>) -> Result<Built, BuildError> {
+    build_with(source, path, region, stack::compile)
+}
+
+/// Like [`build`], but the EC2 Image Builder template that bakes the agent
+/// into the blueprint's base image ([`image_build`], `synth image`).
+pub fn build_image(source: &str, path: &str, region: Option<Region>) -> Result<Built, BuildError> {
+    build_with(source, path, region, image_build::compile)
+}
+
+fn build_with(
+    source: &str,
+    path: &str,
+    region: Option<Region>,
+    template_of: fn(&spec::ClusterSpec) -> cfn::Template,
+) -> Result<Built, BuildError> {
     let loaded = blueprint::load(source, path, region).map_err(|d| BuildError::Blueprint(d.render()))?;
-    let rendered = stack::compile(&loaded.spec).render()?;
+    let rendered = template_of(&loaded.spec).render()?;
     let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.render(source, path)).collect();
     warnings.extend(rendered.warnings);
     Ok(Built { json: rendered.json, warnings })

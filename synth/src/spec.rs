@@ -59,6 +59,8 @@ pub struct ImageSpec {
     pub user: String,
     /// The root volume's device name (`/dev/sda1` on Ubuntu, `/dev/xvda` on Amazon Linux).
     pub root_device: String,
+    /// How the agent package installs on this image's OS family.
+    pub package_format: node_contract::PackageFormat,
     /// Installed by every node at boot, for an image without the agent.
     pub agent_package: Option<AgentPackage>,
 }
@@ -70,8 +72,6 @@ pub struct AgentPackage {
     pub url: String,
     /// 64 lower-case hex digits.
     pub sha256: String,
-    /// How to install it: the `.deb` on Ubuntu, the tarball's `install.sh` on Amazon Linux.
-    pub format: node_contract::PackageFormat,
 }
 
 impl AgentPackage {

@@ -56,38 +56,11 @@ pub struct ImageRecipe {
     pub parent_image: Str,
     /// Build and test components, in order.
     pub components: Vec<ComponentConfiguration>,
-    /// The root volume.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub block_device_mappings: Vec<BlockDeviceMapping>,
     /// Tags.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: Tags,
 }
 resource!(ImageRecipe, "AWS::ImageBuilder::ImageRecipe", ["Arn", "Name"]);
-
-/// A volume of the image.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct BlockDeviceMapping {
-    /// `/dev/sda1`, `/dev/xvda`.
-    pub device_name: Str,
-    /// The EBS volume.
-    pub ebs: Ebs,
-}
-
-/// An EBS volume of the image.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct Ebs {
-    /// GiB.
-    pub volume_size: u32,
-    /// `gp3`.
-    pub volume_type: Str,
-    /// Encrypted at rest.
-    pub encrypted: bool,
-    /// Deleted with the instance.
-    pub delete_on_termination: bool,
-}
 
 /// `AWS::ImageBuilder::InfrastructureConfiguration`: the instance images are built and tested on.
 #[derive(Clone, Debug, Serialize)]

@@ -112,6 +112,7 @@ workers:
                 source: ImageSource::SsmParameter(DEFAULT_SSM_PARAMETER.into()),
                 user: "ubuntu".into(),
                 root_device: "/dev/sda1".into(),
+                package_format: node_contract::PackageFormat::Deb,
                 agent_package: None,
             },
             master: MasterSpec { instance_type: "p3.2xlarge".into(), public: true },

@@ -112,6 +112,7 @@ impl Checker<'_> {
         let worker_type = self.instance_type("workers.instance_type", &bp.workers.instance_type, region, &targets);
         let master_public = bp.master.public.unwrap_or(true);
 
+        let image_written = bp.image.is_some();
         let (image, gpu_dlami) = self.image(bp.image, region, &targets);
         let worker_type_name = bp.workers.instance_type.clone();
         let workers = self.workers(bp.workers);
@@ -136,6 +137,11 @@ impl Checker<'_> {
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
+        // Only once the blueprint is otherwise right: until then, the errors are what to fix.
+        let has_errors = self.diagnostics.iter().any(|d| d.severity == super::Severity::Error);
+        if image.agent_package.is_none() && !has_errors {
+            self.stock_image_without_agent(&image.source, image_written);
+        }
 
         ClusterSpec {
             name: bp.name,
@@ -250,7 +256,6 @@ impl Checker<'_> {
         region: Option<Region>,
         targets: &[Region],
     ) -> (ImageSpec, bool) {
-        let written = image.is_some();
         let image = image.unwrap_or_default();
         if image.ssm_parameter.is_some() && image.ami.is_some() {
             self.error(
@@ -310,21 +315,16 @@ impl Checker<'_> {
         }
         let gpu_dlami = matches!(&source, ImageSource::SsmParameter(p)
             if p.contains("/deeplearning/") && (p.contains("gpu") || p.contains("nvidia")));
-        let package_written = image.agent_package_url.is_some() || image.agent_package_sha256.is_some();
-        let agent_package = self.agent_package(image.agent_package_url, image.agent_package_sha256, family);
-        if !package_written {
-            self.stock_image_without_agent(&source, written);
-        }
-        (ImageSpec { source, user, root_device, agent_package }, gpu_dlami)
+        let agent_package = self.agent_package(image.agent_package_url, image.agent_package_sha256);
+        let package_format = match family {
+            ImageFamily::Ubuntu => PackageFormat::Deb,
+            ImageFamily::AmazonLinux => PackageFormat::Tarball,
+        };
+        (ImageSpec { source, user, root_device, package_format, agent_package }, gpu_dlami)
     }
 
     /// `agent_package_url` and `agent_package_sha256`: both or neither.
-    fn agent_package(
-        &mut self,
-        url: Option<String>,
-        sha256: Option<String>,
-        family: ImageFamily,
-    ) -> Option<AgentPackage> {
+    fn agent_package(&mut self, url: Option<String>, sha256: Option<String>) -> Option<AgentPackage> {
         const URL: &str = "image.agent_package_url";
         const SHA: &str = "image.agent_package_sha256";
         let url_ok = url.as_deref().map(|u| {
@@ -353,11 +353,7 @@ impl Checker<'_> {
                 None
             }
             (Some(url), Some(sha256)) if url_ok == Some(true) && sha_ok == Some(true) => {
-                let format = match family {
-                    ImageFamily::Ubuntu => PackageFormat::Deb,
-                    ImageFamily::AmazonLinux => PackageFormat::Tarball,
-                };
-                Some(AgentPackage { url, sha256: sha256.to_ascii_lowercase(), format })
+                Some(AgentPackage { url, sha256: sha256.to_ascii_lowercase() })
             }
             _ => None,
         }

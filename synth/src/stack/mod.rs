@@ -121,6 +121,7 @@ pub(crate) mod tests {
                 ),
                 user: "ubuntu".into(),
                 root_device: "/dev/sda1".into(),
+                package_format: node_contract::PackageFormat::Deb,
                 agent_package: None,
             },
             master: MasterSpec { instance_type: "p3.2xlarge".into(), public: true },
@@ -174,7 +175,6 @@ pub(crate) mod tests {
         s.image.agent_package = Some(AgentPackage {
             url: "s3://my-bucket/agent/deeplearning-agent_0.1.0-1_amd64.deb".into(),
             sha256: "ab".repeat(32),
-            format: node_contract::PackageFormat::Deb,
         });
         out.push(("install-at-boot", s));
         let mut s = sample();

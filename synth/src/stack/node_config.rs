@@ -72,7 +72,7 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
     let package = spec.image.agent_package.as_ref().map(|p| PackageSource {
         url: &p.url,
         sha256: &p.sha256,
-        format: p.format,
+        format: spec.image.package_format,
         region: "${AWS::Region}",
     });
     let script = node_contract::user_data_script(&json, package.as_ref());
