@@ -27,7 +27,7 @@ mod validate;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, render_all};
 pub use schema::json_schema;
-pub use validate::DEFAULT_SSM_PARAMETER;
+pub use validate::{DEFAULT_SSM_PARAMETER, MISSING_AGENT_PATH};
 
 use crate::region::Region;
 use crate::spec::ClusterSpec;

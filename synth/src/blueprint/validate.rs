@@ -30,6 +30,10 @@ use crate::spec::{
 pub const DEFAULT_SSM_PARAMETER: &str =
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id";
 
+/// The path of the warning about a stock image with no agent package: the
+/// field that fixes it. `synth image` drops that warning (it is the fix).
+pub const MISSING_AGENT_PATH: &str = "image.agent_package_url";
+
 /// A CPU image to suggest for CPU-only clusters: Canonical's Ubuntu 22.04
 /// parameter (<https://documentation.ubuntu.com/aws/en/latest/aws-how-to/instances/find-ubuntu-images/>).
 const CPU_SSM_PARAMETER: &str = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id";
@@ -374,12 +378,13 @@ impl Checker<'_> {
         } else {
             "the default image (the stock Deep Learning AMI)".to_owned()
         };
-        self.warning_near(
-            "image.ssm_parameter",
-            "name",
-            format!("{what}, which has no deeplearning agent: the cluster would fail to form"),
+        // Named after the field that fixes it, shown where the image is chosen.
+        let shown = if self.map.contains("image.ssm_parameter") { "image.ssm_parameter" } else { "name" };
+        let location = self.map.value(shown);
+        let message = format!("{what}, which has no deeplearning agent: the cluster would fail to form");
+        self.diagnostics.push(Diagnostic::warning(MISSING_AGENT_PATH, location, message).with_help(
             "add `image.agent_package_url` and `image.agent_package_sha256` (the package from `packaging/build`) to install the agent at boot, or set `image.ssm_parameter` to an image built with the agent (`synth image`; see the README)",
-        );
+        ));
     }
 
     fn ssm_parameter(&mut self, p: &str) {

@@ -30,11 +30,11 @@ pub(super) enum Compiled {
 /// Reads, checks and compiles the blueprint into the cluster template;
 /// prints warnings and problems on stderr.
 pub(super) fn compile(input: &Input) -> Compiled {
-    compile_with(input, crate::stack::compile)
+    compile_with(input, crate::TemplateKind::Cluster)
 }
 
 /// Reads and checks the blueprint, and compiles it with `template_of`.
-pub(super) fn compile_with(input: &Input, template_of: fn(&crate::spec::ClusterSpec) -> cfn::Template) -> Compiled {
+pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled {
     let text = match input.read() {
         Ok(t) => t,
         Err(e) => {
@@ -51,10 +51,11 @@ pub(super) fn compile_with(input: &Input, template_of: fn(&crate::spec::ClusterS
         }
     };
     let mut notes = String::new();
-    if !loaded.warnings.is_empty() {
-        notes.push_str(&blueprint::render_all(&loaded.warnings, &text, &path));
+    let warnings: Vec<_> = loaded.warnings.into_iter().filter(|w| kind.keeps(w)).collect();
+    if !warnings.is_empty() {
+        notes.push_str(&blueprint::render_all(&warnings, &text, &path));
     }
-    let template = template_of(&loaded.spec);
+    let template = kind.compile(&loaded.spec);
     let resources = template.resource_count();
     match template.render() {
         Ok(rendered) => {

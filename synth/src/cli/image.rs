@@ -22,5 +22,5 @@ pub struct ImageArgs {
 
 /// Runs `synth image`.
 pub(super) fn run(args: &ImageArgs) -> ExitCode {
-    emit(compile_with(&args.input, crate::image_build::compile), args.output.as_deref())
+    emit(compile_with(&args.input, crate::TemplateKind::Image), args.output.as_deref())
 }
