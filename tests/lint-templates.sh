@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lints CloudFormation templates with cfn-lint (all five regions) and checkov:
-#  - every insta snapshot in SNAPSHOT_DIR (default snapshots/templates), whose
+#  - every insta snapshot in SNAPSHOT_DIR (default: snapshots/templates, the
+#    cluster templates, and snapshots/images, the `synth image` templates), whose
 #    body (after the YAML header between `---` lines) is the template;
 #  - the templates `synth build` makes from freshly generated random blueprints
 #    (synth/examples/random_blueprints.rs). A generated blueprint is valid by
@@ -48,6 +49,7 @@ mkdir -p "$work/templates" "$work/blueprints" "$work/errors"
 # 1. Snapshot bodies: everything after the second `---` line.
 shopt -s nullglob
 snaps=("$snap_dir"/*.snap)
+if [ "$snap_dir" = "$root/snapshots/templates" ]; then snaps+=("$root"/snapshots/images/*.snap); fi
 [ ${#snaps[@]} -gt 0 ] || die "no .snap files in $snap_dir: nothing to lint"
 for snap in "${snaps[@]}"; do
   awk 'n >= 2 { print; next } /^---[[:space:]]*$/ { n++ }' "$snap" >"$work/templates/$(basename "$snap" .snap).json"

@@ -95,6 +95,8 @@ pub enum Expr {
     Select(u32, Box<Expr>),
     /// `{"Fn::GetAZs": region}` (an empty string means the stack's region).
     GetAzs(Box<Expr>),
+    /// `{"Fn::Split": [delimiter, text]}`
+    Split(String, Box<Expr>),
     /// `{"Fn::Base64": value}`
     Base64(Box<Expr>),
     /// `{"Fn::FindInMap": [map, top key, second key]}`
@@ -197,6 +199,7 @@ impl Serialize for Expr {
             // CloudFormation documents the index of Fn::Select as a string.
             Expr::Select(i, list) => single(s, "Fn::Select", &(i.to_string(), list)),
             Expr::GetAzs(region) => single(s, "Fn::GetAZs", region),
+            Expr::Split(sep, text) => single(s, "Fn::Split", &(sep, text)),
             Expr::Base64(inner) => single(s, "Fn::Base64", inner),
             Expr::FindInMap(map, a, b) => single(s, "Fn::FindInMap", &(map, a, b)),
             Expr::Cidr(block, count, bits) => single(s, "Fn::Cidr", &(block, count, bits)),
@@ -292,6 +295,10 @@ mod tests {
                 json!({"Fn::If": ["C", "x", {"Ref": "AWS::NoValue"}]}),
             ),
             (Expr::availability_zone(1), json!({"Fn::Select": ["1", {"Fn::GetAZs": ""}]})),
+            (
+                Expr::Select(1, Box::new(Expr::Split("s3://".into(), Box::new(Expr::Ref("Url".into()))))),
+                json!({"Fn::Select": ["1", {"Fn::Split": ["s3://", {"Ref": "Url"}]}]}),
+            ),
             (Expr::base64("x".into()), json!({"Fn::Base64": "x"})),
             (
                 Expr::FindInMap("M".into(), Box::new(Pseudo::Region.r#ref()), Box::new("ami".into())),

@@ -187,13 +187,43 @@ impl NodeConfig {
     }
 }
 
+/// How an agent package installs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackageFormat {
+    /// The `.deb`, through `apt-get install` (Ubuntu images).
+    Deb,
+    /// The `.tar.gz` and its `install.sh` (Amazon Linux images).
+    Tarball,
+}
+
+/// An agent package the user data installs before starting the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackageSource<'a> {
+    /// `s3://bucket/key` (downloaded with the AWS CLI and the instance role)
+    /// or `https://...` (curl). Must hold no quote, `$`, backslash or space:
+    /// it is written into the script in single quotes.
+    pub url: &'a str,
+    /// 64 lower-case hex digits.
+    pub sha256: &'a str,
+    /// How to install it.
+    pub format: PackageFormat,
+    /// The region for `aws s3 cp` (CloudFormation's `${AWS::Region}` in synth's templates).
+    pub region: &'a str,
+}
+
 /// The user data script: store the config, then start the agent.
 ///
 /// `config_json` goes between heredoc delimiters verbatim; it must be one
-/// line of JSON (a line equal to the delimiter would end it early). When the
-/// image has no agent unit, the master reports that through the formation
-/// handle, so the stack fails at once with the reason instead of timing out.
-pub fn user_data_script(config_json: &str) -> String {
+/// line of JSON (a line equal to the delimiter would end it early). With a
+/// `package`, the script first downloads it, checks its SHA-256 and installs
+/// it. When any of that fails, or the image has no agent unit, the master
+/// reports the reason through the formation handle, so the stack fails at
+/// once instead of timing out; a worker logs it and exits.
+///
+/// The script holds no `${`, so CloudFormation's `Fn::Sub` leaves it alone
+/// apart from the placeholders inside the config.
+pub fn user_data_script(config_json: &str, package: Option<&PackageSource<'_>>) -> String {
+    let install = package.map(install_step).unwrap_or_default();
     format!(
         r#"#!/bin/bash
 set -euo pipefail
@@ -202,20 +232,53 @@ cat > {path}.tmp <<'{delim}'
 {config_json}
 {delim}
 mv {path}.tmp {path}
-if systemctl cat {unit} >/dev/null 2>&1; then
-  systemctl enable --now {unit}
-else
-  echo "{unit} is not installed in this image (see the README)" >&2
+fail() {{
+  echo "deeplearning: $1" >&2
   url=$(sed -n 's/.*"formation_handle_url":"\([^"]*\)".*/\1/p' {path})
   if [ -n "$url" ]; then
-    curl -sS -X PUT -H 'Content-Type:' --data-binary '{{"Status":"FAILURE","Reason":"The image has no deeplearning agent: use an image with the agent baked in (see the README)","UniqueId":"master","Data":"no agent"}}' "$url"
+    curl -sS -X PUT -H 'Content-Type:' --data-binary '{{"Status":"FAILURE","Reason":"'"$1"'","UniqueId":"master","Data":"boot failed"}}' "$url"
   fi
   exit 1
+}}
+{install}if systemctl cat {unit} >/dev/null 2>&1; then
+  systemctl enable --now {unit}
+else
+  fail "The image has no deeplearning agent: use an image with the agent baked in, or set image.agent_package_url (see the README)"
 fi
 "#,
         path = NODE_CONFIG_PATH,
         delim = CONFIG_DELIMITER,
         unit = AGENT_UNIT,
+    )
+}
+
+/// The lines that download, verify and install `package`; they call a
+/// shell function `fail REASON` when a step fails (the user data defines one).
+pub fn install_step(package: &PackageSource<'_>) -> String {
+    let url = package.url;
+    let (file, install) = match package.format {
+        PackageFormat::Deb => (
+            "/var/tmp/deeplearning-agent.deb",
+            // The lock timeout waits out unattended-upgrades, which often holds dpkg at first boot.
+            "apt-get install -y -q -o DPkg::Lock::Timeout=600 \"$pkg\"".to_owned(),
+        ),
+        PackageFormat::Tarball => (
+            "/var/tmp/deeplearning-agent.tar.gz",
+            "dir=$(mktemp -d) && tar -xzf \"$pkg\" -C \"$dir\" && \"$dir\"/*/install.sh".to_owned(),
+        ),
+    };
+    let download = if url.starts_with("s3://") {
+        format!("aws s3 cp --only-show-errors --region {} '{url}' \"$pkg\"", package.region)
+    } else {
+        format!("curl -fsSL --retry 5 -o \"$pkg\" '{url}'")
+    };
+    format!(
+        r#"pkg={file}
+{download} || fail "Cannot download the agent package {url}"
+echo '{sha}  '"$pkg" | sha256sum -c --quiet - || fail "The agent package {url} does not match its SHA-256 (agent_package_sha256)"
+{install} || fail "Installing the agent package {url} failed (see the log of this boot or build)"
+"#,
+        sha = package.sha256,
     )
 }
 
@@ -259,7 +322,7 @@ mod tests {
     #[test]
     fn round_trips_through_the_user_data_script() {
         let json = serde_json::to_string(&sample()).unwrap();
-        let script = user_data_script(&json);
+        let script = user_data_script(&json, None);
         let back = NodeConfig::from_json(config_from_user_data(&script).unwrap()).unwrap();
         assert_eq!(back, sample());
     }
@@ -293,6 +356,54 @@ mod tests {
         v.as_object_mut().unwrap().remove("version");
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(e.to_string().contains("version"), "{e}");
+    }
+
+    #[test]
+    fn the_package_is_verified_before_it_is_installed() {
+        let json = serde_json::to_string(&sample()).unwrap();
+        let sha = "ab".repeat(32);
+        for (url, format, fetch, install) in [
+            ("s3://bucket/agent.deb", PackageFormat::Deb, "aws s3 cp", "apt-get install"),
+            ("https://example.com/a.tar.gz", PackageFormat::Tarball, "curl", "install.sh"),
+        ] {
+            let package = PackageSource { url, sha256: &sha, format, region: "${AWS::Region}" };
+            let script = user_data_script(&json, Some(&package));
+            let at = |needle: &str| script.find(needle).unwrap_or_else(|| panic!("no {needle} in {script}"));
+            assert!(at(fetch) < at("sha256sum -c") && at("sha256sum -c") < at(install));
+            assert!(at(install) < at("systemctl enable"));
+            assert!(script.contains(&format!("echo '{sha}  '")));
+            // Fn::Sub must see no placeholders but the config's and the region.
+            assert_eq!(script.matches("${").count(), json.matches("${").count() + usize::from(url.starts_with("s3")));
+            let back = NodeConfig::from_json(config_from_user_data(&script).unwrap()).unwrap();
+            assert_eq!(back, sample());
+        }
+    }
+
+    /// The script runs: with bash, a package that fails its checksum stops
+    /// the boot before the agent, with the reason on stderr.
+    #[test]
+    fn a_package_with_the_wrong_checksum_is_not_installed() {
+        let dir = std::env::temp_dir().join(format!("contract-userdata-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pkg.deb");
+        std::fs::write(&file, "not the package").unwrap();
+        let sha = "0".repeat(64);
+        let package = PackageSource {
+            url: "https://example.invalid/pkg.deb",
+            sha256: &sha,
+            format: PackageFormat::Deb,
+            region: "x",
+        };
+        let step = install_step(&package)
+            .replace("curl -fsSL --retry 5 -o \"$pkg\" 'https://example.invalid/pkg.deb'", "true")
+            .replace("/var/tmp/deeplearning-agent.deb", &file.display().to_string());
+        let script = format!("set -eu\nfail() {{ echo \"$1\" >&2; exit 1; }}\n{step}echo installed\n");
+        let out = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains("does not match its SHA-256"), "{stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("installed"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

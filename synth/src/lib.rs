@@ -8,6 +8,7 @@
 pub mod blueprint;
 pub mod catalog;
 pub mod cli;
+pub mod image_build;
 pub mod region;
 pub mod spec;
 pub mod stack;
@@ -21,6 +22,31 @@ pub struct Built {
     pub json: String,
     /// Things the user should know that do not stop the build.
     pub warnings: Vec<String>,
+}
+
+/// Which template a blueprint becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemplateKind {
+    /// The cluster ([`stack`], `synth build`).
+    Cluster,
+    /// The Image Builder pipeline that bakes the agent into the blueprint's image ([`image_build`], `synth image`).
+    Image,
+}
+
+impl TemplateKind {
+    /// The template for `spec`.
+    pub fn compile(self, spec: &spec::ClusterSpec) -> cfn::Template {
+        match self {
+            TemplateKind::Cluster => stack::compile(spec),
+            TemplateKind::Image => image_build::compile(spec),
+        }
+    }
+
+    /// Whether a blueprint warning matters for this template: that the image
+    /// has no agent does not, for the template that bakes the agent in.
+    pub fn keeps(self, warning: &blueprint::Diagnostic) -> bool {
+        !(self == TemplateKind::Image && warning.path == blueprint::MISSING_AGENT_PATH)
+    }
 }
 
 /// Why a blueprint did not become a template.
@@ -39,9 +65,20 @@ pub enum BuildError {
 /// `region` field; `None` keeps it (no region at all builds a template for
 /// all five supported regions).
 pub fn build(source: &str, path: &str, region: Option<Region>) -> Result<Built, BuildError> {
+    build_with(source, path, region, TemplateKind::Cluster)
+}
+
+/// Like [`build`], but the EC2 Image Builder template that bakes the agent
+/// into the blueprint's base image ([`image_build`], `synth image`).
+pub fn build_image(source: &str, path: &str, region: Option<Region>) -> Result<Built, BuildError> {
+    build_with(source, path, region, TemplateKind::Image)
+}
+
+fn build_with(source: &str, path: &str, region: Option<Region>, kind: TemplateKind) -> Result<Built, BuildError> {
     let loaded = blueprint::load(source, path, region).map_err(|d| BuildError::Blueprint(d.render()))?;
-    let rendered = stack::compile(&loaded.spec).render()?;
-    let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.render(source, path)).collect();
+    let rendered = kind.compile(&loaded.spec).render()?;
+    let mut warnings: Vec<String> =
+        loaded.warnings.iter().filter(|w| kind.keeps(w)).map(|w| w.render(source, path)).collect();
     warnings.extend(rendered.warnings);
     Ok(Built { json: rendered.json, warnings })
 }

@@ -59,6 +59,26 @@ pub struct ImageSpec {
     pub user: String,
     /// The root volume's device name (`/dev/sda1` on Ubuntu, `/dev/xvda` on Amazon Linux).
     pub root_device: String,
+    /// How the agent package installs on this image's OS family.
+    pub package_format: node_contract::PackageFormat,
+    /// Installed by every node at boot, for an image without the agent.
+    pub agent_package: Option<AgentPackage>,
+}
+
+/// The agent package a node downloads, verifies and installs at boot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentPackage {
+    /// `s3://bucket/key` or `https://...`.
+    pub url: String,
+    /// 64 lower-case hex digits.
+    pub sha256: String,
+}
+
+impl AgentPackage {
+    /// `(bucket, key)` of an `s3://` URL; `None` for `https://`.
+    pub fn s3_object(&self) -> Option<(&str, &str)> {
+        self.url.strip_prefix("s3://")?.split_once('/')
+    }
 }
 
 /// The master instance.

@@ -141,3 +141,18 @@ fn a_blueprint_on_stdin() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("\"AWSTemplateFormatVersion\""));
 }
+
+#[test]
+fn image_prints_the_image_builder_template_without_the_missing_agent_warning() {
+    let o = synth(&["image", "blueprints/gpu-cluster.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let template: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("stdout is the JSON template");
+    assert_eq!(template["Resources"]["Pipeline"]["Type"], "AWS::ImageBuilder::ImagePipeline");
+    assert!(!stderr(&o).contains("no deeplearning agent"), "{}", stderr(&o));
+    // The same blueprint, as a cluster: the stock image cannot hold the agent.
+    let o = synth(&["validate", "blueprints/gpu-cluster.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("image.agent_package_url"), "{}", stderr(&o));
+    let o = synth(&["validate", "blueprints/install-at-boot.yaml"]);
+    assert!(!stderr(&o).contains("no deeplearning agent"), "{}", stderr(&o));
+}

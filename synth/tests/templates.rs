@@ -50,6 +50,36 @@ fn every_blueprint_in_every_region_matches_its_snapshot() {
     }
 }
 
+/// The example blueprints whose base images differ (the default Deep
+/// Learning AMI, Canonical's Ubuntu, and one with the package's URL and
+/// checksum as the template's defaults): their Image Builder templates
+/// (`synth image`), in every region, in `snapshots/images/`.
+const IMAGE_BLUEPRINTS: [&str; 3] = ["gpu-cluster", "cpu-cluster", "install-at-boot"];
+
+#[test]
+fn image_templates_match_their_snapshots() {
+    for stem in IMAGE_BLUEPRINTS {
+        let shown = format!("blueprints/{stem}.yaml");
+        let text = std::fs::read_to_string(repo().join(&shown)).unwrap();
+        for region in Region::ALL {
+            let built =
+                synth::build_image(&text, &shown, Some(region)).unwrap_or_else(|e| panic!("{shown} for {region}: {e}"));
+            let template: serde_json::Value = serde_json::from_str(&built.json).unwrap();
+            let regions =
+                template["Resources"]["Distribution"]["Properties"]["Distributions"].as_array().unwrap().len();
+            assert_eq!(regions, Region::ALL.len(), "{shown}: the image goes to every region");
+            insta::with_settings!({
+                snapshot_path => repo().join("snapshots/images"),
+                prepend_module_to_snapshot => false,
+                omit_expression => true,
+                description => format!("synth image {shown} --region {region}"),
+            }, {
+                insta::assert_snapshot!(format!("{stem}@{}", region.code()), built.json);
+            });
+        }
+    }
+}
+
 #[test]
 fn no_snapshot_is_left_over_from_a_removed_blueprint() {
     let expected: BTreeSet<String> = blueprints()

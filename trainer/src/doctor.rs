@@ -33,6 +33,11 @@ pub struct Args {
     /// Hosts, as for `trainer launch`.
     #[arg(long, value_name = "FILE")]
     pub hosts: Option<PathBuf>,
+    /// Check only this host's install, with no SSH and no cluster: the agent
+    /// runs, its systemd unit is installed, an ssh client is there. For image
+    /// builds; exit 1 when the image would not work.
+    #[arg(long)]
+    pub local: bool,
     /// Largest clock difference to the master that passes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub max_skew_ms: u64,

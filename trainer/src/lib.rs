@@ -11,6 +11,8 @@
 //! - [`bench`]: `trainer bench` measures all-reduce bandwidth between the
 //!   ranks of a job (nccl-tests style: algbw, busbw).
 //! - [`doctor`]: `trainer doctor` checks every host is ready for a job.
+//! - [`install_check`]: `trainer doctor --local` checks this host's install
+//!   (agent, unit, ssh client) with no SSH and no cluster, for image builds.
 //! - [`kill`]: `trainer kill` stops a job's leftovers on every host from the
 //!   pid files the supervisors keep.
 //!
@@ -24,6 +26,7 @@ pub mod bench;
 pub mod doctor;
 pub mod error;
 pub mod hosts;
+pub mod install_check;
 pub mod kill;
 pub mod launch;
 pub mod process;
@@ -63,7 +66,7 @@ pub enum Command {
     Kill(kill::Args),
     /// Measure all-reduce bandwidth between the ranks (run it under `trainer launch`).
     Bench(bench::Args),
-    /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks.
+    /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks (`--local`: this host's install only).
     Doctor(doctor::Args),
     /// Train an MLP or LeNet on MNIST or CIFAR-10, data-parallel over the ranks
     /// `trainer launch` starts.
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Supervise(args) => runtime.block_on(supervise::run(args))?,
         Command::KillLocal(args) => kill::run_local(&args)?,
         Command::Bench(args) => bench::run(&args)?,
+        Command::Doctor(args) if args.local => install_check::run(&args.root),
         Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
         Command::DoctorLocal(args) => doctor::run_local(&args)?,
         Command::Train(args) => train::run::run(&args).unwrap_or_else(|e| {

@@ -10,6 +10,7 @@ pub mod cloudformation;
 pub mod ec2;
 pub mod efs;
 pub mod iam;
+pub mod imagebuilder;
 pub mod sqs;
 
 /// A string property: a literal or an intrinsic.

@@ -27,7 +27,7 @@ mod validate;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, render_all};
 pub use schema::json_schema;
-pub use validate::DEFAULT_SSM_PARAMETER;
+pub use validate::{DEFAULT_SSM_PARAMETER, MISSING_AGENT_PATH};
 
 use crate::region::Region;
 use crate::spec::ClusterSpec;
@@ -102,7 +102,9 @@ workers:
     #[test]
     fn the_minimal_blueprint_gets_every_default() {
         let loaded = ok(MINIMAL, None);
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        // The one warning: the default (stock) image cannot hold the agent.
+        let [warning] = &loaded.warnings[..] else { panic!("{:?}", loaded.warnings) };
+        assert!(warning.message.contains("has no deeplearning agent"), "{warning:?}");
         let expected = ClusterSpec {
             name: "minimal".into(),
             region: None,
@@ -110,6 +112,8 @@ workers:
                 source: ImageSource::SsmParameter(DEFAULT_SSM_PARAMETER.into()),
                 user: "ubuntu".into(),
                 root_device: "/dev/sda1".into(),
+                package_format: node_contract::PackageFormat::Deb,
+                agent_package: None,
             },
             master: MasterSpec { instance_type: "p3.2xlarge".into(), public: true },
             workers: WorkerSpec { instance_type: "p3.2xlarge".into(), count: 2, min: 0, max: 2, spot: false },

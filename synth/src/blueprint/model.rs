@@ -59,7 +59,12 @@ pub struct Blueprint {
 }
 
 /// The machine image. Give either `ssm_parameter` or `ami`, not both.
-#[derive(Debug, Deserialize, JsonSchema)]
+///
+/// The image must hold the deeplearning agent: either an image you baked
+/// with the `deeplearning-agent` package (by hand, or with `synth image`), or
+/// a stock image plus `agent_package_url` and `agent_package_sha256`, which
+/// every node installs at boot.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct Image {
     /// An SSM parameter holding the AMI id, for example
@@ -78,6 +83,17 @@ pub struct Image {
     /// The root volume's device name. Default: `/dev/sda1` (Ubuntu) or
     /// `/dev/xvda` (Amazon Linux).
     pub root_device: Option<String>,
+    /// Where every node downloads the `deeplearning-agent` package at boot,
+    /// for a stock image without the agent: an `s3://bucket/key` (the nodes'
+    /// role may read exactly that object) or `https://` URL of the `.deb`
+    /// (Ubuntu images) or the `.tar.gz` (Amazon Linux) that
+    /// `packaging/build` makes. Needs `agent_package_sha256`.
+    #[schemars(regex(pattern = r"^(s3|https)://"))]
+    pub agent_package_url: Option<String>,
+    /// The package's SHA-256, 64 hex digits (`packaging/build` prints it); a
+    /// node whose download does not match stops and says so.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"))]
+    pub agent_package_sha256: Option<String>,
 }
 
 /// An operating system family.

@@ -13,18 +13,26 @@ use std::net::Ipv4Addr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::diagnostic::Diagnostic;
+use node_contract::PackageFormat;
+
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
 use super::source_map::SourceMap;
 use super::suggestion::{backticked, did_you_mean};
 use crate::catalog::{self, Accelerator, InstanceType};
 use crate::region::Region;
-use crate::spec::{AccessSpec, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec};
+use crate::spec::{
+    AccessSpec, AgentPackage, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
+};
 
 /// The AWS Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), through the
 /// public SSM parameter AWS keeps pointing at the newest build:
 /// <https://docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html>
 pub const DEFAULT_SSM_PARAMETER: &str =
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id";
+
+/// The path of the warning about a stock image with no agent package: the
+/// field that fixes it. `synth image` drops that warning (it is the fix).
+pub const MISSING_AGENT_PATH: &str = "image.agent_package_url";
 
 /// A CPU image to suggest for CPU-only clusters: Canonical's Ubuntu 22.04
 /// parameter (<https://documentation.ubuntu.com/aws/en/latest/aws-how-to/instances/find-ubuntu-images/>).
@@ -108,6 +116,7 @@ impl Checker<'_> {
         let worker_type = self.instance_type("workers.instance_type", &bp.workers.instance_type, region, &targets);
         let master_public = bp.master.public.unwrap_or(true);
 
+        let image_written = bp.image.is_some();
         let (image, gpu_dlami) = self.image(bp.image, region, &targets);
         let worker_type_name = bp.workers.instance_type.clone();
         let workers = self.workers(bp.workers);
@@ -132,6 +141,11 @@ impl Checker<'_> {
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
+        // Only once the blueprint is otherwise right: until then, the errors are what to fix.
+        let has_errors = self.diagnostics.iter().any(|d| d.severity == super::Severity::Error);
+        if image.agent_package.is_none() && !has_errors {
+            self.stock_image_without_agent(&image.source, image_written);
+        }
 
         ClusterSpec {
             name: bp.name,
@@ -246,13 +260,7 @@ impl Checker<'_> {
         region: Option<Region>,
         targets: &[Region],
     ) -> (ImageSpec, bool) {
-        let image = image.unwrap_or(super::model::Image {
-            ssm_parameter: None,
-            ami: None,
-            family: None,
-            user: None,
-            root_device: None,
-        });
+        let image = image.unwrap_or_default();
         if image.ssm_parameter.is_some() && image.ami.is_some() {
             self.error(
                 "image",
@@ -311,7 +319,72 @@ impl Checker<'_> {
         }
         let gpu_dlami = matches!(&source, ImageSource::SsmParameter(p)
             if p.contains("/deeplearning/") && (p.contains("gpu") || p.contains("nvidia")));
-        (ImageSpec { source, user, root_device }, gpu_dlami)
+        let agent_package = self.agent_package(image.agent_package_url, image.agent_package_sha256);
+        let package_format = match family {
+            ImageFamily::Ubuntu => PackageFormat::Deb,
+            ImageFamily::AmazonLinux => PackageFormat::Tarball,
+        };
+        (ImageSpec { source, user, root_device, package_format, agent_package }, gpu_dlami)
+    }
+
+    /// `agent_package_url` and `agent_package_sha256`: both or neither.
+    fn agent_package(&mut self, url: Option<String>, sha256: Option<String>) -> Option<AgentPackage> {
+        const URL: &str = "image.agent_package_url";
+        const SHA: &str = "image.agent_package_sha256";
+        let url_ok = url.as_deref().map(|u| {
+            let ok = package_url_problem(u).map(|problem| self.error(URL, At::Value, problem, "write `s3://BUCKET/KEY` (the nodes may read exactly that object) or an `https://` URL of the package that `packaging/build` made"));
+            ok.is_none()
+        });
+        let sha_ok = sha256.as_deref().map(|h| {
+            let ok = h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit());
+            if !ok {
+                self.error(
+                    SHA,
+                    At::Value,
+                    format!("`{h}` is not a SHA-256 checksum ({} characters; it needs 64 hex digits)", h.chars().count()),
+                    "copy the package's line from the SHA256SUMS that `packaging/build` writes, or run `sha256sum PACKAGE`",
+                );
+            }
+            ok
+        });
+        match (url, sha256) {
+            (Some(_), None) => {
+                self.error(URL, At::Key, "`agent_package_url` is set without `agent_package_sha256`", "add `agent_package_sha256:` with the package's SHA-256 (`sha256sum PACKAGE`): nodes install only a package whose checksum matches");
+                None
+            }
+            (None, Some(_)) => {
+                self.error(SHA, At::Key, "`agent_package_sha256` is set without `agent_package_url`", "add `agent_package_url:` (s3:// or https://) with where nodes download the package, or remove the checksum");
+                None
+            }
+            (Some(url), Some(sha256)) if url_ok == Some(true) && sha_ok == Some(true) => {
+                Some(AgentPackage { url, sha256: sha256.to_ascii_lowercase() })
+            }
+            _ => None,
+        }
+    }
+
+    /// A stock image (the default Deep Learning AMI, or any public
+    /// `/aws/service/` parameter) has no agent: without a package to install
+    /// at boot, formation fails at once ("the image has no deeplearning agent").
+    fn stock_image_without_agent(&mut self, source: &ImageSource, written: bool) {
+        let ImageSource::SsmParameter(p) = source else {
+            return;
+        };
+        if !p.starts_with("/aws/service/") {
+            return;
+        }
+        let what = if written {
+            format!("`{p}` is a stock public image")
+        } else {
+            "the default image (the stock Deep Learning AMI)".to_owned()
+        };
+        // Named after the field that fixes it, shown where the image is chosen.
+        let shown = if self.map.contains("image.ssm_parameter") { "image.ssm_parameter" } else { "name" };
+        let location = self.map.value(shown);
+        let message = format!("{what}, which has no deeplearning agent: the cluster would fail to form");
+        self.diagnostics.push(Diagnostic::warning(MISSING_AGENT_PATH, location, message).with_help(
+            "add `image.agent_package_url` and `image.agent_package_sha256` (the package from `packaging/build`) to install the agent at boot, or set `image.ssm_parameter` to an image built with the agent (`synth image`; see the README)",
+        ));
     }
 
     fn ssm_parameter(&mut self, p: &str) {
@@ -891,6 +964,29 @@ fn efa_examples() -> String {
             backticked(known)
         )
     }
+}
+
+/// What is wrong with an agent package URL, if anything.
+fn package_url_problem(url: &str) -> Option<String> {
+    if let Some(rest) = url.strip_prefix("s3://") {
+        match rest.split_once('/') {
+            Some((bucket, key)) if !bucket.is_empty() && !key.is_empty() && !key.ends_with('/') => {
+                let bucket_ok = (3..=63).contains(&bucket.len())
+                    && bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+                (!bucket_ok).then(|| format!("`{bucket}` is not an S3 bucket name"))
+            }
+            _ => Some(format!("`{url}` does not name an object: write `s3://BUCKET/KEY`")),
+        }
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        (rest.is_empty() || rest.starts_with('/')).then(|| format!("`{url}` has no host"))
+    } else {
+        Some(format!("`{url}` is neither an `s3://` nor an `https://` URL"))
+    }
+    .or_else(|| {
+        url.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "'\"`$\\".contains(c))
+            .then(|| format!("`{url}` has spaces, quotes, `$` or backslashes, which a URL does not need"))
+    })
 }
 
 /// The OS family an SSM parameter path names, if it names one.

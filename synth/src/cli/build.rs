@@ -27,8 +27,14 @@ pub(super) enum Compiled {
     Failed(ExitCode),
 }
 
-/// Reads, checks and compiles the blueprint; prints warnings and problems on stderr.
+/// Reads, checks and compiles the blueprint into the cluster template;
+/// prints warnings and problems on stderr.
 pub(super) fn compile(input: &Input) -> Compiled {
+    compile_with(input, crate::TemplateKind::Cluster)
+}
+
+/// Reads and checks the blueprint, and compiles it with `template_of`.
+pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled {
     let text = match input.read() {
         Ok(t) => t,
         Err(e) => {
@@ -45,10 +51,11 @@ pub(super) fn compile(input: &Input) -> Compiled {
         }
     };
     let mut notes = String::new();
-    if !loaded.warnings.is_empty() {
-        notes.push_str(&blueprint::render_all(&loaded.warnings, &text, &path));
+    let warnings: Vec<_> = loaded.warnings.into_iter().filter(|w| kind.keeps(w)).collect();
+    if !warnings.is_empty() {
+        notes.push_str(&blueprint::render_all(&warnings, &text, &path));
     }
-    let template = crate::stack::compile(&loaded.spec);
+    let template = kind.compile(&loaded.spec);
     let resources = template.resource_count();
     match template.render() {
         Ok(rendered) => {
@@ -66,21 +73,26 @@ pub(super) fn compile(input: &Input) -> Compiled {
 
 /// Runs `synth build`.
 pub(super) fn run(args: &BuildArgs) -> ExitCode {
-    let (json, notes) = match compile(&args.input) {
+    emit(compile(&args.input), args.output.as_deref())
+}
+
+/// Prints the notes and writes the template to `output` (or stdout).
+pub(super) fn emit(compiled: Compiled, output: Option<&std::path::Path>) -> ExitCode {
+    let (json, notes) = match compiled {
         Compiled::Ok { json, notes, .. } => (json, notes),
         Compiled::Failed(code) => return code,
     };
     eprint!("{notes}");
-    match output::write(args.output.as_deref(), &json) {
+    match output::write(output, &json) {
         Ok(()) => {
-            if let Some(path) = &args.output {
+            if let Some(path) = output {
                 eprintln!("wrote {} ({} bytes)", path.display(), json.len());
             }
             ExitCode::Success
         }
         Err(e) if output::is_broken_pipe(&e) => ExitCode::Success,
         Err(e) => {
-            let target = args.output.as_ref().map_or("standard output".to_owned(), |p| p.display().to_string());
+            let target = output.map_or("standard output".to_owned(), |p| p.display().to_string());
             eprintln!("error: cannot write the template to {target}: {e}");
             ExitCode::Error
         }

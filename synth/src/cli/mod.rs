@@ -6,6 +6,7 @@
 //! cfn-guard and ripgrep.
 
 mod build;
+mod image;
 mod output;
 mod regions;
 mod schema;
@@ -50,6 +51,9 @@ pub struct Cli {
 pub enum Command {
     /// Build the CloudFormation template (JSON on stdout, or -o FILE).
     Build(build::BuildArgs),
+    /// Build the EC2 Image Builder template that bakes the agent into the
+    /// blueprint's base image, for all five regions (JSON on stdout, or -o FILE).
+    Image(image::ImageArgs),
     /// Check a blueprint and report every problem at once; print nothing else.
     Validate(validate::ValidateArgs),
     /// Print the JSON Schema of blueprints, for editors (YAML language servers).
@@ -93,6 +97,7 @@ impl Input {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Build(args) => build::run(&args),
+        Command::Image(args) => image::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Regions(args) => regions::run(&args),

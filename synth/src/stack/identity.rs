@@ -35,7 +35,29 @@ fn managed(ctx: &Ctx) -> Vec<cfn::Value<String>> {
     if ctx.spec.access.session_manager { vec![arn(SSM_CORE).into()] } else { Vec::new() }
 }
 
-fn role_and_profile(t: &mut Template, ctx: &Ctx, who: &str, description: String, policies: Vec<iam::Policy>) -> Expr {
+/// Read access to exactly the agent package object, when nodes install it
+/// from an `s3://` URL at boot.
+fn agent_package(ctx: &Ctx) -> Option<iam::Policy> {
+    let (bucket, key) = ctx.spec.image.agent_package.as_ref()?.s3_object()?;
+    Some(iam::Policy {
+        policy_name: "agent-package".into(),
+        policy_document: document(vec![json!({
+            "Sid": "InstallAgentAtBoot",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": arn(&format!("s3:::{bucket}/{}", super::sub_literal(key)))
+        })]),
+    })
+}
+
+fn role_and_profile(
+    t: &mut Template,
+    ctx: &Ctx,
+    who: &str,
+    description: String,
+    mut policies: Vec<iam::Policy>,
+) -> Expr {
+    policies.extend(agent_package(ctx));
     let role = t.add(
         &format!("{who}Role"),
         iam::Role {

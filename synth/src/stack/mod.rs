@@ -121,6 +121,8 @@ pub(crate) mod tests {
                 ),
                 user: "ubuntu".into(),
                 root_device: "/dev/sda1".into(),
+                package_format: node_contract::PackageFormat::Deb,
+                agent_package: None,
             },
             master: MasterSpec { instance_type: "p3.2xlarge".into(), public: true },
             workers: WorkerSpec { instance_type: "p3.16xlarge".into(), count: 4, min: 1, max: 8, spot: false },
@@ -169,6 +171,12 @@ pub(crate) mod tests {
         s.region = Some(Region::ApSoutheast2);
         s.image.source = ImageSource::AmiMap([(Region::ApSoutheast2, "ami-12345678".to_owned())].into());
         out.push(("existing", s));
+        let mut s = sample();
+        s.image.agent_package = Some(AgentPackage {
+            url: "s3://my-bucket/agent/deeplearning-agent_0.1.0-1_amd64.deb".into(),
+            sha256: "ab".repeat(32),
+        });
+        out.push(("install-at-boot", s));
         let mut s = sample();
         s.master.public = false;
         s.access = AccessSpec { key_name: Some("k".into()), ssh_cidr: None, session_manager: false };

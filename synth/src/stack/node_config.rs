@@ -6,12 +6,13 @@
 //! URLs, the stack id, the parameters), serialized, and wrapped in the
 //! contract's user data script. Numbers that come from parameters are
 //! written as placeholders inside strings (`"${WorkerCount}"`); the contract
-//! reads decimal strings as numbers for exactly this reason.
+//! reads decimal strings as numbers for exactly this reason. With
+//! `image.agent_package_url`, the script installs the package first.
 
 use std::collections::BTreeMap;
 
 use cfn::Expr;
-use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
+use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
 
 use super::{Ctx, sub_literal};
 
@@ -68,7 +69,13 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
     let json = json
         .replace(&format!("\"requested_workers\":{NUMBER}"), &format!("\"requested_workers\":\"{count}\""))
         .replace(&format!("\"min_workers\":{NUMBER}"), &format!("\"min_workers\":\"{min}\""));
-    let script = node_contract::user_data_script(&json);
+    let package = spec.image.agent_package.as_ref().map(|p| PackageSource {
+        url: &p.url,
+        sha256: &p.sha256,
+        format: spec.image.package_format,
+        region: "${AWS::Region}",
+    });
+    let script = node_contract::user_data_script(&json, package.as_ref());
     Expr::base64(Expr::SubWith(script, vars))
 }
 
