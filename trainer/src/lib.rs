@@ -108,3 +108,13 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
 pub fn under(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap checks names, groups and conflicts of every subcommand here
+        // instead of panicking at a user's first `--help`.
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+}

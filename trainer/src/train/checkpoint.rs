@@ -47,6 +47,8 @@ const TEMP_PREFIX: &str = ".checkpoint-epoch-";
 
 /// The checkpoint flags of `trainer train` (flatten into its `Args`).
 #[derive(Debug, Clone, clap::Args)]
+// Flattened into `trainer train`: no group of its own (its name, `Args`, would clash).
+#[group(skip)]
 pub struct Args {
     /// Where rank 0 writes checkpoints (one per epoch); default:
     /// `$EFS_MOUNT/trainer/<job>/checkpoints`, so every node sees them.

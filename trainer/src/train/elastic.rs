@@ -251,8 +251,11 @@ pub fn connect(
 ) -> Result<(Membership, Next), RendezvousError> {
     let master = format!("{}:{}", launch.master_addr, launch.master_port);
     let resolve = |reason: String| RendezvousError::Resolve { addr: master.clone(), reason };
-    let rendezvous =
-        master.to_socket_addrs().map_err(|e| resolve(e.to_string()))?.next().ok_or_else(|| resolve("no address".into()))?;
+    let rendezvous = master
+        .to_socket_addrs()
+        .map_err(|e| resolve(e.to_string()))?
+        .next()
+        .ok_or_else(|| resolve("no address".into()))?;
     if launch.rank == 0 {
         let bind = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), launch.master_port);
         let listener = TcpListener::bind(bind).map_err(|source| RendezvousError::Bind { addr: bind, source })?;

@@ -41,6 +41,8 @@ pub mod tag {
 
 /// The TensorBoard flags of `trainer train` (flatten into its `Args`).
 #[derive(Debug, Clone, clap::Args)]
+// Flattened into `trainer train`: no group of its own (its name, `Args`, would clash).
+#[group(skip)]
 pub struct Args {
     /// Where rank 0 writes TensorBoard event files; default:
     /// `$EFS_MOUNT/trainer/<job>/tb` (run `tensorboard --logdir` on it).

@@ -25,10 +25,10 @@ use super::elastic::{self, ElasticConfig, Launch, Next, broadcast_state};
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
 use super::events::{self, EventWriter, EventsError};
 use super::model::{Arch, Model};
-use super::rendezvous::{HostConfig, RendezvousError, Roster};
-use super::ring::Ring;
 use super::optim::Sgd;
 use super::progress::{Progress, Snapshot};
+use super::rendezvous::{HostConfig, RendezvousError, Roster};
+use super::ring::Ring;
 use crate::{EXIT_FAILED, EXIT_USAGE};
 
 /// Test samples evaluated per forward pass (bounds the im2col memory).
@@ -286,16 +286,23 @@ impl Device {
     }
 }
 
-fn device(args: &Args, model: Model, shape: (usize, usize, usize), launch: Option<&Launch>) -> Result<Device, TrainError> {
+fn device(
+    args: &Args,
+    model: Model,
+    params: Vec<f32>,
+    shape: (usize, usize, usize),
+    launch: Option<&Launch>,
+) -> Result<Device, TrainError> {
     let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
     match args.device {
-        DeviceArg::Cpu => Ok(Device::Cpu(CpuEngine::new(model, Vec::new(), sgd, args.threads, Box::new(Single))?)),
+        DeviceArg::Cpu => Ok(Device::Cpu(CpuEngine::new(model, params, sgd, args.threads, Box::new(Single))?)),
         #[cfg(feature = "cuda")]
         DeviceArg::Cuda => {
             let arch = match args.model {
                 Arch::Mlp => super::cuda::Model::Mlp,
                 Arch::Lenet => super::cuda::Model::Lenet,
             };
+            drop(params);
             let ordinal = launch.map_or(0, |l| l.local_rank as usize);
             let engine = CudaEngine::new(ordinal, arch, shape, sgd, |_| {
                 Ok(Box::new(Single) as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
@@ -305,7 +312,7 @@ fn device(args: &Args, model: Model, shape: (usize, usize, usize), launch: Optio
         }
         #[cfg(not(feature = "cuda"))]
         DeviceArg::Cuda => {
-            let _ = (shape, launch);
+            let _ = (params, shape, launch);
             Err(TrainError::Device {
                 device: "cuda",
                 reason: "this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
@@ -374,9 +381,13 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             None => eprintln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
         }
     }
-    let mut device = device(args, model, shape, launch.as_ref())?;
+    let mut device = device(args, model, state.params.clone(), shape, launch.as_ref())?;
     device.engine().set_state(&state).map_err(|source| TrainError::Step { epoch: state.epoch + 1, source })?;
-    let mut events = if leader { Some(EventWriter::create(&args.events.dir())?) } else { None };
+    // TensorBoard events go to EFS on a cluster, or where --tb-dir says; a
+    // run outside a cluster without --tb-dir writes none (no stray directory
+    // in the current one).
+    let tb_wanted = args.events.tb_dir.is_some() || std::env::var_os("EFS_MOUNT").is_some_and(|v| !v.is_empty());
+    let mut events = if leader && tb_wanted { Some(EventWriter::create(&args.events.dir())?) } else { None };
 
     let plan = EpochPlan { batch_size: args.batch_size as usize, lr: args.lr, seed: args.seed, epochs: args.epochs };
     let mut progress = Progress::stderr(leader);
