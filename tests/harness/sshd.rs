@@ -177,6 +177,11 @@ impl SshCluster {
             };
             agent::files::state::write(&self.hosts[i].root, &state)
                 .map_err(|e| Error::Setup(format!("writing host {i}'s state: {e}")))?;
+            // The node config the user data leaves on every node (trainer's
+            // rendezvous reads the EFS mount and prepare-data script from it).
+            let json = serde_json::to_string_pretty(&config)
+                .map_err(|e| Error::Setup(format!("serialising host {i}'s node config: {e}")))?;
+            write(&under(&self.hosts[i].root, node_contract::NODE_CONFIG_PATH), &json)?;
             // Commands on a host see its /etc/hosts through a bind mount of
             // this file, which must stay the same inode (the agent's atomic
             // rename would leave a running command's mount on the old one):
@@ -232,8 +237,17 @@ impl SshCluster {
         write(&config, &text)?;
         std::fs::create_dir_all(root.join("run")).map_err(Error::io("creating", root.join("run")))?;
         let log = root.join("sshd.log");
+        // sshd, and so every command it runs for `trainer`, sees the host's
+        // own /etc/hosts (the aliases resolve there as on a node).
+        let mounted = root.join("run/hosts.mounted");
+        if !mounted.exists() {
+            write(&mounted, &read(&root.join("etc/hosts"))?)?;
+        }
         let child = Command::new("ip")
-            .args(["netns", "exec", &host.namespace, SSHD, "-D", "-f"])
+            .args(["netns", "exec", &host.namespace, "unshare", "--mount", "sh", "-c"])
+            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+            .arg(&mounted)
+            .args([SSHD, "-D", "-f"])
             .arg(&config)
             .arg("-E")
             .arg(&log)
@@ -351,6 +365,11 @@ fn keygen(path: &Path, comment: &str) -> Result<()> {
     run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", &path.to_string_lossy()])
         .map_err(|e| Error::Setup(format!("ssh-keygen (is openssh-client installed?): {e}")))?;
     Ok(())
+}
+
+/// `path` (absolute, as on a node) under a host's root.
+fn under(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
 }
 
 fn chmod(path: &Path, mode: u32) -> Result<()> {

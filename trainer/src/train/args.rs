@@ -14,6 +14,29 @@ pub enum Device {
     Cuda,
 }
 
+/// The learning-rate schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LrSchedule {
+    /// The same rate every epoch.
+    Constant,
+    /// Half a cosine from the rate down to 0 over the epochs: the last epochs
+    /// take small steps, so the final accuracy does not swing.
+    Cosine,
+}
+
+impl LrSchedule {
+    /// The rate for epoch `epoch` (0-based) of `epochs`, starting from `lr`.
+    pub fn rate(self, lr: f32, epoch: u64, epochs: u64) -> f32 {
+        match self {
+            LrSchedule::Constant => lr,
+            LrSchedule::Cosine => {
+                let progress = epoch as f64 / epochs.max(1) as f64;
+                (f64::from(lr) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())) as f32
+            }
+        }
+    }
+}
+
 /// Arguments of `trainer train`.
 ///
 /// Started on every node by `trainer launch -- trainer train ...`: the rank
@@ -41,6 +64,10 @@ pub struct Args {
     /// Learning rate.
     #[arg(long, default_value_t = 0.05, value_parser = positive)]
     pub lr: f32,
+    /// How the learning rate changes over the epochs: `cosine` decays it from
+    /// --lr to 0 along half a cosine (epoch by epoch), `constant` keeps it.
+    #[arg(long, value_enum, default_value_t = LrSchedule::Cosine)]
+    pub lr_schedule: LrSchedule,
     /// SGD momentum, 0 (plain SGD) up to but not including 1.
     #[arg(long, default_value_t = 0.9, value_parser = momentum)]
     pub momentum: f32,
@@ -87,4 +114,18 @@ fn non_negative(s: &str) -> Result<f32, String> {
 
 fn momentum(s: &str) -> Result<f32, String> {
     float(s).and_then(|v| if (0.0..1.0).contains(&v) { Ok(v) } else { Err(format!("{v} must be in [0, 1)")) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_starts_at_the_rate_and_decays_towards_zero() {
+        assert_eq!(LrSchedule::Constant.rate(0.1, 7, 10), 0.1);
+        assert_eq!(LrSchedule::Cosine.rate(0.1, 0, 10), 0.1);
+        assert!((LrSchedule::Cosine.rate(0.1, 5, 10) - 0.05).abs() < 1e-6);
+        let last = LrSchedule::Cosine.rate(0.1, 9, 10);
+        assert!(last > 0.0 && last < 0.003, "{last}");
+    }
 }

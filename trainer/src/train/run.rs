@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
 use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta};
-use super::collective::{Collective, Group, Single};
+#[cfg(feature = "cuda")]
+use super::collective::Collective;
+use super::collective::{Group, Single};
 use super::cpu::{self, CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
 use super::cuda::CudaEngine;
@@ -250,6 +252,8 @@ fn launch_from_env() -> Result<Option<Launch>, TrainError> {
 
 /// This rank's engine on its device; the device decides how a new group's
 /// gradients are summed.
+// One per process, never moved in a loop: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 enum Device {
     Cpu(CpuEngine),
     #[cfg(feature = "cuda")]
@@ -270,6 +274,7 @@ impl Device {
     fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError> {
         match self {
             Device::Cpu(e) => {
+                let _ = group; // the ring already knows its group
                 e.set_collective(Box::new(ring));
                 Ok(())
             }
@@ -452,6 +457,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         if membership.is_some() {
             start = Some((epoch, engine.state().map_err(|source| TrainError::Step { epoch: epoch + 1, source })?));
         }
+        let plan = EpochPlan { lr: args.lr_schedule.rate(args.lr, epoch, args.epochs), ..plan };
         let report = match train_epoch(engine, &train, shard, epoch, &plan, &mut progress) {
             Ok(report) => report,
             Err(EngineError::Collective(err)) if membership.is_some() => {
@@ -467,7 +473,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         done.epoch = epoch;
         engine.set_state(&done).map_err(|source| TrainError::Step { epoch, source })?;
         if leader {
-            let due = epoch % args.eval_every == 0 || epoch == args.epochs;
+            let due = epoch.is_multiple_of(args.eval_every) || epoch == args.epochs;
             let test_stats = match &test {
                 Some(test) if due => Some(evaluate(engine, test).map_err(|source| TrainError::Step { epoch, source })?),
                 _ => None,
