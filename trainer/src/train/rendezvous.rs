@@ -38,7 +38,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest control line accepted, in bytes.
 pub const MAX_LINE: u64 = 1 << 20;
 /// The agent's state file, as on a node.
-pub const STATE_PATH: &str = "/var/lib/deeplearning/state.json";
+pub use node_contract::state::STATE_PATH;
 
 /// Something went wrong in the rendezvous.
 #[derive(Debug, thiserror::Error)]
@@ -263,15 +263,6 @@ pub enum ReceiveError {
     Malformed(RendezvousError),
 }
 
-/// The agent's state file, as far as the trainer needs it.
-#[derive(Debug, Clone, Deserialize)]
-struct StateFile {
-    version: u32,
-    instance_id: String,
-    generation: u64,
-    manifest: Manifest,
-}
-
 /// The membership the agent published: generation, manifest, and which
 /// nodes have prepared their data. Read from the files under a root.
 #[derive(Debug, Clone)]
@@ -315,10 +306,7 @@ impl Roster {
         let path = crate::under(&self.root, STATE_PATH);
         let fail = |reason: String| RendezvousError::ReadState { path: path.clone(), reason };
         let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
-        let s: StateFile = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
-        if s.version != 1 {
-            return Err(fail(format!("state version {} (this build reads 1)", s.version)));
-        }
+        let s = node_contract::state::State::parse(&text).map_err(|e| fail(e.to_string()))?;
         Ok(Snapshot { generation: s.generation, manifest: s.manifest, instance_id: s.instance_id })
     }
 
