@@ -69,7 +69,7 @@ fn expected() -> Vec<f32> {
 fn worker(cfg: WorkerConfig) -> i32 {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).init();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let rdv = std::net::SocketAddr::from(([127, 0, 0, 1], cfg.rendezvous_port));
+    let rdv = std::net::SocketAddr::from((RENDEZVOUS_IP, cfg.rendezvous_port));
     let roster = Roster::new(&cfg.root, Some(cfg.efs.clone()));
     if cfg.host {
         let host_cfg = HostConfig {
@@ -195,8 +195,13 @@ struct Cluster {
     nodes: Vec<Node>,
 }
 
+/// The rendezvous listens on a loopback address of its own: the ranks' data
+/// planes bind ephemeral ports on 127.0.0.1, which could otherwise be handed
+/// the port picked here before the host binds it (seen once in CI).
+const RENDEZVOUS_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 2);
+
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind((RENDEZVOUS_IP, 0)).unwrap().local_addr().unwrap().port()
 }
 
 impl Cluster {
