@@ -52,7 +52,10 @@ snaps=("$snap_dir"/*.snap)
 if [ "$snap_dir" = "$root/snapshots/templates" ]; then snaps+=("$root"/snapshots/images/*.snap); fi
 [ ${#snaps[@]} -gt 0 ] || die "no .snap files in $snap_dir: nothing to lint"
 for snap in "${snaps[@]}"; do
-  awk 'n >= 2 { print; next } /^---[[:space:]]*$/ { n++ }' "$snap" >"$work/templates/$(basename "$snap" .snap).json"
+  # Image and cluster snapshots share names (gpu-cluster@us-east-1.snap): keep
+  # the directory in the file name so neither overwrites the other.
+  name="$(basename "$(dirname "$snap")")-$(basename "$snap" .snap)"
+  awk 'n >= 2 { print; next } /^---[[:space:]]*$/ { n++ }' "$snap" >"$work/templates/$name.json"
 done
 
 # 2. Random blueprints, built by the synth binary.
