@@ -140,9 +140,14 @@ async fn bad_messages_in_both_queues_change_nothing() -> TestResult {
     ] {
         assert!(master_log.contains(expected), "the master's log lacks {expected:?}:\n{master_log}");
     }
-    let worker_log = plain(&agents[1].log());
-    for expected in ["ignored a worker queue message", "manifest ignored", "a manifest of another cluster"] {
-        assert!(worker_log.contains(expected), "a worker's log lacks {expected:?}:\n{worker_log}");
+    // The two remaining workers share the worker queue, and the master
+    // retires manifests of applied generations from it (runner::retire): the
+    // stale copies may be deleted before any worker receives them, so
+    // "manifest ignored" is not required here (seen missing under load); that
+    // they change nothing is what the generation watch above asserts.
+    let worker_log = format!("{}\n{}", plain(&agents[1].log()), plain(&agents[2].log()));
+    for expected in ["ignored a worker queue message", "a manifest of another cluster"] {
+        assert!(worker_log.contains(expected), "the workers' logs lack {expected:?}:\n{worker_log}");
     }
     let formation = formation_signals(&cluster, stack);
     assert_eq!(formation.len(), 1, "{formation:#?}");
