@@ -87,12 +87,6 @@ impl CpuEngine {
         &self.model
     }
 
-    /// Marks `epoch` epochs as done (the loop calls it after each epoch, so
-    /// that [`Engine::state`] says where training is).
-    pub fn set_epoch(&mut self, epoch: u64) {
-        self.state.epoch = epoch;
-    }
-
     fn samples(&self, batch: &Batch<'_>) -> usize {
         let n = batch.labels.len();
         assert_eq!(batch.images.len(), n * self.model.input_len(), "batch images do not fit the model's input");

@@ -469,10 +469,12 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             Err(source) => return Err(TrainError::Step { epoch: epoch + 1, source }),
         };
         epoch += 1;
-        let mut done = engine.state().map_err(|source| TrainError::Step { epoch, source })?;
-        done.epoch = epoch;
-        engine.set_state(&done).map_err(|source| TrainError::Step { epoch, source })?;
         if leader {
+            // Only rank 0 needs the state after the epoch (its step count for
+            // the events, the whole of it for the checkpoint); the epoch
+            // counter lives in this loop, so the engine's copy is not updated.
+            let mut done = engine.state().map_err(|source| TrainError::Step { epoch, source })?;
+            done.epoch = epoch;
             let due = epoch.is_multiple_of(args.eval_every) || epoch == args.epochs;
             let test_stats = match &test {
                 Some(test) if due => Some(evaluate(engine, test).map_err(|source| TrainError::Step { epoch, source })?),
