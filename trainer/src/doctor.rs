@@ -22,8 +22,6 @@ use crate::error::{Error, Result};
 use crate::ssh::{self, SshArgs};
 use crate::{EXIT_FAILED, EXIT_OK, hosts, profile};
 
-/// The agent's state file, as on a node.
-pub const STATE_PATH: &str = "/var/lib/deeplearning/state.json";
 /// Where the NVIDIA driver lists GPUs, one directory each.
 pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
 
@@ -69,10 +67,14 @@ fn now_ms() -> i64 {
 
 /// The generation in the agent's state file under `root`.
 fn generation(root: &Path) -> std::result::Result<u64, String> {
-    let path = crate::under(root, STATE_PATH);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    value["generation"].as_u64().ok_or_else(|| format!("{} has no generation", path.display()))
+    match crate::agent_state::read(root) {
+        Ok(Some(state)) => Ok(state.generation),
+        Ok(None) => Err(format!(
+            "{}: no such file (the agent has not applied a manifest)",
+            crate::under(root, node_contract::state::STATE_PATH).display()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn efs_mount(root: &Path) -> Option<String> {
@@ -295,7 +297,20 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         assert!(generation(root.path()).unwrap_err().contains("state.json"));
         std::fs::create_dir_all(root.path().join("var/lib/deeplearning")).unwrap();
-        std::fs::write(root.path().join("var/lib/deeplearning/state.json"), r#"{"version":1,"generation":4}"#).unwrap();
+        let state = node_contract::state::State {
+            version: node_contract::state::STATE_VERSION,
+            instance_id: "i-1".into(),
+            generation: 4,
+            manifest: node_contract::message::Manifest {
+                cluster: "c".into(),
+                generation: 4,
+                master: "i-1".into(),
+                nodes: Vec::new(),
+                cluster_public_key: String::new(),
+            },
+        };
+        std::fs::write(root.path().join("var/lib/deeplearning/state.json"), serde_json::to_string(&state).unwrap())
+            .unwrap();
         assert_eq!(generation(root.path()), Ok(4));
         assert_eq!(efs_mount(root.path()), None);
     }

@@ -16,7 +16,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::doctor::{NVIDIA_GPUS, STATE_PATH};
+use node_contract::state::STATE_PATH;
+
+use crate::doctor::NVIDIA_GPUS;
 use crate::{EXIT_FAILED, EXIT_OK, under};
 
 /// The agent's unit name (`node_contract::AGENT_UNIT`; trainer does not

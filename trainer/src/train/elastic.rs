@@ -264,7 +264,7 @@ pub fn connect(
     // The data plane listens on this node's address from the manifest.
     let me = roster.identity(launch.local_rank, SocketAddr::from(([0, 0, 0, 0], 0)))?;
     let ip: IpAddr = me.ip.parse().map_err(|_| RendezvousError::ReadState {
-        path: Path::new(rendezvous::STATE_PATH).to_owned(),
+        path: Path::new(node_contract::state::STATE_PATH).to_owned(),
         reason: format!("the manifest's address {:?} for this node is not an IP address", me.ip),
     })?;
     let bind = SocketAddr::new(ip, 0);

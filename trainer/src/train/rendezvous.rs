@@ -37,8 +37,7 @@ use tracing::{info, warn};
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest control line accepted, in bytes.
 pub const MAX_LINE: u64 = 1 << 20;
-/// The agent's state file, as on a node.
-pub use node_contract::state::STATE_PATH;
+use node_contract::state::STATE_PATH;
 
 /// Something went wrong in the rendezvous.
 #[derive(Debug, thiserror::Error)]
@@ -304,9 +303,18 @@ impl Roster {
     /// The agent's state now.
     pub fn read(&self) -> Result<Snapshot, RendezvousError> {
         let path = crate::under(&self.root, STATE_PATH);
-        let fail = |reason: String| RendezvousError::ReadState { path: path.clone(), reason };
-        let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
-        let s = node_contract::state::State::parse(&text).map_err(|e| fail(e.to_string()))?;
+        let s = match crate::agent_state::read(&self.root) {
+            Ok(Some(s)) => s,
+            Ok(None) => return Err(RendezvousError::ReadState { path, reason: "no such file".into() }),
+            // The error's own text names the file again; keep just the reason.
+            Err(crate::Error::Read { source, .. }) => {
+                return Err(RendezvousError::ReadState { path, reason: source.to_string() });
+            }
+            Err(crate::Error::AgentState { source, .. }) => {
+                return Err(RendezvousError::ReadState { path, reason: source.to_string() });
+            }
+            Err(e) => return Err(RendezvousError::ReadState { path, reason: e.to_string() }),
+        };
         Ok(Snapshot { generation: s.generation, manifest: s.manifest, instance_id: s.instance_id })
     }
 
