@@ -114,14 +114,11 @@ fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
     let efs = std::env::var("EFS_MOUNT").ok().filter(|v| !v.is_empty()).or_else(|| {
         crate::profile::read(root).ok()?.into_iter().find(|(name, _)| name == "EFS_MOUNT").map(|(_, value)| value)
     });
-    let base = match efs {
-        Some(efs) => PathBuf::from(efs),
-        None => {
-            eprintln!("trainer: no EFS_MOUNT (environment or agent profile): logs go under the current directory");
-            PathBuf::from(".")
-        }
-    };
-    let dir = base.join("trainer").join(job).join("logs");
+    if efs.is_none() {
+        eprintln!("trainer: no EFS_MOUNT (environment or agent profile): logs go under the current directory");
+    }
+    // The job directory's layout (logs beside checkpoints and TensorBoard files) is jobdir's.
+    let dir = crate::train::jobdir::path_from(efs.as_deref(), Some(job), "logs");
     std::fs::create_dir_all(&dir).map_err(|source| Error::Write { path: dir.clone(), source })?;
     Ok(dir)
 }
