@@ -154,6 +154,21 @@ impl LocalAws {
         aws_sdk_autoscaling::Client::new(&self.sdk_config())
     }
 
+    /// The Auto Scaling group `group`, as `DescribeAutoScalingGroups` reports it.
+    pub async fn auto_scaling_group(&self, group: &str) -> Result<aws_sdk_autoscaling::types::AutoScalingGroup> {
+        let out = self
+            .autoscaling()
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(group)
+            .send()
+            .await
+            .map_err(|e| Error::aws(format!("DescribeAutoScalingGroups {group}"), &e))?;
+        out.auto_scaling_groups()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Unexpected { what: format!("group {group}"), detail: "not found".into() })
+    }
+
     /// A CloudFormation client for this moto.
     pub fn cloudformation(&self) -> aws_sdk_cloudformation::Client {
         aws_sdk_cloudformation::Client::new(&self.sdk_config())
@@ -215,14 +230,7 @@ impl LocalAws {
     /// and SignalResource calls), oldest first: objects with `Status`,
     /// `UniqueId`, `LogicalResourceId`, and `Reason`/`Data` when sent.
     pub fn signals(&self, stack: &str) -> Result<Vec<serde_json::Value>> {
-        let url = format!("{}/_signals/{stack}", self.endpoint());
-        let text = ureq::get(&url)
-            .call()
-            .map_err(|e| Error::aws(format!("GET {url}"), &e))?
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| Error::aws(format!("GET {url}"), &e))?;
-        serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: url, detail: e.to_string() })
+        self.recorded(&format!("_signals/{stack}"))
     }
 
     /// The `CompleteLifecycleAction` calls the launcher recorded, oldest
@@ -230,7 +238,12 @@ impl LocalAws {
     /// `LifecycleActionToken`, `InstanceId`, `LifecycleActionResult` and
     /// `ReceivedAt` (unix seconds, a float).
     pub fn lifecycle_completions(&self) -> Result<Vec<serde_json::Value>> {
-        let url = format!("{}/_lifecycle_completions", self.endpoint());
+        self.recorded("_lifecycle_completions")
+    }
+
+    /// A JSON list the launcher's recording endpoint `path` serves.
+    fn recorded(&self, path: &str) -> Result<Vec<serde_json::Value>> {
+        let url = format!("{}/{path}", self.endpoint());
         let text = ureq::get(&url)
             .call()
             .map_err(|e| Error::aws(format!("GET {url}"), &e))?

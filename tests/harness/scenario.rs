@@ -181,16 +181,9 @@ impl Drop for Mount {
 
 /// The worker group's desired capacity, as Auto Scaling reports it.
 pub async fn desired_capacity(aws: &crate::LocalAws, group: &str) -> Result<i32> {
-    let out = aws
-        .autoscaling()
-        .describe_auto_scaling_groups()
-        .auto_scaling_group_names(group)
-        .send()
-        .await
-        .map_err(|e| Error::aws(format!("DescribeAutoScalingGroups {group}"), &e))?;
-    out.auto_scaling_groups()
-        .first()
-        .and_then(|g| g.desired_capacity())
+    aws.auto_scaling_group(group)
+        .await?
+        .desired_capacity()
         .ok_or_else(|| Error::Unexpected { what: format!("group {group}"), detail: "no desired capacity".into() })
 }
 

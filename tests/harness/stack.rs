@@ -106,19 +106,8 @@ impl ClusterStack {
     /// The instance ids moto launched in the worker group, sorted.
     pub async fn worker_instance_ids(&self, aws: &LocalAws) -> Result<Vec<String>> {
         let group = self.worker_group()?;
-        let out = aws
-            .autoscaling()
-            .describe_auto_scaling_groups()
-            .auto_scaling_group_names(group)
-            .send()
-            .await
-            .map_err(|e| Error::aws(format!("DescribeAutoScalingGroups {group}"), &e))?;
-        let mut ids: Vec<String> = out
-            .auto_scaling_groups()
-            .iter()
-            .flat_map(|g| g.instances())
-            .filter_map(|i| i.instance_id.clone())
-            .collect();
+        let mut ids: Vec<String> =
+            aws.auto_scaling_group(group).await?.instances().iter().filter_map(|i| i.instance_id.clone()).collect();
         ids.sort();
         Ok(ids)
     }
