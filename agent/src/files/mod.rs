@@ -485,8 +485,8 @@ impl<'a> Users<'a> {
 pub(crate) mod tests {
     use std::os::unix::fs::MetadataExt;
 
+    use node_contract::Role;
     use node_contract::message::worker_alias;
-    use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, Queues, Role};
 
     use super::*;
 
@@ -503,23 +503,14 @@ pub(crate) mod tests {
         key.to_openssh(ssh_key::LineEnding::LF).unwrap().to_string()
     }
 
+    /// A worker's node config: the cluster testkit's master config without
+    /// what only the master gets.
     pub(crate) fn config() -> NodeConfig {
         NodeConfig {
-            version: NODE_CONFIG_VERSION,
-            cluster: "demo".into(),
-            stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
-            stack_name: "demo".into(),
-            region: "us-east-1".into(),
             role: Role::Worker,
-            queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
             worker_group: None,
-            requested_workers: 2,
-            min_workers: 1,
-            efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
-            default_user: "ubuntu".into(),
-            formation_timeout_seconds: 1800,
-            elastic: Elastic::default(),
             signals: None,
+            ..crate::cluster::testkit::config(2, 1, 30, false)
         }
     }
 
