@@ -277,8 +277,8 @@ pub async fn run(args: Args) -> Result<u8> {
                 let Some(known) = membership.as_mut() else { continue };
                 match known.joined(&args.root, &procs) {
                     Ok(new_hosts) => {
+                        let hostfile = if new_hosts.is_empty() { Vec::new() } else { hosts::agent_hostfile(&args.root) };
                         for host in new_hosts {
-                            let hostfile = hosts::agent_hostfile(&args.root);
                             let entry = hosts::HostEntry { name: host.alias.clone(), slots: None };
                             let group_rank = procs.iter().map(|p| p.spec.group_rank + 1).max().unwrap_or(0);
                             let first_rank = procs.len() as u32;
