@@ -20,7 +20,10 @@
 //! `UsePAM no`, `UseDNS no`, and `SetEnv TRAINER_ROOT=<root>` so the
 //! `trainer` it runs reads that host's files. Commands "on" a host
 //! ([`SshCluster::command`]) run in its namespace with its `etc/hosts` (a copy kept in place at `run/hosts.mounted`) bind
-//! mounted over `/etc/hosts`, so the aliases resolve as on a node.
+//! mounted over `/etc/hosts`, so the aliases resolve as on a node. In
+//! sshd's mount namespace root's shell start-up files (`~/.bashrc`,
+//! `~/.profile`, ...) are `/dev/null`: a remote command's shell prints
+//! nothing of the test machine's own set-up.
 //!
 //! Drop stops the sshds; the [`Network`] then kills whatever is left in the
 //! namespaces and removes them.
@@ -238,14 +241,23 @@ impl SshCluster {
         std::fs::create_dir_all(root.join("run")).map_err(Error::io("creating", root.join("run")))?;
         let log = root.join("sshd.log");
         // sshd, and so every command it runs for `trainer`, sees the host's
-        // own /etc/hosts (the aliases resolve there as on a node).
+        // own /etc/hosts (the aliases resolve there as on a node), and root's
+        // shell start-up files are empty there, as on a fresh node: the test
+        // machine's own (a pyenv `rehash` in ~/.bashrc, say) would otherwise
+        // print into every rank's output.
         let mounted = root.join("run/hosts.mounted");
         if !mounted.exists() {
             write(&mounted, &read(&root.join("etc/hosts"))?)?;
         }
         let child = Command::new("ip")
             .args(["netns", "exec", &host.namespace, "unshare", "--mount", "sh", "-c"])
-            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+            .arg(
+                "mount --bind \"$0\" /etc/hosts || exit 1
+                 for f in ~root/.bashrc ~root/.bash_profile ~root/.bash_login ~root/.profile; do
+                     if [ -e \"$f\" ]; then mount --bind /dev/null \"$f\" || exit 1; fi
+                 done
+                 exec \"$@\"",
+            )
             .arg(&mounted)
             .args([SSHD, "-D", "-f"])
             .arg(&config)
