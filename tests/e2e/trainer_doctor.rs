@@ -21,14 +21,15 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     for host in ["deeplearning-worker1", "deeplearning-worker2", "deeplearning-worker3"] {
         let row = stdout.lines().find(|l| l.starts_with(host)).unwrap_or_default();
-        // SSH ok, generation 1, no GPU driver here: 0 GPUs, EFS shared.
+        // SSH ok, generation 1, no GPU driver here: 0 GPUs, so no NCCL check, EFS shared.
         let cells: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(cells.get(1..5), Some(&["ok", "1", "0", "shared"][..]), "{stdout}");
+        assert_eq!(cells.get(1..6), Some(&["ok", "1", "0", "-", "shared"][..]), "{stdout}");
     }
     assert!(stdout.contains("all 3 hosts are ready"), "{stdout}");
 
-    // Break three hosts three ways: worker2's agent is behind and its EFS is
-    // a directory of its own; worker3 is down.
+    // Break three hosts four ways: worker2's agent is behind, its EFS is a
+    // directory of its own and its driver lists a GPU, but this machine has
+    // no CUDA libraries; worker3 is down.
     let root = cluster.hosts[1].root.clone();
     let mut state = agent::files::state::read(&root).map_err(|e| Error::Setup(e.to_string()))?.expect("a state");
     state.generation = 7;
@@ -38,6 +39,8 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
     let private = root.join("private-efs");
     let text = text.replace(&*cluster.efs().to_string_lossy(), &private.to_string_lossy());
     std::fs::write(&profile, text).map_err(Error::io("writing", &profile))?;
+    let gpu = root.join("proc/driver/nvidia/gpus/0000:00:1e.0");
+    std::fs::create_dir_all(&gpu).map_err(Error::io("creating", &gpu))?;
     cluster.stop_sshd(2);
 
     let out = doctor(&cluster)?;
@@ -47,8 +50,9 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
     for needle in [
         "- deeplearning-worker2: its agent applied manifest generation 7, the master's 1",
         "- deeplearning-worker2: a file deeplearning-worker2 wrote to its EFS_MOUNT is not in the master's",
+        "- deeplearning-worker2: it has GPUs, but --device cuda: no CUDA driver (libcuda.so.1) found on this host",
         "- deeplearning-worker3: deeplearning-worker3 is unreachable over SSH",
-        "3 problem(s):",
+        "4 problem(s):",
     ] {
         assert!(stdout.contains(needle), "{needle:?} in:\n{stdout}");
     }

@@ -5,10 +5,13 @@
 //! `key=value` lines: the generation of the manifest its agent applied
 //! (`/var/lib/deeplearning/state.json`), its GPUs as the NVIDIA driver lists
 //! them (`/proc/driver/nvidia/gpus`; 0 without a driver), whether it can
-//! write to its `EFS_MOUNT` (it writes a probe file named after itself), and
-//! its clock. The master then checks:
+//! write to its `EFS_MOUNT` (it writes a probe file named after itself),
+//! whether `--device cuda` can load NCCL and the CUDA libraries there (on a
+//! host with GPUs), and its clock. The master then checks:
 //! - SSH: the host answered (batch mode, strict host keys, as `launch`);
 //! - generation: the same as the master's agent applied;
+//! - NCCL: on a host with GPUs, the driver, cuBLAS, NVRTC and NCCL load
+//!   (`-` on a host without GPUs);
 //! - EFS: the host's probe file is visible in the master's `EFS_MOUNT`
 //!   (written on one host, read on another: the mount is really shared);
 //! - clock: the host's time, taken during the ssh call, is within
@@ -24,6 +27,23 @@ use crate::{EXIT_FAILED, EXIT_OK, hosts, profile};
 
 /// Where the NVIDIA driver lists GPUs, one directory each.
 pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
+
+/// Whether `trainer train --device cuda` can load what it needs on this
+/// host: the CUDA driver, cuBLAS, NVRTC and NCCL (loaded only, nothing is
+/// called in them).
+pub fn gpu_libraries() -> std::result::Result<(), String> {
+    #[cfg(feature = "cuda")]
+    {
+        use crate::train::cuda::{Library, probe};
+        probe(&[Library::Driver, Library::Cublas, Library::Nvrtc, Library::Nccl]).map_err(|e| e.to_string())
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err("this trainer was built without the `cuda` feature and cannot use NCCL or the GPUs: install the \
+             package built with it (the default)"
+            .to_owned())
+    }
+}
 
 /// Arguments of `trainer doctor`.
 #[derive(Debug, clap::Args)]
@@ -93,6 +113,12 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
     }
     let gpus = std::fs::read_dir(crate::under(&args.root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0);
     println!("gpus={gpus}");
+    if gpus > 0 {
+        match gpu_libraries() {
+            Ok(()) => println!("nccl=ok"),
+            Err(e) => println!("nccl_error={e}"),
+        }
+    }
     match efs_mount(&args.root) {
         None => println!("efs_error=no EFS_MOUNT in {}", crate::under(&args.root, profile::PATH).display()),
         Some(efs) => {
@@ -126,6 +152,8 @@ struct Row {
     ssh: std::result::Result<(), String>,
     generation: std::result::Result<u64, String>,
     gpus: Option<u64>,
+    /// `None` on a host without GPUs (nothing to check).
+    nccl: Option<std::result::Result<(), String>>,
     efs: std::result::Result<(), String>,
     /// Least skew to the master, and how long the ssh call took.
     skew_ms: Option<(i64, i64)>,
@@ -169,6 +197,7 @@ pub async fn run(args: Args) -> Result<u8> {
             ssh: Ok(()),
             generation: Err("not checked".into()),
             gpus: None,
+            nccl: None,
             efs: Err("not checked".into()),
             skew_ms: None,
         };
@@ -194,6 +223,11 @@ pub async fn run(args: Args) -> Result<u8> {
             (None, e) => Err(e.unwrap_or_else(|| "no generation reported".into())),
         };
         row.gpus = field("gpus").and_then(|g| g.parse().ok());
+        row.nccl = match (field("nccl"), field("nccl_error")) {
+            (Some(_), _) => Some(Ok(())),
+            (None, Some(e)) => Some(Err(e)),
+            (None, None) => None,
+        };
         row.efs = match (field("efs"), field("efs_error")) {
             (Some(_), _) => match &master_efs {
                 Some(efs) if probe_dir(efs, &probe).join(&host).exists() => Ok(()),
@@ -218,9 +252,9 @@ pub async fn run(args: Args) -> Result<u8> {
     }
 
     let mut problems = Vec::new();
-    println!("{:<24} {:<6} {:<11} {:<5} {:<8} CLOCK", "HOST", "SSH", "GENERATION", "GPUS", "EFS");
+    println!("{:<24} {:<6} {:<11} {:<5} {:<5} {:<8} CLOCK", "HOST", "SSH", "GENERATION", "GPUS", "NCCL", "EFS");
     for row in &rows {
-        let mut cells = [String::new(), String::new(), String::new(), String::new(), String::new()];
+        let mut cells: [String; 6] = Default::default();
         cells[0] = if row.ssh.is_ok() { "ok".into() } else { "FAIL".into() };
         if let Err(e) = &row.ssh {
             problems.push(format!("{}: {e}", row.host));
@@ -246,14 +280,22 @@ pub async fn run(args: Args) -> Result<u8> {
                 }
             };
             cells[2] = row.gpus.map_or("?".into(), |g| g.to_string());
-            cells[3] = match &row.efs {
+            cells[3] = match &row.nccl {
+                None => "-".into(),
+                Some(Ok(())) => "ok".into(),
+                Some(Err(e)) => {
+                    problems.push(format!("{}: it has GPUs, but {e}", row.host));
+                    "FAIL".into()
+                }
+            };
+            cells[4] = match &row.efs {
                 Ok(()) => "shared".into(),
                 Err(e) => {
                     problems.push(format!("{}: {e}", row.host));
                     "FAIL".into()
                 }
             };
-            cells[4] = match row.skew_ms {
+            cells[5] = match row.skew_ms {
                 Some((skew, _)) if skew.unsigned_abs() > args.max_skew_ms => {
                     problems.push(format!(
                         "{}: its clock is {skew:+} ms off the master's (more than {} ms): check time sync there \
@@ -266,7 +308,10 @@ pub async fn run(args: Args) -> Result<u8> {
                 None => "?".into(),
             };
         }
-        println!("{:<24} {:<6} {:<11} {:<5} {:<8} {}", row.host, cells[0], cells[1], cells[2], cells[3], cells[4]);
+        println!(
+            "{:<24} {:<6} {:<11} {:<5} {:<5} {:<8} {}",
+            row.host, cells[0], cells[1], cells[2], cells[3], cells[4], cells[5]
+        );
     }
     problems.dedup();
     if problems.is_empty() {

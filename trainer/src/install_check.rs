@@ -104,6 +104,15 @@ pub fn checks(root: &Path) -> Vec<Check> {
         Check { name: "ssh client", outcome: ssh_client(), required: true },
         Check { name: "gpus", outcome: Ok(format!("{gpus} (from the NVIDIA driver; 0 without one)")), required: false },
         Check {
+            name: "nccl",
+            outcome: if gpus == 0 {
+                Ok("not checked: no GPUs".to_owned())
+            } else {
+                crate::doctor::gpu_libraries().map(|()| "NCCL and the CUDA libraries load".to_owned())
+            },
+            required: false,
+        },
+        Check {
             name: "cluster",
             outcome: Ok(if state.is_file() {
                 format!("the agent has joined a cluster ({})", state.display())
@@ -146,6 +155,24 @@ mod tests {
         assert!(failed.starts_with(&["agent", "agent unit"]), "{failed:?}");
         assert!(checks.iter().filter(|c| !c.required).all(|c| c.outcome.is_ok()));
         assert_eq!(run(root.path()), EXIT_FAILED);
+    }
+
+    /// This project's machines have no CUDA libraries: a host whose driver
+    /// lists a GPU gets a warning naming the first missing one.
+    #[test]
+    fn gpus_without_their_libraries_are_a_warning_that_names_the_library() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("proc/driver/nvidia/gpus/0000:00:1e.0")).unwrap();
+        let checks = checks(root.path());
+        let gpus = checks.iter().find(|c| c.name == "gpus").unwrap();
+        assert!(gpus.outcome.as_ref().unwrap().starts_with("1 "), "{:?}", gpus.outcome);
+        let nccl = checks.iter().find(|c| c.name == "nccl").unwrap();
+        assert!(!nccl.required);
+        if std::path::Path::new("/proc/driver/nvidia").exists() {
+            return; // a GPU machine: the libraries may well be there
+        }
+        let problem = nccl.outcome.as_ref().unwrap_err();
+        assert!(problem.contains("(libcuda.so.1)") || problem.contains("without the `cuda` feature"), "{problem}");
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub enum Command {
     Kill(kill::Args),
     /// Measure all-reduce bandwidth between the ranks (run it under `trainer launch`).
     Bench(bench::Args),
-    /// Check every host: SSH, agent generation, GPUs, shared EFS, clocks (`--local`: this host's install only).
+    /// Check every host: SSH, agent generation, GPUs, NCCL, shared EFS, clocks (`--local`: this host's install only).
     Doctor(doctor::Args),
     /// Train an MLP or LeNet on MNIST or CIFAR-10, data-parallel over the ranks
     /// `trainer launch` starts.
