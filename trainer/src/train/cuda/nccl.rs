@@ -6,10 +6,20 @@
 //! NCCL talks to its peers over the network itself (sockets, or EFA with
 //! the aws-ofi-nccl plugin), on the ports the cluster's security group opens
 //! between nodes.
+//!
+//! A dead or hung peer would leave NCCL's kernels waiting for it forever, so
+//! every collective is watched: an event recorded after it is polled, and
+//! when it has not completed within [`NCCL_TIMEOUT`] the communicator is
+//! aborted (`ncclCommAbort`, which ends its kernels) and the call fails; the
+//! elastic layer then treats the group as broken and re-forms it, as it does
+//! for the CPU ring's timeouts. Not watched: `ncclCommInitRank` (a rank that
+//! dies between the rendezvous' decision and its init leaves the others
+//! waiting there).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use super::{CudaError, Library, call, probe};
@@ -17,6 +27,30 @@ use crate::train::collective::{Collective, CollectiveError, Group};
 
 /// Bytes in NCCL's unique id (`ncclUniqueId`).
 pub const ID_LEN: usize = 128;
+
+/// How long one collective may take before its group is taken as broken.
+/// NCCL connects to its peers during a new communicator's first collective
+/// (seconds over EFA), so this is longer than the CPU ring's 10 s silence,
+/// and short enough for the survivors to re-form within 30 s.
+pub const NCCL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Calls `done` until it returns `Ok(true)`, sleeping between calls (a few
+/// microseconds at first, growing to 1 ms); `Ok(false)` once `timeout` has
+/// passed without it.
+pub(crate) fn poll_until<E>(timeout: Duration, mut done: impl FnMut() -> Result<bool, E>) -> Result<bool, E> {
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(5);
+    loop {
+        if done()? {
+            return Ok(true);
+        }
+        if start.elapsed() >= timeout {
+            return Ok(false);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(1));
+    }
+}
 
 /// A new NCCL unique id (rank 0 makes it; every rank of the group needs the same bytes).
 pub fn new_nccl_id() -> Result<Vec<u8>, CudaError> {
@@ -29,7 +63,13 @@ pub fn new_nccl_id() -> Result<Vec<u8>, CudaError> {
 /// One rank's NCCL communicator.
 #[derive(Debug)]
 pub struct Nccl {
-    comm: Comm,
+    /// `None` once aborted after a timeout.
+    comm: Option<Comm>,
+    /// Recorded after each collective, polled until it completes.
+    done: CudaEvent,
+    timeout: Duration,
+    rank: usize,
+    world_size: usize,
 }
 
 impl Nccl {
@@ -56,7 +96,38 @@ impl Nccl {
         stream.context().bind_to_thread().map_err(call("binding the CUDA context"))?;
         let comm = Comm::from_rank(stream.clone(), rank, world_size, id)
             .map_err(call("joining the NCCL group (ncclCommInitRank)"))?;
-        Ok(Self { comm })
+        let done = stream.context().new_event(None).map_err(call("creating a CUDA event"))?;
+        Ok(Self { comm: Some(comm), done, timeout: NCCL_TIMEOUT, rank, world_size })
+    }
+
+    fn comm(&self) -> Result<&Comm, CollectiveError> {
+        self.comm.as_ref().ok_or_else(|| {
+            CollectiveError::Device(
+                "NCCL: this communicator was aborted after a timeout; the group must re-form".into(),
+            )
+        })
+    }
+
+    /// Waits for the collective just queued (`what`) to complete; aborts the
+    /// communicator when it does not within the timeout.
+    fn finish(&mut self, what: &str) -> Result<(), CollectiveError> {
+        let stream = self.comm()?.stream();
+        self.done.record(&stream).map_err(device)?;
+        let done = &self.done;
+        if poll_until(self.timeout, || done.try_is_complete()).map_err(device)? {
+            return Ok(());
+        }
+        // Dropping cudarc's Comm calls ncclCommAbort, which ends the kernels
+        // that wait for the missing peer (and panics if the abort fails).
+        let comm = self.comm.take();
+        let aborted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(comm))).is_ok();
+        Err(CollectiveError::Device(format!(
+            "NCCL {what} (rank {} of {}) did not finish within {} s: a peer is gone or hung; {}",
+            self.rank,
+            self.world_size,
+            self.timeout.as_secs(),
+            if aborted { "communicator aborted" } else { "and aborting the communicator failed" }
+        )))
     }
 }
 
@@ -66,20 +137,47 @@ fn device(e: impl std::fmt::Debug) -> CollectiveError {
 
 impl Collective<CudaSlice<f32>> for Nccl {
     fn rank(&self) -> usize {
-        self.comm.rank()
+        self.rank
     }
 
     fn world_size(&self) -> usize {
-        self.comm.world_size()
+        self.world_size
     }
 
     fn all_reduce_sum(&mut self, buf: &mut CudaSlice<f32>) -> Result<(), CollectiveError> {
         // Queued on the engine's stream, so the SGD kernel after it sees the sum.
-        self.comm.all_reduce_in_place(buf, &ReduceOp::Sum).map(drop).map_err(device)
+        self.comm()?.all_reduce_in_place(buf, &ReduceOp::Sum).map(drop).map_err(device)?;
+        self.finish("all-reduce")
     }
 
     fn broadcast(&mut self, buf: &mut CudaSlice<f32>, root: usize) -> Result<(), CollectiveError> {
         let root = i32::try_from(root).map_err(device)?;
-        self.comm.broadcast_in_place(buf, root).map(drop).map_err(device)
+        self.comm()?.broadcast_in_place(buf, root).map(drop).map_err(device)?;
+        self.finish("broadcast")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polling_stops_when_done_or_after_the_timeout_and_passes_errors_on() {
+        let mut calls = 0;
+        let done = poll_until(Duration::from_secs(5), || {
+            calls += 1;
+            Ok::<_, ()>(calls == 3)
+        });
+        assert_eq!((done, calls), (Ok(true), 3));
+
+        let start = Instant::now();
+        assert_eq!(poll_until(Duration::from_millis(30), || Ok::<_, ()>(false)), Ok(false));
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(30) && waited < Duration::from_secs(2), "{waited:?}");
+
+        assert_eq!(
+            poll_until(Duration::from_secs(5), || Err::<bool, _>("sticky CUDA error")),
+            Err("sticky CUDA error")
+        );
     }
 }
