@@ -12,7 +12,8 @@
 //! Run: `cargo build --release -p trainer && cargo bench -p e2e --bench allreduce`
 //! (root, `ip`, `tc`, openssh-server; trainer binary: `TRAINER_BIN`, else
 //! `<target>/release/trainer`). Options: `ALLREDUCE_MAX_BYTES` (default
-//! 256 MiB), `ALLREDUCE_ITERS` (default 3).
+//! 256 MiB), `ALLREDUCE_ITERS` (default 10: with 3, each size below 32 MiB
+//! was timed over well under a second and one slow round moved it by 0.05).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -100,7 +101,7 @@ fn main() {
         return;
     }
     let max_bytes: usize = std::env::var("ALLREDUCE_MAX_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(256 << 20);
-    let iters: u32 = std::env::var("ALLREDUCE_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let iters: u32 = std::env::var("ALLREDUCE_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
     let trainer = trainer_bin().expect("trainer binary");
     let cluster = SshCluster::start(&[0, 0, 0, 0]).expect("4 hosts with sshd");
     shape(&cluster);
