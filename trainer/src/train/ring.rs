@@ -423,18 +423,22 @@ impl Ring {
                 let mut at = range.start;
                 while at < range.end {
                     let end = (at + chunk).min(range.end);
-                    let tmp = &mut scratch[..end - at];
-                    if let Err(e) = prev.read_exact(bytemuck::cast_slice_mut(tmp)) {
-                        received = Err(e);
-                        break 'steps;
-                    }
                     // SAFETY: at..end is the segment being received; the sender reads
                     // it only after `progress` covers it (published below).
                     let part = unsafe { std::slice::from_raw_parts_mut(base.0.add(at), end - at) };
-                    if k < n - 1 {
-                        part.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += *b);
+                    // Reduce-scatter steps add what arrives; all-gather steps
+                    // receive the finished sums straight into place.
+                    let read = if k < n - 1 {
+                        let tmp = &mut scratch[..end - at];
+                        prev.read_exact(bytemuck::cast_slice_mut(tmp)).map(|()| {
+                            part.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += *b);
+                        })
                     } else {
-                        part.copy_from_slice(tmp);
+                        prev.read_exact(bytemuck::cast_slice_mut(part))
+                    };
+                    if let Err(e) = read {
+                        received = Err(e);
+                        break 'steps;
                     }
                     progress.store(before[k] + (end - range.start), Ordering::Release);
                     sender_thread.unpark();
