@@ -17,7 +17,7 @@ use trainer::train::engine::Engine;
 use trainer::train::model::{Arch, Model};
 use trainer::train::optim::Sgd;
 use trainer::train::progress::Progress;
-use trainer::train::run::{EpochPlan, Shard, train_epoch};
+use trainer::train::run::{EpochPlan, EpochReport, Shard, train_epoch};
 
 /// Test-only collective of threads: every rank posts its buffer in its
 /// slot, then each sums the slots in rank order (deterministic, like a ring's
@@ -72,8 +72,9 @@ impl Collective<[f32]> for ThreadGroupFake {
     }
 }
 
-/// Trains `world` ranks (threads) for `epochs` and returns every rank's final parameters.
-fn train_world(arch: Arch, train: &Dataset, world: usize, epochs: u64) -> Vec<Vec<f32>> {
+/// Trains `world` ranks (threads) for `epochs` and returns every rank's
+/// final parameters and last epoch report.
+fn train_world(arch: Arch, train: &Dataset, world: usize, epochs: u64) -> Vec<(Vec<f32>, EpochReport)> {
     let model = Model::new(arch, (1, 28, 28));
     let init = cpu::init(&model, 3);
     let plan = EpochPlan { batch_size: 100, lr: 0.05, seed: 11, epochs };
@@ -87,10 +88,11 @@ fn train_world(arch: Arch, train: &Dataset, world: usize, epochs: u64) -> Vec<Ve
                     let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
                     let mut engine = CpuEngine::new(model, init, sgd, 1, Box::new(collective)).unwrap();
                     let mut progress = Progress::stderr(false);
+                    let mut last = None;
                     for epoch in 0..epochs {
-                        train_epoch(&mut engine, train, shard, epoch, &plan, &mut progress).unwrap();
+                        last = Some(train_epoch(&mut engine, train, shard, epoch, &plan, &mut progress).unwrap());
                     }
-                    engine.state().unwrap().params
+                    (engine.state().unwrap().params, last.expect("at least one epoch"))
                 })
             })
             .collect();
@@ -104,20 +106,29 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 
 fn same_weights_for(arch: Arch, epochs: u64) {
     let (train, _) = common::mnist();
-    let one = train_world(arch, &train, 1, epochs).remove(0);
+    let (one, one_report) = train_world(arch, &train, 1, epochs).remove(0);
+    assert_eq!(one_report.train.samples, train.len() as u64);
     let init = cpu::init(&Model::new(arch, (1, 28, 28)), 3);
     let moved = max_abs_diff(&one, &init);
     assert!(moved > 1e-2, "training should move the weights (moved {moved})");
     for world in [2, 4] {
         let ranks = train_world(arch, &train, world, epochs);
-        for (rank, params) in ranks.iter().enumerate() {
+        for (rank, (params, report)) in ranks.iter().enumerate() {
+            // The epoch's report sums every rank's samples, on every rank.
+            assert_eq!(report.train, ranks[0].1.train, "rank {rank}'s epoch sums");
+            assert_eq!(report.train.samples, train.len() as u64, "{world} ranks: every sample counted once");
+            let (loss, loss_1) = (report.train.loss_sum, one_report.train.loss_sum);
+            assert!(
+                (loss - loss_1).abs() <= 1e-3 * loss_1,
+                "{world} ranks: epoch loss sum {loss} vs {loss_1} on 1 rank"
+            );
             let diff = max_abs_diff(params, &one);
             println!(
                 "{arch:?}: {world} ranks, rank {rank}: max |w - w_1rank| = {diff:.2e} (weights moved {moved:.2e})"
             );
             // Only the order of the float sums differs between world sizes.
             assert!(diff < 1e-3, "{arch:?} {world} ranks, rank {rank}: weights differ by {diff} from 1 rank");
-            assert_eq!(params, &ranks[0], "every rank of a group holds the same weights");
+            assert_eq!(params, &ranks[0].0, "every rank of a group holds the same weights");
         }
     }
 }

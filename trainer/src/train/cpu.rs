@@ -128,6 +128,12 @@ impl Engine for CpuEngine {
         }))
     }
 
+    fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError> {
+        let mut sums = stats.to_floats();
+        self.collective.all_reduce_sum(&mut sums)?;
+        Ok(StepStats::from_floats(sums))
+    }
+
     fn state(&self) -> Result<TrainState, EngineError> {
         Ok(self.state.clone())
     }

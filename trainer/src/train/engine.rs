@@ -33,6 +33,18 @@ pub struct StepStats {
     pub samples: u64,
 }
 
+impl StepStats {
+    /// As three floats, for an all-reduce (counts stay exact below 2^24).
+    pub fn to_floats(self) -> [f32; 3] {
+        [self.loss_sum as f32, self.correct as f32, self.samples as f32]
+    }
+
+    /// Back from [`StepStats::to_floats`] (summed).
+    pub fn from_floats(f: [f32; 3]) -> Self {
+        Self { loss_sum: f64::from(f[0]), correct: f[1].round() as u64, samples: f[2].round() as u64 }
+    }
+}
+
 /// Everything needed to continue training exactly: the parameters, the
 /// optimiser's momentum, and where in the schedule training is.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +80,9 @@ pub trait Engine {
     fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError>;
     /// Loss and accuracy on `batch`, without changing anything.
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError>;
+    /// `stats` summed over all ranks, through the gradients' collective (an
+    /// epoch's training loss and accuracy over every rank's samples).
+    fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError>;
     /// The current state, copied to host memory.
     fn state(&self) -> Result<TrainState, EngineError>;
     /// Replaces the state (resume, or a survivor's state after re-forming).

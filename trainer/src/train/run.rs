@@ -129,12 +129,12 @@ pub struct EpochPlan {
     pub epochs: u64,
 }
 
-/// What one epoch did on this rank.
+/// What one epoch did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpochReport {
     /// The epoch (0-based).
     pub epoch: u64,
-    /// Loss and accuracy sums over this rank's samples.
+    /// Loss and accuracy sums over every rank's samples.
     pub train: StepStats,
     /// Global samples (all ranks) per second of wall time.
     pub samples_per_sec: f64,
@@ -143,7 +143,9 @@ pub struct EpochReport {
 /// One epoch over `data`: the epoch's permutation of `(seed, epoch,
 /// generation)` cut into global batches, of which this rank computes its
 /// [`data::shard`]. Every rank runs the same number of steps (a rank whose
-/// slice of the last batch is empty still joins its all-reduce).
+/// slice of the last batch is empty still joins its all-reduce). The live
+/// line shows this rank's running loss and accuracy; the report, the sums
+/// over all ranks (one more all-reduce at the end of the epoch).
 pub fn train_epoch(
     engine: &mut dyn Engine,
     data: &Dataset,
@@ -174,8 +176,9 @@ pub fn train_epoch(
             samples_per_sec: global_samples as f64 / start.elapsed().as_secs_f64(),
         });
     }
+    let train = engine.sum_over_ranks(total)?;
     progress.clear();
-    Ok(EpochReport { epoch, train: total, samples_per_sec: global_samples as f64 / start.elapsed().as_secs_f64() })
+    Ok(EpochReport { epoch, train, samples_per_sec: global_samples as f64 / start.elapsed().as_secs_f64() })
 }
 
 /// Loss and accuracy of the engine's current parameters on all of `data`.

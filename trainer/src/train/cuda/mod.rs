@@ -217,6 +217,17 @@ impl<C: Collective<CudaSlice<f32>>> Engine for CudaEngine<C> {
         Ok(self.net.evaluate(batch)?)
     }
 
+    fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError> {
+        let stream = self.net.stream().clone();
+        let mut sums = stream.clone_htod(&stats.to_floats()).map_err(call("copying the epoch's sums to the device"))?;
+        self.collective.all_reduce_sum(&mut sums)?;
+        let host = stream.clone_dtoh(&sums).map_err(call("copying the epoch's sums to the host"))?;
+        let host: [f32; 3] = host.try_into().map_err(|v: Vec<f32>| {
+            CudaError::Shape(format!("the epoch's sums came back as {} floats, not 3", v.len()))
+        })?;
+        Ok(StepStats::from_floats(host))
+    }
+
     fn state(&self) -> Result<TrainState, EngineError> {
         let (params, momentum) = self.net.download()?;
         Ok(TrainState { params, momentum, epoch: self.epoch, step: self.step })
