@@ -112,3 +112,36 @@ fn ranks_follow_the_worker_index_not_the_connection_order() {
     });
     assert_eq!(ranks, vec![(9, 3, 4), (2, 1, 4), (5, 2, 4), (1, 0, 4)]);
 }
+
+/// Rank 0 evaluates and writes the checkpoint before it reports an epoch's
+/// end, so it may report long after the others: it is never taken for a
+/// silent member (it runs the rendezvous; if it were gone, so would be the host).
+#[test]
+fn a_slow_rank_0_at_a_boundary_is_waited_for_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in [1u32, 2, 3] {
+        state(&dir.path().join(format!("n{i}")), i, &[1, 2, 3]);
+    }
+    let addr = host(&dir.path().join("n1"), 3);
+    let nexts = std::thread::scope(|s| {
+        let hs: Vec<_> = [1u32, 2, 3]
+            .into_iter()
+            .map(|i| {
+                let root = dir.path().join(format!("n{i}"));
+                s.spawn(move || {
+                    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                    let hello = Roster::new(&root, None).identity(0, listener.local_addr().unwrap()).unwrap();
+                    let (mut m, next) = Membership::join(config(addr), listener, hello).unwrap();
+                    assert!(matches!(next, Next::Reformed { epoch: 0, .. }), "{next:?}");
+                    if i == 1 {
+                        // Longer than the host's 2 s report timeout.
+                        std::thread::sleep(Duration::from_secs(3));
+                    }
+                    format!("{:?}", m.at_boundary(0))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    assert_eq!(nexts, vec!["Ok(Continue)"; 3]);
+}

@@ -355,7 +355,8 @@ pub struct HostConfig {
     /// then it forms with those present.
     pub join_timeout: Duration,
     /// After the first report of a round, how long the other members have
-    /// to report before they are treated as gone (a silent host).
+    /// to report before they are treated as gone (a silent host). Rank 0 is
+    /// always waited for: it reports after its evaluation and checkpoint.
     pub report_timeout: Duration,
     /// Makes a fresh NCCL unique id for every group (GPU path).
     pub nccl_id: Option<Arc<dyn Fn() -> Vec<u8> + Send + Sync>>,
@@ -692,6 +693,13 @@ impl Host {
     /// ones have had `report_timeout`).
     fn try_decide(&mut self) {
         let Some(first) = self.first_report else { return };
+        // Rank 0 evaluates and writes the checkpoint before it reports, so it
+        // may come long after the others; it runs this host, so it is never
+        // silent: wait for it (the others wait up to their decision timeout).
+        let master = self.members.first().filter(|id| self.conns.get(id).is_some_and(|c| c.hello.index == 1));
+        if master.is_some_and(|id| !self.reports.contains_key(id)) {
+            return;
+        }
         let silent: Vec<ConnId> = self.members.iter().copied().filter(|id| !self.reports.contains_key(id)).collect();
         if !silent.is_empty() {
             if first.elapsed() < self.config.report_timeout {
