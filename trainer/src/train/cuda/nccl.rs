@@ -35,8 +35,9 @@ pub const ID_LEN: usize = 128;
 pub const NCCL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Calls `done` until it returns `Ok(true)`, sleeping between calls (a few
-/// microseconds at first, growing to 1 ms); `Ok(false)` once `timeout` has
-/// passed without it.
+/// microseconds at first, growing to 100 us: a step's all-reduce may take
+/// about a millisecond, and a query costs less than a microsecond);
+/// `Ok(false)` once `timeout` has passed without it.
 pub(crate) fn poll_until<E>(timeout: Duration, mut done: impl FnMut() -> Result<bool, E>) -> Result<bool, E> {
     let start = Instant::now();
     let mut pause = Duration::from_micros(5);
@@ -48,7 +49,7 @@ pub(crate) fn poll_until<E>(timeout: Duration, mut done: impl FnMut() -> Result<
             return Ok(false);
         }
         std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(1));
+        pause = (pause * 2).min(Duration::from_micros(100));
     }
 }
 
