@@ -161,7 +161,7 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
         master_port: args.master_port,
     };
     let host = HostConfig { report_timeout: Duration::from_secs(args.timeout), ..HostConfig::new(args.world_size) };
-    let (_membership, next) = elastic::connect(&launch, &Roster::new(&args.root, None), host, |rendezvous| {
+    let (_membership, next) = elastic::connect(&launch, &Roster::new(&args.root, None), (0, 0), host, |rendezvous| {
         let mut config = ElasticConfig::new(rendezvous);
         config.ring.io_timeout = Duration::from_secs(args.timeout);
         config

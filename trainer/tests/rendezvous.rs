@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use trainer::train::elastic::{ElasticConfig, Membership, Next};
+use trainer::train::elastic::{self, ElasticConfig, Launch, Membership, Next};
 use trainer::train::rendezvous::{self, HostConfig, Roster};
 use trainer::train::ring::RingConfig;
 
@@ -144,4 +144,18 @@ fn a_slow_rank_0_at_a_boundary_is_waited_for_not_dropped() {
         hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
     });
     assert_eq!(nexts, vec!["Ok(Continue)"; 3]);
+}
+
+/// `trainer train --resume` under `trainer launch`: the process brings the
+/// epoch its checkpoint completed, and the first group starts there instead
+/// of at epoch 0.
+#[test]
+fn the_first_group_starts_at_the_epoch_a_resumed_process_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    state(dir.path(), 1, &[1]);
+    let master_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let launch = Launch { rank: 0, world_size: 1, local_rank: 0, master_addr: "127.0.0.1".into(), master_port };
+    let host = HostConfig { report_timeout: Duration::from_secs(2), ..HostConfig::new(1) };
+    let (_m, next) = elastic::connect(&launch, &Roster::new(dir.path(), None), (3, 1234), host, config).unwrap();
+    assert!(matches!(next, Next::Reformed { epoch: 3, redo: false, .. }), "{next:?}");
 }

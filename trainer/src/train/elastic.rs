@@ -242,10 +242,13 @@ pub struct Launch {
 /// Joins the job: rank 0 first starts the rendezvous host on `MASTER_PORT`
 /// (all addresses) with `host`; every process then binds its data plane on
 /// its node's address from the agent's manifest (files under `root`, read
-/// by `roster`) and waits for its first group.
+/// by `roster`) and waits for its first group. `held` is the (epochs,
+/// steps) completed in the state this process starts from (a `--resume`d
+/// checkpoint, else zeros): the first group starts at the furthest epoch held.
 pub fn connect(
     launch: &Launch,
     roster: &Roster,
+    held: (u64, u64),
     host: HostConfig,
     config: impl FnOnce(SocketAddr) -> ElasticConfig,
 ) -> Result<(Membership, Next), RendezvousError> {
@@ -270,5 +273,5 @@ pub fn connect(
     let bind = SocketAddr::new(ip, 0);
     let listener = TcpListener::bind(bind).map_err(|source| RendezvousError::Bind { addr: bind, source })?;
     let data_addr = listener.local_addr().map_err(|source| RendezvousError::Bind { addr: bind, source })?;
-    Membership::join(config(rendezvous), listener, Hello { data_addr, ..me })
+    Membership::join(config(rendezvous), listener, Hello { data_addr, epoch: held.0, step: held.1, ..me })
 }

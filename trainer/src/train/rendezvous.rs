@@ -324,8 +324,8 @@ impl Roster {
         self.markers.as_ref().is_none_or(|dir| dir.join(format!("prepare_data_success_{ip}")).exists())
     }
 
-    /// This process's [`Hello`] (without the data-plane address and state,
-    /// which the caller fills in).
+    /// This process's [`Hello`], holding no state (epoch and step 0; the
+    /// caller fills in what it holds).
     pub fn identity(&self, local_rank: u32, data_addr: SocketAddr) -> Result<Hello, RendezvousError> {
         let snap = self.read()?;
         let node = snap.manifest.node(&snap.instance_id).ok_or_else(|| RendezvousError::NotInManifest {

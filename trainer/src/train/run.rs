@@ -409,7 +409,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         let roster = Roster::from_node_config(&args.root)?;
         let nccl = args.device == DeviceArg::Cuda;
         let host = HostConfig { nccl_id: nccl_id_maker(nccl), ..HostConfig::new(launch.world_size) };
-        let (m, first) = elastic::connect(launch, &roster, host, ElasticConfig::new)?;
+        let (m, first) = elastic::connect(launch, &roster, (state.epoch, state.step), host, ElasticConfig::new)?;
         membership = Some(m);
         next = Some(first);
     }
