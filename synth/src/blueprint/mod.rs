@@ -68,6 +68,9 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     diagnostics.extend(found);
     match spec {
         Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
+            // Only once the blueprint is otherwise right (no error from any
+            // step): until then, the errors are what to fix.
+            diagnostics.extend(validate::missing_agent(&spec.image, &map));
             Ok(Loaded { spec, warnings: diagnostics })
         }
         _ => Err(fail(diagnostics)),
@@ -187,6 +190,21 @@ workers:
     fn unknown_fields_and_semantic_errors_are_reported_together() {
         let text = format!("{MINIMAL}  min: 5\nstorage:\n  root_volume: 100\n");
         assert_eq!(errors(&text, None), ["workers.min", "storage.root_volume"]);
+    }
+
+    #[test]
+    fn the_missing_agent_warning_comes_only_without_errors() {
+        // An unknown field (found by deserialize, not validate) is an error:
+        // the warning waits until it is fixed.
+        let unknown = format!("{MINIMAL}  cont: 3\n");
+        let e = load(&unknown, "t.yaml", None).expect_err("should fail");
+        assert!(e.items.iter().all(|d| d.path != MISSING_AGENT_PATH), "{:?}", e.items);
+
+        // An `image:` block that does not choose the image keeps the default one.
+        let unchosen = format!("{MINIMAL}image:\n  family: ubuntu\n");
+        let [warning] = &ok(&unchosen, None).warnings[..] else { panic!("not one warning") };
+        assert_eq!(warning.path, MISSING_AGENT_PATH);
+        assert!(warning.message.starts_with("the default image"), "{}", warning.message);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 
 use ipnet::{IpNet, Ipv4Net};
 
-use super::diagnostic::Diagnostic;
+use super::diagnostic::{Diagnostic, Location};
 use node_contract::PackageFormat;
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
@@ -100,7 +100,7 @@ impl Checker<'_> {
     /// A warning about `path` shown at `shown_at` (a field that is written),
     /// for warnings about a field the user left to its default.
     fn warning_near(&mut self, path: &str, shown_at: &str, message: impl Into<String>, help: impl Into<String>) {
-        let location = if self.map.contains(path) { self.map.value(path) } else { self.map.value(shown_at) };
+        let location = near(self.map, path, shown_at);
         self.diagnostics.push(Diagnostic::warning(path, location, message).with_help(help));
     }
 
@@ -116,7 +116,6 @@ impl Checker<'_> {
         let worker_type = self.instance_type("workers.instance_type", &bp.workers.instance_type, region, &targets);
         let master_public = bp.master.public.unwrap_or(true);
 
-        let image_written = bp.image.is_some();
         let (image, gpu_dlami) = self.image(bp.image, region, &targets);
         let worker_type_name = bp.workers.instance_type.clone();
         let workers = self.workers(bp.workers);
@@ -141,11 +140,6 @@ impl Checker<'_> {
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
-        // Only once the blueprint is otherwise right: until then, the errors are what to fix.
-        let has_errors = self.diagnostics.iter().any(|d| d.severity == super::Severity::Error);
-        if image.agent_package.is_none() && !has_errors {
-            self.stock_image_without_agent(&image.source, image_written);
-        }
 
         ClusterSpec {
             name: bp.name,
@@ -361,30 +355,6 @@ impl Checker<'_> {
             }
             _ => None,
         }
-    }
-
-    /// A stock image (the default Deep Learning AMI, or any public
-    /// `/aws/service/` parameter) has no agent: without a package to install
-    /// at boot, formation fails at once ("the image has no deeplearning agent").
-    fn stock_image_without_agent(&mut self, source: &ImageSource, written: bool) {
-        let ImageSource::SsmParameter(p) = source else {
-            return;
-        };
-        if !p.starts_with("/aws/service/") {
-            return;
-        }
-        let what = if written {
-            format!("`{p}` is a stock public image")
-        } else {
-            "the default image (the stock Deep Learning AMI)".to_owned()
-        };
-        // Named after the field that fixes it, shown where the image is chosen.
-        let shown = if self.map.contains("image.ssm_parameter") { "image.ssm_parameter" } else { "name" };
-        let location = self.map.value(shown);
-        let message = format!("{what}, which has no deeplearning agent: the cluster would fail to form");
-        self.diagnostics.push(Diagnostic::warning(MISSING_AGENT_PATH, location, message).with_help(
-            "add `image.agent_package_url` and `image.agent_package_sha256` (the package from `packaging/build`) to install the agent at boot, or set `image.ssm_parameter` to an image built with the agent (`synth image`; see the README)",
-        ));
     }
 
     fn ssm_parameter(&mut self, p: &str) {
@@ -934,6 +904,41 @@ impl Checker<'_> {
             );
         }
     }
+}
+
+/// Where a warning about `path` is shown: at `path` when it is written,
+/// else at `shown_at` (for warnings about a field left to its default).
+fn near(map: &SourceMap, path: &str, shown_at: &str) -> Location {
+    if map.contains(path) { map.value(path) } else { map.value(shown_at) }
+}
+
+/// The warning that a stock image (the default Deep Learning AMI, or any
+/// public `/aws/service/` parameter) has no agent: without a package to
+/// install at boot, formation fails at once ("the image has no deeplearning
+/// agent"). The caller asks only once the blueprint is otherwise right (no
+/// error from any step): until then, the errors are what to fix.
+pub(crate) fn missing_agent(image: &ImageSpec, map: &SourceMap) -> Option<Diagnostic> {
+    const SSM: &str = "image.ssm_parameter";
+    if image.agent_package.is_some() {
+        return None;
+    }
+    let ImageSource::SsmParameter(p) = &image.source else {
+        return None;
+    };
+    if !p.starts_with("/aws/service/") {
+        return None;
+    }
+    let what = if map.contains(SSM) {
+        format!("`{p}` is a stock public image")
+    } else {
+        "the default image (the stock Deep Learning AMI)".to_owned()
+    };
+    let message = format!("{what}, which has no deeplearning agent: the cluster would fail to form");
+    // Named after the field that fixes it, shown where the image is chosen.
+    let location = near(map, SSM, "name");
+    Some(Diagnostic::warning(MISSING_AGENT_PATH, location, message).with_help(
+        "add `image.agent_package_url` and `image.agent_package_sha256` (the package from `packaging/build`) to install the agent at boot, or set `image.ssm_parameter` to an image built with the agent (`synth image`; see the README)",
+    ))
 }
 
 /// Why `t` cannot be used in every target region, if it cannot.
