@@ -31,6 +31,8 @@ use serde_json::json;
 
 use crate::region::Region;
 use crate::spec::{ClusterSpec, ImageSource};
+use crate::stack::identity::{SSM_CORE, document, trust};
+use crate::stack::{arn, checkov_skip};
 
 /// Instance type images are built and tested on: no GPU is needed to
 /// install the package, and every supported region offers it.
@@ -203,25 +205,19 @@ pub fn compile(spec: &ClusterSpec) -> Template {
         "BuildRole",
         iam::Role {
             description: format!("Image Builder instances of image {}: read the agent package, report to Image Builder", spec.name).into(),
-            assume_role_policy_document: json!({
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]
-            }),
+            assume_role_policy_document: trust("ec2.amazonaws.com"),
             managed_policy_arns: vec![
-                Expr::sub("arn:${AWS::Partition}:iam::aws:policy/EC2InstanceProfileForImageBuilder").into(),
-                Expr::sub("arn:${AWS::Partition}:iam::aws:policy/AmazonSSMManagedInstanceCore").into(),
+                arn("iam::aws:policy/EC2InstanceProfileForImageBuilder").into(),
+                arn(SSM_CORE).into(),
             ],
             policies: vec![iam::Policy {
                 policy_name: "agent-package".into(),
-                policy_document: json!({
-                    "Version": "2012-10-17",
-                    "Statement": [{
-                        "Sid": "ReadAgentPackage",
-                        "Effect": "Allow",
-                        "Action": "s3:GetObject",
-                        "Resource": Expr::SubWith("arn:${AWS::Partition}:s3:::${Object}".into(), [("Object".to_owned(), object.clone())].into())
-                    }]
-                }),
+                policy_document: document(vec![json!({
+                    "Sid": "ReadAgentPackage",
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": Expr::SubWith("arn:${AWS::Partition}:s3:::${Object}".into(), [("Object".to_owned(), object.clone())].into())
+                })]),
             }],
             tags: vec![cfn::Tag::new("deeplearning:image", spec.name.as_str())],
         },
@@ -229,10 +225,10 @@ pub fn compile(spec: &ClusterSpec) -> Template {
     let profile = t.add("BuildInstanceProfile", iam::InstanceProfile { roles: vec![role.r#ref().into()] });
 
     let component_skip = || Attributes {
-        metadata: Some(json!({"checkov": {"skip": [{
-            "id": "CKV_AWS_180",
-            "comment": "The component document is a public install script with no secrets; Image Builder encrypts it with an AWS owned key."
-        }]}})),
+        metadata: Some(checkov_skip(&[(
+            "CKV_AWS_180",
+            "The component document is a public install script with no secrets; Image Builder encrypts it with an AWS owned key.",
+        )])),
         ..Attributes::default()
     };
     let install = t.add_with(
@@ -315,10 +311,10 @@ pub fn compile(spec: &ClusterSpec) -> Template {
             tags: tags.clone(),
         },
         Attributes {
-            metadata: Some(json!({"checkov": {"skip": [{
-                "id": "CKV_AWS_199",
-                "comment": "The AMIs keep the default EBS encryption of each region: a customer managed key would be needed in all five regions, and clusters in other accounts could not launch them."
-            }]}})),
+            metadata: Some(checkov_skip(&[(
+                "CKV_AWS_199",
+                "The AMIs keep the default EBS encryption of each region: a customer managed key would be needed in all five regions, and clusters in other accounts could not launch them.",
+            )])),
             ..Attributes::default()
         },
     );

@@ -14,9 +14,11 @@ use serde_json::{Value as Json, json};
 use super::queues::Queues;
 use super::{Ctx, arn};
 
-const SSM_CORE: &str = "iam::aws:policy/AmazonSSMManagedInstanceCore";
+/// The managed policy Session Manager needs on an instance (`arn` takes it).
+pub(crate) const SSM_CORE: &str = "iam::aws:policy/AmazonSSMManagedInstanceCore";
 
-fn trust(service: &str) -> Json {
+/// A role trust policy: `service` may assume the role.
+pub(crate) fn trust(service: &str) -> Json {
     json!({
         "Version": "2012-10-17",
         "Statement": [{
@@ -27,7 +29,8 @@ fn trust(service: &str) -> Json {
     })
 }
 
-fn document(statements: Vec<Json>) -> Json {
+/// An IAM policy document of `statements`.
+pub(crate) fn document(statements: Vec<Json>) -> Json {
     json!({"Version": "2012-10-17", "Statement": statements})
 }
 

@@ -13,7 +13,7 @@
 //! limit) are caught by [`cfn::Template::render`].
 
 mod compute;
-mod identity;
+pub(crate) mod identity;
 mod network;
 mod node_config;
 mod outputs;
@@ -57,14 +57,14 @@ fn sub_literal(text: &str) -> String {
 
 /// Resource metadata that tells checkov a check is accepted as failing, and why.
 /// The reason travels in the template, where a reviewer sees it.
-fn checkov_skip(checks: &[(&str, &str)]) -> serde_json::Value {
+pub(crate) fn checkov_skip(checks: &[(&str, &str)]) -> serde_json::Value {
     let skips: Vec<serde_json::Value> =
         checks.iter().map(|(id, why)| serde_json::json!({"id": id, "comment": why})).collect();
     serde_json::json!({"checkov": {"skip": skips}})
 }
 
 /// `arn:${AWS::Partition}:...`: an ARN that works in every partition.
-fn arn(rest: &str) -> Expr {
+pub(crate) fn arn(rest: &str) -> Expr {
     Expr::sub(format!("arn:${{AWS::Partition}}:{rest}"))
 }
 
