@@ -77,16 +77,6 @@ impl CpuEngine {
         self.collective = collective;
     }
 
-    /// The collective in use.
-    pub fn collective(&mut self) -> &mut (dyn Collective<[f32]> + Send) {
-        self.collective.as_mut()
-    }
-
-    /// The model.
-    pub fn model(&self) -> &Model {
-        &self.model
-    }
-
     fn samples(&self, batch: &Batch<'_>) -> usize {
         let n = batch.labels.len();
         assert_eq!(batch.images.len(), n * self.model.input_len(), "batch images do not fit the model's input");

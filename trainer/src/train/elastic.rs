@@ -89,7 +89,6 @@ pub struct Membership {
     writer: TcpStream,
     reader: BufReader<TcpStream>,
     round: u64,
-    group: Option<Group>,
 }
 
 impl Membership {
@@ -115,16 +114,11 @@ impl Membership {
         let gone = |e: std::io::Error| RendezvousError::MasterGone { addr: config.rendezvous, reason: e.to_string() };
         stream.set_nodelay(true).map_err(gone)?;
         let reader = BufReader::new(stream.try_clone().map_err(gone)?);
-        let mut me = Membership { config, listener, writer: stream, reader, round: 0, group: None };
+        let mut me = Membership { config, listener, writer: stream, reader, round: 0 };
         info!(alias = %hello.alias, local_rank = hello.local_rank, rendezvous = %config.rendezvous, "joining");
         me.report(&Report::Hello(hello))?;
         let next = me.decide(None)?;
         Ok((me, next))
-    }
-
-    /// The current group, once formed.
-    pub fn group(&self) -> Option<&Group> {
-        self.group.as_ref()
     }
 
     /// The current rendezvous round.
@@ -189,7 +183,6 @@ impl Membership {
                 Decision::Group { round, generation, rank, peers, source_rank, nccl_id, epoch, redo } => {
                     let group = Group { generation, rank, world_size: peers.len(), peers, nccl_id, source_rank };
                     self.round = round;
-                    self.group = Some(group.clone());
                     info!(round, generation, rank, world_size = group.world_size, epoch, redo, "new group");
                     match Ring::connect(&group, round, &self.listener, &self.config.ring) {
                         Ok(ring) => return Ok(Next::Reformed { group, ring, epoch, redo }),

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use node_contract::message::Manifest;
+use node_contract::state::{STATE_PATH, State};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
@@ -37,7 +37,6 @@ use tracing::{info, warn};
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest control line accepted, in bytes.
 pub const MAX_LINE: u64 = 1 << 20;
-use node_contract::state::STATE_PATH;
 
 /// Something went wrong in the rendezvous.
 #[derive(Debug, thiserror::Error)]
@@ -271,17 +270,6 @@ pub struct Roster {
     markers: Option<PathBuf>,
 }
 
-/// One reading of the agent's state file.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// The generation applied.
-    pub generation: u64,
-    /// Its manifest.
-    pub manifest: Manifest,
-    /// This node's instance id.
-    pub instance_id: String,
-}
-
 impl Roster {
     /// A roster reading the agent's files under `root`; markers are checked in
     /// `markers` (`$EFS_MOUNT` under the root) when a prepare-data script is set.
@@ -301,21 +289,16 @@ impl Roster {
     }
 
     /// The agent's state now.
-    pub fn read(&self) -> Result<Snapshot, RendezvousError> {
-        let path = crate::under(&self.root, STATE_PATH);
-        let s = match crate::agent_state::read(&self.root) {
-            Ok(Some(s)) => s,
-            Ok(None) => return Err(RendezvousError::ReadState { path, reason: "no such file".into() }),
+    pub fn read(&self) -> Result<State, RendezvousError> {
+        let reason = match crate::agent_state::read(&self.root) {
+            Ok(Some(s)) => return Ok(s),
+            Ok(None) => "no such file".to_owned(),
             // The error's own text names the file again; keep just the reason.
-            Err(crate::Error::Read { source, .. }) => {
-                return Err(RendezvousError::ReadState { path, reason: source.to_string() });
-            }
-            Err(crate::Error::AgentState { source, .. }) => {
-                return Err(RendezvousError::ReadState { path, reason: source.to_string() });
-            }
-            Err(e) => return Err(RendezvousError::ReadState { path, reason: e.to_string() }),
+            Err(crate::Error::Read { source, .. }) => source.to_string(),
+            Err(crate::Error::AgentState { source, .. }) => source.to_string(),
+            Err(e) => e.to_string(),
         };
-        Ok(Snapshot { generation: s.generation, manifest: s.manifest, instance_id: s.instance_id })
+        Err(RendezvousError::ReadState { path: crate::under(&self.root, STATE_PATH), reason })
     }
 
     /// Whether the node with address `ip` may join: its prepare-data marker
@@ -601,11 +584,10 @@ impl Host {
     }
 
     /// Processes that may be in the next group, in rank order: the master's
-    /// first, then by worker index and local rank. `from` limits the choice
-    /// (the current members on a redo).
-    fn eligible(&mut self, snap: &Snapshot, from: Option<&[ConnId]>) -> Vec<ConnId> {
+    /// first, then by worker index and local rank.
+    fn eligible(&mut self, snap: &State) -> Vec<ConnId> {
         let mut chosen: Vec<(bool, u32, u32, ConnId)> = Vec::new();
-        let ids: Vec<ConnId> = from.map_or_else(|| self.conns.keys().copied().collect(), <[ConnId]>::to_vec);
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
             let Some(c) = self.conns.get(&id) else { continue };
             let h = &c.hello;
@@ -641,7 +623,7 @@ impl Host {
                 return;
             }
         };
-        let ready = self.eligible(&snap, None);
+        let ready = self.eligible(&snap);
         let has_master = ready.first().is_some_and(|&id| self.conns[&id].hello.instance_id == snap.manifest.master);
         let timed_out = self.started.elapsed() >= self.config.join_timeout;
         if !has_master || (ready.len() < self.config.expected && !timed_out) {
@@ -668,7 +650,7 @@ impl Host {
         self.lost = false;
         let peers: Vec<SocketAddr> = self.members.iter().map(|id| self.conns[id].hello.data_addr).collect();
         let nccl_id = self.config.nccl_id.as_ref().map(|f| f());
-        info!(round = self.round, generation, epoch, redo, world_size = self.members.len(), members = %self.names(&self.members.clone()), "group formed: {why}");
+        info!(round = self.round, generation, epoch, redo, world_size = self.members.len(), members = %self.names(&self.members), "group formed: {why}");
         // Rank 0 last: its process hosts us, and may exit (job done) as soon as
         // it has its answer; everyone else's must be on the wire by then.
         for (rank, id) in self.members.clone().into_iter().enumerate().rev() {
@@ -693,11 +675,18 @@ impl Host {
     /// ones have had `report_timeout`).
     fn try_decide(&mut self) {
         let Some(first) = self.first_report else { return };
+        let master_alive =
+            self.members.first().is_some_and(|id| self.conns.get(id).is_some_and(|c| c.hello.index == 1));
+        if !master_alive {
+            // Rank 0's own thread is gone: the process is going down; nothing to form.
+            warn!(round = self.round, "rank 0 (the master's process) is no longer a member; no group can form");
+            self.first_report = None;
+            return;
+        }
         // Rank 0 evaluates and writes the checkpoint before it reports, so it
         // may come long after the others; it runs this host, so it is never
         // silent: wait for it (the others wait up to their decision timeout).
-        let master = self.members.first().filter(|id| self.conns.get(id).is_some_and(|c| c.hello.index == 1));
-        if master.is_some_and(|id| !self.reports.contains_key(id)) {
+        if !self.reports.contains_key(&self.members[0]) {
             return;
         }
         let silent: Vec<ConnId> = self.members.iter().copied().filter(|id| !self.reports.contains_key(id)).collect();
@@ -715,30 +704,6 @@ impl Host {
         }
         let failed =
             self.reports.values().filter_map(|r| if let Reported::Failed(e) = r { Some(*e) } else { None }).min();
-        let master_alive = self.members.first().is_some_and(|id| self.conns[id].hello.index == 1);
-        if !master_alive {
-            // Rank 0's own thread is gone: the process is going down; nothing to form.
-            warn!(round = self.round, "rank 0 (the master's process) is no longer a member; no group can form");
-            self.first_report = None;
-            return;
-        }
-        let snap = match self.roster.read() {
-            Ok(s) => s,
-            Err(e) => {
-                warn!("{e}; keeping the previous membership");
-                Snapshot {
-                    generation: self.generation,
-                    manifest: Manifest {
-                        cluster: String::new(),
-                        generation: self.generation,
-                        master: self.conns[&self.members[0]].hello.instance_id.clone(),
-                        nodes: Vec::new(),
-                        cluster_public_key: String::new(),
-                    },
-                    instance_id: String::new(),
-                }
-            }
-        };
         if let Some(epoch) = failed {
             // A redo: survivors only; joins and manifest changes wait for a boundary.
             let survivors = self.members.clone();
@@ -747,29 +712,35 @@ impl Host {
         }
         let epoch =
             self.reports.values().map(|r| if let Reported::Boundary(e) = r { *e } else { 0 }).max().unwrap_or(0);
-        let mut next = if snap.manifest.nodes.is_empty() { self.members.clone() } else { self.eligible(&snap, None) };
+        let (generation, next) = match self.roster.read() {
+            Ok(snap) => (snap.generation, self.eligible(&snap)),
+            Err(e) => {
+                warn!("{e}; keeping the previous membership");
+                (self.generation, self.members.clone())
+            }
+        };
         // A member not in the manifest leaves (the master never does).
-        let leaving: Vec<ConnId> = self.members.iter().copied().filter(|id| !next.contains(id)).collect();
-        for &id in &leaving {
-            info!(process = %self.name(id), generation = snap.generation, "leaves: not in the manifest of generation {}", snap.generation);
-            self.tell(id, &Decision::Left { reason: format!("not in the manifest of generation {}", snap.generation) });
+        for id in self.members.clone() {
+            if !next.contains(&id) {
+                info!(process = %self.name(id), generation, "leaves: not in the manifest of generation {generation}");
+                self.tell(id, &Decision::Left { reason: format!("not in the manifest of generation {generation}") });
+            }
         }
-        next.retain(|id| !leaving.contains(id));
         if next == self.members && !self.lost {
-            if snap.generation != self.generation {
-                info!(round = self.round, generation = snap.generation, "new generation, same members");
-                self.generation = snap.generation;
+            if generation != self.generation {
+                info!(round = self.round, generation, "new generation, same members");
+                self.generation = generation;
             }
             self.reports.clear();
             self.first_report = None;
             let round = self.round;
-            info!(round, generation = self.generation, epoch = epoch + 1, members = %self.names(&self.members.clone()), "membership unchanged: continue");
+            info!(round, generation = self.generation, epoch = epoch + 1, members = %self.names(&self.members), "membership unchanged: continue");
             for id in self.members.clone().into_iter().rev() {
                 self.tell(id, &Decision::Continue { round });
             }
             return;
         }
-        self.form(snap.generation, next, epoch + 1, false, "membership changed at an epoch boundary");
+        self.form(generation, next, epoch + 1, false, "membership changed at an epoch boundary");
     }
 }
 
