@@ -226,6 +226,14 @@ impl Parameter {
         self
     }
 
+    /// Sets `AllowedPattern`, and the `ConstraintDescription` the console
+    /// shows (`why`) when a value does not match it.
+    pub fn constrained(mut self, pattern: impl Into<String>, why: impl Into<String>) -> Parameter {
+        self.allowed_pattern = Some(pattern.into());
+        self.constraint_description = Some(why.into());
+        self
+    }
+
     fn to_json(&self) -> Json {
         let mut m = Map::new();
         m.insert("Type".into(), json!(self.kind.name()));

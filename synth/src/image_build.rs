@@ -126,7 +126,9 @@ pub fn compile(spec: &ClusterSpec) -> Template {
         .map(|(k, v)| (k.clone(), v.clone()))
         .chain([("deeplearning:image".to_owned(), spec.name.clone())])
         .collect();
-    let package = spec.image.agent_package.as_ref();
+    // The package's URL and checksum are the defaults only when it is an
+    // s3:// object: the build downloads it from S3.
+    let package = spec.image.agent_package.as_ref().filter(|p| p.s3_object().is_some());
 
     let mut url = Parameter::new(
         ParameterType::String,
@@ -139,10 +141,12 @@ pub fn compile(spec: &ClusterSpec) -> Template {
                 "s3:// URL of the deeplearning-agent .tar.gz that packaging/build made (upload it first)."
             }
         },
+    )
+    .constrained(
+        "^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^'\"`$\\\\ ]+$",
+        "s3://BUCKET/KEY, with no quotes, spaces or $",
     );
-    url.allowed_pattern = Some("^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^'\"`$\\\\ ]+$".into());
-    url.constraint_description = Some("s3://BUCKET/KEY, with no quotes, spaces or $".into());
-    if let Some(p) = package.filter(|p| p.s3_object().is_some()) {
+    if let Some(p) = package {
         url = url.default(p.url.as_str());
     }
     let url = t.parameter("PackageUrl", url);
@@ -150,30 +154,27 @@ pub fn compile(spec: &ClusterSpec) -> Template {
         ParameterType::String,
         "Agent package SHA-256",
         "The package's SHA-256 (64 hex digits, from packaging/build's SHA256SUMS); the build fails on a mismatch.",
-    );
-    sha.allowed_pattern = Some("^[0-9a-f]{64}$".into());
-    sha.constraint_description = Some("64 lower-case hex digits".into());
-    if let Some(p) = package.filter(|p| p.s3_object().is_some()) {
+    )
+    .constrained("^[0-9a-f]{64}$", "64 lower-case hex digits");
+    if let Some(p) = package {
         sha = sha.default(p.sha256.as_str());
     }
     let sha = t.parameter("PackageSha256", sha);
-    let mut version = Parameter::new(
+    let version = Parameter::new(
         ParameterType::String,
         "Image version",
         "Version x.y.z of the components and recipe. Image Builder cannot change them under one version: raise it with every new package.",
     )
-    .default("1.0.0");
-    version.allowed_pattern = Some("^[0-9]+\\.[0-9]+\\.[0-9]+$".into());
-    version.constraint_description = Some("a version such as 1.0.0".into());
+    .default("1.0.0")
+    .constrained("^[0-9]+\\.[0-9]+\\.[0-9]+$", "a version such as 1.0.0");
     let version = t.parameter("ImageVersion", version);
-    let mut ssm_name = Parameter::new(
+    let ssm_name = Parameter::new(
         ParameterType::String,
         "SSM parameter for the image id",
         "Every build writes the new AMI id to this parameter in each region; a blueprint uses it as image.ssm_parameter.",
     )
-    .default(default_parameter_name(spec));
-    ssm_name.allowed_pattern = Some("^/[a-zA-Z0-9_.\\-/]+$".into());
-    ssm_name.constraint_description = Some("a parameter path such as /deeplearning/my-image/ami-id".into());
+    .default(default_parameter_name(spec))
+    .constrained("^/[a-zA-Z0-9_.\\-/]+$", "a parameter path such as /deeplearning/my-image/ami-id");
     let ssm_name = t.parameter("ImageParameterName", ssm_name);
     let parent = match (&spec.image.source, spec.region) {
         (ImageSource::SsmParameter(path), _) => Parameter::new(

@@ -35,15 +35,13 @@ const INSTANCE_TYPE_PATTERN: &str = "^[a-z][a-z0-9-]*\\.[a-z0-9-]+$";
 const MAX_WORKERS: i64 = 1000;
 
 fn instance_type(label: &str, what: &str, default: &str) -> Parameter {
-    let mut p = Parameter::new(
+    Parameter::new(
         ParameterType::String,
         label,
         format!("EC2 instance type of {what}; synth checked that {default} is offered in the template's regions."),
     )
-    .default(default);
-    p.allowed_pattern = Some(INSTANCE_TYPE_PATTERN.into());
-    p.constraint_description = Some("an EC2 instance type such as p3.2xlarge".into());
-    p
+    .default(default)
+    .constrained(INSTANCE_TYPE_PATTERN, "an EC2 instance type such as p3.2xlarge")
 }
 
 fn count(label: &str, description: &str, default: u32) -> Parameter {
@@ -85,37 +83,34 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
         ),
     );
 
-    let mut key = Parameter::new(
+    let key = Parameter::new(
         ParameterType::String,
         "EC2 key pair (optional)",
         "Name of an EC2 key pair for SSH to the nodes. Leave empty to use Session Manager only.",
     )
-    .default(spec.access.key_name.clone().unwrap_or_default());
-    key.allowed_pattern = Some("^[\\x20-\\x7E]{0,255}$".into());
-    key.constraint_description = Some("a key pair name of up to 255 printable characters, or empty".into());
+    .default(spec.access.key_name.clone().unwrap_or_default())
+    .constrained("^[\\x20-\\x7E]{0,255}$", "a key pair name of up to 255 printable characters, or empty");
     let key_name = t.parameter("KeyName", key);
 
-    let mut ssh = Parameter::new(
+    let ssh = Parameter::new(
         ParameterType::String,
         "SSH source range (optional)",
         "IPv4 range allowed to SSH to the nodes, for example 203.0.113.7/32. Leave empty for no SSH from outside the cluster.",
     )
-    .default(spec.access.ssh_cidr.map(|c| c.to_string()).unwrap_or_default());
-    ssh.allowed_pattern = Some(
-        "^$|^((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])/([1-9]|[12][0-9]|3[0-2])$"
-            .into(),
+    .default(spec.access.ssh_cidr.map(|c| c.to_string()).unwrap_or_default())
+    .constrained(
+        "^$|^((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])/([1-9]|[12][0-9]|3[0-2])$",
+        "an IPv4 CIDR range such as 203.0.113.0/24 (not 0.0.0.0/0), or empty",
     );
-    ssh.constraint_description = Some("an IPv4 CIDR range such as 203.0.113.0/24 (not 0.0.0.0/0), or empty".into());
     let ssh_cidr = t.parameter("SshCidr", ssh);
 
-    let mut efs = Parameter::new(
+    let efs = Parameter::new(
         ParameterType::String,
         "Existing EFS file system (optional)",
         "Id of an existing EFS file system to share between nodes. Leave empty to create a new, encrypted one.",
     )
-    .default(spec.efs.file_system_id.clone().unwrap_or_default());
-    efs.allowed_pattern = Some("^$|^fs-([0-9a-f]{8}|[0-9a-f]{17})$".into());
-    efs.constraint_description = Some("fs- followed by 8 or 17 hexadecimal digits, or empty".into());
+    .default(spec.efs.file_system_id.clone().unwrap_or_default())
+    .constrained("^$|^fs-([0-9a-f]{8}|[0-9a-f]{17})$", "fs- followed by 8 or 17 hexadecimal digits, or empty");
     let efs_id = t.parameter("EfsFileSystemId", efs);
 
     let image = image(t, ctx);
