@@ -325,22 +325,26 @@ impl Checker<'_> {
     fn agent_package(&mut self, url: Option<String>, sha256: Option<String>) -> Option<AgentPackage> {
         const URL: &str = "image.agent_package_url";
         const SHA: &str = "image.agent_package_sha256";
-        let url_ok = url.as_deref().map(|u| {
-            let ok = package_url_problem(u).map(|problem| self.error(URL, At::Value, problem, "write `s3://BUCKET/KEY` (the nodes may read exactly that object) or an `https://` URL of the package that `packaging/build` made"));
-            ok.is_none()
-        });
-        let sha_ok = sha256.as_deref().map(|h| {
-            let ok = h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit());
-            if !ok {
+        // Whether each is absent or well-formed; a malformed one is reported here.
+        let url_ok = match url.as_deref().and_then(package_url_problem) {
+            Some(problem) => {
+                self.error(URL, At::Value, problem, "write `s3://BUCKET/KEY` (the nodes may read exactly that object) or an `https://` URL of the package that `packaging/build` made");
+                false
+            }
+            None => true,
+        };
+        let sha_ok = match sha256.as_deref() {
+            Some(h) if !(h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit())) => {
                 self.error(
                     SHA,
                     At::Value,
                     format!("`{h}` is not a SHA-256 checksum ({} characters; it needs 64 hex digits)", h.chars().count()),
                     "copy the package's line from the SHA256SUMS that `packaging/build` writes, or run `sha256sum PACKAGE`",
                 );
+                false
             }
-            ok
-        });
+            _ => true,
+        };
         match (url, sha256) {
             (Some(_), None) => {
                 self.error(URL, At::Key, "`agent_package_url` is set without `agent_package_sha256`", "add `agent_package_sha256:` with the package's SHA-256 (`sha256sum PACKAGE`): nodes install only a package whose checksum matches");
@@ -350,7 +354,7 @@ impl Checker<'_> {
                 self.error(SHA, At::Key, "`agent_package_sha256` is set without `agent_package_url`", "add `agent_package_url:` (s3:// or https://) with where nodes download the package, or remove the checksum");
                 None
             }
-            (Some(url), Some(sha256)) if url_ok == Some(true) && sha_ok == Some(true) => {
+            (Some(url), Some(sha256)) if url_ok && sha_ok => {
                 Some(AgentPackage { url, sha256: sha256.to_ascii_lowercase() })
             }
             _ => None,
