@@ -1,5 +1,5 @@
 //! TensorBoard event files: the training loop's scalars (loss, accuracy,
-//! throughput) per epoch and every N steps, written by rank 0 under
+//! throughput) per epoch, written by rank 0 under
 //! `$EFS_MOUNT/trainer/<job>/tb/` (or `--tb-dir`), where `tensorboard
 //! --logdir` on any node (or a copy) shows them.
 //!
@@ -27,7 +27,7 @@ use prost::Message;
 
 /// The scalar tags the training loop writes (TensorBoard groups by the part before `/`).
 pub mod tag {
-    /// Mean training loss over the epoch (or the last N steps).
+    /// Mean training loss over the epoch.
     pub const TRAIN_LOSS: &str = "train/loss";
     /// Training accuracy, 0..1.
     pub const TRAIN_ACCURACY: &str = "train/accuracy";
@@ -48,10 +48,6 @@ pub struct Args {
     /// `$EFS_MOUNT/trainer/<job>/tb` (run `tensorboard --logdir` on it).
     #[arg(long, value_name = "DIR", help_heading = "Metrics")]
     pub tb_dir: Option<PathBuf>,
-    /// Also write the running loss, accuracy and throughput every N
-    /// optimisation steps (0: once per epoch only).
-    #[arg(long, default_value_t = 100, value_name = "N", help_heading = "Metrics")]
-    pub tb_every_steps: u64,
 }
 
 impl Args {
