@@ -45,6 +45,16 @@ pub fn gpu_libraries() -> std::result::Result<(), String> {
     }
 }
 
+/// GPUs the NVIDIA driver lists under `root` (0 without a driver).
+pub fn gpu_count(root: &Path) -> usize {
+    std::fs::read_dir(crate::under(root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0)
+}
+
+/// [`gpu_libraries`] on a host with `gpus` GPUs; `None` without GPUs (nothing to check).
+pub fn nccl_check(gpus: usize) -> Option<std::result::Result<(), String>> {
+    (gpus > 0).then(gpu_libraries)
+}
+
 /// Arguments of `trainer doctor`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -111,13 +121,12 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         Ok(g) => println!("generation={g}"),
         Err(e) => println!("generation_error={e}"),
     }
-    let gpus = std::fs::read_dir(crate::under(&args.root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0);
+    let gpus = gpu_count(&args.root);
     println!("gpus={gpus}");
-    if gpus > 0 {
-        match gpu_libraries() {
-            Ok(()) => println!("nccl=ok"),
-            Err(e) => println!("nccl_error={e}"),
-        }
+    match nccl_check(gpus) {
+        Some(Ok(())) => println!("nccl=ok"),
+        Some(Err(e)) => println!("nccl_error={e}"),
+        None => {}
     }
     match efs_mount(&args.root) {
         None => println!("efs_error=no EFS_MOUNT in {}", crate::under(&args.root, profile::PATH).display()),

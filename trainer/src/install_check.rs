@@ -16,14 +16,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use node_contract::AGENT_UNIT;
 use node_contract::state::STATE_PATH;
 
-use crate::doctor::NVIDIA_GPUS;
+use crate::doctor::{gpu_count, nccl_check};
 use crate::{EXIT_FAILED, EXIT_OK, under};
-
-/// The agent's unit name (`node_contract::AGENT_UNIT`; trainer does not
-/// depend on the contract crate for one string).
-pub const AGENT_UNIT: &str = "deeplearning-agent.service";
 
 /// Where systemd looks for units, most specific first; Debian packages put
 /// theirs in `/lib/systemd/system` (`/usr/lib/...` after the usr merge).
@@ -96,7 +93,7 @@ fn ssh_client() -> Result<String, String> {
 
 /// Every check, in report order.
 pub fn checks(root: &Path) -> Vec<Check> {
-    let gpus = std::fs::read_dir(under(root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0);
+    let gpus = gpu_count(root);
     let state = under(root, STATE_PATH);
     vec![
         Check { name: "agent", outcome: agent_runs(&agent_binary(root)), required: true },
@@ -105,10 +102,9 @@ pub fn checks(root: &Path) -> Vec<Check> {
         Check { name: "gpus", outcome: Ok(format!("{gpus} (from the NVIDIA driver; 0 without one)")), required: false },
         Check {
             name: "nccl",
-            outcome: if gpus == 0 {
-                Ok("not checked: no GPUs".to_owned())
-            } else {
-                crate::doctor::gpu_libraries().map(|()| "NCCL and the CUDA libraries load".to_owned())
+            outcome: match nccl_check(gpus) {
+                None => Ok("not checked: no GPUs".to_owned()),
+                Some(loads) => loads.map(|()| "NCCL and the CUDA libraries load".to_owned()),
             },
             required: false,
         },
