@@ -39,7 +39,7 @@ use crate::stack::{arn, checkov_skip};
 const BUILD_INSTANCE_TYPE: &str = "m6i.large";
 
 /// The SSM parameter that gets the new AMI id, by default.
-pub fn default_parameter_name(spec: &ClusterSpec) -> String {
+fn default_parameter_name(spec: &ClusterSpec) -> String {
     format!("/deeplearning/{}/ami-id", spec.name)
 }
 

@@ -33,7 +33,7 @@ pub(super) fn compile(input: &Input) -> Compiled {
     compile_with(input, crate::TemplateKind::Cluster)
 }
 
-/// Reads and checks the blueprint, and compiles it with `template_of`.
+/// Reads and checks the blueprint, and compiles it into the template of `kind`.
 pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled {
     let text = match input.read() {
         Ok(t) => t,

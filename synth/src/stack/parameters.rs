@@ -156,12 +156,18 @@ struct Image {
 /// in a template for all five regions).
 fn image(t: &mut Template, ctx: &Ctx) -> Image {
     let spec = ctx.spec;
+    // With a package in the blueprint, the user data installs the agent at boot.
+    let agent = if spec.image.agent_package.is_some() {
+        "Nodes install the deeplearning agent package at boot, so the image need not have it."
+    } else {
+        "The image must have the deeplearning agent baked in."
+    };
     match (&spec.image.source, spec.region) {
         (ImageSource::SsmParameter(path), _) => {
             let p = Parameter::new(
                 ParameterType::SsmValue("AWS::EC2::Image::Id"),
                 "Machine image (SSM parameter)",
-                "SSM parameter that holds the AMI id every node boots. The image must have the deeplearning agent baked in.",
+                format!("SSM parameter that holds the AMI id every node boots. {agent}"),
             )
             .default(path.as_str());
             let param = t.parameter("ImageId", p);
@@ -172,7 +178,7 @@ fn image(t: &mut Template, ctx: &Ctx) -> Image {
             let p = Parameter::new(
                 ParameterType::Aws("AWS::EC2::Image::Id"),
                 "Machine image (AMI id)",
-                format!("AMI id every node boots in {region}. The image must have the deeplearning agent baked in."),
+                format!("AMI id every node boots in {region}. {agent}"),
             )
             .default(ami);
             let param = t.parameter("ImageId", p);
