@@ -259,10 +259,7 @@ impl Store {
     /// [`latest`](Self::latest), checked against what this run trains: another
     /// model or dataset is an error; other hyper-parameters are logged.
     pub fn resume(&self, wanted: &Meta) -> Result<Option<Checkpoint>, CheckpointError> {
-        let Some((path, checkpoint)) = self.latest()? else {
-            tracing::info!(dir = %self.dir.display(), "no checkpoint to resume from; starting afresh");
-            return Ok(None);
-        };
+        let Some((path, checkpoint)) = self.latest()? else { return Ok(None) };
         let found = &checkpoint.meta;
         if found.model != wanted.model || found.dataset != wanted.dataset {
             return Err(CheckpointError::Mismatch {
@@ -279,7 +276,6 @@ impl Store {
                 "resuming with other hyper-parameters than the checkpoint was made with"
             );
         }
-        tracing::info!(path = %path.display(), epoch = checkpoint.state.epoch, "resuming");
         Ok(Some(checkpoint))
     }
 

@@ -33,7 +33,20 @@ pub struct StepStats {
     pub samples: u64,
 }
 
+impl std::ops::AddAssign for StepStats {
+    fn add_assign(&mut self, other: StepStats) {
+        self.loss_sum += other.loss_sum;
+        self.correct += other.correct;
+        self.samples += other.samples;
+    }
+}
+
 impl StepStats {
+    /// Mean loss per sample (0 over no samples).
+    pub fn mean_loss(&self) -> f64 {
+        self.loss_sum / self.samples.max(1) as f64
+    }
+
     /// As three floats, for an all-reduce (counts stay exact below 2^24).
     pub fn to_floats(self) -> [f32; 3] {
         [self.loss_sum as f32, self.correct as f32, self.samples as f32]

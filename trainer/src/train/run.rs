@@ -163,16 +163,13 @@ pub fn train_epoch(
     for (step, global) in order.chunks(plan.batch_size).enumerate() {
         let mine = &global[data::shard(global.len(), shard.rank, shard.world)];
         data.gather(mine, &mut images, &mut labels);
-        let stats = engine.step(&Batch { images: &images, labels: &labels }, global.len(), plan.lr)?;
-        total.loss_sum += stats.loss_sum;
-        total.correct += stats.correct;
-        total.samples += stats.samples;
+        total += engine.step(&Batch { images: &images, labels: &labels }, global.len(), plan.lr)?;
         global_samples += global.len();
         progress.update(&Snapshot {
             epoch: (epoch + 1, plan.epochs),
             step: (step + 1, steps),
-            loss: total.loss_sum / total.samples.max(1) as f64,
-            accuracy: total.correct as f64 / total.samples.max(1) as f64,
+            loss: total.mean_loss(),
+            accuracy: accuracy(&total),
             samples_per_sec: global_samples as f64 / start.elapsed().as_secs_f64(),
         });
     }
@@ -188,10 +185,7 @@ pub fn evaluate(engine: &mut dyn Engine, data: &Dataset) -> Result<StepStats, En
     let indices: Vec<usize> = (0..data.len()).collect();
     for chunk in indices.chunks(EVAL_CHUNK) {
         data.gather(chunk, &mut images, &mut labels);
-        let s = engine.evaluate(&Batch { images: &images, labels: &labels })?;
-        total.loss_sum += s.loss_sum;
-        total.correct += s.correct;
-        total.samples += s.samples;
+        total += engine.evaluate(&Batch { images: &images, labels: &labels })?;
     }
     Ok(total)
 }
@@ -208,7 +202,7 @@ pub fn epoch_line(report: &EpochReport, epochs: u64, test: Option<&StepStats>) -
         "epoch {}/{} loss {:.4} train-acc {:.2}% test-acc {} samples/s {:.0}",
         report.epoch + 1,
         epochs,
-        report.train.loss_sum / report.train.samples.max(1) as f64,
+        report.train.mean_loss(),
         100.0 * accuracy(&report.train),
         test,
         report.samples_per_sec
@@ -490,20 +484,19 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             drop(out);
             if let Some(w) = events.as_mut() {
                 let mut scalars = vec![
-                    (events::tag::TRAIN_LOSS, report.train.loss_sum / report.train.samples.max(1) as f64),
+                    (events::tag::TRAIN_LOSS, report.train.mean_loss()),
                     (events::tag::TRAIN_ACCURACY, accuracy(&report.train)),
                     (events::tag::THROUGHPUT, report.samples_per_sec),
                 ];
                 if let Some(t) = &test_stats {
-                    scalars.push((events::tag::TEST_LOSS, t.loss_sum / t.samples.max(1) as f64));
+                    scalars.push((events::tag::TEST_LOSS, t.mean_loss()));
                     scalars.push((events::tag::TEST_ACCURACY, accuracy(t)));
                 }
                 w.scalars(done.step, &scalars)?;
                 w.flush()?;
             }
             if args.checkpoints.checkpoint_dir.is_some() || launch.is_some() {
-                let path = store.save(&meta, &done)?;
-                tracing::info!(path = %path.display(), epoch, "checkpoint written");
+                store.save(&meta, &done)?;
             }
         }
         if let Some(m) = membership.as_mut() {
