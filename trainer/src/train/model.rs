@@ -280,8 +280,10 @@ impl Model {
     ) -> Vec<f32> {
         assert_eq!(grads.len(), self.params, "gradient vector length");
         let n = ws.acts[0].len() / self.input_len();
-        let mut delta = d_out.to_vec();
-        let mut d_in = Vec::new();
+        // The two gradient buffers are the workspace's, reused step after step.
+        let (mut delta, mut d_in) = (std::mem::take(&mut ws.delta), std::mem::take(&mut ws.d_in));
+        delta.clear();
+        delta.extend_from_slice(d_out);
         // Below the first layer with parameters no gradient is needed (LeNet's
         // first convolution would otherwise pay a GEMM and a col2im for nothing).
         let first_trained = self.layers.iter().position(|l| l.param_counts() != (0, 0)).unwrap_or(0);
@@ -317,7 +319,9 @@ impl Model {
             }
             std::mem::swap(&mut delta, &mut d_in);
         }
-        if input_grad { delta } else { Vec::new() }
+        let input_gradient = if input_grad { delta.clone() } else { Vec::new() };
+        (ws.delta, ws.d_in) = (delta, d_in);
+        input_gradient
     }
 }
 
@@ -332,6 +336,9 @@ pub struct Workspace {
     argmax: Vec<Vec<u32>>,
     /// Scratch of the convolution layers (shared by all of them).
     conv: ConvScratch,
+    /// The backward pass's gradient w.r.t. the current layer's output and input.
+    delta: Vec<f32>,
+    d_in: Vec<f32>,
 }
 
 impl Workspace {
@@ -545,12 +552,13 @@ fn conv_backward(
 ) {
     let (rows, weights) = (delta.len() / s.out_c, s.out_c * s.patch());
     let shape = (rows, s.patch(), s.out_c);
-    tap_major(s, p, &mut tmp.w);
     tmp.g.clear();
     tmp.g.resize(g.len(), 0.0);
     match dx {
-        None => dense_backward(&tmp.w, cols, shape, delta, &mut tmp.g, None),
+        // The weights are read only for the input gradient.
+        None => dense_backward(&[], cols, shape, delta, &mut tmp.g, None),
         Some(dx) => {
+            tap_major(s, p, &mut tmp.w);
             tmp.d_cols.clear();
             tmp.d_cols.resize(rows * s.patch(), 0.0);
             dense_backward(&tmp.w, cols, shape, delta, &mut tmp.g, Some(&mut tmp.d_cols));
