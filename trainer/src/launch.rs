@@ -229,11 +229,8 @@ pub async fn run(args: Args) -> Result<u8> {
                         _ => State::Failed,
                     };
                     if p.state == State::Left {
-                        let why = match code {
-                            0 => "exited 0 (left the group)".to_owned(),
-                            255 => ssh::explain_failure(&p.spec.host, p.stderr_tail.back().map_or("", |s| s.as_str())),
-                            _ => format!("exited with code {code}"),
-                        };
+                        let why =
+                            if code == 0 { "exited 0 (left the group)".to_owned() } else { exit_reason(p, code, ssh_signal) };
                         out.note(&format!("rank {} on {} left the elastic job: {why}; the job goes on", p.spec.rank, p.spec.host));
                     }
                     if args.elastic && p.spec.rank == 0 && code == 0 && !stopping {
@@ -242,16 +239,7 @@ pub async fn run(args: Args) -> Result<u8> {
                     }
                     let p = &mut procs[rank];
                     if p.state == State::Failed && failure.is_none() {
-                        let tail = p.stderr_tail.iter().cloned().collect::<Vec<_>>().join("; ");
-                        let why = if let Some(signal) = ssh_signal {
-                            format!("its ssh client was killed by signal {signal}: the connection to {} is gone", p.spec.host)
-                        } else if code == 255 {
-                            ssh::explain_failure(&p.spec.host, p.stderr_tail.back().map_or("", |s| s.as_str()))
-                        } else if code > 128 {
-                            format!("exited with code {code} (signal {}){}", code - 128, last_words(&tail))
-                        } else {
-                            format!("exited with code {code}{}", last_words(&tail))
-                        };
+                        let why = exit_reason(p, code, ssh_signal);
                         failure = Some(Failure { code, what: format!("rank {} on {} failed first: {why}", p.spec.rank, p.spec.host) });
                         stop(&mut procs, &mut kill_at);
                     }
@@ -440,8 +428,20 @@ impl Membership {
     }
 }
 
-fn last_words(tail: &str) -> String {
-    if tail.is_empty() { String::new() } else { format!("; its last stderr: {tail}") }
+/// Why rank `p` ended with a non-zero `code` (`ssh_signal`: the signal that
+/// killed its local ssh client, if one did), with its last stderr lines.
+fn exit_reason(p: &RankProcess, code: u8, ssh_signal: Option<i32>) -> String {
+    let tail = p.stderr_tail.iter().cloned().collect::<Vec<_>>().join("; ");
+    let last_words = if tail.is_empty() { String::new() } else { format!("; its last stderr: {tail}") };
+    if let Some(signal) = ssh_signal {
+        format!("its ssh client was killed by signal {signal}: the connection to {} is gone", p.spec.host)
+    } else if code == 255 {
+        ssh::explain_failure(&p.spec.host, p.stderr_tail.back().map_or("", |s| s.as_str()))
+    } else if code > 128 {
+        format!("exited with code {code} (signal {}){last_words}", code - 128)
+    } else {
+        format!("exited with code {code}{last_words}")
+    }
 }
 
 async fn sleep_until(at: Option<Instant>) {
