@@ -346,17 +346,8 @@ fn apply(
     manifest: &message::Manifest,
     cluster_key: Option<&files::cluster_key::ClusterKey>,
 ) -> anyhow::Result<()> {
-    let plan = files::plan(manifest, &me.instance_id, config, cluster_key.map(|k| k.private_openssh.as_str()))?;
-    let changed = files::apply(&plan, &opts.root)?;
-    files::state::write(
-        &opts.root,
-        &files::state::State {
-            version: 1,
-            instance_id: me.instance_id.clone(),
-            generation: manifest.generation,
-            manifest: manifest.clone(),
-        },
-    )?;
+    let key = cluster_key.map(|k| k.private_openssh.as_str());
+    let changed = files::apply_manifest(&opts.root, manifest, &me.instance_id, config, key)?;
     info!(
         generation = manifest.generation,
         nodes = manifest.nodes.len(),

@@ -1,6 +1,6 @@
 //! Several SSH hosts on one machine, for `trainer`: one network namespace
 //! per host ([`Network`]), each with its own root directory holding the
-//! files the agent's own code ([`agent::files::plan`] / [`agent::files::apply`])
+//! files the agent's own code ([`agent::files::apply_manifest`])
 //! writes for a manifest of these hosts, and a real sshd listening on the
 //! host's address (TESTING.md, "Several hosts on one machine").
 //!
@@ -168,23 +168,13 @@ impl SshCluster {
         for &i in members {
             let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs, self.hosts.len() as u32);
             let key = (i == 0).then_some(self.private_key.as_str());
-            let plan = agent::files::plan(&next, &instance_id(i), &config, key)
-                .map_err(|e| Error::Setup(format!("planning host {i}'s files: {e}")))?;
-            agent::files::apply(&plan, &self.hosts[i].root)
+            agent::files::apply_manifest(&self.hosts[i].root, &next, &instance_id(i), &config, key)
                 .map_err(|e| Error::Setup(format!("writing host {i}'s files: {e}")))?;
-            let state = agent::files::state::State {
-                version: agent::files::state::STATE_VERSION,
-                instance_id: instance_id(i),
-                generation: next.generation,
-                manifest: next.clone(),
-            };
-            agent::files::state::write(&self.hosts[i].root, &state)
-                .map_err(|e| Error::Setup(format!("writing host {i}'s state: {e}")))?;
             // The node config the user data leaves on every node (trainer's
             // rendezvous reads the EFS mount and prepare-data script from it).
             let json = serde_json::to_string_pretty(&config)
                 .map_err(|e| Error::Setup(format!("serialising host {i}'s node config: {e}")))?;
-            write(&under(&self.hosts[i].root, node_contract::NODE_CONFIG_PATH), &json)?;
+            write(&agent::config::path_under(&self.hosts[i].root), &json)?;
             // Commands on a host see its /etc/hosts through a bind mount of
             // this file, which must stay the same inode (the agent's atomic
             // rename would leave a running command's mount on the old one):
@@ -377,11 +367,6 @@ fn keygen(path: &Path, comment: &str) -> Result<()> {
     run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", &path.to_string_lossy()])
         .map_err(|e| Error::Setup(format!("ssh-keygen (is openssh-client installed?): {e}")))?;
     Ok(())
-}
-
-/// `path` (absolute, as on a node) under a host's root.
-fn under(root: &Path, path: &str) -> PathBuf {
-    root.join(path.trim_start_matches('/'))
 }
 
 fn chmod(path: &Path, mode: u32) -> Result<()> {

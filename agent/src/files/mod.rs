@@ -349,6 +349,27 @@ fn render_one(file: &PlannedFile, root: &Path, users: &mut Users) -> Result<(Pat
     Ok((path, content))
 }
 
+/// What the agent does with a manifest on node `me`: [`plan`] its files,
+/// [`apply`] them under `root`, then record the generation in the state
+/// file. Returns the paths that changed, as [`apply`] does.
+pub fn apply_manifest(
+    root: &Path,
+    manifest: &Manifest,
+    me: &str,
+    config: &NodeConfig,
+    cluster_private_key: Option<&str>,
+) -> Result<Vec<PathBuf>, FilesError> {
+    let changed = apply(&plan(manifest, me, config, cluster_private_key)?, root)?;
+    let state = state::State {
+        version: state::STATE_VERSION,
+        instance_id: me.to_owned(),
+        generation: manifest.generation,
+        manifest: manifest.clone(),
+    };
+    state::write(root, &state)?;
+    Ok(changed)
+}
+
 /// Writes what changed and returns those paths (as on the node, `~user`
 /// resolved): content, mode or owner. A re-run returns an empty list and
 /// touches nothing. Stops at the first error; files before it stay written
