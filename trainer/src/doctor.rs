@@ -107,10 +107,6 @@ fn generation(root: &Path) -> std::result::Result<u64, String> {
     }
 }
 
-fn efs_mount(root: &Path) -> Option<String> {
-    profile::read(root).ok()?.into_iter().find(|(name, _)| name == "EFS_MOUNT").map(|(_, value)| value)
-}
-
 fn probe_dir(efs: &str, probe: &str) -> PathBuf {
     Path::new(efs).join("trainer").join(".doctor").join(probe)
 }
@@ -128,7 +124,7 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         Some(Err(e)) => println!("nccl_error={e}"),
         None => {}
     }
-    match efs_mount(&args.root) {
+    match profile::efs_mount(&args.root) {
         None => println!("efs_error=no EFS_MOUNT in {}", crate::under(&args.root, profile::PATH).display()),
         Some(efs) => {
             let dir = probe_dir(&efs, &args.probe);
@@ -196,7 +192,7 @@ pub async fn run(args: Args) -> Result<u8> {
         ));
     }
     let master_generation = generation(&args.root);
-    let master_efs = std::env::var("EFS_MOUNT").ok().filter(|v| !v.is_empty()).or_else(|| efs_mount(&args.root));
+    let master_efs = profile::efs_mount_here(&args.root);
     let mut rows = Vec::new();
     for (host, task) in tasks {
         let (t0, t1, out) =
@@ -366,6 +362,6 @@ mod tests {
         std::fs::write(root.path().join("var/lib/deeplearning/state.json"), serde_json::to_string(&state).unwrap())
             .unwrap();
         assert_eq!(generation(root.path()), Ok(4));
-        assert_eq!(efs_mount(root.path()), None);
+        assert_eq!(profile::efs_mount(root.path()), None);
     }
 }

@@ -111,9 +111,7 @@ fn default_job() -> String {
 /// from the environment or the agent's profile; `./trainer/<job>/logs`
 /// without one.
 fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
-    let efs = std::env::var("EFS_MOUNT").ok().filter(|v| !v.is_empty()).or_else(|| {
-        crate::profile::read(root).ok()?.into_iter().find(|(name, _)| name == "EFS_MOUNT").map(|(_, value)| value)
-    });
+    let efs = crate::profile::efs_mount_here(root);
     if efs.is_none() {
         eprintln!("trainer: no EFS_MOUNT (environment or agent profile): logs go under the current directory");
     }

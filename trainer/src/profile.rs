@@ -53,6 +53,17 @@ pub fn read(root: &Path) -> Result<Vec<(String, String)>> {
     }
 }
 
+/// `EFS_MOUNT` from the profile under `root` (`None` without one).
+pub fn efs_mount(root: &Path) -> Option<String> {
+    read(root).ok()?.into_iter().find(|(name, _)| name == "EFS_MOUNT").map(|(_, value)| value)
+}
+
+/// `EFS_MOUNT` from the environment (a login shell has sourced the
+/// profile), else from the profile under `root`.
+pub fn efs_mount_here(root: &Path) -> Option<String> {
+    std::env::var("EFS_MOUNT").ok().filter(|v| !v.is_empty()).or_else(|| efs_mount(root))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
