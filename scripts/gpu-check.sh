@@ -5,8 +5,10 @@
 #
 # Prerequisites: the NVIDIA driver (libcuda.so.1, nvidia-smi), the CUDA 12.x
 # libraries cuBLAS, NVRTC and NCCL (e.g. `apt-get install cuda-libraries-12-8
-# libnccl2`), a Rust toolchain, python3; for the multi-GPU part, `ssh
-# localhost` working in BatchMode (as on the cluster's master).
+# libnccl2`), a Rust toolchain, python3; for the multi-GPU part, a node of a
+# formed cluster (ranks started by `trainer launch` read the agent's node
+# config and state) with `ssh localhost` working in BatchMode, as on the
+# cluster's master.
 #
 # What it does, for the MLP and LeNet on the MNIST fixture (scripts/mnist-fixture,
 # or --data DIR with the four idx files):
@@ -16,9 +18,11 @@
 #      runs' last checkpoints (relative L2 distance within WEIGHT_TOL): float
 #      sums on a GPU run in another order, so the runs drift apart slowly but
 #      must not diverge;
-#   3. with more than one GPU, trains again through `trainer launch
-#      --nproc-per-node auto` (one rank per GPU, NCCL all-reduce) with the same
-#      global batch, and compares with the one-GPU run the same way.
+#   3. with more than one GPU, trains through `trainer launch` on one GPU
+#      (--nproc-per-node 1) and on all of them (--nproc-per-node auto, one
+#      rank per GPU, NCCL all-reduce) with the same global batch, and compares
+#      the two the same way (both launched: the agent's generation seeds the
+#      shuffle, so a run outside `trainer launch` sees another sample order).
 #
 # Usage: scripts/gpu-check.sh [--data DIR] [--epochs N]
 # Exit codes: 0 every comparison within tolerance, 1 some comparison failed,
@@ -127,11 +131,14 @@ for model in mlp lenet; do
   train "$model-cuda" "$model" cuda env CUDA_VISIBLE_DEVICES=0
   compare "$model-cpu" "$model-cuda" || failed=1
   if [ "$gpus" -gt 1 ]; then
-    echo "== $model: cuda, $gpus GPUs through trainer launch (NCCL)"
     echo localhost >"$work/hosts"
+    echo "== $model: cuda, 1 GPU through trainer launch"
+    train "$model-cuda-launched" "$model" cuda "$trainer" launch --hosts "$work/hosts" \
+      --nproc-per-node 1 --job "gpu-check-$model-1" --
+    echo "== $model: cuda, $gpus GPUs through trainer launch (NCCL)"
     train "$model-cuda-$gpus" "$model" cuda "$trainer" launch --hosts "$work/hosts" --nproc-per-node auto \
       --job "gpu-check-$model" --
-    compare "$model-cuda" "$model-cuda-$gpus" || failed=1
+    compare "$model-cuda-launched" "$model-cuda-$gpus" || failed=1
   fi
 done
 
