@@ -38,6 +38,17 @@ pub enum Error {
         /// The agent's state file.
         path: PathBuf,
     },
+    /// `--elastic` with a host the agent's manifest does not name.
+    #[error(
+        "--elastic: host {host:?} is not a node of the agent's manifest (generation {generation}) by alias, \
+         IP or hostname: list the nodes as the agent's workers file does, or drop --elastic"
+    )]
+    NotInManifest {
+        /// The host as the hosts file names it.
+        host: String,
+        /// The manifest's generation.
+        generation: u64,
+    },
     /// A hosts file line does not parse.
     #[error("{path}:{line}: {reason}: {text:?} (expected `host` or `host slots=N`)")]
     HostsLine {

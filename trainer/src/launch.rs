@@ -176,9 +176,14 @@ pub async fn run(args: Args) -> Result<u8> {
     let spawner = Spawner { trainer, job: job.clone(), world, master_addr, args: &args, logs: logs.clone(), tx };
     // An elastic job follows the agent's membership, keyed by instance id.
     let mut membership = if args.elastic { Some(Membership::read(&args.root)?) } else { None };
+    // Every host must be known by instance id, or a new generation would
+    // look like it brings that host again.
+    let instances = match &membership {
+        Some(m) => ranks.iter().map(|spec| m.instance_of(&spec.host).map(Some)).collect::<Result<Vec<_>>>()?,
+        None => vec![None; ranks.len()],
+    };
     let mut procs = Vec::with_capacity(ranks.len());
-    for spec in ranks {
-        let instance = membership.as_ref().and_then(|m| m.instance_of(&spec.host));
+    for (spec, instance) in ranks.into_iter().zip(instances) {
         procs.push(spawner.spawn(spec, instance, procs.len())?);
     }
     let mut watch = tokio::time::interval(Duration::from_secs(1));
@@ -405,9 +410,13 @@ impl Membership {
         }
     }
 
-    /// The instance id of the node called `alias` now.
-    fn instance_of(&self, alias: &str) -> Option<String> {
-        self.nodes.iter().find(|n| n.alias == alias).map(|n| n.instance_id.clone())
+    /// The instance id of the node `host` names now: its alias, private IP or hostname.
+    fn instance_of(&self, host: &str) -> Result<String> {
+        self.nodes
+            .iter()
+            .find(|n| n.alias == host || n.private_ip == host || n.hostname == host)
+            .map(|n| n.instance_id.clone())
+            .ok_or_else(|| Error::NotInManifest { host: host.to_owned(), generation: self.generation })
     }
 
     /// Nodes of the agent's current generation that have no rank yet.
@@ -516,6 +525,25 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_elastic_host_is_found_by_alias_ip_or_hostname_and_an_unknown_one_is_refused() {
+        let node = node_contract::message::ManifestNode {
+            index: 2,
+            alias: "deeplearning-worker2".into(),
+            instance_id: "i-2".into(),
+            private_ip: "10.0.1.7".into(),
+            hostname: "ip-10-0-1-7".into(),
+            gpus: 0,
+            ssh_host_key: "k".into(),
+        };
+        let m = Membership { generation: 5, nodes: vec![node] };
+        for host in ["deeplearning-worker2", "10.0.1.7", "ip-10-0-1-7"] {
+            assert_eq!(m.instance_of(host).unwrap(), "i-2", "{host}");
+        }
+        let err = m.instance_of("10.0.1.8").unwrap_err().to_string();
+        assert!(err.contains("\"10.0.1.8\" is not a node of the agent's manifest (generation 5)"), "{err}");
+    }
 
     #[test]
     fn job_names() {
