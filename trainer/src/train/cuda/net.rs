@@ -18,6 +18,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut,
 
 use super::{CudaError, call};
 use crate::train::engine::{Batch, StepStats};
+use crate::train::model;
 use crate::train::optim::Sgd;
 
 /// The NVRTC source of the element-wise kernels.
@@ -46,14 +47,14 @@ impl Model {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Linear { inp: usize, out: usize },
     Conv { c: usize, h: usize, w: usize, oc: usize, k: usize, pad: usize, oh: usize, ow: usize },
     Pool { h: usize, w: usize },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Layer {
     op: Op,
     /// ReLU applied in place to this layer's output.
@@ -122,6 +123,43 @@ fn plan(model: Model, (c, h, w): (usize, usize, usize)) -> Result<Vec<Layer>, Cu
         }
     }
     Ok(layers)
+}
+
+/// The layer plan of the CPU `model`: its layers with its parameter ranges,
+/// channel-first throughout. The CPU model's `Transpose` layers only move its
+/// activations between channel-first and channel-last (see `model`), which
+/// the device does not do, so they are dropped; a `Relu` becomes the in-place
+/// flag of the layer before it.
+// Not used yet: the next commit builds the device's plan with it.
+#[allow(dead_code)]
+fn plan_of(model: &model::Model) -> Vec<Layer> {
+    let mut layers: Vec<Layer> = Vec::new();
+    for (layer, &at) in model.layers().iter().zip(model.offsets()) {
+        let op = match *layer {
+            model::Layer::Linear { inputs, outputs } => Op::Linear { inp: inputs, out: outputs },
+            model::Layer::Conv(s) => {
+                Op::Conv { c: s.in_c, h: s.h, w: s.w, oc: s.out_c, k: s.k, pad: s.pad, oh: s.out_h(), ow: s.out_w() }
+            }
+            model::Layer::MaxPool { h, w, .. } => Op::Pool { h, w },
+            model::Layer::Relu { len } => {
+                let before = layers.last_mut().expect("the models apply a ReLU to a layer's output");
+                debug_assert_eq!(before.out_len, len, "a ReLU over its layer's output");
+                before.relu = true;
+                continue;
+            }
+            model::Layer::Transpose { .. } => continue,
+        };
+        let (wl, bl) = layer.param_counts();
+        layers.push(Layer {
+            op,
+            relu: false,
+            weight: at..at + wl,
+            bias: at + wl..at + wl + bl,
+            in_len: layer.in_len(),
+            out_len: layer.out_len(),
+        });
+    }
+    layers
 }
 
 /// The compiled kernels of `kernels.cu`.
@@ -594,5 +632,17 @@ mod tests {
         assert_eq!(lenet[4].in_len, 400);
         assert!(plan(Model::Lenet, (1, 8, 8)).unwrap_err().to_string().contains("at least 12x12"));
         assert_eq!(Model::from_name("lenet"), Some(Model::Lenet));
+    }
+
+    /// The plan built from the CPU model is the hand-written one, layer for layer.
+    #[test]
+    fn the_plan_of_the_cpu_model_is_the_hand_written_plan() {
+        use crate::train::model::Arch;
+        for shape in [(1, 28, 28), (3, 32, 32)] {
+            for (arch, gpu) in [(Arch::Mlp, Model::Mlp), (Arch::Lenet, Model::Lenet)] {
+                let from_cpu = plan_of(&model::Model::new(arch, shape));
+                assert_eq!(from_cpu, plan(gpu, shape).unwrap(), "{arch:?} on {shape:?}");
+            }
+        }
     }
 }
