@@ -294,25 +294,15 @@ impl Device {
     }
 }
 
-fn device(
-    args: &Args,
-    model: Model,
-    params: Vec<f32>,
-    shape: (usize, usize, usize),
-    launch: Option<&Launch>,
-) -> Result<Device, TrainError> {
+fn device(args: &Args, model: Model, params: Vec<f32>, launch: Option<&Launch>) -> Result<Device, TrainError> {
     let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
     match args.device {
         DeviceArg::Cpu => Ok(Device::Cpu(CpuEngine::new(model, params, sgd, args.threads, Box::new(Single))?)),
         #[cfg(feature = "cuda")]
         DeviceArg::Cuda => {
-            let arch = match args.model {
-                Arch::Mlp => super::cuda::Model::Mlp,
-                Arch::Lenet => super::cuda::Model::Lenet,
-            };
             drop(params);
             let ordinal = launch.map_or(0, |l| l.local_rank as usize);
-            let engine = CudaEngine::new(ordinal, arch, shape, sgd, |_| {
+            let engine = CudaEngine::new(ordinal, &model, sgd, |_| {
                 Ok(Box::new(Single) as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
             })
             .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
@@ -320,7 +310,7 @@ fn device(
         }
         #[cfg(not(feature = "cuda"))]
         DeviceArg::Cuda => {
-            let _ = (params, shape, launch);
+            let _ = (params, launch);
             Err(TrainError::Device {
                 device: "cuda",
                 reason: "this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
@@ -389,7 +379,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             None => eprintln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
         }
     }
-    let mut device = device(args, model, state.params.clone(), shape, launch.as_ref())?;
+    let mut device = device(args, model, state.params.clone(), launch.as_ref())?;
     device.engine().set_state(&state).map_err(|source| TrainError::Step { epoch: state.epoch + 1, source })?;
     // TensorBoard events go to EFS on a cluster, or where --tb-dir says; a
     // run outside a cluster without --tb-dir writes none (no stray directory

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
 pub use nccl::{Nccl, new_nccl_id};
-pub use net::Model;
 
+use super::model::Model;
 use super::optim::Sgd;
 
 use super::collective::Collective;
@@ -62,7 +62,7 @@ pub enum CudaError {
     /// NVRTC could not compile the kernels (a driver/NVRTC version mismatch).
     #[error("CUDA: compiling the element-wise kernels with NVRTC: {0}")]
     Compile(String),
-    /// The model does not fit the input shape, or a state of another length was given.
+    /// A batch, a state, the epoch's sums or an NCCL id of another size was given.
     #[error("{0}")]
     Shape(String),
 }
@@ -172,23 +172,22 @@ pub struct CudaEngine<C> {
 }
 
 impl<C: Collective<CudaSlice<f32>>> CudaEngine<C> {
-    /// The engine for `model` on inputs of `shape` (channels, height, width)
-    /// with 10 classes, on GPU `ordinal` (this rank's `LOCAL_RANK`), its
+    /// The engine for the CPU `model`'s layers and parameter layout, on GPU
+    /// `ordinal` (this rank's `LOCAL_RANK`), its
     /// gradients summed by the collective `group` builds on the device's
     /// stream (`|stream| Nccl::from_group(stream, &group)`, or `|_| Ok(Single)`).
     /// Parameters start at zero: call [`Engine::set_state`] with the CPU
     /// model's `init(seed)` so every device starts the same.
     pub fn new(
         ordinal: usize,
-        model: Model,
-        shape: (usize, usize, usize),
+        model: &Model,
         sgd: Sgd,
         group: impl FnOnce(&Arc<CudaStream>) -> Result<C, CudaError>,
     ) -> Result<Self, CudaError> {
         probe(&[Library::Driver, Library::Cublas, Library::Nvrtc])?;
         let stream = open_device(ordinal)?;
         let collective = group(&stream)?;
-        let net = net::Net::new(stream, model, shape, sgd)?;
+        let net = net::Net::new(stream, model, sgd)?;
         Ok(Self { net, collective, epoch: 0, step: 0 })
     }
 
@@ -261,7 +260,8 @@ mod tests {
         );
         assert!(new_nccl_id().unwrap_err().to_string().starts_with("--device cuda: no "));
         let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
-        let engine = CudaEngine::new(0, Model::Lenet, (1, 28, 28), sgd, |_| Ok(crate::train::collective::Single));
+        let model = Model::new(crate::train::model::Arch::Lenet, (1, 28, 28));
+        let engine = CudaEngine::new(0, &model, sgd, |_| Ok(crate::train::collective::Single));
         assert_eq!(engine.err().unwrap().to_string(), err);
     }
 }

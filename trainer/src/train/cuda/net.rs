@@ -1,5 +1,5 @@
-//! The two fixed models on the device: their layer plan (the same flat
-//! parameter layout as the CPU model: layers in order, weight then bias;
+//! The two fixed models on the device: their layer plan, built from the CPU
+//! model (the same flat parameter layout: layers in order, weight then bias;
 //! Linear weight `[out][in]`, Conv weight `[out_c][in_c][kh][kw]`), the
 //! forward and backward passes, and the SGD update.
 //!
@@ -17,44 +17,21 @@ use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 
 use super::{CudaError, call};
+use crate::train::data::CLASSES;
 use crate::train::engine::{Batch, StepStats};
 use crate::train::model;
 use crate::train::optim::Sgd;
 
 /// The NVRTC source of the element-wise kernels.
 const KERNELS: &str = include_str!("kernels.cu");
-/// Classes of both datasets.
-const CLASSES: usize = 10;
-
-/// The fixed models (see the shared design of `trainer train`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Model {
-    /// flatten, Linear(C*H*W, 256), ReLU, Linear(256, 128), ReLU, Linear(128, 10).
-    Mlp,
-    /// Conv(C->6, 5x5, pad 2), ReLU, MaxPool 2, Conv(6->16, 5x5), ReLU,
-    /// MaxPool 2, Linear(16*h*w, 120), ReLU, Linear(120, 84), ReLU, Linear(84, 10).
-    Lenet,
-}
-
-impl Model {
-    /// The model named `name` (`mlp`, `lenet`), as `--model` spells it.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "mlp" => Some(Self::Mlp),
-            "lenet" => Some(Self::Lenet),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Op {
     Linear { inp: usize, out: usize },
     Conv { c: usize, h: usize, w: usize, oc: usize, k: usize, pad: usize, oh: usize, ow: usize },
     Pool { h: usize, w: usize },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Layer {
     op: Op,
     /// ReLU applied in place to this layer's output.
@@ -77,62 +54,12 @@ impl Layer {
     }
 }
 
-/// The layer plan of `model` on `(c, h, w)` inputs.
-fn plan(model: Model, (c, h, w): (usize, usize, usize)) -> Result<Vec<Layer>, CudaError> {
-    let mut layers = Vec::new();
-    let mut at = 0;
-    let mut push = |op: Op, relu: bool, in_len: usize, out_len: usize| {
-        let (wl, bl) = match op {
-            Op::Linear { inp, out } => (out * inp, out),
-            Op::Conv { c, oc, k, .. } => (oc * c * k * k, oc),
-            Op::Pool { .. } => (0, 0),
-        };
-        layers.push(Layer { op, relu, weight: at..at + wl, bias: at + wl..at + wl + bl, in_len, out_len });
-        at += wl + bl;
-    };
-    let linear = |push: &mut dyn FnMut(Op, bool, usize, usize), inp: usize, out: usize, relu: bool| {
-        push(Op::Linear { inp, out }, relu, inp, out);
-    };
-    match model {
-        Model::Mlp => {
-            linear(&mut push, c * h * w, 256, true);
-            linear(&mut push, 256, 128, true);
-            linear(&mut push, 128, CLASSES, false);
-        }
-        Model::Lenet => {
-            let (h2, w2) = (h / 2, w / 2);
-            if h2 < 6 || w2 < 6 {
-                return Err(CudaError::Shape(format!(
-                    "lenet needs images of at least 12x12 pixels, the dataset's are {h}x{w}"
-                )));
-            }
-            let (h3, w3) = (h2 - 4, w2 - 4);
-            let (h4, w4) = (h3 / 2, w3 / 2);
-            push(Op::Conv { c, h, w, oc: 6, k: 5, pad: 2, oh: h, ow: w }, true, c * h * w, 6 * h * w);
-            push(Op::Pool { h, w }, false, 6 * h * w, 6 * h2 * w2);
-            push(
-                Op::Conv { c: 6, h: h2, w: w2, oc: 16, k: 5, pad: 0, oh: h3, ow: w3 },
-                true,
-                6 * h2 * w2,
-                16 * h3 * w3,
-            );
-            push(Op::Pool { h: h3, w: w3 }, false, 16 * h3 * w3, 16 * h4 * w4);
-            linear(&mut push, 16 * h4 * w4, 120, true);
-            linear(&mut push, 120, 84, true);
-            linear(&mut push, 84, CLASSES, false);
-        }
-    }
-    Ok(layers)
-}
-
 /// The layer plan of the CPU `model`: its layers with its parameter ranges,
 /// channel-first throughout. The CPU model's `Transpose` layers only move its
 /// activations between channel-first and channel-last (see `model`), which
 /// the device does not do, so they are dropped; a `Relu` becomes the in-place
 /// flag of the layer before it.
-// Not used yet: the next commit builds the device's plan with it.
-#[allow(dead_code)]
-fn plan_of(model: &model::Model) -> Vec<Layer> {
+fn plan(model: &model::Model) -> Vec<Layer> {
     let mut layers: Vec<Layer> = Vec::new();
     for (layer, &at) in model.layers().iter().zip(model.offsets()) {
         let op = match *layer {
@@ -286,14 +213,9 @@ pub(super) struct Net {
 }
 
 impl Net {
-    pub(super) fn new(
-        stream: Arc<CudaStream>,
-        model: Model,
-        shape: (usize, usize, usize),
-        sgd: Sgd,
-    ) -> Result<Self, CudaError> {
-        let layers = plan(model, shape)?;
-        let count = layers.last().map_or(0, |l| l.bias.end);
+    pub(super) fn new(stream: Arc<CudaStream>, model: &model::Model, sgd: Sgd) -> Result<Self, CudaError> {
+        let layers = plan(model);
+        let count = model.num_params();
         let kernels = Kernels::compile(&stream)?;
         let blas = CudaBlas::new(stream.clone()).map_err(call("creating the cuBLAS handle"))?;
         let zeros = || stream.alloc_zeros::<f32>(count).map_err(call("allocating device memory"));
@@ -617,31 +539,53 @@ fn im2col(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::model::Arch;
 
-    /// The flat layout's size and order, as the shared design fixes them (no GPU needed).
+    /// The flat layout's size and order, as the shared design fixes them, and
+    /// the plan's weight and bias ranges are the CPU model's parameter layout
+    /// (no GPU needed).
     #[test]
     fn plans_match_the_fixed_models() {
-        let count = |m, s| plan(m, s).unwrap().last().unwrap().bias.end;
-        assert_eq!(count(Model::Mlp, (1, 28, 28)), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
-        assert_eq!(count(Model::Lenet, (1, 28, 28)), 156 + 2416 + (400 * 120 + 120) + (120 * 84 + 84) + 850);
-        assert_eq!(count(Model::Lenet, (3, 32, 32)), 456 + 2416 + (576 * 120 + 120) + (120 * 84 + 84) + 850);
-        let lenet = plan(Model::Lenet, (1, 28, 28)).unwrap();
+        let plan_for = |arch, shape| plan(&model::Model::new(arch, shape));
+        let count = |arch, shape| plan_for(arch, shape).last().unwrap().bias.end;
+        assert_eq!(count(Arch::Mlp, (1, 28, 28)), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+        assert_eq!(count(Arch::Lenet, (1, 28, 28)), 156 + 2416 + (400 * 120 + 120) + (120 * 84 + 84) + 850);
+        assert_eq!(count(Arch::Lenet, (3, 32, 32)), 456 + 2416 + (576 * 120 + 120) + (120 * 84 + 84) + 850);
+        let lenet = plan_for(Arch::Lenet, (1, 28, 28));
         // Weight then bias, layers back to back.
         assert_eq!((lenet[0].weight.clone(), lenet[0].bias.clone()), (0..150, 150..156));
         assert_eq!(lenet[2].weight.start, 156);
         assert_eq!(lenet[4].in_len, 400);
-        assert!(plan(Model::Lenet, (1, 8, 8)).unwrap_err().to_string().contains("at least 12x12"));
-        assert_eq!(Model::from_name("lenet"), Some(Model::Lenet));
-    }
 
-    /// The plan built from the CPU model is the hand-written one, layer for layer.
-    #[test]
-    fn the_plan_of_the_cpu_model_is_the_hand_written_plan() {
-        use crate::train::model::Arch;
         for shape in [(1, 28, 28), (3, 32, 32)] {
-            for (arch, gpu) in [(Arch::Mlp, Model::Mlp), (Arch::Lenet, Model::Lenet)] {
-                let from_cpu = plan_of(&model::Model::new(arch, shape));
-                assert_eq!(from_cpu, plan(gpu, shape).unwrap(), "{arch:?} on {shape:?}");
+            for arch in [Arch::Mlp, Arch::Lenet] {
+                let cpu = model::Model::new(arch, shape);
+                let layers = plan(&cpu);
+                let mut at = 0;
+                for layer in &layers {
+                    // Linear weight [out][in], Conv weight [out_c][in_c][kh][kw], bias [out].
+                    let (w, b) = match layer.op {
+                        Op::Linear { inp, out } => (out * inp, out),
+                        Op::Conv { c, oc, k, .. } => (oc * c * k * k, oc),
+                        Op::Pool { .. } => (0, 0),
+                    };
+                    assert_eq!((layer.weight.clone(), layer.bias.clone()), (at..at + w, at + w..at + w + b));
+                    at += w + b;
+                }
+                assert_eq!(at, cpu.num_params(), "{arch:?} on {shape:?}");
+                // Each layer with parameters starts where the CPU model's does.
+                let cpu_starts: Vec<usize> = cpu
+                    .layers()
+                    .iter()
+                    .zip(cpu.offsets())
+                    .filter(|(l, _)| l.param_counts() != (0, 0))
+                    .map(|(_, &at)| at)
+                    .collect();
+                let starts: Vec<usize> =
+                    layers.iter().filter(|l| !l.weight.is_empty()).map(|l| l.weight.start).collect();
+                assert_eq!(starts, cpu_starts, "{arch:?} on {shape:?}");
+                assert_eq!(layers[0].in_len, cpu.input_len());
+                assert_eq!(layers.last().unwrap().out_len, CLASSES);
             }
         }
     }
