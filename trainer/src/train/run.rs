@@ -16,8 +16,6 @@ use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
 use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta};
-#[cfg(feature = "cuda")]
-use super::collective::Collective;
 use super::collective::{Group, Single};
 use super::cpu::{self, CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
@@ -260,7 +258,7 @@ fn launch_from_env() -> Result<Option<Launch>, TrainError> {
 enum Device {
     Cpu(CpuEngine),
     #[cfg(feature = "cuda")]
-    Cuda(CudaEngine<Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>>),
+    Cuda(CudaEngine),
 }
 
 impl Device {
@@ -284,11 +282,9 @@ impl Device {
             #[cfg(feature = "cuda")]
             Device::Cuda(e) => {
                 drop(ring);
-                e.regroup(|stream| {
-                    Ok(Box::new(super::cuda::Nccl::from_group(stream, group)?)
-                        as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
-                })
-                .map_err(EngineError::from)
+                let nccl = super::cuda::Nccl::from_group(e.stream(), group)?;
+                e.set_collective(Box::new(nccl));
+                Ok(())
             }
         }
     }
@@ -302,10 +298,8 @@ fn device(args: &Args, model: Model, params: Vec<f32>, launch: Option<&Launch>) 
         DeviceArg::Cuda => {
             drop(params);
             let ordinal = launch.map_or(0, |l| l.local_rank as usize);
-            let engine = CudaEngine::new(ordinal, &model, sgd, |_| {
-                Ok(Box::new(Single) as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
-            })
-            .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
+            let engine = CudaEngine::new(ordinal, &model, sgd)
+                .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
             Ok(Device::Cuda(engine))
         }
         #[cfg(not(feature = "cuda"))]

@@ -27,7 +27,7 @@ pub use nccl::{Nccl, new_nccl_id};
 use super::model::Model;
 use super::optim::Sgd;
 
-use super::collective::Collective;
+use super::collective::{Collective, Single};
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
 
 /// A GPU library is missing, or a CUDA call failed.
@@ -163,38 +163,37 @@ pub fn open_device(ordinal: usize) -> Result<Arc<CudaStream>, CudaError> {
 }
 
 /// One rank's model on a GPU: [`Engine`] over device buffers, gradients
-/// summed by `C` (an [`Nccl`] group, or [`Single`](super::collective::Single)).
-pub struct CudaEngine<C> {
+/// summed by its collective (an [`Nccl`] group, set with
+/// [`set_collective`](Self::set_collective), or [`Single`] until then).
+pub struct CudaEngine {
     net: net::Net,
-    collective: C,
+    collective: Box<dyn Collective<CudaSlice<f32>>>,
     epoch: u64,
     step: u64,
 }
 
-impl<C: Collective<CudaSlice<f32>>> CudaEngine<C> {
+impl CudaEngine {
     /// The engine for the CPU `model`'s layers and parameter layout, on GPU
-    /// `ordinal` (this rank's `LOCAL_RANK`), its
-    /// gradients summed by the collective `group` builds on the device's
-    /// stream (`|stream| Nccl::from_group(stream, &group)`, or `|_| Ok(Single)`).
+    /// `ordinal` (this rank's `LOCAL_RANK`), alone in its group ([`Single`])
+    /// until [`set_collective`](Self::set_collective).
     /// Parameters start at zero: call [`Engine::set_state`] with the CPU
     /// model's `init(seed)` so every device starts the same.
-    pub fn new(
-        ordinal: usize,
-        model: &Model,
-        sgd: Sgd,
-        group: impl FnOnce(&Arc<CudaStream>) -> Result<C, CudaError>,
-    ) -> Result<Self, CudaError> {
+    pub fn new(ordinal: usize, model: &Model, sgd: Sgd) -> Result<Self, CudaError> {
         probe(&[Library::Driver, Library::Cublas, Library::Nvrtc])?;
         let stream = open_device(ordinal)?;
-        let collective = group(&stream)?;
         let net = net::Net::new(stream, model, sgd)?;
-        Ok(Self { net, collective, epoch: 0, step: 0 })
+        Ok(Self { net, collective: Box::new(Single), epoch: 0, step: 0 })
     }
 
-    /// Replaces the collective (a new membership generation), built on this engine's stream.
-    pub fn regroup(&mut self, group: impl FnOnce(&Arc<CudaStream>) -> Result<C, CudaError>) -> Result<(), CudaError> {
-        self.collective = group(self.net.stream())?;
-        Ok(())
+    /// The device's stream, on which a new group's collective is built
+    /// (`Nccl::from_group(engine.stream(), &group)`).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.net.stream()
+    }
+
+    /// Replaces the collective (the elastic layer's new group).
+    pub fn set_collective(&mut self, collective: Box<dyn Collective<CudaSlice<f32>>>) {
+        self.collective = collective;
     }
 
     /// Floats in the flat parameter vector.
@@ -203,7 +202,7 @@ impl<C: Collective<CudaSlice<f32>>> CudaEngine<C> {
     }
 }
 
-impl<C: Collective<CudaSlice<f32>>> Engine for CudaEngine<C> {
+impl Engine for CudaEngine {
     fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
         let stats = self.net.forward_backward(batch)?;
         self.collective.all_reduce_sum(self.net.grads_mut())?;
@@ -261,7 +260,7 @@ mod tests {
         assert!(new_nccl_id().unwrap_err().to_string().starts_with("--device cuda: no "));
         let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
         let model = Model::new(crate::train::model::Arch::Lenet, (1, 28, 28));
-        let engine = CudaEngine::new(0, &model, sgd, |_| Ok(crate::train::collective::Single));
+        let engine = CudaEngine::new(0, &model, sgd);
         assert_eq!(engine.err().unwrap().to_string(), err);
     }
 }
