@@ -228,10 +228,6 @@ impl Net {
         &self.stream
     }
 
-    pub(super) fn param_count(&self) -> usize {
-        self.params.len()
-    }
-
     pub(super) fn grads_mut(&mut self) -> &mut CudaSlice<f32> {
         &mut self.grads
     }
@@ -250,9 +246,9 @@ impl Net {
                 momentum.len()
             )));
         }
-        let copy = call("copying the state to the device");
-        self.stream.memcpy_htod(params, &mut self.params).map_err(copy)?;
-        self.stream.memcpy_htod(momentum, &mut self.momentum).map_err(call("copying the state to the device"))?;
+        for (host, device) in [(params, &mut self.params), (momentum, &mut self.momentum)] {
+            self.stream.memcpy_htod(host, device).map_err(call("copying the state to the device"))?;
+        }
         Ok(())
     }
 
