@@ -450,15 +450,7 @@ impl Net {
                         // SAFETY: dy has n*oc*p floats, weight oc*rows, dcol n*rows*p.
                         unsafe { blas.gemm_strided_batched(cfg, &*dy, &weight, &mut b.dcol) }
                             .map_err(call("convolution input gradient (cuBLAS batched SGEMM)"))?;
-                        let total = (n * c * h * w) as i32;
-                        let dims = [c, h, w, ks, pad, oh, ow].map(|d| d as i32);
-                        let mut launch = stream.launch_builder(&k.col2im);
-                        launch.arg(&b.dcol).arg(dx).arg(&total);
-                        for d in &dims {
-                            launch.arg(d);
-                        }
-                        // SAFETY: dcol has n*rows*p floats and dx n*c*h*w = total, as the dims say.
-                        unsafe { launch.launch(grid(total as usize)) }.map_err(call("col2im kernel"))?;
+                        col2im(stream, k, &b.dcol, dx, n, [c, h, w, ks, pad, oh, ow])?;
                     }
                 }
                 Op::Pool { .. } => {
@@ -511,6 +503,8 @@ fn bias_grad(
     Ok(())
 }
 
+/// `x` (`n x c x h x w`) to its im2col matrix `col` (`n x (c*k*k) x (oh*ow)`);
+/// `dims` is `[c, h, w, k, pad, oh, ow]`.
 fn im2col(
     stream: &CudaStream,
     k: &Kernels,
@@ -520,15 +514,47 @@ fn im2col(
     dims: [usize; 7],
 ) -> Result<(), CudaError> {
     let [c, _, _, ks, _, oh, ow] = dims;
-    let total = (n * c * ks * ks * oh * ow) as i32;
+    // One thread per element of col.
+    cols_kernel(stream, &k.im2col, x, col, n * c * ks * ks * oh * ow, dims, "im2col kernel")
+}
+
+/// The adjoint of [`im2col`]: `dx` (`n x c x h x w`) is the sum of the
+/// entries of `dcol` that im2col copies each element of `x` to.
+fn col2im(
+    stream: &CudaStream,
+    k: &Kernels,
+    dcol: &CudaSlice<f32>,
+    dx: &mut CudaSlice<f32>,
+    n: usize,
+    dims: [usize; 7],
+) -> Result<(), CudaError> {
+    let [c, h, w, ..] = dims;
+    // One thread per element of dx.
+    cols_kernel(stream, &k.col2im, dcol, dx, n * c * h * w, dims, "col2im kernel")
+}
+
+/// Launches `im2col` or `col2im`, which take the same arguments: the source,
+/// the destination, `total` threads, then `dims` (`c, h, w, k, pad, oh, ow`).
+fn cols_kernel(
+    stream: &CudaStream,
+    kernel: &CudaFunction,
+    src: &CudaSlice<f32>,
+    dst: &mut CudaSlice<f32>,
+    total: usize,
+    dims: [usize; 7],
+    what: &'static str,
+) -> Result<(), CudaError> {
+    let t = total as i32;
     let dims = dims.map(|d| d as i32);
-    let mut launch = stream.launch_builder(&k.im2col);
-    launch.arg(x).arg(col).arg(&total);
+    let mut launch = stream.launch_builder(kernel);
+    launch.arg(src).arg(dst).arg(&t);
     for d in &dims {
         launch.arg(d);
     }
-    // SAFETY: x has n*c*h*w floats and col n*c*k*k*oh*ow = total, as the dims say.
-    unsafe { launch.launch(grid(total as usize)) }.map_err(call("im2col kernel"))?;
+    // SAFETY: both kernels are (const float*, float*, int total, int x7 dims), matching the
+    // arguments; the callers pass buffers of n*c*h*w (image side) and n*c*k*k*oh*ow (column
+    // side) floats, as the dims say, and `total` is the destination's length.
+    unsafe { launch.launch(grid(total)) }.map_err(call(what))?;
     Ok(())
 }
 
