@@ -290,13 +290,17 @@ impl Device {
     }
 }
 
-fn device(args: &Args, model: Model, params: Vec<f32>, launch: Option<&Launch>) -> Result<Device, TrainError> {
+/// This rank's engine for `model`, its parameters zero on every device: the
+/// caller loads the starting state with `set_state`.
+fn device(args: &Args, model: Model, launch: Option<&Launch>) -> Result<Device, TrainError> {
     let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
     match args.device {
-        DeviceArg::Cpu => Ok(Device::Cpu(CpuEngine::new(model, params, sgd, args.threads, Box::new(Single))?)),
+        DeviceArg::Cpu => {
+            let zeros = vec![0.0; model.num_params()];
+            Ok(Device::Cpu(CpuEngine::new(model, zeros, sgd, args.threads, Box::new(Single))?))
+        }
         #[cfg(feature = "cuda")]
         DeviceArg::Cuda => {
-            drop(params);
             let ordinal = launch.map_or(0, |l| l.local_rank as usize);
             let engine = CudaEngine::new(ordinal, &model, sgd)
                 .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
@@ -304,7 +308,7 @@ fn device(args: &Args, model: Model, params: Vec<f32>, launch: Option<&Launch>) 
         }
         #[cfg(not(feature = "cuda"))]
         DeviceArg::Cuda => {
-            let _ = (params, launch);
+            let _ = launch;
             Err(TrainError::Device {
                 device: "cuda",
                 reason: "this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
@@ -373,7 +377,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             None => eprintln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
         }
     }
-    let mut device = device(args, model, state.params.clone(), launch.as_ref())?;
+    let mut device = device(args, model, launch.as_ref())?;
     device.engine().set_state(&state).map_err(|source| TrainError::Step { epoch: state.epoch + 1, source })?;
     // TensorBoard events go to EFS on a cluster, or where --tb-dir says; a
     // run outside a cluster without --tb-dir writes none (no stray directory
