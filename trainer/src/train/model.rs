@@ -58,10 +58,12 @@ pub struct ConvShape {
 }
 
 impl ConvShape {
-    fn out_h(&self) -> usize {
+    /// Output height.
+    pub(crate) fn out_h(&self) -> usize {
         self.h + 2 * self.pad + 1 - self.k
     }
-    fn out_w(&self) -> usize {
+    /// Output width.
+    pub(crate) fn out_w(&self) -> usize {
         self.w + 2 * self.pad + 1 - self.k
     }
     fn patch(&self) -> usize {
@@ -106,7 +108,8 @@ pub enum Layer {
 }
 
 impl Layer {
-    fn in_len(&self) -> usize {
+    /// Floats per sample in.
+    pub(crate) fn in_len(&self) -> usize {
         match *self {
             Layer::Linear { inputs, .. } => inputs,
             Layer::Conv(s) => s.h * s.w * s.in_c,
@@ -116,7 +119,8 @@ impl Layer {
         }
     }
 
-    fn out_len(&self) -> usize {
+    /// Floats per sample out.
+    pub(crate) fn out_len(&self) -> usize {
         match *self {
             Layer::Linear { outputs, .. } => outputs,
             Layer::Conv(s) => s.out_h() * s.out_w() * s.out_c,
@@ -127,7 +131,7 @@ impl Layer {
     }
 
     /// Weight count and bias count.
-    fn param_counts(&self) -> (usize, usize) {
+    pub(crate) fn param_counts(&self) -> (usize, usize) {
         match *self {
             Layer::Linear { inputs, outputs } => (inputs * outputs, outputs),
             Layer::Conv(s) => (s.out_c * s.patch(), s.out_c),
@@ -207,6 +211,13 @@ impl Model {
     /// The layers, in order.
     pub fn layers(&self) -> &[Layer] {
         &self.layers
+    }
+
+    /// Where each layer's parameters (weight, then bias) start in the flat
+    /// parameter vector, by layer index (the GPU path lays its buffers out by them).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn offsets(&self) -> &[usize] {
+        &self.offsets
     }
 
     /// Length of the flat parameter vector.

@@ -16,8 +16,6 @@ use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
 use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta};
-#[cfg(feature = "cuda")]
-use super::collective::Collective;
 use super::collective::{Group, Single};
 use super::cpu::{self, CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
@@ -254,7 +252,7 @@ fn launch_from_env() -> Result<Option<Launch>, TrainError> {
 enum Device {
     Cpu(CpuEngine),
     #[cfg(feature = "cuda")]
-    Cuda(CudaEngine<Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>>),
+    Cuda(CudaEngine),
 }
 
 impl Device {
@@ -278,43 +276,33 @@ impl Device {
             #[cfg(feature = "cuda")]
             Device::Cuda(e) => {
                 drop(ring);
-                e.regroup(|stream| {
-                    Ok(Box::new(super::cuda::Nccl::from_group(stream, group)?)
-                        as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
-                })
-                .map_err(EngineError::from)
+                let nccl = super::cuda::Nccl::from_group(e.stream(), group)?;
+                e.set_collective(Box::new(nccl));
+                Ok(())
             }
         }
     }
 }
 
-fn device(
-    args: &Args,
-    model: Model,
-    params: Vec<f32>,
-    shape: (usize, usize, usize),
-    launch: Option<&Launch>,
-) -> Result<Device, TrainError> {
+/// This rank's engine for `model`, its parameters zero on every device: the
+/// caller loads the starting state with `set_state`.
+fn device(args: &Args, model: Model, launch: Option<&Launch>) -> Result<Device, TrainError> {
     let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
     match args.device {
-        DeviceArg::Cpu => Ok(Device::Cpu(CpuEngine::new(model, params, sgd, args.threads, Box::new(Single))?)),
+        DeviceArg::Cpu => {
+            let zeros = vec![0.0; model.num_params()];
+            Ok(Device::Cpu(CpuEngine::new(model, zeros, sgd, args.threads, Box::new(Single))?))
+        }
         #[cfg(feature = "cuda")]
         DeviceArg::Cuda => {
-            let arch = match args.model {
-                Arch::Mlp => super::cuda::Model::Mlp,
-                Arch::Lenet => super::cuda::Model::Lenet,
-            };
-            drop(params);
             let ordinal = launch.map_or(0, |l| l.local_rank as usize);
-            let engine = CudaEngine::new(ordinal, arch, shape, sgd, |_| {
-                Ok(Box::new(Single) as Box<dyn Collective<cudarc::driver::CudaSlice<f32>>>)
-            })
-            .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
+            let engine = CudaEngine::new(ordinal, &model, sgd)
+                .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
             Ok(Device::Cuda(engine))
         }
         #[cfg(not(feature = "cuda"))]
         DeviceArg::Cuda => {
-            let _ = (params, shape, launch);
+            let _ = launch;
             Err(TrainError::Device {
                 device: "cuda",
                 reason: "this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
@@ -383,7 +371,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             None => eprintln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
         }
     }
-    let mut device = device(args, model, state.params.clone(), shape, launch.as_ref())?;
+    let mut device = device(args, model, launch.as_ref())?;
     device.engine().set_state(&state).map_err(|source| TrainError::Step { epoch: state.epoch + 1, source })?;
     // TensorBoard events go to EFS on a cluster, or where --tb-dir says; a
     // run outside a cluster without --tb-dir writes none (no stray directory

@@ -23,11 +23,11 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
 pub use nccl::{Nccl, new_nccl_id};
-pub use net::Model;
 
+use super::model::Model;
 use super::optim::Sgd;
 
-use super::collective::Collective;
+use super::collective::{Collective, Single};
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
 
 /// A GPU library is missing, or a CUDA call failed.
@@ -62,7 +62,7 @@ pub enum CudaError {
     /// NVRTC could not compile the kernels (a driver/NVRTC version mismatch).
     #[error("CUDA: compiling the element-wise kernels with NVRTC: {0}")]
     Compile(String),
-    /// The model does not fit the input shape, or a state of another length was given.
+    /// A batch, a state, the epoch's sums or an NCCL id of another size was given.
     #[error("{0}")]
     Shape(String),
 }
@@ -143,14 +143,6 @@ pub fn probe(libs: &[Library]) -> Result<(), CudaError> {
     }
 }
 
-/// The number of GPUs the driver reports (0 without a driver; never panics).
-pub fn device_count() -> usize {
-    if probe(&[Library::Driver]).is_err() {
-        return 0;
-    }
-    CudaContext::device_count().ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0)
-}
-
 /// Opens GPU `ordinal` (this rank's `LOCAL_RANK`) and its stream.
 pub fn open_device(ordinal: usize) -> Result<Arc<CudaStream>, CudaError> {
     probe(&[Library::Driver])?;
@@ -163,48 +155,41 @@ pub fn open_device(ordinal: usize) -> Result<Arc<CudaStream>, CudaError> {
 }
 
 /// One rank's model on a GPU: [`Engine`] over device buffers, gradients
-/// summed by `C` (an [`Nccl`] group, or [`Single`](super::collective::Single)).
-pub struct CudaEngine<C> {
+/// summed by its collective (an [`Nccl`] group, set with
+/// [`set_collective`](Self::set_collective), or [`Single`] until then).
+pub struct CudaEngine {
     net: net::Net,
-    collective: C,
+    collective: Box<dyn Collective<CudaSlice<f32>>>,
     epoch: u64,
     step: u64,
 }
 
-impl<C: Collective<CudaSlice<f32>>> CudaEngine<C> {
-    /// The engine for `model` on inputs of `shape` (channels, height, width)
-    /// with 10 classes, on GPU `ordinal` (this rank's `LOCAL_RANK`), its
-    /// gradients summed by the collective `group` builds on the device's
-    /// stream (`|stream| Nccl::from_group(stream, &group)`, or `|_| Ok(Single)`).
+impl CudaEngine {
+    /// The engine for the CPU `model`'s layers and parameter layout, on GPU
+    /// `ordinal` (this rank's `LOCAL_RANK`), alone in its group ([`Single`])
+    /// until [`set_collective`](Self::set_collective).
     /// Parameters start at zero: call [`Engine::set_state`] with the CPU
     /// model's `init(seed)` so every device starts the same.
-    pub fn new(
-        ordinal: usize,
-        model: Model,
-        shape: (usize, usize, usize),
-        sgd: Sgd,
-        group: impl FnOnce(&Arc<CudaStream>) -> Result<C, CudaError>,
-    ) -> Result<Self, CudaError> {
-        probe(&[Library::Driver, Library::Cublas, Library::Nvrtc])?;
+    pub fn new(ordinal: usize, model: &Model, sgd: Sgd) -> Result<Self, CudaError> {
         let stream = open_device(ordinal)?;
-        let collective = group(&stream)?;
-        let net = net::Net::new(stream, model, shape, sgd)?;
-        Ok(Self { net, collective, epoch: 0, step: 0 })
+        probe(&[Library::Cublas, Library::Nvrtc])?;
+        let net = net::Net::new(stream, model, sgd)?;
+        Ok(Self { net, collective: Box::new(Single), epoch: 0, step: 0 })
     }
 
-    /// Replaces the collective (a new membership generation), built on this engine's stream.
-    pub fn regroup(&mut self, group: impl FnOnce(&Arc<CudaStream>) -> Result<C, CudaError>) -> Result<(), CudaError> {
-        self.collective = group(self.net.stream())?;
-        Ok(())
+    /// The device's stream, on which a new group's collective is built
+    /// (`Nccl::from_group(engine.stream(), &group)`).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.net.stream()
     }
 
-    /// Floats in the flat parameter vector.
-    pub fn param_count(&self) -> usize {
-        self.net.param_count()
+    /// Replaces the collective (the elastic layer's new group).
+    pub fn set_collective(&mut self, collective: Box<dyn Collective<CudaSlice<f32>>>) {
+        self.collective = collective;
     }
 }
 
-impl<C: Collective<CudaSlice<f32>>> Engine for CudaEngine<C> {
+impl Engine for CudaEngine {
     fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
         let stats = self.net.forward_backward(batch)?;
         self.collective.all_reduce_sum(self.net.grads_mut())?;
@@ -250,10 +235,10 @@ mod tests {
     #[test]
     fn without_a_driver_everything_is_a_clear_error() {
         if Library::Driver.present() {
-            assert_eq!(device_count() == 0, open_device(0).is_err());
+            let count = CudaContext::device_count().unwrap_or(0);
+            assert_eq!(count < 1, open_device(0).is_err());
             return;
         }
-        assert_eq!(device_count(), 0);
         let err = open_device(0).unwrap_err().to_string();
         assert_eq!(
             err,
@@ -261,7 +246,8 @@ mod tests {
         );
         assert!(new_nccl_id().unwrap_err().to_string().starts_with("--device cuda: no "));
         let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
-        let engine = CudaEngine::new(0, Model::Lenet, (1, 28, 28), sgd, |_| Ok(crate::train::collective::Single));
+        let model = Model::new(crate::train::model::Arch::Lenet, (1, 28, 28));
+        let engine = CudaEngine::new(0, &model, sgd);
         assert_eq!(engine.err().unwrap().to_string(), err);
     }
 }

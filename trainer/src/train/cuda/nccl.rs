@@ -26,7 +26,7 @@ use super::{CudaError, Library, call, probe};
 use crate::train::collective::{Collective, CollectiveError, Group};
 
 /// Bytes in NCCL's unique id (`ncclUniqueId`).
-pub const ID_LEN: usize = 128;
+const ID_LEN: usize = 128;
 
 /// How long one collective may take before its group is taken as broken.
 /// NCCL connects to its peers during a new communicator's first collective
@@ -38,7 +38,7 @@ pub const NCCL_TIMEOUT: Duration = Duration::from_secs(20);
 /// microseconds at first, growing to 100 us: a step's all-reduce may take
 /// about a millisecond, and a query costs less than a microsecond);
 /// `Ok(false)` once `timeout` has passed without it.
-pub(crate) fn poll_until<E>(timeout: Duration, mut done: impl FnMut() -> Result<bool, E>) -> Result<bool, E> {
+fn poll_until<E>(timeout: Duration, mut done: impl FnMut() -> Result<bool, E>) -> Result<bool, E> {
     let start = Instant::now();
     let mut pause = Duration::from_micros(5);
     loop {
@@ -87,7 +87,7 @@ impl Nccl {
     }
 
     /// Joins as `rank` of `world_size` ranks sharing the unique id `id`.
-    pub fn new(stream: &Arc<CudaStream>, rank: usize, world_size: usize, id: &[u8]) -> Result<Self, CudaError> {
+    fn new(stream: &Arc<CudaStream>, rank: usize, world_size: usize, id: &[u8]) -> Result<Self, CudaError> {
         probe(&[Library::Nccl])?;
         let bytes: [u8; ID_LEN] = id.try_into().map_err(|_| {
             CudaError::Shape(format!("an NCCL unique id has {ID_LEN} bytes, the rendezvous passed {}", id.len()))

@@ -1,5 +1,5 @@
-//! The two fixed models on the device: their layer plan (the same flat
-//! parameter layout as the CPU model: layers in order, weight then bias;
+//! The two fixed models on the device: their layer plan, built from the CPU
+//! model (the same flat parameter layout: layers in order, weight then bias;
 //! Linear weight `[out][in]`, Conv weight `[out_c][in_c][kh][kw]`), the
 //! forward and backward passes, and the SGD update.
 //!
@@ -17,35 +17,13 @@ use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 
 use super::{CudaError, call};
+use crate::train::data::CLASSES;
 use crate::train::engine::{Batch, StepStats};
+use crate::train::model;
 use crate::train::optim::Sgd;
 
 /// The NVRTC source of the element-wise kernels.
 const KERNELS: &str = include_str!("kernels.cu");
-/// Classes of both datasets.
-const CLASSES: usize = 10;
-
-/// The fixed models (see the shared design of `trainer train`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Model {
-    /// flatten, Linear(C*H*W, 256), ReLU, Linear(256, 128), ReLU, Linear(128, 10).
-    Mlp,
-    /// Conv(C->6, 5x5, pad 2), ReLU, MaxPool 2, Conv(6->16, 5x5), ReLU,
-    /// MaxPool 2, Linear(16*h*w, 120), ReLU, Linear(120, 84), ReLU, Linear(84, 10).
-    Lenet,
-}
-
-impl Model {
-    /// The model named `name` (`mlp`, `lenet`), as `--model` spells it.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "mlp" => Some(Self::Mlp),
-            "lenet" => Some(Self::Lenet),
-            _ => None,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Linear { inp: usize, out: usize },
@@ -76,52 +54,39 @@ impl Layer {
     }
 }
 
-/// The layer plan of `model` on `(c, h, w)` inputs.
-fn plan(model: Model, (c, h, w): (usize, usize, usize)) -> Result<Vec<Layer>, CudaError> {
-    let mut layers = Vec::new();
-    let mut at = 0;
-    let mut push = |op: Op, relu: bool, in_len: usize, out_len: usize| {
-        let (wl, bl) = match op {
-            Op::Linear { inp, out } => (out * inp, out),
-            Op::Conv { c, oc, k, .. } => (oc * c * k * k, oc),
-            Op::Pool { .. } => (0, 0),
-        };
-        layers.push(Layer { op, relu, weight: at..at + wl, bias: at + wl..at + wl + bl, in_len, out_len });
-        at += wl + bl;
-    };
-    let linear = |push: &mut dyn FnMut(Op, bool, usize, usize), inp: usize, out: usize, relu: bool| {
-        push(Op::Linear { inp, out }, relu, inp, out);
-    };
-    match model {
-        Model::Mlp => {
-            linear(&mut push, c * h * w, 256, true);
-            linear(&mut push, 256, 128, true);
-            linear(&mut push, 128, CLASSES, false);
-        }
-        Model::Lenet => {
-            let (h2, w2) = (h / 2, w / 2);
-            if h2 < 6 || w2 < 6 {
-                return Err(CudaError::Shape(format!(
-                    "lenet needs images of at least 12x12 pixels, the dataset's are {h}x{w}"
-                )));
+/// The layer plan of the CPU `model`: its layers with its parameter ranges,
+/// channel-first throughout. The CPU model's `Transpose` layers only move its
+/// activations between channel-first and channel-last (see `model`), which
+/// the device does not do, so they are dropped; a `Relu` becomes the in-place
+/// flag of the layer before it.
+fn plan(model: &model::Model) -> Vec<Layer> {
+    let mut layers: Vec<Layer> = Vec::new();
+    for (layer, &at) in model.layers().iter().zip(model.offsets()) {
+        let op = match *layer {
+            model::Layer::Linear { inputs, outputs } => Op::Linear { inp: inputs, out: outputs },
+            model::Layer::Conv(s) => {
+                Op::Conv { c: s.in_c, h: s.h, w: s.w, oc: s.out_c, k: s.k, pad: s.pad, oh: s.out_h(), ow: s.out_w() }
             }
-            let (h3, w3) = (h2 - 4, w2 - 4);
-            let (h4, w4) = (h3 / 2, w3 / 2);
-            push(Op::Conv { c, h, w, oc: 6, k: 5, pad: 2, oh: h, ow: w }, true, c * h * w, 6 * h * w);
-            push(Op::Pool { h, w }, false, 6 * h * w, 6 * h2 * w2);
-            push(
-                Op::Conv { c: 6, h: h2, w: w2, oc: 16, k: 5, pad: 0, oh: h3, ow: w3 },
-                true,
-                6 * h2 * w2,
-                16 * h3 * w3,
-            );
-            push(Op::Pool { h: h3, w: w3 }, false, 16 * h3 * w3, 16 * h4 * w4);
-            linear(&mut push, 16 * h4 * w4, 120, true);
-            linear(&mut push, 120, 84, true);
-            linear(&mut push, 84, CLASSES, false);
-        }
+            model::Layer::MaxPool { h, w, .. } => Op::Pool { h, w },
+            model::Layer::Relu { len } => {
+                let before = layers.last_mut().expect("the models apply a ReLU to a layer's output");
+                debug_assert_eq!(before.out_len, len, "a ReLU over its layer's output");
+                before.relu = true;
+                continue;
+            }
+            model::Layer::Transpose { .. } => continue,
+        };
+        let (wl, bl) = layer.param_counts();
+        layers.push(Layer {
+            op,
+            relu: false,
+            weight: at..at + wl,
+            bias: at + wl..at + wl + bl,
+            in_len: layer.in_len(),
+            out_len: layer.out_len(),
+        });
     }
-    Ok(layers)
+    layers
 }
 
 /// The compiled kernels of `kernels.cu`.
@@ -248,14 +213,9 @@ pub(super) struct Net {
 }
 
 impl Net {
-    pub(super) fn new(
-        stream: Arc<CudaStream>,
-        model: Model,
-        shape: (usize, usize, usize),
-        sgd: Sgd,
-    ) -> Result<Self, CudaError> {
-        let layers = plan(model, shape)?;
-        let count = layers.last().map_or(0, |l| l.bias.end);
+    pub(super) fn new(stream: Arc<CudaStream>, model: &model::Model, sgd: Sgd) -> Result<Self, CudaError> {
+        let layers = plan(model);
+        let count = model.num_params();
         let kernels = Kernels::compile(&stream)?;
         let blas = CudaBlas::new(stream.clone()).map_err(call("creating the cuBLAS handle"))?;
         let zeros = || stream.alloc_zeros::<f32>(count).map_err(call("allocating device memory"));
@@ -266,10 +226,6 @@ impl Net {
 
     pub(super) fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
-    }
-
-    pub(super) fn param_count(&self) -> usize {
-        self.params.len()
     }
 
     pub(super) fn grads_mut(&mut self) -> &mut CudaSlice<f32> {
@@ -290,9 +246,9 @@ impl Net {
                 momentum.len()
             )));
         }
-        let copy = call("copying the state to the device");
-        self.stream.memcpy_htod(params, &mut self.params).map_err(copy)?;
-        self.stream.memcpy_htod(momentum, &mut self.momentum).map_err(call("copying the state to the device"))?;
+        for (host, device) in [(params, &mut self.params), (momentum, &mut self.momentum)] {
+            self.stream.memcpy_htod(host, device).map_err(call("copying the state to the device"))?;
+        }
         Ok(())
     }
 
@@ -494,15 +450,7 @@ impl Net {
                         // SAFETY: dy has n*oc*p floats, weight oc*rows, dcol n*rows*p.
                         unsafe { blas.gemm_strided_batched(cfg, &*dy, &weight, &mut b.dcol) }
                             .map_err(call("convolution input gradient (cuBLAS batched SGEMM)"))?;
-                        let total = (n * c * h * w) as i32;
-                        let dims = [c, h, w, ks, pad, oh, ow].map(|d| d as i32);
-                        let mut launch = stream.launch_builder(&k.col2im);
-                        launch.arg(&b.dcol).arg(dx).arg(&total);
-                        for d in &dims {
-                            launch.arg(d);
-                        }
-                        // SAFETY: dcol has n*rows*p floats and dx n*c*h*w = total, as the dims say.
-                        unsafe { launch.launch(grid(total as usize)) }.map_err(call("col2im kernel"))?;
+                        col2im(stream, k, &b.dcol, dx, n, [c, h, w, ks, pad, oh, ow])?;
                     }
                 }
                 Op::Pool { .. } => {
@@ -555,6 +503,8 @@ fn bias_grad(
     Ok(())
 }
 
+/// `x` (`n x c x h x w`) to its im2col matrix `col` (`n x (c*k*k) x (oh*ow)`);
+/// `dims` is `[c, h, w, k, pad, oh, ow]`.
 fn im2col(
     stream: &CudaStream,
     k: &Kernels,
@@ -564,35 +514,101 @@ fn im2col(
     dims: [usize; 7],
 ) -> Result<(), CudaError> {
     let [c, _, _, ks, _, oh, ow] = dims;
-    let total = (n * c * ks * ks * oh * ow) as i32;
+    // One thread per element of col.
+    cols_kernel(stream, &k.im2col, x, col, n * c * ks * ks * oh * ow, dims, "im2col kernel")
+}
+
+/// The adjoint of [`im2col`]: `dx` (`n x c x h x w`) is the sum of the
+/// entries of `dcol` that im2col copies each element of `x` to.
+fn col2im(
+    stream: &CudaStream,
+    k: &Kernels,
+    dcol: &CudaSlice<f32>,
+    dx: &mut CudaSlice<f32>,
+    n: usize,
+    dims: [usize; 7],
+) -> Result<(), CudaError> {
+    let [c, h, w, ..] = dims;
+    // One thread per element of dx.
+    cols_kernel(stream, &k.col2im, dcol, dx, n * c * h * w, dims, "col2im kernel")
+}
+
+/// Launches `im2col` or `col2im`, which take the same arguments: the source,
+/// the destination, `total` threads, then `dims` (`c, h, w, k, pad, oh, ow`).
+fn cols_kernel(
+    stream: &CudaStream,
+    kernel: &CudaFunction,
+    src: &CudaSlice<f32>,
+    dst: &mut CudaSlice<f32>,
+    total: usize,
+    dims: [usize; 7],
+    what: &'static str,
+) -> Result<(), CudaError> {
+    let t = total as i32;
     let dims = dims.map(|d| d as i32);
-    let mut launch = stream.launch_builder(&k.im2col);
-    launch.arg(x).arg(col).arg(&total);
+    let mut launch = stream.launch_builder(kernel);
+    launch.arg(src).arg(dst).arg(&t);
     for d in &dims {
         launch.arg(d);
     }
-    // SAFETY: x has n*c*h*w floats and col n*c*k*k*oh*ow = total, as the dims say.
-    unsafe { launch.launch(grid(total as usize)) }.map_err(call("im2col kernel"))?;
+    // SAFETY: both kernels are (const float*, float*, int total, int x7 dims), matching the
+    // arguments; the callers pass buffers of n*c*h*w (image side) and n*c*k*k*oh*ow (column
+    // side) floats, as the dims say, and `total` is the destination's length.
+    unsafe { launch.launch(grid(total)) }.map_err(call(what))?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::model::Arch;
 
-    /// The flat layout's size and order, as the shared design fixes them (no GPU needed).
+    /// The flat layout's size and order, as the shared design fixes them, and
+    /// the plan's weight and bias ranges are the CPU model's parameter layout
+    /// (no GPU needed).
     #[test]
     fn plans_match_the_fixed_models() {
-        let count = |m, s| plan(m, s).unwrap().last().unwrap().bias.end;
-        assert_eq!(count(Model::Mlp, (1, 28, 28)), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
-        assert_eq!(count(Model::Lenet, (1, 28, 28)), 156 + 2416 + (400 * 120 + 120) + (120 * 84 + 84) + 850);
-        assert_eq!(count(Model::Lenet, (3, 32, 32)), 456 + 2416 + (576 * 120 + 120) + (120 * 84 + 84) + 850);
-        let lenet = plan(Model::Lenet, (1, 28, 28)).unwrap();
+        let plan_for = |arch, shape| plan(&model::Model::new(arch, shape));
+        let count = |arch, shape| plan_for(arch, shape).last().unwrap().bias.end;
+        assert_eq!(count(Arch::Mlp, (1, 28, 28)), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+        assert_eq!(count(Arch::Lenet, (1, 28, 28)), 156 + 2416 + (400 * 120 + 120) + (120 * 84 + 84) + 850);
+        assert_eq!(count(Arch::Lenet, (3, 32, 32)), 456 + 2416 + (576 * 120 + 120) + (120 * 84 + 84) + 850);
+        let lenet = plan_for(Arch::Lenet, (1, 28, 28));
         // Weight then bias, layers back to back.
         assert_eq!((lenet[0].weight.clone(), lenet[0].bias.clone()), (0..150, 150..156));
         assert_eq!(lenet[2].weight.start, 156);
         assert_eq!(lenet[4].in_len, 400);
-        assert!(plan(Model::Lenet, (1, 8, 8)).unwrap_err().to_string().contains("at least 12x12"));
-        assert_eq!(Model::from_name("lenet"), Some(Model::Lenet));
+
+        for shape in [(1, 28, 28), (3, 32, 32)] {
+            for arch in [Arch::Mlp, Arch::Lenet] {
+                let cpu = model::Model::new(arch, shape);
+                let layers = plan(&cpu);
+                let mut at = 0;
+                for layer in &layers {
+                    // Linear weight [out][in], Conv weight [out_c][in_c][kh][kw], bias [out].
+                    let (w, b) = match layer.op {
+                        Op::Linear { inp, out } => (out * inp, out),
+                        Op::Conv { c, oc, k, .. } => (oc * c * k * k, oc),
+                        Op::Pool { .. } => (0, 0),
+                    };
+                    assert_eq!((layer.weight.clone(), layer.bias.clone()), (at..at + w, at + w..at + w + b));
+                    at += w + b;
+                }
+                assert_eq!(at, cpu.num_params(), "{arch:?} on {shape:?}");
+                // Each layer with parameters starts where the CPU model's does.
+                let cpu_starts: Vec<usize> = cpu
+                    .layers()
+                    .iter()
+                    .zip(cpu.offsets())
+                    .filter(|(l, _)| l.param_counts() != (0, 0))
+                    .map(|(_, &at)| at)
+                    .collect();
+                let starts: Vec<usize> =
+                    layers.iter().filter(|l| !l.weight.is_empty()).map(|l| l.weight.start).collect();
+                assert_eq!(starts, cpu_starts, "{arch:?} on {shape:?}");
+                assert_eq!(layers[0].in_len, cpu.input_len());
+                assert_eq!(layers.last().unwrap().out_len, CLASSES);
+            }
+        }
     }
 }
