@@ -50,14 +50,9 @@ pub enum TrainError {
         /// What is wrong.
         reason: String,
     },
-    /// The requested device cannot be used.
-    #[error("--device {device}: {reason}")]
-    Device {
-        /// The device asked for.
-        device: &'static str,
-        /// Why not.
-        reason: String,
-    },
+    /// The requested device cannot be used (the message names the flag).
+    #[error("{0}")]
+    Device(String),
     /// The images are too small for the model.
     #[error("{path}: {height}x{width} images are too small for LeNet (it needs at least 12x12); use --model mlp")]
     TooSmall {
@@ -296,17 +291,15 @@ fn device(args: &Args, model: Model, launch: Option<&Launch>) -> Result<Device, 
         #[cfg(feature = "cuda")]
         DeviceArg::Cuda => {
             let ordinal = launch.map_or(0, |l| l.local_rank as usize);
-            let engine = CudaEngine::new(ordinal, &model, sgd)
-                .map_err(|e| TrainError::Device { device: "cuda", reason: e.to_string() })?;
+            let engine = CudaEngine::new(ordinal, &model, sgd).map_err(|e| TrainError::Device(e.to_string()))?;
             Ok(Device::Cuda(engine))
         }
         #[cfg(not(feature = "cuda"))]
         DeviceArg::Cuda => {
             let _ = launch;
-            Err(TrainError::Device {
-                device: "cuda",
-                reason: "this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
-            })
+            Err(TrainError::Device(
+                "--device cuda: this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
+            ))
         }
     }
 }
