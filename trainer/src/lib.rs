@@ -1,43 +1,35 @@
-//! `trainer`: runs a training command on every host of the cluster and
-//! leaves nothing behind.
+//! `trainer`: two products in one binary, each with its own home.
 //!
-//! - [`launch`]: `trainer launch -- CMD...` on the master starts one remote
-//!   [`supervise`] per rank through the system `ssh` client (host key
-//!   checking on, the agent's known hosts), prefixes and logs every line, and
-//!   stops every rank on every host when one fails, on Ctrl-C/SIGTERM, or
-//!   when a connection drops.
-//! - [`supervise`]: the hidden remote half: owns CMD's process group and
-//!   kills it when its parent (the ssh session) goes away.
-//! - [`bench`]: `trainer bench` measures all-reduce bandwidth between the
-//!   ranks of a job (nccl-tests style: algbw, busbw).
-//! - [`doctor`]: `trainer doctor` checks every host is ready for a job.
-//! - [`install_check`]: `trainer doctor --local` checks this host's install
-//!   (agent, unit, ssh client) with no SSH and no cluster, for image builds.
-//! - [`kill`]: `trainer kill` stops a job's leftovers on every host from the
-//!   pid files the supervisors keep.
+//! - [`jobs`], cluster job control: `trainer launch -- CMD...` runs any
+//!   command on every host with the torchrun environment and leaves nothing
+//!   behind (`launch`, the remote `supervise`, `kill`, `doctor`, and the
+//!   hosts, ssh, process and profile pieces they share).
+//! - [`train`], the native data-parallel trainer: `trainer train` (MLP and
+//!   LeNet on MNIST or CIFAR-10, a TCP ring on CPUs, NCCL on GPUs) and
+//!   `trainer bench` (all-reduce bandwidth over the same collectives).
 //!
-//! Inputs are the files the agent writes (DESIGN.md section 3):
-//! `/opt/deeplearning/workers`, `/opt/deeplearning/hostfile`,
-//! `/etc/profile.d/deeplearning.sh`, `/etc/ssh/ssh_known_hosts`, all under a
-//! filesystem root (`--root`, `/` in production).
+//! What both read, at the top: [`agent_state`] (the agent's state file) and
+//! [`jobdir`] (a job's directory on EFS and the variable naming the job).
+//! Arrows run one way: `jobs` may use `train` (doctor asks the CUDA probe
+//! whether the GPU libraries load), `train` never uses `jobs`.
+//!
+//! Inputs are the files the agent writes (docs/ARCHITECTURE.md, "The node
+//! contract"): `/opt/deeplearning/workers`, `/opt/deeplearning/hostfile`,
+//! `/etc/profile.d/deeplearning.sh`, `/etc/ssh/ssh_known_hosts`, the agent's
+//! state file, all under a filesystem root (`--root`, `/` in production).
 
 pub mod agent_state;
-pub mod bench;
-pub mod doctor;
 pub mod error;
-pub mod hosts;
-pub mod install_check;
-pub mod kill;
-pub mod launch;
-pub mod process;
-pub mod profile;
-pub mod ssh;
-pub mod supervise;
+pub mod jobdir;
+pub mod jobs;
 pub mod train;
 
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
+
+use jobs::{doctor, install_check, kill, launch, supervise};
+use train::bench;
 
 pub use error::Error;
 

@@ -1,6 +1,6 @@
 //! Checkpoints of the training state, written by rank 0 into the checkpoint
 //! directory (default `$EFS_MOUNT/trainer/<job>/checkpoints`, see
-//! [`jobdir`](super::jobdir)), and resume from the newest valid one.
+//! [`jobdir`](crate::jobdir)), and resume from the newest valid one.
 //!
 //! One file per epoch, `checkpoint-epoch-NNNNNN.ckpt`; the last K are kept.
 //! A write is atomic: a hidden temp file in the same directory, fsync, rename
@@ -68,7 +68,7 @@ impl Args {
     /// The checkpoint store these flags describe.
     pub fn store(&self) -> Store {
         Store::new(
-            self.checkpoint_dir.clone().unwrap_or_else(|| super::jobdir::path("checkpoints")),
+            self.checkpoint_dir.clone().unwrap_or_else(|| crate::jobdir::path("checkpoints")),
             self.keep_checkpoints,
         )
     }

@@ -53,7 +53,7 @@ pub struct Args {
 impl Args {
     /// The directory the event file goes into.
     pub fn dir(&self) -> PathBuf {
-        self.tb_dir.clone().unwrap_or_else(|| super::jobdir::path("tb"))
+        self.tb_dir.clone().unwrap_or_else(|| crate::jobdir::path("tb"))
     }
 }
 

@@ -18,6 +18,7 @@
 //! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
 
 pub mod args;
+pub mod bench;
 pub mod checkpoint;
 pub mod collective;
 pub mod cpu;
@@ -27,7 +28,6 @@ pub mod data;
 pub mod elastic;
 pub mod engine;
 pub mod events;
-pub mod jobdir;
 pub mod model;
 pub mod optim;
 pub mod progress;

@@ -13,17 +13,18 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::hosts;
-use crate::process;
-use crate::ssh::{self, SshArgs};
-use crate::supervise::{JOB_VAR, RUN_DIR};
+use crate::jobdir::JOB_VAR;
+use crate::jobs::hosts;
+use crate::jobs::process;
+use crate::jobs::ssh::{self, SshArgs};
+use crate::jobs::supervise::RUN_DIR;
 use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Arguments of `trainer kill`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The job to stop; default: every job with processes left.
-    #[arg(long, value_parser = crate::launch::parse_job)]
+    #[arg(long, value_parser = crate::jobs::launch::parse_job)]
     pub job: Option<String>,
     /// Hosts, as for `trainer launch`.
     #[arg(long, value_name = "FILE")]
@@ -40,7 +41,7 @@ pub struct Args {
 #[derive(Debug, clap::Args)]
 pub struct LocalArgs {
     /// The job to stop; default: every job.
-    #[arg(long, value_parser = crate::launch::parse_job)]
+    #[arg(long, value_parser = crate::jobs::launch::parse_job)]
     pub job: Option<String>,
     /// Filesystem root the pid files are under.
     #[arg(long, env = "TRAINER_ROOT", default_value = "/")]

@@ -17,13 +17,11 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::error::{Error, Result};
-use crate::process;
+use crate::jobdir::JOB_VAR;
+use crate::jobs::process;
 
 /// Where supervisors keep their pid files, as on a node: `<dir>/<job>/<rank>.pid`.
 pub const RUN_DIR: &str = "/run/deeplearning-trainer";
-
-/// The environment variable naming the job, set for CMD and everything it starts.
-pub const JOB_VAR: &str = "TRAINER_JOB";
 
 /// How long CMD's group gets between SIGTERM and SIGKILL when it is stopped.
 const GRACE: Duration = Duration::from_millis(1500);
@@ -76,8 +74,10 @@ pub async fn run(args: Args) -> Result<u8> {
     // First, so an sshd session that dies from here on takes us along.
     process::die_with_parent(libc::SIGTERM);
     let who = format!("trainer supervise: rank {} on {}", args.rank, args.host);
-    let mut env: Vec<(String, String)> =
-        crate::profile::read(&args.root)?.into_iter().filter(|(name, _)| crate::profile::wanted(name)).collect();
+    let mut env: Vec<(String, String)> = crate::jobs::profile::read(&args.root)?
+        .into_iter()
+        .filter(|(name, _)| crate::jobs::profile::wanted(name))
+        .collect();
     env.extend(
         [
             ("RANK", args.rank.to_string()),

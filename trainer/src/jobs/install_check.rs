@@ -19,7 +19,7 @@ use std::process::Command;
 use node_contract::AGENT_UNIT;
 use node_contract::state::STATE_PATH;
 
-use crate::doctor::{gpu_count, nccl_check};
+use crate::jobs::doctor::{gpu_count, nccl_check};
 use crate::{EXIT_FAILED, EXIT_OK, under};
 
 /// Where systemd looks for units, most specific first; Debian packages put

@@ -22,8 +22,9 @@ use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::ssh::{self, SshArgs};
-use crate::{EXIT_FAILED, EXIT_OK, hosts, profile};
+use crate::jobs::ssh::{self, SshArgs};
+use crate::jobs::{hosts, profile};
+use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Where the NVIDIA driver lists GPUs, one directory each.
 pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";

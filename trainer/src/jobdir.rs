@@ -3,10 +3,14 @@
 //! `$EFS_MOUNT/trainer/<job>/logs`.
 //!
 //! Inputs: the environment `trainer supervise` gives every rank: `EFS_MOUNT`
-//! (from the agent's profile) and [`JOB_VAR`](crate::supervise::JOB_VAR).
+//! (from the agent's profile) and [`JOB_VAR`].
 //! Nothing is created here; the writers create what they use.
 
 use std::path::PathBuf;
+
+/// The environment variable naming the job, set by `trainer supervise` for
+/// CMD and everything it starts.
+pub const JOB_VAR: &str = "TRAINER_JOB";
 
 /// The job name used when the process was not started by `trainer launch`.
 pub const LOCAL_JOB: &str = "local";
@@ -16,7 +20,7 @@ pub const LOCAL_JOB: &str = "local";
 /// name (not started by `trainer launch`) the job [`LOCAL_JOB`].
 pub fn path(what: &str) -> PathBuf {
     let env = |name: &str| std::env::var(name).ok();
-    path_from(env("EFS_MOUNT").as_deref(), env(crate::supervise::JOB_VAR).as_deref(), what)
+    path_from(env("EFS_MOUNT").as_deref(), env(JOB_VAR).as_deref(), what)
 }
 
 /// [`path`] from the two variables' values (empty counts as unset).

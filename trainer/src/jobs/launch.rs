@@ -2,7 +2,7 @@
 //! process per rank, and stops them all together.
 //!
 //! Every rank is one `ssh HOST trainer supervise ... -- CMD` (see
-//! [`crate::ssh`] for the options and [`crate::supervise`] for the remote
+//! [`crate::jobs::ssh`] for the options and [`crate::jobs::supervise`] for the remote
 //! side). The launcher keeps each ssh's stdin open: closing it is how it
 //! stops a rank, and if the launcher dies (even by SIGKILL) the kernel closes
 //! it too, so the remote supervisors stop their groups either way. ssh
@@ -35,9 +35,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::hosts::{self, Nproc, Rank};
-use crate::ssh::{self, SshArgs};
-use crate::{EXIT_USAGE, agent_state, process};
+use crate::jobs::hosts::{self, Nproc, Rank};
+use crate::jobs::process;
+use crate::jobs::ssh::{self, SshArgs};
+use crate::{EXIT_USAGE, agent_state};
 
 /// How long stopped ranks get to end by themselves (their supervisors give
 /// CMD 1.5 s between SIGTERM and SIGKILL) before their ssh clients are killed.
@@ -111,12 +112,12 @@ fn default_job() -> String {
 /// from the environment or the agent's profile; `./trainer/<job>/logs`
 /// without one.
 fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
-    let efs = crate::profile::efs_mount_here(root);
+    let efs = crate::jobs::profile::efs_mount_here(root);
     if efs.is_none() {
         eprintln!("trainer: no EFS_MOUNT (environment or agent profile): logs go under the current directory");
     }
     // The job directory's layout (logs beside checkpoints and TensorBoard files) is jobdir's.
-    let dir = crate::train::jobdir::path_from(efs.as_deref(), Some(job), "logs");
+    let dir = crate::jobdir::path_from(efs.as_deref(), Some(job), "logs");
     std::fs::create_dir_all(&dir).map_err(|source| Error::Write { path: dir.clone(), source })?;
     Ok(dir)
 }
