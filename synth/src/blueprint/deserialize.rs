@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use super::diagnostic::{Diagnostic, Location};
+use super::diagnostic::{Diagnostic, Location, shown, ticked};
 use super::model::Blueprint;
 use super::schema::json_schema;
 use super::source_map::{SourceMap, join};
@@ -131,7 +131,7 @@ fn unknown_field(path: &str, map: &SourceMap, schema: &Value) -> Diagnostic {
         Some(close) => format!("did you mean `{close}`? The fields allowed {} are {listed}", within(parent)),
         None => format!("the fields allowed {} are {listed}", within(parent)),
     };
-    Diagnostic::error(path, map.key(path), format!("unknown field `{name}`")).with_help(help)
+    Diagnostic::error(path, map.key(path), format!("unknown field {}", ticked(name))).with_help(help)
 }
 
 /// What serde found, parsed back from its standard wording
@@ -153,14 +153,14 @@ impl<'m> Found<'m> {
     fn parse(text: &'m str) -> Self {
         // serde_yaml_ng writes integers beyond 64 bits as "integer `N` as u128".
         let text = text.strip_suffix(" as u128").or_else(|| text.strip_suffix(" as i128")).unwrap_or(text);
-        let ticked = |prefix: &str| text.strip_prefix(prefix).and_then(|t| t.strip_prefix('`')?.strip_suffix('`'));
+        let quoted = |prefix: &str| text.strip_prefix(prefix).and_then(|t| t.strip_prefix('`')?.strip_suffix('`'));
         if let Some(s) = text.strip_prefix("string ") {
             Found::Str(s)
-        } else if let Some(n) = ticked("integer ") {
+        } else if let Some(n) = quoted("integer ") {
             Found::Integer(n)
-        } else if let Some(n) = ticked("floating point ") {
+        } else if let Some(n) = quoted("floating point ") {
             Found::Float(n)
-        } else if let Some(b) = ticked("boolean ") {
+        } else if let Some(b) = quoted("boolean ") {
             Found::Bool(b)
         } else {
             match text {
@@ -175,13 +175,13 @@ impl<'m> Found<'m> {
     /// In users' words.
     fn describe(&self) -> String {
         match self {
-            Found::Str(s) => format!("the text {s}"),
+            Found::Str(s) => format!("the text {}", shown(s)),
             Found::Integer(n) | Found::Float(n) => format!("the number {n}"),
             Found::Bool(b) => format!("`{b}`"),
             Found::Unit => "nothing (an empty value)".to_owned(),
             Found::Map => "a mapping".to_owned(),
             Found::Seq => "a list".to_owned(),
-            Found::Other(o) => (*o).to_owned(),
+            Found::Other(o) => shown(o),
         }
     }
 }
@@ -359,7 +359,7 @@ fn type_error(
             None => format!("write one of {}", backticked(allowed.iter().copied())),
         };
         return error(
-            format!("`{variant}` is not allowed here; expected one of {}", backticked(allowed.iter().copied())),
+            format!("{} is not allowed here; expected one of {}", ticked(variant), backticked(allowed.iter().copied())),
             help,
         );
     }

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 
 use ipnet::{IpNet, Ipv4Net};
 
-use super::diagnostic::{Diagnostic, Location};
+use super::diagnostic::{Diagnostic, Location, ticked};
 use node_contract::PackageFormat;
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
@@ -176,7 +176,7 @@ impl Checker<'_> {
             Some(s) if s != name => format!("the name prefixes AWS resource names, which limit length and characters; for example `name: {s}`"),
             _ => "the name prefixes AWS resource names, which limit length and characters; for example `name: resnet-training`".to_owned(),
         };
-        self.error("name", At::Value, format!("`{name}` {why}"), help);
+        self.error("name", At::Value, format!("{} {why}", ticked(name)), help);
     }
 
     fn region(&mut self, written: Option<&str>, arg: Option<Region>) -> Option<Region> {
@@ -205,7 +205,7 @@ impl Checker<'_> {
                 self.error(
                     "region",
                     At::Value,
-                    format!("`{text}` is not a supported region; supported: {}", backticked(codes)),
+                    format!("{} is not a supported region; supported: {}", ticked(text), backticked(codes)),
                     hint,
                 );
                 arg
@@ -226,7 +226,7 @@ impl Checker<'_> {
                 Some(close) => format!("did you mean `{close}`?"),
                 None => "use an EC2 instance type name such as `p4d.24xlarge`; see https://aws.amazon.com/ec2/instance-types/".to_owned(),
             };
-            self.error(path, At::Value, format!("`{name}` is not a known EC2 instance type"), help);
+            self.error(path, At::Value, format!("{} is not a known EC2 instance type", ticked(name)), help);
             return None;
         };
         if let Some(message) = offering_problem(t, targets) {
@@ -295,7 +295,7 @@ impl Checker<'_> {
             self.error(
                 "image.user",
                 At::Value,
-                format!("`{user}` is not a valid login user name"),
+                format!("{} is not a valid login user name", ticked(&user)),
                 "a Linux user name: lower-case letters, digits, `_` and `-`, starting with a letter or `_`, at most 32 characters (usually `ubuntu` or `ec2-user`)",
             );
         }
@@ -307,7 +307,7 @@ impl Checker<'_> {
             self.error(
                 "image.root_device",
                 At::Value,
-                format!("`{root_device}` is not a device name"),
+                format!("{} is not a device name", ticked(&root_device)),
                 "write the AMI's root device as shown by `aws ec2 describe-images`, for example `/dev/sda1` or `/dev/xvda`",
             );
         }
@@ -338,7 +338,7 @@ impl Checker<'_> {
                 self.error(
                     SHA,
                     At::Value,
-                    format!("`{h}` is not a SHA-256 checksum ({} characters; it needs 64 hex digits)", h.chars().count()),
+                    format!("{} is not a SHA-256 checksum ({} characters; it needs 64 hex digits)", ticked(h), h.chars().count()),
                     "copy the package's line from the SHA256SUMS that `packaging/build` writes, or run `sha256sum PACKAGE`",
                 );
                 false
@@ -368,7 +368,7 @@ impl Checker<'_> {
             } else {
                 format!("a parameter path starts with `/` and has no spaces, for example `{DEFAULT_SSM_PARAMETER}`")
             };
-            self.error("image.ssm_parameter", At::Value, format!("`{p}` is not an SSM parameter path"), help);
+            self.error("image.ssm_parameter", At::Value, format!("{} is not an SSM parameter path", ticked(p)), help);
         }
     }
 
@@ -394,14 +394,14 @@ impl Checker<'_> {
                         Some(close) => format!("did you mean `{close}`?"),
                         None => format!("the keys of `image.ami` are region codes: {}", backticked(codes)),
                     };
-                    self.error(&path, At::Key, format!("`{key}` is not a supported region"), help);
+                    self.error(&path, At::Key, format!("{} is not a supported region", ticked(key)), help);
                 }
             }
             if !is_aws_id(id, "ami-") {
                 self.error(
                     &path,
                     At::Value,
-                    format!("`{id}` is not an AMI id"),
+                    format!("{} is not an AMI id", ticked(id)),
                     "an AMI id is `ami-` followed by 8 or 17 lower-case hex digits, for example `ami-0123456789abcdef0`",
                 );
             }
@@ -503,7 +503,7 @@ impl Checker<'_> {
             self.error(
                 "storage.efs.mount",
                 At::Value,
-                format!("`{mount}` {problem}"),
+                format!("{} {problem}", ticked(&mount)),
                 "use an absolute path of its own, such as `/efs` or `/mnt/efs`",
             );
         }
@@ -513,7 +513,7 @@ impl Checker<'_> {
             self.error(
                     "storage.efs.file_system_id",
                     At::Value,
-                    format!("`{id}` is not an EFS file system id"),
+                    format!("{} is not an EFS file system id", ticked(id)),
                     "an id is `fs-` followed by 8 or 17 lower-case hex digits, for example `fs-0123456789abcdef0`; omit the field to create a new file system",
                 );
         }
@@ -544,7 +544,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` {problem}"),
+                    format!("{} {problem}", ticked(&text)),
                     "write a private IPv4 range such as `10.0.0.0/16`",
                 );
                 default_vpc_cidr()
@@ -553,7 +553,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` has host bits set; the network is `{}`", net.trunc()),
+                    format!("{} has host bits set; the network is `{}`", ticked(&text), net.trunc()),
                     format!("write `{}`", net.trunc()),
                 );
                 net.trunc()
@@ -562,7 +562,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` is a /{} range; a VPC is /16 to /24 here", net.prefix_len()),
+                    format!("{} is a /{} range; a VPC is /16 to /24 here", ticked(&text), net.prefix_len()),
                     "use a /16 (room for many subnets) such as `10.0.0.0/16`; /24 is the smallest the subnets fit in",
                 );
                 net
@@ -571,7 +571,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` is not a private (RFC 1918) range"),
+                    format!("{} is not a private (RFC 1918) range", ticked(&text)),
                     "use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, such as `10.0.0.0/16`",
                 );
                 net
@@ -587,7 +587,7 @@ impl Checker<'_> {
             self.error(
                 "network.existing.vpc_id",
                 At::Value,
-                format!("`{}` is not a VPC id", e.vpc_id),
+                format!("{} is not a VPC id", ticked(&e.vpc_id)),
                 "a VPC id is `vpc-` followed by 8 or 17 lower-case hex digits, for example `vpc-0123456789abcdef0`",
             );
         }
@@ -597,7 +597,7 @@ impl Checker<'_> {
                 self.error(
                     "network.existing.public_subnet_id",
                     At::Value,
-                    format!("`{id}` is not a subnet id"),
+                    format!("{} is not a subnet id", ticked(id)),
                     subnet_help,
                 );
             }
@@ -625,12 +625,13 @@ impl Checker<'_> {
                 "list the private subnets the workers may use, for example `private_subnet_ids: [subnet-0123456789abcdef0]`",
             );
         }
+        let mut seen = std::collections::HashSet::new();
         for (i, id) in private_subnet_ids.iter().enumerate() {
             let path = format!("network.existing.private_subnet_ids[{i}]");
             if !is_aws_id(id, "subnet-") {
-                self.error(&path, At::Value, format!("`{id}` is not a subnet id"), subnet_help);
-            } else if private_subnet_ids[..i].contains(id) {
-                self.error(&path, At::Value, format!("`{id}` is listed twice"), "list each subnet once");
+                self.error(&path, At::Value, format!("{} is not a subnet id", ticked(id)), subnet_help);
+            } else if !seen.insert(id.as_str()) {
+                self.error(&path, At::Value, format!("{} is listed twice", ticked(id)), "list each subnet once");
             }
         }
         if private_subnet_ids.len() == 1 && !placement_group {
@@ -776,7 +777,7 @@ impl Checker<'_> {
                 } else {
                     "write an IPv4 range such as `203.0.113.7/32` (your own address)".to_owned()
                 };
-                self.error(PATH, At::Value, format!("`{text}` {problem}"), help);
+                self.error(PATH, At::Value, format!("{} {problem}", ticked(&text)), help);
                 None
             }
             Ok(net) if net.prefix_len() == 0 => {
@@ -792,7 +793,7 @@ impl Checker<'_> {
                 self.error(
                     PATH,
                     At::Value,
-                    format!("`{text}` has host bits set; the network is `{}`", net.trunc()),
+                    format!("{} has host bits set; the network is `{}`", ticked(&text), net.trunc()),
                     format!("write `{}` for the whole range, or `{}/32` for this one address", net.trunc(), net.addr()),
                 );
                 None
@@ -816,7 +817,7 @@ impl Checker<'_> {
             self.error(
                 "elastic.prepare_data_script",
                 At::Value,
-                format!("`{}` {problem}", s.escape_debug()),
+                format!("{} {problem}", ticked(&s.escape_debug().to_string())),
                 "write an absolute path that every node can read, usually on EFS, for example `/efs/prepare-data.sh`",
             );
         }
@@ -851,7 +852,7 @@ impl Checker<'_> {
                 self.error(
                     &path,
                     At::Key,
-                    format!("tag key `{key}` starts with `aws:`, which AWS reserves for itself"),
+                    format!("tag key {} starts with `aws:`, which AWS reserves for itself", ticked(key)),
                     "choose a key without the `aws:` prefix",
                 );
             }
@@ -933,7 +934,7 @@ pub(crate) fn missing_agent(image: &ImageSpec, map: &SourceMap) -> Option<Diagno
         return None;
     }
     let what = if map.contains(SSM) {
-        format!("`{p}` is a stock public image")
+        format!("{} is a stock public image", ticked(p))
     } else {
         "the default image (the stock Deep Learning AMI)".to_owned()
     };
@@ -982,19 +983,19 @@ fn package_url_problem(url: &str) -> Option<String> {
             Some((bucket, key)) if !bucket.is_empty() && !key.is_empty() && !key.ends_with('/') => {
                 let bucket_ok = (3..=63).contains(&bucket.len())
                     && bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-                (!bucket_ok).then(|| format!("`{bucket}` is not an S3 bucket name"))
+                (!bucket_ok).then(|| format!("{} is not an S3 bucket name", ticked(bucket)))
             }
-            _ => Some(format!("`{url}` does not name an object: write `s3://BUCKET/KEY`")),
+            _ => Some(format!("{} does not name an object: write `s3://BUCKET/KEY`", ticked(url))),
         }
     } else if let Some(rest) = url.strip_prefix("https://") {
-        (rest.is_empty() || rest.starts_with('/')).then(|| format!("`{url}` has no host"))
+        (rest.is_empty() || rest.starts_with('/')).then(|| format!("{} has no host", ticked(url)))
     } else {
-        Some(format!("`{url}` is neither an `s3://` nor an `https://` URL"))
+        Some(format!("{} is neither an `s3://` nor an `https://` URL", ticked(url)))
     }
     .or_else(|| {
         url.chars()
             .any(|c| c.is_whitespace() || c.is_control() || "'\"`$\\".contains(c))
-            .then(|| format!("`{url}` has spaces, quotes, `$` or backslashes, which a URL does not need"))
+            .then(|| format!("{} has spaces, quotes, `$` or backslashes, which a URL does not need", ticked(url)))
     })
 }
 
