@@ -322,7 +322,7 @@ fn type_error(
         let exp = expected(exp, false);
         if let (Found::Integer(n), "a whole number") = (&found, exp.as_str()) {
             // serde_yaml_ng calls a negative number for an unsigned field a type error.
-            return range_error(rest, &found, n.starts_with('-'), error);
+            return range_error(rest, &found, n.starts_with('-'), written(text, &location), error);
         }
         if matches!(found, Found::Float(_)) && exp == "a whole number" {
             // Too many digits for 64 bits reads as a float; say it is too large.
@@ -342,7 +342,7 @@ fn type_error(
         let (found, _) = rest.rsplit_once(", expected ").unwrap_or((rest, ""));
         let found = Found::parse(found);
         let negative = matches!(found, Found::Integer(n) if n.starts_with('-'));
-        return range_error(rest, &found, negative, error);
+        return range_error(rest, &found, negative, written(text, &location), error);
     }
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         let (variant, allowed) = rest.split_once('`').unwrap_or((rest, ""));
@@ -370,14 +370,30 @@ fn type_error(
     error(message, "check the value at this position against the blueprint schema (`synth schema`)".to_owned())
 }
 
-/// `rest` is `found, expected exp`.
+/// The text at `location`, as the user wrote it.
+fn written<'t>(text: &'t str, location: &Location) -> &'t str {
+    text.get(location.span.clone()).unwrap_or_default()
+}
+
+/// `rest` is `found, expected exp`; `written` is the value as written
+/// (serde reports `-0` as the number 0, which would read as a contradiction).
 fn range_error(
     rest: &str,
     found: &Found<'_>,
     negative: bool,
+    written: &str,
     error: impl Fn(String, String) -> Diagnostic,
 ) -> Diagnostic {
     let exp = rest.rsplit_once(", expected ").map_or("", |(_, e)| e);
+    let signed_zero = written.len() > 1
+        && written.starts_with(['-', '+'])
+        && written[1..].bytes().all(|b| b == b'0');
+    if signed_zero {
+        return error(
+            format!("expected {}, found {}", expected(exp, true), ticked(written)),
+            "write `0`, without a sign".to_owned(),
+        );
+    }
     let help = if negative { "this value cannot be negative" } else { "write a value in the allowed range" };
     error(format!("expected {}, found {}", expected(exp, true), found.describe()), help.to_owned())
 }
@@ -408,6 +424,7 @@ fn mapping_expected(
 mod tests {
     use super::*;
     use crate::blueprint::document::parse;
+    use crate::blueprint::model::EfaMode;
 
     fn load(text: &str) -> (Option<Blueprint>, Vec<Diagnostic>) {
         let root = parse(text).unwrap();
@@ -473,6 +490,9 @@ mod tests {
         assert_eq!(d.help.as_deref(), Some("this value cannot be negative"));
         let d = w("99999999999");
         assert!(d.message.contains("found the number 99999999999"), "{}", d.message);
+        let d = w("-0");
+        assert_eq!(d.message, "expected a whole number from 0 to 4294967295, found `-0`");
+        assert_eq!(d.help.as_deref(), Some("write `0`, without a sign"));
         let d = w("18446744073709551616");
         assert_eq!(d.message, "expected a whole number from 0 to 4294967295, found the number 18446744073709551616");
     }
@@ -485,6 +505,11 @@ mod tests {
         let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: yes }}\n"));
         assert_eq!(d.path, "network.efa");
         assert_eq!(d.help.as_deref(), Some("did you mean `on`?"));
+        // YAML 1.1 tools read a bare `on` as `true`: both mean the same.
+        for (written, mode) in [("on", EfaMode::On), ("true", EfaMode::On), ("off", EfaMode::Off), ("false", EfaMode::Off)] {
+            let (b, _) = load(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: {written} }}\n"));
+            assert_eq!(b.and_then(|b| b.network?.efa), Some(mode), "{written}");
+        }
         let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: [on] }}\n"));
         assert_eq!(d.message, "expected one of `auto`, `on`, `off`, found a list");
     }

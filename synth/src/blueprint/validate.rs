@@ -134,6 +134,7 @@ impl Checker<'_> {
         let network_spec = self.network(network.vpc_cidr, network.existing, master_public, placement_group);
         self.placement(placement_group, master_type, worker_type);
         let efa = self.efa(network.efa.unwrap_or_default(), master_type, worker_type, master_public);
+        self.subnet_capacity(&network_spec, &workers, master_public, placement_group || efa);
 
         let access = self.access(bp.access, master_public);
         let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
@@ -645,6 +646,45 @@ impl Checker<'_> {
         NetworkSpec::Existing { vpc_id: e.vpc_id, public_subnet_id: e.public_subnet_id, private_subnet_ids }
     }
 
+    /// Whether the new VPC's subnets hold `workers.max` workers beside the
+    /// master, the EFS mount targets and the NAT gateway. Subnets of an
+    /// existing VPC are not known here (their free addresses even less): a
+    /// launch that finds no address fails there, and the master's formation
+    /// message names the group's launch failure.
+    fn subnet_capacity(&mut self, network: &NetworkSpec, workers: &WorkerSpec, master_public: bool, one_zone: bool) {
+        let NetworkSpec::New { vpc_cidr } = network else {
+            return;
+        };
+        let layout = |prefix: u8| SubnetLayout { vpc_prefix: prefix, zones: if one_zone { 1 } else { 2 }, master_public };
+        let here = layout(vpc_cidr.prefix_len());
+        if here.fits(workers.max) {
+            return;
+        }
+        let smallest = (16..=24u8)
+            .rev()
+            .find(|p| layout(*p).fits(workers.max))
+            .and_then(|p| Ipv4Net::new(vpc_cidr.network(), p).ok())
+            .map(|n| n.trunc());
+        let (subnets, each, hold) =
+            if here.zones == 1 { ("its one private subnet", "", "holds") } else { ("its 2 private subnets", " each", "hold") };
+        let message = format!(
+            "`{vpc_cidr}` is too small for {} workers: {subnets} (/{}{each}: {} addresses after the 5 AWS reserves in every subnet) {hold} at most {} workers beside the master and the EFS mount targets",
+            workers.max,
+            here.subnet_prefix(),
+            here.usable(),
+            here.max_workers()
+        );
+        let help = match smallest {
+            Some(net) => format!(
+                "use `vpc_cidr: {net}` or a larger range (the smallest that holds {} workers), or lower `workers.max` to {}",
+                workers.max,
+                here.max_workers()
+            ),
+            None => format!("lower `workers.max` to {}", here.max_workers()),
+        };
+        self.error("network.vpc_cidr", At::Value, message, help);
+    }
+
     fn placement(&mut self, placement_group: bool, master: Option<&InstanceType>, workers: Option<&InstanceType>) {
         if !placement_group {
             return;
@@ -730,14 +770,12 @@ impl Checker<'_> {
         let (ssh, session_manager) = access.map_or((None, None), |a| (a.ssh, a.session_manager));
         let session_manager = session_manager.unwrap_or(true);
         let (key_name, cidr_text) = ssh.map_or((None, None), |s| (s.key_name, s.cidr));
-        if let Some(k) = &key_name
-            && (k.is_empty() || k.len() > 255)
-        {
+        if let Some(problem) = key_name.as_deref().and_then(crate::spec::key_name_problem) {
             self.error(
                 "access.ssh.key_name",
                 At::Value,
-                format!("a key pair name is 1 to 255 characters; this one has {}", k.len()),
-                "write the name of an EC2 key pair in the region, or remove `key_name`",
+                problem,
+                "write the name of an EC2 key pair in the region (rename or import the key under a plainer name if needed), or remove `key_name`",
             );
         }
         let ssh_cidr = cidr_text.as_deref().and_then(|text| self.ssh_cidr(text));
@@ -908,6 +946,44 @@ impl Checker<'_> {
                 "use a Neuron Deep Learning AMI through `image.ssm_parameter` (see https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html)",
             );
         }
+    }
+}
+
+/// How [`crate::stack`] splits a new VPC: four equal blocks (two public, two
+/// private subnets), of which one of each is used when every node must share
+/// one zone. Workers spread evenly over the private subnets (Auto Scaling
+/// balances zones); each private subnet also holds an EFS mount target, and
+/// the first one a private master.
+/// <https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html>
+struct SubnetLayout {
+    vpc_prefix: u8,
+    zones: u32,
+    master_public: bool,
+}
+
+impl SubnetLayout {
+    /// Addresses AWS keeps in every subnet (network, router, DNS, future, broadcast).
+    const RESERVED: u32 = 5;
+
+    fn subnet_prefix(&self) -> u8 {
+        self.vpc_prefix + 2
+    }
+
+    fn usable(&self) -> u32 {
+        (1u32 << (32 - u32::from(self.subnet_prefix()))).saturating_sub(Self::RESERVED)
+    }
+
+    /// Workers the first (fullest) private subnet takes, per zone.
+    fn room_per_zone(&self) -> u32 {
+        self.usable().saturating_sub(1 + u32::from(!self.master_public))
+    }
+
+    fn max_workers(&self) -> u32 {
+        self.room_per_zone() * self.zones
+    }
+
+    fn fits(&self, workers: u32) -> bool {
+        workers.div_ceil(self.zones) <= self.room_per_zone()
     }
 }
 
@@ -1097,6 +1173,29 @@ mod tests {
         let net = parse_cidr("203.0.113.7/24").unwrap();
         assert_ne!(net.trunc(), net);
         assert_eq!(net.trunc().to_string(), "203.0.113.0/24");
+    }
+
+    #[test]
+    fn subnet_layouts() {
+        // A /24 VPC: four /26 subnets of 59 usable addresses.
+        let two = SubnetLayout { vpc_prefix: 24, zones: 2, master_public: true };
+        assert_eq!((two.subnet_prefix(), two.usable(), two.max_workers()), (26, 59, 116));
+        assert!(two.fits(116) && !two.fits(117));
+        let private_one_zone = SubnetLayout { vpc_prefix: 24, zones: 1, master_public: false };
+        assert_eq!(private_one_zone.max_workers(), 57);
+        // The default /16: /18 subnets hold every allowed worker count.
+        assert!(SubnetLayout { vpc_prefix: 16, zones: 1, master_public: false }.fits(MAX_WORKERS));
+    }
+
+    #[test]
+    fn key_names() {
+        use crate::spec::key_name_problem;
+        for ok in ["my-key", "dev key (2024)", "a;b$c", &"k".repeat(255)] {
+            assert_eq!(key_name_problem(ok), None, "{ok}");
+        }
+        for bad in ["", " lead", "trail ", "it's", "tab\there", "ключ", &"k".repeat(256)] {
+            assert!(key_name_problem(bad).is_some(), "{bad:?}");
+        }
     }
 
     #[test]
