@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::diagnostic::{Diagnostic, Location, ticked};
-use node_contract::PackageFormat;
+use node_contract::{PackageFormat, is_login_name};
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
 use super::source_map::SourceMap;
@@ -1092,13 +1092,6 @@ fn is_aws_id(id: &str, prefix: &str) -> bool {
     id.strip_prefix(prefix).is_some_and(|hex| {
         matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
-}
-
-/// A Linux login name as `useradd` accepts it by default.
-fn is_login_name(user: &str) -> bool {
-    user.len() <= 32
-        && user.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && user.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// Parses an IPv4 CIDR; the error says what is wrong with it.
