@@ -71,13 +71,13 @@ pub async fn run(args: Args) -> Result<u8> {
             .await
             .map_err(|e| Error::Spawn { program: "ssh".into(), source: std::io::Error::other(e) })?
             .map_err(|source| Error::Spawn { program: "ssh".into(), source })?;
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            println!("[{host}] {line}");
-        }
+        let relayed: String =
+            String::from_utf8_lossy(&output.stdout).lines().map(|line| format!("[{host}] {line}\n")).collect();
+        cli_output::print(&relayed)?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let why = ssh::explain_failure(&host, stderr.lines().last().unwrap_or(""));
-            eprintln!("[{host}] could not check for the job's processes: {why}");
+            cli_output::errln!("[{host}] could not check for the job's processes: {why}");
             code = EXIT_FAILED;
         }
     }
@@ -105,15 +105,15 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         files.sort();
         for file in files {
             found = true;
-            println!("{}", stop_rank(&job, &file));
+            cli_output::outln!("{}", stop_rank(&job, &file))?;
             let _ = std::fs::remove_file(&file);
         }
         let _ = std::fs::remove_dir(&dir);
     }
     if !found {
         match &args.job {
-            Some(job) => println!("no process of job {job} here"),
-            None => println!("no trainer job here"),
+            Some(job) => cli_output::outln!("no process of job {job} here")?,
+            None => cli_output::outln!("no trainer job here")?,
         }
     }
     Ok(EXIT_OK)

@@ -117,7 +117,7 @@ pub async fn run(args: Args) -> Result<u8> {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("{who}: cannot start {:?}: {e}", args.command[0]);
+            cli_output::errln!("{who}: cannot start {:?}: {e}", args.command[0]);
             return Ok(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
         }
     };
@@ -138,7 +138,7 @@ pub async fn run(args: Args) -> Result<u8> {
             if let Ok(status) = status {
                 use std::os::unix::process::ExitStatusExt;
                 if let Some(signal) = status.signal() {
-                    eprintln!("{who}: the command was killed by signal {signal}");
+                    cli_output::errln!("{who}: the command was killed by signal {signal}");
                 }
             }
             // Whatever CMD left running in its group goes with it.

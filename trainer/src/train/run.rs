@@ -11,7 +11,6 @@
 //! the elastic layer calls it again for the same epoch after a collective
 //! failure, with the re-formed group, once the engine holds a survivor's state.
 
-use std::io::Write;
 use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
@@ -75,6 +74,10 @@ pub enum TrainError {
     /// The compute threads could not be started.
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// The epoch line could not be written to stdout (after that epoch's
+    /// checkpoint was saved).
+    #[error("{0}")]
+    Output(#[source] cli_output::Closed),
     /// A training step failed (a peer left or died, or the device failed).
     #[error("epoch {epoch}: {source}")]
     Step {
@@ -90,6 +93,8 @@ impl TrainError {
     /// the user's to fix (2), a failed step is the run failing (1).
     pub fn exit_code(&self) -> u8 {
         match self {
+            // Ended like a Unix tool killed by SIGPIPE: the run did not finish.
+            TrainError::Output(cli_output::Closed::ReaderGone) => crate::EXIT_STDOUT_CLOSED,
             TrainError::Step { .. } | TrainError::Rendezvous(_) | TrainError::Checkpoint(_) | TrainError::Events(_) => {
                 EXIT_FAILED
             }
@@ -319,6 +324,12 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     // Rank 0 is the master's process (it never leaves): it evaluates,
     // prints, writes checkpoints and TensorBoard events.
     let leader = launch.as_ref().is_none_or(|l| l.rank == 0);
+    // Where rank 0 will write must work before hours of data loading and training.
+    let store = args.checkpoints.store();
+    let saves = args.checkpoints.checkpoint_dir.is_some() || launch.is_some();
+    if leader && saves {
+        store.check_writable()?;
+    }
     let format = match args.format {
         Some(f) => f,
         None => data::detect(&args.data)?,
@@ -352,16 +363,15 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             seed: args.seed,
         },
     };
-    let store = args.checkpoints.store();
     let params = cpu::init(&model, args.seed);
     let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
     if leader && args.checkpoints.resume {
         match store.resume(&meta)? {
             Some(c) => {
-                eprintln!("trainer train: resuming after epoch {} from {}", c.state.epoch, store.dir().display());
+                cli_output::errln!("trainer train: resuming after epoch {} from {}", c.state.epoch, store.dir().display());
                 state = c.state;
             }
-            None => eprintln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
+            None => cli_output::errln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
         }
     }
     let mut device = device(args, model, launch.as_ref())?;
@@ -395,7 +405,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             match decision {
                 Next::Continue => {}
                 Next::Left(reason) => {
-                    eprintln!("trainer train: this node left the job ({reason}); exiting");
+                    cli_output::errln!("trainer train: this node left the job ({reason}); exiting");
                     return Ok(crate::EXIT_OK);
                 }
                 Next::Reformed { group, mut ring, epoch: e, redo } => {
@@ -417,7 +427,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
                     shard = Shard { rank: group.rank, world: group.world_size, generation: group.generation };
                     epoch = counters[0];
                     if leader {
-                        eprintln!(
+                        cli_output::errln!(
                             "trainer train: generation {}: {} rank(s); {} epoch {}",
                             group.generation,
                             group.world_size,
@@ -458,11 +468,9 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
                 Some(test) if due => Some(evaluate(engine, test).map_err(|source| TrainError::Step { epoch, source })?),
                 _ => None,
             };
-            let mut out = std::io::stdout().lock();
-            // stdout closed (a pipe to `head`): nothing left to tell, keep training.
-            let _ = writeln!(out, "{}", epoch_line(&report, args.epochs, test_stats.as_ref()));
-            let _ = out.flush();
-            drop(out);
+            // A failed write ends the run, but only after this epoch's
+            // events and checkpoint are saved: `--resume` loses nothing.
+            let printed = cli_output::outln!("{}", epoch_line(&report, args.epochs, test_stats.as_ref()));
             if let Some(w) = events.as_mut() {
                 let mut scalars = vec![
                     (events::tag::TRAIN_LOSS, report.train.mean_loss()),
@@ -476,9 +484,10 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
                 w.scalars(done.step, &scalars)?;
                 w.flush()?;
             }
-            if args.checkpoints.checkpoint_dir.is_some() || launch.is_some() {
+            if saves {
                 store.save(&meta, &done)?;
             }
+            printed.map_err(TrainError::Output)?;
         }
         if let Some(m) = membership.as_mut() {
             next = Some(m.at_boundary(epoch - 1)?);
