@@ -27,6 +27,8 @@
 //! binaries keep it that way instead of restoring the default signal, which
 //! would also kill `trainer launch` when one of its ssh children exits early.
 
+pub mod testkit;
+
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
