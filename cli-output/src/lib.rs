@@ -77,6 +77,16 @@ pub fn print(text: &str) -> Result<(), Closed> {
     write_flush(&mut io::stdout().lock(), text.as_bytes()).map_err(Closed::from)
 }
 
+/// Prints a command's report and returns its exit code `code`: a reader
+/// that went away does not change the answer (`trainer doctor | head -1`
+/// still says whether the check passed); any other failure is the error.
+pub fn print_report(text: &str, code: u8) -> Result<u8, Closed> {
+    match print(text) {
+        Ok(()) | Err(Closed::ReaderGone) => Ok(code),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `bytes` to stdout and flushes them (output relayed from other processes).
 pub fn print_bytes(bytes: &[u8]) -> Result<(), Closed> {
     write_flush(&mut io::stdout().lock(), bytes).map_err(Closed::from)

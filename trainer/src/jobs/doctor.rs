@@ -142,8 +142,7 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         }
     }
     line(format!("time_ms={}", now_ms()));
-    cli_output::print(&out)?;
-    Ok(EXIT_OK)
+    Ok(cli_output::print_report(&out, EXIT_OK)?)
 }
 
 /// How far `t` (the host's clock) is outside `[t0, t1]` (the master's clock
@@ -338,8 +337,7 @@ pub async fn run(args: Args) -> Result<u8> {
         }
         EXIT_FAILED
     };
-    cli_output::print(&out)?;
-    Ok(code)
+    Ok(cli_output::print_report(&out, code)?)
 }
 
 #[cfg(test)]

@@ -136,8 +136,7 @@ pub fn run(root: &Path) -> Result<u8, cli_output::Closed> {
         };
         out += &format!("{:<12} {:<8} {detail}\n", check.name, status);
     }
-    cli_output::print(&out)?;
-    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+    cli_output::print_report(&out, if failed { EXIT_FAILED } else { EXIT_OK })
 }
 
 #[cfg(test)]

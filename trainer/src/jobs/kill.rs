@@ -66,6 +66,9 @@ pub async fn run(args: Args) -> Result<u8> {
         tasks.push((host.name.clone(), tokio::spawn(output)));
     }
     let mut code = EXIT_OK;
+    // Every host's answer is awaited even when stdout fails: returning early
+    // would drop (and kill) the ssh clients still stopping ranks.
+    let mut unwritten: Option<cli_output::Closed> = None;
     for (host, task) in tasks {
         let output = task
             .await
@@ -73,7 +76,9 @@ pub async fn run(args: Args) -> Result<u8> {
             .map_err(|source| Error::Spawn { program: "ssh".into(), source })?;
         let relayed: String =
             String::from_utf8_lossy(&output.stdout).lines().map(|line| format!("[{host}] {line}\n")).collect();
-        cli_output::print(&relayed)?;
+        if unwritten.is_none() {
+            unwritten = cli_output::print(&relayed).err();
+        }
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let why = ssh::explain_failure(&host, stderr.lines().last().unwrap_or(""));
@@ -81,7 +86,10 @@ pub async fn run(args: Args) -> Result<u8> {
             code = EXIT_FAILED;
         }
     }
-    Ok(code)
+    match unwritten {
+        Some(failed @ cli_output::Closed::Failed(_)) => Err(failed.into()),
+        _ => Ok(code),
+    }
 }
 
 /// Stops this host's ranks from their pid files; prints one line per rank.
@@ -95,6 +103,8 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         },
     };
     let mut found = false;
+    // Printed once every rank is stopped: a failed write must not leave one running.
+    let mut out = String::new();
     for job in jobs {
         let dir = base.join(&job);
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
@@ -105,18 +115,18 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         files.sort();
         for file in files {
             found = true;
-            cli_output::outln!("{}", stop_rank(&job, &file))?;
+            out += &format!("{}\n", stop_rank(&job, &file));
             let _ = std::fs::remove_file(&file);
         }
         let _ = std::fs::remove_dir(&dir);
     }
     if !found {
         match &args.job {
-            Some(job) => cli_output::outln!("no process of job {job} here")?,
-            None => cli_output::outln!("no trainer job here")?,
+            Some(job) => out += &format!("no process of job {job} here\n"),
+            None => out += "no trainer job here\n",
         }
     }
-    Ok(EXIT_OK)
+    Ok(cli_output::print_report(&out, EXIT_OK)?)
 }
 
 /// Stops the rank of one pid file; says what it did.

@@ -65,6 +65,10 @@ pub enum TrainError {
     /// Joining the job's group failed, or the master's process went away.
     #[error(transparent)]
     Rendezvous(#[from] RendezvousError),
+    /// The checkpoint directory is unusable before training starts (a file,
+    /// read-only): the flag is the user's to fix.
+    #[error(transparent)]
+    CheckpointDir(CheckpointError),
     /// A checkpoint could not be read or written.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -328,7 +332,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     let store = args.checkpoints.store();
     let saves = args.checkpoints.checkpoint_dir.is_some() || launch.is_some();
     if leader && saves {
-        store.check_writable()?;
+        store.check_writable().map_err(TrainError::CheckpointDir)?;
     }
     let format = match args.format {
         Some(f) => f,
