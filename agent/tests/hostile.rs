@@ -364,3 +364,26 @@ fn every_hostile_case_ends_within_its_bound_with_the_real_reason() {
         drop(d);
     }
 }
+
+/// The README's `agent render` example renders from the files it shows.
+#[test]
+fn the_documented_render_example_works() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
+    let root = tempfile::tempdir().unwrap();
+    let mut c = agent(&[
+        "render",
+        "--root",
+        &root.path().display().to_string(),
+        "--config",
+        &docs.join("node.json").display().to_string(),
+        "--manifest",
+        &docs.join("manifest.json").display().to_string(),
+        "--self",
+        "i-0f9e8d7c6b5a40312",
+    ]);
+    let out = run_within(&mut c, BOUND);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("10.0.3.12 deeplearning-worker2 ip-10-0-3-12.ec2.internal\n"), "{stdout}");
+    assert!(stdout.contains("==> /opt/deeplearning/hostfile <==\ndeeplearning-worker1 slots=8\n"), "{stdout}");
+}

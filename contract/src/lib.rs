@@ -1,5 +1,5 @@
 //! The node contract: what `synth` writes into every node's user data and
-//! what `agent` reads at boot (DESIGN.md section 3).
+//! what `agent` reads at boot (docs/ARCHITECTURE.md, "The node contract").
 //!
 //! The types are versioned: every document carries a `version`, and a reader
 //! rejects a version it does not know with an error that says what to do,

@@ -1,5 +1,5 @@
 //! What a manifest means on disk: the files every node ends with
-//! (DESIGN.md section 3), written atomically and idempotently under a root
+//! (docs/ARCHITECTURE.md, "Files every node ends with"), written atomically and idempotently under a root
 //! directory (`/` in production, a temp dir in tests; every path is
 //! `root.join(<path without the leading />)`).
 //!
