@@ -84,8 +84,8 @@ pub struct RenderArgs {
 pub struct LeaveArgs {
     #[command(flatten)]
     root: RootArgs,
-    /// Why, for the master's log.
-    #[arg(long, default_value = "asked to leave")]
+    /// Why, for the master's log (at most 1024 characters).
+    #[arg(long, default_value = "asked to leave", value_parser = reason)]
     reason: String,
 }
 
@@ -120,6 +120,11 @@ pub fn main(cli: Cli) -> u8 {
     }
 }
 
+/// A `--reason` short enough for a log line (and far below the message size limit).
+fn reason(s: &str) -> Result<String, String> {
+    if s.chars().count() <= 1024 { Ok(s.to_owned()) } else { Err("at most 1024 characters".to_owned()) }
+}
+
 /// Runs a parsed command line; the error is what to print.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -136,8 +141,10 @@ fn status(args: &RootArgs) -> anyhow::Result<()> {
     let Some(state) = files::state::read(&args.root)? else {
         anyhow::bail!("this node has not applied any manifest yet (no state file under {})", args.root.display());
     };
-    let mut text =
-        format!("cluster {}  generation {}  this node {}\n", state.manifest.cluster, state.generation, state.instance_id);
+    let mut text = format!(
+        "cluster {}  generation {}  this node {}\n",
+        state.manifest.cluster, state.generation, state.instance_id
+    );
     for n in &state.manifest.nodes {
         let me = if n.instance_id == state.instance_id { "  <- this node" } else { "" };
         text.push_str(&format!("{:<24} {:<16} {:<20} gpus={}{me}\n", n.alias, n.private_ip, n.instance_id, n.gpus));

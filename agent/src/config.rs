@@ -38,7 +38,8 @@ pub const MAX_CONFIG_BYTES: u64 = 64 * 1024;
 
 /// Reads and checks the config file at `path`.
 pub fn from_file(path: &Path) -> Result<NodeConfig, ConfigError> {
-    let text = read_bounded(path, MAX_CONFIG_BYTES).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text =
+        read_bounded(path, MAX_CONFIG_BYTES).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
     NodeConfig::from_json(&text).map_err(|source| ConfigError::Parse { origin: path.display().to_string(), source })
 }
 

@@ -207,7 +207,10 @@ const CASES: &[Case] = &[
     Case {
         name: "a state file renders like its manifest",
         setup: || {
-            let d = dir(config(), json!({ "version": 1, "instance_id": "i-1", "generation": 4, "manifest": bare_manifest() }));
+            let d = dir(
+                config(),
+                json!({ "version": 1, "instance_id": "i-1", "generation": 4, "manifest": bare_manifest() }),
+            );
             let c = render(&d);
             (d, c)
         },
@@ -217,7 +220,10 @@ const CASES: &[Case] = &[
     Case {
         name: "a state file of another version",
         setup: || {
-            let d = dir(config(), json!({ "version": 7, "instance_id": "i-1", "generation": 1, "manifest": bare_manifest() }));
+            let d = dir(
+                config(),
+                json!({ "version": 7, "instance_id": "i-1", "generation": 1, "manifest": bare_manifest() }),
+            );
             let c = render(&d);
             (d, c)
         },

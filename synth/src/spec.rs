@@ -135,7 +135,8 @@ pub enum NetworkSpec {
 
 /// The `KeyName` parameter's pattern: empty, or what [`key_name_problem`]
 /// accepts: 1 to 255 printable ASCII characters, no `'`, no space at either end.
-pub const KEY_NAME_PATTERN: &str = "^$|^[\\x21-\\x26\\x28-\\x7E]([\\x20-\\x26\\x28-\\x7E]{0,253}[\\x21-\\x26\\x28-\\x7E])?$";
+pub const KEY_NAME_PATTERN: &str =
+    "^$|^[\\x21-\\x26\\x28-\\x7E]([\\x20-\\x26\\x28-\\x7E]{0,253}[\\x21-\\x26\\x28-\\x7E])?$";
 
 /// Why `name` cannot be the cluster's key pair, if it cannot.
 ///

@@ -101,7 +101,8 @@ fn validate_schema_and_regions() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(o.stdout.is_empty(), "validate prints nothing on stdout: {}", stdout(&o));
     assert!(
-        stderr(&o).contains("ok: blueprints/gpu-cluster.yaml builds a template for all five supported regions: us-east-1,"),
+        stderr(&o)
+            .contains("ok: blueprints/gpu-cluster.yaml builds a template for all five supported regions: us-east-1,"),
         "{}",
         stderr(&o)
     );

@@ -30,7 +30,8 @@ const DEFAULT_SECONDS: u64 = 3;
 /// shared machine; real ones take milliseconds.
 const CASE_BOUND: Duration = Duration::from_secs(5);
 
-const MINIMAL: &str = "name: fuzz\nmaster:\n  instance_type: c5.xlarge\nworkers:\n  instance_type: c5.xlarge\n  count: 2\n";
+const MINIMAL: &str =
+    "name: fuzz\nmaster:\n  instance_type: c5.xlarge\nworkers:\n  instance_type: c5.xlarge\n  count: 2\n";
 
 const FIELDS: &[&str] = &[
     "name",
@@ -281,7 +282,10 @@ fn base() -> Yaml {
     Yaml::Map(vec![
         ("name".into(), scalar("fuzz")),
         ("master".into(), Yaml::Map(vec![("instance_type".into(), scalar("c5.xlarge"))])),
-        ("workers".into(), Yaml::Map(vec![("instance_type".into(), scalar("c5.xlarge")), ("count".into(), scalar("2"))])),
+        (
+            "workers".into(),
+            Yaml::Map(vec![("instance_type".into(), scalar("c5.xlarge")), ("count".into(), scalar("2"))]),
+        ),
     ])
 }
 
@@ -325,7 +329,10 @@ fn damaged(text: &str, edits: &[(f64, Edit)]) -> String {
 
 fn edit() -> impl Strategy<Value = (f64, Edit)> {
     let c = prop_oneof![
-        proptest::sample::select(vec![':', '-', ' ', '\n', '\t', '#', '[', ']', '{', '}', '"', '\'', '&', '*', '!', '|', '>', '%', '@', '`', ',', '?', '\0', 'é']),
+        proptest::sample::select(vec![
+            ':', '-', ' ', '\n', '\t', '#', '[', ']', '{', '}', '"', '\'', '&', '*', '!', '|', '>', '%', '@', '`', ',',
+            '?', '\0', 'é'
+        ]),
         any::<char>(),
     ];
     (0.0..1.0f64, prop_oneof![Just(Edit::Delete), c.clone().prop_map(Edit::Insert), c.prop_map(Edit::Replace)])
@@ -409,10 +416,8 @@ fn the_blueprint_front_end_survives_generated_yaml() {
     let seconds = std::env::var("SYNTH_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_SECONDS);
     let seed: [u8; 32] = match std::env::var("SYNTH_FUZZ_SEED") {
         Ok(hex) => {
-            let bytes: Vec<u8> = (0..hex.len())
-                .step_by(2)
-                .filter_map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-                .collect();
+            let bytes: Vec<u8> =
+                (0..hex.len()).step_by(2).filter_map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect();
             bytes.try_into().expect("SYNTH_FUZZ_SEED is 64 hex digits")
         }
         Err(_) => std::array::from_fn(|_| random_byte()),

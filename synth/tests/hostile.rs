@@ -254,10 +254,10 @@ const CASES: &[Case] = &[
         setup: |d| {
             fs::write(d.path("bad.yaml"), "name: Bad\n").unwrap();
             {
-            let mut c = synth(&["validate", &d.arg("bad.yaml")]);
-            c.stderr(full_disk());
-            Some(c)
-        }
+                let mut c = synth(&["validate", &d.arg("bad.yaml")]);
+                c.stderr(full_disk());
+                Some(c)
+            }
         },
         code: 2,
         says: "",

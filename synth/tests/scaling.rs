@@ -20,7 +20,8 @@ use synth::blueprint;
 const MAX_RATIO: f64 = 24.0;
 const RUNS: usize = 7;
 
-const HEAD: &str = "name: scale\nmaster:\n  instance_type: c5.xlarge\nworkers:\n  instance_type: c5.xlarge\n  count: 2\n";
+const HEAD: &str =
+    "name: scale\nmaster:\n  instance_type: c5.xlarge\nworkers:\n  instance_type: c5.xlarge\n  count: 2\n";
 
 /// The validate path without the template: parse, check, render every problem.
 fn validate(text: &str) -> usize {
@@ -56,18 +57,32 @@ fn ratio(make: fn(usize) -> String, n: usize) -> (f64, Duration, Duration) {
     (b.as_secs_f64() / a.as_secs_f64().max(1e-9), a, b)
 }
 
+/// A shape of blueprint: its name, the text at size `n`, and the small `n`.
+type Shape = (&'static str, fn(usize) -> String, usize);
+
 /// Shapes of blueprint that grow with `n`.
-const SHAPES: &[(&str, fn(usize) -> String, usize)] = &[
-    ("unknown fields in one mapping", |n| format!("{HEAD}{}", (0..n).map(|i| format!("  extra{i}: 1\n")).collect::<String>()), 1000),
+const SHAPES: &[Shape] = &[
+    (
+        "unknown fields in one mapping",
+        |n| format!("{HEAD}{}", (0..n).map(|i| format!("  extra{i}: 1\n")).collect::<String>()),
+        1000,
+    ),
     (
         "subnet ids in one list (each checked against the others)",
         |n| {
             let ids: Vec<String> = (0..n).map(|i| format!("subnet-{:08x}", i % 64)).collect();
-            format!("{HEAD}network:\n  existing:\n    vpc_id: vpc-12345678\n    private_subnet_ids: [{}]\n", ids.join(", "))
+            format!(
+                "{HEAD}network:\n  existing:\n    vpc_id: vpc-12345678\n    private_subnet_ids: [{}]\n",
+                ids.join(", ")
+            )
         },
         1000,
     ),
-    ("tags (each key checked for duplicates)", |n| format!("{HEAD}tags:\n{}", (0..n).map(|i| format!("  t{i}: v\n")).collect::<String>()), 2000),
+    (
+        "tags (each key checked for duplicates)",
+        |n| format!("{HEAD}tags:\n{}", (0..n).map(|i| format!("  t{i}: v\n")).collect::<String>()),
+        2000,
+    ),
     ("nested lists of scalars", |n| format!("{HEAD}tags: {{t: [{}]}}\n", vec!["[a, b, c]"; n].join(", ")), 1000),
     ("comment text", |n| format!("{HEAD}{}", "# a comment line of some length, repeated\n".repeat(n)), 2000),
 ];

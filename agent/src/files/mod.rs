@@ -275,7 +275,8 @@ pub fn nodes(manifest: &Manifest) -> Result<Vec<Node<'_>>, FilesError> {
 /// host name or instance id. One pass with a set per field: a manifest of
 /// a thousand nodes is checked in microseconds.
 fn unique(manifest: &Manifest) -> Result<(), FilesError> {
-    let fields: [(&'static str, fn(&ManifestNode) -> String); 5] = [
+    type Field = (&'static str, fn(&ManifestNode) -> String);
+    let fields: [Field; 5] = [
         ("index", |n| n.index.to_string()),
         ("alias", |n| n.alias.clone()),
         ("private_ip", |n| n.private_ip.clone()),

@@ -385,9 +385,7 @@ fn range_error(
     error: impl Fn(String, String) -> Diagnostic,
 ) -> Diagnostic {
     let exp = rest.rsplit_once(", expected ").map_or("", |(_, e)| e);
-    let signed_zero = written.len() > 1
-        && written.starts_with(['-', '+'])
-        && written[1..].bytes().all(|b| b == b'0');
+    let signed_zero = written.len() > 1 && written.starts_with(['-', '+']) && written[1..].bytes().all(|b| b == b'0');
     if signed_zero {
         return error(
             format!("expected {}, found {}", expected(exp, true), ticked(written)),
@@ -506,8 +504,12 @@ mod tests {
         assert_eq!(d.path, "network.efa");
         assert_eq!(d.help.as_deref(), Some("did you mean `on`?"));
         // YAML 1.1 tools read a bare `on` as `true`: both mean the same.
-        for (written, mode) in [("on", EfaMode::On), ("true", EfaMode::On), ("off", EfaMode::Off), ("false", EfaMode::Off)] {
-            let (b, _) = load(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: {written} }}\n"));
+        for (written, mode) in
+            [("on", EfaMode::On), ("true", EfaMode::On), ("off", EfaMode::Off), ("false", EfaMode::Off)]
+        {
+            let (b, _) = load(&format!(
+                "{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: {written} }}\n"
+            ));
             assert_eq!(b.and_then(|b| b.network?.efa), Some(mode), "{written}");
         }
         let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: [on] }}\n"));

@@ -213,8 +213,7 @@ impl std::error::Error for Diagnostics {}
 /// blank lines, then how many more there are, and a count at the end when
 /// there is more than one.
 pub fn render_all(items: &[Diagnostic], text: &str, path: &str) -> String {
-    let mut out =
-        items.iter().take(MAX_REPORTED).map(|d| d.render(text, path)).collect::<Vec<_>>().join("\n\n");
+    let mut out = items.iter().take(MAX_REPORTED).map(|d| d.render(text, path)).collect::<Vec<_>>().join("\n\n");
     if items.len() > MAX_REPORTED {
         let rest = &items[MAX_REPORTED..];
         let fields: Vec<&str> = rest.iter().take(5).map(|d| d.path.as_str()).filter(|p| !p.is_empty()).collect();

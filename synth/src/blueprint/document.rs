@@ -142,7 +142,11 @@ impl<'t> Positions<'t> {
 
 /// A container being built: its start, its kind and what it holds so far.
 enum Open {
-    Sequence { location: Location, anchor: usize, items: Vec<Node> },
+    Sequence {
+        location: Location,
+        anchor: usize,
+        items: Vec<Node>,
+    },
     Mapping {
         location: Location,
         anchor: usize,
@@ -273,7 +277,9 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
         };
         if nodes > MAX_NODES {
             let message = if aliases {
-                format!("the YAML expands to more than {MAX_NODES} values through its aliases; no blueprint is that large")
+                format!(
+                    "the YAML expands to more than {MAX_NODES} values through its aliases; no blueprint is that large"
+                )
             } else {
                 format!("the YAML has more than {MAX_NODES} values; no blueprint is that large")
             };
@@ -359,8 +365,12 @@ fn first_indenting_tab(text: &str, from_line: usize) -> Option<Marker> {
 }
 
 fn unsupported_tag(positions: &Positions<'_>, span: &Span, tag: &str) -> Diagnostic {
-    Diagnostic::error("", positions.at(&span.start), format!("YAML tags such as {} are not used in blueprints", ticked(tag)))
-        .with_help("write the plain value; CloudFormation functions are not needed in a blueprint")
+    Diagnostic::error(
+        "",
+        positions.at(&span.start),
+        format!("YAML tags such as {} are not used in blueprints", ticked(tag)),
+    )
+    .with_help("write the plain value; CloudFormation functions are not needed in a blueprint")
 }
 
 fn count_nodes(node: &Node) -> usize {

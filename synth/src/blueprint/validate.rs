@@ -655,7 +655,8 @@ impl Checker<'_> {
         let NetworkSpec::New { vpc_cidr } = network else {
             return;
         };
-        let layout = |prefix: u8| SubnetLayout { vpc_prefix: prefix, zones: if one_zone { 1 } else { 2 }, master_public };
+        let layout =
+            |prefix: u8| SubnetLayout { vpc_prefix: prefix, zones: if one_zone { 1 } else { 2 }, master_public };
         let here = layout(vpc_cidr.prefix_len());
         if here.fits(workers.max) {
             return;
@@ -665,8 +666,11 @@ impl Checker<'_> {
             .find(|p| layout(*p).fits(workers.max))
             .and_then(|p| Ipv4Net::new(vpc_cidr.network(), p).ok())
             .map(|n| n.trunc());
-        let (subnets, each, hold) =
-            if here.zones == 1 { ("its one private subnet", "", "holds") } else { ("its 2 private subnets", " each", "hold") };
+        let (subnets, each, hold) = if here.zones == 1 {
+            ("its one private subnet", "", "holds")
+        } else {
+            ("its 2 private subnets", " each", "hold")
+        };
         let message = format!(
             "`{vpc_cidr}` is too small for {} workers: {subnets} (/{}{each}: {} addresses after the 5 AWS reserves in every subnet) {hold} at most {} workers beside the master and the EFS mount targets",
             workers.max,
@@ -815,7 +819,7 @@ impl Checker<'_> {
                 } else {
                     "write an IPv4 range such as `203.0.113.7/32` (your own address)".to_owned()
                 };
-                self.error(PATH, At::Value, format!("{} {problem}", ticked(&text)), help);
+                self.error(PATH, At::Value, format!("{} {problem}", ticked(text)), help);
                 None
             }
             Ok(net) if net.prefix_len() == 0 => {
@@ -831,7 +835,7 @@ impl Checker<'_> {
                 self.error(
                     PATH,
                     At::Value,
-                    format!("{} has host bits set; the network is `{}`", ticked(&text), net.trunc()),
+                    format!("{} has host bits set; the network is `{}`", ticked(text), net.trunc()),
                     format!("write `{}` for the whole range, or `{}/32` for this one address", net.trunc(), net.addr()),
                 );
                 None

@@ -96,8 +96,8 @@ pub fn read(path: &Path) -> Result<Vec<HostEntry>> {
             format!("it is larger than {} KiB; a hosts file has a line per host", MAX_HOSTS_FILE_BYTES / 1024),
         )));
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    let text =
+        String::from_utf8(bytes).map_err(|e| read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     parse(&text, path)
 }
 
@@ -119,7 +119,9 @@ impl FromStr for Nproc {
         }
         match s.parse::<u32>() {
             Ok(n) if (1..=MAX_SLOTS_PER_HOST).contains(&n) => Ok(Nproc::Fixed(n)),
-            Ok(n) if n > MAX_SLOTS_PER_HOST => Err(format!("{n} is more than {MAX_SLOTS_PER_HOST} processes on one host")),
+            Ok(n) if n > MAX_SLOTS_PER_HOST => {
+                Err(format!("{n} is more than {MAX_SLOTS_PER_HOST} processes on one host"))
+            }
             _ => Err(format!("{s:?} is neither a number >= 1 nor `auto`")),
         }
     }

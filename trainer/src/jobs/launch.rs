@@ -324,7 +324,10 @@ pub async fn run(args: Args) -> Result<u8> {
         }
         Some(f) => {
             let stopped = procs.iter().filter(|p| p.state == State::Stopped).count();
-            cli_output::errln!("trainer: job {job}: {}; stopped {stopped} other rank(s) on every host; {logs_note}", f.what);
+            cli_output::errln!(
+                "trainer: job {job}: {}; stopped {stopped} other rank(s) on every host; {logs_note}",
+                f.what
+            );
             if f.code == 0 { EXIT_USAGE } else { f.code }
         }
     })

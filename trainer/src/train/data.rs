@@ -357,7 +357,10 @@ fn read_idx(path: &Path, dims: usize) -> Result<(Vec<usize>, Vec<u8>), DataError
     let Some(payload) = payload.filter(|&p| p <= MAX_FILE_BYTES) else {
         return Err(corrupt(
             4,
-            format!("dimensions {shape:?} are too large (more than the {} GiB a dataset file may hold)", MAX_FILE_BYTES >> 30),
+            format!(
+                "dimensions {shape:?} are too large (more than the {} GiB a dataset file may hold)",
+                MAX_FILE_BYTES >> 30
+            ),
         ));
     };
     // One byte past the payload tells a file that goes on from one that ends.
@@ -409,13 +412,7 @@ fn load_mnist(dir: &Path, split: Split) -> Result<Dataset, DataError> {
         });
     }
     check_labels(&labels, &labels_path, 8)?;
-    Ok(Dataset::from_parts(
-        (1, shape[1], shape[2]),
-        pixels,
-        labels,
-        MNIST_MEAN.to_vec(),
-        MNIST_STD.to_vec(),
-    ))
+    Ok(Dataset::from_parts((1, shape[1], shape[2]), pixels, labels, MNIST_MEAN.to_vec(), MNIST_STD.to_vec()))
 }
 
 fn load_cifar(dir: &Path, split: Split) -> Result<Dataset, DataError> {
