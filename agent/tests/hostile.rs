@@ -9,10 +9,10 @@
 
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cli_output::testkit::{assert_no_panic, closed_pipe, full_disk, run_within};
+use cli_output::testkit::{closed_pipe, full_disk, run_case, run_within, stderr_to, stdout_to};
 use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(30);
@@ -102,11 +102,6 @@ fn render_from(d: &Dir, config: &str, manifest: &str) -> Command {
     agent(&["render", "--root", &root, "--config", config, "--manifest", manifest, "--self", "i-0000000000000002"])
 }
 
-fn with(mut c: Command, f: impl FnOnce(&mut Command)) -> Command {
-    f(&mut c);
-    c
-}
-
 fn spoiled(edit: impl FnOnce(&mut Value)) -> Dir {
     let mut m = manifest();
     edit(&mut m);
@@ -115,79 +110,55 @@ fn spoiled(edit: impl FnOnce(&mut Value)) -> Dir {
 
 struct Case {
     name: &'static str,
-    setup: fn() -> (Dir, Command),
+    /// The directory: the node config, the manifest, a root.
+    setup: fn() -> Dir,
+    /// What runs against it.
+    command: fn(&Dir) -> Command,
     code: i32,
     says: &'static str,
 }
 
 const CASES: &[Case] = &[
-    Case {
-        name: "a good manifest renders",
-        setup: || {
-            let d = dir(config(), manifest());
-            let c = render(&d);
-            (d, c)
-        },
-        code: 0,
-        says: "",
-    },
+    Case { name: "a good manifest renders", setup: || dir(config(), manifest()), command: render, code: 0, says: "" },
     Case {
         name: "two nodes with one index",
-        setup: || {
-            let d = spoiled(|m| m["nodes"][2]["index"] = json!(2));
-            let c = render(&d);
-            (d, c)
-        },
+        setup: || spoiled(|m| m["nodes"][2]["index"] = json!(2)),
+        command: render,
         code: 1,
         says: "gives index \"2\" to two nodes, i-0000000000000002 and i-0000000000000003",
     },
     Case {
         name: "two nodes with one alias (two addresses under one name in /etc/hosts)",
-        setup: || {
-            let d = spoiled(|m| m["nodes"][2]["alias"] = json!("deeplearning-worker2"));
-            let c = render(&d);
-            (d, c)
-        },
+        setup: || spoiled(|m| m["nodes"][2]["alias"] = json!("deeplearning-worker2")),
+        command: render,
         code: 1,
         says: "gives alias \"deeplearning-worker2\" to two nodes",
     },
     Case {
         name: "two nodes with one address",
-        setup: || {
-            let d = spoiled(|m| m["nodes"][2]["private_ip"] = json!("10.0.0.5"));
-            let c = render(&d);
-            (d, c)
-        },
+        setup: || spoiled(|m| m["nodes"][2]["private_ip"] = json!("10.0.0.5")),
+        command: render,
         code: 1,
         says: "gives private_ip \"10.0.0.5\" to two nodes",
     },
     Case {
         name: "two nodes with one host name",
-        setup: || {
-            let d = spoiled(|m| m["nodes"][2]["hostname"] = json!("ip-10-0-0-5"));
-            let c = render(&d);
-            (d, c)
-        },
+        setup: || spoiled(|m| m["nodes"][2]["hostname"] = json!("ip-10-0-0-5")),
+        command: render,
         code: 1,
         says: "gives hostname \"ip-10-0-0-5\" to two nodes",
     },
     Case {
         name: "another cluster's manifest",
-        setup: || {
-            let d = spoiled(|m| m["cluster"] = json!("other"));
-            let c = render(&d);
-            (d, c)
-        },
+        setup: || spoiled(|m| m["cluster"] = json!("other")),
+        command: render,
         code: 1,
         says: "is for cluster \"other\", and this node is in cluster \"demo\"",
     },
     Case {
         name: "a manifest of another version: that reason, not a state-file error",
-        setup: || {
-            let d = spoiled(|m| m["version"] = json!(2));
-            let c = render(&d);
-            (d, c)
-        },
+        setup: || spoiled(|m| m["version"] = json!(2)),
+        command: render,
         code: 1,
         says: "message version 2 is not supported",
     },
@@ -198,65 +169,48 @@ const CASES: &[Case] = &[
             let mut body = serde_json::to_string(&manifest()).unwrap();
             body.push_str(&" ".repeat(300 * 1024));
             fs::write(d.path("manifest.json"), body).unwrap();
-            let c = render(&d);
-            (d, c)
+            d
         },
+        command: render,
         code: 1,
         says: "over the 262144-byte limit",
     },
     Case {
         name: "a state file renders like its manifest",
         setup: || {
-            let d = dir(
-                config(),
-                json!({ "version": 1, "instance_id": "i-1", "generation": 4, "manifest": bare_manifest() }),
-            );
-            let c = render(&d);
-            (d, c)
+            dir(config(), json!({ "version": 1, "instance_id": "i-1", "generation": 4, "manifest": bare_manifest() }))
         },
+        command: render,
         code: 0,
         says: "",
     },
     Case {
         name: "a state file of another version",
         setup: || {
-            let d = dir(
-                config(),
-                json!({ "version": 7, "instance_id": "i-1", "generation": 1, "manifest": bare_manifest() }),
-            );
-            let c = render(&d);
-            (d, c)
+            dir(config(), json!({ "version": 7, "instance_id": "i-1", "generation": 1, "manifest": bare_manifest() }))
         },
+        command: render,
         code: 1,
         says: "is not a usable state file: agent state version 7 is not supported",
     },
     Case {
         name: "neither a manifest nor a state file",
-        setup: || {
-            let d = dir(config(), json!({ "hello": "world" }));
-            let c = render(&d);
-            (d, c)
-        },
+        setup: || dir(config(), json!({ "hello": "world" })),
+        command: render,
         code: 1,
         says: "is neither a manifest message",
     },
     Case {
         name: "an endless manifest: stopped at its bound",
-        setup: || {
-            let d = dir(config(), manifest());
-            let c = render_from(&d, &d.arg("node.json"), "/dev/zero");
-            (d, c)
-        },
+        setup: || dir(config(), manifest()),
+        command: |d| render_from(d, &d.arg("node.json"), "/dev/zero"),
         code: 1,
         says: "cannot read the manifest /dev/zero: it is larger than 524288 bytes",
     },
     Case {
         name: "an endless node config: stopped at its bound",
-        setup: || {
-            let d = dir(config(), manifest());
-            let c = render_from(&d, "/dev/zero", &d.arg("manifest.json"));
-            (d, c)
-        },
+        setup: || dir(config(), manifest()),
+        command: |d| render_from(d, "/dev/zero", &d.arg("manifest.json")),
         code: 1,
         says: "cannot read the node config /dev/zero: it is larger than 65536 bytes",
     },
@@ -265,10 +219,9 @@ const CASES: &[Case] = &[
         setup: || {
             let mut c = config();
             c["default_user"] = json!("../../root");
-            let d = dir(c, manifest());
-            let c = render(&d);
-            (d, c)
+            dir(c, manifest())
         },
+        command: render,
         code: 1,
         says: "its default_user \"../../root\" is not a login name",
     },
@@ -277,33 +230,23 @@ const CASES: &[Case] = &[
         setup: || {
             let d = dir(config(), manifest());
             fs::remove_file(d.path("node.json")).unwrap();
-            let c = render(&d);
-            (d, c)
+            d
         },
+        command: render,
         code: 1,
         says: "node.json: No such file or directory (os error 2)\n",
     },
     Case {
         name: "render into a closed pipe: ends quietly",
-        setup: || {
-            let d = dir(config(), manifest());
-            let c = with(render(&d), |c| {
-                c.stdout(closed_pipe());
-            });
-            (d, c)
-        },
+        setup: || dir(config(), manifest()),
+        command: |d| stdout_to(render(d), closed_pipe()),
         code: 0,
         says: "",
     },
     Case {
         name: "render onto a full disk: exit 2 and why",
-        setup: || {
-            let d = dir(config(), manifest());
-            let c = with(render(&d), |c| {
-                c.stdout(full_disk());
-            });
-            (d, c)
-        },
+        setup: || dir(config(), manifest()),
+        command: |d| stdout_to(render(d), full_disk()),
         code: 2,
         says: "cannot write the output to standard output: No space left on device",
     },
@@ -315,35 +258,23 @@ const CASES: &[Case] = &[
             let file = d.path("root/var/lib/deeplearning/state.json");
             fs::create_dir_all(file.parent().unwrap()).unwrap();
             fs::write(&file, serde_json::to_string(&state).unwrap()).unwrap();
-            let c = with(agent(&["status", "--root", &d.arg("root")]), |c| {
-                c.stdout(full_disk());
-            });
-            (d, c)
+            d
         },
+        command: |d| stdout_to(agent(&["status", "--root", &d.arg("root")]), full_disk()),
         code: 2,
         says: "No space left on device",
     },
     Case {
         name: "an error reported onto a full stderr: exit 2",
-        setup: || {
-            let d = dir(config(), manifest());
-            let c = with(agent(&["status", "--root", &d.arg("root")]), |c| {
-                c.stderr(full_disk());
-            });
-            (d, c)
-        },
+        setup: || dir(config(), manifest()),
+        command: |d| stderr_to(agent(&["status", "--root", &d.arg("root")]), full_disk()),
         code: 2,
         says: "",
     },
     Case {
         name: "--help into a closed pipe: ends quietly",
-        setup: || {
-            let d = dir(config(), manifest());
-            let c = with(agent(&["--help"]), |c| {
-                c.stdout(closed_pipe());
-            });
-            (d, c)
-        },
+        setup: || dir(config(), manifest()),
+        command: |_| stdout_to(agent(&["--help"]), closed_pipe()),
         code: 0,
         says: "",
     },
@@ -352,17 +283,14 @@ const CASES: &[Case] = &[
 #[test]
 fn every_hostile_case_ends_within_its_bound_with_the_real_reason() {
     for case in CASES {
-        let (d, mut command) = (case.setup)();
-        let out: Output = run_within(&mut command, BOUND);
-        assert_no_panic(&out, case.name);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(case.code), "{}: {stderr}", case.name);
-        assert!(stderr.contains(case.says), "{}: stderr lacks {:?}: {stderr}", case.name, case.says);
+        let d = (case.setup)();
+        let mut command = (case.command)(&d);
+        let out = run_case(&mut command, BOUND, case.name, case.code, case.says);
         if case.code == 1 {
             assert!(out.stdout.is_empty(), "{}: a refused input printed {} bytes", case.name, out.stdout.len());
         }
         // No cause is printed twice (`...: No such file...: No such file...`).
-        for line in stderr.lines() {
+        for line in String::from_utf8_lossy(&out.stderr).lines() {
             let parts: Vec<&str> = line.split(": ").collect();
             let repeated = parts.windows(2).any(|w| w[0] == w[1] && w[0].contains("os error"));
             assert!(!repeated, "{}: a cause twice in {line:?}", case.name);

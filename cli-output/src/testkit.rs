@@ -20,6 +20,18 @@ pub fn full_disk() -> Stdio {
     std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full").into()
 }
 
+/// `command` with its stdout sent to `to` (a table row in one line).
+pub fn stdout_to(mut command: Command, to: Stdio) -> Command {
+    command.stdout(to);
+    command
+}
+
+/// `command` with its stderr sent to `to`.
+pub fn stderr_to(mut command: Command, to: Stdio) -> Command {
+    command.stderr(to);
+    command
+}
+
 /// Runs `command` as the caller set up its streams (piped ones are
 /// collected) and fails the test when it has not ended within `bound`: a
 /// hostile input must not keep a binary busy for ever.
@@ -41,11 +53,16 @@ pub fn run_within(command: &mut Command, bound: Duration) -> Output {
     }
 }
 
-/// What every hostile case checks: no panic, no backtrace, no exit 101.
-pub fn assert_no_panic(output: &Output, what: &str) {
+/// Runs one hostile case: it must end within `bound`, without a panic (no
+/// backtrace, no exit 101), with exit code `code` and `says` in its stderr.
+pub fn run_case(command: &mut Command, bound: Duration, name: &str, code: i32, says: &str) -> Output {
+    let output = run_within(command, bound);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         !stderr.contains("panicked") && !stderr.contains("stack backtrace") && output.status.code() != Some(101),
-        "{what} panicked: {stderr}"
+        "{name} panicked: {stderr}"
     );
+    assert_eq!(output.status.code(), Some(code), "{name}: {stderr}");
+    assert!(stderr.contains(says), "{name}: stderr lacks {says:?}: {stderr}");
+    output
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use cli_output::testkit::{assert_no_panic, closed_pipe, full_disk, run_within};
+use cli_output::testkit::{closed_pipe, full_disk, run_case, stderr_to, stdout_to};
 
 /// Generous for a debug build on a shared, loaded machine; the cases that
 /// used to misbehave took 30 s to minutes, or never ended.
@@ -174,77 +174,49 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "build into a closed pipe: ends quietly",
-        setup: |d| {
-            let mut c = synth(&["build", &d.arg("bp.yaml")]);
-            c.stdout(closed_pipe());
-            Some(c)
-        },
+        setup: |d| Some(stdout_to(synth(&["build", &d.arg("bp.yaml")]), closed_pipe())),
         code: 0,
         says: "",
         after: nothing,
     },
     Case {
         name: "validate's report into a closed pipe (2>&1 | true): ends quietly",
-        setup: |d| {
-            let mut c = synth(&["validate", &d.arg("bp.yaml")]);
-            c.stderr(closed_pipe());
-            Some(c)
-        },
+        setup: |d| Some(stderr_to(synth(&["validate", &d.arg("bp.yaml")]), closed_pipe())),
         code: 0,
         says: "",
         after: nothing,
     },
     Case {
         name: "schema into a closed pipe: ends quietly",
-        setup: |_| {
-            let mut c = synth(&["schema"]);
-            c.stdout(closed_pipe());
-            Some(c)
-        },
+        setup: |_| Some(stdout_to(synth(&["schema"]), closed_pipe())),
         code: 0,
         says: "",
         after: nothing,
     },
     Case {
         name: "--help into a closed pipe: ends quietly",
-        setup: |_| {
-            let mut c = synth(&["--help"]);
-            c.stdout(closed_pipe());
-            Some(c)
-        },
+        setup: |_| Some(stdout_to(synth(&["--help"]), closed_pipe())),
         code: 0,
         says: "",
         after: nothing,
     },
     Case {
         name: "build onto a full disk: exit 2 and why",
-        setup: |d| {
-            let mut c = synth(&["build", &d.arg("bp.yaml")]);
-            c.stdout(full_disk());
-            Some(c)
-        },
+        setup: |d| Some(stdout_to(synth(&["build", &d.arg("bp.yaml")]), full_disk())),
         code: 2,
         says: "cannot write the template to standard output: No space left on device",
         after: nothing,
     },
     Case {
         name: "regions onto a full disk: exit 2 and why",
-        setup: |_| {
-            let mut c = synth(&["regions"]);
-            c.stdout(full_disk());
-            Some(c)
-        },
+        setup: |_| Some(stdout_to(synth(&["regions"]), full_disk())),
         code: 2,
         says: "cannot write the region list to standard output",
         after: nothing,
     },
     Case {
         name: "--help onto a full disk: exit 2",
-        setup: |_| {
-            let mut c = synth(&["--help"]);
-            c.stdout(full_disk());
-            Some(c)
-        },
+        setup: |_| Some(stdout_to(synth(&["--help"]), full_disk())),
         code: 2,
         says: "",
         after: nothing,
@@ -253,11 +225,7 @@ const CASES: &[Case] = &[
         name: "problems reported onto a full stderr: exit 2, not 1",
         setup: |d| {
             fs::write(d.path("bad.yaml"), "name: Bad\n").unwrap();
-            {
-                let mut c = synth(&["validate", &d.arg("bad.yaml")]);
-                c.stderr(full_disk());
-                Some(c)
-            }
+            Some(stderr_to(synth(&["validate", &d.arg("bad.yaml")]), full_disk()))
         },
         code: 2,
         says: "",
@@ -324,11 +292,7 @@ fn every_hostile_case_ends_within_its_bound_with_a_clear_answer() {
     for case in CASES {
         let d = Dir::new();
         let Some(mut command) = (case.setup)(&d) else { continue };
-        let out = run_within(&mut command, BOUND);
-        assert_no_panic(&out, case.name);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(case.code), "{}: {stderr}", case.name);
-        assert!(stderr.contains(case.says), "{}: stderr lacks {:?}: {stderr}", case.name, case.says);
+        let out = run_case(&mut command, BOUND, case.name, case.code, case.says);
         (case.after)(&d, &out);
         // Nothing half-written: no temporary file is left in the directory.
         let left: Vec<_> = fs::read_dir(d.0.path())

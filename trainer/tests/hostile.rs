@@ -11,10 +11,10 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cli_output::testkit::{assert_no_panic, closed_pipe, full_disk, run_within};
+use cli_output::testkit::{closed_pipe, full_disk, run_case, run_within, stdout_to};
 
 const BOUND: Duration = Duration::from_secs(60);
 
@@ -97,11 +97,6 @@ fn train(d: &Dir, data: &str, extra: &[&str]) -> Command {
     trainer(d, &args)
 }
 
-fn with(mut c: Command, f: impl FnOnce(&mut Command)) -> Command {
-    f(&mut c);
-    c
-}
-
 struct Case {
     name: &'static str,
     setup: fn(&Dir) -> Command,
@@ -163,31 +158,19 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "doctor --local into a closed pipe: ends quietly",
-        setup: |d| {
-            with(trainer(d, &["doctor", "--local", "--root", &d.arg("root")]), |c| {
-                c.stdout(closed_pipe());
-            })
-        },
+        setup: |d| stdout_to(trainer(d, &["doctor", "--local", "--root", &d.arg("root")]), closed_pipe()),
         code: 1,
         says: "",
     },
     Case {
         name: "doctor --local onto a full disk: exit 2 and why",
-        setup: |d| {
-            with(trainer(d, &["doctor", "--local", "--root", &d.arg("root")]), |c| {
-                c.stdout(full_disk());
-            })
-        },
+        setup: |d| stdout_to(trainer(d, &["doctor", "--local", "--root", &d.arg("root")]), full_disk()),
         code: 2,
         says: "cannot write to standard output: No space left on device",
     },
     Case {
         name: "kill-local onto a full disk: exit 2",
-        setup: |d| {
-            with(trainer(d, &["kill-local", "--root", &d.arg("root")]), |c| {
-                c.stdout(full_disk());
-            })
-        },
+        setup: |d| stdout_to(trainer(d, &["kill-local", "--root", &d.arg("root")]), full_disk()),
         code: 2,
         says: "No space left on device",
     },
@@ -217,21 +200,13 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "train onto a full disk: exit 2, not 0 with the output lost",
-        setup: |d| {
-            with(train(d, &d.arg("mnist"), &["--checkpoint-dir", &d.arg("ckpt")]), |c| {
-                c.stdout(full_disk());
-            })
-        },
+        setup: |d| stdout_to(train(d, &d.arg("mnist"), &["--checkpoint-dir", &d.arg("ckpt")]), full_disk()),
         code: 2,
         says: "cannot write to standard output: No space left on device",
     },
     Case {
         name: "train into a closed pipe: ends quietly, as a SIGPIPE would (141)",
-        setup: |d| {
-            with(train(d, &d.arg("mnist"), &[]), |c| {
-                c.stdout(closed_pipe());
-            })
-        },
+        setup: |d| stdout_to(train(d, &d.arg("mnist"), &[]), closed_pipe()),
         code: 141,
         says: "",
     },
@@ -242,19 +217,13 @@ fn every_hostile_case_ends_within_its_bound_before_anything_starts() {
     for case in CASES {
         let d = Dir::new();
         let mut command = (case.setup)(&d);
-        let out: Output = run_within(&mut command, BOUND);
-        assert_no_panic(&out, case.name);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(case.code), "{}: {stderr}", case.name);
-        assert!(stderr.contains(case.says), "{}: stderr lacks {:?}: {stderr}", case.name, case.says);
+        run_case(&mut command, BOUND, case.name, case.code, case.says);
         // A refused launch made no job directory: no rank was set up.
         assert!(!d.path("trainer/hostile").exists(), "{}: the job started", case.name);
     }
     // The checkpoint of the epoch whose line could not be written is there.
     let d = Dir::new();
-    let mut c = with(train(&d, &d.arg("mnist"), &["--checkpoint-dir", &d.arg("ckpt")]), |c| {
-        c.stdout(full_disk());
-    });
+    let mut c = stdout_to(train(&d, &d.arg("mnist"), &["--checkpoint-dir", &d.arg("ckpt")]), full_disk());
     run_within(&mut c, BOUND);
     let saved = fs::read_dir(d.path("ckpt")).map(|r| r.count()).unwrap_or(0);
     assert_eq!(saved, 1, "the first epoch's checkpoint is saved before the run ends");
