@@ -255,6 +255,10 @@ pub fn load(dir: &Path, format: Option<Format>, split: Split) -> Result<Dataset,
 /// "bomb" costs what its header claims at most, never what it expands to.
 pub const MAX_FILE_BYTES: u64 = 4 << 30;
 
+/// How far past its declared payload a `.gz` file is decompressed (and
+/// discarded) to tell damaged data from trailing bytes.
+const GZIP_DRAIN_BYTES: u64 = 64 << 20;
+
 /// A dataset file being read: plain, or gunzipped when its name ends in
 /// `.gz`; it counts the (decompressed) bytes read, for error offsets.
 struct Source<'p> {
@@ -274,6 +278,30 @@ impl<'p> Source<'p> {
             Box::new(std::io::BufReader::new(file))
         };
         Ok(Source { path, reader, gzip, offset: 0 })
+    }
+
+    /// Reads and discards up to `limit` more bytes (constant memory): past
+    /// the end of what a header declares, damaged gzip data shows itself as
+    /// a decoder error here, not as extra bytes.
+    fn drain(&mut self, limit: u64) -> Result<(), DataError> {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut left = limit;
+        while left > 0 {
+            let want = buf.len().min(left as usize);
+            match self.reader.read(&mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    left -= n as u64;
+                    self.offset += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) if self.gzip => {
+                    return Err(DataError::Gzip { path: self.path.to_owned(), offset: self.offset, source });
+                }
+                Err(source) => return Err(DataError::Read { path: self.path.to_owned(), source }),
+            }
+        }
+        Ok(())
     }
 
     /// The next `limit` bytes, or fewer where the file ends.
@@ -367,6 +395,13 @@ fn read_idx(path: &Path, dims: usize) -> Result<(Vec<usize>, Vec<u8>), DataError
     let mut data = source.read_up_to(payload + 1)?;
     let need = header as u64 + payload;
     let has = header as u64 + data.len() as u64;
+    if data.len() as u64 > payload && source.gzip {
+        // Damaged compressed data often decodes into too many bytes; its
+        // checksum error comes at the end of the stream. Look that far (in
+        // constant memory, at most [`GZIP_DRAIN_BYTES`]) before calling the
+        // rest trailing bytes.
+        source.drain(GZIP_DRAIN_BYTES)?;
+    }
     if data.len() as u64 != payload {
         let why = if has < need {
             format!("dimensions {shape:?} need {need} bytes but the file has {has}: truncated")
@@ -561,16 +596,16 @@ mod tests {
     fn a_gzip_bomb_is_read_no_further_than_its_header_says() {
         use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
-        // A valid header and payload, then 64 MiB of zeros (64 KiB compressed).
+        // A valid header and payload, then 96 MiB of zeros (96 KiB compressed).
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         gz.write_all(&idx(0x803, &[3, 2, 2], &[0; 12])).unwrap();
-        for _ in 0..64 {
+        for _ in 0..96 {
             gz.write_all(&[0u8; 1 << 20]).unwrap();
         }
         let mut bytes = gz.finish().unwrap();
         // Without its trailer, a reader that decompressed everything would
-        // fail with bad gzip data at the end; one that stops after the
-        // payload never gets there.
+        // fail with bad gzip data at the end; this one stops 64 MiB past the
+        // payload (GZIP_DRAIN_BYTES), discarding as it goes, and never gets there.
         bytes.truncate(bytes.len() - 8);
         std::fs::write(dir.path().join("train-images-idx3-ubyte.gz"), &bytes).unwrap();
         std::fs::write(dir.path().join("train-labels-idx1-ubyte"), idx(0x801, &[3], &[1, 2, 3])).unwrap();
