@@ -1,6 +1,6 @@
 //! Where a template goes: standard output, or `-o FILE`, written atomically
-//! (a temporary file in the same directory, fsync, rename), so a failed run
-//! never leaves a partial template behind.
+//! (a temporary file in the same directory, fsync, rename, fsync of the
+//! directory), so a failed run never leaves a partial template behind.
 //!
 //! `-o` writes only to a regular file or to a path that does not exist yet.
 //! It is checked before the blueprint is read, and refused with the reason
@@ -149,7 +149,9 @@ impl Destination {
         file.write_all(text.as_bytes())?;
         file.as_file().sync_all()?;
         file.persist(&self.path).map_err(|e| e.error)?;
-        Ok(())
+        // The rename is durable once the directory entry is on disk too.
+        fs::File::open(dir)?.sync_all()
+
     }
 }
 
