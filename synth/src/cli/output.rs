@@ -151,7 +151,6 @@ impl Destination {
         file.persist(&self.path).map_err(|e| e.error)?;
         // The rename is durable once the directory entry is on disk too.
         fs::File::open(dir)?.sync_all()
-
     }
 }
 
