@@ -65,7 +65,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
                 Some(("slots", n)) => {
                     let n = n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("slots must be >= 1"))?;
                     if n > MAX_SLOTS_PER_HOST {
-                        return Err(bad("slots must be at most 256 (trainer::jobs::hosts::MAX_SLOTS_PER_HOST)"));
+                        return Err(bad("slots must be at most 256 per host"));
                     }
                     slots = Some(n);
                 }
@@ -250,6 +250,7 @@ mod tests {
         assert_eq!("4".parse::<Nproc>(), Ok(Nproc::Fixed(4)));
         assert!("0".parse::<Nproc>().is_err());
         assert!("257".parse::<Nproc>().unwrap_err().contains("more than 256"));
+        assert_eq!(MAX_SLOTS_PER_HOST, 256, "the hosts-file message says 256");
         // 17 hosts of 256 ranks: over the job's limit, refused before a rank is made.
         let many: Vec<HostEntry> = (0..17).map(|i| HostEntry { name: format!("h{i}"), slots: Some(256) }).collect();
         let e = ranks(&many, Nproc::Auto, &[]).unwrap_err().to_string();
