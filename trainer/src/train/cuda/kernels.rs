@@ -13,7 +13,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUresult;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DriverError, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::result::NvrtcError;
 use cudarc::nvrtc::sys::nvrtcResult;
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};

@@ -15,9 +15,11 @@
 //! device-independent and `set_state` with the CPU's `init(seed)` makes CPU
 //! and GPU start identical.
 
+pub mod kernel_check;
 pub mod kernels;
 mod nccl;
 mod net;
+mod reference;
 
 use std::sync::Arc;
 
@@ -189,9 +191,10 @@ impl std::str::FromStr for Library {
 
     /// A cudarc module name, as [`Library::module`] gives it.
     fn from_str(s: &str) -> Result<Self, String> {
-        Library::ALL.into_iter().find(|l| l.module() == s).ok_or_else(|| {
-            format!("`{s}` is not one of the GPU libraries: driver, cublas, nvrtc, nccl")
-        })
+        Library::ALL
+            .into_iter()
+            .find(|l| l.module() == s)
+            .ok_or_else(|| format!("`{s}` is not one of the GPU libraries: driver, cublas, nvrtc, nccl"))
     }
 }
 
