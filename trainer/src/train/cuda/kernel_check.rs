@@ -69,7 +69,7 @@ fn compare(check: String, gpu: &[f32], cpu: &[f32], tolerance: Tolerance) -> Out
         norm2 += c * c;
         let bad = match tolerance {
             Tolerance::Exact => d != 0.0 || g.is_nan() != c.is_nan(),
-            Tolerance::Elementwise(tol) => !(d <= tol * (1.0 + c.abs())),
+            Tolerance::Elementwise(tol) => d.is_nan() || d > tol * (1.0 + c.abs()),
             Tolerance::RelativeL2(_) => !d.is_finite(),
         };
         if bad && first_bad.is_none() {
