@@ -2,7 +2,7 @@
 //! arithmetic, on one GPU (`scripts/gpu-check.sh` runs them through the
 //! `gpu_kernels` example): every kernel of `kernels.cu` alone, launched by
 //! the engine's own launch functions on seeded random inputs and compared
-//! with its [`reference`](super::reference); then, per model, one step of
+//! with its `reference`; then, per model, one step of
 //! the engine's own passes (`net`, with its cuBLAS GEMMs) compared layer by
 //! layer with the CPU model's forward, backward and SGD. A failure names
 //! the kernel, or the model, layer and quantity.

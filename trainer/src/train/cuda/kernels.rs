@@ -1,7 +1,7 @@
 //! The element-wise kernels of the GPU engine: their CUDA C source
 //! (`kernels.cu`), compiled at run time by NVRTC for the device's
 //! architecture ([`compile`]), and one launch function per kernel
-//! ([`Kernels`]), which the engine's passes (`net`) and the kernel checks
+//! (`Kernels`), which the engine's passes (`net`) and the kernel checks
 //! (`kernel_check`) both call, so a check runs exactly what training runs.
 //!
 //! `scripts/gpu-toolchain` (CI) compiles the source through [`compile`] for

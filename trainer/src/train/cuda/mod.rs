@@ -14,6 +14,15 @@
 //! weight then bias), so checkpoints and state transfers are
 //! device-independent and `set_state` with the CPU's `init(seed)` makes CPU
 //! and GPU start identical.
+//!
+//! Modules: [`kernels`] (the NVRTC kernels, compiled for the device's
+//! architecture, and their launches), `net` (the layer plan, forward,
+//! backward and SGD on the device), [`nccl`](Nccl) (the collective and its
+//! watchdog), `reference` (the CPU model's arithmetic in the device's
+//! layouts) and [`kernel_check`] (each kernel and one step of each model
+//! against that reference, on a GPU). [`Library::resolves`] looks a symbol
+//! up in a library as cudarc loads it (`scripts/gpu-toolchain` checks every
+//! symbol the trainer uses that way, without a GPU).
 
 pub mod kernel_check;
 pub mod kernels;
