@@ -316,6 +316,33 @@ impl SshCluster {
             .env("TRAINER_SSH_KNOWN_HOSTS", host.root.join("etc/ssh/ssh_known_hosts"));
         command
     }
+
+    /// A command that runs `program` on the master as its default user
+    /// logged in there would, with nothing but what the agent wrote: like
+    /// [`master_command`](Self::master_command), and the master's
+    /// `etc/ssh` (its known hosts) and root's home (`~/.ssh/config`, the
+    /// cluster key) bind mounted over `/etc/ssh` and `/root`, without the
+    /// `TRAINER_SSH_*` overrides. A plain `ssh HOST` there uses the agent's
+    /// ssh client config and known hosts.
+    pub fn master_login_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let host = &self.hosts[0];
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &host.namespace, "unshare", "--mount", "sh", "-c"])
+            .arg(
+                "mount --bind \"$0/run/hosts.mounted\" /etc/hosts && mount --bind \"$0/etc/resolv.conf\" /etc/resolv.conf \
+                 && mount --bind \"$0/etc/ssh\" /etc/ssh && mount --bind \"$0/root\" /root && exec \"$@\"",
+            )
+            .arg(&host.root)
+            .arg(program);
+        command.env_remove("DEEPLEARNING_WORKERS_PATH").env_remove("EFS_MOUNT").env("HOME", "/root");
+        command
+    }
+
+    /// Host `i`'s host name as its metadata gives it (`ip-10-213-1-11.ec2.internal`).
+    pub fn hostname(&self, i: usize) -> &str {
+        &self.nodes[i].hostname
+    }
 }
 
 impl Drop for SshCluster {

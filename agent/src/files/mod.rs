@@ -12,7 +12,7 @@
 //! | `/opt/deeplearning/hostfile` | [`hostfile`] | `alias slots=N` for mpirun, Horovod, DeepSpeed |
 //! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*` and `EFS_MOUNT` in every login shell |
 //! | `~user/.ssh/authorized_keys` (managed block) | [`authorized_keys`] | the master reaches every node with the cluster key |
-//! | `~user/.ssh/id_ed25519_deeplearning{,.pub}`, `~user/.ssh/config` (managed block), master only | [`ssh_client`] | the master's side of that: the key, and `ssh deeplearning-*` uses it with strict host key checking |
+//! | `~user/.ssh/id_ed25519_deeplearning{,.pub}`, `~user/.ssh/config` (managed block), master only | [`ssh_client`] | the master's side of that: the key, and `ssh` to any node's alias, IP or host name uses it with strict host key checking |
 //! | `/var/lib/deeplearning/cluster_key`, master only | [`cluster_key`] | the cluster key, created once and kept across restarts |
 //! | `/var/lib/deeplearning/state.json` | [`state`] | the applied generation, for restarts and for `trainer` |
 //! | `$EFS_MOUNT/deeplearning/hosts.log` | [`host_log`] | one line per membership change, shared by all nodes |
@@ -59,7 +59,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use node_contract::NodeConfig;
-use node_contract::message::{Manifest, ManifestNode};
+use node_contract::message::{MASTER_ALIAS, Manifest, ManifestNode};
 
 /// The files for one manifest as seen by one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,14 +218,37 @@ pub struct Node<'a> {
     pub node: &'a ManifestNode,
     /// Whether it is the master (which also answers to `deeplearning-master`).
     pub is_master: bool,
+    /// Its host name's first label, when no other node of the manifest has
+    /// that first label or that name (two nodes never share a name in
+    /// `/etc/hosts` or the known hosts).
+    pub short_name: Option<&'a str>,
 }
 
-impl Node<'_> {
-    /// The host name, when it adds something to the alias.
-    pub fn hostname(&self) -> Option<&str> {
-        let h = self.node.hostname.as_str();
-        (!h.is_empty() && h != self.node.alias).then_some(h)
+impl<'a> Node<'a> {
+    /// The names this node answers to besides its alias (and
+    /// `deeplearning-master`) and its IP: the host name the metadata gave
+    /// (`ip-10-0-1-5.ec2.internal`), then its short name, each only when it
+    /// adds a name.
+    pub fn host_names(&self) -> Vec<&'a str> {
+        let mut names: Vec<&'a str> = Vec::new();
+        for name in [Some(self.node.hostname.as_str()), self.short_name].into_iter().flatten() {
+            let taken = name == self.node.alias || name == MASTER_ALIAS || name == self.node.private_ip;
+            if !name.is_empty() && !taken && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     }
+}
+
+/// The first label of a node's host name (`ip-10-0-1-5` of
+/// `ip-10-0-1-5.ec2.internal`: what `hostname` prints on Ubuntu images and
+/// what users copy into host files); none for a one-label name or an IP.
+fn first_label(hostname: &str) -> Option<&str> {
+    if hostname.parse::<IpAddr>().is_ok() {
+        return None;
+    }
+    hostname.split_once('.').map(|(short, _)| short).filter(|s| !s.is_empty())
 }
 
 /// The manifest's nodes, master first, then by index, each checked.
@@ -236,8 +259,24 @@ pub fn nodes(manifest: &Manifest) -> Result<Vec<Node<'_>>, FilesError> {
             generation: manifest.generation,
         });
     }
-    let mut nodes: Vec<Node<'_>> =
-        manifest.nodes.iter().map(|n| Node { node: n, is_master: n.instance_id == manifest.master }).collect();
+    // A short name is given only when it names one node and nothing else.
+    let mut shorts: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in &manifest.nodes {
+        if let Some(short) = first_label(&n.hostname) {
+            *shorts.entry(short).or_default() += 1;
+        }
+    }
+    let names: std::collections::BTreeSet<&str> =
+        manifest.nodes.iter().flat_map(|n| [n.alias.as_str(), n.hostname.as_str(), n.private_ip.as_str()]).collect();
+    let mut nodes: Vec<Node<'_>> = manifest
+        .nodes
+        .iter()
+        .map(|n| Node {
+            node: n,
+            is_master: n.instance_id == manifest.master,
+            short_name: first_label(&n.hostname).filter(|s| shorts[s] == 1 && !names.contains(s)),
+        })
+        .collect();
     nodes.sort_by_key(|n| (!n.is_master, n.node.index, n.node.instance_id.clone()));
     for n in &nodes {
         check_node(n.node)?;
@@ -319,7 +358,7 @@ pub fn plan(
         let (private, public) = ssh_client::identity(private)?;
         files.push(user_file(ssh_client::identity_path(user), Content::Whole(private), 0o600));
         files.push(user_file(ssh_client::public_path(user), Content::Whole(public), 0o644));
-        files.push(user_file(ssh_client::config_path(user), Content::Block(ssh_client::config_body()), 0o600));
+        files.push(user_file(ssh_client::config_path(user), Content::Block(ssh_client::config_body(&nodes)), 0o600));
     }
     Ok(Plan { files })
 }
@@ -672,10 +711,13 @@ pub(crate) mod tests {
                 "/etc/ssh/ssh_known_hosts",
                 "/opt/deeplearning/workers",
                 "/opt/deeplearning/hostfile",
-                "/etc/profile.d/deeplearning.sh"
+                "/etc/profile.d/deeplearning.sh",
+                "/home/ubuntu/.ssh/config"
             ]
         );
         assert!(!fs::read_to_string(&hosts).unwrap().contains("deeplearning-worker3"));
+        let ssh_config = fs::read_to_string(root.path().join("home/ubuntu/.ssh/config")).unwrap();
+        assert!(!ssh_config.contains("10.0.0.7"), "the node that left keeps the cluster key: {ssh_config}");
     }
 
     #[test]
@@ -800,7 +842,7 @@ pub(crate) mod tests {
         assert_eq!(changed[0], PathBuf::from("/etc/hosts"));
         let outside = fs::read_to_string(&source).unwrap();
         assert!(outside.starts_with("127.0.0.1 localhost\n# BEGIN deeplearning-cluster"), "{outside}");
-        assert!(outside.contains("10.0.0.7 deeplearning-worker3 ip-10-0-0-7.ec2.internal\n"), "{outside}");
+        assert!(outside.contains("10.0.0.7 deeplearning-worker3 ip-10-0-0-7.ec2.internal ip-10-0-0-7\n"), "{outside}");
         assert_eq!(apply(&p, root.path()).unwrap(), Vec::<PathBuf>::new());
     }
 
