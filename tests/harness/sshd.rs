@@ -370,6 +370,7 @@ fn config(role: Role, efs: &Path, requested: u32) -> NodeConfig {
         formation_timeout_seconds: 600,
         elastic: Elastic::default(),
         signals: None,
+        efa: None,
     }
 }
 
