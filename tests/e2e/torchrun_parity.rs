@@ -1,5 +1,6 @@
 //! `trainer launch` against torchrun: every variable torchrun gives a
-//! worker, with torchrun's meanings, seen by a Python script on every rank;
+//! worker, with torchrun's meanings, and its node's NCCL/EFA environment from
+//! the agent's profile, seen by a Python script on every rank;
 //! and a rank that fails under PyTorch's `@record` (an equivalent that
 //! writes the same error file: PyTorch itself is not installed, its Linux
 //! wheel on PyPI pulls gigabytes of CUDA wheels) is named as the root
@@ -58,6 +59,15 @@ fn every_rank_sees_torchruns_variables() -> TestResult {
     // GPUs per host: `auto` starts 2 + 1 + 1 ranks.
     let cluster = SshCluster::start(&[2, 0, 1])?;
     let hosts = [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 2, 0)]; // (rank, group rank, local rank)
+    // Host 2 as a p4d.24xlarge with EFA: the lines its agent would add to the
+    // profile (the agent's own functions), which launch must pass on.
+    let efa = node_contract::Efa { rdma_instance_types: vec!["p4d.24xlarge".into()] };
+    let profile = cluster.hosts[2].root.join("etc/profile.d/deeplearning.sh");
+    let mut lines = std::fs::read_to_string(&profile).map_err(Error::io("reading", &profile))?;
+    for (name, value) in agent::fabric::environment(Some(&efa), Some("p4d.24xlarge"), None) {
+        lines.push_str(&format!("export {name}={}\n", agent::files::profile::quote(&value)));
+    }
+    std::fs::write(&profile, lines).map_err(Error::io("writing", &profile))?;
     for (job, env, omp) in [
         ("torchrun-env", &[][..], [Some("1"), Some("1"), None, None]),
         ("torchrun-env-set", &[("OMP_NUM_THREADS", "3"), ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")][..], [Some("3"); 4]),
@@ -96,6 +106,10 @@ fn every_rank_sees_torchruns_variables() -> TestResult {
                 ("TORCHELASTIC_ERROR_FILE", Some(error_file.to_string_lossy().into_owned())),
                 ("TORCH_NCCL_ASYNC_ERROR_HANDLING", Some(if env.is_empty() { "1" } else { "2" }.into())),
                 ("OMP_NUM_THREADS", omp.map(String::from)),
+                // Every host's address is on eth0 of its namespace; only host 2 has EFA.
+                ("NCCL_SOCKET_IFNAME", Some("=eth0".into())),
+                ("FI_PROVIDER", (group == 2).then(|| "efa".into())),
+                ("FI_EFA_USE_DEVICE_RDMA", (group == 2).then(|| "1".into())),
             ];
             for (name, value) in want {
                 let value = value.map_or(Value::Null, Value::String);

@@ -168,7 +168,9 @@ impl SshCluster {
         for &i in members {
             let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs, self.hosts.len() as u32);
             let key = (i == 0).then_some(self.private_key.as_str());
-            agent::files::apply_manifest(&self.hosts[i].root, &next, &instance_id(i), &config, key)
+            // Every host's address is on `eth0` of its namespace (netns.rs).
+            let fabric = agent::fabric::environment(config.efa.as_ref(), None, Some("eth0"));
+            agent::files::apply_manifest(&self.hosts[i].root, &next, &instance_id(i), &config, key, &fabric)
                 .map_err(|e| Error::Setup(format!("writing host {i}'s files: {e}")))?;
             // The node config the user data leaves on every node (trainer's
             // rendezvous reads the EFS mount and prepare-data script from it).

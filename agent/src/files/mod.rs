@@ -10,7 +10,7 @@
 //! | `/etc/fstab` (managed block) | [`efs`] | EFS is mounted again after a reboot |
 //! | `/opt/deeplearning/workers` | [`workers`] | one alias per line, master first (`$DEEPLEARNING_WORKERS_PATH`, MXNet `launch.py -H`) |
 //! | `/opt/deeplearning/hostfile` | [`hostfile`] | `alias slots=N` for mpirun, Horovod, DeepSpeed |
-//! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*` and `EFS_MOUNT` in every login shell |
+//! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*`, `EFS_MOUNT` and the NCCL/EFA environment ([`crate::fabric`]) in every login shell |
 //! | `~user/.ssh/authorized_keys` (managed block) | [`authorized_keys`] | the master reaches every node with the cluster key |
 //! | `~user/.ssh/id_ed25519_deeplearning{,.pub}`, `~user/.ssh/config` (managed block), master only | [`ssh_client`] | the master's side of that: the key, and `ssh` to any node's alias, IP or host name uses it with strict host key checking |
 //! | `/var/lib/deeplearning/cluster_key`, master only | [`cluster_key`] | the cluster key, created once and kept across restarts |
@@ -59,6 +59,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use node_contract::NodeConfig;
+
+use crate::fabric::Variable;
 use node_contract::message::{MASTER_ALIAS, Manifest, ManifestNode};
 
 /// The files for one manifest as seen by one node.
@@ -325,12 +327,14 @@ fn home_path(user: &str, in_home: &str) -> PathBuf {
 }
 
 /// The files for `manifest` as seen by the node `me` (instance id).
-/// `cluster_private_key` is `Some` on the master only.
+/// `cluster_private_key` is `Some` on the master only; `fabric` is this
+/// node's NCCL/EFA environment for the profile ([`crate::fabric`]).
 pub fn plan(
     manifest: &Manifest,
     me: &str,
     config: &NodeConfig,
     cluster_private_key: Option<&str>,
+    fabric: &[Variable],
 ) -> Result<Plan, FilesError> {
     let nodes = nodes(manifest)?;
     let this = manifest
@@ -347,7 +351,7 @@ pub fn plan(
         efs::fstab_file(config),
         root_file(workers::PATH, Content::Whole(workers::content(&nodes))),
         root_file(hostfile::PATH, Content::Whole(hostfile::content(&nodes))),
-        root_file(profile::PATH, Content::Whole(profile::content(manifest, &nodes, this.gpus, config))),
+        root_file(profile::PATH, Content::Whole(profile::content(manifest, &nodes, this.gpus, config, fabric))),
         user_file(
             authorized_keys::path(user),
             Content::Block(authorized_keys::body(&manifest.cluster_public_key)?),
@@ -397,8 +401,9 @@ pub fn apply_manifest(
     me: &str,
     config: &NodeConfig,
     cluster_private_key: Option<&str>,
+    fabric: &[Variable],
 ) -> Result<Vec<PathBuf>, FilesError> {
-    let changed = apply(&plan(manifest, me, config, cluster_private_key)?, root)?;
+    let changed = apply(&plan(manifest, me, config, cluster_private_key, fabric)?, root)?;
     let state = state::State {
         version: state::STATE_VERSION,
         instance_id: me.to_owned(),
@@ -574,6 +579,12 @@ pub(crate) mod tests {
         }
     }
 
+    /// A p4d.24xlarge's NCCL/EFA environment, as the runner makes it.
+    pub(crate) fn fabric() -> Vec<Variable> {
+        let efa = node_contract::Efa { rdma_instance_types: vec!["p4d.24xlarge".into()] };
+        crate::fabric::environment(Some(&efa), Some("p4d.24xlarge"), Some("ens32"))
+    }
+
     fn node(index: u32, gpus: u32) -> ManifestNode {
         let ip = format!("10.0.0.{}", 4 + index);
         ManifestNode {
@@ -640,14 +651,14 @@ pub(crate) mod tests {
     #[test]
     fn plan_from_the_masters_view() {
         let root = image_root();
-        let plan = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key())).unwrap();
+        let plan = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key()), &fabric()).unwrap();
         insta::assert_snapshot!(rendered(&plan, root.path()));
     }
 
     #[test]
     fn plan_from_a_workers_view() {
         let root = image_root();
-        let plan = plan(&manifest(), "i-0000000000000003", &config(), None).unwrap();
+        let plan = plan(&manifest(), "i-0000000000000003", &config(), None, &fabric()).unwrap();
         assert!(plan.files.iter().all(|f| !f.path.to_string_lossy().contains("id_ed25519")));
         insta::assert_snapshot!(rendered(&plan, root.path()));
     }
@@ -657,16 +668,16 @@ pub(crate) mod tests {
         let m = manifest();
         let mut shuffled = m.clone();
         shuffled.nodes.reverse();
-        let a = plan(&m, "i-0000000000000002", &config(), None).unwrap();
-        let b = plan(&shuffled, "i-0000000000000002", &config(), None).unwrap();
+        let a = plan(&m, "i-0000000000000002", &config(), None, &fabric()).unwrap();
+        let b = plan(&shuffled, "i-0000000000000002", &config(), None, &fabric()).unwrap();
         assert_eq!(a, b);
-        assert_eq!(a, plan(&m, "i-0000000000000002", &config(), None).unwrap());
+        assert_eq!(a, plan(&m, "i-0000000000000002", &config(), None, &fabric()).unwrap());
     }
 
     #[test]
     fn apply_writes_owns_and_then_changes_nothing() {
         let root = image_root();
-        let p = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key())).unwrap();
+        let p = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key()), &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         let expected: Vec<PathBuf> = render(&p, root.path()).unwrap().into_iter().map(|(path, _)| path).collect();
         assert_eq!(changed, expected, "every file is new or changed on the first run");
@@ -701,7 +712,7 @@ pub(crate) mod tests {
         let mut next = manifest();
         next.generation = 4;
         next.nodes.retain(|n| n.index != 3);
-        let p = plan(&next, "i-0000000000000001", &config(), Some(&cluster_private_key())).unwrap();
+        let p = plan(&next, "i-0000000000000001", &config(), Some(&cluster_private_key()), &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         let changed: Vec<&str> = changed.iter().map(|p| p.to_str().unwrap()).collect();
         assert_eq!(
@@ -725,7 +736,7 @@ pub(crate) mod tests {
         let root = tempfile::tempdir().unwrap();
         let mut c = config();
         c.default_user = "ec2-user".into();
-        let p = plan(&manifest(), "i-0000000000000002", &c, None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &c, None, &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         assert!(changed.contains(&PathBuf::from("/home/ec2-user/.ssh/authorized_keys")), "{changed:?}");
         let m = fs::metadata(root.path().join("home/ec2-user/.ssh/authorized_keys")).unwrap();
@@ -740,7 +751,7 @@ pub(crate) mod tests {
         let root = tempfile::tempdir().unwrap();
         fs::create_dir_all(root.path().join("etc")).unwrap();
         fs::write(root.path().join("etc/passwd"), "ubuntu:x:1000:1001::/srv/ubuntu:/bin/bash\n").unwrap();
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         apply(&p, root.path()).unwrap();
         let home = fs::metadata(root.path().join("srv/ubuntu")).unwrap();
         assert_eq!((home.uid(), home.gid()), (1000, 1001));
@@ -800,10 +811,10 @@ pub(crate) mod tests {
         for (case, edit, me, needle) in cases {
             let mut m = manifest();
             edit(&mut m);
-            let e = plan(&m, me, &c, None).unwrap_err().to_string();
+            let e = plan(&m, me, &c, None, &fabric()).unwrap_err().to_string();
             assert!(e.contains(needle), "{case}: {e:?} lacks {needle:?}");
         }
-        let e = plan(&manifest(), "i-0000000000000001", &c, Some("not a key")).unwrap_err();
+        let e = plan(&manifest(), "i-0000000000000001", &c, Some("not a key"), &fabric()).unwrap_err();
         assert!(matches!(e, FilesError::BadClusterKey { .. }), "{e:?}");
     }
 
@@ -814,7 +825,7 @@ pub(crate) mod tests {
         let root = image_root();
         let hosts_before = fs::read(root.path().join("etc/hosts")).unwrap();
         fs::write(root.path().join("opt"), "in the way").unwrap();
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         let e = apply(&p, root.path()).unwrap_err();
         assert!(matches!(&e, FilesError::CreateDir { path, .. } if path.ends_with("opt/deeplearning")), "{e:?}");
         assert_eq!(fs::read(root.path().join("etc/hosts")).unwrap(), hosts_before);
@@ -837,7 +848,7 @@ pub(crate) mod tests {
             return;
         };
         let _mounted = atomic::tests::Mounted(hosts.clone());
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         assert_eq!(changed[0], PathBuf::from("/etc/hosts"));
         let outside = fs::read_to_string(&source).unwrap();
@@ -849,7 +860,7 @@ pub(crate) mod tests {
     #[test]
     fn render_merges_with_content_on_disk_without_writing() {
         let root = image_root();
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         let out = render(&p, root.path()).unwrap();
         let (path, hosts) = &out[0];
         assert_eq!(path, Path::new("/etc/hosts"));
