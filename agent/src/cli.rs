@@ -77,6 +77,11 @@ pub struct RenderArgs {
     /// The node config; default: /etc/deeplearning/node.json under the root.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The node's instance type, for the profile's EFA RDMA setting; without
+    /// it the profile is rendered as for a type without RDMA. The NCCL socket
+    /// interface is looked up on the machine this runs on.
+    #[arg(long, value_name = "TYPE")]
+    instance_type: Option<String>,
 }
 
 /// Arguments of `agent leave`.
@@ -190,8 +195,10 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
             .map(|s| s.instance_id)
             .ok_or_else(|| anyhow::anyhow!("no --self given and no state file to take this node's id from"))?,
     };
+    let interface = manifest.node(&me).and_then(|n| crate::fabric::interface_with(&n.private_ip));
+    let fabric = crate::fabric::environment(config.efa.as_ref(), args.instance_type.as_deref(), interface.as_deref());
     // The same checks the running agent applies before it writes anything.
-    let plan = files::plan(&manifest, &me, &config, None)?;
+    let plan = files::plan(&manifest, &me, &config, None, &fabric)?;
     let mut out = String::new();
     for (path, content) in files::render(&plan, &args.root.root)? {
         out.push_str(&format!("==> {} <==\n{content}", path.display()));

@@ -15,13 +15,15 @@
 //! - [`cluster`]: the membership logic, pure (no I/O): the master's state
 //!   machine and a node's view of manifests.
 //! - [`files`]: what a manifest means on disk, written atomically under `--root`.
-//! - [`identity`], [`gpu`]: who this node is.
+//! - [`identity`], [`gpu`]: who this node is; [`fabric`]: its NCCL/EFA
+//!   environment (EFA and RDMA from the node config, the socket interface).
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
 pub mod aws;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod fabric;
 pub mod files;
 pub mod gpu;
 pub mod identity;

@@ -338,7 +338,8 @@ async fn node_loop(
     }
 }
 
-/// Writes a manifest's files and the state file.
+/// Writes a manifest's files (the profile with this node's NCCL/EFA
+/// environment) and the state file.
 fn apply(
     opts: &Options,
     config: &NodeConfig,
@@ -347,7 +348,11 @@ fn apply(
     cluster_key: Option<&files::cluster_key::ClusterKey>,
 ) -> anyhow::Result<()> {
     let key = cluster_key.map(|k| k.private_openssh.as_str());
-    let changed = files::apply_manifest(&opts.root, manifest, &me.instance_id, config, key)?;
+    // Looked up at every manifest (one getifaddrs call): an interface renamed
+    // or moved since the start is picked up.
+    let interface = crate::fabric::interface_with(&me.private_ip);
+    let fabric = crate::fabric::environment(config.efa.as_ref(), Some(&me.instance_type), interface.as_deref());
+    let changed = files::apply_manifest(&opts.root, manifest, &me.instance_id, config, key, &fabric)?;
     info!(
         generation = manifest.generation,
         nodes = manifest.nodes.len(),

@@ -19,8 +19,16 @@ pub mod state;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// The node config version this crate writes and reads.
-pub const NODE_CONFIG_VERSION: u32 = 1;
+/// The newest node config version: this crate reads it and every earlier one.
+///
+/// - 1: the first.
+/// - 2: adds [`NodeConfig::efa`]. A writer uses the lowest version that can
+///   hold its config ([`NodeConfig::needed_version`]), so a cluster without
+///   EFA still boots an image whose agent reads version 1 only.
+pub const NODE_CONFIG_VERSION: u32 = 2;
+
+/// The oldest node config version this crate reads.
+pub const OLDEST_NODE_CONFIG_VERSION: u32 = 1;
 
 /// Where the user data stores the node config on each instance.
 pub const NODE_CONFIG_PATH: &str = "/etc/deeplearning/node.json";
@@ -70,6 +78,19 @@ pub struct Elastic {
     pub prepare_data_script: Option<String>,
 }
 
+/// The Elastic Fabric Adapter every node of this role has (the launch
+/// template asks for an `efa` interface: blueprint `network.efa`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Efa {
+    /// The instance types whose EFA does RDMA reads (synth's catalogue,
+    /// from AWS's aws-ofi-nccl platform table). The agent compares its own
+    /// type (from instance metadata) with this list, not the blueprint's
+    /// type: the stack's instance type parameter may have been changed.
+    #[serde(default)]
+    pub rdma_instance_types: Vec<String>,
+}
+
 /// What the master signals to CloudFormation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,7 +107,7 @@ pub struct Signals {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
-    /// Always [`NODE_CONFIG_VERSION`] when written by this crate.
+    /// [`NodeConfig::needed_version`] when written by synth.
     pub version: u32,
     /// The cluster (blueprint) name.
     pub cluster: String,
@@ -123,6 +144,9 @@ pub struct NodeConfig {
     /// What to signal; present on the master only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signals: Option<Signals>,
+    /// The node has an EFA (version 2 and later); `None`: no EFA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efa: Option<Efa>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -150,13 +174,13 @@ pub enum ContractError {
     Malformed(#[source] serde_json::Error),
     /// A version this build does not know.
     #[error(
-        "the node config has version {found}, and this agent understands version {supported} only; \
-         build the template with the synth release that matches the agent in the image"
+        "the node config has version {found}, and this agent understands versions {OLDEST_NODE_CONFIG_VERSION} \
+         to {supported} only; build the template with the synth release that matches the agent in the image"
     )]
     UnsupportedVersion {
         /// The version in the document.
         found: u64,
-        /// The version this build reads.
+        /// The newest version this build reads.
         supported: u32,
     },
     /// A field holds a value the agent must not use (it would be written
@@ -170,6 +194,16 @@ pub enum ContractError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A field the document's version does not have.
+    #[error("the node config has version {version}, which has no `{field}` (it came with version {since})")]
+    FieldTooNew {
+        /// The version in the document.
+        version: u32,
+        /// The field.
+        field: &'static str,
+        /// The first version that has it.
+        since: u32,
+    },
     /// The user data does not hold a node config.
     #[error(
         "the user data holds no node config (no `{CONFIG_DELIMITER}` heredoc); was this instance launched from a synth template?"
@@ -178,6 +212,11 @@ pub enum ContractError {
 }
 
 impl NodeConfig {
+    /// The lowest version that holds this config: 2 with [`efa`](Self::efa), else 1.
+    pub fn needed_version(&self) -> u32 {
+        if self.efa.is_some() { 2 } else { OLDEST_NODE_CONFIG_VERSION }
+    }
+
     /// Parses a node config, checking its version before anything else.
     pub fn from_json(text: &str) -> Result<NodeConfig, ContractError> {
         #[derive(Deserialize)]
@@ -186,7 +225,7 @@ impl NodeConfig {
         }
         let probe: Probe = serde_json::from_str(text).map_err(ContractError::Malformed)?;
         match probe.version {
-            Some(v) if v == u64::from(NODE_CONFIG_VERSION) => {}
+            Some(v) if (u64::from(OLDEST_NODE_CONFIG_VERSION)..=u64::from(NODE_CONFIG_VERSION)).contains(&v) => {}
             Some(v) => {
                 return Err(ContractError::UnsupportedVersion { found: v, supported: NODE_CONFIG_VERSION });
             }
@@ -195,6 +234,9 @@ impl NodeConfig {
             }
         }
         let config: NodeConfig = serde_json::from_str(text).map_err(ContractError::Malformed)?;
+        if config.version < config.needed_version() {
+            return Err(ContractError::FieldTooNew { version: config.version, field: "efa", since: 2 });
+        }
         config.check()?;
         Ok(config)
     }
@@ -338,7 +380,7 @@ mod tests {
 
     fn sample() -> NodeConfig {
         NodeConfig {
-            version: NODE_CONFIG_VERSION,
+            version: OLDEST_NODE_CONFIG_VERSION,
             cluster: "demo".into(),
             stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
             stack_name: "demo".into(),
@@ -356,6 +398,7 @@ mod tests {
                 master_resource: "MasterInstance".into(),
                 formation_handle_url: "https://handle".into(),
             }),
+            efa: None,
         }
     }
 
@@ -381,11 +424,32 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 2.into();
+        v["version"] = 3.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 2, supported: 1 }), "{e}");
-        assert!(e.to_string().contains("version 2"));
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 3, supported: 2 }), "{e}");
+        assert!(e.to_string().contains("version 3") && e.to_string().contains("versions 1 to 2"), "{e}");
+        v["version"] = 0.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
+    }
+
+    #[test]
+    fn efa_needs_version_2_and_a_config_without_it_stays_version_1() {
+        assert_eq!(sample().needed_version(), 1);
+        // Version 1 as the first agents wrote and read it: still read.
+        let v1 = serde_json::to_string(&sample()).unwrap();
+        assert_eq!(NodeConfig::from_json(&v1).unwrap(), sample());
+        let with_efa =
+            NodeConfig { version: 2, efa: Some(Efa { rdma_instance_types: vec!["p4d.24xlarge".into()] }), ..sample() };
+        assert_eq!(with_efa.needed_version(), 2);
+        let json = serde_json::to_string(&with_efa).unwrap();
+        assert!(json.contains(r#""efa":{"rdma_instance_types":["p4d.24xlarge"]}"#), "{json}");
+        assert_eq!(NodeConfig::from_json(&json).unwrap(), with_efa);
+        // A version 1 document cannot carry the field.
+        let mut v = serde_json::to_value(&with_efa).unwrap();
+        v["version"] = 1.into();
+        let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
+        assert!(matches!(e, ContractError::FieldTooNew { version: 1, field: "efa", since: 2 }), "{e}");
     }
 
     #[test]

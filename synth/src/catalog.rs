@@ -14,7 +14,8 @@
 //!   per-region instance type enum that cfn-lint ships (built by cfn-lint from
 //!   the AWS pricing API), and
 //! * hand-maintained facts in `synth/data/instance-families.tsv`: accelerator
-//!   kind and count, EFA support and cluster placement group support, per
+//!   kind and count, EFA support, cluster placement group support and EFA
+//!   RDMA support (from AWS's aws-ofi-nccl platform table), per
 //!   family with per-size overrides, transcribed from the AWS documentation
 //!   pages named there and in [`SOURCE`].
 //!
@@ -58,6 +59,10 @@ pub struct InstanceType {
     pub efa: bool,
     /// May be launched in a cluster placement group.
     pub cluster_placement: bool,
+    /// Its EFA device does RDMA reads, so libfabric may use them
+    /// (`FI_EFA_USE_DEVICE_RDMA=1`: GPUDirect RDMA for NCCL). Meaningful
+    /// only with [`efa`](Self::efa).
+    pub efa_rdma: bool,
     /// Regions (of the five) where it is offered: OR of [`Region::bit`].
     pub regions: u8,
 }
@@ -72,6 +77,13 @@ impl InstanceType {
     pub fn has_nvidia_gpus(&self) -> bool {
         self.accelerator == Accelerator::Nvidia && self.accelerators > 0
     }
+}
+
+/// The instance types whose EFA does RDMA reads, by name: what the node
+/// config tells the agent (`node_contract::Efa`), so a node whose type
+/// the deployer changed from the blueprint's still gets the right setting.
+pub fn efa_rdma_types() -> impl Iterator<Item = &'static str> {
+    table::TABLE.iter().filter(|t| t.efa && t.efa_rdma).map(|t| t.name)
 }
 
 /// Looks an instance type up by its exact (lower-case) name.
@@ -206,6 +218,19 @@ mod tests {
     }
 
     #[test]
+    fn efa_rdma_only_where_aws_ofi_nccl_says_gpudirect_rdma() {
+        let rdma: Vec<&str> = efa_rdma_types().collect();
+        for name in ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "trn1.32xlarge"] {
+            assert!(rdma.contains(&name), "{name} does EFA RDMA: {rdma:?}");
+        }
+        // EFA without RDMA reads (p3dn, g5, the CPU types), and p5.4xlarge.
+        for name in ["p3dn.24xlarge", "g5.48xlarge", "c5n.18xlarge", "p5.4xlarge", "inf1.24xlarge", "dl1.24xlarge"] {
+            assert!(!rdma.contains(&name), "{name} does not: {rdma:?}");
+        }
+        assert!(rdma.iter().all(|n| get(n).efa), "only EFA types are listed");
+    }
+
+    #[test]
     fn efa_only_on_the_documented_sizes() {
         for name in
             ["c5n.9xlarge", "c5n.18xlarge", "c5n.metal", "g5.8xlarge", "g4dn.8xlarge", "hpc7g.4xlarge", "m5zn.12xlarge"]
@@ -289,5 +314,6 @@ mod tests {
         assert!(SOURCE.contains("https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html"));
         assert!(SOURCE.contains("https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"));
         assert!(SOURCE.contains("generated on "));
+        assert!(SOURCE.contains("aws-ofi-nccl"));
     }
 }

@@ -7,7 +7,7 @@ The table joins two inputs:
   read from cfn-lint's per-region enum (instancetype_enum.json, itself built
   by cfn-lint from the AWS pricing API), and
 * hand-maintained facts per instance family or type (accelerators, EFA,
-  cluster placement groups) in synth/data/instance-families.tsv.
+  cluster placement groups, EFA RDMA) in synth/data/instance-families.tsv.
 
 Usage (from anywhere; paths default relative to the repository root):
 
@@ -53,6 +53,7 @@ YES_NO = {"yes": True, "no": False}
 DOC_AC = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"
 DOC_EFA = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types"
 DOC_PG = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"
+DOC_RDMA = "aws-ofi-nccl's platform table (src/platform-aws.cpp, gdr_required) and doc/efa-env-var.md"
 
 # Written into the generated file. Fixed text (not the arguments actually
 # used) so that the output does not depend on where the inputs live.
@@ -79,6 +80,7 @@ class Facts:
     accelerators: int | None
     efa: bool | None
     cluster_placement: bool | None
+    efa_rdma: bool | None
     line: int
 
 
@@ -143,10 +145,10 @@ def read_facts(path: Path) -> dict[str, Facts]:
             continue
         cols = line.split("\t")
         where = f"{path.name}:{number}"
-        if len(cols) not in (5, 6):
-            errors.append(f"{where}: expected 5 or 6 TAB-separated columns, found {len(cols)}")
+        if len(cols) not in (6, 7):
+            errors.append(f"{where}: expected 6 or 7 TAB-separated columns, found {len(cols)}")
             continue
-        match, acc, count, efa, cpg = (c.strip() for c in cols[:5])
+        match, acc, count, efa, cpg, rdma = (c.strip() for c in cols[:6])
         is_type = "." in match
         inherit = "-" if is_type else None  # family rows must be complete
 
@@ -163,6 +165,7 @@ def read_facts(path: Path) -> dict[str, Facts]:
             accelerators=None,
             efa=parse(efa, YES_NO, "efa"),
             cluster_placement=parse(cpg, YES_NO, "cluster_placement"),
+            efa_rdma=parse(rdma, YES_NO, "efa_rdma"),
             line=number,
         )
         if count != inherit:
@@ -185,6 +188,7 @@ class Row:
     accelerators: int
     efa: bool
     cluster_placement: bool
+    efa_rdma: bool
     regions: int
 
 
@@ -211,6 +215,7 @@ def join(offered: dict[str, int], facts: dict[str, Facts]) -> tuple[list[Row], l
             accelerators=pick("accelerators"),
             efa=pick("efa"),
             cluster_placement=pick("cluster_placement"),
+            efa_rdma=pick("efa_rdma"),
             regions=offered[name],
         )
         # A CPU type with a device count, or an accelerated type without one,
@@ -242,8 +247,8 @@ def render(rows: list[Row], version: str, date: str) -> str:
     source = (
         "Regional offerings (us-east-1, us-east-2, us-west-2, eu-west-1, ap-southeast-2) "
         f"come from cfn-lint {version}, file cfnlint/{ENUM_IN_PACKAGE.as_posix()}; "
-        f"accelerator counts from {DOC_AC}, EFA support from {DOC_EFA} and cluster "
-        f"placement group support from {DOC_PG}, as transcribed into "
+        f"accelerator counts from {DOC_AC}, EFA support from {DOC_EFA}, cluster "
+        f"placement group support from {DOC_PG} and EFA RDMA support from {DOC_RDMA}, as transcribed into "
         f"synth/data/instance-families.tsv; the table was generated on {date}."
     )
     out = [
@@ -273,6 +278,7 @@ def render(rows: list[Row], version: str, date: str) -> str:
             f"accelerator: Accelerator::{ACCELERATORS[r.accelerator]}, "
             f"accelerators: {r.accelerators}, efa: {str(r.efa).lower()}, "
             f"cluster_placement: {str(r.cluster_placement).lower()}, "
+            f"efa_rdma: {str(r.efa_rdma).lower()}, "
             f"regions: 0b{r.regions:05b} }},"
         )
     out.append("];")

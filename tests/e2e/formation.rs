@@ -76,6 +76,10 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
         assert!(profile.contains("DEEPLEARNING_WORKERS_COUNT=4"), "{profile}");
         assert!(profile.contains("DEEPLEARNING_WORKER_GPU_COUNT=0"), "{profile}");
         assert!(profile.contains("EFS_MOUNT=/efs"), "{profile}");
+        // The agent found the interface with the node's IP (its namespace's
+        // eth0); no EFA in this blueprint, so no libfabric settings.
+        assert!(profile.contains("export NCCL_SOCKET_IFNAME==eth0\n"), "{profile}");
+        assert!(!profile.contains("FI_PROVIDER"), "{profile}");
         let authorized = read(node.root(), "/home/ubuntu/.ssh/authorized_keys");
         assert!(block(&authorized).starts_with("ssh-ed25519 "), "cluster key missing: {authorized}");
     }

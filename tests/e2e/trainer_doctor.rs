@@ -26,6 +26,11 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
         assert_eq!(cells.get(1..6), Some(&["ok", "1", "0", "-", "shared"][..]), "{stdout}");
     }
     assert!(stdout.contains("all 3 hosts are ready"), "{stdout}");
+    // Each host's NCCL/EFA environment, from the profile its agent wrote
+    // (the address is on its namespace's eth0; no EFA here).
+    for host in ["deeplearning-worker1", "deeplearning-worker2", "deeplearning-worker3"] {
+        assert!(stdout.contains(&format!("\n  {host}: NCCL_SOCKET_IFNAME==eth0\n")), "{stdout}");
+    }
 
     // Break three hosts four ways: worker2's agent is behind, its EFS is a
     // directory of its own and its driver lists a GPU, but this machine has

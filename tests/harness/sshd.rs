@@ -168,7 +168,9 @@ impl SshCluster {
         for &i in members {
             let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs, self.hosts.len() as u32);
             let key = (i == 0).then_some(self.private_key.as_str());
-            agent::files::apply_manifest(&self.hosts[i].root, &next, &instance_id(i), &config, key)
+            // Every host's address is on `eth0` of its namespace (netns.rs).
+            let fabric = agent::fabric::environment(config.efa.as_ref(), None, Some("eth0"));
+            agent::files::apply_manifest(&self.hosts[i].root, &next, &instance_id(i), &config, key, &fabric)
                 .map_err(|e| Error::Setup(format!("writing host {i}'s files: {e}")))?;
             // The node config the user data leaves on every node (trainer's
             // rendezvous reads the EFS mount and prepare-data script from it).
@@ -316,6 +318,33 @@ impl SshCluster {
             .env("TRAINER_SSH_KNOWN_HOSTS", host.root.join("etc/ssh/ssh_known_hosts"));
         command
     }
+
+    /// A command that runs `program` on the master as its default user
+    /// logged in there would, with nothing but what the agent wrote: like
+    /// [`master_command`](Self::master_command), and the master's
+    /// `etc/ssh` (its known hosts) and root's home (`~/.ssh/config`, the
+    /// cluster key) bind mounted over `/etc/ssh` and `/root`, without the
+    /// `TRAINER_SSH_*` overrides. A plain `ssh HOST` there uses the agent's
+    /// ssh client config and known hosts.
+    pub fn master_login_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let host = &self.hosts[0];
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &host.namespace, "unshare", "--mount", "sh", "-c"])
+            .arg(
+                "mount --bind \"$0/run/hosts.mounted\" /etc/hosts && mount --bind \"$0/etc/resolv.conf\" /etc/resolv.conf \
+                 && mount --bind \"$0/etc/ssh\" /etc/ssh && mount --bind \"$0/root\" /root && exec \"$@\"",
+            )
+            .arg(&host.root)
+            .arg(program);
+        command.env_remove("DEEPLEARNING_WORKERS_PATH").env_remove("EFS_MOUNT").env("HOME", "/root");
+        command
+    }
+
+    /// Host `i`'s host name as its metadata gives it (`ip-10-213-1-11.ec2.internal`).
+    pub fn hostname(&self, i: usize) -> &str {
+        &self.nodes[i].hostname
+    }
 }
 
 impl Drop for SshCluster {
@@ -343,6 +372,7 @@ fn config(role: Role, efs: &Path, requested: u32) -> NodeConfig {
         formation_timeout_seconds: 600,
         elastic: Elastic::default(),
         signals: None,
+        efa: None,
     }
 }
 

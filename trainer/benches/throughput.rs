@@ -18,10 +18,11 @@ use std::time::Instant;
 use trainer::train::collective::Single;
 use trainer::train::cpu::{self, CpuEngine};
 use trainer::train::data::{self, Split};
+use trainer::train::epochs::Shard;
 use trainer::train::model::{Arch, Layer, Model};
 use trainer::train::optim::Sgd;
 use trainer::train::progress::Progress;
-use trainer::train::run::{EpochPlan, Shard, train_epoch};
+use trainer::train::run::{EpochPlan, train_epoch};
 
 const EPOCHS: u64 = 2;
 const BATCH: usize = 64;

@@ -1,7 +1,10 @@
-//! Elastic membership end to end with real processes on 127.0.0.1: a toy
-//! "training" whose per-step gradients are small integers, so the final
-//! parameters are exactly the same whatever the membership, and any lost,
-//! doubled or mis-sharded step shows up as a different vector.
+//! Elastic membership end to end with real processes on 127.0.0.1, through
+//! the real epoch loop of `trainer train` ([`trainer::train::epochs::run`]
+//! and [`trainer::train::run::train_epoch`]) with a toy engine whose
+//! per-sample gradients are small integers, so the final parameters are
+//! exactly the same whatever the membership, and any lost, doubled or
+//! mis-sharded step, or a redo from the wrong state, shows up as a
+//! different vector.
 //!
 //! This file is its own worker: run with `TOY_WORKER=<json>` it is one rank
 //! (rank 0 also hosts the rendezvous); without it, it runs the scenarios,
@@ -19,15 +22,22 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use trainer::train::collective::Collective;
-use trainer::train::elastic::{ElasticConfig, Membership, Next, broadcast_state};
+use trainer::train::collective::{Collective, Group, Single};
+use trainer::train::data::Dataset;
+use trainer::train::elastic::{ElasticConfig, Membership};
+use trainer::train::engine::{Batch, Engine, EngineError, StepStats, TrainState};
+use trainer::train::epochs::{self, Outcome, Rank, Shard};
+use trainer::train::progress::Progress;
 use trainer::train::rendezvous::{self, HostConfig, Roster};
 use trainer::train::ring::{Ring, RingConfig};
+use trainer::train::run::{EpochPlan, EpochReport, train_epoch};
 
 const PARAMS: usize = 3001;
 const EPOCHS: u64 = 7;
 const STEPS: u64 = 6;
 const GLOBAL_BATCH: u64 = 10;
+/// The toy dataset: `STEPS` global batches; each sample's label is its id.
+const SAMPLES: u64 = STEPS * GLOBAL_BATCH;
 
 /// One toy rank's settings (passed as JSON in `TOY_WORKER`).
 #[derive(Serialize, Deserialize, Clone)]
@@ -40,30 +50,125 @@ struct WorkerConfig {
     expected: usize,
     /// Where the prepare-data markers are.
     efs: PathBuf,
-    /// Where to write the final parameters.
+    /// Where to write the final state.
     out: PathBuf,
     step_ms: u64,
 }
 
-/// The gradient of one global sample: small integers, exact in f32.
+/// The gradient of one sample: small integers, exact in f32.
 fn sample_grad(id: u64, k: usize) -> f32 {
     ((id.wrapping_mul(2_654_435_761) >> 7).wrapping_add(k as u64 * 7) % 5) as f32
 }
 
-/// What every run must end with: all samples of all epochs, summed once each.
+/// The learning rate of `epoch`: a different integer per epoch, so a redo
+/// that starts from another epoch's state, or runs under another epoch's
+/// number, changes the result.
+fn toy_lr(epoch: u64) -> f32 {
+    (epoch + 1) as f32
+}
+
+/// What every run must end with: every sample of every epoch summed once,
+/// times that epoch's rate (parameters); summed once (momentum); and the
+/// step count. Written as one vector, as the worker writes its state.
 fn expected() -> Vec<f32> {
-    let mut w = vec![0f32; PARAMS];
+    let (mut w, mut m) = (vec![0f32; PARAMS], vec![0f32; PARAMS]);
     for epoch in 0..EPOCHS {
-        for step in 0..STEPS {
-            for j in 0..GLOBAL_BATCH {
-                let id = (epoch * STEPS + step) * GLOBAL_BATCH + j;
-                for (k, x) in w.iter_mut().enumerate() {
-                    *x += sample_grad(id, k);
-                }
+        for id in 0..SAMPLES {
+            for k in 0..PARAMS {
+                w[k] += toy_lr(epoch) * sample_grad(id, k);
+                m[k] += sample_grad(id, k);
             }
         }
     }
+    w.extend(m);
+    w.push((EPOCHS * STEPS) as f32);
     w
+}
+
+/// An [`Engine`] whose update is `params += lr * sum of the samples'
+/// gradients` (over every rank, through its collective) and `momentum +=
+/// that sum`; it prints each step with the group's size before the
+/// all-reduce.
+struct ToyEngine {
+    state: TrainState,
+    collective: Box<dyn Collective<[f32]> + Send>,
+    step_ms: u64,
+}
+
+impl Engine for ToyEngine {
+    fn step(&mut self, batch: &Batch<'_>, _global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
+        let (epoch, step) = (self.state.step / STEPS, self.state.step % STEPS);
+        println!("step {epoch} {step} world {}", self.collective.world_size());
+        std::thread::sleep(Duration::from_millis(self.step_ms));
+        let mut g = vec![0f32; PARAMS];
+        for &id in batch.labels {
+            g.iter_mut().enumerate().for_each(|(k, x)| *x += sample_grad(u64::from(id), k));
+        }
+        self.collective.all_reduce_sum(&mut g)?;
+        let TrainState { params, momentum, .. } = &mut self.state;
+        for ((p, m), g) in params.iter_mut().zip(momentum.iter_mut()).zip(&g) {
+            *p += lr * g;
+            *m += g;
+        }
+        self.state.step += 1;
+        Ok(StepStats { samples: batch.labels.len() as u64, ..StepStats::default() })
+    }
+
+    fn evaluate(&mut self, _batch: &Batch<'_>) -> Result<StepStats, EngineError> {
+        Ok(StepStats::default())
+    }
+
+    fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError> {
+        let mut f = stats.to_floats();
+        self.collective.all_reduce_sum(&mut f)?;
+        Ok(StepStats::from_floats(f))
+    }
+
+    fn state(&self) -> Result<TrainState, EngineError> {
+        Ok(self.state.clone())
+    }
+
+    fn set_state(&mut self, state: &TrainState) -> Result<(), EngineError> {
+        self.state.clone_from(state);
+        Ok(())
+    }
+}
+
+/// The toy's side of the real epoch loop: the toy engine, the toy dataset
+/// through the real `train_epoch`, and lines the scenarios wait for.
+struct ToyRank {
+    engine: ToyEngine,
+    data: Dataset,
+    progress: Progress,
+}
+
+impl Rank for ToyRank {
+    type Report = EpochReport;
+    type Error = std::convert::Infallible;
+
+    fn engine(&mut self) -> &mut dyn Engine {
+        &mut self.engine
+    }
+
+    fn join_group(&mut self, _group: &Group, ring: Ring) -> Result<(), EngineError> {
+        self.engine.collective = Box::new(ring);
+        Ok(())
+    }
+
+    fn train(&mut self, epoch: u64, shard: Shard) -> Result<EpochReport, EngineError> {
+        let plan = EpochPlan { batch_size: GLOBAL_BATCH as usize, lr: toy_lr(epoch), seed: 5, epochs: EPOCHS };
+        train_epoch(&mut self.engine, &self.data, shard, epoch, &plan, &mut self.progress)
+    }
+
+    fn completed(&mut self, epochs: u64, report: EpochReport) -> Result<(), Self::Error> {
+        assert_eq!(report.train.samples, SAMPLES, "epoch {epochs}: samples over every rank");
+        println!("boundary {}", epochs - 1);
+        Ok(())
+    }
+
+    fn regrouped(&mut self, group: &Group, epoch: u64, redo: bool) {
+        println!("group rank {} world {} epoch {epoch} redo {redo}", group.rank, group.world_size);
+    }
 }
 
 fn worker(cfg: WorkerConfig) -> i32 {
@@ -96,87 +201,39 @@ fn worker(cfg: WorkerConfig) -> i32 {
         eprintln!("toy rank failed: {e}");
         2
     };
-    let (mut m, first) = match Membership::join(config, listener, hello) {
+    let membership = match Membership::join(config, listener, hello) {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
-    let mut w = vec![0f32; PARAMS];
-    let mut ring: Option<Ring> = None;
-    let mut epoch = 0;
-    let mut next = first;
-    // The state at the start of the epoch this rank last began, and which epoch.
-    let (mut start, mut start_epoch) = (w.clone(), u64::MAX);
-    loop {
-        match next {
-            Next::Continue => epoch += 1,
-            Next::Left(reason) => {
-                println!("left {reason}");
-                return 0;
-            }
-            Next::Reformed { group, ring: r, epoch: e, redo } => {
-                let mut r = r;
-                if start_epoch == e {
-                    // We began epoch e (and failed, or finished it while others failed).
-                    w.clone_from(&start);
-                }
-                let mut counters = [e, 0];
-                if let Err(err) = broadcast_state(&mut r, group.source_rank, &mut w, &mut counters) {
-                    next = match m.recover(e, &err) {
-                        Ok(n) => n,
-                        Err(e) => return fail(&e),
-                    };
-                    continue;
-                }
-                println!(
-                    "group round {} rank {} world {} epoch {} redo {redo}",
-                    m.round(),
-                    group.rank,
-                    group.world_size,
-                    counters[0]
-                );
-                epoch = counters[0];
-                ring = Some(r);
-            }
+    let zeros = vec![0f32; PARAMS];
+    let mut rank = ToyRank {
+        engine: ToyEngine {
+            state: TrainState { params: zeros.clone(), momentum: zeros, epoch: 0, step: 0 },
+            collective: Box::new(Single),
+            step_ms: cfg.step_ms,
+        },
+        data: Dataset::from_parts(
+            (1, 1, 1),
+            vec![0; SAMPLES as usize],
+            (0..SAMPLES as u8).collect(),
+            vec![0.0],
+            vec![1.0],
+        ),
+        progress: Progress::stderr(false),
+    };
+    match epochs::run(&mut rank, Some(membership), 0, EPOCHS) {
+        Ok(Outcome::Finished) => {}
+        Ok(Outcome::Left(reason)) => {
+            println!("left {reason}");
+            return 0;
         }
-        if epoch >= EPOCHS {
-            break;
-        }
-        let ring = ring.as_mut().unwrap();
-        start.clone_from(&w);
-        start_epoch = epoch;
-        let result = (|| {
-            let (rank, world) = (ring.rank() as u64, ring.world_size() as u64);
-            for step in 0..STEPS {
-                println!("step {epoch} {step} world {world}");
-                std::thread::sleep(Duration::from_millis(cfg.step_ms));
-                // This rank's contiguous slice of the global batch.
-                let (lo, hi) = (GLOBAL_BATCH * rank / world, GLOBAL_BATCH * (rank + 1) / world);
-                let mut g = vec![0f32; PARAMS];
-                for j in lo..hi {
-                    let id = (epoch * STEPS + step) * GLOBAL_BATCH + j;
-                    g.iter_mut().enumerate().for_each(|(k, x)| *x += sample_grad(id, k));
-                }
-                ring.all_reduce_sum(&mut g)?;
-                w.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
-            }
-            Ok(())
-        })();
-        next = match result {
-            Ok(()) => {
-                println!("boundary {epoch}");
-                m.at_boundary(epoch)
-            }
-            Err(e) => {
-                w.clone_from(&start);
-                m.recover(epoch, &e)
-            }
-        }
-        .unwrap_or_else(|e| {
-            eprintln!("toy rank failed: {e}");
-            std::process::exit(2)
-        });
+        Err(e) => return fail(&e),
     }
-    let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let state = &rank.engine.state;
+    let mut out = state.params.clone();
+    out.extend(&state.momentum);
+    out.push(state.step as f32);
+    let bytes: Vec<u8> = out.iter().flat_map(|x| x.to_le_bytes()).collect();
     std::fs::write(&cfg.out, bytes).unwrap();
     println!("done");
     0
@@ -248,7 +305,7 @@ impl Cluster {
         self.dir.path().join(format!("final-{index}"))
     }
 
-    fn start(&self, index: u32, expected: usize, step_ms: u64) -> Rank {
+    fn start(&self, index: u32, expected: usize, step_ms: u64) -> Process {
         let cfg = WorkerConfig {
             root: self.nodes[index as usize - 1].root.clone(),
             host: index == 1,
@@ -276,18 +333,18 @@ impl Cluster {
                 }
             });
         }
-        Rank { index, child, lines: rx, seen: Vec::new() }
+        Process { index, child, lines: rx, seen: Vec::new() }
     }
 }
 
-struct Rank {
+struct Process {
     index: u32,
     child: Child,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
 }
 
-impl Rank {
+impl Process {
     /// Waits for an output line containing `what`; returns it.
     fn wait_for(&mut self, what: &str, within: Duration) -> String {
         let deadline = Instant::now() + within;
@@ -343,11 +400,17 @@ fn assert_exact(path: &Path, want: &[f32]) {
     let got = read_final(path);
     assert_eq!(got.len(), want.len());
     let diff = got.iter().zip(want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-    assert_eq!(diff, 0, "{}: {diff} of {} parameters differ from the static run", path.display(), want.len());
+    assert_eq!(
+        diff,
+        0,
+        "{}: {diff} of {} values (parameters, momentum, steps) differ from the static run",
+        path.display(),
+        want.len()
+    );
 }
 
 /// Every rank in `ranks` exits 0 with exactly the static run's parameters.
-fn survivors_match_the_static_run(c: &Cluster, ranks: Vec<Rank>) {
+fn survivors_match_the_static_run(c: &Cluster, ranks: Vec<Process>) {
     let want = expected();
     for r in ranks {
         let i = r.index;
@@ -374,7 +437,7 @@ fn join_and_leave_at_boundaries() {
     let line = r1.wait_for("step 2 0", Duration::from_secs(30));
     assert!(line.ends_with("world 3"), "node 4 joined without its marker: {line}");
     c.mark_prepared(4);
-    let joined = r4.wait_for("out group round", Duration::from_secs(30));
+    let joined = r4.wait_for("out group rank", Duration::from_secs(30));
     assert!(joined.contains("rank 3 world 4"), "{joined}");
     r1.wait_for("world 4", Duration::from_secs(10));
     // Node 2 is dropped from the next generation: it leaves at a boundary, cleanly.
@@ -382,7 +445,7 @@ fn join_and_leave_at_boundaries() {
     let (code, out2) = r2.finish(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{out2}");
     assert!(out2.contains("left not in the manifest of generation 3"), "{out2}");
-    let regrouped = r4.wait_for("out group round", Duration::from_secs(30));
+    let regrouped = r4.wait_for("out group rank", Duration::from_secs(30));
     assert!(regrouped.contains("rank 2 world 3"), "{regrouped}");
     let want = expected();
     for (r, i) in [(r1, 1), (r3, 3), (r4, 4)] {
@@ -396,11 +459,11 @@ fn join_and_leave_at_boundaries() {
 /// Starts `n` ranks, sends `signal` to the one at position `victim` when it
 /// prints `at`, and waits for rank 0 to be told to redo the epoch. Returns
 /// the cluster, the ranks left, rank 0's group line and how long re-forming took.
-fn fault_mid_epoch(n: u32, victim: usize, at: &str, signal: i32) -> (Cluster, Vec<Rank>, String, Duration) {
+fn fault_mid_epoch(n: u32, victim: usize, at: &str, signal: i32) -> (Cluster, Vec<Process>, String, Duration) {
     let c = Cluster::new(n);
     c.publish(1, &(1..=n).collect::<Vec<_>>());
     (2..=n).for_each(|i| c.mark_prepared(i));
-    let mut ranks: Vec<Rank> = (1..=n).map(|i| c.start(i, n as usize, 40)).collect();
+    let mut ranks: Vec<Process> = (1..=n).map(|i| c.start(i, n as usize, 40)).collect();
     ranks[victim].wait_for(at, Duration::from_secs(60));
     let hit = Instant::now();
     ranks[victim].signal(signal);
@@ -431,12 +494,12 @@ fn silent_peer() {
     println!("silent peer: survivors re-formed {took:?} after SIGSTOP");
 }
 
-/// Rank 0 (the master) dies: every other rank fails, saying why.
+/// Process 0 (the master) dies: every other rank fails, saying why.
 fn master_death() {
     let c = Cluster::new(3);
     c.publish(1, &[1, 2, 3]);
     (2..=3).for_each(|i| c.mark_prepared(i));
-    let mut ranks: Vec<Rank> = (1..=3).map(|i| c.start(i, 3, 40)).collect();
+    let mut ranks: Vec<Process> = (1..=3).map(|i| c.start(i, 3, 40)).collect();
     ranks[0].wait_for("step 1 1", Duration::from_secs(60));
     ranks[0].signal(libc::SIGKILL);
     for r in ranks.into_iter().skip(1) {

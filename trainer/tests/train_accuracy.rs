@@ -5,10 +5,11 @@ mod common;
 
 use trainer::train::collective::Single;
 use trainer::train::cpu::{self, CpuEngine};
+use trainer::train::epochs::Shard;
 use trainer::train::model::{Arch, Model};
 use trainer::train::optim::Sgd;
 use trainer::train::progress::Progress;
-use trainer::train::run::{EpochPlan, Shard, accuracy, epoch_line, evaluate, train_epoch};
+use trainer::train::run::{EpochPlan, accuracy, epoch_line, evaluate, train_epoch};
 
 /// Trains `arch` for `epochs` with the CLI's defaults otherwise and returns
 /// the final test accuracy, printing every epoch's line. The last two epochs

@@ -14,10 +14,11 @@ use trainer::train::collective::{Collective, CollectiveError};
 use trainer::train::cpu::{self, CpuEngine};
 use trainer::train::data::Dataset;
 use trainer::train::engine::Engine;
+use trainer::train::epochs::Shard;
 use trainer::train::model::{Arch, Model};
 use trainer::train::optim::Sgd;
 use trainer::train::progress::Progress;
-use trainer::train::run::{EpochPlan, EpochReport, Shard, train_epoch};
+use trainer::train::run::{EpochPlan, EpochReport, train_epoch};
 
 /// Test-only collective of threads: every rank posts its buffer in its
 /// slot, then each sums the slots in rank order (deterministic, like a ring's

@@ -57,6 +57,7 @@ pub fn config(requested: u32, min: u32, timeout_minutes: u32, prepare_data: bool
         formation_timeout_seconds: timeout_minutes * 60,
         elastic: Elastic { prepare_data_script: prepare_data.then(|| "/efs/prepare.sh".into()) },
         signals: Some(Signals { master_resource: "MasterInstance".into(), formation_handle_url: "https://h".into() }),
+        efa: None,
     }
 }
 

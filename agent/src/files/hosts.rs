@@ -3,7 +3,8 @@
 //!
 //! Our lines live in a managed block; the image's own lines (localhost,
 //! the instance's name) stay as they are. One line per node, master first:
-//! `<ip> <alias> [deeplearning-master] <hostname>`.
+//! `<ip> <alias> [deeplearning-master] [<hostname> [<short hostname>]]`
+//! (the short name is the host name's first label, see [`Node::host_names`]).
 
 use node_contract::message::MASTER_ALIAS;
 
@@ -23,7 +24,7 @@ pub fn body(nodes: &[Node<'_>]) -> String {
             out.push(' ');
             out.push_str(MASTER_ALIAS);
         }
-        if let Some(h) = n.hostname() {
+        for h in n.host_names() {
             out.push(' ');
             out.push_str(h);
         }

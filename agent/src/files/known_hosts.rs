@@ -1,9 +1,9 @@
 //! `/etc/ssh/ssh_known_hosts`: every node's SSH host key under its alias,
-//! host name and IP, so SSH between nodes verifies every host key and host
+//! host names (full and short) and IP, so SSH between nodes verifies every host key and host
 //! key checking stays on (`StrictHostKeyChecking yes`).
 //!
 //! One line per node in our managed block:
-//! `<alias>[,deeplearning-master][,<hostname>],<ip> <key-type> <base64>`.
+//! `<alias>[,deeplearning-master][,<hostname>[,<short hostname>]],<ip> <key-type> <base64>`.
 //! Host keys arrive in registrations over SQS, so each is parsed as an
 //! OpenSSH public key before it is trusted; the comment is dropped.
 
@@ -26,7 +26,7 @@ pub fn body(nodes: &[Node<'_>]) -> Result<String, FilesError> {
         if n.is_master {
             names.push(MASTER_ALIAS);
         }
-        names.extend(n.hostname());
+        names.extend(n.host_names());
         names.push(&n.node.private_ip);
         out.push_str(&format!("{} {key}\n", names.join(",")));
     }

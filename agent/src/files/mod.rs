@@ -10,9 +10,9 @@
 //! | `/etc/fstab` (managed block) | [`efs`] | EFS is mounted again after a reboot |
 //! | `/opt/deeplearning/workers` | [`workers`] | one alias per line, master first (`$DEEPLEARNING_WORKERS_PATH`, MXNet `launch.py -H`) |
 //! | `/opt/deeplearning/hostfile` | [`hostfile`] | `alias slots=N` for mpirun, Horovod, DeepSpeed |
-//! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*` and `EFS_MOUNT` in every login shell |
+//! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*`, `EFS_MOUNT` and the NCCL/EFA environment ([`crate::fabric`]) in every login shell |
 //! | `~user/.ssh/authorized_keys` (managed block) | [`authorized_keys`] | the master reaches every node with the cluster key |
-//! | `~user/.ssh/id_ed25519_deeplearning{,.pub}`, `~user/.ssh/config` (managed block), master only | [`ssh_client`] | the master's side of that: the key, and `ssh deeplearning-*` uses it with strict host key checking |
+//! | `~user/.ssh/id_ed25519_deeplearning{,.pub}`, `~user/.ssh/config` (managed block), master only | [`ssh_client`] | the master's side of that: the key, and `ssh` to any node's alias, IP or host name uses it with strict host key checking |
 //! | `/var/lib/deeplearning/cluster_key`, master only | [`cluster_key`] | the cluster key, created once and kept across restarts |
 //! | `/var/lib/deeplearning/state.json` | [`state`] | the applied generation, for restarts and for `trainer` |
 //! | `$EFS_MOUNT/deeplearning/hosts.log` | [`host_log`] | one line per membership change, shared by all nodes |
@@ -59,7 +59,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use node_contract::NodeConfig;
-use node_contract::message::{Manifest, ManifestNode};
+
+use crate::fabric::Variable;
+use node_contract::message::{MASTER_ALIAS, Manifest, ManifestNode};
 
 /// The files for one manifest as seen by one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -243,14 +245,37 @@ pub struct Node<'a> {
     pub node: &'a ManifestNode,
     /// Whether it is the master (which also answers to `deeplearning-master`).
     pub is_master: bool,
+    /// Its host name's first label, when no other node of the manifest has
+    /// that first label or that name (two nodes never share a name in
+    /// `/etc/hosts` or the known hosts).
+    pub short_name: Option<&'a str>,
 }
 
-impl Node<'_> {
-    /// The host name, when it adds something to the alias.
-    pub fn hostname(&self) -> Option<&str> {
-        let h = self.node.hostname.as_str();
-        (!h.is_empty() && h != self.node.alias).then_some(h)
+impl<'a> Node<'a> {
+    /// The names this node answers to besides its alias (and
+    /// `deeplearning-master`) and its IP: the host name the metadata gave
+    /// (`ip-10-0-1-5.ec2.internal`), then its short name, each only when it
+    /// adds a name.
+    pub fn host_names(&self) -> Vec<&'a str> {
+        let mut names: Vec<&'a str> = Vec::new();
+        for name in [Some(self.node.hostname.as_str()), self.short_name].into_iter().flatten() {
+            let taken = name == self.node.alias || name == MASTER_ALIAS || name == self.node.private_ip;
+            if !name.is_empty() && !taken && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     }
+}
+
+/// The first label of a node's host name (`ip-10-0-1-5` of
+/// `ip-10-0-1-5.ec2.internal`: what `hostname` prints on Ubuntu images and
+/// what users copy into host files); none for a one-label name or an IP.
+fn first_label(hostname: &str) -> Option<&str> {
+    if hostname.parse::<IpAddr>().is_ok() {
+        return None;
+    }
+    hostname.split_once('.').map(|(short, _)| short).filter(|s| !s.is_empty())
 }
 
 /// The manifest's nodes, master first, then by index, each checked.
@@ -261,8 +286,24 @@ pub fn nodes(manifest: &Manifest) -> Result<Vec<Node<'_>>, FilesError> {
             generation: manifest.generation,
         });
     }
-    let mut nodes: Vec<Node<'_>> =
-        manifest.nodes.iter().map(|n| Node { node: n, is_master: n.instance_id == manifest.master }).collect();
+    // A short name is given only when it names one node and nothing else.
+    let mut shorts: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in &manifest.nodes {
+        if let Some(short) = first_label(&n.hostname) {
+            *shorts.entry(short).or_default() += 1;
+        }
+    }
+    let names: std::collections::BTreeSet<&str> =
+        manifest.nodes.iter().flat_map(|n| [n.alias.as_str(), n.hostname.as_str(), n.private_ip.as_str()]).collect();
+    let mut nodes: Vec<Node<'_>> = manifest
+        .nodes
+        .iter()
+        .map(|n| Node {
+            node: n,
+            is_master: n.instance_id == manifest.master,
+            short_name: first_label(&n.hostname).filter(|s| shorts[s] == 1 && !names.contains(s)),
+        })
+        .collect();
     nodes.sort_by_key(|n| (!n.is_master, n.node.index, n.node.instance_id.clone()));
     for n in &nodes {
         check_node(n.node)?;
@@ -346,12 +387,14 @@ fn home_path(user: &str, in_home: &str) -> PathBuf {
 }
 
 /// The files for `manifest` as seen by the node `me` (instance id).
-/// `cluster_private_key` is `Some` on the master only.
+/// `cluster_private_key` is `Some` on the master only; `fabric` is this
+/// node's NCCL/EFA environment for the profile ([`crate::fabric`]).
 pub fn plan(
     manifest: &Manifest,
     me: &str,
     config: &NodeConfig,
     cluster_private_key: Option<&str>,
+    fabric: &[Variable],
 ) -> Result<Plan, FilesError> {
     if manifest.cluster != config.cluster {
         return Err(FilesError::OtherCluster {
@@ -375,7 +418,7 @@ pub fn plan(
         efs::fstab_file(config),
         root_file(workers::PATH, Content::Whole(workers::content(&nodes))),
         root_file(hostfile::PATH, Content::Whole(hostfile::content(&nodes))),
-        root_file(profile::PATH, Content::Whole(profile::content(manifest, &nodes, this.gpus, config))),
+        root_file(profile::PATH, Content::Whole(profile::content(manifest, &nodes, this.gpus, config, fabric))),
         user_file(
             authorized_keys::path(user),
             Content::Block(authorized_keys::body(&manifest.cluster_public_key)?),
@@ -386,7 +429,7 @@ pub fn plan(
         let (private, public) = ssh_client::identity(private)?;
         files.push(user_file(ssh_client::identity_path(user), Content::Whole(private), 0o600));
         files.push(user_file(ssh_client::public_path(user), Content::Whole(public), 0o644));
-        files.push(user_file(ssh_client::config_path(user), Content::Block(ssh_client::config_body()), 0o600));
+        files.push(user_file(ssh_client::config_path(user), Content::Block(ssh_client::config_body(&nodes)), 0o600));
     }
     Ok(Plan { files })
 }
@@ -425,8 +468,9 @@ pub fn apply_manifest(
     me: &str,
     config: &NodeConfig,
     cluster_private_key: Option<&str>,
+    fabric: &[Variable],
 ) -> Result<Vec<PathBuf>, FilesError> {
-    let changed = apply(&plan(manifest, me, config, cluster_private_key)?, root)?;
+    let changed = apply(&plan(manifest, me, config, cluster_private_key, fabric)?, root)?;
     let state = state::State {
         version: state::STATE_VERSION,
         instance_id: me.to_owned(),
@@ -602,6 +646,12 @@ pub(crate) mod tests {
         }
     }
 
+    /// A p4d.24xlarge's NCCL/EFA environment, as the runner makes it.
+    pub(crate) fn fabric() -> Vec<Variable> {
+        let efa = node_contract::Efa { rdma_instance_types: vec!["p4d.24xlarge".into()] };
+        crate::fabric::environment(Some(&efa), Some("p4d.24xlarge"), Some("ens32"))
+    }
+
     fn node(index: u32, gpus: u32) -> ManifestNode {
         let ip = format!("10.0.0.{}", 4 + index);
         ManifestNode {
@@ -668,14 +718,14 @@ pub(crate) mod tests {
     #[test]
     fn plan_from_the_masters_view() {
         let root = image_root();
-        let plan = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key())).unwrap();
+        let plan = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key()), &fabric()).unwrap();
         insta::assert_snapshot!(rendered(&plan, root.path()));
     }
 
     #[test]
     fn plan_from_a_workers_view() {
         let root = image_root();
-        let plan = plan(&manifest(), "i-0000000000000003", &config(), None).unwrap();
+        let plan = plan(&manifest(), "i-0000000000000003", &config(), None, &fabric()).unwrap();
         assert!(plan.files.iter().all(|f| !f.path.to_string_lossy().contains("id_ed25519")));
         insta::assert_snapshot!(rendered(&plan, root.path()));
     }
@@ -685,16 +735,16 @@ pub(crate) mod tests {
         let m = manifest();
         let mut shuffled = m.clone();
         shuffled.nodes.reverse();
-        let a = plan(&m, "i-0000000000000002", &config(), None).unwrap();
-        let b = plan(&shuffled, "i-0000000000000002", &config(), None).unwrap();
+        let a = plan(&m, "i-0000000000000002", &config(), None, &fabric()).unwrap();
+        let b = plan(&shuffled, "i-0000000000000002", &config(), None, &fabric()).unwrap();
         assert_eq!(a, b);
-        assert_eq!(a, plan(&m, "i-0000000000000002", &config(), None).unwrap());
+        assert_eq!(a, plan(&m, "i-0000000000000002", &config(), None, &fabric()).unwrap());
     }
 
     #[test]
     fn apply_writes_owns_and_then_changes_nothing() {
         let root = image_root();
-        let p = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key())).unwrap();
+        let p = plan(&manifest(), "i-0000000000000001", &config(), Some(&cluster_private_key()), &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         let expected: Vec<PathBuf> = render(&p, root.path()).unwrap().into_iter().map(|(path, _)| path).collect();
         assert_eq!(changed, expected, "every file is new or changed on the first run");
@@ -729,7 +779,7 @@ pub(crate) mod tests {
         let mut next = manifest();
         next.generation = 4;
         next.nodes.retain(|n| n.index != 3);
-        let p = plan(&next, "i-0000000000000001", &config(), Some(&cluster_private_key())).unwrap();
+        let p = plan(&next, "i-0000000000000001", &config(), Some(&cluster_private_key()), &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         let changed: Vec<&str> = changed.iter().map(|p| p.to_str().unwrap()).collect();
         assert_eq!(
@@ -739,10 +789,13 @@ pub(crate) mod tests {
                 "/etc/ssh/ssh_known_hosts",
                 "/opt/deeplearning/workers",
                 "/opt/deeplearning/hostfile",
-                "/etc/profile.d/deeplearning.sh"
+                "/etc/profile.d/deeplearning.sh",
+                "/home/ubuntu/.ssh/config"
             ]
         );
         assert!(!fs::read_to_string(&hosts).unwrap().contains("deeplearning-worker3"));
+        let ssh_config = fs::read_to_string(root.path().join("home/ubuntu/.ssh/config")).unwrap();
+        assert!(!ssh_config.contains("10.0.0.7"), "the node that left keeps the cluster key: {ssh_config}");
     }
 
     #[test]
@@ -750,7 +803,7 @@ pub(crate) mod tests {
         let root = tempfile::tempdir().unwrap();
         let mut c = config();
         c.default_user = "ec2-user".into();
-        let p = plan(&manifest(), "i-0000000000000002", &c, None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &c, None, &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         assert!(changed.contains(&PathBuf::from("/home/ec2-user/.ssh/authorized_keys")), "{changed:?}");
         let m = fs::metadata(root.path().join("home/ec2-user/.ssh/authorized_keys")).unwrap();
@@ -765,7 +818,7 @@ pub(crate) mod tests {
         let root = tempfile::tempdir().unwrap();
         fs::create_dir_all(root.path().join("etc")).unwrap();
         fs::write(root.path().join("etc/passwd"), "ubuntu:x:1000:1001::/srv/ubuntu:/bin/bash\n").unwrap();
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         apply(&p, root.path()).unwrap();
         let home = fs::metadata(root.path().join("srv/ubuntu")).unwrap();
         assert_eq!((home.uid(), home.gid()), (1000, 1001));
@@ -855,10 +908,10 @@ pub(crate) mod tests {
         for (case, edit, me, needle) in cases {
             let mut m = manifest();
             edit(&mut m);
-            let e = plan(&m, me, &c, None).unwrap_err().to_string();
+            let e = plan(&m, me, &c, None, &fabric()).unwrap_err().to_string();
             assert!(e.contains(needle), "{case}: {e:?} lacks {needle:?}");
         }
-        let e = plan(&manifest(), "i-0000000000000001", &c, Some("not a key")).unwrap_err();
+        let e = plan(&manifest(), "i-0000000000000001", &c, Some("not a key"), &fabric()).unwrap_err();
         assert!(matches!(e, FilesError::BadClusterKey { .. }), "{e:?}");
     }
 
@@ -869,7 +922,7 @@ pub(crate) mod tests {
         let root = image_root();
         let hosts_before = fs::read(root.path().join("etc/hosts")).unwrap();
         fs::write(root.path().join("opt"), "in the way").unwrap();
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         let e = apply(&p, root.path()).unwrap_err();
         assert!(matches!(&e, FilesError::CreateDir { path, .. } if path.ends_with("opt/deeplearning")), "{e:?}");
         assert_eq!(fs::read(root.path().join("etc/hosts")).unwrap(), hosts_before);
@@ -892,19 +945,19 @@ pub(crate) mod tests {
             return;
         };
         let _mounted = atomic::tests::Mounted(hosts.clone());
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         let changed = apply(&p, root.path()).unwrap();
         assert_eq!(changed[0], PathBuf::from("/etc/hosts"));
         let outside = fs::read_to_string(&source).unwrap();
         assert!(outside.starts_with("127.0.0.1 localhost\n# BEGIN deeplearning-cluster"), "{outside}");
-        assert!(outside.contains("10.0.0.7 deeplearning-worker3 ip-10-0-0-7.ec2.internal\n"), "{outside}");
+        assert!(outside.contains("10.0.0.7 deeplearning-worker3 ip-10-0-0-7.ec2.internal ip-10-0-0-7\n"), "{outside}");
         assert_eq!(apply(&p, root.path()).unwrap(), Vec::<PathBuf>::new());
     }
 
     #[test]
     fn render_merges_with_content_on_disk_without_writing() {
         let root = image_root();
-        let p = plan(&manifest(), "i-0000000000000002", &config(), None).unwrap();
+        let p = plan(&manifest(), "i-0000000000000002", &config(), None, &fabric()).unwrap();
         let out = render(&p, root.path()).unwrap();
         let (path, hosts) = &out[0];
         assert_eq!(path, Path::new("/etc/hosts"));

@@ -1,6 +1,7 @@
-//! `/etc/profile.d/deeplearning.sh`: the `DEEPLEARNING_*` environment and
-//! `EFS_MOUNT`, for every login shell (and for `trainer`, which reads the
-//! same values from the state file when it is not started from a shell).
+//! `/etc/profile.d/deeplearning.sh`: the `DEEPLEARNING_*` environment,
+//! `EFS_MOUNT` and this node's NCCL/EFA environment ([`crate::fabric`]), for
+//! every login shell and for `trainer launch`, which reads this file on every
+//! host and gives these variables to every rank.
 //!
 //! Values are shell-quoted, so a cluster name or mount point with spaces or
 //! quotes cannot break (or inject into) every user's login.
@@ -9,12 +10,13 @@ use node_contract::NodeConfig;
 use node_contract::message::Manifest;
 
 use super::{Node, hostfile, workers};
+use crate::fabric::Variable;
 
 /// The file, as on the node.
 pub const PATH: &str = "/etc/profile.d/deeplearning.sh";
 
-/// The whole file, for the node with `gpus` GPUs.
-pub fn content(manifest: &Manifest, nodes: &[Node<'_>], gpus: u32, config: &NodeConfig) -> String {
+/// The whole file, for the node with `gpus` GPUs and the NCCL/EFA environment `fabric`.
+pub fn content(manifest: &Manifest, nodes: &[Node<'_>], gpus: u32, config: &NodeConfig, fabric: &[Variable]) -> String {
     let vars: [(&str, String); 7] = [
         ("DEEPLEARNING_CLUSTER", manifest.cluster.clone()),
         ("DEEPLEARNING_GENERATION", manifest.generation.to_string()),
@@ -26,8 +28,8 @@ pub fn content(manifest: &Manifest, nodes: &[Node<'_>], gpus: u32, config: &Node
     ];
     let mut out =
         String::from("# Written by the deeplearning agent from the cluster manifest; replaced on every change.\n");
-    for (name, value) in vars {
-        out.push_str(&format!("export {name}={}\n", quote(&value)));
+    for (name, value) in vars.iter().chain(fabric) {
+        out.push_str(&format!("export {name}={}\n", quote(value)));
     }
     out
 }
@@ -63,7 +65,7 @@ mod tests {
             assert_eq!(quote(value), expected, "{value:?}");
         }
         // The quoted form means the original to a real shell.
-        for value in ["it's", "$(reboot)", "a b\tc", "x'y'z", "\"q\""] {
+        for value in ["it's", "$(reboot)", "a b\tc", "x'y'z", "\"q\"", "=ens5"] {
             let out = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(format!("printf %s {}", quote(value)))

@@ -1252,6 +1252,7 @@ mod tests {
             accelerators: 0,
             efa: false,
             cluster_placement: true,
+            efa_rdma: false,
             regions: Region::UsEast1.bit() | Region::UsWest2.bit(),
         };
         assert_eq!(offering_problem(&t, &[Region::UsEast1]), None);
@@ -1261,7 +1262,7 @@ mod tests {
     }
 
     fn fake(name: &'static str, efa: bool, cluster_placement: bool, accelerator: Accelerator) -> InstanceType {
-        InstanceType { name, accelerator, accelerators: 1, efa, cluster_placement, regions: 0b11111 }
+        InstanceType { name, accelerator, accelerators: 1, efa, cluster_placement, efa_rdma: false, regions: 0b11111 }
     }
 
     fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {

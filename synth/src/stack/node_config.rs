@@ -7,12 +7,14 @@
 //! contract's user data script. Numbers that come from parameters are
 //! written as placeholders inside strings (`"${WorkerCount}"`); the contract
 //! reads decimal strings as numbers for exactly this reason. With
-//! `image.agent_package_url`, the script installs the package first.
+//! `image.agent_package_url`, the script installs the package first. With
+//! EFA, the config says so and lists the instance types whose EFA does RDMA
+//! (contract version 2); without, it stays version 1.
 
 use std::collections::BTreeMap;
 
 use cfn::Expr;
-use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
+use node_contract::{Efa, Efs, Elastic, NodeConfig, PackageSource, Queues, Role, Signals};
 
 use super::{Ctx, sub_literal};
 
@@ -39,8 +41,8 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
         vars.insert(name.to_owned(), value);
         format!("${{{name}}}")
     };
-    let config = NodeConfig {
-        version: NODE_CONFIG_VERSION,
+    let mut config = NodeConfig {
+        version: 0,
         cluster: sub_literal(&spec.name),
         stack_id: "${AWS::StackId}".into(),
         stack_name: "${AWS::StackName}".into(),
@@ -61,7 +63,13 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             master_resource: resource,
             formation_handle_url: var("FormationHandleUrl", handle),
         }),
+        // The whole list, not the blueprint's type alone: the stack's
+        // instance type parameters may be changed at deploy time.
+        efa: spec
+            .efa
+            .then(|| Efa { rdma_instance_types: crate::catalog::efa_rdma_types().map(String::from).collect() }),
     };
+    config.version = config.needed_version();
     let count = var("RequestedWorkers", refs.worker_count);
     let min = var("MinimumWorkers", refs.min_workers);
     // Serializing a struct of strings and numbers to JSON cannot fail.
@@ -122,6 +130,11 @@ mod tests {
                 assert_eq!(config.signals.is_some(), role == Role::Master, "{name} {lt}");
                 assert_eq!(config.worker_group.is_some(), role == Role::Master, "{name} {lt}");
                 assert_eq!(config.formation_timeout_seconds, spec.formation_minutes * 60);
+                assert_eq!(config.efa.is_some(), spec.efa, "{name} {lt}");
+                assert_eq!(config.version, if spec.efa { 2 } else { 1 }, "{name} {lt}");
+                if let Some(efa) = &config.efa {
+                    assert!(efa.rdma_instance_types.iter().any(|t| t == "p4d.24xlarge"), "{name}: {efa:?}");
+                }
             }
         }
     }

@@ -16,6 +16,10 @@
 //!   (written on one host, read on another: the mount is really shared);
 //! - clock: the host's time, taken during the ssh call, is within
 //!   `--max-skew-ms` of the master's times at the start and end of the call.
+//!
+//! Below the table, each host's NCCL/EFA environment from its agent's
+//! profile (`NCCL_SOCKET_IFNAME`, `FI_PROVIDER`, `FI_EFA_USE_DEVICE_RDMA`:
+//! what `trainer launch` gives every rank there), for reading, not checked.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -141,6 +145,11 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
             }
         }
     }
+    if let Ok(vars) = profile::read(&args.root) {
+        for (name, value) in vars.into_iter().filter(|(name, _)| profile::fabric(name)) {
+            line(format!("fabric={name}={value}"));
+        }
+    }
     line(format!("time_ms={}", now_ms()));
     Ok(cli_output::print_report(&out, EXIT_OK)?)
 }
@@ -168,6 +177,8 @@ struct Row {
     efs: std::result::Result<(), String>,
     /// Least skew to the master, and how long the ssh call took.
     skew_ms: Option<(i64, i64)>,
+    /// The NCCL/EFA environment of its profile, `NAME=VALUE`.
+    fabric: Vec<String>,
 }
 
 /// Checks every host and prints the table; 1 when anything fails.
@@ -211,6 +222,7 @@ pub async fn run(args: Args) -> Result<u8> {
             nccl: None,
             efs: Err("not checked".into()),
             skew_ms: None,
+            fabric: Vec::new(),
         };
         let output = match out {
             Err(_) => {
@@ -256,6 +268,7 @@ pub async fn run(args: Args) -> Result<u8> {
         // With clocks in step, the host's time falls between the start and the end
         // of the ssh call; how far outside that window it falls is the least skew.
         row.skew_ms = field("time_ms").and_then(|t| t.parse::<i64>().ok()).map(|t| (least_skew(t0, t, t1), t1 - t0));
+        row.fabric = stdout.lines().filter_map(|l| l.strip_prefix("fabric=")).map(str::to_owned).collect();
         rows.push(row);
     }
     if let Some(efs) = &master_efs {
@@ -325,6 +338,11 @@ pub async fn run(args: Args) -> Result<u8> {
             "{:<24} {:<6} {:<11} {:<5} {:<5} {:<8} {}\n",
             row.host, cells[0], cells[1], cells[2], cells[3], cells[4], cells[5]
         );
+    }
+    out += &format!("NCCL/EFA environment every rank gets (from each host's {}):\n", profile::PATH);
+    for row in rows.iter().filter(|r| r.ssh.is_ok()) {
+        let vars = if row.fabric.is_empty() { "(none)".to_owned() } else { row.fabric.join(" ") };
+        out += &format!("  {}: {vars}\n", row.host);
     }
     problems.dedup();
     let code = if problems.is_empty() {

@@ -19,8 +19,16 @@
 //! dropping) stops all others; so do SIGINT and SIGTERM. Stopping closes
 //! every ssh's stdin, and SIGKILLs the ssh clients still there after
 //! [`KILL_AFTER`]. The exit code is the first failing rank's (255 for an SSH
-//! failure, 130/143 for SIGINT/SIGTERM), and the last line says which rank
-//! failed first and why.
+//! failure, 130/143 for SIGINT/SIGTERM), and a line says which rank failed
+//! first and why. When failed ranks wrote error files (PyTorch's `@record`,
+//! see [`error_file`]), the earliest one's exception and traceback follow,
+//! as the root cause, with its host and rank.
+//!
+//! Every rank gets torchrun's environment ([`torchrun`]): the launcher
+//! decides what torchrun takes from its own environment (`OMP_NUM_THREADS`,
+//! `TORCH_NCCL_ASYNC_ERROR_HANDLING`) and passes it down with `--env`; each
+//! rank's `TORCHELASTIC_ERROR_FILE` is `rank-<r>.error.json` in the job's
+//! log directory.
 
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
@@ -36,8 +44,8 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::jobs::hosts::{self, Nproc, Rank};
-use crate::jobs::process;
 use crate::jobs::ssh::{self, SshArgs};
+use crate::jobs::{error_file, process, torchrun};
 use crate::{EXIT_USAGE, agent_state};
 
 /// How long stopped ranks get to end by themselves (their supervisors give
@@ -119,7 +127,8 @@ fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
     // The job directory's layout (logs beside checkpoints and TensorBoard files) is jobdir's.
     let dir = crate::jobdir::path_from(efs.as_deref(), Some(job), "logs");
     std::fs::create_dir_all(&dir).map_err(|source| Error::Write { path: dir.clone(), source })?;
-    Ok(dir)
+    // Absolute: the ranks' error file paths in it are used on every host.
+    std::path::absolute(&dir).map_err(|source| Error::Write { path: dir, source })
 }
 
 enum Event {
@@ -155,6 +164,9 @@ struct RankProcess {
 struct Failure {
     code: u8,
     what: String,
+    /// The failed rank's place in the table; `None` for a signal to the
+    /// launcher or its own stdout failing.
+    rank: Option<usize>,
 }
 
 /// Runs the job; returns the exit code.
@@ -176,7 +188,22 @@ pub async fn run(args: Args) -> Result<u8> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(Error::Signal)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(Error::Signal)?;
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let spawner = Spawner { trainer, job: job.clone(), world, master_addr, args: &args, logs: logs.clone(), tx };
+    // torchrun's environment decisions that depend on the launcher's own (OMP_NUM_THREADS), said once.
+    let inherited = torchrun::Inherited::from_env(|name| std::env::var(name).ok());
+    if let Some(note) = inherited.omp_note(ranks.iter().map(|r| r.local_world_size).max().unwrap_or(1)) {
+        cli_output::errln!("trainer: {note}");
+    }
+    let spawner = Spawner {
+        trainer,
+        job: job.clone(),
+        world,
+        group_world: hosts.len() as u32,
+        master_addr,
+        inherited,
+        args: &args,
+        logs: logs.clone(),
+        tx,
+    };
     // An elastic job follows the agent's membership, keyed by instance id.
     let mut membership = if args.elastic { Some(Membership::read(&args.root)?) } else { None };
     // Every host must be known by instance id, or a new generation would
@@ -193,6 +220,8 @@ pub async fn run(args: Args) -> Result<u8> {
 
     let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal(), stdout_closed: false };
     let mut failure: Option<Failure> = None;
+    // Ranks that ended with a non-zero code, in the order seen: the root cause is among them.
+    let mut nonzero: Vec<usize> = Vec::new();
     let mut kill_at: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let stop = |procs: &mut Vec<RankProcess>, kill_at: &mut Option<Instant>| {
@@ -235,6 +264,9 @@ pub async fn run(args: Args) -> Result<u8> {
                     // (whose code, signals included, ssh passes on as an exit code).
                     let ssh_signal = status.as_ref().ok().and_then(std::os::unix::process::ExitStatusExt::signal);
                     let code = status.map(process::exit_code).unwrap_or(255);
+                    if code != 0 {
+                        nonzero.push(rank);
+                    }
                     let elastic_member = args.elastic && p.spec.group_rank != 0;
                     p.state = match code {
                         0 if elastic_member && !stopping => State::Left,
@@ -255,18 +287,22 @@ pub async fn run(args: Args) -> Result<u8> {
                     let p = &mut procs[rank];
                     if p.state == State::Failed && failure.is_none() {
                         let why = exit_reason(p, code, ssh_signal);
-                        failure = Some(Failure { code, what: format!("rank {} on {} failed first: {why}", p.spec.rank, p.spec.host) });
+                        failure = Some(Failure {
+                            code,
+                            what: format!("rank {} on {} failed first: {why}", p.spec.rank, p.spec.host),
+                            rank: Some(rank),
+                        });
                         stop(&mut procs, &mut kill_at);
                     }
                 }
                 None => break,
             },
             _ = sigint.recv() => {
-                failure.get_or_insert(Failure { code: 130, what: "interrupted (SIGINT)".into() });
+                failure.get_or_insert(Failure { code: 130, what: "interrupted (SIGINT)".into(), rank: None });
                 stop(&mut procs, &mut kill_at);
             }
             _ = sigterm.recv() => {
-                failure.get_or_insert(Failure { code: 143, what: "terminated (SIGTERM)".into() });
+                failure.get_or_insert(Failure { code: 143, what: "terminated (SIGTERM)".into(), rank: None });
                 stop(&mut procs, &mut kill_at);
             }
             _ = sleep_until(kill_at) => {
@@ -328,6 +364,11 @@ pub async fn run(args: Args) -> Result<u8> {
                 "trainer: job {job}: {}; stopped {stopped} other rank(s) on every host; {logs_note}",
                 f.what
             );
+            if f.rank.is_some()
+                && let Some(text) = root_cause(&procs, &nonzero)
+            {
+                cli_output::eprint(&text);
+            }
             if f.code == 0 { EXIT_USAGE } else { f.code }
         }
     })
@@ -338,7 +379,11 @@ struct Spawner<'a> {
     trainer: String,
     job: String,
     world: u32,
+    /// Hosts at the start (`GROUP_WORLD_SIZE`).
+    group_world: u32,
     master_addr: String,
+    /// What the ranks take from the launcher's environment, as torchrun's workers take it from torchrun's.
+    inherited: torchrun::Inherited,
     args: &'a Args,
     logs: PathBuf,
     tx: mpsc::UnboundedSender<Event>,
@@ -357,11 +402,16 @@ impl Spawner<'_> {
             ("--world-size", self.world.to_string()),
             ("--local-world-size", spec.local_world_size.to_string()),
             ("--group-rank", spec.group_rank.to_string()),
+            ("--group-world-size", self.group_world.to_string()),
+            ("--error-file", error_file::path(&self.logs, spec.rank).display().to_string()),
             ("--master-addr", self.master_addr.clone()),
             ("--master-port", self.args.port.to_string()),
             ("--host", spec.host.clone()),
         ] {
             remote.extend([flag.to_owned(), value]);
+        }
+        for (name, value) in self.inherited.for_rank(spec.local_world_size) {
+            remote.extend(["--env".to_owned(), format!("{name}={value}")]);
         }
         remote.push("--".into());
         remote.extend(self.args.command.iter().cloned());
@@ -467,6 +517,33 @@ fn exit_reason(p: &RankProcess, code: u8, ssh_signal: Option<i32>) -> String {
     }
 }
 
+/// The root cause of a failed job, from the error files (`@record`) of the
+/// ranks that ended non-zero (`nonzero`, in the order they did): the
+/// exception and traceback of the earliest, naming its host and rank, as
+/// lines for stderr. `None` when none of them wrote one (the ranks' own
+/// stderr, in their logs, is then all there is).
+fn root_cause(procs: &[RankProcess], nonzero: &[usize]) -> Option<String> {
+    let recorded = nonzero.iter().filter_map(|&i| {
+        let path = error_file::path(procs[i].log_path.parent()?, procs[i].spec.rank);
+        error_file::read(&path).map(|r| ((i, path), r))
+    });
+    let ((i, path), r) = error_file::root_cause(recorded)?;
+    let p = &procs[i];
+    let mut text = format!(
+        "trainer: root cause: rank {} on {} raised {} (its error file {}):\n",
+        p.spec.rank,
+        p.spec.host,
+        r.message,
+        path.display()
+    );
+    for line in r.traceback.as_deref().unwrap_or(&r.message).lines() {
+        text.push_str("  ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    Some(text)
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -523,10 +600,18 @@ impl Output {
         self.stdout_closed = true;
         Some(match closed {
             cli_output::Closed::ReaderGone => {
-                Failure { code: crate::EXIT_STDOUT_CLOSED, what: "standard output was closed by its reader".into() }
+                Failure {
+                    code: crate::EXIT_STDOUT_CLOSED,
+                    what: "standard output was closed by its reader".into(),
+                    rank: None,
+                }
             }
             cli_output::Closed::Failed(e) => {
-                Failure { code: EXIT_USAGE, what: format!("cannot write the ranks' output to standard output: {e}") }
+                Failure {
+                    code: EXIT_USAGE,
+                    what: format!("cannot write the ranks' output to standard output: {e}"),
+                    rank: None,
+                }
             }
         })
     }

@@ -15,11 +15,14 @@
 //!   (agent, unit, ssh client) with no SSH and no cluster, for image builds.
 //! - [`hosts`] (the hosts file and ranks), [`ssh`] (the client's options),
 //!   [`process`] (process groups and signals), [`profile`] (the agent's
-//!   `/etc/profile.d/deeplearning.sh`): what the commands above share.
+//!   `/etc/profile.d/deeplearning.sh`), [`torchrun`] (the environment every
+//!   rank gets), [`error_file`] (a failed rank's `@record` error file):
+//!   what the commands above share.
 //!
 //! Nothing here is used by [`crate::train`].
 
 pub mod doctor;
+pub mod error_file;
 pub mod hosts;
 pub mod install_check;
 pub mod kill;
@@ -28,3 +31,4 @@ pub mod process;
 pub mod profile;
 pub mod ssh;
 pub mod supervise;
+pub mod torchrun;

@@ -1,8 +1,9 @@
 //! `/etc/profile.d/deeplearning.sh` as the agent writes it: `export
 //! NAME=VALUE` lines, values bare or in single quotes (`'\''` for a quote).
 //! A non-interactive `ssh host cmd` does not source profile.d, so the
-//! supervisor reads the file itself and hands `DEEPLEARNING_*` and
-//! `EFS_MOUNT` to the command.
+//! supervisor reads the file itself and hands `DEEPLEARNING_*`, `EFS_MOUNT`
+//! and the node's NCCL/EFA environment (`NCCL_*`, `FI_*`: the agent's
+//! `fabric` module says which and why) to the command.
 
 use std::path::Path;
 
@@ -13,7 +14,13 @@ pub const PATH: &str = "/etc/profile.d/deeplearning.sh";
 
 /// The variables the command gets from the profile.
 pub fn wanted(name: &str) -> bool {
-    name.starts_with("DEEPLEARNING_") || name == "EFS_MOUNT"
+    name.starts_with("DEEPLEARNING_") || name == "EFS_MOUNT" || fabric(name)
+}
+
+/// The NCCL/EFA environment among the profile's variables (what `trainer
+/// doctor` shows per host).
+pub fn fabric(name: &str) -> bool {
+    name.starts_with("NCCL_") || name.starts_with("FI_")
 }
 
 /// The `export`ed variables of `text`, in file order. Lines that are not
@@ -81,5 +88,7 @@ mod tests {
             ]
         );
         assert!(wanted("EFS_MOUNT") && wanted("DEEPLEARNING_X") && !wanted("PATH"));
+        assert!(wanted("NCCL_SOCKET_IFNAME") && wanted("FI_PROVIDER") && !fabric("EFS_MOUNT"));
+        assert_eq!(parse("export NCCL_SOCKET_IFNAME==ens5\n"), [("NCCL_SOCKET_IFNAME".to_owned(), "=ens5".to_owned())]);
     }
 }

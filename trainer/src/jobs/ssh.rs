@@ -6,7 +6,8 @@
 //! The identity, known hosts file, port and user are options (or
 //! `TRAINER_SSH_*` variables) so the same binary runs against test sshds;
 //! by default ssh's own configuration applies, which on the master is the
-//! agent's `Host deeplearning-*` block.
+//! agent's block giving the cluster key to every node's alias, IP and host
+//! names.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,7 @@
 //! `trainer supervise` (hidden): the remote half of `launch`, one per rank,
-//! started by `ssh`. It runs CMD with the torchrun environment in a session
+//! started by `ssh`. It runs CMD with the torchrun environment
+//! ([`torchrun`], plus what the launcher passes with `--env`, and the
+//! agent's profile) and its own error file in a session
 //! and process group of its own, records the group in a pid file for
 //! `trainer kill`, and stops the whole group when its parent goes away:
 //!
@@ -19,6 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::error::{Error, Result};
 use crate::jobdir::JOB_VAR;
 use crate::jobs::process;
+use crate::jobs::torchrun::{self, Place};
 
 /// Where supervisors keep their pid files, as on a node: `<dir>/<job>/<rank>.pid`.
 pub const RUN_DIR: &str = "/run/deeplearning-trainer";
@@ -47,6 +50,15 @@ pub struct Args {
     /// This host's index among the job's hosts.
     #[arg(long)]
     pub group_rank: u32,
+    /// Hosts in the job.
+    #[arg(long, default_value_t = 1)]
+    pub group_world_size: u32,
+    /// Where CMD's error file goes (`TORCHELASTIC_ERROR_FILE`); a stale one is removed first.
+    #[arg(long)]
+    pub error_file: Option<PathBuf>,
+    /// A variable the launcher passes down from its own environment (`NAME=VALUE`, repeated).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
     /// Rank 0's host.
     #[arg(long)]
     pub master_addr: String,
@@ -64,9 +76,28 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
+fn parse_env(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
+}
+
 /// The pid file of `rank` of `job` under `root`.
 pub fn pid_file(root: &Path, job: &str, rank: u32) -> PathBuf {
     crate::under(root, RUN_DIR).join(job).join(format!("{rank}.pid"))
+}
+
+/// Makes `path`'s directory and removes an error file a previous job of the
+/// same name left there, so the launcher never reports a stale one.
+fn prepare_error_file(path: &Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Runs CMD until it exits or the parent goes away; returns the exit code.
@@ -78,20 +109,27 @@ pub async fn run(args: Args) -> Result<u8> {
         .into_iter()
         .filter(|(name, _)| crate::jobs::profile::wanted(name))
         .collect();
-    env.extend(
-        [
-            ("RANK", args.rank.to_string()),
-            ("LOCAL_RANK", args.local_rank.to_string()),
-            ("WORLD_SIZE", args.world_size.to_string()),
-            ("LOCAL_WORLD_SIZE", args.local_world_size.to_string()),
-            ("GROUP_RANK", args.group_rank.to_string()),
-            ("ROLE_RANK", args.rank.to_string()),
-            ("MASTER_ADDR", args.master_addr.clone()),
-            ("MASTER_PORT", args.master_port.to_string()),
-            (JOB_VAR, args.job.clone()),
-        ]
-        .map(|(k, v)| (k.to_owned(), v)),
-    );
+    let place = Place {
+        rank: args.rank,
+        local_rank: args.local_rank,
+        world_size: args.world_size,
+        local_world_size: args.local_world_size,
+        group_rank: args.group_rank,
+        group_world_size: args.group_world_size,
+        master_addr: args.master_addr.clone(),
+        master_port: args.master_port,
+        run_id: args.job.clone(),
+    };
+    let error_file = args.error_file.as_deref().and_then(|path| match prepare_error_file(path) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            cli_output::errln!("{who}: no TORCHELASTIC_ERROR_FILE for the command: cannot prepare {}: {e}", path.display());
+            None
+        }
+    });
+    env.extend(torchrun::rank_env(&place, error_file).into_iter().map(|(k, v)| (k.to_owned(), v)));
+    env.extend(args.env.iter().cloned());
+    env.push((JOB_VAR.to_owned(), args.job.clone()));
 
     // Signals and stdin are watched before CMD starts, so a stop that arrives
     // while it starts is not lost.

@@ -12,6 +12,7 @@
 //! - [`ring`]: the CPU ring all-reduce over TCP;
 //! - [`rendezvous`]: ranks per membership generation, hosted by the master's rank;
 //! - [`elastic`]: joins, leaves and dead peers at epoch boundaries;
+//! - [`epochs`]: the epoch loop: which epoch next, in which group, from which state;
 //! - [`checkpoint`]: atomic, checksummed checkpoints and resume;
 //! - [`events`]: TensorBoard event files;
 //! - [`progress`]: the live progress line;
@@ -27,6 +28,7 @@ pub mod cuda;
 pub mod data;
 pub mod elastic;
 pub mod engine;
+pub mod epochs;
 pub mod events;
 pub mod model;
 pub mod optim;

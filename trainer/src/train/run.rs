@@ -7,21 +7,24 @@
 //! `MASTER_PORT` are for the rendezvous). Writes only stdout and stderr.
 //!
 //! [`train_epoch`] is one epoch as a function of the engine, the data, the
-//! rank's place in the group and the epoch number, returning a `Result`:
-//! the elastic layer calls it again for the same epoch after a collective
-//! failure, with the re-formed group, once the engine holds a survivor's state.
+//! rank's place in the group and the epoch number, returning a `Result`.
+//! Which epoch runs next, in which group and from which state is decided by
+//! [`super::epochs::run`], the loop shared with the elastic scenario tests;
+//! this module gives it a [`Rank`]: the device, one epoch of training, and
+//! what rank 0 does after each (evaluate, print, events, checkpoint).
 
 use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
-use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta};
+use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta, Store as CheckpointStore};
 use super::collective::{Group, Single};
 use super::cpu::{self, CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
 use super::cuda::CudaEngine;
 use super::data::{self, DataError, Dataset, Split};
-use super::elastic::{self, ElasticConfig, Launch, Next, broadcast_state};
+use super::elastic::{self, ElasticConfig, Launch};
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
+use super::epochs::{self, EpochsError, Outcome, Rank, Shard};
 use super::events::{self, EventWriter, EventsError};
 use super::model::{Arch, Model};
 use super::optim::Sgd;
@@ -105,17 +108,6 @@ impl TrainError {
             _ => EXIT_USAGE,
         }
     }
-}
-
-/// This rank's place in the group of one membership generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    /// This rank, `0..world`.
-    pub rank: usize,
-    /// The number of ranks.
-    pub world: usize,
-    /// The membership generation (an input of the shuffle).
-    pub generation: u64,
 }
 
 /// The schedule of one epoch.
@@ -313,14 +305,6 @@ fn device(args: &Args, model: Model, launch: Option<&Launch>) -> Result<Device, 
     }
 }
 
-/// Splits a broadcast buffer (parameters, then momentum) back into a state.
-fn state_from(flat: Vec<f32>, counters: [u64; 2]) -> TrainState {
-    let half = flat.len() / 2;
-    let mut params = flat;
-    let momentum = params.split_off(half);
-    TrainState { params, momentum, epoch: counters[0], step: counters[1] }
-}
-
 /// `trainer train`: loads the data, builds the engine, joins the job's
 /// group (when `trainer launch` started it) and trains; returns the exit code.
 pub fn run(args: &Args) -> Result<u8, TrainError> {
@@ -372,11 +356,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     if leader && args.checkpoints.resume {
         match store.resume(&meta)? {
             Some(c) => {
-                cli_output::errln!(
-                    "trainer train: resuming after epoch {} from {}",
-                    c.state.epoch,
-                    store.dir().display()
-                );
+                cli_output::errln!("trainer train: resuming after epoch {} from {}", c.state.epoch, store.dir().display());
                 state = c.state;
             }
             None => cli_output::errln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
@@ -388,120 +368,134 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     // run outside a cluster without --tb-dir writes none (no stray directory
     // in the current one).
     let tb_wanted = args.events.tb_dir.is_some() || std::env::var_os("EFS_MOUNT").is_some_and(|v| !v.is_empty());
-    let mut events = if leader && tb_wanted { Some(EventWriter::create(&args.events.dir())?) } else { None };
+    let events = if leader && tb_wanted { Some(EventWriter::create(&args.events.dir())?) } else { None };
 
     let plan = EpochPlan { batch_size: args.batch_size as usize, lr: args.lr, seed: args.seed, epochs: args.epochs };
-    let mut progress = Progress::stderr(leader);
-    let mut shard = Shard { rank: 0, world: 1, generation: 0 };
-    let mut epoch = state.epoch;
     // The group, when launched: rank 0 hosts the rendezvous; every rank waits
     // for its first group, then checks in at every epoch boundary.
-    let mut membership = None;
-    let mut next = None;
-    if let Some(launch) = &launch {
-        let roster = Roster::from_node_config(&args.root)?;
-        let nccl = args.device == DeviceArg::Cuda;
-        let host = HostConfig { nccl_id: nccl_id_maker(nccl), ..HostConfig::new(launch.world_size) };
-        let (m, first) = elastic::connect(launch, &roster, (state.epoch, state.step), host, ElasticConfig::new)?;
-        membership = Some(m);
-        next = Some(first);
+    let membership = match &launch {
+        Some(launch) => {
+            let roster = Roster::from_node_config(&args.root)?;
+            let nccl = args.device == DeviceArg::Cuda;
+            let host = HostConfig { nccl_id: nccl_id_maker(nccl), ..HostConfig::new(launch.world_size) };
+            Some(elastic::connect(launch, &roster, (state.epoch, state.step), host, ElasticConfig::new)?)
+        }
+        None => None,
+    };
+    let mut rank = TrainRank {
+        args,
+        device,
+        train: &train,
+        test: test.as_ref(),
+        plan,
+        progress: Progress::stderr(leader),
+        leader,
+        events,
+        store: &store,
+        meta: &meta,
+        checkpoint: saves,
+    };
+    match epochs::run(&mut rank, membership, state.epoch, args.epochs) {
+        Ok(Outcome::Finished) => Ok(crate::EXIT_OK),
+        Ok(Outcome::Left(reason)) => {
+            cli_output::errln!("trainer train: this node left the job ({reason}); exiting");
+            Ok(crate::EXIT_OK)
+        }
+        Err(EpochsError::Rendezvous(e)) => Err(e.into()),
+        Err(EpochsError::Step { epoch, source }) => Err(TrainError::Step { epoch, source }),
+        Err(EpochsError::Completed(e)) => Err(e),
     }
-    // The state at the start of the epoch this rank last began, and which epoch.
-    let mut start: Option<(u64, TrainState)> = None;
-    loop {
-        if let (Some(m), Some(decision)) = (membership.as_mut(), next.take()) {
-            match decision {
-                Next::Continue => {}
-                Next::Left(reason) => {
-                    cli_output::errln!("trainer train: this node left the job ({reason}); exiting");
-                    return Ok(crate::EXIT_OK);
-                }
-                Next::Reformed { group, mut ring, epoch: e, redo } => {
-                    let engine = device.engine();
-                    let mut current = match start.take() {
-                        Some((began, s)) if began == e => s,
-                        _ => engine.state().map_err(|source| TrainError::Step { epoch: e + 1, source })?,
-                    };
-                    let mut flat = std::mem::take(&mut current.params);
-                    flat.append(&mut current.momentum);
-                    let mut counters = [e, current.step];
-                    if let Err(err) = broadcast_state(&mut ring, group.source_rank, &mut flat, &mut counters) {
-                        next = Some(m.recover(e, &err)?);
-                        continue;
-                    }
-                    let adopted = state_from(flat, counters);
-                    engine.set_state(&adopted).map_err(|source| TrainError::Step { epoch: e + 1, source })?;
-                    device.join_group(&group, ring).map_err(|source| TrainError::Step { epoch: e + 1, source })?;
-                    shard = Shard { rank: group.rank, world: group.world_size, generation: group.generation };
-                    epoch = counters[0];
-                    if leader {
-                        cli_output::errln!(
-                            "trainer train: generation {}: {} rank(s); {} epoch {}",
-                            group.generation,
-                            group.world_size,
-                            if redo { "redoing" } else { "continuing with" },
-                            epoch + 1
-                        );
-                    }
-                }
-            }
+}
+
+/// `trainer train`'s side of the epoch loop: this process's device, data and
+/// what rank 0 does after each epoch.
+struct TrainRank<'a> {
+    args: &'a Args,
+    device: Device,
+    train: &'a Dataset,
+    test: Option<&'a Dataset>,
+    plan: EpochPlan,
+    progress: Progress,
+    /// Rank 0 (the master's process, which never leaves): it evaluates,
+    /// prints, writes checkpoints and TensorBoard events.
+    leader: bool,
+    events: Option<EventWriter>,
+    store: &'a CheckpointStore,
+    meta: &'a Meta,
+    /// Save a checkpoint after every epoch (on a cluster, or when asked).
+    checkpoint: bool,
+}
+
+impl Rank for TrainRank<'_> {
+    type Report = EpochReport;
+    type Error = TrainError;
+
+    fn engine(&mut self) -> &mut dyn Engine {
+        self.device.engine()
+    }
+
+    fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError> {
+        self.device.join_group(group, ring)
+    }
+
+    fn train(&mut self, epoch: u64, shard: Shard) -> Result<EpochReport, EngineError> {
+        let plan = EpochPlan { lr: self.args.lr_schedule.rate(self.args.lr, epoch, self.args.epochs), ..self.plan };
+        let report = train_epoch(self.device.engine(), self.train, shard, epoch, &plan, &mut self.progress);
+        if report.is_err() {
+            self.progress.clear();
         }
-        if epoch >= args.epochs {
-            break;
+        report
+    }
+
+    fn completed(&mut self, epoch: u64, report: EpochReport) -> Result<(), TrainError> {
+        if !self.leader {
+            return Ok(());
         }
-        let engine = device.engine();
-        if membership.is_some() {
-            start = Some((epoch, engine.state().map_err(|source| TrainError::Step { epoch: epoch + 1, source })?));
-        }
-        let plan = EpochPlan { lr: args.lr_schedule.rate(args.lr, epoch, args.epochs), ..plan };
-        let report = match train_epoch(engine, &train, shard, epoch, &plan, &mut progress) {
-            Ok(report) => report,
-            Err(EngineError::Collective(err)) if membership.is_some() => {
-                progress.clear();
-                let m = membership.as_mut().expect("checked");
-                next = Some(m.recover(epoch, &err)?);
-                continue;
-            }
-            Err(source) => return Err(TrainError::Step { epoch: epoch + 1, source }),
+        let args = self.args;
+        let engine = self.device.engine();
+        // Only rank 0 needs the state after the epoch (its step count for
+        // the events, the whole of it for the checkpoint); the epoch
+        // counter lives in the loop, so the engine's copy is not updated.
+        let mut done = engine.state().map_err(|source| TrainError::Step { epoch, source })?;
+        done.epoch = epoch;
+        let due = epoch.is_multiple_of(args.eval_every) || epoch == args.epochs;
+        let test_stats = match self.test {
+            Some(test) if due => Some(evaluate(engine, test).map_err(|source| TrainError::Step { epoch, source })?),
+            _ => None,
         };
-        epoch += 1;
-        if leader {
-            // Only rank 0 needs the state after the epoch (its step count for
-            // the events, the whole of it for the checkpoint); the epoch
-            // counter lives in this loop, so the engine's copy is not updated.
-            let mut done = engine.state().map_err(|source| TrainError::Step { epoch, source })?;
-            done.epoch = epoch;
-            let due = epoch.is_multiple_of(args.eval_every) || epoch == args.epochs;
-            let test_stats = match &test {
-                Some(test) if due => Some(evaluate(engine, test).map_err(|source| TrainError::Step { epoch, source })?),
-                _ => None,
-            };
-            // A failed write ends the run, but only after this epoch's
-            // events and checkpoint are saved: `--resume` loses nothing.
-            let printed = cli_output::outln!("{}", epoch_line(&report, args.epochs, test_stats.as_ref()));
-            if let Some(w) = events.as_mut() {
-                let mut scalars = vec![
-                    (events::tag::TRAIN_LOSS, report.train.mean_loss()),
-                    (events::tag::TRAIN_ACCURACY, accuracy(&report.train)),
-                    (events::tag::THROUGHPUT, report.samples_per_sec),
-                ];
-                if let Some(t) = &test_stats {
-                    scalars.push((events::tag::TEST_LOSS, t.mean_loss()));
-                    scalars.push((events::tag::TEST_ACCURACY, accuracy(t)));
-                }
-                w.scalars(done.step, &scalars)?;
-                w.flush()?;
+        // A failed write ends the run, but only after this epoch's events
+        // and checkpoint are saved: `--resume` loses nothing.
+        let printed = cli_output::outln!("{}", epoch_line(&report, args.epochs, test_stats.as_ref()));
+        if let Some(w) = self.events.as_mut() {
+            let mut scalars = vec![
+                (events::tag::TRAIN_LOSS, report.train.mean_loss()),
+                (events::tag::TRAIN_ACCURACY, accuracy(&report.train)),
+                (events::tag::THROUGHPUT, report.samples_per_sec),
+            ];
+            if let Some(t) = &test_stats {
+                scalars.push((events::tag::TEST_LOSS, t.mean_loss()));
+                scalars.push((events::tag::TEST_ACCURACY, accuracy(t)));
             }
-            if saves {
-                store.save(&meta, &done)?;
-            }
-            printed.map_err(TrainError::Output)?;
+            w.scalars(done.step, &scalars)?;
+            w.flush()?;
         }
-        if let Some(m) = membership.as_mut() {
-            next = Some(m.at_boundary(epoch - 1)?);
+        if self.checkpoint {
+            self.store.save(self.meta, &done)?;
+        }
+        printed.map_err(TrainError::Output)
+    }
+
+    fn regrouped(&mut self, group: &Group, epoch: u64, redo: bool) {
+        if self.leader {
+            cli_output::errln!(
+                "trainer train: generation {}: {} rank(s); {} epoch {}",
+                group.generation,
+                group.world_size,
+                if redo { "redoing" } else { "continuing with" },
+                epoch + 1
+            );
         }
     }
-    Ok(crate::EXIT_OK)
 }
 
 #[cfg(feature = "cuda")]

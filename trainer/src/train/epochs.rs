@@ -1,0 +1,163 @@
+//! The epochs of one rank: which epoch runs next, in which group, from
+//! which state. This is the loop `trainer train` runs ([`super::run`]) and
+//! the one the elastic scenarios (`trainer/tests/elastic.rs`) drive with a
+//! toy engine, so a regroup or resume bug cannot hide in a copy.
+//!
+//! Inputs: a [`Rank`] (the engine, how a new group's gradients are summed,
+//! one epoch of training, and what to do after it) and, when `trainer
+//! launch` started the process, its [`Membership`] with the first decision.
+//! Between epochs the loop checks in at the boundary; after a collective
+//! failure it asks the rendezvous for the survivors' group. On a new group
+//! every rank puts back the state at the start of the epoch it is told to
+//! run (its own copy when it began that epoch, a redo; else its current
+//! state), takes `group.source_rank`'s state by broadcast (parameters,
+//! momentum and the epoch/step counters), joins the group and goes on.
+//! No files or sockets of its own: the membership and the ring have them.
+
+use super::collective::Group;
+use super::elastic::{Membership, Next, broadcast_state};
+use super::engine::{Engine, EngineError, TrainState};
+use super::rendezvous::RendezvousError;
+use super::ring::Ring;
+
+/// This rank's place in the group of one membership generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This rank, `0..world`.
+    pub rank: usize,
+    /// The number of ranks.
+    pub world: usize,
+    /// The membership generation (an input of the shuffle).
+    pub generation: u64,
+}
+
+impl Shard {
+    /// One process on its own: rank 0 of 1, generation 0.
+    pub const ALONE: Shard = Shard { rank: 0, world: 1, generation: 0 };
+}
+
+/// What the loop drives: one rank's engine and its work per epoch.
+pub trait Rank {
+    /// What a completed epoch reports (passed to [`Rank::completed`]).
+    type Report;
+    /// What the work after an epoch can fail with.
+    type Error;
+    /// The engine whose state is saved, broadcast and restored.
+    fn engine(&mut self) -> &mut dyn Engine;
+    /// Sums gradients over `group` from now on (`ring` is the group's
+    /// connected ring; a GPU engine may use NCCL instead and drop it).
+    fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError>;
+    /// Trains `epoch` (0-based) as `shard`. A gradient all-reduce failure
+    /// must come back as [`EngineError::Collective`]: the loop re-forms the
+    /// group and the epoch is redone.
+    fn train(&mut self, epoch: u64, shard: Shard) -> Result<Self::Report, EngineError>;
+    /// After `epochs` epochs are complete (1-based count), before the
+    /// boundary check-in: rank 0 evaluates, prints, saves a checkpoint.
+    fn completed(&mut self, epochs: u64, report: Self::Report) -> Result<(), Self::Error>;
+    /// A new group was formed and its state adopted; `epoch` (0-based) runs
+    /// next, as a redo of an interrupted epoch when `redo`.
+    fn regrouped(&mut self, group: &Group, epoch: u64, redo: bool);
+}
+
+/// How the loop ended well.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every epoch is done.
+    Finished,
+    /// This node is no longer a member (the reason, from the rendezvous): exit 0.
+    Left(String),
+}
+
+/// The loop failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EpochsError<E> {
+    /// The rendezvous failed or the master's process went away.
+    #[error(transparent)]
+    Rendezvous(#[from] RendezvousError),
+    /// A step failed in a way re-forming cannot cure (the device), or a
+    /// collective failed with no membership to re-form.
+    #[error("epoch {epoch}: {source}")]
+    Step {
+        /// The epoch (1-based).
+        epoch: u64,
+        /// Why.
+        source: EngineError,
+    },
+    /// [`Rank::completed`] failed.
+    #[error(transparent)]
+    Completed(E),
+}
+
+/// Runs epochs `first..epochs` (0-based) on `rank`: alone when `membership`
+/// is `None`, else in the groups the rendezvous forms, starting with the
+/// decision [`Membership::join`] returned.
+pub fn run<R: Rank>(
+    rank: &mut R,
+    membership: Option<(Membership, Next)>,
+    first: u64,
+    epochs: u64,
+) -> Result<Outcome, EpochsError<R::Error>> {
+    let step_failed = |epoch: u64| move |source| EpochsError::Step { epoch, source };
+    let (mut membership, mut next) = match membership {
+        Some((m, first)) => (Some(m), Some(first)),
+        None => (None, None),
+    };
+    let mut shard = Shard::ALONE;
+    let mut epoch = first;
+    // The state at the start of the epoch this rank last began, and which epoch.
+    let mut start: Option<(u64, TrainState)> = None;
+    loop {
+        if let (Some(m), Some(decision)) = (membership.as_mut(), next.take()) {
+            match decision {
+                Next::Continue => {}
+                Next::Left(reason) => return Ok(Outcome::Left(reason)),
+                Next::Reformed { group, mut ring, epoch: e, redo } => {
+                    let engine = rank.engine();
+                    let mut current = match start.take() {
+                        Some((began, s)) if began == e => s,
+                        _ => engine.state().map_err(step_failed(e + 1))?,
+                    };
+                    let mut flat = std::mem::take(&mut current.params);
+                    flat.append(&mut current.momentum);
+                    let mut counters = [e, current.step];
+                    if let Err(err) = broadcast_state(&mut ring, group.source_rank, &mut flat, &mut counters) {
+                        next = Some(m.recover(e, &err)?);
+                        continue;
+                    }
+                    engine.set_state(&state_from(flat, counters)).map_err(step_failed(e + 1))?;
+                    rank.join_group(&group, ring).map_err(step_failed(e + 1))?;
+                    shard = Shard { rank: group.rank, world: group.world_size, generation: group.generation };
+                    epoch = counters[0];
+                    rank.regrouped(&group, epoch, redo);
+                }
+            }
+        }
+        if epoch >= epochs {
+            return Ok(Outcome::Finished);
+        }
+        if membership.is_some() {
+            start = Some((epoch, rank.engine().state().map_err(step_failed(epoch + 1))?));
+        }
+        let report = match (rank.train(epoch, shard), membership.as_mut()) {
+            (Ok(report), _) => report,
+            (Err(EngineError::Collective(err)), Some(m)) => {
+                next = Some(m.recover(epoch, &err)?);
+                continue;
+            }
+            (Err(source), _) => return Err(step_failed(epoch + 1)(source)),
+        };
+        epoch += 1;
+        rank.completed(epoch, report).map_err(EpochsError::Completed)?;
+        if let Some(m) = membership.as_mut() {
+            next = Some(m.at_boundary(epoch - 1)?);
+        }
+    }
+}
+
+/// Splits a broadcast buffer (parameters, then momentum) back into a state.
+fn state_from(flat: Vec<f32>, counters: [u64; 2]) -> TrainState {
+    let half = flat.len() / 2;
+    let mut params = flat;
+    let momentum = params.split_off(half);
+    TrainState { params, momentum, epoch: counters[0], step: counters[1] }
+}
