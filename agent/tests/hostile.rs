@@ -318,6 +318,6 @@ fn the_documented_render_example_works() {
     let out = run_within(&mut c, BOUND);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("10.0.3.12 deeplearning-worker2 ip-10-0-3-12.ec2.internal\n"), "{stdout}");
+    assert!(stdout.contains("10.0.3.12 deeplearning-worker2 ip-10-0-3-12.ec2.internal ip-10-0-3-12\n"), "{stdout}");
     assert!(stdout.contains("==> /opt/deeplearning/hostfile <==\ndeeplearning-worker1 slots=8\n"), "{stdout}");
 }

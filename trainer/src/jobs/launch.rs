@@ -599,20 +599,16 @@ impl Output {
         let closed = cli_output::print_bytes(&buf).err()?;
         self.stdout_closed = true;
         Some(match closed {
-            cli_output::Closed::ReaderGone => {
-                Failure {
-                    code: crate::EXIT_STDOUT_CLOSED,
-                    what: "standard output was closed by its reader".into(),
-                    rank: None,
-                }
-            }
-            cli_output::Closed::Failed(e) => {
-                Failure {
-                    code: EXIT_USAGE,
-                    what: format!("cannot write the ranks' output to standard output: {e}"),
-                    rank: None,
-                }
-            }
+            cli_output::Closed::ReaderGone => Failure {
+                code: crate::EXIT_STDOUT_CLOSED,
+                what: "standard output was closed by its reader".into(),
+                rank: None,
+            },
+            cli_output::Closed::Failed(e) => Failure {
+                code: EXIT_USAGE,
+                what: format!("cannot write the ranks' output to standard output: {e}"),
+                rank: None,
+            },
         })
     }
 

@@ -123,7 +123,10 @@ pub async fn run(args: Args) -> Result<u8> {
     let error_file = args.error_file.as_deref().and_then(|path| match prepare_error_file(path) {
         Ok(()) => Some(path),
         Err(e) => {
-            cli_output::errln!("{who}: no TORCHELASTIC_ERROR_FILE for the command: cannot prepare {}: {e}", path.display());
+            cli_output::errln!(
+                "{who}: no TORCHELASTIC_ERROR_FILE for the command: cannot prepare {}: {e}",
+                path.display()
+            );
             None
         }
     });

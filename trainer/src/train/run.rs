@@ -356,7 +356,11 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     if leader && args.checkpoints.resume {
         match store.resume(&meta)? {
             Some(c) => {
-                cli_output::errln!("trainer train: resuming after epoch {} from {}", c.state.epoch, store.dir().display());
+                cli_output::errln!(
+                    "trainer train: resuming after epoch {} from {}",
+                    c.state.epoch,
+                    store.dir().display()
+                );
                 state = c.state;
             }
             None => cli_output::errln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
