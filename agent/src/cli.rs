@@ -2,7 +2,8 @@
 //! systemd unit starts), `status`, `render` and `leave`.
 //!
 //! Exit codes: 0 success, 1 the command failed (the reason is printed),
-//! 2 usage error.
+//! 2 usage error, or the output could not be written (a closed pipe is not
+//! an error: the command ends quietly).
 
 use std::path::PathBuf;
 
@@ -88,9 +89,45 @@ pub struct RenderArgs {
 pub struct LeaveArgs {
     #[command(flatten)]
     root: RootArgs,
-    /// Why, for the master's log.
-    #[arg(long, default_value = "asked to leave")]
+    /// Why, for the master's log (at most 1024 characters).
+    #[arg(long, default_value = "asked to leave", value_parser = reason)]
     reason: String,
+}
+
+/// The command failed; the reason is printed.
+pub const EXIT_FAILED: u8 = 1;
+/// Usage error, or the output could not be written.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Runs a parsed command line on a new async runtime, prints what failed
+/// (an error and its causes, one per line), and returns the exit code.
+pub fn main(cli: Cli) -> u8 {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            cli_output::errln!("error: cannot start the async runtime: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => 0,
+        Err(e) => match e.downcast_ref::<cli_output::Closed>() {
+            Some(cli_output::Closed::ReaderGone) => 0,
+            Some(closed) => {
+                closed.report("the output");
+                EXIT_USAGE
+            }
+            None => {
+                cli_output::errln!("error: {}", cli_output::report(e.as_ref()));
+                EXIT_FAILED
+            }
+        },
+    }
+}
+
+/// A `--reason` short enough for a log line (and far below the message size limit).
+fn reason(s: &str) -> Result<String, String> {
+    if s.chars().count() <= 1024 { Ok(s.to_owned()) } else { Err("at most 1024 characters".to_owned()) }
 }
 
 /// Runs a parsed command line; the error is what to print.
@@ -109,26 +146,47 @@ fn status(args: &RootArgs) -> anyhow::Result<()> {
     let Some(state) = files::state::read(&args.root)? else {
         anyhow::bail!("this node has not applied any manifest yet (no state file under {})", args.root.display());
     };
-    println!("cluster {}  generation {}  this node {}", state.manifest.cluster, state.generation, state.instance_id);
+    let mut text = format!(
+        "cluster {}  generation {}  this node {}\n",
+        state.manifest.cluster, state.generation, state.instance_id
+    );
     for n in &state.manifest.nodes {
         let me = if n.instance_id == state.instance_id { "  <- this node" } else { "" };
-        println!("{:<24} {:<16} {:<20} gpus={}{me}", n.alias, n.private_ip, n.instance_id, n.gpus);
+        text.push_str(&format!("{:<24} {:<16} {:<20} gpus={}{me}\n", n.alias, n.private_ip, n.instance_id, n.gpus));
     }
-    Ok(())
+    Ok(cli_output::print(&text)?)
+}
+
+/// The largest file `agent render --manifest` reads: a manifest message is
+/// at most [`message::MAX_BODY_BYTES`], and a state file is that manifest
+/// plus a few fields.
+const MAX_MANIFEST_FILE_BYTES: u64 = 2 * message::MAX_BODY_BYTES as u64;
+
+/// The manifest in `text`: a `manifest` message body (with `kind`), or an
+/// agent state file (with `manifest`). The error is the reason that kind of
+/// document is refused (an oversized body, a version this agent does not
+/// read), not a guess at the other kind.
+fn manifest_from(text: &str, path: &std::path::Path) -> anyhow::Result<message::Manifest> {
+    let shown = path.display();
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| anyhow::anyhow!("{shown} is not JSON: {e}"))?;
+    if value.get("kind").is_some() {
+        return message::parse_worker_queue(text).map_err(|e| anyhow::anyhow!("{shown} is not a usable manifest: {e}"));
+    }
+    if value.get("manifest").is_some() {
+        let state = node_contract::state::State::parse(text)
+            .map_err(|e| anyhow::anyhow!("{shown} is not a usable state file: {e}"))?;
+        return Ok(state.manifest);
+    }
+    anyhow::bail!(
+        "{shown} is neither a manifest message (a JSON object with \"kind\": \"manifest\") nor an agent state file (with a \"manifest\" field)"
+    )
 }
 
 fn render(args: &RenderArgs) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.manifest)
+    let text = crate::config::read_bounded(&args.manifest, MAX_MANIFEST_FILE_BYTES)
         .map_err(|e| anyhow::anyhow!("cannot read the manifest {}: {e}", args.manifest.display()))?;
-    let manifest = match message::parse_worker_queue(&text) {
-        Ok(m) => m,
-        Err(_) => {
-            let state: files::state::State = serde_json::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("{} is neither a manifest message nor a state file: {e}", args.manifest.display())
-            })?;
-            state.manifest
-        }
-    };
+    let manifest = manifest_from(&text, &args.manifest)?;
     let config_path = args.config.clone().unwrap_or_else(|| crate::config::path_under(&args.root.root));
     let config = crate::config::from_file(&config_path)?;
     let me = match &args.me {
@@ -139,15 +197,16 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
     };
     let interface = manifest.node(&me).and_then(|n| crate::fabric::interface_with(&n.private_ip));
     let fabric = crate::fabric::environment(config.efa.as_ref(), args.instance_type.as_deref(), interface.as_deref());
+    // The same checks the running agent applies before it writes anything.
     let plan = files::plan(&manifest, &me, &config, None, &fabric)?;
+    let mut out = String::new();
     for (path, content) in files::render(&plan, &args.root.root)? {
-        println!("==> {} <==", path.display());
-        print!("{content}");
+        out.push_str(&format!("==> {} <==\n{content}", path.display()));
         if !content.ends_with('\n') {
-            println!();
+            out.push('\n');
         }
     }
-    Ok(())
+    Ok(cli_output::print(&out)?)
 }
 
 async fn leave(args: &LeaveArgs) -> anyhow::Result<()> {
@@ -158,6 +217,5 @@ async fn leave(args: &LeaveArgs) -> anyhow::Result<()> {
     let queue = crate::aws::SqsQueue::new(clients.sqs, config.queues.master.clone());
     let body = Message::Leave(Leave { instance_id: state.instance_id.clone(), reason: args.reason.clone() }).to_body();
     queue.send(&body).await?;
-    println!("asked the master to remove {} from cluster {}", state.instance_id, config.cluster);
-    Ok(())
+    Ok(cli_output::outln!("asked the master to remove {} from cluster {}", state.instance_id, config.cluster)?)
 }

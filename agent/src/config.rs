@@ -32,10 +32,31 @@ pub fn path_under(root: &Path) -> PathBuf {
     root.join(node_contract::NODE_CONFIG_PATH.trim_start_matches('/'))
 }
 
+/// The largest node config read. EC2 user data holds at most 16 KB, and the
+/// config is part of it; a bigger file is not one synth wrote.
+pub const MAX_CONFIG_BYTES: u64 = 64 * 1024;
+
 /// Reads and checks the config file at `path`.
 pub fn from_file(path: &Path) -> Result<NodeConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text =
+        read_bounded(path, MAX_CONFIG_BYTES).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
     NodeConfig::from_json(&text).map_err(|source| ConfigError::Parse { origin: path.display().to_string(), source })
+}
+
+/// A UTF-8 file of at most `limit` bytes; a longer one (or an endless
+/// stream such as a FIFO fed from /dev/zero) is an error once `limit` is
+/// passed, not a read until memory runs out.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("it is larger than {limit} bytes, more than such a file ever holds"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Reads the config out of the user data script synth writes.
@@ -52,6 +73,15 @@ mod tests {
     fn a_missing_file_names_its_path() {
         let e = from_file(Path::new("/nonexistent/node.json")).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/node.json"), "{e}");
+    }
+
+    #[test]
+    fn an_oversized_file_is_refused_after_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("node.json");
+        std::fs::write(&big, vec![b' '; MAX_CONFIG_BYTES as usize + 1]).unwrap();
+        let e = from_file(&big).unwrap_err().to_string();
+        assert!(e.contains("larger than 65536 bytes"), "{e}");
     }
 
     #[test]

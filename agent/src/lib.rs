@@ -7,7 +7,7 @@
 //! `/etc/hosts` block, workers file, hostfile, environment, known hosts,
 //! authorized keys and EFS mount on every node. On the master it also forms
 //! the cluster, signals CloudFormation, and keeps membership current as
-//! workers join and leave (DESIGN.md sections 3 and 5).
+//! workers join and leave (docs/ARCHITECTURE.md, "The node contract").
 //!
 //! Layout:
 //! - [`ports`]: the small traits at the edges (queue, worker group, stack

@@ -1,28 +1,14 @@
 //! `agent`: parses arguments, starts logging (stderr; `AGENT_LOG` filter,
 //! default `info`), runs the command, maps the result to an exit code. All
-//! logic is in the library.
+//! logic is in the library; `cli_output` makes every write fallible.
 
-use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use std::io::IsTerminal;
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("AGENT_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = agent::cli::Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return std::process::ExitCode::from(1);
-        }
+    cli_output::init_logging("AGENT_LOG", "info", std::io::stderr().is_terminal());
+    let code = match cli_output::parse::<agent::cli::Cli>() {
+        Ok(cli) => agent::cli::main(cli),
+        Err(code) => code,
     };
-    match runtime.block_on(agent::cli::run(cli)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::from(1)
-        }
-    }
+    std::process::ExitCode::from(cli_output::exit_code(code))
 }

@@ -1,5 +1,5 @@
 //! The node contract: what `synth` writes into every node's user data and
-//! what `agent` reads at boot (DESIGN.md section 3).
+//! what `agent` reads at boot (docs/ARCHITECTURE.md, "The node contract").
 //!
 //! The types are versioned: every document carries a `version`, and a reader
 //! rejects a version it does not know with an error that says what to do,
@@ -183,6 +183,17 @@ pub enum ContractError {
         /// The newest version this build reads.
         supported: u32,
     },
+    /// A field holds a value the agent must not use (it would be written
+    /// into paths or files).
+    #[error("its {field} {value:?} is {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A field the document's version does not have.
     #[error("the node config has version {version}, which has no `{field}` (it came with version {since})")]
     FieldTooNew {
@@ -226,8 +237,36 @@ impl NodeConfig {
         if config.version < config.needed_version() {
             return Err(ContractError::FieldTooNew { version: config.version, field: "efa", since: 2 });
         }
+        config.check()?;
         Ok(config)
     }
+
+    /// The checks on values that end up in paths: the default user names a
+    /// home directory (`~user/.ssh/...`), the EFS mount a directory the
+    /// agent creates and writes under.
+    fn check(&self) -> Result<(), ContractError> {
+        let invalid = |field, value: &str, reason| ContractError::Invalid { field, value: value.to_owned(), reason };
+        if !is_login_name(&self.default_user) {
+            return Err(invalid(
+                "default_user",
+                &self.default_user,
+                "not a login name (lower-case letters, digits, `_` and `-`, starting with a letter or `_`, at most 32)",
+            ));
+        }
+        let mount = &self.efs.mount;
+        if !mount.starts_with('/') || mount.split('/').any(|part| part == "..") || mount.chars().any(char::is_control) {
+            return Err(invalid("efs.mount", mount, "not an absolute path without `..` and control characters"));
+        }
+        Ok(())
+    }
+}
+
+/// A Linux login name as `useradd` accepts it by default: what synth allows
+/// for `image.user` and the agent for `default_user` (it becomes a path).
+pub fn is_login_name(user: &str) -> bool {
+    user.len() <= 32
+        && user.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && user.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// How an agent package installs.
@@ -411,6 +450,23 @@ mod tests {
         v["version"] = 1.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(matches!(e, ContractError::FieldTooNew { version: 1, field: "efa", since: 2 }), "{e}");
+    }
+
+    #[test]
+    fn values_that_become_paths_are_checked() {
+        for (field, value) in [("default_user", "../../root"), ("default_user", "Root"), ("default_user", "")] {
+            let mut c = sample();
+            c.default_user = value.into();
+            let e = NodeConfig::from_json(&serde_json::to_string(&c).unwrap()).unwrap_err();
+            assert!(matches!(&e, ContractError::Invalid { field: f, .. } if *f == field), "{value}: {e:?}");
+        }
+        for mount in ["efs", "/efs/../etc", "/efs\n"] {
+            let mut c = sample();
+            c.efs.mount = mount.into();
+            let e = NodeConfig::from_json(&serde_json::to_string(&c).unwrap()).unwrap_err();
+            assert!(e.to_string().contains("efs.mount"), "{e}");
+        }
+        assert!(is_login_name("ubuntu") && is_login_name("ec2-user") && is_login_name("_svc"));
     }
 
     #[test]

@@ -208,7 +208,7 @@ fn blueprint(seed: u64, index: u32) -> String {
 
     line!("network:");
     if rng.chance(60) {
-        line!("  vpc_cidr: {}", private_cidr(&mut rng));
+        line!("  vpc_cidr: {}", private_cidr(&mut rng, max));
     } else {
         line!("  existing:");
         line!("    vpc_id: vpc-{}", rng.hex(17));
@@ -274,9 +274,14 @@ fn name(rng: &mut SplitMix64, index: u32) -> String {
     name
 }
 
-/// A private (RFC 1918) range, /16 to /22, host bits zero.
-fn private_cidr(rng: &mut SplitMix64) -> String {
-    let prefix = rng.range(16, 22) as u32;
+/// A private (RFC 1918) range, /16 to /22, host bits zero, large enough for
+/// `max` workers: synth splits it into four subnets and, when the nodes
+/// share one zone, puts every worker in one of them beside a private master
+/// and a mount target (AWS keeps 5 addresses of each).
+fn private_cidr(rng: &mut SplitMix64, max: u64) -> String {
+    let fits = |prefix: u32| (1u64 << (30 - prefix)) >= max + 7;
+    let largest = (16..=22).rev().find(|p| fits(*p)).unwrap_or(16);
+    let prefix = rng.range(16, u64::from(largest)) as u32;
     let base: u32 = match rng.range(0, 2) {
         0 => (10 << 24) | ((rng.range(0, 255) as u32) << 16),
         1 => (172 << 24) | ((rng.range(16, 31) as u32) << 16),

@@ -1,16 +1,14 @@
 //! `synth`: parses arguments, starts logging (stderr, `SYNTH_LOG` filter),
 //! runs the command and maps the result to an exit code. All logic is in the
-//! library.
+//! library; `cli_output` makes every write to stdout and stderr fallible.
 
-use clap::Parser;
-use synth::cli::{Cli, run};
-use tracing_subscriber::EnvFilter;
+use std::io::IsTerminal;
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("SYNTH_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
-    std::process::ExitCode::from(run(cli) as u8)
+    cli_output::init_logging("SYNTH_LOG", "warn", std::io::stderr().is_terminal());
+    let code = match cli_output::parse::<synth::cli::Cli>() {
+        Ok(cli) => synth::cli::run(cli) as u8,
+        Err(code) => code,
+    };
+    std::process::ExitCode::from(cli_output::exit_code(code))
 }

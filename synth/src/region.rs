@@ -1,4 +1,5 @@
-//! The regions this project supports (decided in DESIGN.md section 2).
+//! The regions this project supports; every example blueprint is
+//! snapshot-tested in each (docs/ARCHITECTURE.md, "The stack").
 
 use std::fmt;
 use std::str::FromStr;

@@ -133,6 +133,34 @@ pub enum NetworkSpec {
     },
 }
 
+/// The `KeyName` parameter's pattern: empty, or what [`key_name_problem`]
+/// accepts: 1 to 255 printable ASCII characters, no `'`, no space at either end.
+pub const KEY_NAME_PATTERN: &str =
+    "^$|^[\\x21-\\x26\\x28-\\x7E]([\\x20-\\x26\\x28-\\x7E]{0,253}[\\x21-\\x26\\x28-\\x7E])?$";
+
+/// Why `name` cannot be the cluster's key pair, if it cannot.
+///
+/// EC2's rules: up to 255 ASCII characters
+/// (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateKeyPair.html>),
+/// and the console refuses a space at either end. On top of them, no control
+/// character and no `'`: the stack's `SshCommand` output quotes the key file
+/// as `-i '<name>.pem'` so that a name with `;`, `$` or spaces pastes
+/// safely, and a `'` would end that quoting.
+pub fn key_name_problem(name: &str) -> Option<String> {
+    let chars = name.chars().count();
+    if name.is_empty() || chars > 255 {
+        Some(format!("a key pair name is 1 to 255 characters; this one has {chars}"))
+    } else if let Some(c) = name.chars().find(|c| !(' '..='~').contains(c)) {
+        Some(format!("a key pair name is printable ASCII; this one has {}", c.escape_debug()))
+    } else if name.starts_with(' ') || name.ends_with(' ') {
+        Some("a key pair name cannot start or end with a space".to_owned())
+    } else if name.contains('\'') {
+        Some("a key pair name with `'` cannot be quoted in the SSH command the stack outputs".to_owned())
+    } else {
+        None
+    }
+}
+
 /// How users get in.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AccessSpec {

@@ -1,4 +1,4 @@
-//! A worker joins after formation (DESIGN.md section 5, "Add"): the
+//! A worker joins after formation (docs/ARCHITECTURE.md, "Membership rules"): the
 //! cluster forms with 2 workers, the worker group's desired capacity is
 //! raised to 3 through the Auto Scaling API, and the instance moto launches
 //! boots with a prepare-data script in its config. Its agent runs the

@@ -1,4 +1,4 @@
-//! A worker leaves through Auto Scaling (DESIGN.md section 5, "Remove"): the
+//! A worker leaves through Auto Scaling (docs/ARCHITECTURE.md, "Membership rules"): the
 //! cluster forms with 3 workers; the terminating lifecycle notification
 //! AWS sends for one of them lands in the master's queue and its agent
 //! stops. The master publishes generation 2 without it, every remaining

@@ -195,6 +195,37 @@ fn sigint_of_the_launcher_leaves_nothing_on_any_host() -> TestResult {
 }
 
 #[test]
+fn a_closed_or_full_stdout_stops_every_rank_and_leaves_nothing() -> TestResult {
+    let cluster = SshCluster::start(&[1, 1])?;
+    // The reader of `trainer launch ... | head` has gone: every write fails
+    // with EPIPE. /dev/full: every write fails with ENOSPC.
+    let (reader, closed) = std::io::pipe().map_err(Error::io("making a pipe", "pipe"))?;
+    drop(reader);
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").map_err(Error::io("opening", "/dev/full"))?;
+    let cases: [(&str, Stdio, i32, &str); 2] = [
+        ("closed-stdout", closed.into(), 141, "standard output was closed by its reader"),
+        ("full-stdout", full.into(), 2, "cannot write the ranks' output to standard output: No space left on device"),
+    ];
+    for (job, stdout, code, says) in cases {
+        let mut child = launch(&cluster, job, &["--nproc-per-node", "1"], "while :; do echo tick; sleep 0.1; done")?
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(Error::io("starting trainer", "trainer"))?;
+        let status = wait_exit(&mut child, Duration::from_secs(20))?;
+        let mut stderr = String::new();
+        use std::io::Read;
+        let _ = child.stderr.take().map(|mut s| s.read_to_string(&mut stderr));
+        assert_eq!(status.code(), Some(code), "{job}: {stderr}");
+        assert!(stderr.contains(says), "{job}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{job}: {stderr}");
+        assert_nothing_left(job, Duration::from_secs(5))?;
+    }
+    Ok(())
+}
+
+#[test]
 fn trainer_kill_stops_a_running_job_and_cleans_up_after_a_sigkilled_launcher() -> TestResult {
     let cluster = SshCluster::start(&[1, 1])?;
     let trainer = trainer_bin()?;

@@ -61,6 +61,18 @@ pub enum Error {
         /// What is wrong.
         reason: &'static str,
     },
+    /// The hosts and their slots ask for more ranks than one job runs.
+    #[error(
+        "{world} ranks on {hosts} hosts is more than the {max} a job runs; use fewer slots or --nproc-per-node, or fewer hosts"
+    )]
+    TooManyRanks {
+        /// The ranks asked for.
+        world: u64,
+        /// The hosts.
+        hosts: usize,
+        /// The limit.
+        max: u32,
+    },
     /// The hosts file lists no host.
     #[error("{path} lists no hosts; is the agent done forming the cluster? (or pass --hosts FILE)")]
     NoHosts {
@@ -78,6 +90,10 @@ pub enum Error {
     /// A signal handler could not be installed.
     #[error("cannot handle signals: {0}")]
     Signal(std::io::Error),
+    /// A report could not be written to stdout (the reader went away, or
+    /// the disk is full).
+    #[error("{0}")]
+    Output(#[from] cli_output::Closed),
     /// The launcher cannot find its own executable (the remote supervisor's default path).
     #[error("cannot find the trainer executable ({0}); pass --remote-trainer PATH")]
     CurrentExe(std::io::Error),

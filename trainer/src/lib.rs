@@ -37,8 +37,12 @@ pub use error::Error;
 pub const EXIT_OK: u8 = 0;
 /// The checked thing failed (a rank failed, a host is unreachable).
 pub const EXIT_FAILED: u8 = 1;
-/// Usage or internal error.
+/// Usage or internal error, or output that could not be written.
 pub const EXIT_USAGE: u8 = 2;
+/// A job (`launch`, `train`) ended early because its stdout was closed by
+/// the reader: 128 + SIGPIPE, what a shell shows for a tool that signal
+/// ended. The commands that only print (`doctor`, `kill`, `bench`) end with 0.
+pub const EXIT_STDOUT_CLOSED: u8 = 128 + 13;
 
 /// Runs training commands across the cluster.
 #[derive(Debug, Parser)]
@@ -74,6 +78,22 @@ pub enum Command {
     KillLocal(kill::LocalArgs),
 }
 
+/// Runs a parsed command line, prints what failed (an error and its
+/// causes, one per line), and returns the process exit code.
+pub fn main(cli: Cli) -> u8 {
+    match run(cli) {
+        Ok(code) => code,
+        // A command that prints and whose reader went away ends quietly.
+        Err(e) => match e.chain().find_map(|c| c.downcast_ref::<cli_output::Closed>()) {
+            Some(cli_output::Closed::ReaderGone) => EXIT_OK,
+            _ => {
+                cli_output::errln!("trainer: error: {}", cli_output::report(e.as_ref()));
+                EXIT_USAGE
+            }
+        },
+    }
+}
+
 /// Runs a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -83,11 +103,13 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Supervise(args) => runtime.block_on(supervise::run(args))?,
         Command::KillLocal(args) => kill::run_local(&args)?,
         Command::Bench(args) => bench::run(&args)?,
-        Command::Doctor(args) if args.local => install_check::run(&args.root),
+        Command::Doctor(args) if args.local => install_check::run(&args.root)?,
         Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
         Command::DoctorLocal(args) => doctor::run_local(&args)?,
         Command::Train(args) => train::run::run(&args).unwrap_or_else(|e| {
-            eprintln!("trainer train: error: {e}");
+            if !matches!(e, train::run::TrainError::Output(cli_output::Closed::ReaderGone)) {
+                cli_output::errln!("trainer train: error: {}", cli_output::report(&e));
+            }
             e.exit_code()
         }),
     };

@@ -1,5 +1,5 @@
 //! The master's state machine: forms the cluster, then keeps membership
-//! current as nodes join and leave (DESIGN.md sections 3 and 5).
+//! current as nodes join and leave (docs/ARCHITECTURE.md, "Membership rules").
 //!
 //! Inputs are the messages of the master's queue ([`MasterInbound`]), the
 //! passing of time ([`MasterState::on_tick`]) and the answer to a launch

@@ -2,7 +2,7 @@
 //! registration, its index, and the newest generation it acknowledged; and
 //! what a manifest and the host log say about them.
 //!
-//! Index rules (DESIGN.md section 3): the master is 1; any other node takes
+//! Index rules (docs/ARCHITECTURE.md, "Membership rules"): the master is 1; any other node takes
 //! the lowest free index from 2 up when it is admitted and keeps it for as
 //! long as it is a member, so ranks never shuffle when someone joins or leaves.
 

@@ -1,6 +1,6 @@
 //! `$EFS_MOUNT/deeplearning/hosts.log`: one line per membership change, for
 //! people and for training scripts that watch the cluster, for example
-//! `7 ADDED 10.0.0.12 1763790000123456789` (DESIGN.md section 5).
+//! `7 ADDED 10.0.0.12 1763790000123456789` (docs/ARCHITECTURE.md, "Membership rules").
 //!
 //! Lines are appended with one `write(2)` each. On NFS, `O_APPEND` is not
 //! atomic between clients, so only the master appends (the runner's job).

@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use super::diagnostic::{Diagnostic, Location};
+use super::diagnostic::{Diagnostic, Location, shown, ticked};
 use super::model::Blueprint;
 use super::schema::json_schema;
 use super::source_map::{SourceMap, join};
@@ -131,7 +131,7 @@ fn unknown_field(path: &str, map: &SourceMap, schema: &Value) -> Diagnostic {
         Some(close) => format!("did you mean `{close}`? The fields allowed {} are {listed}", within(parent)),
         None => format!("the fields allowed {} are {listed}", within(parent)),
     };
-    Diagnostic::error(path, map.key(path), format!("unknown field `{name}`")).with_help(help)
+    Diagnostic::error(path, map.key(path), format!("unknown field {}", ticked(name))).with_help(help)
 }
 
 /// What serde found, parsed back from its standard wording
@@ -153,14 +153,14 @@ impl<'m> Found<'m> {
     fn parse(text: &'m str) -> Self {
         // serde_yaml_ng writes integers beyond 64 bits as "integer `N` as u128".
         let text = text.strip_suffix(" as u128").or_else(|| text.strip_suffix(" as i128")).unwrap_or(text);
-        let ticked = |prefix: &str| text.strip_prefix(prefix).and_then(|t| t.strip_prefix('`')?.strip_suffix('`'));
+        let quoted = |prefix: &str| text.strip_prefix(prefix).and_then(|t| t.strip_prefix('`')?.strip_suffix('`'));
         if let Some(s) = text.strip_prefix("string ") {
             Found::Str(s)
-        } else if let Some(n) = ticked("integer ") {
+        } else if let Some(n) = quoted("integer ") {
             Found::Integer(n)
-        } else if let Some(n) = ticked("floating point ") {
+        } else if let Some(n) = quoted("floating point ") {
             Found::Float(n)
-        } else if let Some(b) = ticked("boolean ") {
+        } else if let Some(b) = quoted("boolean ") {
             Found::Bool(b)
         } else {
             match text {
@@ -175,13 +175,13 @@ impl<'m> Found<'m> {
     /// In users' words.
     fn describe(&self) -> String {
         match self {
-            Found::Str(s) => format!("the text {s}"),
+            Found::Str(s) => format!("the text {}", shown(s)),
             Found::Integer(n) | Found::Float(n) => format!("the number {n}"),
             Found::Bool(b) => format!("`{b}`"),
             Found::Unit => "nothing (an empty value)".to_owned(),
             Found::Map => "a mapping".to_owned(),
             Found::Seq => "a list".to_owned(),
-            Found::Other(o) => (*o).to_owned(),
+            Found::Other(o) => shown(o),
         }
     }
 }
@@ -322,7 +322,7 @@ fn type_error(
         let exp = expected(exp, false);
         if let (Found::Integer(n), "a whole number") = (&found, exp.as_str()) {
             // serde_yaml_ng calls a negative number for an unsigned field a type error.
-            return range_error(rest, &found, n.starts_with('-'), error);
+            return range_error(rest, &found, n.starts_with('-'), written(text, &location), error);
         }
         if matches!(found, Found::Float(_)) && exp == "a whole number" {
             // Too many digits for 64 bits reads as a float; say it is too large.
@@ -342,7 +342,7 @@ fn type_error(
         let (found, _) = rest.rsplit_once(", expected ").unwrap_or((rest, ""));
         let found = Found::parse(found);
         let negative = matches!(found, Found::Integer(n) if n.starts_with('-'));
-        return range_error(rest, &found, negative, error);
+        return range_error(rest, &found, negative, written(text, &location), error);
     }
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         let (variant, allowed) = rest.split_once('`').unwrap_or((rest, ""));
@@ -359,7 +359,7 @@ fn type_error(
             None => format!("write one of {}", backticked(allowed.iter().copied())),
         };
         return error(
-            format!("`{variant}` is not allowed here; expected one of {}", backticked(allowed.iter().copied())),
+            format!("{} is not allowed here; expected one of {}", ticked(variant), backticked(allowed.iter().copied())),
             help,
         );
     }
@@ -370,14 +370,28 @@ fn type_error(
     error(message, "check the value at this position against the blueprint schema (`synth schema`)".to_owned())
 }
 
-/// `rest` is `found, expected exp`.
+/// The text at `location`, as the user wrote it.
+fn written<'t>(text: &'t str, location: &Location) -> &'t str {
+    text.get(location.span.clone()).unwrap_or_default()
+}
+
+/// `rest` is `found, expected exp`; `written` is the value as written
+/// (serde reports `-0` as the number 0, which would read as a contradiction).
 fn range_error(
     rest: &str,
     found: &Found<'_>,
     negative: bool,
+    written: &str,
     error: impl Fn(String, String) -> Diagnostic,
 ) -> Diagnostic {
     let exp = rest.rsplit_once(", expected ").map_or("", |(_, e)| e);
+    let signed_zero = written.len() > 1 && written.starts_with(['-', '+']) && written[1..].bytes().all(|b| b == b'0');
+    if signed_zero {
+        return error(
+            format!("expected {}, found {}", expected(exp, true), ticked(written)),
+            "write `0`, without a sign".to_owned(),
+        );
+    }
     let help = if negative { "this value cannot be negative" } else { "write a value in the allowed range" };
     error(format!("expected {}, found {}", expected(exp, true), found.describe()), help.to_owned())
 }
@@ -408,6 +422,7 @@ fn mapping_expected(
 mod tests {
     use super::*;
     use crate::blueprint::document::parse;
+    use crate::blueprint::model::EfaMode;
 
     fn load(text: &str) -> (Option<Blueprint>, Vec<Diagnostic>) {
         let root = parse(text).unwrap();
@@ -473,6 +488,9 @@ mod tests {
         assert_eq!(d.help.as_deref(), Some("this value cannot be negative"));
         let d = w("99999999999");
         assert!(d.message.contains("found the number 99999999999"), "{}", d.message);
+        let d = w("-0");
+        assert_eq!(d.message, "expected a whole number from 0 to 4294967295, found `-0`");
+        assert_eq!(d.help.as_deref(), Some("write `0`, without a sign"));
         let d = w("18446744073709551616");
         assert_eq!(d.message, "expected a whole number from 0 to 4294967295, found the number 18446744073709551616");
     }
@@ -485,6 +503,15 @@ mod tests {
         let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: yes }}\n"));
         assert_eq!(d.path, "network.efa");
         assert_eq!(d.help.as_deref(), Some("did you mean `on`?"));
+        // YAML 1.1 tools read a bare `on` as `true`: both mean the same.
+        for (written, mode) in
+            [("on", EfaMode::On), ("true", EfaMode::On), ("off", EfaMode::Off), ("false", EfaMode::Off)]
+        {
+            let (b, _) = load(&format!(
+                "{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: {written} }}\n"
+            ));
+            assert_eq!(b.and_then(|b| b.network?.efa), Some(mode), "{written}");
+        }
         let d = error(&format!("{BASE}workers: {{ instance_type: p3.2xlarge, count: 1 }}\nnetwork: {{ efa: [on] }}\n"));
         assert_eq!(d.message, "expected one of `auto`, `on`, `off`, found a list");
     }

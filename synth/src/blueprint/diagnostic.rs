@@ -6,11 +6,42 @@
 //! found, with the text they point into, so `Display` prints them rustc-style
 //! (through `annotate-snippets`, without colour, so the output is the same on
 //! a terminal, in a log and in a snapshot).
+//!
+//! What a message can grow with is bounded: values from the blueprint are
+//! echoed through [`shown`] (cut at [`MAX_SHOWN_CHARS`]), and a report lists
+//! the first [`MAX_REPORTED`] problems and counts the rest.
 
 use std::fmt;
 use std::ops::Range;
 
 use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
+
+/// Problems printed in full; the rest are counted ("and 9,950 more").
+pub const MAX_REPORTED: usize = 50;
+
+/// Characters of a blueprint value echoed in a message; a longer value is
+/// cut, with its length said.
+pub(crate) const MAX_SHOWN_CHARS: usize = 160;
+
+/// `value` for a message: whole when short, else its first
+/// [`MAX_SHOWN_CHARS`] characters, an ellipsis and its length.
+pub(crate) fn shown(value: &str) -> String {
+    match value.char_indices().nth(MAX_SHOWN_CHARS) {
+        None => value.to_owned(),
+        Some((cut, _)) => format!("{}… ({} characters)", &value[..cut], value.chars().count()),
+    }
+}
+
+/// [`shown`] in backticks: "`p3.2xlarge`".
+pub(crate) fn ticked(value: &str) -> String {
+    match value.char_indices().nth(MAX_SHOWN_CHARS) {
+        None => format!("`{value}`"),
+        Some((cut, _)) => format!("`{}…` ({} characters)", &value[..cut], value.chars().count()),
+    }
+}
+
+/// Bytes of a long line shown after the underlined span.
+const MAX_TAIL_BYTES: usize = 256;
 
 /// How bad a problem is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,8 +147,23 @@ impl Diagnostic {
         } else {
             0..0
         };
+        // Only the line the span starts on goes to the renderer, which
+        // otherwise walks the whole text for every problem (quadratic in a
+        // report with many); a line is cut [`MAX_TAIL_BYTES`] after the span.
+        let line_begin = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[span.start..].find('\n').map_or(text.len(), |i| span.start + i);
+        let mut cut = line_end.min(span.end.max(span.start) + MAX_TAIL_BYTES).max(span.end.min(line_end));
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let line_number = 1 + text.as_bytes()[..line_begin].iter().filter(|b| **b == b'\n').count();
+        let local = span.start - line_begin..span.end.min(cut) - line_begin;
         let mut group = level.primary_title(title.as_str()).element(
-            Snippet::source(text).line_start(1).path(path).fold(true).annotation(AnnotationKind::Primary.span(span)),
+            Snippet::source(&text[line_begin..cut])
+                .line_start(line_number)
+                .path(path)
+                .fold(true)
+                .annotation(AnnotationKind::Primary.span(local)),
         );
         if let Some(help) = &self.help {
             group = group.element(Level::HELP.message(help.as_str()));
@@ -163,9 +209,20 @@ impl fmt::Display for Diagnostics {
 impl std::error::Error for Diagnostics {}
 
 /// Renders several problems (for example the warnings of a blueprint that
-/// loaded) into one text, with a count at the end when there is more than one.
+/// loaded) into one text: the first [`MAX_REPORTED`] in full, separated by
+/// blank lines, then how many more there are, and a count at the end when
+/// there is more than one.
 pub fn render_all(items: &[Diagnostic], text: &str, path: &str) -> String {
-    let mut out = items.iter().map(|d| d.render(text, path)).collect::<Vec<_>>().join("\n\n");
+    let mut out = items.iter().take(MAX_REPORTED).map(|d| d.render(text, path)).collect::<Vec<_>>().join("\n\n");
+    if items.len() > MAX_REPORTED {
+        let rest = &items[MAX_REPORTED..];
+        let fields: Vec<&str> = rest.iter().take(5).map(|d| d.path.as_str()).filter(|p| !p.is_empty()).collect();
+        out.push_str(&format!(
+            "\n\n... and {} more, not shown{}",
+            rest.len(),
+            if fields.is_empty() { String::new() } else { format!(" (at {}, ...)", fields.join(", ")) }
+        ));
+    }
     if items.len() > 1 {
         let errors = items.iter().filter(|d| d.severity == Severity::Error).count();
         let warnings = items.len() - errors;
@@ -227,6 +284,20 @@ mod tests {
         assert_eq!(paths, ["c", "b", "a"]);
         assert_eq!(ds.error_count(), 2);
         assert!(ds.to_string().trim_end().ends_with("error: 2 errors and 1 warning in p.yaml"));
+    }
+
+    #[test]
+    fn long_values_and_long_reports_are_cut() {
+        assert_eq!(ticked("p3.2xlarge"), "`p3.2xlarge`");
+        let long = "é".repeat(100_000);
+        let t = ticked(&long);
+        assert!(t.ends_with("…` (100000 characters)") && t.chars().count() < MAX_SHOWN_CHARS + 30, "{t}");
+        let at = |line| Location { line, column: 1, span: 0..1 };
+        let items: Vec<Diagnostic> = (1..=1000).map(|i| Diagnostic::error(format!("f{i}"), at(1), "bad")).collect();
+        let out = render_all(&items, "x\n", "p.yaml");
+        assert_eq!(out.matches("error: f").count(), MAX_REPORTED);
+        assert!(out.contains("... and 950 more, not shown (at f51, f52, f53, f54, f55, ...)"), "{out}");
+        assert!(out.trim_end().ends_with("error: 1000 errors in p.yaml"), "{out}");
     }
 
     #[test]

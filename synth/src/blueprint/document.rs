@@ -6,20 +6,25 @@
 //! problems serde would hide or stop at are caught here with a clear message:
 //! syntax errors (tabs, bad indentation), duplicate keys, an empty file, more
 //! than one document, a list or a bare value at the top level, and custom
-//! tags. Aliases are expanded in place; the node count and nesting depth are
-//! capped so a hostile file (an alias "billion laughs", ten thousand nested
-//! lists) is an error, not an exhausted machine.
+//! tags. Aliases are expanded in place; the node count, the nesting depth and
+//! the length of every value are capped so a hostile file (an alias "billion
+//! laughs", ten thousand nested lists, a megabyte-long value) is an error,
+//! not an exhausted machine. Every check here is linear in the text's size
+//! (duplicate keys are found through a hash set per mapping).
 
 use std::collections::HashMap;
 
 use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Span};
 
-use super::diagnostic::{Diagnostic, Location};
+use super::diagnostic::{Diagnostic, Location, shown, ticked};
 
 /// More nodes than any real blueprint has, after alias expansion.
 const MAX_NODES: usize = 100_000;
 /// Deeper than any real blueprint nests (the deepest field is four levels).
 const MAX_DEPTH: usize = 64;
+/// Longer than any blueprint value (the longest are paths and URLs: Linux
+/// paths stop at 4096 bytes, SSM parameter names at 2048).
+pub(crate) const MAX_SCALAR_BYTES: usize = 4096;
 
 /// One YAML node and where it is.
 #[derive(Clone, Debug)]
@@ -65,7 +70,7 @@ impl Node {
                 if *plain && is_null_text(value) {
                     "nothing (an empty value)".into()
                 } else {
-                    format!("the value {value:?}")
+                    format!("the value {}", shown(&format!("{value:?}")))
                 }
             }
         }
@@ -137,8 +142,19 @@ impl<'t> Positions<'t> {
 
 /// A container being built: its start, its kind and what it holds so far.
 enum Open {
-    Sequence { location: Location, anchor: usize, items: Vec<Node> },
-    Mapping { location: Location, anchor: usize, entries: Vec<(Node, Node)>, key: Option<Node> },
+    Sequence {
+        location: Location,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Mapping {
+        location: Location,
+        anchor: usize,
+        entries: Vec<(Node, Node)>,
+        key: Option<Node>,
+        /// Each key so far and its line, to find a duplicate without a scan.
+        lines: HashMap<String, usize>,
+    },
 }
 
 /// Parses the whole text into one node. Errors are complete diagnostics.
@@ -150,6 +166,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
     let mut root: Option<Node> = None;
     let mut documents = 0usize;
     let mut nodes = 0usize;
+    let mut aliases = false;
 
     while let Some(next) = parser.next_event() {
         let (event, span) = next.map_err(|e| syntax_error(&positions, text, e.marker(), e.info()))?;
@@ -182,12 +199,24 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                     ));
                 };
                 nodes += count_nodes(target);
+                aliases = true;
                 let mut copy = target.clone();
                 // The copy points at the alias, so messages about it point where the user wrote it.
                 copy.location = location;
                 copy
             }
             Event::Scalar(value, style, anchor, tag) => {
+                if value.len() > MAX_SCALAR_BYTES {
+                    return Err(Diagnostic::error(
+                        "",
+                        location,
+                        format!(
+                            "this value is {} bytes long; no blueprint field takes more than {MAX_SCALAR_BYTES}",
+                            value.len()
+                        ),
+                    )
+                    .with_help("shorten it; a blueprint holds names, sizes, ids, paths and URLs"));
+                }
                 let plain = style == ScalarStyle::Plain;
                 let plain = match tag {
                     None => plain,
@@ -217,7 +246,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                 stack.push(if matches!(event, Event::SequenceStart(..)) {
                     Open::Sequence { location, anchor, items: Vec::new() }
                 } else {
-                    Open::Mapping { location, anchor, entries: Vec::new(), key: None }
+                    Open::Mapping { location, anchor, entries: Vec::new(), key: None, lines: HashMap::new() }
                 });
                 continue;
             }
@@ -247,20 +276,22 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
             }
         };
         if nodes > MAX_NODES {
-            return Err(Diagnostic::error(
-                "",
-                finished.location,
+            let message = if aliases {
                 format!(
-                    "the YAML expands to more than {MAX_NODES} values (through aliases, probably); no blueprint is that large"
-                ),
-            ));
+                    "the YAML expands to more than {MAX_NODES} values through its aliases; no blueprint is that large"
+                )
+            } else {
+                format!("the YAML has more than {MAX_NODES} values; no blueprint is that large")
+            };
+            return Err(Diagnostic::error("", finished.location, message)
+                .with_help("a blueprint needs a few dozen values; remove what is not part of the cluster"));
         }
         match stack.last_mut() {
             None => {
                 root = Some(finished);
             }
             Some(Open::Sequence { items, .. }) => items.push(finished),
-            Some(Open::Mapping { entries, key, .. }) => match key.take() {
+            Some(Open::Mapping { entries, key, lines, .. }) => match key.take() {
                 None => {
                     let Some(name) = finished.scalar() else {
                         return Err(Diagnostic::error(
@@ -270,14 +301,15 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
                         )
                         .with_help("write keys as `name: value`"));
                     };
-                    if let Some((first, _)) = entries.iter().find(|(k, _)| k.scalar() == Some(name)) {
+                    if let Some(first) = lines.get(name) {
                         return Err(Diagnostic::error(
                             "",
                             finished.location.clone(),
-                            format!("duplicate key `{name}`: it is already set on line {}", first.location.line),
+                            format!("duplicate key {}: it is already set on line {first}", ticked(name)),
                         )
                         .with_help("keep one of the two lines; YAML does not allow a key twice in one mapping"));
                     }
+                    lines.insert(name.to_owned(), finished.location.line);
                     *key = Some(finished);
                 }
                 Some(k) => entries.push((k, finished)),
@@ -333,8 +365,12 @@ fn first_indenting_tab(text: &str, from_line: usize) -> Option<Marker> {
 }
 
 fn unsupported_tag(positions: &Positions<'_>, span: &Span, tag: &str) -> Diagnostic {
-    Diagnostic::error("", positions.at(&span.start), format!("YAML tags such as `{tag}` are not used in blueprints"))
-        .with_help("write the plain value; CloudFormation functions are not needed in a blueprint")
+    Diagnostic::error(
+        "",
+        positions.at(&span.start),
+        format!("YAML tags such as {} are not used in blueprints", ticked(tag)),
+    )
+    .with_help("write the plain value; CloudFormation functions are not needed in a blueprint")
 }
 
 fn count_nodes(node: &Node) -> usize {

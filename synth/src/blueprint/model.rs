@@ -54,7 +54,9 @@ pub struct Blueprint {
     /// How long cluster formation may take.
     pub timeouts: Option<Timeouts>,
     /// Tags put on every resource that takes tags. At most 40; keys may not
-    /// start with `aws:`.
+    /// start with `aws:`. A value may be written as a number or a boolean
+    /// (`version: 1.10`); it is used as the text written.
+    #[schemars(with = "Option<BTreeMap<String, ScalarText>>")]
     pub tags: Option<BTreeMap<String, String>>,
 }
 
@@ -183,7 +185,8 @@ pub struct Network {
     #[schemars(extend("default" = false))]
     pub placement_group: Option<bool>,
     /// Elastic Fabric Adapter: `auto` (default; on when both instance types
-    /// support it and the master is private), `on`, or `off`.
+    /// support it and the master is private), `on` (or `true`), or `off`
+    /// (or `false`).
     pub efa: Option<EfaMode>,
 }
 
@@ -208,8 +211,11 @@ pub struct ExistingNetwork {
 }
 
 /// Whether nodes get an Elastic Fabric Adapter.
-#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+///
+/// `true` and `false` mean `on` and `off`: YAML 1.1 tools (PyYAML, many
+/// editors' schema checks) read a bare `on` or `off` as a boolean, and the
+/// blueprint must mean the same to them as to synth.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EfaMode {
     /// On when both instance types support EFA and the master is private.
     #[default]
@@ -218,6 +224,75 @@ pub enum EfaMode {
     On,
     /// Never.
     Off,
+}
+
+impl EfaMode {
+    const NAMES: [&'static str; 3] = ["auto", "on", "off"];
+}
+
+impl<'de> Deserialize<'de> for EfaMode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = EfaMode;
+
+            // "enum ...": the diagnostics reword this as "expected one of `auto`, `on`, `off`".
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("enum EfaMode")
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<EfaMode, E> {
+                Ok(if on { EfaMode::On } else { EfaMode::Off })
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<EfaMode, E> {
+                match v {
+                    "auto" => Ok(EfaMode::Auto),
+                    "on" => Ok(EfaMode::On),
+                    "off" => Ok(EfaMode::Off),
+                    _ => Err(E::unknown_variant(v, &EfaMode::NAMES)),
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl JsonSchema for EfaMode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EfaMode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Whether nodes get an Elastic Fabric Adapter.",
+            "oneOf": [
+                { "const": "auto", "description": "On when both instance types support EFA and the master is private." },
+                { "const": "on", "description": "Always on; an error when an instance type cannot have it." },
+                { "const": "off", "description": "Never." },
+                { "type": "boolean", "description": "`true` is `on`, `false` is `off` (YAML 1.1 tools read a bare `on` or `off` as a boolean)." }
+            ]
+        })
+    }
+}
+
+/// A value written as text, a number or a boolean, and kept as the text
+/// written (serde_yaml_ng gives a string field any scalar's text). Only its
+/// JSON Schema is used.
+pub struct ScalarText;
+
+impl JsonSchema for ScalarText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ScalarText".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": ["string", "number", "boolean"] })
+    }
 }
 
 /// How users reach the cluster.

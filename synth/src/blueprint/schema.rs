@@ -40,7 +40,10 @@ mod tests {
                 .as_array()
                 .map(Vec::len)
                 .or(s["$defs"]["EfaMode"]["enum"].as_array().map(Vec::len)),
-            Some(3)
+            Some(4)
         );
+        let tags = &s["properties"]["tags"];
+        let values = tags["anyOf"][0]["additionalProperties"].get("type").or(tags["additionalProperties"].get("type"));
+        assert_eq!(values, Some(&serde_json::json!(["string", "number", "boolean"])), "{tags}");
     }
 }

@@ -7,8 +7,15 @@
 /// is more often confusing than helpful (`foo` would "mean" `ami`).
 const THRESHOLD: f64 = 0.8;
 
+/// Longer than any field name, enum value or region code: a word this long
+/// is not a typo of one, and gets no suggestion (nor the work of finding one).
+const MAX_WORD_CHARS: usize = 64;
+
 /// The candidate closest to `word`, if any is close enough.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+    if word.chars().nth(MAX_WORD_CHARS).is_some() {
+        return None;
+    }
     let word = word.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -41,6 +48,7 @@ mod tests {
     fn stays_quiet_when_nothing_is_close() {
         assert_eq!(did_you_mean("gpus", WORKERS), None);
         assert_eq!(did_you_mean("", WORKERS), None);
+        assert_eq!(did_you_mean(&format!("count{}", "x".repeat(100)), WORKERS), None);
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::net::Ipv4Addr;
 
 use ipnet::{IpNet, Ipv4Net};
 
-use super::diagnostic::{Diagnostic, Location};
-use node_contract::PackageFormat;
+use super::diagnostic::{Diagnostic, Location, ticked};
+use node_contract::{PackageFormat, is_login_name};
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
 use super::source_map::SourceMap;
@@ -134,6 +134,7 @@ impl Checker<'_> {
         let network_spec = self.network(network.vpc_cidr, network.existing, master_public, placement_group);
         self.placement(placement_group, master_type, worker_type);
         let efa = self.efa(network.efa.unwrap_or_default(), master_type, worker_type, master_public);
+        self.subnet_capacity(&network_spec, &workers, master_public, placement_group || efa);
 
         let access = self.access(bp.access, master_public);
         let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
@@ -176,7 +177,7 @@ impl Checker<'_> {
             Some(s) if s != name => format!("the name prefixes AWS resource names, which limit length and characters; for example `name: {s}`"),
             _ => "the name prefixes AWS resource names, which limit length and characters; for example `name: resnet-training`".to_owned(),
         };
-        self.error("name", At::Value, format!("`{name}` {why}"), help);
+        self.error("name", At::Value, format!("{} {why}", ticked(name)), help);
     }
 
     fn region(&mut self, written: Option<&str>, arg: Option<Region>) -> Option<Region> {
@@ -205,7 +206,7 @@ impl Checker<'_> {
                 self.error(
                     "region",
                     At::Value,
-                    format!("`{text}` is not a supported region; supported: {}", backticked(codes)),
+                    format!("{} is not a supported region; supported: {}", ticked(text), backticked(codes)),
                     hint,
                 );
                 arg
@@ -226,7 +227,7 @@ impl Checker<'_> {
                 Some(close) => format!("did you mean `{close}`?"),
                 None => "use an EC2 instance type name such as `p4d.24xlarge`; see https://aws.amazon.com/ec2/instance-types/".to_owned(),
             };
-            self.error(path, At::Value, format!("`{name}` is not a known EC2 instance type"), help);
+            self.error(path, At::Value, format!("{} is not a known EC2 instance type", ticked(name)), help);
             return None;
         };
         if let Some(message) = offering_problem(t, targets) {
@@ -295,7 +296,7 @@ impl Checker<'_> {
             self.error(
                 "image.user",
                 At::Value,
-                format!("`{user}` is not a valid login user name"),
+                format!("{} is not a valid login user name", ticked(&user)),
                 "a Linux user name: lower-case letters, digits, `_` and `-`, starting with a letter or `_`, at most 32 characters (usually `ubuntu` or `ec2-user`)",
             );
         }
@@ -307,7 +308,7 @@ impl Checker<'_> {
             self.error(
                 "image.root_device",
                 At::Value,
-                format!("`{root_device}` is not a device name"),
+                format!("{} is not a device name", ticked(&root_device)),
                 "write the AMI's root device as shown by `aws ec2 describe-images`, for example `/dev/sda1` or `/dev/xvda`",
             );
         }
@@ -338,7 +339,7 @@ impl Checker<'_> {
                 self.error(
                     SHA,
                     At::Value,
-                    format!("`{h}` is not a SHA-256 checksum ({} characters; it needs 64 hex digits)", h.chars().count()),
+                    format!("{} is not a SHA-256 checksum ({} characters; it needs 64 hex digits)", ticked(h), h.chars().count()),
                     "copy the package's line from the SHA256SUMS that `packaging/build` writes, or run `sha256sum PACKAGE`",
                 );
                 false
@@ -368,7 +369,7 @@ impl Checker<'_> {
             } else {
                 format!("a parameter path starts with `/` and has no spaces, for example `{DEFAULT_SSM_PARAMETER}`")
             };
-            self.error("image.ssm_parameter", At::Value, format!("`{p}` is not an SSM parameter path"), help);
+            self.error("image.ssm_parameter", At::Value, format!("{} is not an SSM parameter path", ticked(p)), help);
         }
     }
 
@@ -394,14 +395,14 @@ impl Checker<'_> {
                         Some(close) => format!("did you mean `{close}`?"),
                         None => format!("the keys of `image.ami` are region codes: {}", backticked(codes)),
                     };
-                    self.error(&path, At::Key, format!("`{key}` is not a supported region"), help);
+                    self.error(&path, At::Key, format!("{} is not a supported region", ticked(key)), help);
                 }
             }
             if !is_aws_id(id, "ami-") {
                 self.error(
                     &path,
                     At::Value,
-                    format!("`{id}` is not an AMI id"),
+                    format!("{} is not an AMI id", ticked(id)),
                     "an AMI id is `ami-` followed by 8 or 17 lower-case hex digits, for example `ami-0123456789abcdef0`",
                 );
             }
@@ -503,7 +504,7 @@ impl Checker<'_> {
             self.error(
                 "storage.efs.mount",
                 At::Value,
-                format!("`{mount}` {problem}"),
+                format!("{} {problem}", ticked(&mount)),
                 "use an absolute path of its own, such as `/efs` or `/mnt/efs`",
             );
         }
@@ -513,7 +514,7 @@ impl Checker<'_> {
             self.error(
                     "storage.efs.file_system_id",
                     At::Value,
-                    format!("`{id}` is not an EFS file system id"),
+                    format!("{} is not an EFS file system id", ticked(id)),
                     "an id is `fs-` followed by 8 or 17 lower-case hex digits, for example `fs-0123456789abcdef0`; omit the field to create a new file system",
                 );
         }
@@ -544,7 +545,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` {problem}"),
+                    format!("{} {problem}", ticked(&text)),
                     "write a private IPv4 range such as `10.0.0.0/16`",
                 );
                 default_vpc_cidr()
@@ -553,7 +554,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` has host bits set; the network is `{}`", net.trunc()),
+                    format!("{} has host bits set; the network is `{}`", ticked(&text), net.trunc()),
                     format!("write `{}`", net.trunc()),
                 );
                 net.trunc()
@@ -562,7 +563,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` is a /{} range; a VPC is /16 to /24 here", net.prefix_len()),
+                    format!("{} is a /{} range; a VPC is /16 to /24 here", ticked(&text), net.prefix_len()),
                     "use a /16 (room for many subnets) such as `10.0.0.0/16`; /24 is the smallest the subnets fit in",
                 );
                 net
@@ -571,7 +572,7 @@ impl Checker<'_> {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
-                    format!("`{text}` is not a private (RFC 1918) range"),
+                    format!("{} is not a private (RFC 1918) range", ticked(&text)),
                     "use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, such as `10.0.0.0/16`",
                 );
                 net
@@ -587,7 +588,7 @@ impl Checker<'_> {
             self.error(
                 "network.existing.vpc_id",
                 At::Value,
-                format!("`{}` is not a VPC id", e.vpc_id),
+                format!("{} is not a VPC id", ticked(&e.vpc_id)),
                 "a VPC id is `vpc-` followed by 8 or 17 lower-case hex digits, for example `vpc-0123456789abcdef0`",
             );
         }
@@ -597,7 +598,7 @@ impl Checker<'_> {
                 self.error(
                     "network.existing.public_subnet_id",
                     At::Value,
-                    format!("`{id}` is not a subnet id"),
+                    format!("{} is not a subnet id", ticked(id)),
                     subnet_help,
                 );
             }
@@ -625,12 +626,13 @@ impl Checker<'_> {
                 "list the private subnets the workers may use, for example `private_subnet_ids: [subnet-0123456789abcdef0]`",
             );
         }
+        let mut seen = std::collections::HashSet::new();
         for (i, id) in private_subnet_ids.iter().enumerate() {
             let path = format!("network.existing.private_subnet_ids[{i}]");
             if !is_aws_id(id, "subnet-") {
-                self.error(&path, At::Value, format!("`{id}` is not a subnet id"), subnet_help);
-            } else if private_subnet_ids[..i].contains(id) {
-                self.error(&path, At::Value, format!("`{id}` is listed twice"), "list each subnet once");
+                self.error(&path, At::Value, format!("{} is not a subnet id", ticked(id)), subnet_help);
+            } else if !seen.insert(id.as_str()) {
+                self.error(&path, At::Value, format!("{} is listed twice", ticked(id)), "list each subnet once");
             }
         }
         if private_subnet_ids.len() == 1 && !placement_group {
@@ -642,6 +644,49 @@ impl Checker<'_> {
             );
         }
         NetworkSpec::Existing { vpc_id: e.vpc_id, public_subnet_id: e.public_subnet_id, private_subnet_ids }
+    }
+
+    /// Whether the new VPC's subnets hold `workers.max` workers beside the
+    /// master, the EFS mount targets and the NAT gateway. Subnets of an
+    /// existing VPC are not known here (their free addresses even less): a
+    /// launch that finds no address fails there, and the master's formation
+    /// message names the group's launch failure.
+    fn subnet_capacity(&mut self, network: &NetworkSpec, workers: &WorkerSpec, master_public: bool, one_zone: bool) {
+        let NetworkSpec::New { vpc_cidr } = network else {
+            return;
+        };
+        let layout =
+            |prefix: u8| SubnetLayout { vpc_prefix: prefix, zones: if one_zone { 1 } else { 2 }, master_public };
+        let here = layout(vpc_cidr.prefix_len());
+        if here.fits(workers.max) {
+            return;
+        }
+        let smallest = (16..=24u8)
+            .rev()
+            .find(|p| layout(*p).fits(workers.max))
+            .and_then(|p| Ipv4Net::new(vpc_cidr.network(), p).ok())
+            .map(|n| n.trunc());
+        let (subnets, each, hold) = if here.zones == 1 {
+            ("its one private subnet", "", "holds")
+        } else {
+            ("its 2 private subnets", " each", "hold")
+        };
+        let message = format!(
+            "`{vpc_cidr}` is too small for {} workers: {subnets} (/{}{each}: {} addresses after the 5 AWS reserves in every subnet) {hold} at most {} workers beside the master and the EFS mount targets",
+            workers.max,
+            here.subnet_prefix(),
+            here.usable(),
+            here.max_workers()
+        );
+        let help = match smallest {
+            Some(net) => format!(
+                "use `vpc_cidr: {net}` or a larger range (the smallest that holds {} workers), or lower `workers.max` to {}",
+                workers.max,
+                here.max_workers()
+            ),
+            None => format!("lower `workers.max` to {}", here.max_workers()),
+        };
+        self.error("network.vpc_cidr", At::Value, message, help);
     }
 
     fn placement(&mut self, placement_group: bool, master: Option<&InstanceType>, workers: Option<&InstanceType>) {
@@ -729,14 +774,12 @@ impl Checker<'_> {
         let (ssh, session_manager) = access.map_or((None, None), |a| (a.ssh, a.session_manager));
         let session_manager = session_manager.unwrap_or(true);
         let (key_name, cidr_text) = ssh.map_or((None, None), |s| (s.key_name, s.cidr));
-        if let Some(k) = &key_name
-            && (k.is_empty() || k.len() > 255)
-        {
+        if let Some(problem) = key_name.as_deref().and_then(crate::spec::key_name_problem) {
             self.error(
                 "access.ssh.key_name",
                 At::Value,
-                format!("a key pair name is 1 to 255 characters; this one has {}", k.len()),
-                "write the name of an EC2 key pair in the region, or remove `key_name`",
+                problem,
+                "write the name of an EC2 key pair in the region (rename or import the key under a plainer name if needed), or remove `key_name`",
             );
         }
         let ssh_cidr = cidr_text.as_deref().and_then(|text| self.ssh_cidr(text));
@@ -776,7 +819,7 @@ impl Checker<'_> {
                 } else {
                     "write an IPv4 range such as `203.0.113.7/32` (your own address)".to_owned()
                 };
-                self.error(PATH, At::Value, format!("`{text}` {problem}"), help);
+                self.error(PATH, At::Value, format!("{} {problem}", ticked(text)), help);
                 None
             }
             Ok(net) if net.prefix_len() == 0 => {
@@ -792,7 +835,7 @@ impl Checker<'_> {
                 self.error(
                     PATH,
                     At::Value,
-                    format!("`{text}` has host bits set; the network is `{}`", net.trunc()),
+                    format!("{} has host bits set; the network is `{}`", ticked(text), net.trunc()),
                     format!("write `{}` for the whole range, or `{}/32` for this one address", net.trunc(), net.addr()),
                 );
                 None
@@ -816,7 +859,7 @@ impl Checker<'_> {
             self.error(
                 "elastic.prepare_data_script",
                 At::Value,
-                format!("`{}` {problem}", s.escape_debug()),
+                format!("{} {problem}", ticked(&s.escape_debug().to_string())),
                 "write an absolute path that every node can read, usually on EFS, for example `/efs/prepare-data.sh`",
             );
         }
@@ -851,7 +894,7 @@ impl Checker<'_> {
                 self.error(
                     &path,
                     At::Key,
-                    format!("tag key `{key}` starts with `aws:`, which AWS reserves for itself"),
+                    format!("tag key {} starts with `aws:`, which AWS reserves for itself", ticked(key)),
                     "choose a key without the `aws:` prefix",
                 );
             }
@@ -910,6 +953,44 @@ impl Checker<'_> {
     }
 }
 
+/// How [`crate::stack`] splits a new VPC: four equal blocks (two public, two
+/// private subnets), of which one of each is used when every node must share
+/// one zone. Workers spread evenly over the private subnets (Auto Scaling
+/// balances zones); each private subnet also holds an EFS mount target, and
+/// the first one a private master.
+/// <https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html>
+struct SubnetLayout {
+    vpc_prefix: u8,
+    zones: u32,
+    master_public: bool,
+}
+
+impl SubnetLayout {
+    /// Addresses AWS keeps in every subnet (network, router, DNS, future, broadcast).
+    const RESERVED: u32 = 5;
+
+    fn subnet_prefix(&self) -> u8 {
+        self.vpc_prefix + 2
+    }
+
+    fn usable(&self) -> u32 {
+        (1u32 << (32 - u32::from(self.subnet_prefix()))).saturating_sub(Self::RESERVED)
+    }
+
+    /// Workers the first (fullest) private subnet takes, per zone.
+    fn room_per_zone(&self) -> u32 {
+        self.usable().saturating_sub(1 + u32::from(!self.master_public))
+    }
+
+    fn max_workers(&self) -> u32 {
+        self.room_per_zone() * self.zones
+    }
+
+    fn fits(&self, workers: u32) -> bool {
+        workers.div_ceil(self.zones) <= self.room_per_zone()
+    }
+}
+
 /// Where a warning about `path` is shown: at `path` when it is written,
 /// else at `shown_at` (for warnings about a field left to its default).
 fn near(map: &SourceMap, path: &str, shown_at: &str) -> Location {
@@ -933,7 +1014,7 @@ pub(crate) fn missing_agent(image: &ImageSpec, map: &SourceMap) -> Option<Diagno
         return None;
     }
     let what = if map.contains(SSM) {
-        format!("`{p}` is a stock public image")
+        format!("{} is a stock public image", ticked(p))
     } else {
         "the default image (the stock Deep Learning AMI)".to_owned()
     };
@@ -982,19 +1063,19 @@ fn package_url_problem(url: &str) -> Option<String> {
             Some((bucket, key)) if !bucket.is_empty() && !key.is_empty() && !key.ends_with('/') => {
                 let bucket_ok = (3..=63).contains(&bucket.len())
                     && bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-                (!bucket_ok).then(|| format!("`{bucket}` is not an S3 bucket name"))
+                (!bucket_ok).then(|| format!("{} is not an S3 bucket name", ticked(bucket)))
             }
-            _ => Some(format!("`{url}` does not name an object: write `s3://BUCKET/KEY`")),
+            _ => Some(format!("{} does not name an object: write `s3://BUCKET/KEY`", ticked(url))),
         }
     } else if let Some(rest) = url.strip_prefix("https://") {
-        (rest.is_empty() || rest.starts_with('/')).then(|| format!("`{url}` has no host"))
+        (rest.is_empty() || rest.starts_with('/')).then(|| format!("{} has no host", ticked(url)))
     } else {
-        Some(format!("`{url}` is neither an `s3://` nor an `https://` URL"))
+        Some(format!("{} is neither an `s3://` nor an `https://` URL", ticked(url)))
     }
     .or_else(|| {
         url.chars()
             .any(|c| c.is_whitespace() || c.is_control() || "'\"`$\\".contains(c))
-            .then(|| format!("`{url}` has spaces, quotes, `$` or backslashes, which a URL does not need"))
+            .then(|| format!("{} has spaces, quotes, `$` or backslashes, which a URL does not need", ticked(url)))
     })
 }
 
@@ -1015,13 +1096,6 @@ fn is_aws_id(id: &str, prefix: &str) -> bool {
     id.strip_prefix(prefix).is_some_and(|hex| {
         matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
-}
-
-/// A Linux login name as `useradd` accepts it by default.
-fn is_login_name(user: &str) -> bool {
-    user.len() <= 32
-        && user.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && user.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// Parses an IPv4 CIDR; the error says what is wrong with it.
@@ -1096,6 +1170,29 @@ mod tests {
         let net = parse_cidr("203.0.113.7/24").unwrap();
         assert_ne!(net.trunc(), net);
         assert_eq!(net.trunc().to_string(), "203.0.113.0/24");
+    }
+
+    #[test]
+    fn subnet_layouts() {
+        // A /24 VPC: four /26 subnets of 59 usable addresses.
+        let two = SubnetLayout { vpc_prefix: 24, zones: 2, master_public: true };
+        assert_eq!((two.subnet_prefix(), two.usable(), two.max_workers()), (26, 59, 116));
+        assert!(two.fits(116) && !two.fits(117));
+        let private_one_zone = SubnetLayout { vpc_prefix: 24, zones: 1, master_public: false };
+        assert_eq!(private_one_zone.max_workers(), 57);
+        // The default /16: /18 subnets hold every allowed worker count.
+        assert!(SubnetLayout { vpc_prefix: 16, zones: 1, master_public: false }.fits(MAX_WORKERS));
+    }
+
+    #[test]
+    fn key_names() {
+        use crate::spec::key_name_problem;
+        for ok in ["my-key", "dev key (2024)", "a;b$c", &"k".repeat(255)] {
+            assert_eq!(key_name_problem(ok), None, "{ok}");
+        }
+        for bad in ["", " lead", "trail ", "it's", "tab\there", "ключ", &"k".repeat(256)] {
+            assert!(key_name_problem(bad).is_some(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
-use super::{ExitCode, Input, output};
+use cli_output::{err, errln};
+
+use super::output::Destination;
+use super::{ExitCode, Input, printed};
 use crate::blueprint;
 
 /// Arguments of `synth build`.
@@ -22,7 +25,13 @@ pub struct BuildArgs {
 /// The outcome of loading and compiling, shared with `validate`.
 pub(super) enum Compiled {
     /// The template and everything worth telling.
-    Ok { json: String, resources: usize, notes: String },
+    Ok {
+        json: String,
+        resources: usize,
+        notes: String,
+        /// The region the template is for; `None`: all five.
+        region: Option<crate::region::Region>,
+    },
     /// Already reported on stderr.
     Failed(ExitCode),
 }
@@ -38,18 +47,21 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
     let text = match input.read() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             return Compiled::Failed(ExitCode::Error);
         }
     };
     let path = input.display_path();
+    let started = std::time::Instant::now();
     let loaded = match blueprint::load(&text, &path, input.region) {
         Ok(l) => l,
         Err(problems) => {
-            eprint!("{problems}");
+            tracing::debug!(errors = problems.error_count(), elapsed = ?started.elapsed(), "the blueprint has problems");
+            err!("{problems}");
             return Compiled::Failed(ExitCode::Invalid);
         }
     };
+    tracing::debug!(warnings = loaded.warnings.len(), elapsed = ?started.elapsed(), "the blueprint is valid");
     let mut notes = String::new();
     let warnings: Vec<_> = loaded.warnings.into_iter().filter(|w| kind.keeps(w)).collect();
     if !warnings.is_empty() {
@@ -59,13 +71,14 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
     let resources = template.resource_count();
     match template.render() {
         Ok(rendered) => {
+            tracing::debug!(?kind, resources, bytes = rendered.json.len(), elapsed = ?started.elapsed(), "compiled the template");
             for w in rendered.warnings {
                 notes.push_str(&format!("warning: {w}\n"));
             }
-            Compiled::Ok { json: rendered.json, resources, notes }
+            Compiled::Ok { json: rendered.json, resources, notes, region: loaded.spec.region }
         }
         Err(e) => {
-            eprintln!("error: internal error, please report it: {e}");
+            errln!("error: internal error, please report it: {e}");
             Compiled::Failed(ExitCode::Error)
         }
     }
@@ -73,28 +86,35 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
 
 /// Runs `synth build`.
 pub(super) fn run(args: &BuildArgs) -> ExitCode {
-    emit(compile(&args.input), args.output.as_deref())
+    emit(&args.input, args.output.as_deref(), crate::TemplateKind::Cluster)
 }
 
-/// Prints the notes and writes the template to `output` (or stdout).
-pub(super) fn emit(compiled: Compiled, output: Option<&std::path::Path>) -> ExitCode {
-    let (json, notes) = match compiled {
+/// Checks `-o` (before anything is read), compiles the blueprint, prints the
+/// notes and writes the template to `output` (or stdout).
+pub(super) fn emit(input: &Input, output: Option<&std::path::Path>, kind: crate::TemplateKind) -> ExitCode {
+    let destination = match output.map(|path| Destination::check(path, input.metadata().as_ref())).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            errln!("error: -o: {e}");
+            return ExitCode::Error;
+        }
+    };
+    let (json, notes) = match compile_with(input, kind) {
         Compiled::Ok { json, notes, .. } => (json, notes),
         Compiled::Failed(code) => return code,
     };
-    eprint!("{notes}");
-    match output::write(output, &json) {
-        Ok(()) => {
-            if let Some(path) = output {
-                eprintln!("wrote {} ({} bytes)", path.display(), json.len());
+    err!("{notes}");
+    match destination {
+        None => printed(cli_output::print(&json), "the template"),
+        Some(file) => match file.write(&json) {
+            Ok(()) => {
+                errln!("wrote {} ({} bytes)", file.path().display(), json.len());
+                ExitCode::Success
             }
-            ExitCode::Success
-        }
-        Err(e) if output::is_broken_pipe(&e) => ExitCode::Success,
-        Err(e) => {
-            let target = output.map_or("standard output".to_owned(), |p| p.display().to_string());
-            eprintln!("error: cannot write the template to {target}: {e}");
-            ExitCode::Error
-        }
+            Err(e) => {
+                errln!("error: cannot write the template to {}: {e}", file.path().display());
+                ExitCode::Error
+            }
+        },
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::build::{compile_with, emit};
+use super::build::emit;
 use super::{ExitCode, Input};
 
 /// Arguments of `synth image`.
@@ -22,5 +22,5 @@ pub struct ImageArgs {
 
 /// Runs `synth image`.
 pub(super) fn run(args: &ImageArgs) -> ExitCode {
-    emit(compile_with(&args.input, crate::TemplateKind::Image), args.output.as_deref())
+    emit(&args.input, args.output.as_deref(), crate::TemplateKind::Image)
 }

@@ -12,6 +12,7 @@ mod regions;
 mod schema;
 mod validate;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
@@ -53,14 +54,20 @@ pub enum Command {
     Build(build::BuildArgs),
     /// Build the EC2 Image Builder template that bakes the agent into the
     /// blueprint's base image, for all five regions (JSON on stdout, or -o FILE).
+    #[command(mut_arg("region", |a| a.help(IMAGE_REGION_HELP)))]
     Image(image::ImageArgs),
-    /// Check a blueprint and report every problem at once; print nothing else.
+    /// Check a blueprint and report every problem at once, on stderr; print
+    /// nothing on stdout (the exit code says whether it builds).
     Validate(validate::ValidateArgs),
     /// Print the JSON Schema of blueprints, for editors (YAML language servers).
     Schema(schema::SchemaArgs),
     /// List the regions templates can be built for.
     Regions(regions::RegionsArgs),
 }
+
+/// What `--region` means for `synth image`: the image is copied to all five
+/// regions whatever it says.
+const IMAGE_REGION_HELP: &str = "Check the blueprint for this region, and take its `image.ami` entry for this region as the base image's default. The image is still copied to all five regions";
 
 /// The blueprint and region arguments `build` and `validate` share.
 #[derive(Debug, clap::Args)]
@@ -76,20 +83,65 @@ pub struct Input {
     pub region: Option<Region>,
 }
 
+/// The largest blueprint read: real ones are a few KB; a stream that goes on
+/// past this (`synth validate - < /dev/zero`) is stopped here, not read into
+/// memory until it runs out.
+pub const MAX_BLUEPRINT_BYTES: u64 = 1024 * 1024;
+
 impl Input {
     /// The name used in messages.
     fn display_path(&self) -> String {
-        if self.blueprint == Path::new("-") { "<stdin>".to_owned() } else { self.blueprint.display().to_string() }
+        if self.is_stdin() { "<stdin>".to_owned() } else { self.blueprint.display().to_string() }
     }
 
-    /// The blueprint's text.
+    fn is_stdin(&self) -> bool {
+        self.blueprint == Path::new("-")
+    }
+
+    /// The blueprint's text, at most [`MAX_BLUEPRINT_BYTES`] of UTF-8.
     fn read(&self) -> Result<String, String> {
-        let result = if self.blueprint == Path::new("-") {
-            std::io::read_to_string(std::io::stdin())
+        let fail = |why: String| format!("error: cannot read the blueprint {}: {why}", self.display_path());
+        let mut bytes = Vec::new();
+        let result = if self.is_stdin() {
+            std::io::stdin().lock().take(MAX_BLUEPRINT_BYTES + 1).read_to_end(&mut bytes)
         } else {
-            std::fs::read_to_string(&self.blueprint)
+            std::fs::File::open(&self.blueprint).and_then(|f| f.take(MAX_BLUEPRINT_BYTES + 1).read_to_end(&mut bytes))
         };
-        result.map_err(|e| format!("error: cannot read the blueprint {}: {e}", self.display_path()))
+        result.map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > MAX_BLUEPRINT_BYTES {
+            return Err(fail(format!(
+                "it is larger than {} KiB (reading stopped there); a blueprint is a few KB of YAML",
+                MAX_BLUEPRINT_BYTES / 1024
+            )));
+        }
+        tracing::debug!(path = %self.display_path(), bytes = bytes.len(), "read the blueprint");
+        String::from_utf8(bytes).map_err(|e| {
+            fail(format!("it is not UTF-8 text (byte {} is not); save it as UTF-8", e.utf8_error().valid_up_to()))
+        })
+    }
+
+    /// The blueprint file's identity, so that `-o` can refuse to overwrite it.
+    fn metadata(&self) -> Option<std::fs::Metadata> {
+        if self.is_stdin() {
+            use std::os::fd::AsFd;
+            let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+            std::fs::File::from(fd).metadata().ok()
+        } else {
+            std::fs::metadata(&self.blueprint).ok()
+        }
+    }
+}
+
+/// How a command that prints data on stdout ends: a reader that went away
+/// (`synth build x | head`) is not a failure; any other write error is
+/// reported (`what`: "the template") and is exit 2.
+fn printed(result: Result<(), cli_output::Closed>, what: &str) -> ExitCode {
+    match result {
+        Ok(()) | Err(cli_output::Closed::ReaderGone) => ExitCode::Success,
+        Err(closed) => {
+            closed.report(what);
+            ExitCode::Error
+        }
     }
 }
 

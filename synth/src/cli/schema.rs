@@ -1,6 +1,6 @@
 //! `synth schema`: the blueprint's JSON Schema.
 
-use super::{ExitCode, output};
+use super::{ExitCode, printed};
 
 /// Arguments of `synth schema`.
 #[derive(Debug, clap::Args)]
@@ -13,12 +13,5 @@ pub struct SchemaArgs {}
 pub(super) fn run(_args: &SchemaArgs) -> ExitCode {
     let mut text = serde_json::to_string_pretty(&crate::blueprint::json_schema()).unwrap_or_default();
     text.push('\n');
-    match output::write(None, &text) {
-        Ok(()) => ExitCode::Success,
-        Err(e) if output::is_broken_pipe(&e) => ExitCode::Success,
-        Err(e) => {
-            eprintln!("error: cannot write the schema: {e}");
-            ExitCode::Error
-        }
-    }
+    printed(cli_output::print(&text), "the schema")
 }

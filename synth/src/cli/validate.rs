@@ -1,12 +1,16 @@
-//! `synth validate`: every problem at once, nothing else printed on stdout but a summary.
+//! `synth validate`: every problem at once, on stderr; stdout stays empty,
+//! and the exit code is the answer.
+
+use cli_output::{err, errln};
 
 use super::build::{Compiled, compile};
 use super::{ExitCode, Input};
+use crate::region::Region;
 
 /// Arguments of `synth validate`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit codes: 0 the blueprint builds, 1 it has problems (all are listed), 2 usage or internal error."
+    after_help = "Everything goes to stderr: the problems, the warnings, and on success one line naming the regions the template is for.\n\nExit codes: 0 the blueprint builds, 1 it has problems (all are listed), 2 usage or internal error."
 )]
 pub struct ValidateArgs {
     #[command(flatten)]
@@ -16,13 +20,16 @@ pub struct ValidateArgs {
 /// Runs `synth validate`.
 pub(super) fn run(args: &ValidateArgs) -> ExitCode {
     match compile(&args.input) {
-        Compiled::Ok { json, resources, notes } => {
-            eprint!("{notes}");
-            let regions = match args.input.region {
+        Compiled::Ok { json, resources, notes, region } => {
+            err!("{notes}");
+            let regions = match region {
                 Some(r) => r.to_string(),
-                None => "the blueprint's region, or all five supported regions".to_owned(),
+                None => format!(
+                    "all five supported regions: {}",
+                    Region::ALL.iter().map(|r| r.code()).collect::<Vec<_>>().join(", ")
+                ),
             };
-            println!(
+            errln!(
                 "ok: {} builds a template for {regions} ({resources} resources, {} bytes)",
                 args.input.display_path(),
                 json.len()

@@ -5,7 +5,7 @@
 //!
 //! - Launch templates only: launch configurations cannot be created in new
 //!   accounts. IMDSv2 is required, root volumes are encrypted gp3.
-//! - The master is one EC2 instance, not a group of one (DESIGN.md, decided):
+//! - The master is one EC2 instance, not a group of one (docs/ARCHITECTURE.md, "The stack"):
 //!   it keeps its id and addresses through EC2 automatic recovery, which is
 //!   on by default for supported types
 //!   (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-recover.html>).

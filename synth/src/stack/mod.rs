@@ -1,5 +1,5 @@
 //! The cluster template: a [`ClusterSpec`] compiled into a typed
-//! CloudFormation model (DESIGN.md section 4).
+//! CloudFormation model (docs/ARCHITECTURE.md, "The stack").
 //!
 //! Each submodule adds one concern's resources and hands back the handles the
 //! next one needs: [`parameters`] (the console form), [`network`] (VPC or an

@@ -52,7 +52,9 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluste
                 .collect(),
         )
     };
-    let ssh = inputs.has_key.then(vars("-i ${KeyName}.pem"), vars(""));
+    // Quoted: a key name may hold spaces, `;` or `$` (never `'`: the
+    // KeyName parameter's pattern refuses it), and the command is pasted into a shell.
+    let ssh = inputs.has_key.then(vars("-i '${KeyName}.pem'"), vars(""));
     let ssh = if spec.master.public || spec.access.session_manager {
         ssh
     } else {

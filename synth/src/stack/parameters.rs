@@ -89,7 +89,10 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
         "Name of an EC2 key pair for SSH to the nodes. Leave empty to use Session Manager only.",
     )
     .default(spec.access.key_name.clone().unwrap_or_default())
-    .constrained("^[\\x20-\\x7E]{0,255}$", "a key pair name of up to 255 printable characters, or empty");
+    .constrained(
+        crate::spec::KEY_NAME_PATTERN,
+        "a key pair name of 1 to 255 printable ASCII characters without ' and without a space at either end, or empty",
+    );
     let key_name = t.parameter("KeyName", key);
 
     let ssh = Parameter::new(

@@ -1,4 +1,4 @@
-//! The two SQS queues of the node contract (DESIGN.md section 3):
+//! The two SQS queues of the node contract (docs/ARCHITECTURE.md, "Messages"):
 //! registrations and lifecycle notifications go to the master's queue,
 //! manifests to the workers' queue.
 //!

@@ -118,35 +118,40 @@ fn probe_dir(efs: &str, probe: &str) -> PathBuf {
 
 /// Reports this host's facts as `key=value` lines.
 pub fn run_local(args: &LocalArgs) -> Result<u8> {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
     match generation(&args.root) {
-        Ok(g) => println!("generation={g}"),
-        Err(e) => println!("generation_error={e}"),
+        Ok(g) => line(format!("generation={g}")),
+        Err(e) => line(format!("generation_error={e}")),
     }
     let gpus = gpu_count(&args.root);
-    println!("gpus={gpus}");
+    line(format!("gpus={gpus}"));
     match nccl_check(gpus) {
-        Some(Ok(())) => println!("nccl=ok"),
-        Some(Err(e)) => println!("nccl_error={e}"),
+        Some(Ok(())) => line("nccl=ok".to_owned()),
+        Some(Err(e)) => line(format!("nccl_error={e}")),
         None => {}
     }
     match profile::efs_mount(&args.root) {
-        None => println!("efs_error=no EFS_MOUNT in {}", crate::under(&args.root, profile::PATH).display()),
+        None => line(format!("efs_error=no EFS_MOUNT in {}", crate::under(&args.root, profile::PATH).display())),
         Some(efs) => {
             let dir = probe_dir(&efs, &args.probe);
             let write = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join(&args.host), &args.host));
             match write {
-                Ok(()) => println!("efs={efs}"),
-                Err(e) => println!("efs_error=cannot write to {}: {e}", dir.display()),
+                Ok(()) => line(format!("efs={efs}")),
+                Err(e) => line(format!("efs_error=cannot write to {}: {e}", dir.display())),
             }
         }
     }
     if let Ok(vars) = profile::read(&args.root) {
         for (name, value) in vars.into_iter().filter(|(name, _)| profile::fabric(name)) {
-            println!("fabric={name}={value}");
+            line(format!("fabric={name}={value}"));
         }
     }
-    println!("time_ms={}", now_ms());
-    Ok(EXIT_OK)
+    line(format!("time_ms={}", now_ms()));
+    Ok(cli_output::print_report(&out, EXIT_OK)?)
 }
 
 /// How far `t` (the host's clock) is outside `[t0, t1]` (the master's clock
@@ -271,7 +276,9 @@ pub async fn run(args: Args) -> Result<u8> {
     }
 
     let mut problems = Vec::new();
-    println!("{:<24} {:<6} {:<11} {:<5} {:<5} {:<8} CLOCK", "HOST", "SSH", "GENERATION", "GPUS", "NCCL", "EFS");
+    let mut out = String::new();
+    out += &format!("{:<24} {:<6} {:<11} {:<5} {:<5} {:<8} CLOCK", "HOST", "SSH", "GENERATION", "GPUS", "NCCL", "EFS");
+    out.push('\n');
     for row in &rows {
         let mut cells: [String; 6] = Default::default();
         cells[0] = if row.ssh.is_ok() { "ok".into() } else { "FAIL".into() };
@@ -327,27 +334,28 @@ pub async fn run(args: Args) -> Result<u8> {
                 None => "?".into(),
             };
         }
-        println!(
-            "{:<24} {:<6} {:<11} {:<5} {:<5} {:<8} {}",
+        out += &format!(
+            "{:<24} {:<6} {:<11} {:<5} {:<5} {:<8} {}\n",
             row.host, cells[0], cells[1], cells[2], cells[3], cells[4], cells[5]
         );
     }
-    println!("NCCL/EFA environment every rank gets (from each host's {}):", profile::PATH);
+    out += &format!("NCCL/EFA environment every rank gets (from each host's {}):\n", profile::PATH);
     for row in rows.iter().filter(|r| r.ssh.is_ok()) {
         let vars = if row.fabric.is_empty() { "(none)".to_owned() } else { row.fabric.join(" ") };
-        println!("  {}: {vars}", row.host);
+        out += &format!("  {}: {vars}\n", row.host);
     }
     problems.dedup();
-    if problems.is_empty() {
-        println!("all {} hosts are ready", rows.len());
-        Ok(EXIT_OK)
+    let code = if problems.is_empty() {
+        out += &format!("all {} hosts are ready\n", rows.len());
+        EXIT_OK
     } else {
-        println!("{} problem(s):", problems.len());
+        out += &format!("{} problem(s):\n", problems.len());
         for p in &problems {
-            println!("- {p}");
+            out += &format!("- {p}\n");
         }
-        Ok(EXIT_FAILED)
-    }
+        EXIT_FAILED
+    };
+    Ok(cli_output::print_report(&out, code)?)
 }
 
 #[cfg(test)]

@@ -11,6 +11,28 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
+/// The most processes one host runs: `slots=N` and `--nproc-per-node N`
+/// above it are refused before anything starts. One rank per GPU is usual
+/// and EC2's largest instances have 8 to 16 accelerators; 256 also allows
+/// one rank per vCPU of a p5.48xlarge (192) for CPU jobs. Every rank costs
+/// the launcher an ssh connection, its pipes and a log file.
+pub const MAX_SLOTS_PER_HOST: u32 = 256;
+
+/// The most ranks one job runs (256 hosts of 16 ranks each).
+pub const MAX_WORLD_SIZE: u32 = 4096;
+
+/// The largest hosts file read: a line per host, far below this even for
+/// thousands of hosts.
+pub const MAX_HOSTS_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Characters a host entry may hold: a name, an IPv4 or IPv6 address
+/// (`:`, `%` for a zone), or `user@host` as ssh takes it. Anything else (a
+/// NUL byte, a quote, `;`) cannot name a host and would only fail later,
+/// after other ranks started.
+fn is_host(name: &str) -> bool {
+    name.len() <= 255 && name.chars().all(|c| c.is_ascii_alphanumeric() || ".-_:@%".contains(c))
+}
+
 /// One line of a hosts file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostEntry {
@@ -34,11 +56,18 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
         if name.contains('=') || name.starts_with('-') {
             return Err(bad("the first word must be a host name"));
         }
+        if !is_host(name) {
+            return Err(bad("a host is a name, an address or user@host (letters, digits and . - _ : @ %)"));
+        }
         let mut slots = None;
         for word in words {
             match word.split_once('=') {
                 Some(("slots", n)) => {
-                    slots = Some(n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("slots must be >= 1"))?)
+                    let n = n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("slots must be >= 1"))?;
+                    if n > MAX_SLOTS_PER_HOST {
+                        return Err(bad("slots must be at most 256 per host"));
+                    }
+                    slots = Some(n);
                 }
                 // mpirun's hostfile also allows max_slots; it does not change how many we start.
                 Some(("max_slots", _)) => {}
@@ -53,9 +82,22 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
     Ok(hosts)
 }
 
-/// Reads and parses a hosts file.
+/// Reads and parses a hosts file (at most [`MAX_HOSTS_FILE_BYTES`]).
 pub fn read(path: &Path) -> Result<Vec<HostEntry>> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    use std::io::Read;
+    let read_err = |source| Error::Read { path: path.to_owned(), source };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_HOSTS_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_HOSTS_FILE_BYTES {
+        return Err(read_err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("it is larger than {} KiB; a hosts file has a line per host", MAX_HOSTS_FILE_BYTES / 1024),
+        )));
+    }
+    let text =
+        String::from_utf8(bytes).map_err(|e| read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     parse(&text, path)
 }
 
@@ -76,7 +118,10 @@ impl FromStr for Nproc {
             return Ok(Nproc::Auto);
         }
         match s.parse::<u32>() {
-            Ok(n) if n > 0 => Ok(Nproc::Fixed(n)),
+            Ok(n) if (1..=MAX_SLOTS_PER_HOST).contains(&n) => Ok(Nproc::Fixed(n)),
+            Ok(n) if n > MAX_SLOTS_PER_HOST => {
+                Err(format!("{n} is more than {MAX_SLOTS_PER_HOST} processes on one host"))
+            }
             _ => Err(format!("{s:?} is neither a number >= 1 nor `auto`")),
         }
     }
@@ -98,16 +143,24 @@ pub struct Rank {
 }
 
 /// The rank table. `slots` are looked up in `hostfile` (the agent's
-/// `alias slots=N` file) for hosts whose own line has none.
-pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Vec<Rank> {
-    let mut out = Vec::new();
-    for (group_rank, host) in hosts.iter().enumerate() {
-        let n = match nproc {
+/// `alias slots=N` file) for hosts whose own line has none. More than
+/// [`MAX_WORLD_SIZE`] ranks in all is an error, found before any is made.
+pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Result<Vec<Rank>> {
+    let per_host: Vec<u32> = hosts
+        .iter()
+        .map(|host| match nproc {
             Nproc::Fixed(n) => n,
             Nproc::Auto => {
                 host.slots.or_else(|| hostfile.iter().find(|h| h.name == host.name).and_then(|h| h.slots)).unwrap_or(1)
             }
-        };
+        })
+        .collect();
+    let world: u64 = per_host.iter().map(|&n| u64::from(n)).sum();
+    if world > u64::from(MAX_WORLD_SIZE) {
+        return Err(Error::TooManyRanks { world, hosts: hosts.len(), max: MAX_WORLD_SIZE });
+    }
+    let mut out = Vec::with_capacity(world as usize);
+    for (group_rank, (host, &n)) in hosts.iter().zip(&per_host).enumerate() {
         for local_rank in 0..n {
             out.push(Rank {
                 rank: out.len() as u32,
@@ -118,7 +171,7 @@ pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Vec<R
             });
         }
     }
-    out
+    Ok(out)
 }
 
 /// The agent's workers file, as on a node.
@@ -165,6 +218,10 @@ mod tests {
             ("a\nb slots=0\n", "/hosts:2: slots must be >= 1"),
             ("a slots=x\n", "/hosts:1: slots must be >= 1"),
             ("a gpus=2\n", "/hosts:1: unknown word"),
+            ("a slots=257\n", "/hosts:1: slots must be at most 256"),
+            ("a slots=4294967295\n", "/hosts:1: slots must be at most 256"),
+            ("h1\0x\n", "/hosts:1: a host is a name"),
+            ("h1;reboot\n", "/hosts:1: a host is a name"),
             ("slots=2\n", "/hosts:1: the first word must be a host name"),
             ("\n# nothing\n", "/hosts lists no hosts"),
         ];
@@ -178,19 +235,25 @@ mod tests {
     fn rank_table() {
         let hosts = p("m\nw2 slots=3\nw3\n").unwrap();
         let hostfile = p("m slots=2\nw2 slots=8\nw3 slots=1\n").unwrap();
-        let auto = ranks(&hosts, Nproc::Auto, &hostfile);
+        let auto = ranks(&hosts, Nproc::Auto, &hostfile).unwrap();
         let table: Vec<_> = auto.iter().map(|r| (r.rank, r.host.as_str(), r.local_rank, r.local_world_size)).collect();
         assert_eq!(
             table,
             [(0, "m", 0, 2), (1, "m", 1, 2), (2, "w2", 0, 3), (3, "w2", 1, 3), (4, "w2", 2, 3), (5, "w3", 0, 1)]
         );
         assert_eq!(auto[5].group_rank, 2);
-        assert_eq!(ranks(&hosts, Nproc::Auto, &[]).len(), 5, "no hostfile: 1 per host without slots");
-        let fixed = ranks(&hosts, Nproc::Fixed(2), &hostfile);
+        assert_eq!(ranks(&hosts, Nproc::Auto, &[]).unwrap().len(), 5, "no hostfile: 1 per host without slots");
+        let fixed = ranks(&hosts, Nproc::Fixed(2), &hostfile).unwrap();
         assert_eq!(fixed.len(), 6);
         assert_eq!((fixed[3].host.as_str(), fixed[3].local_rank, fixed[3].group_rank), ("w2", 1, 1));
         assert_eq!("auto".parse::<Nproc>(), Ok(Nproc::Auto));
         assert_eq!("4".parse::<Nproc>(), Ok(Nproc::Fixed(4)));
         assert!("0".parse::<Nproc>().is_err());
+        assert!("257".parse::<Nproc>().unwrap_err().contains("more than 256"));
+        assert_eq!(MAX_SLOTS_PER_HOST, 256, "the hosts-file message says 256");
+        // 17 hosts of 256 ranks: over the job's limit, refused before a rank is made.
+        let many: Vec<HostEntry> = (0..17).map(|i| HostEntry { name: format!("h{i}"), slots: Some(256) }).collect();
+        let e = ranks(&many, Nproc::Auto, &[]).unwrap_err().to_string();
+        assert!(e.contains("4352 ranks on 17 hosts"), "{e}");
     }
 }

@@ -121,9 +121,10 @@ pub fn checks(root: &Path) -> Vec<Check> {
 }
 
 /// Prints the report; 1 when a required check failed.
-pub fn run(root: &Path) -> u8 {
+pub fn run(root: &Path) -> Result<u8, cli_output::Closed> {
     let checks = checks(root);
     let mut failed = false;
+    let mut out = String::new();
     for check in &checks {
         let (status, detail) = match &check.outcome {
             Ok(detail) => ("ok", detail.as_str()),
@@ -133,9 +134,9 @@ pub fn run(root: &Path) -> u8 {
             }
             Err(problem) => ("warning", problem.as_str()),
         };
-        println!("{:<12} {:<8} {detail}", check.name, status);
+        out += &format!("{:<12} {:<8} {detail}\n", check.name, status);
     }
-    if failed { EXIT_FAILED } else { EXIT_OK }
+    cli_output::print_report(&out, if failed { EXIT_FAILED } else { EXIT_OK })
 }
 
 #[cfg(test)]
@@ -150,7 +151,7 @@ mod tests {
         // The ssh client comes from the host's PATH, which the test does not control.
         assert!(failed.starts_with(&["agent", "agent unit"]), "{failed:?}");
         assert!(checks.iter().filter(|c| !c.required).all(|c| c.outcome.is_ok()));
-        assert_eq!(run(root.path()), EXIT_FAILED);
+        assert_eq!(run(root.path()).unwrap(), EXIT_FAILED);
     }
 
     /// This project's machines have no CUDA libraries: a host whose driver

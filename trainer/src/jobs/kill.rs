@@ -66,22 +66,30 @@ pub async fn run(args: Args) -> Result<u8> {
         tasks.push((host.name.clone(), tokio::spawn(output)));
     }
     let mut code = EXIT_OK;
+    // Every host's answer is awaited even when stdout fails: returning early
+    // would drop (and kill) the ssh clients still stopping ranks.
+    let mut unwritten: Option<cli_output::Closed> = None;
     for (host, task) in tasks {
         let output = task
             .await
             .map_err(|e| Error::Spawn { program: "ssh".into(), source: std::io::Error::other(e) })?
             .map_err(|source| Error::Spawn { program: "ssh".into(), source })?;
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            println!("[{host}] {line}");
+        let relayed: String =
+            String::from_utf8_lossy(&output.stdout).lines().map(|line| format!("[{host}] {line}\n")).collect();
+        if unwritten.is_none() {
+            unwritten = cli_output::print(&relayed).err();
         }
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let why = ssh::explain_failure(&host, stderr.lines().last().unwrap_or(""));
-            eprintln!("[{host}] could not check for the job's processes: {why}");
+            cli_output::errln!("[{host}] could not check for the job's processes: {why}");
             code = EXIT_FAILED;
         }
     }
-    Ok(code)
+    match unwritten {
+        Some(failed @ cli_output::Closed::Failed(_)) => Err(failed.into()),
+        _ => Ok(code),
+    }
 }
 
 /// Stops this host's ranks from their pid files; prints one line per rank.
@@ -95,6 +103,8 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         },
     };
     let mut found = false;
+    // Printed once every rank is stopped: a failed write must not leave one running.
+    let mut out = String::new();
     for job in jobs {
         let dir = base.join(&job);
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
@@ -105,18 +115,18 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         files.sort();
         for file in files {
             found = true;
-            println!("{}", stop_rank(&job, &file));
+            out += &format!("{}\n", stop_rank(&job, &file));
             let _ = std::fs::remove_file(&file);
         }
         let _ = std::fs::remove_dir(&dir);
     }
     if !found {
         match &args.job {
-            Some(job) => println!("no process of job {job} here"),
-            None => println!("no trainer job here"),
+            Some(job) => out += &format!("no process of job {job} here\n"),
+            None => out += "no trainer job here\n",
         }
     }
-    Ok(EXIT_OK)
+    Ok(cli_output::print_report(&out, EXIT_OK)?)
 }
 
 /// Stops the rank of one pid file; says what it did.

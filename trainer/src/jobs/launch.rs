@@ -67,8 +67,8 @@ pub struct Args {
     /// default: `job-<UTC date>-<time>`.
     #[arg(long, value_parser = parse_job)]
     pub job: Option<String>,
-    /// Rendezvous port on the first host (`MASTER_PORT`).
-    #[arg(long, default_value_t = 29500)]
+    /// Rendezvous port on the first host (`MASTER_PORT`), 1 to 65535.
+    #[arg(long, default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
     /// Elastic job (for `trainer train`): nodes that join the cluster later
     /// (the agent's next membership generation) get ranks too, and ranks on
@@ -122,7 +122,7 @@ fn default_job() -> String {
 fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
     let efs = crate::jobs::profile::efs_mount_here(root);
     if efs.is_none() {
-        eprintln!("trainer: no EFS_MOUNT (environment or agent profile): logs go under the current directory");
+        cli_output::errln!("trainer: no EFS_MOUNT (environment or agent profile): logs go under the current directory");
     }
     // The job directory's layout (logs beside checkpoints and TensorBoard files) is jobdir's.
     let dir = crate::jobdir::path_from(efs.as_deref(), Some(job), "logs");
@@ -156,26 +156,29 @@ struct RankProcess {
     stderr_tail: VecDeque<String>,
     log: std::fs::File,
     log_path: PathBuf,
+    /// Whether writing the log failed (said once).
+    log_failed: bool,
 }
 
 /// Why the job ended early.
 struct Failure {
     code: u8,
     what: String,
-    /// The failed rank's place in the table; `None` for a signal to the launcher.
+    /// The failed rank's place in the table; `None` for a signal to the
+    /// launcher or its own stdout failing.
     rank: Option<usize>,
 }
 
 /// Runs the job; returns the exit code.
 pub async fn run(args: Args) -> Result<u8> {
     let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
-    let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_hostfile(&args.root));
+    let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_hostfile(&args.root))?;
     let job = args.job.clone().unwrap_or_else(default_job);
     let logs = log_dir(&args.root, &job)?;
     let trainer = args.ssh.remote_trainer()?;
     let world = ranks.len() as u32;
     let master_addr = hosts[0].name.clone();
-    eprintln!(
+    cli_output::errln!(
         "trainer: job {job}: {world} ranks on {} hosts, rendezvous {master_addr}:{}, logs in {}",
         hosts.len(),
         args.port,
@@ -188,7 +191,7 @@ pub async fn run(args: Args) -> Result<u8> {
     // torchrun's environment decisions that depend on the launcher's own (OMP_NUM_THREADS), said once.
     let inherited = torchrun::Inherited::from_env(|name| std::env::var(name).ok());
     if let Some(note) = inherited.omp_note(ranks.iter().map(|r| r.local_world_size).max().unwrap_or(1)) {
-        eprintln!("trainer: {note}");
+        cli_output::errln!("trainer: {note}");
     }
     let spawner = Spawner {
         trainer,
@@ -215,7 +218,7 @@ pub async fn run(args: Args) -> Result<u8> {
     }
     let mut watch = tokio::time::interval(Duration::from_secs(1));
 
-    let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal() };
+    let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal(), stdout_closed: false };
     let mut failure: Option<Failure> = None;
     // Ranks that ended with a non-zero code, in the order seen: the root cause is among them.
     let mut nonzero: Vec<usize> = Vec::new();
@@ -235,7 +238,13 @@ pub async fn run(args: Args) -> Result<u8> {
             event = rx.recv() => match event {
                 Some(Event::Line { rank, stderr, line }) => {
                     let p = &mut procs[rank];
-                    let _ = p.log.write_all(&line);
+                    if let Err(e) = p.log.write_all(&line)
+                        && !p.log_failed
+                    {
+                        // Said once per rank: the job goes on, its lines still reach the terminal.
+                        p.log_failed = true;
+                        out.note(&format!("cannot write {}: {e}; rank {}'s lines go to the terminal only", p.log_path.display(), p.spec.rank));
+                    }
                     if stderr {
                         let text = String::from_utf8_lossy(&line).trim_end().to_owned();
                         if p.stderr_tail.len() == 3 {
@@ -243,7 +252,10 @@ pub async fn run(args: Args) -> Result<u8> {
                         }
                         p.stderr_tail.push_back(text);
                     }
-                    out.line(&p.spec, stderr, &line);
+                    if let Some(f) = out.line(&p.spec, stderr, &line) {
+                        failure.get_or_insert(f);
+                        stop(&mut procs, &mut kill_at);
+                    }
                 }
                 Some(Event::Exit { rank, status }) => {
                     let stopping = kill_at.is_some();
@@ -309,7 +321,7 @@ pub async fn run(args: Args) -> Result<u8> {
                             let entry = hosts::HostEntry { name: host.alias.clone(), slots: None };
                             let group_rank = procs.iter().map(|p| p.spec.group_rank + 1).max().unwrap_or(0);
                             let first_rank = procs.len() as u32;
-                            for mut spec in hosts::ranks(std::slice::from_ref(&entry), args.nproc_per_node, &hostfile) {
+                            for mut spec in hosts::ranks(std::slice::from_ref(&entry), args.nproc_per_node, &hostfile)? {
                                 spec.rank += first_rank;
                                 spec.group_rank = group_rank;
                                 out.note(&format!("{} ({}) joined (generation {}): starting rank {}", host.alias, host.instance_id, known.generation, spec.rank));
@@ -333,7 +345,7 @@ pub async fn run(args: Args) -> Result<u8> {
     Ok(match failure {
         None if args.elastic => {
             let count = |s: State| procs.iter().filter(|p| p.spec.rank != 0 && p.state == s).count();
-            eprintln!(
+            cli_output::errln!(
                 "trainer: job {job}: rank 0 exited 0; of the others {} exited 0, {} were stopped, {} left along the way; \
                  {logs_note}",
                 count(State::Exited),
@@ -343,16 +355,19 @@ pub async fn run(args: Args) -> Result<u8> {
             0
         }
         None => {
-            eprintln!("trainer: job {job}: all {world} ranks exited 0; {logs_note}");
+            cli_output::errln!("trainer: job {job}: all {world} ranks exited 0; {logs_note}");
             0
         }
         Some(f) => {
             let stopped = procs.iter().filter(|p| p.state == State::Stopped).count();
-            eprintln!("trainer: job {job}: {}; stopped {stopped} other rank(s) on every host; {logs_note}", f.what);
+            cli_output::errln!(
+                "trainer: job {job}: {}; stopped {stopped} other rank(s) on every host; {logs_note}",
+                f.what
+            );
             if f.rank.is_some()
                 && let Some(text) = root_cause(&procs, &nonzero)
             {
-                eprint!("{text}");
+                cli_output::eprint(&text);
             }
             if f.code == 0 { EXIT_USAGE } else { f.code }
         }
@@ -440,6 +455,7 @@ impl Spawner<'_> {
             stderr_tail: VecDeque::new(),
             log,
             log_path,
+            log_failed: false,
         })
     }
 }
@@ -555,45 +571,69 @@ async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: 
 }
 
 /// The terminal side: prefixed lines, and the status line on a terminal.
+///
+/// Every write goes through `cli_output`, so none can panic. stdout
+/// failing (the reader went away, or the disk is full) stops the job like
+/// a failed rank: there is no one left to show its output to.
 struct Output {
     status_shown: bool,
     tty: bool,
+    /// Set once stdout failed; later lines go to the rank logs only.
+    stdout_closed: bool,
 }
 
 impl Output {
-    fn line(&mut self, rank: &Rank, stderr: bool, line: &[u8]) {
+    /// Prints one rank's line; a failure the first time stdout fails.
+    fn line(&mut self, rank: &Rank, stderr: bool, line: &[u8]) -> Option<Failure> {
         self.clear_status();
         let mut buf = format!("[{}/{}] ", rank.host, rank.rank).into_bytes();
         buf.extend_from_slice(line);
         // One write of a whole line: lines of different ranks never interleave.
-        let _ =
-            if stderr { std::io::stderr().lock().write_all(&buf) } else { std::io::stdout().lock().write_all(&buf) };
+        if stderr {
+            cli_output::eprint_bytes(&buf);
+            return None;
+        }
+        if self.stdout_closed {
+            return None;
+        }
+        let closed = cli_output::print_bytes(&buf).err()?;
+        self.stdout_closed = true;
+        Some(match closed {
+            cli_output::Closed::ReaderGone => Failure {
+                code: crate::EXIT_STDOUT_CLOSED,
+                what: "standard output was closed by its reader".into(),
+                rank: None,
+            },
+            cli_output::Closed::Failed(e) => Failure {
+                code: EXIT_USAGE,
+                what: format!("cannot write the ranks' output to standard output: {e}"),
+                rank: None,
+            },
+        })
     }
 
     fn status(&mut self, procs: &[RankProcess]) {
         let count = |s: State| procs.iter().filter(|p| p.state == s).count();
-        let _ = std::io::stdout().flush();
-        let _ = write!(
-            std::io::stderr().lock(),
+        cli_output::eprint(&format!(
             "\r\x1b[K[trainer] {} running, {} exited, {} failed, {} stopped, {} left",
             count(State::Running),
             count(State::Exited),
             count(State::Failed),
             count(State::Stopped),
             count(State::Left)
-        );
+        ));
         self.status_shown = true;
     }
 
     /// A launcher message between the ranks' lines.
     fn note(&mut self, text: &str) {
         self.clear_status();
-        let _ = writeln!(std::io::stderr().lock(), "trainer: {text}");
+        cli_output::errln!("trainer: {text}");
     }
 
     fn clear_status(&mut self) {
         if self.status_shown {
-            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
+            cli_output::eprint("\r\x1b[K");
             self.status_shown = false;
         }
     }

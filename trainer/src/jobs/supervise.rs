@@ -123,7 +123,10 @@ pub async fn run(args: Args) -> Result<u8> {
     let error_file = args.error_file.as_deref().and_then(|path| match prepare_error_file(path) {
         Ok(()) => Some(path),
         Err(e) => {
-            eprintln!("{who}: no TORCHELASTIC_ERROR_FILE for the command: cannot prepare {}: {e}", path.display());
+            cli_output::errln!(
+                "{who}: no TORCHELASTIC_ERROR_FILE for the command: cannot prepare {}: {e}",
+                path.display()
+            );
             None
         }
     });
@@ -155,7 +158,7 @@ pub async fn run(args: Args) -> Result<u8> {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("{who}: cannot start {:?}: {e}", args.command[0]);
+            cli_output::errln!("{who}: cannot start {:?}: {e}", args.command[0]);
             return Ok(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
         }
     };
@@ -176,7 +179,7 @@ pub async fn run(args: Args) -> Result<u8> {
             if let Ok(status) = status {
                 use std::os::unix::process::ExitStatusExt;
                 if let Some(signal) = status.signal() {
-                    eprintln!("{who}: the command was killed by signal {signal}");
+                    cli_output::errln!("{who}: the command was killed by signal {signal}");
                 }
             }
             // Whatever CMD left running in its group goes with it.

@@ -78,8 +78,8 @@ pub struct Args {
     /// the same run.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Compute threads on this rank; 0: one per core.
-    #[arg(long, default_value_t = 0)]
+    /// Compute threads on this rank, 0 to 1024; 0: one per core.
+    #[arg(long, default_value_t = 0, value_parser = threads)]
     pub threads: usize,
     /// Where to compute.
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
@@ -97,6 +97,19 @@ pub struct Args {
     /// config tell the ranks who is in the cluster).
     #[arg(long, env = "TRAINER_ROOT", default_value = "/", hide = true)]
     pub root: PathBuf,
+}
+
+/// More compute threads than this only add switching (EC2's largest
+/// instances have under 1,000 vCPUs); `--threads 100000` spent minutes
+/// starting threads before failing.
+const MAX_THREADS: usize = 1024;
+
+fn threads(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= MAX_THREADS => Ok(n),
+        Ok(n) => Err(format!("{n} is more than {MAX_THREADS} threads; use 0 for one per core")),
+        Err(_) => Err(format!("{s:?} is not a thread count (0 for one per core)")),
+    }
 }
 
 fn float(s: &str) -> Result<f32, String> {

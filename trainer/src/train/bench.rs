@@ -69,6 +69,9 @@ pub enum BenchError {
     /// An all-reduce failed.
     #[error("all-reduce failed: {0}")]
     Collective(#[from] CollectiveError),
+    /// The table could not be written to stdout.
+    #[error("{0}")]
+    Output(#[source] cli_output::Closed),
 }
 
 /// One measured size.
@@ -171,7 +174,7 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
     };
     let rows = measure(&mut ring, &sizes(args.min_bytes, args.max_bytes), args.warmup, args.iters)?;
     if group.rank == 0 {
-        print!("{}", table(&rows, group.world_size));
+        cli_output::print(&table(&rows, group.world_size)).map_err(BenchError::Output)?;
     }
     Ok(if rows.is_empty() { EXIT_FAILED } else { EXIT_OK })
 }

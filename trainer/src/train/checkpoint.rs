@@ -216,6 +216,21 @@ impl Store {
         &self.dir
     }
 
+    /// Makes the directory and proves a file can be written in it, so that
+    /// a `--checkpoint-dir` that is a file, or read-only, fails before the
+    /// first epoch rather than after it.
+    pub fn check_writable(&self) -> Result<(), CheckpointError> {
+        if self.dir.exists() && !self.dir.is_dir() {
+            let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "it exists and is not a directory");
+            return Err(CheckpointError::Dir { path: self.dir.clone(), source });
+        }
+        fs::create_dir_all(&self.dir).map_err(|source| CheckpointError::Dir { path: self.dir.clone(), source })?;
+        let probe = self.dir.join(format!("{TEMP_PREFIX}probe.tmp.{}", std::process::id()));
+        fs::write(&probe, b"").map_err(|source| CheckpointError::Write { path: probe.clone(), source })?;
+        let _ = fs::remove_file(&probe);
+        Ok(())
+    }
+
     /// The file a checkpoint after `epoch` epochs is named.
     pub fn path_for(&self, epoch: u64) -> PathBuf {
         self.dir.join(format!("{PREFIX}{epoch:06}{SUFFIX}"))

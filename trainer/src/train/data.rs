@@ -249,27 +249,95 @@ pub fn load(dir: &Path, format: Option<Format>, split: Split) -> Result<Dataset,
     }
 }
 
-/// Reads a whole file, decompressing it when its name ends in `.gz`.
-fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
-    let read_err = |source| DataError::Read { path: path.to_owned(), source };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let mut data = Vec::new();
-    if path.extension().is_some_and(|e| e == "gz") {
-        let mut decoder = flate2::read::GzDecoder::new(std::io::BufReader::new(file));
-        // Read in pieces so that a failure can say how far decoding got.
+/// The most bytes one dataset file may hold (decompressed): 27 times
+/// CIFAR-10's training set. An idx header that declares more is refused
+/// before anything is decompressed, and no file is read past it, so a gzip
+/// "bomb" costs what its header claims at most, never what it expands to.
+pub const MAX_FILE_BYTES: u64 = 4 << 30;
+
+/// How far past its declared payload a `.gz` file is decompressed (and
+/// discarded) to tell damaged data from trailing bytes.
+const GZIP_DRAIN_BYTES: u64 = 64 << 20;
+
+/// A dataset file being read: plain, or gunzipped when its name ends in
+/// `.gz`; it counts the (decompressed) bytes read, for error offsets.
+struct Source<'p> {
+    path: &'p Path,
+    reader: Box<dyn Read>,
+    gzip: bool,
+    offset: u64,
+}
+
+impl<'p> Source<'p> {
+    fn open(path: &'p Path) -> Result<Self, DataError> {
+        let file = std::fs::File::open(path).map_err(|source| DataError::Read { path: path.to_owned(), source })?;
+        let gzip = path.extension().is_some_and(|e| e == "gz");
+        let reader: Box<dyn Read> = if gzip {
+            Box::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)))
+        } else {
+            Box::new(std::io::BufReader::new(file))
+        };
+        Ok(Source { path, reader, gzip, offset: 0 })
+    }
+
+    /// Reads and discards up to `limit` more bytes (constant memory): past
+    /// the end of what a header declares, damaged gzip data shows itself as
+    /// a decoder error here, not as extra bytes.
+    fn drain(&mut self, limit: u64) -> Result<(), DataError> {
         let mut buf = vec![0u8; 1 << 16];
-        loop {
-            match decoder.read(&mut buf) {
+        let mut left = limit;
+        while left > 0 {
+            let want = buf.len().min(left as usize);
+            match self.reader.read(&mut buf[..want]) {
                 Ok(0) => break,
-                Ok(n) => data.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(DataError::Gzip { path: path.to_owned(), offset: data.len() as u64, source });
+                Ok(n) => {
+                    left -= n as u64;
+                    self.offset += n as u64;
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) if self.gzip => {
+                    return Err(DataError::Gzip { path: self.path.to_owned(), offset: self.offset, source });
+                }
+                Err(source) => return Err(DataError::Read { path: self.path.to_owned(), source }),
             }
         }
-    } else {
-        std::io::BufReader::new(file).read_to_end(&mut data).map_err(read_err)?;
+        Ok(())
+    }
+
+    /// The next `limit` bytes, or fewer where the file ends.
+    fn read_up_to(&mut self, limit: u64) -> Result<Vec<u8>, DataError> {
+        let mut data = Vec::with_capacity(limit.min(1 << 24) as usize);
+        // Read in pieces so that a failure can say how far decoding got.
+        let mut buf = vec![0u8; 1 << 16];
+        while (data.len() as u64) < limit {
+            let want = buf.len().min((limit - data.len() as u64) as usize);
+            match self.reader.read(&mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    data.extend_from_slice(&buf[..n]);
+                    self.offset += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) if self.gzip => {
+                    return Err(DataError::Gzip { path: self.path.to_owned(), offset: self.offset, source });
+                }
+                Err(source) => return Err(DataError::Read { path: self.path.to_owned(), source }),
+            }
+        }
+        Ok(data)
+    }
+}
+
+/// Reads a whole file (at most [`MAX_FILE_BYTES`]), decompressing it when
+/// its name ends in `.gz`.
+fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
+    let data = Source::open(path)?.read_up_to(MAX_FILE_BYTES + 1)?;
+    if data.len() as u64 > MAX_FILE_BYTES {
+        return Err(DataError::Corrupt {
+            path: path.to_owned(),
+            offset: MAX_FILE_BYTES,
+            reason: format!("the file holds more than {} GiB, more than a dataset file may", MAX_FILE_BYTES >> 30),
+        });
     }
     Ok(data)
 }
@@ -284,12 +352,17 @@ fn be_u32(data: &[u8], offset: usize, path: &Path, what: &str) -> Result<u32, Da
     })
 }
 
-/// Parses an idx file with `dims` dimensions of unsigned bytes; returns the
-/// dimensions and the payload.
-fn parse_idx<'a>(data: &'a [u8], path: &Path, dims: usize) -> Result<(Vec<usize>, &'a [u8]), DataError> {
+/// Reads an idx file with `dims` dimensions of unsigned bytes: the header
+/// first, then exactly the payload its dimensions declare (refused above
+/// [`MAX_FILE_BYTES`] before it is read); returns the dimensions and the
+/// payload.
+fn read_idx(path: &Path, dims: usize) -> Result<(Vec<usize>, Vec<u8>), DataError> {
     let corrupt =
         |offset: usize, reason: String| DataError::Corrupt { path: path.to_owned(), offset: offset as u64, reason };
-    let magic = be_u32(data, 0, path, "magic number")?;
+    let mut source = Source::open(path)?;
+    let header = 4 + 4 * dims;
+    let head = source.read_up_to(header as u64)?;
+    let magic = be_u32(&head, 0, path, "magic number")?;
     let expected = 0x0800 | dims as u32;
     if magic != expected {
         return Err(corrupt(
@@ -302,29 +375,43 @@ fn parse_idx<'a>(data: &'a [u8], path: &Path, dims: usize) -> Result<(Vec<usize>
     }
     let mut shape = Vec::with_capacity(dims);
     for d in 0..dims {
-        let n = be_u32(data, 4 + 4 * d, path, "dimension")? as usize;
+        let n = be_u32(&head, 4 + 4 * d, path, "dimension")? as usize;
         if n == 0 {
             return Err(corrupt(4 + 4 * d, format!("dimension {d} is 0")));
         }
         shape.push(n);
     }
-    let header = 4 + 4 * dims;
-    let payload = shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
-    let Some(payload) = payload.filter(|&p| p <= usize::MAX - header) else {
-        return Err(corrupt(4, format!("dimensions {shape:?} are too large")));
-    };
-    if data.len() != header + payload {
+    let payload = shape.iter().try_fold(1u64, |a, &n| a.checked_mul(n as u64));
+    let Some(payload) = payload.filter(|&p| p <= MAX_FILE_BYTES) else {
         return Err(corrupt(
-            data.len().min(header + payload),
+            4,
             format!(
-                "dimensions {shape:?} need {} bytes but the file has {}: {}",
-                header + payload,
-                data.len(),
-                if data.len() < header + payload { "truncated" } else { "trailing bytes" }
+                "dimensions {shape:?} are too large (more than the {} GiB a dataset file may hold)",
+                MAX_FILE_BYTES >> 30
             ),
         ));
+    };
+    // One byte past the payload tells a file that goes on from one that ends.
+    let mut data = source.read_up_to(payload + 1)?;
+    let need = header as u64 + payload;
+    let has = header as u64 + data.len() as u64;
+    if data.len() as u64 > payload && source.gzip {
+        // Damaged compressed data often decodes into too many bytes; its
+        // checksum error comes at the end of the stream. Look that far (in
+        // constant memory, at most [`GZIP_DRAIN_BYTES`]) before calling the
+        // rest trailing bytes.
+        source.drain(GZIP_DRAIN_BYTES)?;
     }
-    Ok((shape, &data[header..]))
+    if data.len() as u64 != payload {
+        let why = if has < need {
+            format!("dimensions {shape:?} need {need} bytes but the file has {has}: truncated")
+        } else {
+            format!("dimensions {shape:?} need {need} bytes but the file goes on after them: trailing bytes")
+        };
+        return Err(corrupt(has.min(need) as usize, why));
+    }
+    data.truncate(payload as usize);
+    Ok((shape, data))
 }
 
 fn check_labels(labels: &[u8], path: &Path, header: usize) -> Result<(), DataError> {
@@ -349,10 +436,8 @@ fn load_mnist(dir: &Path, split: Split) -> Result<Dataset, DataError> {
     };
     let images_path = find("images", 3, "MNIST images file")?;
     let labels_path = find("labels", 1, "MNIST labels file")?;
-    let image_bytes = read_file(&images_path)?;
-    let (shape, pixels) = parse_idx(&image_bytes, &images_path, 3)?;
-    let label_bytes = read_file(&labels_path)?;
-    let (label_shape, labels) = parse_idx(&label_bytes, &labels_path, 1)?;
+    let (shape, pixels) = read_idx(&images_path, 3)?;
+    let (label_shape, labels) = read_idx(&labels_path, 1)?;
     if shape[0] != label_shape[0] {
         return Err(DataError::CountMismatch {
             images: images_path,
@@ -361,14 +446,8 @@ fn load_mnist(dir: &Path, split: Split) -> Result<Dataset, DataError> {
             n_labels: label_shape[0],
         });
     }
-    check_labels(labels, &labels_path, 8)?;
-    Ok(Dataset::from_parts(
-        (1, shape[1], shape[2]),
-        pixels.to_vec(),
-        labels.to_vec(),
-        MNIST_MEAN.to_vec(),
-        MNIST_STD.to_vec(),
-    ))
+    check_labels(&labels, &labels_path, 8)?;
+    Ok(Dataset::from_parts((1, shape[1], shape[2]), pixels, labels, MNIST_MEAN.to_vec(), MNIST_STD.to_vec()))
 }
 
 fn load_cifar(dir: &Path, split: Split) -> Result<Dataset, DataError> {
@@ -511,6 +590,33 @@ mod tests {
         std::fs::write(dir.path().join("train-images-idx3-ubyte"), &idx(0x803, &[3], &[])[..6]).unwrap();
         let e = load(dir.path(), None, Split::Train).unwrap_err().to_string();
         assert!(e.contains("file ends inside the header"), "{e}");
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_read_no_further_than_its_header_says() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        // A valid header and payload, then 96 MiB of zeros (96 KiB compressed).
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&idx(0x803, &[3, 2, 2], &[0; 12])).unwrap();
+        for _ in 0..96 {
+            gz.write_all(&[0u8; 1 << 20]).unwrap();
+        }
+        let mut bytes = gz.finish().unwrap();
+        // Without its trailer, a reader that decompressed everything would
+        // fail with bad gzip data at the end; this one stops 64 MiB past the
+        // payload (GZIP_DRAIN_BYTES), discarding as it goes, and never gets there.
+        bytes.truncate(bytes.len() - 8);
+        std::fs::write(dir.path().join("train-images-idx3-ubyte.gz"), &bytes).unwrap();
+        std::fs::write(dir.path().join("train-labels-idx1-ubyte"), idx(0x801, &[3], &[1, 2, 3])).unwrap();
+        let e = load(dir.path(), None, Split::Train).unwrap_err().to_string();
+        assert!(e.contains("at byte 28: dimensions [3, 2, 2] need 28 bytes but the file goes on after them"), "{e}");
+
+        // A header that declares more than a dataset file may hold is refused before any payload is read.
+        std::fs::remove_file(dir.path().join("train-images-idx3-ubyte.gz")).unwrap();
+        std::fs::write(dir.path().join("train-images-idx3-ubyte"), idx(0x803, &[100_000, 1000, 1000], &[])).unwrap();
+        let e = load(dir.path(), None, Split::Train).unwrap_err().to_string();
+        assert!(e.contains("are too large (more than the 4 GiB"), "{e}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! (`\r`) while an epoch runs when stderr is a terminal; a plain line every
 //! [`PLAIN_EVERY`] otherwise (logs stay readable).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 /// How often the live line is redrawn on a terminal.
@@ -58,17 +58,16 @@ impl Progress {
             100.0 * s.accuracy,
             s.samples_per_sec
         );
-        let mut err = std::io::stderr().lock();
-        // Progress is best effort: a closed stderr must not stop training.
-        let _ = if self.tty { write!(err, "\r\x1b[2K{line}") } else { writeln!(err, "{line}") };
-        let _ = err.flush();
+        // Progress is best effort: a closed stderr must not stop training
+        // (a failed one only makes the final exit code 2, see cli_output).
+        cli_output::eprint(&if self.tty { format!("\r\x1b[2K{line}") } else { format!("{line}\n") });
         self.drawn = self.tty;
     }
 
     /// Clears the live line (before the epoch's summary is printed).
     pub fn clear(&mut self) {
         if self.drawn {
-            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+            cli_output::eprint("\r\x1b[2K");
             self.drawn = false;
             // The next epoch's line appears at once on a terminal; plain
             // lines keep their own pace across epochs.

@@ -13,7 +13,6 @@
 //! this module gives it a [`Rank`]: the device, one epoch of training, and
 //! what rank 0 does after each (evaluate, print, events, checkpoint).
 
-use std::io::Write;
 use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
@@ -69,6 +68,10 @@ pub enum TrainError {
     /// Joining the job's group failed, or the master's process went away.
     #[error(transparent)]
     Rendezvous(#[from] RendezvousError),
+    /// The checkpoint directory is unusable before training starts (a file,
+    /// read-only): the flag is the user's to fix.
+    #[error(transparent)]
+    CheckpointDir(CheckpointError),
     /// A checkpoint could not be read or written.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -78,6 +81,10 @@ pub enum TrainError {
     /// The compute threads could not be started.
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// The epoch line could not be written to stdout (after that epoch's
+    /// checkpoint was saved).
+    #[error("{0}")]
+    Output(#[source] cli_output::Closed),
     /// A training step failed (a peer left or died, or the device failed).
     #[error("epoch {epoch}: {source}")]
     Step {
@@ -93,6 +100,8 @@ impl TrainError {
     /// the user's to fix (2), a failed step is the run failing (1).
     pub fn exit_code(&self) -> u8 {
         match self {
+            // Ended like a Unix tool killed by SIGPIPE: the run did not finish.
+            TrainError::Output(cli_output::Closed::ReaderGone) => crate::EXIT_STDOUT_CLOSED,
             TrainError::Step { .. } | TrainError::Rendezvous(_) | TrainError::Checkpoint(_) | TrainError::Events(_) => {
                 EXIT_FAILED
             }
@@ -303,6 +312,12 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     // Rank 0 is the master's process (it never leaves): it evaluates,
     // prints, writes checkpoints and TensorBoard events.
     let leader = launch.as_ref().is_none_or(|l| l.rank == 0);
+    // Where rank 0 will write must work before hours of data loading and training.
+    let store = args.checkpoints.store();
+    let saves = args.checkpoints.checkpoint_dir.is_some() || launch.is_some();
+    if leader && saves {
+        store.check_writable().map_err(TrainError::CheckpointDir)?;
+    }
     let format = match args.format {
         Some(f) => f,
         None => data::detect(&args.data)?,
@@ -336,16 +351,19 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             seed: args.seed,
         },
     };
-    let store = args.checkpoints.store();
     let params = cpu::init(&model, args.seed);
     let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
     if leader && args.checkpoints.resume {
         match store.resume(&meta)? {
             Some(c) => {
-                eprintln!("trainer train: resuming after epoch {} from {}", c.state.epoch, store.dir().display());
+                cli_output::errln!(
+                    "trainer train: resuming after epoch {} from {}",
+                    c.state.epoch,
+                    store.dir().display()
+                );
                 state = c.state;
             }
-            None => eprintln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
+            None => cli_output::errln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
         }
     }
     let mut device = device(args, model, launch.as_ref())?;
@@ -379,12 +397,12 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         events,
         store: &store,
         meta: &meta,
-        checkpoint: args.checkpoints.checkpoint_dir.is_some() || launch.is_some(),
+        checkpoint: saves,
     };
     match epochs::run(&mut rank, membership, state.epoch, args.epochs) {
         Ok(Outcome::Finished) => Ok(crate::EXIT_OK),
         Ok(Outcome::Left(reason)) => {
-            eprintln!("trainer train: this node left the job ({reason}); exiting");
+            cli_output::errln!("trainer train: this node left the job ({reason}); exiting");
             Ok(crate::EXIT_OK)
         }
         Err(EpochsError::Rendezvous(e)) => Err(e.into()),
@@ -449,11 +467,9 @@ impl Rank for TrainRank<'_> {
             Some(test) if due => Some(evaluate(engine, test).map_err(|source| TrainError::Step { epoch, source })?),
             _ => None,
         };
-        let mut out = std::io::stdout().lock();
-        // stdout closed (a pipe to `head`): nothing left to tell, keep training.
-        let _ = writeln!(out, "{}", epoch_line(&report, args.epochs, test_stats.as_ref()));
-        let _ = out.flush();
-        drop(out);
+        // A failed write ends the run, but only after this epoch's events
+        // and checkpoint are saved: `--resume` loses nothing.
+        let printed = cli_output::outln!("{}", epoch_line(&report, args.epochs, test_stats.as_ref()));
         if let Some(w) = self.events.as_mut() {
             let mut scalars = vec![
                 (events::tag::TRAIN_LOSS, report.train.mean_loss()),
@@ -470,12 +486,12 @@ impl Rank for TrainRank<'_> {
         if self.checkpoint {
             self.store.save(self.meta, &done)?;
         }
-        Ok(())
+        printed.map_err(TrainError::Output)
     }
 
     fn regrouped(&mut self, group: &Group, epoch: u64, redo: bool) {
         if self.leader {
-            eprintln!(
+            cli_output::errln!(
                 "trainer train: generation {}: {} rank(s); {} epoch {}",
                 group.generation,
                 group.world_size,
