@@ -67,7 +67,8 @@ pub struct RunArgs {
 pub struct RenderArgs {
     #[command(flatten)]
     root: RootArgs,
-    /// A manifest as JSON (a `manifest` message body, or the `manifest` of a state file).
+    /// A manifest as JSON: a node's state file, its `manifest`, or a
+    /// `manifest_part` message body of a one-part manifest.
     #[arg(long, value_name = "FILE")]
     manifest: PathBuf,
     /// The instance id of the node to render for; default: this node's, from its state file.
@@ -115,15 +116,7 @@ fn status(args: &RootArgs) -> anyhow::Result<()> {
 fn render(args: &RenderArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.manifest)
         .map_err(|e| anyhow::anyhow!("cannot read the manifest {}: {e}", args.manifest.display()))?;
-    let manifest = match message::parse_worker_queue(&text) {
-        Ok(m) => m,
-        Err(_) => {
-            let state: files::state::State = serde_json::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("{} is neither a manifest message nor a state file: {e}", args.manifest.display())
-            })?;
-            state.manifest
-        }
-    };
+    let manifest = read_manifest(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.manifest.display()))?;
     let config_path = args.config.clone().unwrap_or_else(|| crate::config::path_under(&args.root.root));
     let config = crate::config::from_file(&config_path)?;
     let me = match &args.me {
@@ -141,6 +134,28 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A manifest from a state file, a manifest's JSON, or a manifest message
+/// (a `manifest_part` body, when the manifest fits in one part).
+fn read_manifest(text: &str) -> anyhow::Result<message::Manifest> {
+    if let Ok(part) = message::parse_worker_queue(text) {
+        if part.parts != 1 {
+            anyhow::bail!(
+                "this is part {} of {} of generation {}; give the whole manifest (a node's state file holds it)",
+                part.part + 1,
+                part.parts,
+                part.generation
+            );
+        }
+        let whole = node_contract::parts::Assembly::new().add(part)?;
+        return whole.ok_or_else(|| anyhow::anyhow!("the manifest part is incomplete"));
+    }
+    if let Ok(state) = serde_json::from_str::<files::state::State>(text) {
+        return Ok(state.manifest);
+    }
+    serde_json::from_str::<message::Manifest>(text)
+        .map_err(|e| anyhow::anyhow!("neither a state file, a manifest nor a manifest message: {e}"))
 }
 
 async fn leave(args: &LeaveArgs) -> anyhow::Result<()> {

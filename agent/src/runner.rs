@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use node_contract::message::{self, Applied, Message, Register};
+use node_contract::parts::Assembly;
 use node_contract::{NodeConfig, Role};
 use tracing::{debug, error, info, warn};
 
@@ -27,7 +28,7 @@ use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
 use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
 use crate::files;
 use crate::identity::Identity;
-use crate::ports::{PortError, Queue, StackSignals, WorkerGroup};
+use crate::ports::{PortError, Queue, Received, StackSignals, WorkerGroup};
 
 /// How `agent run` was asked to run.
 #[derive(Clone, Debug)]
@@ -247,6 +248,7 @@ async fn node_loop(
     let previous = files::state::read(&opts.root)?;
     let applied = previous.as_ref().filter(|s| s.instance_id == me.instance_id).map(|s| s.generation);
     let mut node = NodeState::new(me.instance_id.clone(), applied);
+    let mut assembly = Assembly::new();
     let register_body = Message::Register(register.clone()).to_body();
     let mut prepared = false;
     loop {
@@ -271,18 +273,7 @@ async fn node_loop(
                 continue;
             }
         };
-        let mut newest: Option<message::Manifest> = None;
-        for r in &received {
-            match message::parse_worker_queue(&r.body) {
-                Ok(m) if m.cluster == config.cluster => {
-                    if newest.as_ref().is_none_or(|n| m.generation > n.generation) {
-                        newest = Some(m);
-                    }
-                }
-                Ok(m) => debug!(cluster = %m.cluster, "a manifest of another cluster; ignored"),
-                Err(e) => debug!("ignored a worker queue message: {e}"),
-            }
-        }
+        let newest = assemble(&mut assembly, &received, config, node.applied_generation());
         let mut applied_something = false;
         if let Some(manifest) = newest {
             match node.on_manifest(&manifest) {
@@ -307,6 +298,7 @@ async fn node_loop(
                         continue;
                     }
                     node.applied(manifest.generation);
+                    assembly.forget_through(manifest.generation);
                     applied_something = true;
                     let ack = Message::Applied(Applied {
                         instance_id: me.instance_id.clone(),
@@ -336,6 +328,40 @@ async fn node_loop(
             node.idle_backoff_ms(false);
         }
     }
+}
+
+/// Adds the manifest parts among `received` to `assembly`; returns the
+/// newest manifest they complete. Parts of other clusters, of generations
+/// not newer than `applied`, and other bodies are logged and dropped.
+fn assemble(
+    assembly: &mut Assembly,
+    received: &[Received],
+    config: &NodeConfig,
+    applied: Option<u64>,
+) -> Option<message::Manifest> {
+    let mut newest: Option<message::Manifest> = None;
+    for r in received {
+        let part = match message::parse_worker_queue(&r.body) {
+            Ok(p) if p.cluster == config.cluster => p,
+            Ok(p) => {
+                debug!(cluster = %p.cluster, "a manifest part of another cluster; ignored");
+                continue;
+            }
+            Err(e) => {
+                debug!("ignored a worker queue message: {e}");
+                continue;
+            }
+        };
+        if applied.is_some_and(|a| part.generation <= a) {
+            continue;
+        }
+        match assembly.add(part) {
+            Ok(Some(m)) if newest.as_ref().is_none_or(|n| m.generation > n.generation) => newest = Some(m),
+            Ok(_) => {}
+            Err(e) => warn!("dropped manifest parts: {e}"),
+        }
+    }
+    newest
 }
 
 /// Writes a manifest's files and the state file.
@@ -452,11 +478,15 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
                     warn!("cannot signal formation: {e}");
                 }
             }
-            Effect::PublishManifest(m) => {
-                let body = Message::Manifest(m.clone()).to_body();
-                match retry("publish the manifest", || worker_queue.send(&body)).await {
-                    Ok(()) => info!(generation = m.generation, nodes = m.nodes.len(), "published the manifest"),
-                    Err(e) => warn!("cannot publish manifest generation {}: {e}", m.generation),
+            Effect::PublishManifest { manifest, publication } => {
+                let generation = manifest.generation;
+                match publish(worker_queue, &manifest, publication).await {
+                    Ok(parts) => info!(generation, nodes = manifest.nodes.len(), parts, "published the manifest"),
+                    Err(PublishError::Split(e)) => error!("cannot publish manifest generation {generation}: {e}"),
+                    Err(PublishError::Send(e)) => {
+                        warn!("cannot publish manifest generation {generation}: {e}");
+                        queue.extend(state.on_publish_failed(generation, now_ms()));
+                    }
                 }
             }
             Effect::RetireManifests { through_generation } => retire(worker_queue, through_generation).await,
@@ -497,34 +527,76 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
     Ok(())
 }
 
-/// Deletes manifests up to a generation from the worker queue. Receiving
-/// with visibility 0 leaves other nodes' view untouched; a few rounds cover
-/// what one receive does not return.
+/// Why a manifest was not published.
+#[derive(Debug, thiserror::Error)]
+enum PublishError {
+    /// It cannot be cut into parts (a bug: registrations are bounded).
+    #[error(transparent)]
+    Split(#[from] node_contract::parts::SplitError),
+    /// A part could not be sent, even after retries.
+    #[error("{0}")]
+    Send(PortError),
+}
+
+/// Sends `manifest` to the worker queue as its parts; returns how many.
+async fn publish(
+    worker_queue: &SqsQueue,
+    manifest: &message::Manifest,
+    publication: u64,
+) -> Result<usize, PublishError> {
+    let parts = node_contract::parts::split(manifest, publication)?;
+    let count = parts.len();
+    for part in parts {
+        let (number, body) = (part.part, Message::ManifestPart(part).to_body());
+        retry("publish the manifest", || worker_queue.send(&body))
+            .await
+            .map_err(|e| PublishError::Send(PortError::Transient(format!("part {} of {count}: {e}", number + 1))))?;
+    }
+    Ok(count)
+}
+
+/// How long a retirement hides what it received before deleting it.
+const RETIRE_HIDE: Duration = Duration::from_secs(30);
+
+/// Deletes manifest parts up to a generation from the worker queue (and
+/// anything there that is not a manifest part: it does not belong there).
+///
+/// It receives with a visibility timeout, not 0: SQS deletes a message only
+/// with its most recent receipt handle, and while the parts are visible
+/// every node's receive makes a new one, so a handle from a visibility-0
+/// receive is stale at once and the delete succeeds without deleting
+/// (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessage.html>).
+/// Hidden, a part's handle stays the newest until the delete. A newer
+/// generation's part found on the way (only after a master restart: the
+/// master retires before it publishes) is made visible again at once. A few
+/// rounds cover what one receive does not return.
 async fn retire(worker_queue: &SqsQueue, through: u64) {
     for _ in 0..5 {
-        let received = match worker_queue.receive(10, Duration::ZERO, Some(Duration::ZERO)).await {
+        let received = match worker_queue.receive(10, Duration::ZERO, Some(RETIRE_HIDE)).await {
             Ok(r) => r,
             Err(e) => {
                 debug!("cannot read the worker queue to retire manifests: {e}");
                 return;
             }
         };
-        let old: Vec<&str> = received
-            .iter()
-            .filter(|r| match message::parse_worker_queue(&r.body) {
-                Ok(m) => m.generation <= through,
-                Err(_) => true, // not a manifest: it does not belong there
-            })
-            .map(|r| r.receipt.as_str())
-            .collect();
-        let deleted = match worker_queue.delete_batch(&old).await {
-            Ok(failed) => old.len() - failed.min(old.len()),
-            Err(e) => {
-                debug!("cannot retire manifests: {e}");
-                0
-            }
-        };
-        if deleted == 0 {
+        if received.is_empty() {
+            return;
+        }
+        let (old, keep): (Vec<&Received>, Vec<&Received>) =
+            received.iter().partition(|r| match message::parse_worker_queue(&r.body) {
+                Ok(part) => part.generation <= through,
+                Err(_) => true,
+            });
+        let keep: Vec<&str> = keep.iter().map(|r| r.receipt.as_str()).collect();
+        if let Err(e) = worker_queue.show_batch(&keep).await {
+            warn!(
+                "cannot make {} newer manifest part(s) visible again (they will be in {RETIRE_HIDE:?}): {e}",
+                keep.len()
+            );
+        }
+        let old: Vec<&str> = old.iter().map(|r| r.receipt.as_str()).collect();
+        if let Err(e) = worker_queue.delete_batch(&old).await {
+            debug!("cannot retire manifests: {e}");
             return;
         }
     }

@@ -113,8 +113,15 @@ pub enum Effect {
     SignalMasterUp,
     /// Signal the formation wait condition.
     SignalFormation(Formation),
-    /// Send this manifest to the worker queue.
-    PublishManifest(Manifest),
+    /// Send this manifest to the worker queue, as the parts
+    /// [`node_contract::parts::split`] makes of it; when a part cannot be
+    /// sent, tell [`MasterState::on_publish_failed`].
+    PublishManifest {
+        /// The manifest.
+        manifest: Manifest,
+        /// Its publication id, which every part carries.
+        publication: u64,
+    },
     /// Delete manifests with a generation up to and including this one from
     /// the worker queue.
     RetireManifests {
