@@ -347,6 +347,11 @@ fn assemble(
                 debug!(cluster = %p.cluster, "a manifest part of another cluster; ignored");
                 continue;
             }
+            // A master of another agent release: the one message an operator must see.
+            Err(e @ message::Unusable::UnsupportedVersion(_)) => {
+                warn!("ignored a worker queue message: {e}");
+                continue;
+            }
             Err(e) => {
                 debug!("ignored a worker queue message: {e}");
                 continue;
