@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
+use futures_util::future::join_all;
 use node_contract::message::{self, Applied, Message, Register};
 use node_contract::parts::Assembly;
 use node_contract::{NodeConfig, Role};
@@ -274,7 +275,7 @@ async fn node_loop(
             }
         };
         let newest = assemble(&mut assembly, &received, config, node.applied_generation());
-        let mut applied_something = false;
+        let mut applied_nodes: Option<usize> = None;
         if let Some(manifest) = newest {
             match node.on_manifest(&manifest) {
                 NodeDecision::Apply => {
@@ -299,7 +300,7 @@ async fn node_loop(
                     }
                     node.applied(manifest.generation);
                     assembly.forget_through(manifest.generation);
-                    applied_something = true;
+                    applied_nodes = Some(manifest.nodes.len());
                     let ack = Message::Applied(Applied {
                         instance_id: me.instance_id.clone(),
                         generation: manifest.generation,
@@ -314,18 +315,19 @@ async fn node_loop(
             }
         }
         // Right after applying, the next receive would return the same
-        // manifest (the master retires it only once every node has acked),
-        // so it would be a call spent for nothing: take the first idle pause
-        // at once instead. A newer generation is seen no later than with
-        // that call, and a worker spends one call less on formation.
-        if applied_something {
-            node.idle_backoff_ms(false);
-        }
-        if applied_something || !received.is_empty() {
-            let pause = node.idle_backoff_ms(true);
+        // parts (the master retires them only once every node has acked), so
+        // it would be a call spent for nothing: pause first, for as long as
+        // the master takes to read that many acknowledgements
+        // (NodeState::applied_backoff_ms). A newer generation is seen no
+        // later than with that call, and a worker spends calls on formation
+        // only for what is new.
+        let pause = match applied_nodes {
+            Some(nodes) => node.applied_backoff_ms(nodes),
+            None if !received.is_empty() => node.idle_backoff_ms(true),
+            None => node.idle_backoff_ms(false),
+        };
+        if pause > 0 {
             tokio::time::sleep(Duration::from_millis(pause)).await;
-        } else {
-            node.idle_backoff_ms(false);
         }
     }
 }
@@ -418,20 +420,21 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
     let effects = state.start(now_ms());
     execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
     state_file.save(&state)?;
+    // Receives in flight per turn: 1, or DRAIN_RECEIVES while the queue
+    // has a backlog (the last turn's receives all came back full).
+    let mut fan_out = 1;
+    // The previous turn's deletes, still running while this turn receives.
+    let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         let wait = state
             .next_deadline()
             .map(|d| Duration::from_millis(d.saturating_sub(now_ms())))
             .unwrap_or(LONG_POLL)
             .min(LONG_POLL);
-        let received = match master_queue.receive(10, wait, None).await {
-            Ok(r) => r,
-            Err(e) => {
-                warn!("cannot read the master queue: {e}");
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                Vec::new()
-            }
-        };
+        let started = std::time::Instant::now();
+        let received = receive_turn(master_queue, fan_out, wait).await;
+        fan_out = if received.len() >= 10 * fan_out { DRAIN_RECEIVES } else { 1 };
+        let read = started.elapsed();
         let mut effects = Vec::new();
         for r in &received {
             match message::parse_master_queue(&r.body) {
@@ -444,17 +447,72 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         }
         effects.extend(state.on_tick(now_ms()));
         execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+        let handled = started.elapsed();
         state_file.save(&state)?;
+        debug!(
+            messages = received.len(),
+            receive_ms = read.as_millis() as u64,
+            handle_ms = (handled - read).as_millis() as u64,
+            save_ms = (started.elapsed() - handled).as_millis() as u64,
+            "master turn"
+        );
         // Delete only after the effects are out and the state is on disk: a
-        // crash before this point redelivers the messages instead of losing them.
-        // One batch call: a receive returns at most 10, the batch limit.
-        let receipts: Vec<&str> = received.iter().map(|r| r.receipt.as_str()).collect();
-        match master_queue.delete_batch(&receipts).await {
-            Ok(0) => {}
-            Ok(n) => debug!("{n} handled message(s) not deleted (they will come back and be ignored)"),
-            Err(e) => debug!("cannot delete the handled messages (they will come back and be ignored): {e}"),
+        // crash before this point redelivers the messages instead of losing
+        // them. The deletes (one batch call per receive: at most 10 each)
+        // run while the next turn receives; one turn's at a time.
+        if let Some(previous) = deleting.take() {
+            let _ = previous.await;
+        }
+        if !received.is_empty() {
+            let queue = master_queue.clone();
+            deleting = Some(tokio::spawn(async move {
+                let chunks = received.chunks(10).map(|chunk| {
+                    let receipts: Vec<&str> = chunk.iter().map(|r| r.receipt.as_str()).collect();
+                    let queue = &queue;
+                    async move { queue.delete_batch(&receipts).await }
+                });
+                for result in join_all(chunks).await {
+                    match result {
+                        Ok(0) => {}
+                        Ok(n) => debug!("{n} handled message(s) not deleted (they will come back and be ignored)"),
+                        Err(e) => {
+                            debug!("cannot delete the handled messages (they will come back and be ignored): {e}")
+                        }
+                    }
+                }
+            }));
         }
     }
+}
+
+/// Receives in flight at once while the master queue has a backlog: at
+/// formation it holds two messages per node (register, applied), and reading
+/// them 10 at a time, one receive after the other, is what made the master
+/// retire a 256-node manifest seconds after the last node applied it.
+const DRAIN_RECEIVES: usize = 4;
+
+/// One turn's messages: one receive waiting up to `wait`, or with
+/// `fan_out` > 1 that many receives at once that do not wait (the queue has
+/// a backlog). A failed receive is logged; with nothing received at all the
+/// turn pauses 2 s.
+async fn receive_turn(queue: &SqsQueue, fan_out: usize, wait: Duration) -> Vec<Received> {
+    let wait = if fan_out > 1 { Duration::ZERO } else { wait };
+    let results = join_all((0..fan_out).map(|_| queue.receive(10, wait, None))).await;
+    let mut received = Vec::new();
+    let mut failed = false;
+    for result in results {
+        match result {
+            Ok(r) => received.extend(r),
+            Err(e) => {
+                warn!("cannot read the master queue: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed && received.is_empty() {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    received
 }
 
 #[allow(clippy::too_many_arguments)]

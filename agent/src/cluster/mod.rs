@@ -106,6 +106,15 @@ pub const IDLE_BACKOFF_MIN_MS: u64 = 1_000;
 /// The longest idle back-off.
 pub const IDLE_BACKOFF_MAX_MS: u64 = 8_000;
 
+/// The pause after applying a generation, per node in it (see
+/// [`NodeState::applied_backoff_ms`]). Each node costs the queue service
+/// about 4 calls at formation (its ack, the master's share of reading acks
+/// 10 at a time, its own receives); one local AWS (moto) serves about 200
+/// calls a second, so 8 ms a node; real SQS is faster, so the pause errs on
+/// the long side, which costs only latency for a generation that follows
+/// within it (nodes in a long poll see a new generation at once).
+pub const APPLIED_BACKOFF_PER_NODE_MS: u64 = 8;
+
 /// Something the runner should do, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
