@@ -38,6 +38,7 @@ use crate::error::{Error, Result};
 use crate::jobs::hosts::{self, Nproc, Rank};
 use crate::jobs::process;
 use crate::jobs::ssh::{self, SshArgs};
+use crate::jobs::supervise::STARTED_LINE;
 use crate::{EXIT_USAGE, agent_state};
 
 /// How long stopped ranks get to end by themselves (their supervisors give
@@ -123,12 +124,27 @@ fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
 }
 
 enum Event {
-    Line { rank: usize, stderr: bool, line: Vec<u8> },
-    Exit { rank: usize, status: std::io::Result<ExitStatus> },
+    Line {
+        rank: usize,
+        stderr: bool,
+        line: Vec<u8>,
+    },
+    /// The rank's supervisor is up (its first stderr line, [`STARTED_LINE`]).
+    Up {
+        rank: usize,
+    },
+    Exit {
+        rank: usize,
+        status: std::io::Result<ExitStatus>,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Not started yet: waiting for a slot among the connections being set up.
+    Waiting,
+    /// Its ssh runs; its supervisor has not said it is up.
+    Connecting,
     Running,
     Exited,
     Failed,
@@ -141,12 +157,45 @@ struct RankProcess {
     spec: Rank,
     /// The node's instance id (elastic jobs: a new instance under a reused alias gets new ranks).
     instance: Option<String>,
+    /// Its ssh client (0 until it is started).
     pid: i32,
     stdin: Option<ChildStdin>,
     state: State,
+    /// When its ssh was started.
+    spawned: Option<Instant>,
     stderr_tail: VecDeque<String>,
-    log: std::fs::File,
+    /// Opened when the rank starts.
+    log: Option<std::fs::File>,
     log_path: PathBuf,
+}
+
+impl RankProcess {
+    fn waiting(spec: Rank, instance: Option<String>, logs: &Path) -> RankProcess {
+        let log_path = logs.join(format!("rank-{}.log", spec.rank));
+        RankProcess {
+            spec,
+            instance,
+            pid: 0,
+            stdin: None,
+            state: State::Waiting,
+            spawned: None,
+            stderr_tail: VecDeque::new(),
+            log: None,
+            log_path,
+        }
+    }
+
+    /// Started and not ended.
+    fn live(&self) -> bool {
+        matches!(self.state, State::Connecting | State::Running)
+    }
+}
+
+/// How long a rank's connection may hold its slot without its supervisor
+/// saying it is up (a remote trainer too old to say so): then the next
+/// rank starts all the same.
+fn slot_timeout(ssh: &SshArgs) -> Duration {
+    Duration::from_secs(u64::from(ssh.connect_timeout) + 10)
 }
 
 /// Why the job ended early.
@@ -164,6 +213,10 @@ pub async fn run(args: Args) -> Result<u8> {
     let trainer = args.ssh.remote_trainer()?;
     let world = ranks.len() as u32;
     let master_addr = hosts[0].name.clone();
+    crate::jobs::open_files::ensure(
+        crate::jobs::open_files::BASE + crate::jobs::open_files::PER_RANK * u64::from(world),
+        &format!("trainer launch of {world} ranks"),
+    )?;
     eprintln!(
         "trainer: job {job}: {world} ranks on {} hosts, rendezvous {master_addr}:{}, logs in {}",
         hosts.len(),
@@ -174,7 +227,7 @@ pub async fn run(args: Args) -> Result<u8> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(Error::Signal)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(Error::Signal)?;
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let spawner = Spawner { trainer, job: job.clone(), world, master_addr, args: &args, logs: logs.clone(), tx };
+    let spawner = Spawner { trainer, job: job.clone(), world, master_addr, args: &args, tx };
     // An elastic job follows the agent's membership, keyed by instance id.
     let mut membership = if args.elastic { Some(Membership::read(&args.root)?) } else { None };
     // Every host must be known by instance id, or a new generation would
@@ -183,10 +236,13 @@ pub async fn run(args: Args) -> Result<u8> {
         Some(m) => ranks.iter().map(|spec| m.instance_of(&spec.host).map(Some)).collect::<Result<Vec<_>>>()?,
         None => vec![None; ranks.len()],
     };
-    let mut procs = Vec::with_capacity(ranks.len());
-    for (spec, instance) in ranks.into_iter().zip(instances) {
-        procs.push(spawner.spawn(spec, instance, procs.len())?);
-    }
+    let mut procs: Vec<RankProcess> =
+        ranks.into_iter().zip(instances).map(|(spec, instance)| RankProcess::waiting(spec, instance, &logs)).collect();
+    // Ranks start in order, at most --ssh-concurrency connecting at once.
+    let slots = args.ssh.ssh_concurrency as usize;
+    let started_at = Instant::now();
+    let mut next = 0;
+    let mut up = 0;
     let mut watch = tokio::time::interval(Duration::from_secs(1));
 
     let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal() };
@@ -200,14 +256,47 @@ pub async fn run(args: Args) -> Result<u8> {
         for p in procs.iter_mut() {
             // Closing stdin is the supervisor's cue (an EOF down the ssh channel).
             p.stdin.take();
+            if p.state == State::Waiting {
+                p.state = State::Stopped;
+            }
         }
     };
-    while procs.iter().any(|p| p.state == State::Running) {
+    loop {
+        if kill_at.is_none() {
+            let connecting = procs.iter().filter(|p| p.state == State::Connecting).count();
+            let timeout = slot_timeout(&args.ssh);
+            let stuck = procs
+                .iter()
+                .filter(|p| p.state == State::Connecting && p.spawned.is_some_and(|t| t.elapsed() > timeout))
+                .count();
+            for _ in 0..slots.saturating_sub(connecting - stuck) {
+                if next >= procs.len() {
+                    break;
+                }
+                spawner.spawn(&mut procs[next], next)?;
+                next += 1;
+            }
+        }
+        if !procs.iter().any(|p| p.live() || p.state == State::Waiting) {
+            break;
+        }
         tokio::select! {
             event = rx.recv() => match event {
+                Some(Event::Up { rank }) => {
+                    let p = &mut procs[rank];
+                    if p.state == State::Connecting {
+                        p.state = State::Running;
+                    }
+                    up += 1;
+                    if up == procs.len() {
+                        out.note(&format!("all {} ranks up in {:.1} s", procs.len(), started_at.elapsed().as_secs_f64()));
+                    }
+                }
                 Some(Event::Line { rank, stderr, line }) => {
                     let p = &mut procs[rank];
-                    let _ = p.log.write_all(&line);
+                    if let Some(log) = p.log.as_mut() {
+                        let _ = log.write_all(&line);
+                    }
                     if stderr {
                         let text = String::from_utf8_lossy(&line).trim_end().to_owned();
                         if p.stderr_tail.len() == 3 {
@@ -259,7 +348,7 @@ pub async fn run(args: Args) -> Result<u8> {
                 stop(&mut procs, &mut kill_at);
             }
             _ = sleep_until(kill_at) => {
-                for p in procs.iter().filter(|p| p.state == State::Running) {
+                for p in procs.iter().filter(|p| p.live()) {
                     tracing::warn!("rank {} on {}: ssh still running {KILL_AFTER:?} after the stop; killing it", p.spec.rank, p.spec.host);
                     process::signal_process(p.pid, libc::SIGKILL);
                 }
@@ -278,15 +367,15 @@ pub async fn run(args: Args) -> Result<u8> {
                                 spec.rank += first_rank;
                                 spec.group_rank = group_rank;
                                 out.note(&format!("{} ({}) joined (generation {}): starting rank {}", host.alias, host.instance_id, known.generation, spec.rank));
-                                let index = procs.len();
-                                procs.push(spawner.spawn(spec, Some(host.instance_id.clone()), index)?);
+                                procs.push(RankProcess::waiting(spec, Some(host.instance_id.clone()), &logs));
                             }
                         }
                     }
                     Err(e) => tracing::warn!("elastic: cannot read the agent's membership: {e}"),
                 }
             }
-            _ = tick.tick(), if out.tty => out.status(&procs),
+            // Also wakes the loop to give a stuck connection's slot away.
+            _ = tick.tick() => if out.tty { out.status(&procs) },
         }
         if out.tty {
             out.status(&procs);
@@ -326,15 +415,15 @@ struct Spawner<'a> {
     world: u32,
     master_addr: String,
     args: &'a Args,
-    logs: PathBuf,
     tx: mpsc::UnboundedSender<Event>,
 }
 
 impl Spawner<'_> {
-    /// Starts `spec`'s rank; `index` is its place in the launcher's table.
-    fn spawn(&self, spec: Rank, instance: Option<String>, index: usize) -> Result<RankProcess> {
-        let log_path = self.logs.join(format!("rank-{}.log", spec.rank));
-        let log = std::fs::File::create(&log_path).map_err(|source| Error::Write { path: log_path.clone(), source })?;
+    /// Starts rank `p`; `index` is its place in the launcher's table.
+    fn spawn(&self, p: &mut RankProcess, index: usize) -> Result<()> {
+        let spec = &p.spec;
+        let log_path = &p.log_path;
+        let log = std::fs::File::create(log_path).map_err(|source| Error::Write { path: log_path.clone(), source })?;
         let mut remote: Vec<String> = vec![self.trainer.clone(), "supervise".into()];
         for (flag, value) in [
             ("--job", self.job.clone()),
@@ -373,6 +462,11 @@ impl Spawner<'_> {
         let stdin = child.stdin.take();
         let out = child.stdout.take().map(|s| tokio::spawn(forward(index, false, s, self.tx.clone())));
         let err = child.stderr.take().map(|s| tokio::spawn(forward(index, true, s, self.tx.clone())));
+        p.pid = pid;
+        p.stdin = stdin;
+        p.log = Some(log);
+        p.state = State::Connecting;
+        p.spawned = Some(Instant::now());
         let exit_tx = self.tx.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
@@ -382,16 +476,7 @@ impl Spawner<'_> {
             }
             let _ = exit_tx.send(Event::Exit { rank: index, status });
         });
-        Ok(RankProcess {
-            spec,
-            instance,
-            pid,
-            stdin,
-            state: State::Running,
-            stderr_tail: VecDeque::new(),
-            log,
-            log_path,
-        })
+        Ok(())
     }
 }
 
@@ -460,13 +545,22 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// Sends every line of `stream` (a final partial line gets its newline).
+/// The supervisor's first stderr line, [`STARTED_LINE`], is sent as
+/// [`Event::Up`] instead.
 async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: mpsc::UnboundedSender<Event>) {
     let mut reader = BufReader::new(stream);
+    let mut first = stderr;
     loop {
         let mut line = Vec::new();
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
+                if std::mem::take(&mut first) && line.strip_suffix(b"\n") == Some(STARTED_LINE.as_bytes()) {
+                    if tx.send(Event::Up { rank }).is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
                 }
@@ -499,7 +593,9 @@ impl Output {
         let _ = std::io::stdout().flush();
         let _ = write!(
             std::io::stderr().lock(),
-            "\r\x1b[K[trainer] {} running, {} exited, {} failed, {} stopped, {} left",
+            "\r\x1b[K[trainer] {} waiting, {} connecting, {} running, {} exited, {} failed, {} stopped, {} left",
+            count(State::Waiting),
+            count(State::Connecting),
             count(State::Running),
             count(State::Exited),
             count(State::Failed),

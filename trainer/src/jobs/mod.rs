@@ -15,7 +15,8 @@
 //!   (agent, unit, ssh client) with no SSH and no cluster, for image builds.
 //! - [`hosts`] (the hosts file and ranks), [`ssh`] (the client's options),
 //!   [`process`] (process groups and signals), [`profile`] (the agent's
-//!   `/etc/profile.d/deeplearning.sh`): what the commands above share.
+//!   `/etc/profile.d/deeplearning.sh`), [`open_files`] (the descriptor limit
+//!   checked before reaching hundreds of hosts): what the commands above share.
 //!
 //! Nothing here is used by [`crate::train`].
 
@@ -24,6 +25,7 @@ pub mod hosts;
 pub mod install_check;
 pub mod kill;
 pub mod launch;
+pub mod open_files;
 pub mod process;
 pub mod profile;
 pub mod ssh;
