@@ -22,8 +22,8 @@
 //!
 //! The launcher starts with a soft open-file limit of 256 (`prlimit`): 256
 //! ranks need about 1,100 descriptors, so the run also shows the launcher
-//! raising its own limit; one more launcher with a hard limit of 512 must
-//! refuse at once with the reason.
+//! raising its own limit; one more launcher with a hard limit one below
+//! what it needs must refuse at once with the reason.
 //!
 //! # The measurements
 //!
@@ -36,6 +36,9 @@
 //!   supervisors, commands), polled every 20 ms.
 //! - **kill -9 -> nothing left**: a second launch, its launcher SIGKILLed:
 //!   the supervisors notice their ssh sessions closing.
+//! - **reference**: `ssh HOST true` to every host, 32 at once (as many as
+//!   the launcher sets up at once), before the launches: what the SSH
+//!   sessions alone cost on this machine; launch is shown against it.
 //! - **`trainer kill`** over all hosts after that (nothing to stop: it
 //!   checks every host) and **`trainer doctor`** over all hosts: their run
 //!   times and exit codes.
@@ -54,7 +57,7 @@ const LAUNCH_GOAL: Duration = Duration::from_secs(10);
 /// Goal: nothing of the job left within this after the stop.
 const STOP_GOAL: Duration = Duration::from_secs(5);
 /// Longest wait for anything.
-const TIMEOUT: Duration = Duration::from_secs(120);
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn main() -> std::process::ExitCode {
     match bench() {
@@ -194,7 +197,7 @@ impl Site {
         let stamps = self.path(&format!("efs/{job}-stamps"));
         std::fs::create_dir_all(&stamps)?;
         let script = format!("date +%s.%N > {}/$RANK; exec sleep 3600", stamps.display());
-        let mut c = self.trainer(trainer, 256, 1 << 20, "launch")?;
+        let mut c = self.trainer(trainer, 256, hard_limit(), "launch")?;
         c.args(["--nproc-per-node", "1", "--job", job, "--", "sh", "-c", &script]);
         c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(self.path(&format!("{job}.err")))?);
         let t0 = unix_now();
@@ -213,17 +216,27 @@ impl Site {
                 return Ok(times.into_iter().fold(f64::MIN, f64::max) - t0);
             }
             if Instant::now() > deadline {
+                let err = std::fs::read_to_string(self.path(&format!("{job}.err"))).unwrap_or_default();
+                let tail: Vec<&str> = err.lines().rev().take(20).collect();
                 return Err(format!(
-                    "{} of {} ranks started within {TIMEOUT:?}; the launcher's stderr: {}",
+                    "{} of {} ranks started within {TIMEOUT:?}; the launcher's last lines:\n{}",
                     times.len(),
                     self.hosts,
-                    self.path(&format!("{job}.err")).display()
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
                 )
                 .into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// This process's hard open-file limit (the launchers get it as theirs).
+fn hard_limit() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes only into the struct it is given.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    limit.rlim_max as u64
 }
 
 fn unix_now() -> f64 {
@@ -266,12 +279,30 @@ fn bench() -> BenchResult<()> {
     let job = format!("bench-{}", std::process::id());
 
     // A hard limit too low: refused at once, with the reason.
-    let refused =
-        site.trainer(&trainer, 256, 512, "launch")?.args(["--job", &format!("{job}-low"), "--", "true"]).output()?;
+    // (64 + 4 a rank: trainer's jobs::open_files.)
+    let too_low = 64 + 4 * hosts as u64 - 1;
+    let refused = site
+        .trainer(&trainer, 256.min(too_low), too_low, "launch")?
+        .args(["--job", &format!("{job}-low"), "--", "true"])
+        .output()?;
     let reason = String::from_utf8_lossy(&refused.stderr);
-    eprintln!("with a hard open-file limit of 512: exit {:?}: {}", refused.status.code(), reason.trim());
+    eprintln!("with a hard open-file limit of {too_low}: exit {:?}: {}", refused.status.code(), reason.trim());
     if refused.status.success() || !reason.contains("open files") {
         return Err("the launcher did not refuse a too-low open-file limit".into());
+    }
+
+    // The reference: a plain `ssh HOST true` to every host, as many at once
+    // as the launcher sets up (--ssh-concurrency, 32): what the sessions
+    // themselves cost here.
+    let t = Instant::now();
+    let reference = site
+        .command("sh")?
+        .arg("-c")
+        .arg(format!("xargs -P 32 -I@ ssh {} @ true < {}", site.ssh_options().join(" "), site.path("hosts").display()))
+        .status()?;
+    let reference_secs = t.elapsed().as_secs_f64();
+    if !reference.success() {
+        return Err("the reference ssh logins failed".into());
     }
 
     // Launch, then Ctrl-C.
@@ -284,6 +315,9 @@ fn bench() -> BenchResult<()> {
     let status = launcher.wait()?;
     let note = std::fs::read_to_string(site.path(&format!("{job}.err")))?;
     let up_line = note.lines().find(|l| l.contains("ranks up in")).unwrap_or("(no 'ranks up' line)").to_owned();
+    let kept = std::env::temp_dir().join("launch-bench-launcher.err");
+    std::fs::write(&kept, &note)?;
+    eprintln!("the first launcher's stderr: {}", kept.display());
 
     // Launch again, then kill -9 the launcher: the supervisors stop by themselves.
     let job2 = format!("{job}-k");
@@ -296,21 +330,23 @@ fn bench() -> BenchResult<()> {
 
     // `trainer kill` and `trainer doctor` across every host.
     let t = Instant::now();
-    let kill = site.trainer(&trainer, 1024, 1 << 20, "kill")?.args(["--job", &job2]).output()?;
+    let kill = site.trainer(&trainer, 1024, hard_limit(), "kill")?.args(["--job", &job2]).output()?;
     let kill_secs = t.elapsed().as_secs_f64();
     let kill_lines = String::from_utf8_lossy(&kill.stdout).lines().count();
     let t = Instant::now();
-    let doctor = site.trainer(&trainer, 1024, 1 << 20, "doctor")?.output()?;
+    let doctor = site.trainer(&trainer, 1024, hard_limit(), "doctor")?.output()?;
     let doctor_secs = t.elapsed().as_secs_f64();
     let doctor_out = String::from_utf8_lossy(&doctor.stdout);
     let ssh_ok = doctor_out.lines().filter(|l| l.starts_with("127.78.")).count();
 
     println!();
     println!("{hosts} hosts, 1 rank each, one sshd in one namespace, {} cores", std::thread::available_parallelism()?);
+    println!("reference: ssh HOST true to every host   {reference_secs:>6.2} s   (32 at once)");
     println!(
-        "launch -> every rank's command running   {up:>6.2} s   (goal < {} s) {}",
+        "launch -> every rank's command running   {up:>6.2} s   (goal < {} s) {}  {:.2}x the reference",
         LAUNCH_GOAL.as_secs(),
-        verdict(up < LAUNCH_GOAL.as_secs_f64())
+        verdict(up < LAUNCH_GOAL.as_secs_f64()),
+        up / reference_secs
     );
     println!("   again (second launch)                 {up2:>6.2} s   launcher: {up_line}");
     println!(
