@@ -59,6 +59,67 @@
 //!   agent", and this one refuses version 1 bodies the same way: every node
 //!   of a cluster runs the same agent release.
 
+//!
+//! # To 4,000 nodes
+//!
+//! What limits a cluster on the way to 4,000 nodes, in the order they bind
+//! for a stack `synth` builds today:
+//!
+//! 1. **The blueprint**: `workers.max` (and the `MaxWorkers` parameter) is
+//!    at most 1,000 (synth's `MAX_WORKERS`): a product limit, set where the
+//!    formation benchmark has been run. Raising it is the first step past
+//!    1,000.
+//! 2. **EC2 capacity and quotas, before Auto Scaling**: an Auto Scaling
+//!    group has no documented instance ceiling of its own; its launches
+//!    are bounded by the account's On-Demand (or Spot) vCPU quota per
+//!    instance family (4,000 `p4d.24xlarge` are 384,000 vCPUs) and by the
+//!    capacity of the zone (one zone with a placement group or EFA)
+//!    (<https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html>,
+//!    <https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-quotas.html>).
+//! 3. **IP addresses**: the VPC is split into four equal subnets, two of
+//!    them private for the workers; AWS keeps 5 addresses of each
+//!    (<https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html>).
+//!    The default /16 gives /18 subnets (16,379 addresses each: 32,758 for
+//!    workers in two zones, 16,379 in one); a /20 VPC gives 1,019 per
+//!    subnet, a /24 only 59. Every network interface with an IP takes one:
+//!    instances with several EFA interfaces of type `efa` take one address
+//!    each (EFA-only interfaces take none), so a single-zone EFA cluster of
+//!    `p5.48xlarge` can run out of a /18 well before 4,000 nodes.
+//! 4. **The master's work per generation**: it reads one `applied` a node,
+//!    10 a receive, 4 receives at once while there is a backlog, and saves
+//!    its state (about 600 bytes a node) once per turn: at 4,000 nodes
+//!    about 100 turns writing 2.4 MB each, so a formation writes O(N²)
+//!    bytes (about 240 MB at 4,000, 16 MB at 1,000). This is the first
+//!    limit of the protocol itself; the fix, when needed, is to keep
+//!    acknowledgements out of the saved state (a restarted master can ask
+//!    again) or to save them as a log.
+//! 5. **Bytes delivered**: every node reads every part of every
+//!    generation, N × 270 bytes × N: 270 MB a formation at 1,000 nodes,
+//!    4.4 GB at 4,000, and again for every later generation (a join at
+//!    4,000 nodes is another 4.4 GB). SQS bills each 64 KiB of a message as
+//!    one request, so a receive of a 4,000-node generation is 18 billed
+//!    requests (about 72,000 for the whole cluster, a few cents). Sending
+//!    only the changed nodes (deltas against the generation a node holds,
+//!    with these parts as the full resync) would make a join O(N) instead
+//!    of O(N²); not needed at these sizes.
+//! 6. **SQS itself** does not bind: a standard queue takes a "nearly
+//!    unlimited" number of calls per second per action, at most 120,000
+//!    messages in flight (parts are received with visibility 0, so they
+//!    are never in flight), and bodies up to 1 MiB where this contract
+//!    sends 256 KiB
+//!    (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>).
+//!    A generation of 4,000 nodes is 5 parts: one receive.
+//! 7. **EFS**: one mount target per zone, and up to 25,000 NFS client
+//!    connections per file system
+//!    (<https://docs.aws.amazon.com/efs/latest/ug/limits.html>).
+//!
+//! What a worker pays does not grow with the cluster: register, one
+//! receive for the parts (up to 10 parts, about 9,000 nodes), `applied`,
+//! and after a pause that grows with the cluster (1 to 8 s, the agent's
+//! `NodeState::applied_backoff_ms`) the receive that finds the generation
+//! retired and becomes its idle long poll: 4 calls, 5 when the master
+//! retires late.
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
