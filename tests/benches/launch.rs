@@ -136,8 +136,18 @@ impl Site {
         );
         std::fs::write(d.join("sshd_config"), config)?;
         std::fs::create_dir_all("/run/sshd")?;
+        // Root's shell start-up files are empty for sshd's sessions, as on a
+        // fresh node (this machine's own, a pyenv rehash say, would run in
+        // every session and print into every rank): e2e::sshd does the same.
         let sshd = Command::new("ip")
-            .args(["netns", "exec", &site.namespace, "/usr/sbin/sshd", "-D", "-f"])
+            .args(["netns", "exec", &site.namespace, "unshare", "--mount", "sh", "-c"])
+            .arg(
+                "for f in ~root/.bashrc ~root/.bash_profile ~root/.bash_login ~root/.profile; do
+                     if [ -e \"$f\" ]; then mount --bind /dev/null \"$f\" || exit 1; fi
+                 done
+                 exec \"$@\"",
+            )
+            .args(["sh", "/usr/sbin/sshd", "-D", "-f"])
             .arg(d.join("sshd_config"))
             .arg("-E")
             .arg(d.join("sshd.log"))

@@ -545,17 +545,20 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// Sends every line of `stream` (a final partial line gets its newline).
-/// The supervisor's first stderr line, [`STARTED_LINE`], is sent as
-/// [`Event::Up`] instead.
+/// The supervisor's [`STARTED_LINE`] on stderr is sent as [`Event::Up`]
+/// instead, once: not necessarily the first line, since the remote user's
+/// shell start-up files may print before the supervisor runs.
 async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: mpsc::UnboundedSender<Event>) {
     let mut reader = BufReader::new(stream);
+    // Until the supervisor's line came.
     let mut first = stderr;
     loop {
         let mut line = Vec::new();
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
-                if std::mem::take(&mut first) && line.strip_suffix(b"\n") == Some(STARTED_LINE.as_bytes()) {
+                if first && line.strip_suffix(b"\n") == Some(STARTED_LINE.as_bytes()) {
+                    first = false;
                     if tx.send(Event::Up { rank }).is_err() {
                         return;
                     }
@@ -640,6 +643,33 @@ mod tests {
         }
         let err = m.instance_of("10.0.1.8").unwrap_err().to_string();
         assert!(err.contains("\"10.0.1.8\" is not a node of the agent's manifest (generation 5)"), "{err}");
+    }
+
+    /// The supervisor's line is taken once, wherever it comes among the
+    /// stderr lines (a remote shell's start-up files may print first), and
+    /// never on stdout.
+    #[tokio::test]
+    async fn the_supervisors_up_line_is_taken_once_wherever_it_comes() {
+        let stderr = format!("pyenv: cannot rehash\n{STARTED_LINE}\n{STARTED_LINE}\nlast words");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        forward(3, true, stderr.as_bytes(), tx.clone()).await;
+        forward(4, false, format!("{STARTED_LINE}\n").as_bytes(), tx).await;
+        let mut seen = Vec::new();
+        while let Some(event) = rx.recv().await {
+            seen.push(match event {
+                Event::Up { rank } => format!("up {rank}"),
+                Event::Line { rank, stderr, line } => format!("{rank} {stderr} {}", String::from_utf8_lossy(&line)),
+                Event::Exit { .. } => "exit".into(),
+            });
+        }
+        let lines = [
+            "3 true pyenv: cannot rehash\n".to_owned(),
+            "up 3".to_owned(),
+            format!("3 true {STARTED_LINE}\n"),
+            "3 true last words\n".to_owned(),
+            format!("4 false {STARTED_LINE}\n"),
+        ];
+        assert_eq!(seen, lines);
     }
 
     #[test]

@@ -23,7 +23,8 @@ use crate::jobs::process;
 /// Where supervisors keep their pid files, as on a node: `<dir>/<job>/<rank>.pid`.
 pub const RUN_DIR: &str = "/run/deeplearning-trainer";
 
-/// The first line a supervisor writes to its stderr, before CMD starts:
+/// The line a supervisor writes to its stderr before CMD starts (after
+/// whatever the remote shell's start-up files print):
 /// the launcher takes it (it is not printed or logged) as "the connection is
 /// made and this rank's supervisor is up", which frees its slot among the
 /// ssh connections being set up (`--ssh-concurrency`).
