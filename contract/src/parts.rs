@@ -566,7 +566,8 @@ mod tests {
             boot_id: "b".into(),
         };
         assert_eq!(check_register(&ok), Ok(()));
-        let cases: [(&str, fn(&mut Register)); 3] = [
+        type Spoil = fn(&mut Register);
+        let cases: [(&str, Spoil); 3] = [
             ("hostname", |r| r.hostname = "h".repeat(MAX_HOSTNAME_BYTES + 1)),
             ("SSH host key", |r| r.ssh_host_key = "k".repeat(MAX_HOST_KEY_BYTES + 1)),
             ("boot_id", |r| r.boot_id = "b".repeat(MAX_SHORT_FIELD_BYTES + 1)),

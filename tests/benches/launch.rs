@@ -246,7 +246,7 @@ fn hard_limit() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes only into the struct it is given.
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-    limit.rlim_max as u64
+    limit.rlim_max
 }
 
 fn unix_now() -> f64 {

@@ -198,10 +198,10 @@ impl World {
                 if node.state.applied_generation().is_some_and(|a| part.generation <= a) {
                     continue;
                 }
-                if let Some(m) = node.assembly.add(part.clone()).unwrap() {
-                    if newest.as_ref().is_none_or(|n| m.generation > n.generation) {
-                        newest = Some(m);
-                    }
+                if let Some(m) = node.assembly.add(part.clone()).unwrap()
+                    && newest.as_ref().is_none_or(|n| m.generation > n.generation)
+                {
+                    newest = Some(m);
                 }
             }
             let Some(m) = newest else { continue };

@@ -32,7 +32,7 @@ pub fn ensure(needed: u64, what: &str) -> Result<u64> {
         // Nothing known: go on; the kernel will say if a descriptor is refused.
         return Ok(u64::MAX);
     }
-    let (soft, hard) = (limit.rlim_cur as u64, limit.rlim_max as u64);
+    let (soft, hard): (u64, u64) = (limit.rlim_cur, limit.rlim_max);
     if soft >= needed {
         return Ok(soft);
     }
@@ -42,7 +42,7 @@ pub fn ensure(needed: u64, what: &str) -> Result<u64> {
     // Up to what is needed with room, not to the hard limit itself: some
     // hard limits are in the billions, and child processes inherit it.
     let raised = needed.saturating_mul(2).max(4096).min(hard);
-    let new = libc::rlimit { rlim_cur: raised as libc::rlim_t, rlim_max: limit.rlim_max };
+    let new = libc::rlimit { rlim_cur: raised, rlim_max: limit.rlim_max };
     // SAFETY: setrlimit reads only the struct it is given.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } != 0 {
         let source = std::io::Error::last_os_error();
@@ -62,16 +62,16 @@ mod tests {
     fn raises_the_soft_limit_and_refuses_beyond_the_hard_one() {
         let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
-        let hard = limit.rlim_max as u64;
+        let hard: u64 = limit.rlim_max;
         // Within the soft limit: nothing changes.
         assert!(ensure(16, "a test").unwrap() >= 16);
         // Within the hard limit: raised, and in force afterwards.
-        let want = hard.min(limit.rlim_cur as u64 + 100);
+        let want = hard.min(limit.rlim_cur + 100);
         let now = ensure(want, "a test").unwrap();
         assert!(now >= want);
         let mut after = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut after) }, 0);
-        assert!(after.rlim_cur as u64 >= want);
+        assert!(after.rlim_cur >= want);
         // Beyond the hard limit: an error that says what to do.
         if hard < u64::MAX / 4 {
             let e = ensure(hard + 1, "256 hosts").unwrap_err().to_string();
