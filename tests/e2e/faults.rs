@@ -82,6 +82,11 @@ async fn bad_messages_in_both_queues_change_nothing() -> TestResult {
         send(cluster.aws(), &worker_queue, body).await?;
     }
     send(cluster.aws(), &worker_queue, &register.to_string()).await?;
+    // A version-1 agent's whole manifest: refused by its version, with a
+    // warning. Sent before the agents start, so that every worker's first
+    // receive finds it (later, a retirement may delete it first).
+    let old = serde_json::json!({"version": 1, "kind": "manifest", "cluster": "faults", "generation": 7});
+    send(cluster.aws(), &worker_queue, &old.to_string()).await?;
     let mut agents = cluster.spawn_agents()?;
     let refs: Vec<_> = agents.iter().collect();
     wait_until(
@@ -96,12 +101,6 @@ async fn bad_messages_in_both_queues_change_nothing() -> TestResult {
     foreign.cluster = "another-cluster".into();
     foreign.generation = 5;
     send(cluster.aws(), &worker_queue, &part_bodies(&foreign)[0]).await?;
-    // A version-1 agent's whole manifest: refused by its version.
-    let mut old = serde_json::to_value(&foreign).unwrap();
-    old["cluster"] = manifest.cluster.clone().into();
-    old["version"] = 1.into();
-    old["kind"] = "manifest".into();
-    send(cluster.aws(), &worker_queue, &old.to_string()).await?;
 
     // After formation: a worker leaves (generation 2), then generation 1
     // comes again (duplicated and reordered: stale), with more junk and
