@@ -68,7 +68,8 @@ pub struct RunArgs {
 pub struct RenderArgs {
     #[command(flatten)]
     root: RootArgs,
-    /// A manifest as JSON (a `manifest` message body, or the `manifest` of a state file).
+    /// A manifest as JSON: a node's state file, its `manifest`, or a
+    /// `manifest_part` message body of a one-part manifest.
     #[arg(long, value_name = "FILE")]
     manifest: PathBuf,
     /// The instance id of the node to render for; default: this node's, from its state file.
@@ -162,24 +163,43 @@ fn status(args: &RootArgs) -> anyhow::Result<()> {
 /// plus a few fields.
 const MAX_MANIFEST_FILE_BYTES: u64 = 2 * message::MAX_BODY_BYTES as u64;
 
-/// The manifest in `text`: a `manifest` message body (with `kind`), or an
-/// agent state file (with `manifest`). The error is the reason that kind of
-/// document is refused (an oversized body, a version this agent does not
-/// read), not a guess at the other kind.
+/// The manifest in `text`: a manifest message body (with `kind`; a whole
+/// manifest fits in one part up to about 900 nodes), an agent state file
+/// (with `manifest`), or a bare manifest as a state file holds it. The error
+/// is the reason that kind of document is refused (an oversized body, a
+/// version this agent does not read, one part of several), not a guess at
+/// another kind.
 fn manifest_from(text: &str, path: &std::path::Path) -> anyhow::Result<message::Manifest> {
     let shown = path.display();
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| anyhow::anyhow!("{shown} is not JSON: {e}"))?;
     if value.get("kind").is_some() {
-        return message::parse_worker_queue(text).map_err(|e| anyhow::anyhow!("{shown} is not a usable manifest: {e}"));
+        let part = message::parse_worker_queue(text)
+            .map_err(|e| anyhow::anyhow!("{shown} is not a usable manifest message: {e}"))?;
+        if part.parts != 1 {
+            anyhow::bail!(
+                "{shown} is part {} of {} of generation {}; give the whole manifest (a node's state file holds it)",
+                part.part + 1,
+                part.parts,
+                part.generation
+            );
+        }
+        return node_contract::parts::Assembly::new()
+            .add(part)
+            .map_err(|e| anyhow::anyhow!("{shown} is not a usable manifest message: {e}"))?
+            .ok_or_else(|| anyhow::anyhow!("{shown}: the manifest part is incomplete"));
     }
     if value.get("manifest").is_some() {
         let state = node_contract::state::State::parse(text)
             .map_err(|e| anyhow::anyhow!("{shown} is not a usable state file: {e}"))?;
         return Ok(state.manifest);
     }
+    if value.get("nodes").is_some() {
+        return serde_json::from_value::<message::Manifest>(value)
+            .map_err(|e| anyhow::anyhow!("{shown} is not a usable manifest: {e}"));
+    }
     anyhow::bail!(
-        "{shown} is neither a manifest message (a JSON object with \"kind\": \"manifest\") nor an agent state file (with a \"manifest\" field)"
+        "{shown} is neither a manifest message (a JSON object with \"kind\": \"manifest_part\"), an agent state file (with a \"manifest\" field), nor a manifest (with \"nodes\")"
     )
 }
 

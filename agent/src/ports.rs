@@ -47,6 +47,10 @@ pub trait Queue: Send + Sync {
     /// Deletes up to 10 received messages in one call; returns how many
     /// could not be deleted (each is logged). An empty slice makes no call.
     fn delete_batch(&self, receipts: &[&str]) -> impl Future<Output = Result<usize, PortError>> + Send;
+    /// Makes up to 10 received messages visible to every receiver again at
+    /// once (visibility timeout 0); returns how many could not be. An empty
+    /// slice makes no call.
+    fn show_batch(&self, receipts: &[&str]) -> impl Future<Output = Result<usize, PortError>> + Send;
 }
 
 /// The result a lifecycle action is completed with.

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
+use futures_util::future::join_all;
 use node_contract::message::{self, Applied, Message, Register};
+use node_contract::parts::Assembly;
 use node_contract::{NodeConfig, Role};
 use tracing::{debug, error, info, warn};
 
@@ -27,7 +29,7 @@ use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
 use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
 use crate::files;
 use crate::identity::Identity;
-use crate::ports::{PortError, Queue, StackSignals, WorkerGroup};
+use crate::ports::{PortError, Queue, Received, StackSignals, WorkerGroup};
 
 /// How `agent run` was asked to run.
 #[derive(Clone, Debug)]
@@ -247,6 +249,7 @@ async fn node_loop(
     let previous = files::state::read(&opts.root)?;
     let applied = previous.as_ref().filter(|s| s.instance_id == me.instance_id).map(|s| s.generation);
     let mut node = NodeState::new(me.instance_id.clone(), applied);
+    let mut assembly = Assembly::new();
     let register_body = Message::Register(register.clone()).to_body();
     let mut prepared = false;
     loop {
@@ -271,19 +274,8 @@ async fn node_loop(
                 continue;
             }
         };
-        let mut newest: Option<message::Manifest> = None;
-        for r in &received {
-            match message::parse_worker_queue(&r.body) {
-                Ok(m) if m.cluster == config.cluster => {
-                    if newest.as_ref().is_none_or(|n| m.generation > n.generation) {
-                        newest = Some(m);
-                    }
-                }
-                Ok(m) => debug!(cluster = %m.cluster, "a manifest of another cluster; ignored"),
-                Err(e) => debug!("ignored a worker queue message: {e}"),
-            }
-        }
-        let mut applied_something = false;
+        let newest = assemble(&mut assembly, &received, config, node.applied_generation());
+        let mut applied_nodes: Option<usize> = None;
         if let Some(manifest) = newest {
             match node.on_manifest(&manifest) {
                 NodeDecision::Apply => {
@@ -307,7 +299,8 @@ async fn node_loop(
                         continue;
                     }
                     node.applied(manifest.generation);
-                    applied_something = true;
+                    assembly.forget_through(manifest.generation);
+                    applied_nodes = Some(manifest.nodes.len());
                     let ack = Message::Applied(Applied {
                         instance_id: me.instance_id.clone(),
                         generation: manifest.generation,
@@ -322,20 +315,60 @@ async fn node_loop(
             }
         }
         // Right after applying, the next receive would return the same
-        // manifest (the master retires it only once every node has acked),
-        // so it would be a call spent for nothing: take the first idle pause
-        // at once instead. A newer generation is seen no later than with
-        // that call, and a worker spends one call less on formation.
-        if applied_something {
-            node.idle_backoff_ms(false);
-        }
-        if applied_something || !received.is_empty() {
-            let pause = node.idle_backoff_ms(true);
+        // parts (the master retires them only once every node has acked), so
+        // it would be a call spent for nothing: pause first, for as long as
+        // the master takes to read that many acknowledgements
+        // (NodeState::applied_backoff_ms). A newer generation is seen no
+        // later than with that call, and a worker spends calls on formation
+        // only for what is new.
+        let pause = match applied_nodes {
+            Some(nodes) => node.applied_backoff_ms(nodes),
+            None if !received.is_empty() => node.idle_backoff_ms(true),
+            None => node.idle_backoff_ms(false),
+        };
+        if pause > 0 {
             tokio::time::sleep(Duration::from_millis(pause)).await;
-        } else {
-            node.idle_backoff_ms(false);
         }
     }
+}
+
+/// Adds the manifest parts among `received` to `assembly`; returns the
+/// newest manifest they complete. Parts of other clusters, of generations
+/// not newer than `applied`, and other bodies are logged and dropped.
+fn assemble(
+    assembly: &mut Assembly,
+    received: &[Received],
+    config: &NodeConfig,
+    applied: Option<u64>,
+) -> Option<message::Manifest> {
+    let mut newest: Option<message::Manifest> = None;
+    for r in received {
+        let part = match message::parse_worker_queue(&r.body) {
+            Ok(p) if p.cluster == config.cluster => p,
+            Ok(p) => {
+                debug!(cluster = %p.cluster, "a manifest part of another cluster; ignored");
+                continue;
+            }
+            // A master of another agent release: the one message an operator must see.
+            Err(e @ message::Unusable::UnsupportedVersion(_)) => {
+                warn!("ignored a worker queue message: {e}");
+                continue;
+            }
+            Err(e) => {
+                debug!("ignored a worker queue message: {e}");
+                continue;
+            }
+        };
+        if applied.is_some_and(|a| part.generation <= a) {
+            continue;
+        }
+        match assembly.add(part) {
+            Ok(Some(m)) if newest.as_ref().is_none_or(|n| m.generation > n.generation) => newest = Some(m),
+            Ok(_) => {}
+            Err(e) => warn!("dropped manifest parts: {e}"),
+        }
+    }
+    newest
 }
 
 /// Writes a manifest's files (the profile with this node's NCCL/EFA
@@ -392,20 +425,21 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
     let effects = state.start(now_ms());
     execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
     state_file.save(&state)?;
+    // Receives in flight per turn: 1, or DRAIN_RECEIVES while the queue
+    // has a backlog (the last turn's receives all came back full).
+    let mut fan_out = 1;
+    // The previous turn's deletes, still running while this turn receives.
+    let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         let wait = state
             .next_deadline()
             .map(|d| Duration::from_millis(d.saturating_sub(now_ms())))
             .unwrap_or(LONG_POLL)
             .min(LONG_POLL);
-        let received = match master_queue.receive(10, wait, None).await {
-            Ok(r) => r,
-            Err(e) => {
-                warn!("cannot read the master queue: {e}");
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                Vec::new()
-            }
-        };
+        let started = std::time::Instant::now();
+        let received = receive_turn(master_queue, fan_out, wait).await;
+        fan_out = if received.len() >= 10 * fan_out { DRAIN_RECEIVES } else { 1 };
+        let read = started.elapsed();
         let mut effects = Vec::new();
         for r in &received {
             match message::parse_master_queue(&r.body) {
@@ -418,17 +452,72 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         }
         effects.extend(state.on_tick(now_ms()));
         execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+        let handled = started.elapsed();
         state_file.save(&state)?;
+        debug!(
+            messages = received.len(),
+            receive_ms = read.as_millis() as u64,
+            handle_ms = (handled - read).as_millis() as u64,
+            save_ms = (started.elapsed() - handled).as_millis() as u64,
+            "master turn"
+        );
         // Delete only after the effects are out and the state is on disk: a
-        // crash before this point redelivers the messages instead of losing them.
-        // One batch call: a receive returns at most 10, the batch limit.
-        let receipts: Vec<&str> = received.iter().map(|r| r.receipt.as_str()).collect();
-        match master_queue.delete_batch(&receipts).await {
-            Ok(0) => {}
-            Ok(n) => debug!("{n} handled message(s) not deleted (they will come back and be ignored)"),
-            Err(e) => debug!("cannot delete the handled messages (they will come back and be ignored): {e}"),
+        // crash before this point redelivers the messages instead of losing
+        // them. The deletes (one batch call per receive: at most 10 each)
+        // run while the next turn receives; one turn's at a time.
+        if let Some(previous) = deleting.take() {
+            let _ = previous.await;
+        }
+        if !received.is_empty() {
+            let queue = master_queue.clone();
+            deleting = Some(tokio::spawn(async move {
+                let chunks = received.chunks(10).map(|chunk| {
+                    let receipts: Vec<&str> = chunk.iter().map(|r| r.receipt.as_str()).collect();
+                    let queue = &queue;
+                    async move { queue.delete_batch(&receipts).await }
+                });
+                for result in join_all(chunks).await {
+                    match result {
+                        Ok(0) => {}
+                        Ok(n) => debug!("{n} handled message(s) not deleted (they will come back and be ignored)"),
+                        Err(e) => {
+                            debug!("cannot delete the handled messages (they will come back and be ignored): {e}")
+                        }
+                    }
+                }
+            }));
         }
     }
+}
+
+/// Receives in flight at once while the master queue has a backlog: at
+/// formation it holds two messages per node (register, applied), and reading
+/// them 10 at a time, one receive after the other, is what made the master
+/// retire a 256-node manifest seconds after the last node applied it.
+const DRAIN_RECEIVES: usize = 4;
+
+/// One turn's messages: one receive waiting up to `wait`, or with
+/// `fan_out` > 1 that many receives at once that do not wait (the queue has
+/// a backlog). A failed receive is logged; with nothing received at all the
+/// turn pauses 2 s.
+async fn receive_turn(queue: &SqsQueue, fan_out: usize, wait: Duration) -> Vec<Received> {
+    let wait = if fan_out > 1 { Duration::ZERO } else { wait };
+    let results = join_all((0..fan_out).map(|_| queue.receive(10, wait, None))).await;
+    let mut received = Vec::new();
+    let mut failed = false;
+    for result in results {
+        match result {
+            Ok(r) => received.extend(r),
+            Err(e) => {
+                warn!("cannot read the master queue: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed && received.is_empty() {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    received
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -457,11 +546,15 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
                     warn!("cannot signal formation: {e}");
                 }
             }
-            Effect::PublishManifest(m) => {
-                let body = Message::Manifest(m.clone()).to_body();
-                match retry("publish the manifest", || worker_queue.send(&body)).await {
-                    Ok(()) => info!(generation = m.generation, nodes = m.nodes.len(), "published the manifest"),
-                    Err(e) => warn!("cannot publish manifest generation {}: {e}", m.generation),
+            Effect::PublishManifest { manifest, publication } => {
+                let generation = manifest.generation;
+                match publish(worker_queue, &manifest, publication).await {
+                    Ok(parts) => info!(generation, nodes = manifest.nodes.len(), parts, "published the manifest"),
+                    Err(PublishError::Split(e)) => error!("cannot publish manifest generation {generation}: {e}"),
+                    Err(PublishError::Send(e)) => {
+                        warn!("cannot publish manifest generation {generation}: {e}");
+                        queue.extend(state.on_publish_failed(generation, now_ms()));
+                    }
                 }
             }
             Effect::RetireManifests { through_generation } => retire(worker_queue, through_generation).await,
@@ -502,34 +595,76 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
     Ok(())
 }
 
-/// Deletes manifests up to a generation from the worker queue. Receiving
-/// with visibility 0 leaves other nodes' view untouched; a few rounds cover
-/// what one receive does not return.
+/// Why a manifest was not published.
+#[derive(Debug, thiserror::Error)]
+enum PublishError {
+    /// It cannot be cut into parts (a bug: registrations are bounded).
+    #[error(transparent)]
+    Split(#[from] node_contract::parts::SplitError),
+    /// A part could not be sent, even after retries.
+    #[error("{0}")]
+    Send(PortError),
+}
+
+/// Sends `manifest` to the worker queue as its parts; returns how many.
+async fn publish(
+    worker_queue: &SqsQueue,
+    manifest: &message::Manifest,
+    publication: u64,
+) -> Result<usize, PublishError> {
+    let parts = node_contract::parts::split(manifest, publication)?;
+    let count = parts.len();
+    for part in parts {
+        let (number, body) = (part.part, Message::ManifestPart(part).to_body());
+        retry("publish the manifest", || worker_queue.send(&body))
+            .await
+            .map_err(|e| PublishError::Send(PortError::Transient(format!("part {} of {count}: {e}", number + 1))))?;
+    }
+    Ok(count)
+}
+
+/// How long a retirement hides what it received before deleting it.
+const RETIRE_HIDE: Duration = Duration::from_secs(30);
+
+/// Deletes manifest parts up to a generation from the worker queue (and
+/// anything there that is not a manifest part: it does not belong there).
+///
+/// It receives with a visibility timeout, not 0: SQS deletes a message only
+/// with its most recent receipt handle, and while the parts are visible
+/// every node's receive makes a new one, so a handle from a visibility-0
+/// receive is stale at once and the delete succeeds without deleting
+/// (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessage.html>).
+/// Hidden, a part's handle stays the newest until the delete. A newer
+/// generation's part found on the way (only after a master restart: the
+/// master retires before it publishes) is made visible again at once. A few
+/// rounds cover what one receive does not return.
 async fn retire(worker_queue: &SqsQueue, through: u64) {
     for _ in 0..5 {
-        let received = match worker_queue.receive(10, Duration::ZERO, Some(Duration::ZERO)).await {
+        let received = match worker_queue.receive(10, Duration::ZERO, Some(RETIRE_HIDE)).await {
             Ok(r) => r,
             Err(e) => {
                 debug!("cannot read the worker queue to retire manifests: {e}");
                 return;
             }
         };
-        let old: Vec<&str> = received
-            .iter()
-            .filter(|r| match message::parse_worker_queue(&r.body) {
-                Ok(m) => m.generation <= through,
-                Err(_) => true, // not a manifest: it does not belong there
-            })
-            .map(|r| r.receipt.as_str())
-            .collect();
-        let deleted = match worker_queue.delete_batch(&old).await {
-            Ok(failed) => old.len() - failed.min(old.len()),
-            Err(e) => {
-                debug!("cannot retire manifests: {e}");
-                0
-            }
-        };
-        if deleted == 0 {
+        if received.is_empty() {
+            return;
+        }
+        let (old, keep): (Vec<&Received>, Vec<&Received>) =
+            received.iter().partition(|r| match message::parse_worker_queue(&r.body) {
+                Ok(part) => part.generation <= through,
+                Err(_) => true,
+            });
+        let keep: Vec<&str> = keep.iter().map(|r| r.receipt.as_str()).collect();
+        if let Err(e) = worker_queue.show_batch(&keep).await {
+            warn!(
+                "cannot make {} newer manifest part(s) visible again (they will be in {RETIRE_HIDE:?}): {e}",
+                keep.len()
+            );
+        }
+        let old: Vec<&str> = old.iter().map(|r| r.receipt.as_str()).collect();
+        if let Err(e) = worker_queue.delete_batch(&old).await {
+            debug!("cannot retire manifests: {e}");
             return;
         }
     }

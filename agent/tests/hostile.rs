@@ -43,20 +43,23 @@ fn node(i: u32) -> Value {
     })
 }
 
-/// A manifest message of three nodes.
+/// A manifest message of three nodes: the whole manifest in one part.
 fn manifest() -> Value {
     json!({
-        "version": 1, "kind": "manifest", "cluster": "demo", "generation": 4, "master": "i-0000000000000001",
+        "version": 2, "kind": "manifest_part", "cluster": "demo", "generation": 4, "publication": 1,
+        "part": 0, "parts": 1, "node_count": 3, "master": "i-0000000000000001",
         "nodes": [node(1), node(2), node(3)], "cluster_public_key": host_key(42)
     })
 }
 
-/// The manifest as a state file holds it: without the message's `version` and `kind`.
+/// The manifest as a state file holds it: without the message's envelope
+/// (`version`, `kind`) and part numbering.
 fn bare_manifest() -> Value {
     let mut m = manifest();
     let fields = m.as_object_mut().unwrap();
-    fields.remove("version");
-    fields.remove("kind");
+    for envelope in ["version", "kind", "publication", "part", "parts", "node_count"] {
+        fields.remove(envelope);
+    }
     m
 }
 
@@ -125,6 +128,17 @@ const CASES: &[Case] = &[
         setup: || spoiled(|m| m["nodes"][2]["index"] = json!(2)),
         command: render,
         code: 1,
+        says: "two nodes have index 2, i-0000000000000002 and i-0000000000000003",
+    },
+    Case {
+        name: "two nodes with one index in a bare manifest (the agent's own check)",
+        setup: || {
+            let mut m = bare_manifest();
+            m["nodes"][2]["index"] = json!(2);
+            dir(config(), m)
+        },
+        command: render,
+        code: 1,
         says: "gives index \"2\" to two nodes, i-0000000000000002 and i-0000000000000003",
     },
     Case {
@@ -157,10 +171,24 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "a manifest of another version: that reason, not a state-file error",
-        setup: || spoiled(|m| m["version"] = json!(2)),
+        setup: || spoiled(|m| m["version"] = json!(1)),
         command: render,
         code: 1,
-        says: "message version 2 is not supported",
+        says: "message version 1 is not supported",
+    },
+    Case {
+        name: "one part of a manifest of several: that reason",
+        setup: || spoiled(|m| m["parts"] = json!(2)),
+        command: render,
+        code: 1,
+        says: "is part 1 of 2 of generation 4; give the whole manifest",
+    },
+    Case {
+        name: "a bare manifest (as a state file keeps it) renders",
+        setup: || dir(config(), bare_manifest()),
+        command: render,
+        code: 0,
+        says: "",
     },
     Case {
         name: "an oversized manifest body: that reason",

@@ -11,10 +11,14 @@
 //! image; [`config_from_user_data`] gets the config back out of that script
 //! (the agent can read it from instance metadata before the file exists).
 //!
-//! The messages nodes exchange over SQS are in [`message`]; the state file
-//! each agent leaves for restarts and for `trainer` is in [`state`].
+//! The messages nodes exchange over SQS are in [`message`], and how a
+//! manifest of any size travels in messages of bounded size is in
+//! [`parts`] (with the failure cases, and the limits on the way to 4,000
+//! nodes); the state file each agent leaves for restarts and for `trainer`
+//! is in [`state`].
 
 pub mod message;
+pub mod parts;
 pub mod state;
 
 use serde::{Deserialize, Deserializer, Serialize};

@@ -4,12 +4,20 @@
 //! Our own messages are JSON objects with a `version` and a `kind`:
 //! - `register` (every node -> master queue): who I am. Re-sent until the
 //!   node sees itself in a manifest.
-//! - `manifest` (master -> worker queue): the cluster, with a generation
-//!   that only grows. Nodes apply the highest generation they have seen.
+//! - `manifest_part` (master -> worker queue): the cluster, with a
+//!   generation that only grows, sent as one or more parts that each fit a
+//!   message ([`crate::parts`]: why, and how they are put back together).
+//!   Nodes apply the highest complete generation they have seen.
 //! - `applied` (node -> master queue): "I applied generation g"; the master
-//!   deletes a manifest from the worker queue once every node in it applied
-//!   it (SQS has no broadcast: the manifest stays visible until then).
+//!   deletes a generation's parts from the worker queue once every node in
+//!   it applied it (SQS has no broadcast: the parts stay visible until then).
 //! - `leave` (node -> master queue): "remove me" (a clean shutdown).
+//!
+//! Version 2 (this one) replaced version 1's single `manifest` message with
+//! `manifest_part`s; the other kinds are unchanged. A reader refuses any
+//! other version before it looks at the rest ([`Unusable::UnsupportedVersion`]),
+//! so agents of different releases in one cluster say so instead of
+//! misreading each other.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -21,11 +29,16 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The message version this crate writes and reads.
-pub const MESSAGE_VERSION: u32 = 1;
+pub use crate::parts::ManifestPart;
 
-/// The largest body this project sends; SQS accepts 1 MiB, and a manifest of
-/// 1,000 nodes stays far below this.
+/// The message version this crate writes and reads.
+pub const MESSAGE_VERSION: u32 = 2;
+
+/// The largest body this project sends or reads. SQS accepts up to 1 MiB
+/// (since August 2025; a queue's `MaximumMessageSize` can be lower, and was
+/// 256 KiB by default before), so 256 KiB fits every queue; a manifest of
+/// any size is split into parts of at most this ([`crate::parts`]).
+/// <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// The master's alias in addition to its worker alias.
@@ -80,7 +93,8 @@ pub struct ManifestNode {
     pub ssh_host_key: String,
 }
 
-/// The cluster as the master sees it.
+/// The cluster as the master sees it. Not a message itself: it travels as
+/// [`ManifestPart`]s, and is what a node's state file keeps.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -123,14 +137,14 @@ pub struct Leave {
     pub reason: String,
 }
 
-/// One of our messages. On the wire: `{"version": 1, "kind": "...", ...fields}`.
+/// One of our messages. On the wire: `{"version": 2, "kind": "...", ...fields}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Message {
     /// See [`Register`].
     Register(Register),
-    /// See [`Manifest`].
-    Manifest(Manifest),
+    /// See [`ManifestPart`].
+    ManifestPart(ManifestPart),
     /// See [`Applied`].
     Applied(Applied),
     /// See [`Leave`].
@@ -186,7 +200,10 @@ pub enum Unusable {
     #[error("malformed: {0}")]
     Malformed(String),
     /// A version this build does not read.
-    #[error("message version {0} is not supported (this agent reads version {MESSAGE_VERSION}); update the agent")]
+    #[error(
+        "message version {0} is not supported (this agent reads version {MESSAGE_VERSION}); every node of a \
+         cluster must run the same agent release: update the older one"
+    )]
     UnsupportedVersion(u64),
     /// One of ours, but it does not belong in this queue.
     #[error("a `{0}` message does not belong in this queue")]
@@ -238,7 +255,7 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
         Ok(Message::Register(m)) => Ok(MasterInbound::Register(m)),
         Ok(Message::Applied(m)) => Ok(MasterInbound::Applied(m)),
         Ok(Message::Leave(m)) => Ok(MasterInbound::Leave(m)),
-        Ok(Message::Manifest(_)) => Err(Unusable::WrongQueue("manifest")),
+        Ok(Message::ManifestPart(_)) => Err(Unusable::WrongQueue("manifest_part")),
         Err(value) => {
             if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
                 return Ok(MasterInbound::LifecycleTest);
@@ -250,10 +267,10 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
     }
 }
 
-/// Classifies a body read from the worker queue (manifests only).
-pub fn parse_worker_queue(body: &str) -> Result<Manifest, Unusable> {
+/// Classifies a body read from the worker queue (manifest parts only).
+pub fn parse_worker_queue(body: &str) -> Result<ManifestPart, Unusable> {
     match parse(body)? {
-        Ok(Message::Manifest(m)) => Ok(m),
+        Ok(Message::ManifestPart(m)) => Ok(m),
         Ok(Message::Register(_)) => Err(Unusable::WrongQueue("register")),
         Ok(Message::Applied(_)) => Err(Unusable::WrongQueue("applied")),
         Ok(Message::Leave(_)) => Err(Unusable::WrongQueue("leave")),
@@ -298,20 +315,24 @@ mod tests {
         }
     }
 
+    fn part() -> ManifestPart {
+        crate::parts::split(&manifest(), 17).unwrap().remove(0)
+    }
+
     #[test]
     fn messages_round_trip_with_version_and_kind() {
         for m in [
             Message::Register(register()),
-            Message::Manifest(manifest()),
+            Message::ManifestPart(part()),
             Message::Applied(Applied { instance_id: "i-1".into(), generation: 4 }),
             Message::Leave(Leave { instance_id: "i-1".into(), reason: "shutdown".into() }),
         ] {
             let body = m.to_body();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-            assert_eq!(v["version"], 1);
+            assert_eq!(v["version"], 2);
             assert!(v["kind"].is_string());
             match &m {
-                Message::Manifest(expected) => assert_eq!(&parse_worker_queue(&body).unwrap(), expected),
+                Message::ManifestPart(expected) => assert_eq!(&parse_worker_queue(&body).unwrap(), expected),
                 Message::Register(r) => {
                     assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Register(r.clone()))
                 }
@@ -348,8 +369,8 @@ mod tests {
             ("[1,2]".into(), "not a JSON object"),
             (r#"{"kind":"register"}"#.into(), "no `version`"),
             (r#"{"version":9,"kind":"register"}"#.into(), "version 9"),
-            (r#"{"version":1,"kind":"dance"}"#.into(), "malformed"),
-            (r#"{"version":1,"kind":"register","instance_id":"i-1"}"#.into(), "malformed"),
+            (r#"{"version":2,"kind":"dance"}"#.into(), "malformed"),
+            (r#"{"version":2,"kind":"register","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"hello":"world"}"#.into(), "neither a message of ours"),
             ("x".repeat(MAX_BODY_BYTES + 1), "over the"),
         ];
@@ -357,10 +378,30 @@ mod tests {
             let e = parse_master_queue(&body).unwrap_err();
             assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
         }
-        let manifest_body = Message::Manifest(manifest()).to_body();
-        assert_eq!(parse_master_queue(&manifest_body).unwrap_err(), Unusable::WrongQueue("manifest"));
+        let part_body = Message::ManifestPart(part()).to_body();
+        assert_eq!(parse_master_queue(&part_body).unwrap_err(), Unusable::WrongQueue("manifest_part"));
         let register_body = Message::Register(register()).to_body();
         assert_eq!(parse_worker_queue(&register_body).unwrap_err(), Unusable::WrongQueue("register"));
+    }
+
+    /// A version-1 agent's whole manifest (and any version-1 message) is
+    /// refused by its version, with what to do, before its shape is read;
+    /// and a version-1 reader sees this crate's bodies as version 2.
+    #[test]
+    fn the_previous_version_is_refused_clearly_both_ways() {
+        let mut old = serde_json::to_value(manifest()).unwrap();
+        old["version"] = 1.into();
+        old["kind"] = "manifest".into();
+        let e = parse_worker_queue(&old.to_string()).unwrap_err();
+        assert_eq!(e, Unusable::UnsupportedVersion(1));
+        assert!(e.to_string().contains("same agent release"), "{e}");
+        let mut old_register = serde_json::to_value(Message::Register(register())).unwrap();
+        old_register["version"] = 1.into();
+        assert_eq!(parse_master_queue(&old_register.to_string()).unwrap_err(), Unusable::UnsupportedVersion(1));
+        // What a version-1 reader checks first: the number.
+        let v: serde_json::Value = serde_json::from_str(&Message::ManifestPart(part()).to_body()).unwrap();
+        assert_eq!(v["version"], 2);
+        assert_eq!(v["kind"], "manifest_part");
     }
 
     #[test]

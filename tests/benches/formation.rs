@@ -1,7 +1,8 @@
 //! Formation benchmark (not a test): a master and N-1 workers form one
-//! cluster against one local AWS, for N = 8, 64 and 256, and it prints, for
-//! each N, the seconds from the last registration to every node having
-//! applied the manifest, and the AWS calls per node.
+//! cluster against one local AWS, for N = 64, 256 and 1,000, and it prints,
+//! for each N, the seconds from the last registration to every node having
+//! applied the manifest, the AWS calls per node, the manifest's size and
+//! parts, the master's CPU time and memory, and the largest agent's memory.
 //!
 //! Run: `cargo build --release -p agent && cargo bench -p e2e --bench formation`
 //! (sizes: `-- 8 64` or `FORMATION_SIZES=8,64`; agent binary: `AGENT_BIN`,
@@ -64,11 +65,15 @@ use e2e::{ClusterStack, Identity, Imds, LocalAws};
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// The sizes the issue asks for.
-const DEFAULT_SIZES: [usize; 3] = [8, 64, 256];
+const DEFAULT_SIZES: [usize; 3] = [64, 256, 1000];
 /// Target: seconds from the last registration to every node applied, at 64 nodes.
 const TARGET_SECONDS: f64 = 1.0;
 /// The size the time target is set for (and it is checked at every size up to it).
 const TARGET_SECONDS_AT: usize = 64;
+/// Target: seconds from the last registration to every node applied, at 1,000 nodes and more.
+const LARGE_TARGET_SECONDS: f64 = 5.0;
+/// The size that target is set for.
+const LARGE_TARGET_AT: usize = 1000;
 /// Target: AWS calls per worker for formation.
 const TARGET_WORKER_CALLS: usize = 5;
 /// How long the master may take to reach its first long poll.
@@ -269,6 +274,26 @@ impl Drop for AgentGuard {
     }
 }
 
+/// The size of the manifest in a state file as compact JSON, and how many
+/// messages (parts) it is sent as.
+fn manifest_size(state: &Path) -> BenchResult<(usize, usize)> {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(state)?)?;
+    let manifest: node_contract::message::Manifest = serde_json::from_value(v["manifest"].clone())?;
+    let parts = node_contract::parts::split(&manifest, 1)?.len();
+    Ok((serde_json::to_string(&manifest)?.len(), parts))
+}
+
+/// User plus system CPU seconds of a process so far (`/proc/<pid>/stat`).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    // After the command: state is field 3, utime 14 and stime 15 (1-based).
+    let ticks: f64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<f64>().ok()).sum();
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    if hz > 0.0 { ticks / hz } else { 0.0 }
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -329,6 +354,14 @@ struct Row {
     /// Whether every worker reached its idle long poll (else its window
     /// was cut at the settle deadline).
     settled: bool,
+    /// The manifest's size as compact JSON, and the messages it is sent as.
+    manifest_bytes: usize,
+    parts: usize,
+    /// The master's CPU time (user + system) from its start to the end of the window.
+    master_cpu: f64,
+    /// Peak RSS of the master, and the largest of any agent's.
+    master_rss_mib: f64,
+    agent_rss_mib: f64,
     details: String,
 }
 
@@ -385,6 +418,8 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let timeout = FORMATION_TIMEOUT + Duration::from_millis(200 * n as u64);
     let deadline = Instant::now() + timeout;
     let mut peak_rss_kib = 0u64;
+    let mut peak_agent_kib = 0u64;
+    let mut master_peak_kib = 0u64;
     while applied.iter().any(Option::is_none) {
         for (i, node) in nodes.iter().enumerate() {
             if applied[i].is_some() {
@@ -399,6 +434,8 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         }
         let rss: u64 = agents.iter().map(AgentGuard::rss_kib).sum();
         peak_rss_kib = peak_rss_kib.max(rss);
+        peak_agent_kib = agents.iter().map(AgentGuard::rss_kib).fold(peak_agent_kib, u64::max);
+        master_peak_kib = master_peak_kib.max(agents[0].rss_kib());
         if Instant::now() > deadline {
             let missing: Vec<usize> = (0..n).filter(|&i| applied[i].is_none()).collect();
             let first = missing[0];
@@ -416,6 +453,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let all_applied = applied.iter().flatten().fold(f64::MIN, |a, &b| a.max(b));
     let first_applied = applied.iter().flatten().fold(f64::MAX, |a, &b| a.min(b));
     let moto_rss_kib = rss_kib(aws.pid());
+    let (manifest_bytes, parts) = manifest_size(&nodes[0].state_file())?;
 
     // Settle: the master retires the manifest, every worker reaches an idle long poll.
     let worker_keys: Vec<&str> = nodes[1..].iter().map(|n| n.key.as_str()).collect();
@@ -442,6 +480,11 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     };
     let settled = windows.len() == worker_keys.len();
     let cut = unix_now();
+    let master_cpu = cpu_seconds(agents[0].child.id());
+    for a in &agents {
+        peak_agent_kib = peak_agent_kib.max(a.rss_kib());
+    }
+    master_peak_kib = master_peak_kib.max(agents[0].rss_kib());
     drop(agents);
     // The master's log outlives its root, for a look at where the time went.
     let kept = std::env::temp_dir().join(format!("formation-bench-master-{n}.log"));
@@ -512,6 +555,11 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         worker_calls_median: per_worker[per_worker.len() / 2],
         worker_calls_max: per_worker[per_worker.len() - 1],
         master_calls: master_log.len(),
+        manifest_bytes,
+        parts,
+        master_cpu,
+        master_rss_mib: master_peak_kib as f64 / 1024.0,
+        agent_rss_mib: peak_agent_kib as f64 / 1024.0,
         settled,
         details,
     })
@@ -544,18 +592,27 @@ fn verdict(ok: bool) -> &'static str {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:>5}  {:>28}  {:>22}  {:>16}  {:>12}",
-        "nodes", "last register -> all applied", "calls/worker med / max", "worker target", "master calls"
+        "{:>5}  {:>28}  {:>22}  {:>16}  {:>12}  {:>17}  {:>18}  {:>14}",
+        "nodes",
+        "last register -> all applied",
+        "calls/worker med / max",
+        "worker target",
+        "master calls",
+        "manifest B (parts)",
+        "master CPU s / MiB",
+        "agent MiB max"
     );
     for r in rows {
         let time_target = if r.nodes <= TARGET_SECONDS_AT {
             format!("< {TARGET_SECONDS} s {}", verdict(r.seconds < TARGET_SECONDS))
+        } else if r.nodes >= LARGE_TARGET_AT {
+            format!("< {LARGE_TARGET_SECONDS} s {}", verdict(r.seconds < LARGE_TARGET_SECONDS))
         } else {
             "(no target)".into()
         };
         let calls_ok = r.worker_calls_max <= TARGET_WORKER_CALLS && r.settled;
         println!(
-            "{:>5}  {:>7.3} s {:>19}  {:>10} / {:<10}  {:>16}  {:>12}",
+            "{:>5}  {:>7.3} s {:>19}  {:>10} / {:<10}  {:>16}  {:>12}  {:>17}  {:>18}  {:>14.1}",
             r.nodes,
             r.seconds,
             time_target,
@@ -563,6 +620,9 @@ fn print_table(rows: &[Row]) {
             r.worker_calls_max,
             format!("<= {TARGET_WORKER_CALLS} {}", verdict(calls_ok)),
             r.master_calls,
+            format!("{} ({})", r.manifest_bytes, r.parts),
+            format!("{:.2} / {:.1}", r.master_cpu, r.master_rss_mib),
+            r.agent_rss_mib,
         );
     }
 }

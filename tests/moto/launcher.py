@@ -401,10 +401,21 @@ def extra_routes(app):
     return wrapped
 
 
+# Patch (g): the listen backlog. werkzeug listens with a backlog of 128; when
+# hundreds of agents connect at once (the formation benchmark starts 1,000)
+# the accept loop, which needs the GIL among a thousand long-polling threads,
+# falls behind, SYNs are dropped and clients time out connecting. The kernel
+# caps the backlog at net.core.somaxconn (4096 here).
+LISTEN_BACKLOG = 4096
+
+
 class LauncherServer(ThreadedMotoServer):
     # ThreadedMotoServer builds its WSGI app inside _server_entry; this is the
     # same code with the extra routes wrapped around the app.
     def _server_entry(self):
+        from werkzeug.serving import BaseWSGIServer
+
+        BaseWSGIServer.request_queue_size = LISTEN_BACKLOG
         app = extra_routes(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
         self._server_ready_event.set()

@@ -5,6 +5,23 @@ use std::path::PathBuf;
 /// A step of `trainer` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The open-file limit is too low for the hosts to reach.
+    #[error(
+        "{what} needs about {needed} open files (ssh pipes and logs), and this process may open at most {hard} \
+         (RLIMIT_NOFILE; soft limit {soft}): raise the hard limit (`ulimit -Hn` as root, LimitNOFILE= in a \
+         systemd unit, nofile in /etc/security/limits.conf), or run on fewer hosts (--hosts) or ranks \
+         (--nproc-per-node)"
+    )]
+    OpenFiles {
+        /// Descriptors needed.
+        needed: u64,
+        /// The soft limit found.
+        soft: u64,
+        /// The hard limit found.
+        hard: u64,
+        /// The job or command, for the message.
+        what: String,
+    },
     /// Reading an input file (workers, hostfile, profile) failed.
     #[error("cannot read {path}: {source}")]
     Read {

@@ -123,6 +123,37 @@ impl Queue for SqsQueue {
         }
         Ok(output.failed().len() + receipts.len().saturating_sub(MAX_BATCH))
     }
+
+    /// `ChangeMessageVisibilityBatch` to 0 seconds.
+    /// <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibilityBatch.html>
+    #[tracing::instrument(skip(self, receipts), fields(queue = %self.url, count = receipts.len()))]
+    async fn show_batch(&self, receipts: &[&str]) -> Result<usize, PortError> {
+        if receipts.is_empty() {
+            return Ok(0);
+        }
+        let entries = receipts
+            .iter()
+            .take(MAX_BATCH)
+            .enumerate()
+            .map(|(i, receipt)| {
+                aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(*receipt)
+                    .visibility_timeout(0)
+                    .build()
+                    .expect("id and receipt handle are set")
+            })
+            .collect();
+        let output = self
+            .client
+            .change_message_visibility_batch()
+            .queue_url(&self.url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("SQS ChangeMessageVisibilityBatch on {}", self.url), &e))?;
+        Ok(output.failed().len() + receipts.len().saturating_sub(MAX_BATCH))
+    }
 }
 
 /// The most entries one `DeleteMessageBatch` takes.

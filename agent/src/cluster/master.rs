@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use node_contract::NodeConfig;
 use node_contract::Role;
 use node_contract::message::{Applied, Leave, LifecycleAction, Manifest, MasterInbound, Register, worker_alias};
+use node_contract::parts::check_register;
 use serde::{Deserialize, Serialize};
 
 use super::membership::{Member, Membership, host_log_lines};
@@ -86,6 +87,14 @@ pub struct MasterState {
     members: Membership,
     /// The current manifest (its generation is the current generation).
     manifest: Option<Manifest>,
+    /// The current manifest's publication id (its parts carry it; a re-send
+    /// keeps it). Older state files have none: 0.
+    #[serde(default)]
+    publication: u64,
+    /// When to send the current manifest again because sending it failed;
+    /// `None` when nothing failed.
+    #[serde(default)]
+    resend_due_ms: Option<u64>,
     /// Manifests up to this generation were retired.
     retired_through: u64,
     /// When the current manifest is retired even without every ack; `None`
@@ -119,6 +128,8 @@ impl MasterState {
             phase: Phase::Forming,
             members,
             manifest: None,
+            publication: 0,
+            resend_due_ms: None,
             retired_through: 0,
             ack_deadline_ms: None,
             batch_deadline_ms: None,
@@ -148,9 +159,10 @@ impl MasterState {
                         "publishing generation {} again after a restart: not every node acknowledged it",
                         m.generation
                     )));
-                    fx.push(Effect::PublishManifest(m.clone()));
+                    fx.push(Effect::PublishManifest { manifest: m.clone(), publication: self.publication });
                     self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
                     self.last_republish_ms = Some(now_ms);
+                    self.resend_due_ms = None;
                 }
             }
             Phase::Failed => fx.push(Effect::Log("formation failed earlier; this master only logs now".into())),
@@ -218,12 +230,33 @@ impl MasterState {
         fx
     }
 
+    /// Sending generation `generation` (some of its parts) failed even after
+    /// the runner's retries: it is sent again [`REPUBLISH_INTERVAL_MS`] from
+    /// now, unless a newer generation supersedes it first. Without this a
+    /// generation lost to a long SQS outage would never reach the nodes.
+    pub fn on_publish_failed(&mut self, generation: u64, now_ms: u64) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        if self.phase != Phase::Formed || generation != self.generation() || self.retired_through >= generation {
+            fx.push(Effect::Log(format!(
+                "generation {generation} could not be sent; it is superseded, not sent again"
+            )));
+            return fx;
+        }
+        let due = now_ms + REPUBLISH_INTERVAL_MS;
+        self.resend_due_ms = Some(self.resend_due_ms.map_or(due, |d| d.min(due)));
+        fx.push(Effect::Log(format!(
+            "generation {generation} could not be sent; sending it again in {} s",
+            REPUBLISH_INTERVAL_MS / 1000
+        )));
+        fx
+    }
+
     /// When [`MasterState::on_tick`] next has something to do.
     pub fn next_deadline(&self) -> Option<u64> {
         match self.phase {
             Phase::Forming => Some(self.formation_deadline_ms),
             Phase::AwaitingLaunchFailures { since_ms } => Some(since_ms + LAUNCH_FAILURES_TIMEOUT_MS),
-            Phase::Formed => [self.batch_deadline_ms, self.ack_deadline_ms]
+            Phase::Formed => [self.batch_deadline_ms, self.ack_deadline_ms, self.resend_due_ms]
                 .into_iter()
                 .flatten()
                 .chain(self.completions.iter().map(|c| c.deadline_ms))
@@ -274,6 +307,9 @@ impl MasterState {
                     self.batch_deadline_ms = None;
                     self.publish(now_ms, fx);
                 }
+                if self.resend_due_ms.is_some_and(|d| now_ms >= d) {
+                    self.republish(now_ms, "sending it failed before".into(), fx);
+                }
                 if self.ack_deadline_ms.is_some_and(|d| now_ms >= d) {
                     let missing = self.unacknowledged(self.generation());
                     fx.push(Effect::Log(format!(
@@ -304,6 +340,11 @@ impl MasterState {
 
     fn on_register(&mut self, r: Register, now_ms: u64, prepared: &dyn Fn(&str) -> bool, fx: &mut Vec<Effect>) {
         let id = r.instance_id.clone();
+        if let Err(why) = check_register(&r) {
+            // Its entry could not be put in a manifest part (see node_contract::parts).
+            fx.push(Effect::Log(format!("ignored a registration from {}: {why}", shorten(&id, 64))));
+            return;
+        }
         if (r.role == Role::Master) != (id == self.master_id) {
             fx.push(Effect::Log(format!(
                 "ignored a registration from {id} ({}) with role {:?}: the master is {}",
@@ -634,14 +675,21 @@ impl MasterState {
             cluster_public_key: self.cluster_public_key.clone(),
         };
         let lines = host_log_lines(self.manifest.as_ref(), &next, now_ms);
-        fx.push(Effect::Log(format!("publishing generation {generation}: {} nodes", next.nodes.len())));
-        fx.push(Effect::PublishManifest(next.clone()));
-        fx.extend(lines.into_iter().map(Effect::AppendHostLog));
+        // The older generations go first, so that the worker queue holds the
+        // new one alone: a node's receive then returns all of its parts, and
+        // the next retirement may hide everything it finds (see the runner).
         if generation > 1 && self.retired_through < generation - 1 {
             self.retired_through = generation - 1;
             fx.push(Effect::RetireManifests { through_generation: generation - 1 });
         }
+        // A new publication id, never one used before (the clock, or one past
+        // the last when the clock stands still or went back).
+        self.publication = now_ms.max(self.publication + 1);
+        fx.push(Effect::Log(format!("publishing generation {generation}: {} nodes", next.nodes.len())));
+        fx.push(Effect::PublishManifest { manifest: next.clone(), publication: self.publication });
+        fx.extend(lines.into_iter().map(Effect::AppendHostLog));
         self.manifest = Some(next);
+        self.resend_due_ms = None;
         self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
         // Registrations still in flight when it went out are no reason to send it again.
         self.last_republish_ms = Some(now_ms);
@@ -652,8 +700,9 @@ impl MasterState {
     fn republish(&mut self, now_ms: u64, why: String, fx: &mut Vec<Effect>) {
         let Some(m) = &self.manifest else { return };
         fx.push(Effect::Log(format!("publishing generation {} again: {why}", m.generation)));
-        fx.push(Effect::PublishManifest(m.clone()));
+        fx.push(Effect::PublishManifest { manifest: m.clone(), publication: self.publication });
         self.last_republish_ms = Some(now_ms);
+        self.resend_due_ms = None;
         self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
     }
 
@@ -681,6 +730,7 @@ impl MasterState {
     fn retire_current(&mut self, fx: &mut Vec<Effect>) {
         let generation = self.generation();
         self.ack_deadline_ms = None;
+        self.resend_due_ms = None;
         self.retired_through = self.retired_through.max(generation);
         fx.push(Effect::RetireManifests { through_generation: generation });
     }

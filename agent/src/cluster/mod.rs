@@ -24,20 +24,42 @@
 //!    it) it forms with what it has when that is at least `min_workers`
 //!    (lowering the worker group's desired capacity to match), and otherwise
 //!    signals failure with the group's launch failures as the reason.
-//! 3. **Manifests.** SQS has no broadcast, so the master sends ONE `manifest`
-//!    to the worker queue and every node receives it with visibility timeout
-//!    0 (it stays visible to everyone). A node applies a manifest when it is
-//!    newer than what it applied and contains the node ([`NodeState::on_manifest`]),
-//!    then sends `applied {instance_id, generation}` to the master's queue.
+//! 3. **Manifests.** SQS has no broadcast, so the master sends each
+//!    generation ONCE to the worker queue, as the parts
+//!    [`node_contract::parts::split`] makes (one part up to about 900
+//!    nodes; every body at most 256 KiB), and every node receives them with
+//!    visibility timeout 0 (they stay visible to everyone). A node puts the
+//!    parts together ([`node_contract::parts::Assembly`]), applies a
+//!    complete manifest when it is newer than what it applied and contains
+//!    the node ([`NodeState::on_manifest`]), then sends `applied
+//!    {instance_id, generation}` to the master's queue. A generation whose
+//!    parts could not all be sent is sent again
+//!    ([`MasterState::on_publish_failed`]).
 //! 4. **Retirement.** Once every node of the current manifest acknowledged it
-//!    (or [`ACK_TIMEOUT_MS`] passed) the master deletes it from the worker
-//!    queue ([`Effect::RetireManifests`]); older generations are retired as
-//!    soon as a newer one is published. Idle nodes' long polls then block
-//!    instead of returning the same manifest again and again; while they do
-//!    return it, [`NodeState::idle_backoff_ms`] keeps a node from spinning.
-//!    The master is a member like any other: the runner applies the master's
-//!    own files and feeds its `applied` in, whether it reads the manifest
-//!    back from the worker queue or applies the one it just published.
+//!    (or [`ACK_TIMEOUT_MS`] passed) the master deletes its parts from the
+//!    worker queue ([`Effect::RetireManifests`]); older generations are
+//!    retired just before a newer one is published. Idle nodes' long polls
+//!    then block instead of returning the same parts again and again; right
+//!    after applying, a node pauses before it looks again for as long as
+//!    the master takes to read the acknowledgements
+//!    ([`NodeState::applied_backoff_ms`]), and while the parts keep coming
+//!    back [`NodeState::idle_backoff_ms`] keeps it from spinning. The master
+//!    is a member like any other: the runner applies the master's own files
+//!    and feeds its `applied` in, whether it reads the manifest back from the
+//!    worker queue or applies the one it just published.
+//!
+//!    **Calls.** A worker spends 4 AWS calls from start to idle (register,
+//!    the receive that brings the parts, `applied`, and after the pause the
+//!    receive that finds them retired and becomes its idle long poll), 5
+//!    when the master retires later than the pause, at any size up to 10
+//!    parts (about 9,000 nodes). The master handles two messages a node at
+//!    formation (register, applied; one more register for every 15 s a node
+//!    waits for formation), with one receive and one batch delete for every
+//!    1 to 10 of them: between 0.4 and 4 calls a node (0.4 when messages
+//!    queue up, as acknowledgements do; more when registrations trickle in
+//!    one at a time), plus per generation one send a part, a retirement
+//!    (1 receive and 1 delete per 10 parts, and a last empty receive) and
+//!    the formation signals. Measured by `tests/benches/formation.rs`.
 //! 5. **Elastic changes.** After formation a new instance is admitted once
 //!    its prepare-data marker (`$EFS_MOUNT/prepare_data_success_<ip>`) exists,
 //!    when a prepare-data script is configured; admissions within
@@ -106,6 +128,15 @@ pub const IDLE_BACKOFF_MIN_MS: u64 = 1_000;
 /// The longest idle back-off.
 pub const IDLE_BACKOFF_MAX_MS: u64 = 8_000;
 
+/// The pause after applying a generation, per node in it (see
+/// [`NodeState::applied_backoff_ms`]). Each node costs the queue service
+/// about 4 calls at formation (its ack, the master's share of reading acks
+/// 10 at a time, its own receives); one local AWS (moto) serves about 200
+/// calls a second, so 8 ms a node; real SQS is faster, so the pause errs on
+/// the long side, which costs only latency for a generation that follows
+/// within it (nodes in a long poll see a new generation at once).
+pub const APPLIED_BACKOFF_PER_NODE_MS: u64 = 8;
+
 /// Something the runner should do, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
@@ -113,8 +144,15 @@ pub enum Effect {
     SignalMasterUp,
     /// Signal the formation wait condition.
     SignalFormation(Formation),
-    /// Send this manifest to the worker queue.
-    PublishManifest(Manifest),
+    /// Send this manifest to the worker queue, as the parts
+    /// [`node_contract::parts::split`] makes of it; when a part cannot be
+    /// sent, tell [`MasterState::on_publish_failed`].
+    PublishManifest {
+        /// The manifest.
+        manifest: Manifest,
+        /// Its publication id, which every part carries.
+        publication: u64,
+    },
     /// Delete manifests with a generation up to and including this one from
     /// the worker queue.
     RetireManifests {

@@ -10,7 +10,7 @@
 use node_contract::message::Manifest;
 use serde::{Deserialize, Serialize};
 
-use super::{IDLE_BACKOFF_MAX_MS, IDLE_BACKOFF_MIN_MS, REGISTER_RETRY_MS};
+use super::{APPLIED_BACKOFF_PER_NODE_MS, IDLE_BACKOFF_MAX_MS, IDLE_BACKOFF_MIN_MS, REGISTER_RETRY_MS};
 
 /// What to do with a manifest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +127,22 @@ impl NodeState {
             self.last_register_ms = Some(now_ms);
         }
         due
+    }
+
+    /// The pause after applying a generation of `nodes` nodes, before the
+    /// next receive. That receive returns the same generation again until the
+    /// master retired it, which it does once it has read all `nodes`
+    /// acknowledgements, 10 per receive: so the pause grows with the
+    /// cluster, [`APPLIED_BACKOFF_PER_NODE_MS`] a node, from
+    /// [`IDLE_BACKOFF_MIN_MS`] to [`IDLE_BACKOFF_MAX_MS`] (1 s up to 125
+    /// nodes, 2 s at 256, 8 s from 1,000). Further idle pauses double from
+    /// there. A node in a long poll sees a new generation at once; only a
+    /// generation that follows within this pause reaches this node that
+    /// much later.
+    pub fn applied_backoff_ms(&mut self, nodes: usize) -> u64 {
+        let per_node = (nodes as u64).saturating_mul(APPLIED_BACKOFF_PER_NODE_MS);
+        self.backoff_ms = per_node.clamp(IDLE_BACKOFF_MIN_MS, IDLE_BACKOFF_MAX_MS);
+        self.backoff_ms
     }
 
     /// How long to wait before the next receive: 0 when the last receive
@@ -281,6 +297,21 @@ mod tests {
         node.applied(6);
         assert!(node.is_member());
         assert!(!node.should_register(1_001 + 5 * REGISTER_RETRY_MS));
+    }
+
+    #[test]
+    fn the_pause_after_applying_grows_with_the_cluster() {
+        let mut node = NodeState::new("i-me".into(), None);
+        let pauses: Vec<u64> = [2, 64, 256, 500, 1_000, 2_000, 4_000, 100_000]
+            .into_iter()
+            .map(|nodes| node.applied_backoff_ms(nodes))
+            .collect();
+        assert_eq!(pauses, vec![1_000, 1_000, 2_048, 4_000, 8_000, 8_000, 8_000, 8_000]);
+        // Nothing new after it: doubling from there, up to 8 s.
+        node.applied_backoff_ms(256);
+        assert_eq!(node.idle_backoff_ms(true), 4_096);
+        assert_eq!(node.idle_backoff_ms(true), 8_000);
+        assert_eq!(node.idle_backoff_ms(false), 0);
     }
 
     #[test]

@@ -1,20 +1,85 @@
 //! The whole protocol in one process: a master and several nodes exchange
-//! messages through simulated SQS standard queues that deliver in random
-//! order and sometimes twice, with a seeded PRNG. Whatever the schedule,
-//! every node ends on the master's current generation and the worker queue
-//! ends empty (every manifest retired).
+//! messages through simulated SQS standard queues, with a seeded PRNG, and
+//! every node assembles manifests from their parts as the runner does
+//! ([`node_contract::parts::Assembly`]). The queues deliver in random order,
+//! sometimes twice; a receive returns a random subset of what is visible
+//! (SQS samples); some sends fail (a `register` or an `applied` is lost, a
+//! manifest part does not go out and the master is told). Parts are kept
+//! small so that every generation is several parts.
+//!
+//! Whatever the schedule, every running node ends on the master's current
+//! generation with the files a node gets from the whole manifest
+//! ([`crate::files::plan`]), and the worker queue ends empty (every part
+//! retired).
+
+use std::collections::BTreeMap;
 
 use node_contract::message::{Applied, Leave, Manifest, MasterInbound, Register};
+use node_contract::parts::{Assembly, ManifestPart, split_within};
 
 use super::testkit::{SplitMix64, T0, config, master_reg, worker_reg};
 use super::{Effect, MasterState, NodeDecision, NodeState};
 
+/// A part body limit that makes a 5-to-7-node manifest 4 to 6 parts.
+const PART_LIMIT: usize = 1_100;
+
 struct Node {
     registration: Register,
     state: NodeState,
+    assembly: Assembly,
+    /// The manifest whose files are on this node's disk.
+    on_disk: Option<Manifest>,
     starts_at: u64,
     running: bool,
     registers_sent: u32,
+}
+
+/// Real host keys for `i-master` (0) and `i-w1`.. (the files check every
+/// key), made once: deriving ed25519 keys is slow in a debug build.
+fn host_keys() -> &'static [String] {
+    static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| (0..8).map(crate::files::tests::host_key).collect())
+}
+
+/// A registration of the testkit's with a real host key.
+fn with_key(registration: Register) -> Register {
+    let seed: usize = registration.instance_id.trim_start_matches("i-w").parse().unwrap_or(0);
+    Register { ssh_host_key: host_keys()[seed].clone(), ..registration }
+}
+
+/// The cluster's public key, real too.
+fn cluster_key() -> String {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let private = ssh_key::PrivateKey::from_openssh(crate::files::tests::cluster_private_key()).unwrap();
+        private.public_key().to_openssh().unwrap()
+    })
+    .clone()
+}
+
+impl Node {
+    fn new(registration: Register, starts_at: u64) -> Node {
+        let registration = with_key(registration);
+        let id = registration.instance_id.clone();
+        Node {
+            registration,
+            state: NodeState::new(id, None),
+            assembly: Assembly::new(),
+            on_disk: None,
+            starts_at,
+            running: true,
+            registers_sent: 0,
+        }
+    }
+}
+
+/// How often (1 in N) things go wrong.
+#[derive(Clone, Copy)]
+struct Faults {
+    /// A `register` or `applied` send fails (the node does not retry it).
+    lost_send: usize,
+    /// A manifest part is not sent; the master is told.
+    failed_part: usize,
 }
 
 struct World {
@@ -22,44 +87,80 @@ struct World {
     now: u64,
     master: MasterState,
     master_queue: Vec<MasterInbound>,
-    worker_queue: Vec<Manifest>,
+    worker_queue: Vec<ManifestPart>,
     nodes: Vec<Node>,
     formations: u32,
+    faults: Faults,
+    /// Parts sent per (generation, publication), to check they never mix.
+    publications: BTreeMap<(u64, u64), Manifest>,
+    /// Faults that happened: publications with a failed part, lost sends.
+    failed_publications: u32,
+    lost_sends: u32,
 }
 
 impl World {
-    fn new(seed: u64, workers: u32, prepare_data: bool) -> World {
+    fn new(seed: u64, workers: u32, faults: Faults) -> World {
         let mut rng = SplitMix64(seed);
-        let mut master = MasterState::new(&config(workers, 1, 30, prepare_data), master_reg(), "key".into(), T0);
-        let mut nodes = vec![Node {
-            registration: master_reg(),
-            state: NodeState::new("i-master".into(), None),
-            starts_at: T0,
-            running: true,
-            registers_sent: 0,
-        }];
+        let mut master = MasterState::new(&config(workers, 1, 30, false), with_key(master_reg()), cluster_key(), T0);
+        let mut nodes = vec![Node::new(master_reg(), T0)];
         for w in 1..=workers {
-            nodes.push(Node {
-                registration: worker_reg(w),
-                state: NodeState::new(format!("i-w{w}"), None),
-                starts_at: T0 + rng.below(90_000) as u64,
-                running: true,
-                registers_sent: 0,
-            });
+            nodes.push(Node::new(worker_reg(w), T0 + rng.below(90_000) as u64));
         }
         let effects = master.start(T0);
-        let mut world =
-            World { rng, now: T0, master, master_queue: Vec::new(), worker_queue: Vec::new(), nodes, formations: 0 };
+        let mut world = World {
+            rng,
+            now: T0,
+            master,
+            master_queue: Vec::new(),
+            worker_queue: Vec::new(),
+            nodes,
+            formations: 0,
+            faults,
+            publications: BTreeMap::new(),
+            failed_publications: 0,
+            lost_sends: 0,
+        };
         world.carry_out(effects);
         world
     }
 
+    fn chance(&mut self, one_in: usize) -> bool {
+        one_in > 0 && self.rng.below(one_in) == 0
+    }
+
+    /// Whether a node's send is lost.
+    fn lose_send(&mut self) -> bool {
+        let lost = self.chance(self.faults.lost_send);
+        self.lost_sends += u32::from(lost);
+        lost
+    }
+
     fn carry_out(&mut self, effects: Vec<Effect>) {
-        for e in effects {
+        let mut queue: std::collections::VecDeque<Effect> = effects.into();
+        while let Some(e) = queue.pop_front() {
             match e {
-                Effect::PublishManifest(m) => self.worker_queue.push(m),
+                Effect::PublishManifest { manifest, publication } => {
+                    let earlier = self.publications.insert((manifest.generation, publication), manifest.clone());
+                    assert!(earlier.is_none_or(|m| m == manifest), "one publication id, two manifests");
+                    let mut failed = false;
+                    for part in split_within(&manifest, publication, PART_LIMIT).unwrap() {
+                        if self.chance(self.faults.failed_part) {
+                            failed = true;
+                            continue;
+                        }
+                        // At-least-once: now and then a part is there twice.
+                        if self.chance(10) {
+                            self.worker_queue.push(part.clone());
+                        }
+                        self.worker_queue.push(part);
+                    }
+                    if failed {
+                        self.failed_publications += 1;
+                        queue.extend(self.master.on_publish_failed(manifest.generation, self.now));
+                    }
+                }
                 Effect::RetireManifests { through_generation } => {
-                    self.worker_queue.retain(|m| m.generation > through_generation)
+                    self.worker_queue.retain(|p| p.generation > through_generation)
                 }
                 Effect::SignalFormation(f) => {
                     assert!(f.success, "{}", f.reason);
@@ -81,16 +182,36 @@ impl World {
             }
             if self.nodes[i].state.should_register(now) {
                 self.nodes[i].registers_sent += 1;
-                self.master_queue.push(MasterInbound::Register(self.nodes[i].registration.clone()));
+                if !self.lose_send() {
+                    self.master_queue.push(MasterInbound::Register(self.nodes[i].registration.clone()));
+                }
             }
-            let mut visible = self.worker_queue.clone();
+            // A receive: up to 10 of what is visible, in any order, and SQS
+            // may leave some out.
+            let mut visible: Vec<usize> = (0..self.worker_queue.len()).collect();
             self.rng.shuffle(&mut visible);
             visible.truncate(10);
-            for m in visible {
-                if self.nodes[i].state.on_manifest(&m) == NodeDecision::Apply {
-                    self.nodes[i].state.applied(m.generation);
-                    let instance_id = self.nodes[i].registration.instance_id.clone();
-                    self.master_queue.push(MasterInbound::Applied(Applied { instance_id, generation: m.generation }));
+            visible.retain(|_| self.rng.below(4) != 0);
+            let node = &mut self.nodes[i];
+            let mut newest: Option<Manifest> = None;
+            for part in visible.into_iter().map(|k| &self.worker_queue[k]) {
+                if node.state.applied_generation().is_some_and(|a| part.generation <= a) {
+                    continue;
+                }
+                if let Some(m) = node.assembly.add(part.clone()).unwrap()
+                    && newest.as_ref().is_none_or(|n| m.generation > n.generation)
+                {
+                    newest = Some(m);
+                }
+            }
+            let Some(m) = newest else { continue };
+            if node.state.on_manifest(&m) == NodeDecision::Apply {
+                node.state.applied(m.generation);
+                node.assembly.forget_through(m.generation);
+                let ack = Applied { instance_id: node.registration.instance_id.clone(), generation: m.generation };
+                node.on_disk = Some(m);
+                if !self.lose_send() {
+                    self.master_queue.push(MasterInbound::Applied(ack));
                 }
             }
         }
@@ -116,54 +237,74 @@ impl World {
         }
     }
 
-    /// Every running node applied the current generation and nothing is left
-    /// in the worker queue.
+    /// Every running node has the files of the master's current manifest,
+    /// and nothing is left in the worker queue.
     fn assert_converged(&self, seed: u64) {
-        let generation = self.master.manifest().unwrap().generation;
+        let manifest = self.master.manifest().unwrap();
+        let node_config = config(0, 0, 30, false);
         for n in self.nodes.iter().filter(|n| n.running) {
-            assert_eq!(n.state.applied_generation(), Some(generation), "seed {seed}: {}", n.registration.instance_id);
+            let id = &n.registration.instance_id;
+            assert_eq!(n.state.applied_generation(), Some(manifest.generation), "seed {seed}: {id}");
+            let on_disk = n.on_disk.as_ref().unwrap();
+            let files = crate::files::plan(on_disk, id, &node_config, None, &[]).unwrap();
+            let expected = crate::files::plan(manifest, id, &node_config, None, &[]).unwrap();
+            assert_eq!(files, expected, "seed {seed}: {id} has other files than the whole manifest gives");
         }
-        assert!(self.worker_queue.is_empty(), "seed {seed}: {} manifests left", self.worker_queue.len());
+        assert!(self.worker_queue.is_empty(), "seed {seed}: {} parts left", self.worker_queue.len());
+        assert!(self.nodes.iter().all(|n| n.assembly.pending() <= node_contract::parts::MAX_PUBLICATIONS));
+    }
+}
+
+/// Formation, then a leave and a join, under reordering and duplicates and,
+/// with `faults`, lost sends and failed parts. Returns the world at the end.
+fn converges(seed: u64, faults: Faults) -> World {
+    let mut world = World::new(seed, 4, faults);
+    world.run_for(5 * 60_000);
+    assert!(world.master.formed(), "seed {seed}");
+    assert_eq!(world.formations, 1, "seed {seed}");
+    // Duplicates and reordering never make another generation.
+    assert_eq!(world.master.generation(), 1, "seed {seed}");
+    assert_eq!(world.master.manifest().unwrap().nodes.len(), 5, "seed {seed}");
+    world.assert_converged(seed);
+    // A worker registers at start and only again while it waits for formation.
+    for n in &world.nodes[1..] {
+        assert!(n.registers_sent <= 8, "seed {seed}: {} registrations", n.registers_sent);
+    }
+
+    // Worker 2 leaves, worker 5 joins: everyone still running converges,
+    // and worker 3 keeps its index.
+    let index_of_w3 = world.master.manifest().unwrap().node("i-w3").unwrap().index;
+    let index_of_w2 = world.master.manifest().unwrap().node("i-w2").unwrap().index;
+    world.nodes[2].running = false;
+    world.master_queue.push(MasterInbound::Leave(Leave { instance_id: "i-w2".into(), reason: "stop".into() }));
+    world.nodes.push(Node::new(worker_reg(5), world.now + 5_000));
+    world.run_for(5 * 60_000);
+    let m = world.master.manifest().unwrap();
+    let ids: Vec<&str> = m.nodes.iter().map(|n| n.instance_id.as_str()).collect();
+    assert!(!ids.contains(&"i-w2") && ids.contains(&"i-w5"), "seed {seed}: {ids:?}");
+    assert_eq!(m.node("i-w3").unwrap().index, index_of_w3, "seed {seed}");
+    // Worker 5 takes the index worker 2 left free, unless it got in first.
+    let index_of_w5 = m.node("i-w5").unwrap().index;
+    assert!(index_of_w5 == index_of_w2 || index_of_w5 == 6, "seed {seed}: {index_of_w5}");
+    world.assert_converged(seed);
+    world
+}
+
+#[test]
+fn every_node_converges_on_the_same_files_and_the_queue_drains() {
+    for seed in 0..300 {
+        converges(seed, Faults { lost_send: 0, failed_part: 0 });
     }
 }
 
 #[test]
-fn every_node_converges_on_the_same_manifest_and_the_queue_drains() {
-    for seed in 0..60 {
-        let mut world = World::new(seed, 4, false);
-        world.run_for(5 * 60_000);
-        assert!(world.master.formed(), "seed {seed}");
-        assert_eq!(world.formations, 1, "seed {seed}");
-        // Duplicates and reordering never make another generation.
-        assert_eq!(world.master.generation(), 1, "seed {seed}");
-        assert_eq!(world.master.manifest().unwrap().nodes.len(), 5, "seed {seed}");
-        world.assert_converged(seed);
-        // A worker registers at start and only again while it waits for formation.
-        for n in &world.nodes[1..] {
-            assert!(n.registers_sent <= 8, "seed {seed}: {} registrations", n.registers_sent);
-        }
-
-        // Worker 2 leaves, worker 5 joins: everyone still running converges,
-        // and worker 3 keeps its index.
-        let index_of_w3 = world.master.manifest().unwrap().node("i-w3").unwrap().index;
-        let index_of_w2 = world.master.manifest().unwrap().node("i-w2").unwrap().index;
-        world.nodes[2].running = false;
-        world.master_queue.push(MasterInbound::Leave(Leave { instance_id: "i-w2".into(), reason: "stop".into() }));
-        world.nodes.push(Node {
-            registration: worker_reg(5),
-            state: NodeState::new("i-w5".into(), None),
-            starts_at: world.now + 5_000,
-            running: true,
-            registers_sent: 0,
-        });
-        world.run_for(5 * 60_000);
-        let m = world.master.manifest().unwrap();
-        let ids: Vec<&str> = m.nodes.iter().map(|n| n.instance_id.as_str()).collect();
-        assert!(!ids.contains(&"i-w2") && ids.contains(&"i-w5"), "seed {seed}: {ids:?}");
-        assert_eq!(m.node("i-w3").unwrap().index, index_of_w3, "seed {seed}");
-        // Worker 5 takes the index worker 2 left free, unless it got in first.
-        let index_of_w5 = m.node("i-w5").unwrap().index;
-        assert!(index_of_w5 == index_of_w2 || index_of_w5 == 6, "seed {seed}: {index_of_w5}");
-        world.assert_converged(seed);
+fn lost_sends_and_failed_parts_still_converge() {
+    let (mut failed, mut lost) = (0, 0);
+    for seed in 0..300 {
+        let world = converges(10_000 + seed, Faults { lost_send: 8, failed_part: 6 });
+        failed += world.failed_publications;
+        lost += world.lost_sends;
     }
+    // The faults did happen, often.
+    assert!(failed > 300 && lost > 300, "{failed} failed publications, {lost} lost sends");
 }

@@ -66,7 +66,7 @@ pub fn published(effects: &[Effect]) -> Vec<&Manifest> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::PublishManifest(m) => Some(m),
+            Effect::PublishManifest { manifest, .. } => Some(manifest),
             _ => None,
         })
         .collect()

@@ -186,6 +186,7 @@ pub async fn run(args: Args) -> Result<u8> {
     let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
     let probe = format!("{}-{}", std::process::id(), now_ms());
     let trainer = args.ssh.remote_trainer()?;
+    let permits = args.ssh.permits("trainer doctor")?;
     let mut tasks = Vec::new();
     for host in &hosts {
         let remote = ssh::quote(&[
@@ -199,9 +200,11 @@ pub async fn run(args: Args) -> Result<u8> {
         let mut command = tokio::process::Command::new("ssh");
         command.args(args.ssh.args(&host.name, &format!("exec {remote}"))).stdin(Stdio::null()).kill_on_drop(true);
         let timeout = Duration::from_secs(u64::from(args.ssh.connect_timeout) + 20);
+        let permits = permits.clone();
         tasks.push((
             host.name.clone(),
             tokio::spawn(async move {
+                let _permit = permits.acquire_owned().await;
                 let t0 = now_ms();
                 let out = tokio::time::timeout(timeout, command.output()).await;
                 (t0, now_ms(), out)

@@ -56,13 +56,16 @@ pub async fn run(args: Args) -> Result<u8> {
         remote.extend(["--job".to_owned(), job.clone()]);
     }
     let remote = format!("exec {}", ssh::quote(&remote));
+    let permits = args.ssh.permits("trainer kill")?;
     let mut tasks = Vec::new();
     for host in &hosts {
-        let output = tokio::process::Command::new("ssh")
-            .args(args.ssh.args(&host.name, &remote))
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output();
+        let mut command = tokio::process::Command::new("ssh");
+        command.args(args.ssh.args(&host.name, &remote)).stdin(Stdio::null()).kill_on_drop(true);
+        let permits = permits.clone();
+        let output = async move {
+            let _permit = permits.acquire_owned().await;
+            command.output().await
+        };
         tasks.push((host.name.clone(), tokio::spawn(output)));
     }
     let mut code = EXIT_OK;

@@ -45,6 +45,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::jobs::hosts::{self, Nproc, Rank};
 use crate::jobs::ssh::{self, SshArgs};
+use crate::jobs::supervise::STARTED_LINE;
 use crate::jobs::{error_file, process, torchrun};
 use crate::{EXIT_USAGE, agent_state};
 
@@ -132,12 +133,27 @@ fn log_dir(root: &Path, job: &str) -> Result<PathBuf> {
 }
 
 enum Event {
-    Line { rank: usize, stderr: bool, line: Vec<u8> },
-    Exit { rank: usize, status: std::io::Result<ExitStatus> },
+    Line {
+        rank: usize,
+        stderr: bool,
+        line: Vec<u8>,
+    },
+    /// The rank's supervisor is up (its first stderr line, [`STARTED_LINE`]).
+    Up {
+        rank: usize,
+    },
+    Exit {
+        rank: usize,
+        status: std::io::Result<ExitStatus>,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Not started yet: waiting for a slot among the connections being set up.
+    Waiting,
+    /// Its ssh runs; its supervisor has not said it is up.
+    Connecting,
     Running,
     Exited,
     Failed,
@@ -150,14 +166,48 @@ struct RankProcess {
     spec: Rank,
     /// The node's instance id (elastic jobs: a new instance under a reused alias gets new ranks).
     instance: Option<String>,
+    /// Its ssh client (0 until it is started).
     pid: i32,
     stdin: Option<ChildStdin>,
     state: State,
+    /// When its ssh was started.
+    spawned: Option<Instant>,
     stderr_tail: VecDeque<String>,
-    log: std::fs::File,
+    /// Opened when the rank starts.
+    log: Option<std::fs::File>,
     log_path: PathBuf,
     /// Whether writing the log failed (said once).
     log_failed: bool,
+}
+
+impl RankProcess {
+    fn waiting(spec: Rank, instance: Option<String>, logs: &Path) -> RankProcess {
+        let log_path = logs.join(format!("rank-{}.log", spec.rank));
+        RankProcess {
+            spec,
+            instance,
+            pid: 0,
+            stdin: None,
+            state: State::Waiting,
+            spawned: None,
+            stderr_tail: VecDeque::new(),
+            log: None,
+            log_path,
+            log_failed: false,
+        }
+    }
+
+    /// Started and not ended.
+    fn live(&self) -> bool {
+        matches!(self.state, State::Connecting | State::Running)
+    }
+}
+
+/// How long a rank's connection may hold its slot without its supervisor
+/// saying it is up (a remote trainer too old to say so): then the next
+/// rank starts all the same.
+fn slot_timeout(ssh: &SshArgs) -> Duration {
+    Duration::from_secs(u64::from(ssh.connect_timeout) + 10)
 }
 
 /// Why the job ended early.
@@ -178,6 +228,10 @@ pub async fn run(args: Args) -> Result<u8> {
     let trainer = args.ssh.remote_trainer()?;
     let world = ranks.len() as u32;
     let master_addr = hosts[0].name.clone();
+    crate::jobs::open_files::ensure(
+        crate::jobs::open_files::BASE + crate::jobs::open_files::PER_RANK * u64::from(world),
+        &format!("trainer launch of {world} ranks"),
+    )?;
     cli_output::errln!(
         "trainer: job {job}: {world} ranks on {} hosts, rendezvous {master_addr}:{}, logs in {}",
         hosts.len(),
@@ -212,10 +266,13 @@ pub async fn run(args: Args) -> Result<u8> {
         Some(m) => ranks.iter().map(|spec| m.instance_of(&spec.host).map(Some)).collect::<Result<Vec<_>>>()?,
         None => vec![None; ranks.len()],
     };
-    let mut procs = Vec::with_capacity(ranks.len());
-    for (spec, instance) in ranks.into_iter().zip(instances) {
-        procs.push(spawner.spawn(spec, instance, procs.len())?);
-    }
+    let mut procs: Vec<RankProcess> =
+        ranks.into_iter().zip(instances).map(|(spec, instance)| RankProcess::waiting(spec, instance, &logs)).collect();
+    // Ranks start in order, at most --ssh-concurrency connecting at once.
+    let slots = args.ssh.ssh_concurrency as usize;
+    let started_at = Instant::now();
+    let mut next = 0;
+    let mut up = 0;
     let mut watch = tokio::time::interval(Duration::from_secs(1));
 
     let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal(), stdout_closed: false };
@@ -231,14 +288,46 @@ pub async fn run(args: Args) -> Result<u8> {
         for p in procs.iter_mut() {
             // Closing stdin is the supervisor's cue (an EOF down the ssh channel).
             p.stdin.take();
+            if p.state == State::Waiting {
+                p.state = State::Stopped;
+            }
         }
     };
-    while procs.iter().any(|p| p.state == State::Running) {
+    loop {
+        if kill_at.is_none() {
+            let connecting = procs.iter().filter(|p| p.state == State::Connecting).count();
+            let timeout = slot_timeout(&args.ssh);
+            let stuck = procs
+                .iter()
+                .filter(|p| p.state == State::Connecting && p.spawned.is_some_and(|t| t.elapsed() > timeout))
+                .count();
+            for _ in 0..slots.saturating_sub(connecting - stuck) {
+                if next >= procs.len() {
+                    break;
+                }
+                spawner.spawn(&mut procs[next], next)?;
+                next += 1;
+            }
+        }
+        if !procs.iter().any(|p| p.live() || p.state == State::Waiting) {
+            break;
+        }
         tokio::select! {
             event = rx.recv() => match event {
+                Some(Event::Up { rank }) => {
+                    let p = &mut procs[rank];
+                    if p.state == State::Connecting {
+                        p.state = State::Running;
+                    }
+                    up += 1;
+                    if up == procs.len() {
+                        out.note(&format!("all {} ranks up in {:.1} s", procs.len(), started_at.elapsed().as_secs_f64()));
+                    }
+                }
                 Some(Event::Line { rank, stderr, line }) => {
                     let p = &mut procs[rank];
-                    if let Err(e) = p.log.write_all(&line)
+                    if let Some(log) = p.log.as_mut()
+                        && let Err(e) = log.write_all(&line)
                         && !p.log_failed
                     {
                         // Said once per rank: the job goes on, its lines still reach the terminal.
@@ -306,7 +395,7 @@ pub async fn run(args: Args) -> Result<u8> {
                 stop(&mut procs, &mut kill_at);
             }
             _ = sleep_until(kill_at) => {
-                for p in procs.iter().filter(|p| p.state == State::Running) {
+                for p in procs.iter().filter(|p| p.live()) {
                     tracing::warn!("rank {} on {}: ssh still running {KILL_AFTER:?} after the stop; killing it", p.spec.rank, p.spec.host);
                     process::signal_process(p.pid, libc::SIGKILL);
                 }
@@ -325,15 +414,15 @@ pub async fn run(args: Args) -> Result<u8> {
                                 spec.rank += first_rank;
                                 spec.group_rank = group_rank;
                                 out.note(&format!("{} ({}) joined (generation {}): starting rank {}", host.alias, host.instance_id, known.generation, spec.rank));
-                                let index = procs.len();
-                                procs.push(spawner.spawn(spec, Some(host.instance_id.clone()), index)?);
+                                procs.push(RankProcess::waiting(spec, Some(host.instance_id.clone()), &logs));
                             }
                         }
                     }
                     Err(e) => tracing::warn!("elastic: cannot read the agent's membership: {e}"),
                 }
             }
-            _ = tick.tick(), if out.tty => out.status(&procs),
+            // Also wakes the loop to give a stuck connection's slot away.
+            _ = tick.tick() => if out.tty { out.status(&procs) },
         }
         if out.tty {
             out.status(&procs);
@@ -385,15 +474,17 @@ struct Spawner<'a> {
     /// What the ranks take from the launcher's environment, as torchrun's workers take it from torchrun's.
     inherited: torchrun::Inherited,
     args: &'a Args,
+    /// The job's log directory (the ranks' error files are there too).
     logs: PathBuf,
     tx: mpsc::UnboundedSender<Event>,
 }
 
 impl Spawner<'_> {
-    /// Starts `spec`'s rank; `index` is its place in the launcher's table.
-    fn spawn(&self, spec: Rank, instance: Option<String>, index: usize) -> Result<RankProcess> {
-        let log_path = self.logs.join(format!("rank-{}.log", spec.rank));
-        let log = std::fs::File::create(&log_path).map_err(|source| Error::Write { path: log_path.clone(), source })?;
+    /// Starts rank `p`; `index` is its place in the launcher's table.
+    fn spawn(&self, p: &mut RankProcess, index: usize) -> Result<()> {
+        let spec = &p.spec;
+        let log_path = &p.log_path;
+        let log = std::fs::File::create(log_path).map_err(|source| Error::Write { path: log_path.clone(), source })?;
         let mut remote: Vec<String> = vec![self.trainer.clone(), "supervise".into()];
         for (flag, value) in [
             ("--job", self.job.clone()),
@@ -437,6 +528,11 @@ impl Spawner<'_> {
         let stdin = child.stdin.take();
         let out = child.stdout.take().map(|s| tokio::spawn(forward(index, false, s, self.tx.clone())));
         let err = child.stderr.take().map(|s| tokio::spawn(forward(index, true, s, self.tx.clone())));
+        p.pid = pid;
+        p.stdin = stdin;
+        p.log = Some(log);
+        p.state = State::Connecting;
+        p.spawned = Some(Instant::now());
         let exit_tx = self.tx.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
@@ -446,17 +542,7 @@ impl Spawner<'_> {
             }
             let _ = exit_tx.send(Event::Exit { rank: index, status });
         });
-        Ok(RankProcess {
-            spec,
-            instance,
-            pid,
-            stdin,
-            state: State::Running,
-            stderr_tail: VecDeque::new(),
-            log,
-            log_path,
-            log_failed: false,
-        })
+        Ok(())
     }
 }
 
@@ -552,13 +638,25 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// Sends every line of `stream` (a final partial line gets its newline).
+/// The supervisor's [`STARTED_LINE`] on stderr is sent as [`Event::Up`]
+/// instead, once: not necessarily the first line, since the remote user's
+/// shell start-up files may print before the supervisor runs.
 async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: mpsc::UnboundedSender<Event>) {
     let mut reader = BufReader::new(stream);
+    // Until the supervisor's line came.
+    let mut first = stderr;
     loop {
         let mut line = Vec::new();
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
+                if first && line.strip_suffix(b"\n") == Some(STARTED_LINE.as_bytes()) {
+                    first = false;
+                    if tx.send(Event::Up { rank }).is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
                 }
@@ -615,7 +713,9 @@ impl Output {
     fn status(&mut self, procs: &[RankProcess]) {
         let count = |s: State| procs.iter().filter(|p| p.state == s).count();
         cli_output::eprint(&format!(
-            "\r\x1b[K[trainer] {} running, {} exited, {} failed, {} stopped, {} left",
+            "\r\x1b[K[trainer] {} waiting, {} connecting, {} running, {} exited, {} failed, {} stopped, {} left",
+            count(State::Waiting),
+            count(State::Connecting),
             count(State::Running),
             count(State::Exited),
             count(State::Failed),
@@ -660,6 +760,33 @@ mod tests {
         }
         let err = m.instance_of("10.0.1.8").unwrap_err().to_string();
         assert!(err.contains("\"10.0.1.8\" is not a node of the agent's manifest (generation 5)"), "{err}");
+    }
+
+    /// The supervisor's line is taken once, wherever it comes among the
+    /// stderr lines (a remote shell's start-up files may print first), and
+    /// never on stdout.
+    #[tokio::test]
+    async fn the_supervisors_up_line_is_taken_once_wherever_it_comes() {
+        let stderr = format!("pyenv: cannot rehash\n{STARTED_LINE}\n{STARTED_LINE}\nlast words");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        forward(3, true, stderr.as_bytes(), tx.clone()).await;
+        forward(4, false, format!("{STARTED_LINE}\n").as_bytes(), tx).await;
+        let mut seen = Vec::new();
+        while let Some(event) = rx.recv().await {
+            seen.push(match event {
+                Event::Up { rank } => format!("up {rank}"),
+                Event::Line { rank, stderr, line } => format!("{rank} {stderr} {}", String::from_utf8_lossy(&line)),
+                Event::Exit { .. } => "exit".into(),
+            });
+        }
+        let lines = [
+            "3 true pyenv: cannot rehash\n".to_owned(),
+            "up 3".to_owned(),
+            format!("3 true {STARTED_LINE}\n"),
+            "3 true last words\n".to_owned(),
+            format!("4 false {STARTED_LINE}\n"),
+        ];
+        assert_eq!(seen, lines);
     }
 
     #[test]

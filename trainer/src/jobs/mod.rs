@@ -16,8 +16,9 @@
 //! - [`hosts`] (the hosts file and ranks), [`ssh`] (the client's options),
 //!   [`process`] (process groups and signals), [`profile`] (the agent's
 //!   `/etc/profile.d/deeplearning.sh`), [`torchrun`] (the environment every
-//!   rank gets), [`error_file`] (a failed rank's `@record` error file):
-//!   what the commands above share.
+//!   rank gets), [`error_file`] (a failed rank's `@record` error file),
+//!   [`open_files`] (the descriptor limit checked before reaching hundreds of
+//!   hosts): what the commands above share.
 //!
 //! Nothing here is used by [`crate::train`].
 
@@ -27,6 +28,7 @@ pub mod hosts;
 pub mod install_check;
 pub mod kill;
 pub mod launch;
+pub mod open_files;
 pub mod process;
 pub mod profile;
 pub mod ssh;

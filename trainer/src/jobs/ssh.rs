@@ -31,6 +31,12 @@ pub struct SshArgs {
     /// Seconds to wait for a host's sshd to answer (`ConnectTimeout`).
     #[arg(long, env = "TRAINER_SSH_CONNECT_TIMEOUT", default_value_t = 10, help_heading = "SSH")]
     pub connect_timeout: u32,
+    /// At most this many ssh connections are being set up at once. Each
+    /// handshake costs the master CPU, and an sshd drops unauthenticated
+    /// connections beyond its MaxStartups (10 by default): hundreds at once
+    /// fail at random. A rank's connection counts until its supervisor is up.
+    #[arg(long, env = "TRAINER_SSH_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "SSH")]
+    pub ssh_concurrency: u32,
     /// The trainer executable on the other hosts; default: this executable's
     /// path (every node runs the same image).
     #[arg(long, env = "TRAINER_REMOTE_TRAINER", value_name = "PATH", help_heading = "SSH")]
@@ -46,6 +52,15 @@ impl SshArgs {
                 .map(|p| p.to_string_lossy().into_owned())
                 .map_err(crate::error::Error::CurrentExe),
         }
+    }
+
+    /// The permits that bound the ssh clients `kill` and `doctor` run at
+    /// once (`--ssh-concurrency`), after making sure the open-file limit
+    /// allows that many (`what` names the command in the error).
+    pub fn permits(&self, what: &str) -> crate::error::Result<std::sync::Arc<tokio::sync::Semaphore>> {
+        use crate::jobs::open_files::{BASE, PER_PROBE, ensure};
+        ensure(BASE + PER_PROBE * u64::from(self.ssh_concurrency), what)?;
+        Ok(std::sync::Arc::new(tokio::sync::Semaphore::new(self.ssh_concurrency as usize)))
     }
 
     /// The arguments of `ssh` that run `remote` (already one shell command
@@ -144,6 +159,7 @@ mod tests {
             ssh_port: Some(2222),
             ssh_user: None,
             connect_timeout: 3,
+            ssh_concurrency: 32,
             remote_trainer: None,
         };
         let line = args.args("h1", "true").join(" ");

@@ -26,6 +26,13 @@ use crate::jobs::torchrun::{self, Place};
 /// Where supervisors keep their pid files, as on a node: `<dir>/<job>/<rank>.pid`.
 pub const RUN_DIR: &str = "/run/deeplearning-trainer";
 
+/// The line a supervisor writes to its stderr before CMD starts (after
+/// whatever the remote shell's start-up files print):
+/// the launcher takes it (it is not printed or logged) as "the connection is
+/// made and this rank's supervisor is up", which frees its slot among the
+/// ssh connections being set up (`--ssh-concurrency`).
+pub const STARTED_LINE: &str = "trainer supervise: up";
+
 /// How long CMD's group gets between SIGTERM and SIGKILL when it is stopped.
 const GRACE: Duration = Duration::from_millis(1500);
 
@@ -149,6 +156,7 @@ pub async fn run(args: Args) -> Result<u8> {
         let _ = eof_tx.send(());
     });
 
+    eprintln!("{STARTED_LINE}");
     let mut command = tokio::process::Command::new(&args.command[0]);
     command.args(&args.command[1..]).envs(env).stdin(std::process::Stdio::null());
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.

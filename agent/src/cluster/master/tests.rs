@@ -549,7 +549,7 @@ fn a_rebooted_member_keeps_its_index_and_updates_its_entry() {
     let m = published(&fx);
     assert_eq!(m.len(), 1);
     assert_eq!(m[0].generation, 2);
-    assert!(s.on_tick(t + 60_000 + BATCH_WINDOW_MS).iter().all(|e| !matches!(e, Effect::PublishManifest(_))));
+    assert!(s.on_tick(t + 60_000 + BATCH_WINDOW_MS).iter().all(|e| !matches!(e, Effect::PublishManifest { .. })));
     // It has to acknowledge again before the manifest is retired.
     assert_eq!(s.next_deadline(), Some(t + 60_000 + ACK_TIMEOUT_MS));
     assert_eq!(retirements(&send(&mut s, applied("i-w1", 2), t + 61_000)), vec![2]);
@@ -628,7 +628,8 @@ fn a_restart_after_formation_publishes_an_unacknowledged_manifest_again() {
     send(&mut s, register(1), T0 + 1);
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
     let fx = s.start(T0 + MINUTE / 2);
-    assert_eq!(actions(&fx), vec![&Effect::PublishManifest(s.manifest().unwrap().clone())]);
+    assert_eq!(published(&fx), vec![s.manifest().unwrap()]);
+    assert_eq!(actions(&fx).len(), 1);
     ack_all(&mut s, T0 + MINUTE);
     // Everything acknowledged: a restart does nothing.
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
@@ -758,4 +759,105 @@ fn elastic_changes_converge_whatever_the_order() {
         assert_eq!(all.iter().filter(|e| **e == completion("i-gone")).count(), 1, "seed {seed}");
         assert_eq!(s.next_deadline(), None, "seed {seed}");
     }
+}
+
+/// The publication ids of the manifests published among `fx`.
+fn publications(fx: &[Effect]) -> Vec<(u64, u64)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::PublishManifest { manifest, publication } => Some((manifest.generation, *publication)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every generation gets a publication id of its own; a re-send, also after
+/// a restart, keeps it, so its parts combine with the first sending's.
+#[test]
+fn a_generation_keeps_its_publication_id_and_the_next_gets_a_new_one() {
+    let (mut s, _) = master(1, 0, false);
+    let first = publications(&send(&mut s, register(1), T0 + 5));
+    assert_eq!(first, vec![(1, T0 + 5)]);
+    let again = publications(&send(&mut s, register(1), T0 + 20_000));
+    assert_eq!(again, first);
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(publications(&s.start(T0 + 30_000)), first);
+    ack_all(&mut s, T0 + 31_000);
+    // A clock that went back still gives the next generation a new id.
+    send(&mut s, register(2), T0 + 40_000);
+    let next = publications(&s.on_tick(T0 + 40_000 + BATCH_WINDOW_MS));
+    assert_eq!(next, vec![(2, T0 + 40_000 + BATCH_WINDOW_MS)]);
+    send(&mut s, register(3), T0 + 50_000);
+    let fx = s.on_tick(T0 + 50_000 + BATCH_WINDOW_MS);
+    assert_eq!(publications(&fx)[0].0, 3);
+    let mut back = s.clone();
+    back.on_inbound(register(4), T0, &|_| true);
+    let fx = back.on_tick(T0 + BATCH_WINDOW_MS);
+    assert_eq!(publications(&fx), vec![(4, T0 + 50_000 + BATCH_WINDOW_MS + 1)]);
+}
+
+/// "retire" and "publish" in the order they appear among `fx`.
+fn retire_publish_order(fx: &[Effect]) -> Vec<&'static str> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::RetireManifests { .. } => Some("retire"),
+            Effect::PublishManifest { .. } => Some("publish"),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The older generation is retired before the new one goes out, so the
+/// worker queue never holds two generations' parts for long.
+#[test]
+fn older_generations_are_retired_before_the_new_one_is_published() {
+    let mut s = formed(1, false);
+    send(&mut s, register(2), T0 + MINUTE);
+    // Generation 1 was retired when every node acknowledged it.
+    assert_eq!(retire_publish_order(&s.on_tick(T0 + MINUTE + BATCH_WINDOW_MS)), ["publish"]);
+    // Generation 2 is not acknowledged by all when generation 3 comes.
+    send(&mut s, register(3), T0 + 2 * MINUTE);
+    let fx = s.on_tick(T0 + 2 * MINUTE + BATCH_WINDOW_MS);
+    assert_eq!(retire_publish_order(&fx), ["retire", "publish"]);
+    assert_eq!(retirements(&fx), vec![2]);
+}
+
+/// A generation whose parts could not all be sent goes out again after
+/// [`REPUBLISH_INTERVAL_MS`], until it is sent or superseded.
+#[test]
+fn a_generation_that_could_not_be_sent_is_sent_again() {
+    let (mut s, _) = master(1, 0, false);
+    send(&mut s, register(1), T0 + 5);
+    let t = T0 + 1_000;
+    let fx = s.on_publish_failed(1, t);
+    assert!(actions(&fx).is_empty());
+    assert!(logs(&fx).contains("sending it again in 10 s"), "{}", logs(&fx));
+    assert_eq!(s.next_deadline(), Some(t + REPUBLISH_INTERVAL_MS));
+    assert!(published(&s.on_tick(t + REPUBLISH_INTERVAL_MS - 1)).is_empty());
+    let fx = s.on_tick(t + REPUBLISH_INTERVAL_MS);
+    assert_eq!(publications(&fx), vec![(1, T0 + 5)]);
+    // Sent this time: nothing more.
+    assert!(published(&s.on_tick(t + 3 * REPUBLISH_INTERVAL_MS)).is_empty());
+    // A failure of a superseded generation is not sent again.
+    ack_all(&mut s, t + 40_000);
+    send(&mut s, register(2), t + 50_000);
+    s.on_tick(t + 50_000 + BATCH_WINDOW_MS);
+    let fx = s.on_publish_failed(1, t + 60_000);
+    assert!(logs(&fx).contains("superseded"), "{}", logs(&fx));
+    assert_eq!(s.next_deadline(), Some(t + 50_000 + BATCH_WINDOW_MS + ACK_TIMEOUT_MS));
+}
+
+/// A registration whose entry could not fit in a manifest part (a host key
+/// of 300 KB) is not admitted: the manifest stays sendable.
+#[test]
+fn a_registration_too_large_for_a_manifest_part_is_ignored() {
+    let (mut s, _) = master(2, 0, false);
+    let mut big = worker_reg(1);
+    big.ssh_host_key = format!("ssh-ed25519 {}", "A".repeat(300 * 1024));
+    let fx = send(&mut s, MasterInbound::Register(big), T0 + 5);
+    assert!(actions(&fx).is_empty());
+    assert!(logs(&fx).contains("ignored a registration from i-w1: its SSH host key is"), "{}", logs(&fx));
+    send(&mut s, register(1), T0 + 6);
+    send(&mut s, register(2), T0 + 7);
+    assert!(s.formed());
 }
