@@ -19,8 +19,22 @@ pub mod state;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// The node config version this crate writes and reads.
-pub const NODE_CONFIG_VERSION: u32 = 1;
+/// The node config version this crate writes and reads. Version 2 dropped
+/// `requested_workers` and `min_workers`: the master reads them from its
+/// worker group at boot ([`MIN_WORKERS_TAG`]), so a stack update that changes
+/// them does not change the master's user data (and does not replace it).
+pub const NODE_CONFIG_VERSION: u32 = 2;
+
+/// The tag on the worker Auto Scaling group that holds the fewest workers
+/// the cluster forms with (a decimal number, not propagated to instances).
+///
+/// The master learns the cluster's size from its worker group, not from its
+/// user data: the workers requested are the group's desired capacity, the
+/// minimum is this tag. Both change with a stack update in place, while the
+/// master's launch template, and so the master instance, stays as it is
+/// (an `AWS::EC2::Instance` whose launch template version changes is
+/// replaced: `LaunchTemplate` is one of its create-only properties).
+pub const MIN_WORKERS_TAG: &str = "deeplearning:min-workers";
 
 /// Where the user data stores the node config on each instance.
 pub const NODE_CONFIG_PATH: &str = "/etc/deeplearning/node.json";
@@ -101,15 +115,11 @@ pub struct NodeConfig {
     /// Queue URLs.
     pub queues: Queues,
     /// Name of the workers' Auto Scaling group; on the master only (it is
-    /// the one that sets the group's capacity and completes lifecycle actions).
+    /// the one that sets the group's capacity and completes lifecycle
+    /// actions, and it reads the workers requested and the minimum from the
+    /// group: see [`MIN_WORKERS_TAG`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_group: Option<String>,
-    /// Workers asked for (the master excluded).
-    #[serde(deserialize_with = "number_or_decimal_string")]
-    pub requested_workers: u32,
-    /// Form the cluster with at least this many workers.
-    #[serde(deserialize_with = "number_or_decimal_string")]
-    pub min_workers: u32,
     /// The shared file system.
     pub efs: Efs,
     /// The login user that gets the cluster SSH key.
@@ -126,7 +136,7 @@ pub struct NodeConfig {
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
-/// `Number` parameter into the user data as text (`"${WorkerCount}"`).
+/// `Number` parameter into the user data as text (`"${Param}"`).
 fn number_or_decimal_string<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -306,8 +316,6 @@ mod tests {
             role: Role::Master,
             queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
             worker_group: Some("demo-workers".into()),
-            requested_workers: 4,
-            min_workers: 1,
             efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
             default_user: "ubuntu".into(),
             formation_timeout_seconds: 1800,
@@ -330,10 +338,10 @@ mod tests {
     #[test]
     fn numbers_may_be_decimal_strings() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["requested_workers"] = "8".into();
+        v["formation_timeout_seconds"] = "600".into();
         let c = NodeConfig::from_json(&v.to_string()).unwrap();
-        assert_eq!(c.requested_workers, 8);
-        v["requested_workers"] = "eight".into();
+        assert_eq!(c.formation_timeout_seconds, 600);
+        v["formation_timeout_seconds"] = "ten minutes".into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(e.to_string().contains("expected a whole number"), "{e}");
     }
@@ -341,11 +349,11 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 2.into();
+        v["version"] = 3.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 2, supported: 1 }), "{e}");
-        assert!(e.to_string().contains("version 2"));
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 3, supported: 2 }), "{e}");
+        assert!(e.to_string().contains("version 3"));
     }
 
     #[test]

@@ -87,11 +87,14 @@ async fn a_synth_template_creates_in_moto_and_signals_are_recorded() -> TestResu
         assert_eq!(config.stack_name, "selftest");
         assert_eq!(config.stack_id, stack.id);
         assert_eq!(config.region, REGION);
-        assert_eq!(config.requested_workers, 2);
     }
     assert_eq!(master.worker_group.as_deref(), Some(stack.worker_group()?));
     assert_eq!(stack.outputs.get("WorkerGroupName").map(String::as_str), Some(stack.worker_group()?));
     assert_eq!(stack.worker_instance_ids(&aws).await?.len(), 2);
+    // The master reads the cluster's size from its worker group, not from its user data.
+    let group = aws.auto_scaling_group(stack.worker_group()?).await?;
+    let size = agent::aws::autoscaling::group_size(&group).map_err(|e| unexpected("the worker group's size", e))?;
+    assert_eq!(size, agent::ports::GroupSize { requested: 2, min: 0 });
     let signals = master.signals.as_ref().ok_or_else(|| unexpected("master node config", "no signals"))?;
     assert_eq!(signals.master_resource, "MasterInstance");
     let handle = &signals.formation_handle_url;

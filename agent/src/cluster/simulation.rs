@@ -30,7 +30,8 @@ struct World {
 impl World {
     fn new(seed: u64, workers: u32, prepare_data: bool) -> World {
         let mut rng = SplitMix64(seed);
-        let mut master = MasterState::new(&config(workers, 1, 30, prepare_data), master_reg(), "key".into(), T0);
+        let size = crate::ports::GroupSize { requested: workers, min: 1 };
+        let mut master = MasterState::new(&config(30, prepare_data), size, master_reg(), "key".into(), T0);
         let mut nodes = vec![Node {
             registration: master_reg(),
             state: NodeState::new("i-master".into(), None),

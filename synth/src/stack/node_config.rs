@@ -3,11 +3,15 @@
 //!
 //! The config is built as the contract's own type, with `${...}`
 //! placeholders where CloudFormation fills values in at deploy time (queue
-//! URLs, the stack id, the parameters), serialized, and wrapped in the
-//! contract's user data script. Numbers that come from parameters are
-//! written as placeholders inside strings (`"${WorkerCount}"`); the contract
-//! reads decimal strings as numbers for exactly this reason. With
-//! `image.agent_package_url`, the script installs the package first.
+//! URLs, the stack id, the group name), serialized, and wrapped in the
+//! contract's user data script. With `image.agent_package_url`, the script
+//! installs the package first.
+//!
+//! No parameter a user changes to resize the cluster (worker count, type,
+//! minimum, maximum) is in any config: a changed user data is a new launch
+//! template version, and a new version of the master's replaces the master
+//! instance. The master reads the sizes from its worker group instead
+//! (`node_contract::MIN_WORKERS_TAG`).
 
 use std::collections::BTreeMap;
 
@@ -21,15 +25,10 @@ pub(super) struct Refs {
     pub master_queue: Expr,
     pub worker_queue: Expr,
     pub worker_group: Option<Expr>,
-    pub worker_count: Expr,
-    pub min_workers: Expr,
     pub efs_id: Expr,
     /// (master instance logical id, formation handle) on the master.
     pub signals: Option<(String, Expr)>,
 }
-
-/// A placeholder that the number-or-string fields accept once substituted.
-const NUMBER: u32 = u32::MAX;
 
 /// The user data: `Fn::Base64` of `Fn::Sub` of the contract's script.
 pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
@@ -51,8 +50,6 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             workers: var("WorkerQueueUrl", refs.worker_queue),
         },
         worker_group: refs.worker_group.map(|g| var("WorkerGroupName", g)),
-        requested_workers: NUMBER,
-        min_workers: NUMBER,
         efs: Efs { file_system_id: var("FileSystemId", refs.efs_id), mount: sub_literal(&spec.efs.mount) },
         default_user: sub_literal(&spec.image.user),
         formation_timeout_seconds: spec.formation_minutes * 60,
@@ -62,13 +59,8 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             formation_handle_url: var("FormationHandleUrl", handle),
         }),
     };
-    let count = var("RequestedWorkers", refs.worker_count);
-    let min = var("MinimumWorkers", refs.min_workers);
     // Serializing a struct of strings and numbers to JSON cannot fail.
     let json = serde_json::to_string(&config).unwrap_or_default();
-    let json = json
-        .replace(&format!("\"requested_workers\":{NUMBER}"), &format!("\"requested_workers\":\"{count}\""))
-        .replace(&format!("\"min_workers\":{NUMBER}"), &format!("\"min_workers\":\"{min}\""));
     let package = spec.image.agent_package.as_ref().map(|p| PackageSource {
         url: &p.url,
         sha256: &p.sha256,
@@ -95,8 +87,6 @@ mod tests {
             let end = rest[start..].find('}').expect("closed") + start;
             let name = &rest[start + 2..end];
             out.push_str(match name {
-                "RequestedWorkers" => "7",
-                "MinimumWorkers" => "2",
                 "AWS::Region" => "us-east-1",
                 _ => "https://example.invalid/x",
             });
@@ -117,7 +107,6 @@ mod tests {
                 let config = NodeConfig::from_json(config_from_user_data(&script).unwrap())
                     .unwrap_or_else(|e| panic!("{name} {lt}: {e}"));
                 assert_eq!(config.role, role);
-                assert_eq!((config.requested_workers, config.min_workers), (7, 2));
                 assert_eq!(config.efs.mount, spec.efs.mount);
                 assert_eq!(config.signals.is_some(), role == Role::Master, "{name} {lt}");
                 assert_eq!(config.worker_group.is_some(), role == Role::Master, "{name} {lt}");
