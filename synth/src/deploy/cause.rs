@@ -166,7 +166,7 @@ impl Diagnosis {
             ));
         } else if !self.created.is_empty() {
             let verb = if settled.ends_with("_IN_PROGRESS") { "is deleting" } else { "deleted" };
-            out.push_str(&format!("Rollback {verb} what this create made: {}.\n", by_phase(&self.created)));
+            out.push_str(&format!("Rollback {verb} what this operation created: {}.\n", by_phase(&self.created)));
         }
         out
     }
@@ -316,7 +316,7 @@ mod tests {
         let text = diagnose(&events).render("ROLLBACK_COMPLETE", false, "synth delete demo");
         let first = text.lines().next().unwrap();
         assert_eq!(first, format!("error: the cluster did not form: {reason}"));
-        assert!(text.contains("Rollback deleted what this create made: network (1)."), "{text}");
+        assert!(text.contains("Rollback deleted what this operation created: network (1)."), "{text}");
     }
 
     #[test]
@@ -325,7 +325,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("error: FileSystem (AWS::EFS::FileSystem) create failed: Resource handler returned message: \"You have reached"), "{text}");
         assert_eq!(lines[1], "  then: 2 resources were cancelled as a consequence: MasterInstance, MountTarget1");
-        assert_eq!(lines[2], "Rollback deleted what this create made: network (1), identity and queues (1).");
+        assert_eq!(lines[2], "Rollback deleted what this operation created: network (1), identity and queues (1).");
         let kept = diagnose(&cascade()).render("CREATE_FAILED", true, "synth delete demo --region us-east-1");
         assert!(kept.contains("nothing was rolled back"), "{kept}");
         assert!(kept.contains("synth delete demo --region us-east-1"), "{kept}");
