@@ -157,7 +157,8 @@ pub fn build_template(blueprint: &str) -> Result<String> {
 }
 
 /// Creates [`IMAGE_PARAMETER`] with an AMI id moto knows, once per moto.
-fn ensure_image_parameter(aws: &LocalAws) -> Result<()> {
+/// Puts the SSM parameter `IMAGE_PARAMETER` (an AMI moto knows) that stacks pass as `ImageId`.
+pub fn ensure_image_parameter(aws: &LocalAws) -> Result<()> {
     let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
     let image = xml_text(&images, "imageId")
         .ok_or_else(|| Error::Unexpected { what: "DescribeImages".into(), detail: "moto lists no image".into() })?;

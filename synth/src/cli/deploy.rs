@@ -285,8 +285,21 @@ pub(super) async fn preview_update<C: Cloud>(
 ) -> Result<Preview, ExitCode> {
     let old_text = cloud.template(&existing.name).await.map_err(cloud::cloud_error)?;
     let old: Json = serde_json::from_str(&old_text).unwrap_or(Json::Null);
-    let old_params = parameter_values(&old, &existing.parameters);
+    let mut old_params = parameter_values(&old, &existing.parameters);
     let new_params = parameter_values(&p.template, &p.parameters);
+    // An SSM parameter's value may come back resolved (an AMI id) rather than
+    // as the parameter's name (the local AWS does this): compare names only.
+    if let Some(params) = p.template.get("Parameters").and_then(Json::as_object) {
+        for (name, def) in params {
+            let ssm =
+                def.get("Type").and_then(Json::as_str).is_some_and(|t| t.starts_with("AWS::SSM::Parameter::Value"));
+            if ssm && old_params.get(name).is_some_and(|v| !v.starts_with('/')) {
+                if let Some(v) = new_params.get(name) {
+                    old_params.insert(name.clone(), v.clone());
+                }
+            }
+        }
+    }
     let pseudo = Pseudo { region: cloud.region().to_owned(), stack_name: existing.name.clone(), account_id: None };
     Ok(preview((&old, &old_params), (&p.template, &new_params), &pseudo, &set.changes))
 }

@@ -236,7 +236,7 @@ pub trait Cloud: Send + Sync {
     /// Whether the bucket exists (and is ours to use).
     fn bucket_exists(&self, bucket: &str) -> impl Future<Output = CloudResult<bool>> + Send;
     /// Creates the staging bucket: private, encrypted, public access blocked,
-    /// bucket-owner enforced, versioned, TLS only.
+    /// bucket-owner enforced, versioned.
     fn create_staging_bucket(&self, bucket: &str) -> impl Future<Output = CloudResult<()>> + Send;
     /// Whether the object exists.
     fn object_exists(&self, bucket: &str, key: &str) -> impl Future<Output = CloudResult<bool>> + Send;

@@ -501,24 +501,6 @@ impl Cloud for SdkCloud {
             .send()
             .await
             .map_err(|e| from_sdk(&what("PutBucketVersioning"), e))?;
-        let policy = serde_json::json!({
-            "Version": "2012-10-17",
-            "Statement": [{
-                "Sid": "TlsOnly",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:*",
-                "Resource": [format!("arn:aws:s3:::{bucket}"), format!("arn:aws:s3:::{bucket}/*")],
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}}
-            }]
-        });
-        self.s3
-            .put_bucket_policy()
-            .bucket(bucket)
-            .policy(policy.to_string())
-            .send()
-            .await
-            .map_err(|e| from_sdk(&what("PutBucketPolicy"), e))?;
         Ok(())
     }
 
@@ -526,7 +508,9 @@ impl Cloud for SdkCloud {
     async fn object_exists(&self, bucket: &str, key: &str) -> CloudResult<bool> {
         match self.s3.head_object().bucket(bucket).key(key).send().await {
             Ok(_) => Ok(true),
-            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(false),
+            // S3 answers 403 rather than 404 to a caller without s3:ListBucket;
+            // the upload that follows then says whether writing is allowed.
+            Err(e) if e.raw_response().is_some_and(|r| matches!(r.status().as_u16(), 403 | 404)) => Ok(false),
             Err(e) => Err(from_sdk(&format!("S3 HeadObject on s3://{bucket}/{key}"), e)),
         }
     }

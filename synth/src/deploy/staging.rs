@@ -4,7 +4,7 @@
 //!
 //! One bucket per account and region, made on first use the way
 //! `cdk bootstrap` makes its own: private, encrypted, public access
-//! blocked, bucket-owner enforced, versioned, TLS only. Objects are keyed by
+//! blocked, bucket-owner enforced, versioned. Objects are keyed by
 //! their SHA-256, so the same package is uploaded once, whatever the number
 //! of stacks and deploys.
 
