@@ -287,13 +287,14 @@ pub(super) async fn preview_update<C: Cloud>(
     let old: Json = serde_json::from_str(&old_text).unwrap_or(Json::Null);
     let mut old_params = parameter_values(&old, &existing.parameters);
     let new_params = parameter_values(&p.template, &p.parameters);
-    // An SSM parameter's value may come back resolved (an AMI id) rather than
-    // as the parameter's name (the local AWS does this): compare names only.
+    // An SSM parameter's value may come back resolved (an AMI id), or not at
+    // all, rather than as the parameter's name (the local AWS does both):
+    // compare only names the stack reports.
     if let Some(params) = p.template.get("Parameters").and_then(Json::as_object) {
         for (name, def) in params {
             let ssm =
                 def.get("Type").and_then(Json::as_str).is_some_and(|t| t.starts_with("AWS::SSM::Parameter::Value"));
-            if ssm && old_params.get(name).is_some_and(|v| !v.starts_with('/')) {
+            if ssm && !existing.parameters.get(name).is_some_and(|v| v.starts_with('/')) {
                 if let Some(v) = new_params.get(name) {
                     old_params.insert(name.clone(), v.clone());
                 }
