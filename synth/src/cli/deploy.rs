@@ -294,10 +294,11 @@ pub(super) async fn preview_update<C: Cloud>(
         for (name, def) in params {
             let ssm =
                 def.get("Type").and_then(Json::as_str).is_some_and(|t| t.starts_with("AWS::SSM::Parameter::Value"));
-            if ssm && !existing.parameters.get(name).is_some_and(|v| v.starts_with('/')) {
-                if let Some(v) = new_params.get(name) {
-                    old_params.insert(name.clone(), v.clone());
-                }
+            if ssm
+                && !existing.parameters.get(name).is_some_and(|v| v.starts_with('/'))
+                && let Some(v) = new_params.get(name)
+            {
+                old_params.insert(name.clone(), v.clone());
             }
         }
     }

@@ -76,10 +76,10 @@ pub fn diagnose(events: &[Event]) -> Diagnosis {
     let mut d = Diagnosis::default();
     for e in events {
         if e.is_stack() {
-            if e.status.ends_with("FAILED") || e.status.contains("ROLLBACK") {
-                if let Some(r) = &e.reason {
-                    d.stack_reason.get_or_insert_with(|| r.clone());
-                }
+            if (e.status.ends_with("FAILED") || e.status.contains("ROLLBACK"))
+                && let Some(r) = &e.reason
+            {
+                d.stack_reason.get_or_insert_with(|| r.clone());
             }
             continue;
         }
@@ -275,7 +275,8 @@ mod tests {
             vec![ev(1, 1, "Vpc", "AWS::EC2::VPC", "CREATE_FAILED", Some("Resource creation cancelled"))];
         let stack_only = vec![ev(1, 1, "demo", STACK, "UPDATE_ROLLBACK_COMPLETE", Some("Parameter validation failed"))];
         // (events, root logical id, root reason contains, from the agent, cancelled)
-        let cases: Vec<(Vec<Event>, Option<&str>, &str, bool, Vec<&str>)> = vec![
+        type Case<'a> = (Vec<Event>, Option<&'a str>, &'a str, bool, Vec<&'a str>);
+        let cases: Vec<Case> = vec![
             (
                 cascade(),
                 Some("FileSystem"),

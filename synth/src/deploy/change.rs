@@ -544,7 +544,8 @@ mod tests {
         let base = sample();
         let old = template(&base);
         type Edit = fn(&mut crate::spec::ClusterSpec);
-        let cases: Vec<(&str, Edit, Vec<(&str, Action, Replacement)>)> = vec![
+        type Case = (&'static str, Edit, Vec<(&'static str, Action, Replacement)>);
+        let cases: Vec<Case> = vec![
             (
                 "master type",
                 |s| s.master.instance_type = "p3.8xlarge".into(),
