@@ -1,32 +1,42 @@
 #!/usr/bin/env bash
-# Checks the GPU path of `trainer train` against the CPU path, on a machine
-# with NVIDIA GPUs (this project's CI has none; run it by hand on a GPU
-# instance, e.g. a g5.xlarge, or p3.8xlarge for the multi-GPU part).
+# Checks the GPU path of `trainer train` against the CPU path on a machine
+# with an NVIDIA GPU (this project's CI has none: scripts/gpu-toolchain is
+# what CI proves without one). Made for one GPU machine (an H100 or H200,
+# 16 cores) with no internet; run it on a GPU instance by hand.
 #
-# Prerequisites: the NVIDIA driver (libcuda.so.1, nvidia-smi), the CUDA 12.x
-# libraries cuBLAS, NVRTC and NCCL (e.g. `apt-get install cuda-libraries-12-8
-# libnccl2`), a Rust toolchain, python3; for the multi-GPU part, a node of a
-# formed cluster (ranks started by `trainer launch` read the agent's node
-# config and state) with `ssh localhost` working in BatchMode, as on the
-# cluster's master.
+# Prerequisites on the GPU machine: the NVIDIA driver (libcuda.so.1,
+# nvidia-smi) and cuBLAS, NVRTC and NCCL for CUDA 12 or later where cudarc
+# finds them (LD_LIBRARY_PATH, or --lib-dir: NCCL as libnccl.so; a directory
+# with only libnccl.so.2, as NVIDIA's wheel has, gets the link made here).
+# Either a Rust toolchain with the crates in ~/.cargo (it builds), or
+# binaries built elsewhere: on any x86-64 Linux machine with Rust and the
+# internet, `scripts/gpu-check.sh --build-only DIR` puts the release
+# `trainer`, the `gpu_kernels` checks and the MNIST fixture into DIR; copy
+# DIR over and pass `--bin-dir DIR`.
 #
-# What it does, for the MLP and LeNet on the MNIST fixture (scripts/mnist-fixture,
-# or --data DIR with the four idx files):
-#   1. trains with --device cpu and --device cuda, same seed, epochs and batch;
-#   2. compares the last epoch's loss (within LOSS_TOL, relative) and test
-#      accuracy (within ACC_TOL points), and the final weights from the two
-#      runs' last checkpoints (relative L2 distance within WEIGHT_TOL): float
-#      sums on a GPU run in another order, so the runs drift apart slowly but
-#      must not diverge;
-#   3. with more than one GPU, trains through `trainer launch` on one GPU
-#      (--nproc-per-node 1) and on all of them (--nproc-per-node auto, one
-#      rank per GPU, NCCL all-reduce) with the same global batch, and compares
-#      the two the same way (both launched: the agent's generation seeds the
-#      shuffle, so a run outside `trainer launch` sees another sample order).
+# What it checks, one PASS or FAIL line each:
+#   1. the kernel checks (trainer/examples/gpu_kernels.rs): every kernel of
+#      trainer/src/train/cuda/kernels.cu alone against the CPU model's
+#      arithmetic (bias, ReLU, max-pool, im2col/col2im, softmax
+#      cross-entropy, SGD), so a failure names the kernel; then one training
+#      step of each model, layer by layer (the cuBLAS GEMMs);
+#   2. for the MLP and LeNet on the MNIST fixture: trains with --device cpu
+#      and --device cuda (same seed, epochs and batch) and compares the last
+#      epoch's loss (within LOSS_TOL, relative), test accuracy (ACC_TOL
+#      points) and final weights from the last checkpoints (relative L2 within
+#      WEIGHT_TOL): float sums on a GPU run in another order, so the runs drift
+#      apart slowly but must not diverge; and prints both runs' images/s;
+#   3. with more than one GPU (a node of a formed cluster: ranks started by
+#      `trainer launch` read the agent's node config and state, and `ssh
+#      localhost` must work in BatchMode), trains through `trainer launch` on
+#      one GPU and on all of them (NCCL all-reduce) with the same global batch
+#      and compares the two the same way. With one GPU it says SKIP: the
+#      multi-GPU part needs a node with several GPUs.
 #
-# Usage: scripts/gpu-check.sh [--data DIR] [--epochs N]
-# Exit codes: 0 every comparison within tolerance, 1 some comparison failed,
-# 2 no GPU here, or a usage or setup error.
+# Usage: scripts/gpu-check.sh [--data DIR] [--epochs N] [--bin-dir DIR] [--lib-dir DIR]...
+#        scripts/gpu-check.sh --build-only DIR
+# Exit codes: 0 every check passed, 1 some check failed, 2 no GPU here, or a
+# usage or setup error.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -39,51 +49,129 @@ LOSS_TOL=0.02   # relative difference of the last epoch's mean training loss
 ACC_TOL=1.0     # test accuracy, percentage points
 WEIGHT_TOL=0.02 # |w_gpu - w_cpu| / |w_cpu|, L2 over the flat parameter vector
 
-data=
+usage="usage: scripts/gpu-check.sh [--data DIR] [--epochs N] [--bin-dir DIR] [--lib-dir DIR]... | --build-only DIR"
+data= bin_dir= build_only= lib_dirs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?--data needs a directory}; shift 2 ;;
     --epochs) EPOCHS=${2:?--epochs needs a number}; shift 2 ;;
-    *) echo "gpu-check: unknown argument $1 (usage: scripts/gpu-check.sh [--data DIR] [--epochs N])" >&2; exit 2 ;;
+    --bin-dir) bin_dir=${2:?--bin-dir needs a directory}; shift 2 ;;
+    --lib-dir) lib_dirs+=("${2:?--lib-dir needs a directory}"); shift 2 ;;
+    --build-only) build_only=${2:?--build-only needs a directory}; shift 2 ;;
+    *) echo "gpu-check: unknown argument $1 ($usage)" >&2; exit 2 ;;
   esac
 done
 
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${HOME:?}/.cache/deeplearning-cluster/target}
+build() {
+  command -v cargo >/dev/null || {
+    echo "gpu-check: no cargo here: build on another x86-64 Linux machine with \`scripts/gpu-check.sh --build-only DIR\`, copy DIR here and pass --bin-dir DIR" >&2
+    exit 2
+  }
+  cargo build --quiet --release --locked -p trainer --bin trainer --example gpu_kernels
+}
+
+if [ -n "$build_only" ]; then
+  build
+  mkdir -p "$build_only/mnist"
+  cp "$CARGO_TARGET_DIR/release/trainer" "$CARGO_TARGET_DIR/release/examples/gpu_kernels" "$build_only/"
+  cp "$(scripts/mnist-fixture)"/*-ubyte "$build_only/mnist/"
+  echo "gpu-check: built into $build_only; on the GPU machine: scripts/gpu-check.sh --bin-dir $build_only --data $build_only/mnist"
+  exit 0
+fi
+
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' || [ "${gpus:-0}" -eq 0 ]; then
-  echo "gpu-check: no GPU on this host (no libcuda.so.1 or nvidia-smi lists no GPU): run it on a GPU instance with the NVIDIA driver and CUDA 12 libraries" >&2
+if [ "${gpus:-0}" -eq 0 ]; then
+  echo "gpu-check: no GPU on this host (nvidia-smi lists none): run it on a GPU instance with the NVIDIA driver and CUDA 12 or later libraries" >&2
   exit 2
 fi
-echo "gpu-check: $gpus GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+echo "gpu-check: $gpus GPU(s): $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | head -1)"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# cudarc 0.19 loads NCCL as libnccl.so, the link a development package adds:
+# a library directory with only libnccl.so.2 (NVIDIA's wheel, a runtime-only
+# package) gets the link here.
+mkdir "$work/lib"
+for dir in "${lib_dirs[@]}"; do
+  if [ -e "$dir/libnccl.so.2" ] && [ ! -e "$dir/libnccl.so" ] && [ ! -e "$work/lib/libnccl.so" ]; then
+    ln -s "$(readlink -f "$dir/libnccl.so.2")" "$work/lib/libnccl.so"
+  fi
+done
+path=$work/lib
+for dir in "${lib_dirs[@]}"; do path=$path:$dir; done
+export LD_LIBRARY_PATH=$path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+passed=0 failed=0
+# result PASS|FAIL TEXT: one check's line, counted.
+result() {
+  echo "$1 $2"
+  if [ "$1" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
+
+if [ -n "$bin_dir" ]; then
+  trainer=$bin_dir/trainer kernels=$bin_dir/gpu_kernels
+  [ -x "$trainer" ] && [ -x "$kernels" ] || {
+    echo "gpu-check: $bin_dir has no trainer and gpu_kernels: make it with --build-only" >&2
+    exit 2
+  }
+  result PASS "build: binaries from $bin_dir"
+elif build; then
+  trainer=$CARGO_TARGET_DIR/release/trainer kernels=$CARGO_TARGET_DIR/release/examples/gpu_kernels
+  result PASS "build: cargo build --release (trainer, gpu_kernels)"
+else
+  result FAIL "build: cargo build --release failed (above)"
+  exit 1
+fi
 
 if [ -z "$data" ]; then
-  data=$(scripts/mnist-fixture)
+  data=$(scripts/mnist-fixture) || {
+    echo "gpu-check: cannot make the MNIST fixture here (no internet?): pass --data DIR (--build-only makes one)" >&2
+    exit 2
+  }
 fi
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   [ -s "$data/$f" ] || { echo "gpu-check: $data/$f is missing: pass --data DIR with the four MNIST idx files" >&2; exit 2; }
 done
 
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${HOME:?}/.cache/deeplearning-cluster/target}
-cargo build --quiet --release --locked -p trainer
-trainer=$CARGO_TARGET_DIR/release/trainer
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failed=0
+echo "== kernel checks on GPU 0 (each kernel, then one step of each model layer by layer, against the CPU model)"
+set +e
+CUDA_VISIBLE_DEVICES=0 "$kernels" 0 >"$work/kernels.out" 2>&1
+status=$?
+set -e
+grep -E '^(PASS|FAIL|SKIP) ' "$work/kernels.out" | grep -v '^SKIP' || true
+passed=$((passed + $(grep -c '^PASS ' "$work/kernels.out" || true)))
+failed=$((failed + $(grep -c '^FAIL ' "$work/kernels.out" || true)))
+case $status in
+  0 | 1) ;;
+  2) result FAIL "kernel checks could not start: $(sed -n 's/^SKIP gpu kernel checks: //p' "$work/kernels.out")" ;;
+  *) result FAIL "kernel checks: gpu_kernels died (exit $status): $(tail -3 "$work/kernels.out" | tr '\n' ' ')" ;;
+esac
 
 # train NAME MODEL DEVICE [launch...]: one run; its epoch lines go to $work/NAME.out.
 train() {
   local name=$1 model=$2 device=$3
   shift 3
-  "$@" "$trainer" train --model "$model" --data "$data" --epochs "$EPOCHS" --batch-size "$BATCH" \
+  if "$@" "$trainer" train --model "$model" --data "$data" --epochs "$EPOCHS" --batch-size "$BATCH" \
     --lr "$LR" --seed "$SEED" --device "$device" --checkpoint-dir "$work/$name/checkpoints" \
-    --tb-dir "$work/$name/tb" >"$work/$name.out"
-  tail -1 "$work/$name.out"
+    --tb-dir "$work/$name/tb" >"$work/$name.out" 2>"$work/$name.err"; then
+    echo "  $name: $(tail -1 "$work/$name.out")"
+  else
+    result FAIL "$name: trainer train failed: $(tail -3 "$work/$name.err" | tr '\n' ' ')"
+    return 1
+  fi
 }
 
-# compare A B: the last epoch lines and the newest checkpoints of runs A and B.
+# compare A B: the last epoch lines and the newest checkpoints of runs A and
+# B, one PASS or FAIL line per quantity; then both runs' images/s.
 compare() {
-  python3 - "$work" "$1" "$2" "$LOSS_TOL" "$ACC_TOL" "$WEIGHT_TOL" <<'EOF'
-import glob, json, math, os, re, struct, sys
+  python3 "$work/compare.py" "$work" "$1" "$2" "$LOSS_TOL" "$ACC_TOL" "$WEIGHT_TOL" >"$work/compare.out" || true
+  cat "$work/compare.out"
+  passed=$((passed + $(grep -c '^PASS ' "$work/compare.out" || true)))
+  failed=$((failed + $(grep -c '^FAIL ' "$work/compare.out" || true)))
+}
+cat >"$work/compare.py" <<'EOF'
+import glob, math, os, re, struct, sys
 from array import array
 
 work, a, b = sys.argv[1:4]
@@ -93,7 +181,7 @@ def last_epoch(name):
     # `epoch 3/10 loss 0.1234 train-acc 96.10% test-acc 97.20% samples/s 8123`, maybe
     # after `trainer launch`'s host/rank prefix.
     line = [l for l in open(os.path.join(work, name + ".out")) if re.search(r"epoch \d+/\d+ loss ", l)][-1]
-    return float(re.search(r"loss (\S+)", line).group(1)), float(re.search(r"test-acc (\S+)%", line).group(1))
+    return tuple(float(re.search(p, line).group(1)) for p in (r"loss (\S+)", r"test-acc (\S+)%", r"samples/s (\S+)"))
 
 def params(name):
     # trainer/src/train/checkpoint.rs: 24-byte header, meta, epoch, step, params, momentum.
@@ -107,43 +195,42 @@ def params(name):
     values.frombytes(raw[at + 8 : at + 8 + 4 * n])
     return values
 
-(la, aa), (lb, ab) = last_epoch(a), last_epoch(b)
-wa, wb = params(a), params(b)
+try:
+    (la, aa, ra), (lb, ab, rb) = last_epoch(a), last_epoch(b)
+    wa, wb = params(a), params(b)
+except (OSError, IndexError, AttributeError, struct.error) as e:
+    print(f"FAIL {a} vs {b}: could not read the runs' results: {e!r}")
+    sys.exit(0)
 dist = math.sqrt(sum((x - y) ** 2 for x, y in zip(wa, wb))) / math.sqrt(sum(x * x for x in wa))
 checks = [
     ("loss", abs(la - lb) / max(abs(la), 1e-12), loss_tol, f"{la:.4f} vs {lb:.4f}"),
     ("test accuracy", abs(aa - ab), acc_tol, f"{aa:.2f}% vs {ab:.2f}%"),
-    ("weights", dist if len(wa) == len(wb) else math.inf, weight_tol, f"{len(wa)} parameters"),
+    ("weights", dist if len(wa) == len(wb) else math.inf, weight_tol, f"{len(wa)} vs {len(wb)} parameters"),
 ]
-bad = 0
 for what, diff, tol, detail in checks:
-    ok = diff <= tol
-    bad += not ok
-    print(f"  {a} vs {b}: {what}: {detail}: difference {diff:.5f} (tolerance {tol}) {'ok' if ok else 'FAILED'}")
-sys.exit(1 if bad else 0)
+    print(f"{'PASS' if diff <= tol else 'FAIL'} {a} vs {b}: {what}: {detail}: difference {diff:.5f} (tolerance {tol})")
+print(f"  images/s (last epoch): {a} {ra:.0f}, {b} {rb:.0f} ({rb / max(ra, 1e-9):.2f}x {a})")
 EOF
-}
 
+cores=$(nproc)
 for model in mlp lenet; do
-  echo "== $model: cpu"
-  train "$model-cpu" "$model" cpu
-  echo "== $model: cuda, 1 GPU"
-  train "$model-cuda" "$model" cuda env CUDA_VISIBLE_DEVICES=0
-  compare "$model-cpu" "$model-cuda" || failed=1
+  echo "== $model: cpu ($cores threads) and cuda (GPU 0)"
+  train "$model-cpu" "$model" cpu || continue
+  train "$model-cuda" "$model" cuda env CUDA_VISIBLE_DEVICES=0 || continue
+  compare "$model-cpu" "$model-cuda"
   if [ "$gpus" -gt 1 ]; then
     echo localhost >"$work/hosts"
-    echo "== $model: cuda, 1 GPU through trainer launch"
+    echo "== $model: cuda, 1 GPU and $gpus GPUs through trainer launch (NCCL)"
     train "$model-cuda-launched" "$model" cuda "$trainer" launch --hosts "$work/hosts" \
-      --nproc-per-node 1 --job "gpu-check-$model-1" --
-    echo "== $model: cuda, $gpus GPUs through trainer launch (NCCL)"
+      --nproc-per-node 1 --job "gpu-check-$model-1" -- || continue
     train "$model-cuda-$gpus" "$model" cuda "$trainer" launch --hosts "$work/hosts" --nproc-per-node auto \
-      --job "gpu-check-$model" --
-    compare "$model-cuda-launched" "$model-cuda-$gpus" || failed=1
+      --job "gpu-check-$model" -- || continue
+    compare "$model-cuda-launched" "$model-cuda-$gpus"
   fi
 done
-
-if [ "$failed" -ne 0 ]; then
-  echo "gpu-check: some GPU results differ from the reference beyond the tolerance (above)" >&2
-  exit 1
+if [ "$gpus" -le 1 ]; then
+  echo "SKIP multi-GPU (NCCL all-reduce across ranks, trainer launch): needs a node with several GPUs; this host has $gpus"
 fi
-echo "gpu-check: the GPU runs match the CPU runs within tolerance"
+
+echo "gpu-check: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] || exit 1

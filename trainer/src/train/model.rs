@@ -422,13 +422,13 @@ fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], accumulate: bool, a: Vi
     }
 }
 
-fn fill_bias(out: &mut [f32], bias: &[f32]) {
+pub(crate) fn fill_bias(out: &mut [f32], bias: &[f32]) {
     for row in out.chunks_exact_mut(bias.len()) {
         row.copy_from_slice(bias);
     }
 }
 
-fn bias_grad(delta: &[f32], gb: &mut [f32]) {
+pub(crate) fn bias_grad(delta: &[f32], gb: &mut [f32]) {
     gb.fill(0.0);
     for row in delta.chunks_exact(gb.len()) {
         gb.iter_mut().zip(row).for_each(|(g, &d)| *g += d);
@@ -497,7 +497,7 @@ fn for_each_run(s: ConvShape, mut f: impl FnMut(usize, std::ops::Range<usize>, s
 }
 
 /// Fills `cols` (`(n*OH*OW) x (K*K*C)`, columns in `(ky, kx, c)` order) from channel-last `x`.
-fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
+pub(crate) fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
     let per_sample = s.out_h() * s.out_w() * s.patch();
     cols.clear();
     cols.resize(n * per_sample, 0.0);
@@ -507,7 +507,7 @@ fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
 }
 
 /// The adjoint of [`im2col`]: adds each column entry back to the pixel it came from.
-fn col2im(s: ConvShape, d_cols: &[f32], dx: &mut [f32]) {
+pub(crate) fn col2im(s: ConvShape, d_cols: &[f32], dx: &mut [f32]) {
     let per_sample = s.out_h() * s.out_w() * s.patch();
     dx.par_chunks_mut(s.h * s.w * s.in_c).zip(d_cols.par_chunks(per_sample)).for_each(|(dx, cols)| {
         for_each_run(s, |row, col, pixel| {
@@ -609,7 +609,7 @@ fn pool_forward(c: usize, h: usize, w: usize, x: &[f32], out: &mut [f32], argmax
 }
 
 /// Per sample, `rows x cols` in `x` becomes `cols x rows` in `out`.
-fn transpose(x: &[f32], out: &mut [f32], rows: usize, cols: usize) {
+pub(crate) fn transpose(x: &[f32], out: &mut [f32], rows: usize, cols: usize) {
     for (x, out) in x.chunks_exact(rows * cols).zip(out.chunks_exact_mut(rows * cols)) {
         for r in 0..rows {
             for c in 0..cols {

@@ -14,9 +14,21 @@
 //! weight then bias), so checkpoints and state transfers are
 //! device-independent and `set_state` with the CPU's `init(seed)` makes CPU
 //! and GPU start identical.
+//!
+//! Modules: [`kernels`] (the NVRTC kernels, compiled for the device's
+//! architecture, and their launches), `net` (the layer plan, forward,
+//! backward and SGD on the device), [`nccl`](Nccl) (the collective and its
+//! watchdog), `reference` (the CPU model's arithmetic in the device's
+//! layouts) and [`kernel_check`] (each kernel and one step of each model
+//! against that reference, on a GPU). [`Library::resolves`] looks a symbol
+//! up in a library as cudarc loads it (`scripts/gpu-toolchain` checks every
+//! symbol the trainer uses that way, without a GPU).
 
+pub mod kernel_check;
+pub mod kernels;
 mod nccl;
 mod net;
+mod reference;
 
 use std::sync::Arc;
 
@@ -59,9 +71,17 @@ pub enum CudaError {
         /// The library's error.
         detail: String,
     },
-    /// NVRTC could not compile the kernels (a driver/NVRTC version mismatch).
+    /// NVRTC could not compile the kernels.
     #[error("CUDA: compiling the element-wise kernels with NVRTC: {0}")]
     Compile(String),
+    /// This NVRTC does not know the GPU's architecture (it is older than the GPU).
+    #[error("CUDA: this NVRTC cannot compile for {arch}: {log}")]
+    Architecture {
+        /// The architecture asked for, e.g. `sm_90`.
+        arch: String,
+        /// NVRTC's log.
+        log: String,
+    },
     /// A batch, a state, the epoch's sums or an NCCL id of another size was given.
     #[error("{0}")]
     Shape(String),
@@ -127,11 +147,63 @@ impl Library {
                 "libnvrtc.so.12",
                 "install the CUDA 12 runtime libraries (cuda-libraries-12-8), or train with --device cpu",
             ),
-            Library::Nccl => {
-                ("NCCL library", "libnccl.so.2", "install libnccl2 for CUDA 12, or train with --device cpu")
-            }
+            // cudarc 0.19 looks for the unversioned name (libnccl.so) and a few
+            // others, but not the runtime package's libnccl.so.2: the link that
+            // the development package adds is needed (scripts/gpu-toolchain
+            // found this with NVIDIA's own NCCL wheel, which has only libnccl.so.2).
+            Library::Nccl => (
+                "NCCL library",
+                "libnccl.so",
+                "install NCCL 2 for CUDA 12 with its unversioned link libnccl.so on the library path \
+                 (Debian/Ubuntu: libnccl2 and libnccl-dev; or `ln -s libnccl.so.2 libnccl.so` beside it), \
+                 or train with --device cpu",
+            ),
         };
         CudaError::Missing { what, lib, hint }
+    }
+
+    /// Every library, as cudarc's modules name them (`cudarc::cublas`, ...).
+    pub const ALL: [Library; 4] = [Library::Driver, Library::Cublas, Library::Nvrtc, Library::Nccl];
+
+    /// The name of cudarc's module that loads it: `driver`, `cublas`, `nvrtc`, `nccl`.
+    pub fn module(self) -> &'static str {
+        match self {
+            Library::Driver => "driver",
+            Library::Cublas => "cublas",
+            Library::Nvrtc => "nvrtc",
+            Library::Nccl => "nccl",
+        }
+    }
+
+    /// Whether `symbol` resolves in the library as cudarc loads it (the
+    /// library it finds, by its search, is the one a call would use);
+    /// [`CudaError::Missing`] when the library itself cannot be loaded.
+    pub fn resolves(self, symbol: &str) -> Result<bool, CudaError> {
+        probe(&[self])?;
+        // SAFETY: the probe above found the library, so culib() loads it rather than panicking;
+        // a symbol is only looked up (dlsym), never called, so its type does not matter.
+        let found = unsafe {
+            let lib = match self {
+                Library::Driver => cudarc::driver::sys::culib(),
+                Library::Cublas => cudarc::cublas::sys::culib(),
+                Library::Nvrtc => cudarc::nvrtc::sys::culib(),
+                Library::Nccl => cudarc::nccl::sys::culib(),
+            };
+            lib.get::<*const std::ffi::c_void>(symbol.as_bytes()).is_ok()
+        };
+        Ok(found)
+    }
+}
+
+impl std::str::FromStr for Library {
+    type Err = String;
+
+    /// A cudarc module name, as [`Library::module`] gives it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Library::ALL
+            .into_iter()
+            .find(|l| l.module() == s)
+            .ok_or_else(|| format!("`{s}` is not one of the GPU libraries: driver, cublas, nvrtc, nccl"))
     }
 }
 

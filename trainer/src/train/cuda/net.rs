@@ -14,16 +14,15 @@ use std::sync::Arc;
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::kernels::Kernels;
 use super::{CudaError, call};
 use crate::train::data::CLASSES;
 use crate::train::engine::{Batch, StepStats};
 use crate::train::model;
 use crate::train::optim::Sgd;
 
-/// The NVRTC source of the element-wise kernels.
-const KERNELS: &str = include_str!("kernels.cu");
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Linear { inp: usize, out: usize },
@@ -87,45 +86,6 @@ fn plan(model: &model::Model) -> Vec<Layer> {
         });
     }
     layers
-}
-
-/// The compiled kernels of `kernels.cu`.
-struct Kernels {
-    bias_add: CudaFunction,
-    bias_grad: CudaFunction,
-    relu_forward: CudaFunction,
-    relu_backward: CudaFunction,
-    maxpool_forward: CudaFunction,
-    maxpool_backward: CudaFunction,
-    im2col: CudaFunction,
-    col2im: CudaFunction,
-    softmax_xent: CudaFunction,
-    sgd: CudaFunction,
-}
-
-impl Kernels {
-    fn compile(stream: &Arc<CudaStream>) -> Result<Self, CudaError> {
-        let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(|e| CudaError::Compile(format!("{e:?}")))?;
-        let module = stream.context().load_module(ptx).map_err(call("loading the compiled kernels"))?;
-        let f = |name: &str| module.load_function(name).map_err(call("finding a compiled kernel"));
-        Ok(Self {
-            bias_add: f("bias_add")?,
-            bias_grad: f("bias_grad")?,
-            relu_forward: f("relu_forward")?,
-            relu_backward: f("relu_backward")?,
-            maxpool_forward: f("maxpool_forward")?,
-            maxpool_backward: f("maxpool_backward")?,
-            im2col: f("im2col")?,
-            col2im: f("col2im")?,
-            softmax_xent: f("softmax_xent")?,
-            sgd: f("sgd")?,
-        })
-    }
-}
-
-/// Launch geometry for one thread per element.
-fn grid(n: usize) -> LaunchConfig {
-    LaunchConfig::for_num_elems(n as u32)
 }
 
 /// A column-major GEMM `C = op(A) op(B) + beta C` (`m x n`, inner `k`).
@@ -216,7 +176,7 @@ impl Net {
     pub(super) fn new(stream: Arc<CudaStream>, model: &model::Model, sgd: Sgd) -> Result<Self, CudaError> {
         let layers = plan(model);
         let count = model.num_params();
-        let kernels = Kernels::compile(&stream)?;
+        let kernels = Kernels::load(&stream)?;
         let blas = CudaBlas::new(stream.clone()).map_err(call("creating the cuBLAS handle"))?;
         let zeros = || stream.alloc_zeros::<f32>(count).map_err(call("allocating device memory"));
         let (params, grads, momentum) = (zeros()?, zeros()?, zeros()?);
@@ -277,15 +237,7 @@ impl Net {
 
     /// The SGD update with the summed gradients scaled by `scale` (1 / global batch).
     pub(super) fn update(&mut self, lr: f32, scale: f32) -> Result<(), CudaError> {
-        let total = self.params.len() as i32;
-        let Sgd { momentum, weight_decay } = self.sgd;
-        let mut launch = self.stream.launch_builder(&self.kernels.sgd);
-        launch.arg(&mut self.params).arg(&mut self.momentum).arg(&self.grads);
-        launch.arg(&total).arg(&lr).arg(&momentum).arg(&weight_decay).arg(&scale);
-        // SAFETY: the kernel's signature is (float*, float*, const float*, int, float x4), matching
-        // the arguments; the three buffers have `total` floats and each thread touches index < total.
-        unsafe { launch.launch(grid(total as usize)) }.map_err(call("the SGD update kernel"))?;
-        Ok(())
+        self.kernels.sgd(&mut self.params, &mut self.momentum, &self.grads, lr, self.sgd, scale)
     }
 
     /// Copies the batch to the device; returns its sample count.
@@ -312,7 +264,7 @@ impl Net {
     }
 
     fn forward(&mut self, n: usize) -> Result<(), CudaError> {
-        let Self { stream, blas, kernels: k, layers, params, buffers: b, .. } = self;
+        let Self { blas, kernels: k, layers, params, buffers: b, .. } = self;
         for (i, layer) in layers.iter().enumerate() {
             let (before, after) = b.acts.split_at_mut(i + 1);
             let (x, y) = (&before[i], &mut after[0]);
@@ -326,11 +278,11 @@ impl Net {
                     // SAFETY: dimensions and leading dimensions above describe buffers of at
                     // least out*inp (weight), n*inp (x) and n*out (y) floats.
                     unsafe { blas.gemm(cfg, &weight, x, y) }.map_err(call("linear forward (cuBLAS SGEMM)"))?;
-                    bias_add(stream, k, y, &bias, n * out, out, 1)?;
+                    k.bias_add(y, &bias, n * out, out, 1)?;
                 }
                 Op::Conv { c, h, w, oc, k: ks, pad, oh, ow } => {
                     let (rows, p) = (c * ks * ks, oh * ow);
-                    im2col(stream, k, x, &mut b.col, n, [c, h, w, ks, pad, oh, ow])?;
+                    k.im2col(x, &mut b.col, n, [c, h, w, ks, pad, oh, ow])?;
                     // Per sample, row-major Y (oc x p) = W (oc x rows) COL (rows x p).
                     // Column-major: Y^T (p x oc) = COL^T (p x rows) W^T (rows x oc): both buffers
                     // already hold those transposes (ld p and rows). Batched over samples, W shared.
@@ -344,23 +296,12 @@ impl Net {
                     // SAFETY: col holds n*rows*p floats, weight oc*rows, y n*oc*p, as the strides say.
                     unsafe { blas.gemm_strided_batched(cfg, &b.col, &weight, y) }
                         .map_err(call("convolution forward (cuBLAS batched SGEMM)"))?;
-                    bias_add(stream, k, y, &bias, n * oc * p, oc, p)?;
+                    k.bias_add(y, &bias, n * oc * p, oc, p)?;
                 }
-                Op::Pool { h, w } => {
-                    let total = (n * layer.out_len) as i32;
-                    let (hh, ww) = (h as i32, w as i32);
-                    let mut launch = stream.launch_builder(&k.maxpool_forward);
-                    launch.arg(x).arg(&mut *y).arg(&mut b.argmax[i]).arg(&total).arg(&hh).arg(&ww);
-                    // SAFETY: x has n*in_len = total*4 floats as planes of h x w; y and argmax have total.
-                    unsafe { launch.launch(grid(total as usize)) }.map_err(call("max-pool forward kernel"))?;
-                }
+                Op::Pool { h, w } => k.maxpool_forward(x, y, &mut b.argmax[i], n * layer.out_len, h, w)?,
             }
             if layer.relu {
-                let total = (n * layer.out_len) as i32;
-                let mut launch = stream.launch_builder(&k.relu_forward);
-                launch.arg(&mut *y).arg(&total);
-                // SAFETY: y has at least `total` floats.
-                unsafe { launch.launch(grid(total as usize)) }.map_err(call("ReLU forward kernel"))?;
+                k.relu_forward(y, n * layer.out_len)?;
             }
         }
         Ok(())
@@ -370,12 +311,8 @@ impl Net {
     fn loss(&mut self, n: usize, grad: bool) -> Result<StepStats, CudaError> {
         let b = &mut self.buffers;
         let last = b.acts.len() - 1;
-        let (batch, classes, want) = (n as i32, CLASSES as i32, i32::from(grad));
-        let mut launch = self.stream.launch_builder(&self.kernels.softmax_xent);
-        launch.arg(&b.acts[last]).arg(&b.labels).arg(&mut b.loss).arg(&mut b.correct);
-        launch.arg(&mut b.dacts[last]).arg(&want).arg(&batch).arg(&classes);
-        // SAFETY: logits and their gradient have n*10 floats, labels/loss/correct n entries.
-        unsafe { launch.launch(grid(n)) }.map_err(call("softmax cross-entropy kernel"))?;
+        let (z, dz) = (&b.acts[last], &mut b.dacts[last]);
+        self.kernels.softmax_xent(z, &b.labels, &mut b.loss, &mut b.correct, dz, grad, n, CLASSES)?;
         let loss = self.stream.clone_dtoh(&b.loss.slice(0..n)).map_err(call("copying the losses to the host"))?;
         let correct = self.stream.clone_dtoh(&b.correct.slice(0..n)).map_err(call("copying the hits to the host"))?;
         Ok(StepStats {
@@ -386,18 +323,14 @@ impl Net {
     }
 
     fn backward(&mut self, n: usize) -> Result<(), CudaError> {
-        let Self { stream, blas, kernels: k, layers, params, grads, buffers: b, .. } = self;
+        let Self { blas, kernels: k, layers, params, grads, buffers: b, .. } = self;
         for (i, layer) in layers.iter().enumerate().rev() {
             let (dbefore, dafter) = b.dacts.split_at_mut(i + 1);
             let (dx, dy) = (&mut dbefore[i], &mut dafter[0]);
             let (x, y) = (&b.acts[i], &b.acts[i + 1]);
             let first = i == 0;
             if layer.relu {
-                let total = (n * layer.out_len) as i32;
-                let mut launch = stream.launch_builder(&k.relu_backward);
-                launch.arg(&mut *dy).arg(y).arg(&total);
-                // SAFETY: dy and y have at least `total` floats.
-                unsafe { launch.launch(grid(total as usize)) }.map_err(call("ReLU backward kernel"))?;
+                k.relu_backward(dy, y, n * layer.out_len)?;
             }
             let weight = params.slice(layer.weight.clone());
             let mut g = grads.slice_mut(layer.weight.start..layer.bias.end);
@@ -410,7 +343,7 @@ impl Net {
                     let cfg = gemm_cfg(false, true, inp, out, n, inp, out, 0.0, inp);
                     // SAFETY: x has n*inp floats, dy n*out, the weight gradient out*inp.
                     unsafe { blas.gemm(cfg, x, &*dy, &mut gw) }.map_err(call("linear weight gradient (SGEMM)"))?;
-                    bias_grad(stream, k, dy, &mut gb, n, out, 1)?;
+                    k.bias_grad(dy, &mut gb, n, out, 1)?;
                     if !first {
                         // Row-major dX (n x inp) = dY (n x out) W (out x inp).
                         // Column-major: dX^T (inp x n) = W^T (inp x out) dY^T (out x n): the
@@ -423,7 +356,7 @@ impl Net {
                 Op::Conv { c, h, w, oc, k: ks, pad, oh, ow } => {
                     let (rows, p) = (c * ks * ks, oh * ow);
                     // The scratch im2col matrix was overwritten by later convolutions: rebuild it.
-                    im2col(stream, k, x, &mut b.col, n, [c, h, w, ks, pad, oh, ow])?;
+                    k.im2col(x, &mut b.col, n, [c, h, w, ks, pad, oh, ow])?;
                     for s in 0..n {
                         // Row-major dW (oc x rows) += dY_s (oc x p) COL_s^T (p x rows).
                         // Column-major: dW^T (rows x oc) += COL_s (rows x p) dY_s^T (p x oc); COL_s's
@@ -435,7 +368,7 @@ impl Net {
                         unsafe { blas.gemm(cfg, &col_s, &dy_s, &mut gw) }
                             .map_err(call("convolution weight gradient (SGEMM)"))?;
                     }
-                    bias_grad(stream, k, dy, &mut gb, n, oc, p)?;
+                    k.bias_grad(dy, &mut gb, n, oc, p)?;
                     if !first {
                         // Per sample, row-major dCOL (rows x p) = W^T (rows x oc) dY (oc x p).
                         // Column-major: dCOL^T (p x rows) = dY^T (p x oc) W (oc x rows); dY's buffer is
@@ -450,112 +383,14 @@ impl Net {
                         // SAFETY: dy has n*oc*p floats, weight oc*rows, dcol n*rows*p.
                         unsafe { blas.gemm_strided_batched(cfg, &*dy, &weight, &mut b.dcol) }
                             .map_err(call("convolution input gradient (cuBLAS batched SGEMM)"))?;
-                        col2im(stream, k, &b.dcol, dx, n, [c, h, w, ks, pad, oh, ow])?;
+                        k.col2im(&b.dcol, dx, n, [c, h, w, ks, pad, oh, ow])?;
                     }
                 }
-                Op::Pool { .. } => {
-                    stream.memset_zeros(dx).map_err(call("zeroing a gradient buffer"))?;
-                    let total = (n * layer.out_len) as i32;
-                    let mut launch = stream.launch_builder(&k.maxpool_backward);
-                    launch.arg(&*dy).arg(&b.argmax[i]).arg(dx).arg(&total);
-                    // SAFETY: dy and argmax have total entries; each arg-max indexes within dx (n*in_len).
-                    unsafe { launch.launch(grid(total as usize)) }.map_err(call("max-pool backward kernel"))?;
-                }
+                Op::Pool { .. } => k.maxpool_backward(dy, &b.argmax[i], dx, n * layer.out_len)?,
             }
         }
         Ok(())
     }
-}
-
-/// `y[n][c][p] += bias[c]` over `total` floats of `channels` x `inner`.
-fn bias_add(
-    stream: &CudaStream,
-    k: &Kernels,
-    y: &mut CudaSlice<f32>,
-    bias: &CudaView<'_, f32>,
-    total: usize,
-    channels: usize,
-    inner: usize,
-) -> Result<(), CudaError> {
-    let (t, c, p) = (total as i32, channels as i32, inner as i32);
-    let mut launch = stream.launch_builder(&k.bias_add);
-    launch.arg(y).arg(bias).arg(&t).arg(&c).arg(&p);
-    // SAFETY: y has at least `total` floats and bias `channels`; indices stay below both.
-    unsafe { launch.launch(grid(total)) }.map_err(call("bias kernel"))?;
-    Ok(())
-}
-
-/// `db[c] = sum over n, p of dy[n][c][p]`.
-fn bias_grad(
-    stream: &CudaStream,
-    k: &Kernels,
-    dy: &CudaSlice<f32>,
-    db: &mut CudaViewMut<'_, f32>,
-    n: usize,
-    channels: usize,
-    inner: usize,
-) -> Result<(), CudaError> {
-    let (b, c, p) = (n as i32, channels as i32, inner as i32);
-    let mut launch = stream.launch_builder(&k.bias_grad);
-    launch.arg(dy).arg(db).arg(&b).arg(&c).arg(&p);
-    // SAFETY: dy has n*channels*inner floats and db `channels`.
-    unsafe { launch.launch(grid(channels)) }.map_err(call("bias gradient kernel"))?;
-    Ok(())
-}
-
-/// `x` (`n x c x h x w`) to its im2col matrix `col` (`n x (c*k*k) x (oh*ow)`);
-/// `dims` is `[c, h, w, k, pad, oh, ow]`.
-fn im2col(
-    stream: &CudaStream,
-    k: &Kernels,
-    x: &CudaSlice<f32>,
-    col: &mut CudaSlice<f32>,
-    n: usize,
-    dims: [usize; 7],
-) -> Result<(), CudaError> {
-    let [c, _, _, ks, _, oh, ow] = dims;
-    // One thread per element of col.
-    cols_kernel(stream, &k.im2col, x, col, n * c * ks * ks * oh * ow, dims, "im2col kernel")
-}
-
-/// The adjoint of [`im2col`]: `dx` (`n x c x h x w`) is the sum of the
-/// entries of `dcol` that im2col copies each element of `x` to.
-fn col2im(
-    stream: &CudaStream,
-    k: &Kernels,
-    dcol: &CudaSlice<f32>,
-    dx: &mut CudaSlice<f32>,
-    n: usize,
-    dims: [usize; 7],
-) -> Result<(), CudaError> {
-    let [c, h, w, ..] = dims;
-    // One thread per element of dx.
-    cols_kernel(stream, &k.col2im, dcol, dx, n * c * h * w, dims, "col2im kernel")
-}
-
-/// Launches `im2col` or `col2im`, which take the same arguments: the source,
-/// the destination, `total` threads, then `dims` (`c, h, w, k, pad, oh, ow`).
-fn cols_kernel(
-    stream: &CudaStream,
-    kernel: &CudaFunction,
-    src: &CudaSlice<f32>,
-    dst: &mut CudaSlice<f32>,
-    total: usize,
-    dims: [usize; 7],
-    what: &'static str,
-) -> Result<(), CudaError> {
-    let t = total as i32;
-    let dims = dims.map(|d| d as i32);
-    let mut launch = stream.launch_builder(kernel);
-    launch.arg(src).arg(dst).arg(&t);
-    for d in &dims {
-        launch.arg(d);
-    }
-    // SAFETY: both kernels are (const float*, float*, int total, int x7 dims), matching the
-    // arguments; the callers pass buffers of n*c*h*w (image side) and n*c*k*k*oh*ow (column
-    // side) floats, as the dims say, and `total` is the destination's length.
-    unsafe { launch.launch(grid(total)) }.map_err(call(what))?;
-    Ok(())
 }
 
 #[cfg(test)]
