@@ -484,6 +484,124 @@ def replace_instance(cls, original_resource, new_resource_name, cloudformation_j
 ec2_instances.Instance.update_from_cloudformation_json = classmethod(replace_instance)
 
 
+# --- Patch (k): the stored template stays as sent ------------------------------
+# moto 5.2.5's parse_resource inserts `"Properties": {}` into the stored
+# template of a resource that has none (the formation WaitConditionHandle),
+# so every later change set lists that resource as modified although nothing
+# changed. Parse a shallow copy instead; moto copies everything else anyway.
+_parse_resource = cfn_parsing.parse_resource
+
+
+def parse_resource(resource_json, resources_map):
+    return _parse_resource(dict(resource_json), resources_map)
+
+
+cfn_parsing.parse_resource = parse_resource
+
+
+# --- Patch (l): updates follow resolved values --------------------------------
+# moto 5.2.5 updates a resource only when its text in the template changes.
+# CloudFormation updates it when its resolved properties change, e.g. the
+# master instance's `Fn::GetAtt [MasterLaunchTemplate, LatestVersionNumber]`
+# after its launch template got a new version (which replaces the instance:
+# patch (j)). After moto's update, every resource whose text did not change
+# is resolved again and updated when the result differs, until nothing does.
+_update_resources = cfn_parsing.ResourceMap.update
+
+
+def resolved_properties(resources_map, resource_json):
+    """A resource's properties with every intrinsic resolved, or None when
+    moto cannot resolve them (an unsupported resource type, say)."""
+    try:
+        return cfn_parsing.clean_json(resource_json.get("Properties", {}), resources_map)
+    except Exception:
+        return None
+
+
+def update_resources(self, template, parameters=None):
+    old = self._resource_json_map
+    same = [name for name, r in template.get("Resources", {}).items() if old.get(name) == r and name in self._parsed_resources]
+    before = {name: resolved_properties(self, old[name]) for name in same}
+    _update_resources(self, template, parameters)
+    for _ in range(len(same)):
+        changed = False
+        for name in same:
+            resource_json = self._resource_json_map[name]
+            after = resolved_properties(self, resource_json)
+            if before[name] is None or after is None or after == before[name]:
+                continue
+            before[name] = after
+            cls = cfn_parsing.resource_class_from_type(resource_json["Type"])
+            if cls is None or hasattr(cls.update_from_cloudformation_json, "__isabstractmethod__"):
+                continue  # moto cannot update this type; it keeps the old value
+            updated = cfn_parsing.parse_and_update_resource(name, resource_json, self, self._account_id, self._region_name)
+            if updated is not None:
+                self._parsed_resources[name] = updated
+                changed = True
+        if not changed:
+            break
+
+
+cfn_parsing.ResourceMap.update = update_resources
+
+
+# --- Patch (m): a worker group update keeps the group ---------------------------
+# moto 5.2.5 "updates" an AWS::AutoScaling::AutoScalingGroup by deleting it and
+# creating one under a new generated name, with new instances. AWS updates a
+# group in place (its create-only property is AutoScalingGroupName, which the
+# templates do not set): same name, the instances kept, one more launched or
+# one terminated for a new desired capacity, tags replaced. The new name
+# changed `Ref WorkerGroup` in the master's user data, so a worker-count
+# update replaced the master (patch (l)), which AWS does not do.
+from moto.autoscaling.models import FakeAutoScalingGroup  # noqa: E402
+
+_update_group = FakeAutoScalingGroup.update_from_cloudformation_json.__func__
+
+
+def update_group(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    props = cloudformation_json["Properties"]
+    if props.get("AutoScalingGroupName", original_resource.name) != original_resource.name:
+        return _update_group(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name)
+
+    def number(key):
+        return None if props.get(key) is None else int(props[key])
+
+    group = autoscaling_backends[account_id][region_name].update_auto_scaling_group(
+        name=original_resource.name,
+        availability_zones=props.get("AvailabilityZones", []),
+        desired_capacity=number("DesiredCapacity"),
+        max_size=number("MaxSize"),
+        min_size=number("MinSize"),
+        launch_config_name=props.get("LaunchConfigurationName"),
+        launch_template=props.get("LaunchTemplate", {}),
+        vpc_zone_identifier=",".join(props.get("VPCZoneIdentifier", [])) or None,
+        health_check_period=number("HealthCheckGracePeriod"),
+        health_check_type=props.get("HealthCheckType"),
+        mixed_instances_policy=props.get("MixedInstancesPolicy"),
+    )
+    group.tags = [dict(tag) for tag in props.get("Tags", [])]
+    return group
+
+
+FakeAutoScalingGroup.update_from_cloudformation_json = classmethod(update_group)
+
+
+# --- Patch (n): a stack's route tables are deleted with it -----------------------
+# moto 5.2.5's AWS::EC2::RouteTable has no delete, so deleting a stack leaves
+# its route tables, and then its VPC cannot go (DependencyViolation): no
+# stack with a VPC can be deleted. Delete them as DeleteRouteTable does.
+from moto.ec2.models.route_tables import RouteTable  # noqa: E402
+
+
+def delete_route_table(self, account_id, region_name):
+    from moto.ec2.models import ec2_backends
+
+    ec2_backends[account_id][region_name].delete_route_table(self.id)
+
+
+RouteTable.delete = delete_route_table
+
+
 def wait_condition_for(stack, handle_id):
     """The logical id of the WaitCondition whose Handle is `Ref handle_id`
     (the signal belongs to it in AWS), or the handle itself when none is."""

@@ -306,6 +306,15 @@ pub(super) async fn preview_update<C: Cloud>(
     Ok(preview((&old, &old_params), (&p.template, &new_params), &pseudo, &set.changes))
 }
 
+/// Whether the template's image is an SSM parameter, which CloudFormation
+/// resolves again at every update.
+fn image_is_ssm(template: &Json) -> bool {
+    template
+        .pointer("/Parameters/ImageId/Type")
+        .and_then(Json::as_str)
+        .is_some_and(|t| t.starts_with("AWS::SSM::Parameter::Value"))
+}
+
 /// Runs `synth deploy`.
 pub(super) fn run(args: &DeployArgs) -> ExitCode {
     cloud::block_on(deploy(args))
@@ -383,6 +392,14 @@ async fn deploy_inner(args: &DeployArgs) -> Result<ExitCode, ExitCode> {
                 for r in &refusals {
                     eprintln!("error: refused: {}", r.render());
                 }
+                if refusals.iter().any(|r| r.resource_type == "AWS::EC2::Instance") && image_is_ssm(&p.template) {
+                    eprintln!(
+                        "  = note: the master's launch template holds the image, the agent package's URL and \
+                         SHA-256, the instance type, root volume size and key pair. If you changed none of \
+                         them, AWS has published a newer image under the ImageId SSM parameter (resolved \
+                         again at every update): pin the image with `image.ami` to keep the master"
+                    );
+                }
                 let _ = cloud.delete_change_set(&set.id).await;
                 eprintln!(
                     "Nothing was changed (the change set was deleted). To apply it anyway, losing that data, \
@@ -434,6 +451,20 @@ mod tests {
             let e = parse_parameters(&[bad.into()]).unwrap_err();
             assert!(e.contains("KEY=VALUE"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_image_from_ssm_is_resolved_again_at_every_update_and_an_ami_map_is_not() {
+        let template = |spec: &crate::spec::ClusterSpec| -> Json {
+            serde_json::from_str(&crate::stack::compile(spec).render().unwrap().json).unwrap()
+        };
+        let mut spec = crate::stack::tests::sample();
+        assert!(matches!(spec.image.source, crate::spec::ImageSource::SsmParameter(_)));
+        assert!(image_is_ssm(&template(&spec)));
+        spec.image.source = crate::spec::ImageSource::AmiMap(
+            crate::region::Region::ALL.iter().map(|r| (*r, "ami-0123456789abcdef0".to_owned())).collect(),
+        );
+        assert!(!image_is_ssm(&template(&spec)));
     }
 
     #[test]
