@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use e2e::moto::LocalAws;
 use e2e::stack::{IMAGE_PARAMETER, ensure_image_parameter};
+use e2e::{Cluster, ClusterStack, Network};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -73,8 +74,13 @@ impl Running {
     }
 
     /// Waits for the exit (at most 120 s); returns (code, stdout, stderr).
-    fn finish(mut self) -> (i32, String, String) {
-        let deadline = Instant::now() + Duration::from_secs(120);
+    fn finish(self) -> (i32, String, String) {
+        self.finish_within(Duration::from_secs(120))
+    }
+
+    /// Waits for the exit (at most `limit`); returns (code, stdout, stderr).
+    fn finish_within(mut self, limit: Duration) -> (i32, String, String) {
+        let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 let out = std::fs::read_to_string(&self.out).unwrap_or_default();
@@ -258,6 +264,122 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stack minimal deleted"), "{err}");
     assert_eq!(stack_status(&aws, "minimal"), None);
+    Ok(())
+}
+
+/// The `.deb` that `packaging/build --debug` makes from the debug binaries
+/// (the same packaging as a release, without a release build): made when
+/// missing or older than either binary.
+fn debug_package() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable");
+    let target = exe.ancestors().nth(3).expect("a target dir").to_owned();
+    let deb = target.join("package-debug/deeplearning-agent_0.1.0-1_amd64.deb");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let fresh = ["agent", "trainer"]
+        .iter()
+        .all(|b| matches!((modified(&deb), modified(&target.join("debug").join(b))), (Some(d), Some(b)) if d >= b));
+    if !fresh {
+        let out = Command::new(repo().join("packaging/build"))
+            .arg("--debug")
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("packaging/build runs");
+        assert!(out.status.success(), "packaging/build --debug failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(deb.exists(), "{} was not made", deb.display());
+    deb
+}
+
+/// `synth deploy` of an example blueprint is what the nodes boot from: each
+/// namespace node gets the user data of the launch template moto holds,
+/// downloads the agent package deploy staged (`aws s3 cp`), checks it and
+/// installs it with apt-get in its own layer (`e2e::boot`), and runs the
+/// installed agent; the master's formation signal completes the stack that
+/// deploy is watching. Also measures the watcher's AWS calls per minute.
+#[test]
+fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -> TestResult {
+    let deb = debug_package();
+    let network = Network::create(3)?;
+    let aws = LocalAws::start_holding(network.host_ip().into())?;
+    ensure_image_parameter(&aws)?;
+    let key = "deployer";
+    let args = ["deploy", "blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE, "--agent-package"];
+    let mut cmd = synth(&aws, key, &args);
+    cmd.arg(&deb);
+    let running = Running::start(cmd);
+
+    // moto creates every resource within CreateStack, then holds the stack on its wait condition.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stack = loop {
+        let stack = runtime().block_on(ClusterStack::describe(&aws, "minimal"));
+        if let Ok(stack) = stack
+            && ["MasterInstance", "WorkerGroup", "MasterLaunchTemplate", "WorkerLaunchTemplate"]
+                .iter()
+                .all(|r| stack.resources.contains_key(*r))
+        {
+            break stack;
+        }
+        assert!(Instant::now() < deadline, "no stack from synth deploy: {}", running.stderr());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(stack_status(&aws, "minimal").as_deref(), Some("CREATE_IN_PROGRESS"), "held on formation");
+    let cluster = runtime().block_on(Cluster::adopt(network, aws, stack))?;
+    // EC2 instances take about a minute to boot: so do these, and the
+    // watcher settles into its slowest polling, whose rate is measured below.
+    std::thread::sleep(Duration::from_secs(60));
+    let boots = cluster.nodes().iter().map(|n| n.boot()).collect::<Result<Vec<_>, _>>()?;
+
+    let (code, out, err) = running.finish_within(Duration::from_secs(300));
+    let logs = || boots.iter().map(|b| format!("--- {}\n{}", b.log_path().display(), b.log())).collect::<String>();
+    assert_eq!(code, 0, "{err}\n{}", logs());
+    assert!(err.contains("Uploaded agent package deeplearning-agent_0.1.0-1_amd64.deb"), "{err}");
+    assert!(err.contains("Formed the cluster"), "{err}");
+    assert!(out.lines().any(|l| l.starts_with("MasterAddress")), "{out}");
+    assert_eq!(stack_status(cluster.aws(), "minimal").as_deref(), Some("CREATE_COMPLETE"));
+    let signals = cluster.aws().signals("minimal")?;
+    assert!(
+        signals.iter().any(|s| s["Status"] == "SUCCESS" && s["Reason"].as_str().is_some_and(|r| r.contains("2 of 2"))),
+        "{signals:?}"
+    );
+    eprintln!("--- the master's boot ---\n{}", boots[0].log().lines().take(30).collect::<Vec<_>>().join("\n"));
+    for boot in &boots {
+        let log = boot.log();
+        assert!(log.contains("Setting up deeplearning-agent (0.1.0-1)"), "installed by apt-get: {log}");
+        assert!(log.contains("boot: deeplearning-agent.service enabled"), "{log}");
+        assert!(log.contains("boot: starting the installed agent"), "{log}");
+    }
+    // Every node applies the manifest: the workers file lists all three, the master first.
+    for node in cluster.nodes() {
+        let path = node.root().join("opt/deeplearning/workers");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.lines().count() == 3 {
+                assert!(text.starts_with("deeplearning-worker1\n"), "the master is worker 1: {text}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} on {}: {text:?}\n{}", path.display(), node.hostname(), logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    // The watcher's calls, from CreateStack to the end, per minute.
+    let calls: Vec<serde_json::Value> = cluster.aws().calls()?.into_iter().filter(|c| c["key"] == key).collect();
+    let start = calls.iter().find(|c| c["action"] == "CreateStack").and_then(|c| c["t"].as_f64()).unwrap_or(0.0);
+    let watched: Vec<&serde_json::Value> = calls.iter().filter(|c| c["t"].as_f64().unwrap_or(0.0) > start).collect();
+    let span = watched.last().and_then(|c| c["t"].as_f64()).unwrap_or(start) - start;
+    let mut by_action = std::collections::BTreeMap::<String, usize>::new();
+    for c in &watched {
+        *by_action.entry(c["action"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
+    }
+    let per_minute = watched.len() as f64 * 60.0 / span.max(1.0);
+    eprintln!(
+        "watcher: {} calls in {span:.0} s of a deploy waiting on formation ({per_minute:.1} per minute): {by_action:?}",
+        watched.len()
+    );
+    // Polls back off from 2 s to 15 s (events; the worker group every 15 s while
+    // forming): about 8 a minute once settled, more in the first seconds.
+    assert!(per_minute <= 15.0, "{per_minute:.1} calls per minute: {by_action:?}");
     Ok(())
 }
 

@@ -65,6 +65,35 @@ impl ClusterStack {
             .map_err(|e| Error::aws(format!("CreateStack {name} (moto log: {})", aws.log_path().display()), &e))?;
         let id = created.stack_id.unwrap_or_default();
         let stack = wait_for_create(aws, name).await?;
+        ClusterStack::read(aws, name, id, &stack).await
+    }
+
+    /// The stack `name` as it is now, in whatever status (one that `synth
+    /// deploy` is creating, say): id, outputs so far, resources.
+    pub async fn describe(aws: &LocalAws, name: &str) -> Result<ClusterStack> {
+        let out = aws
+            .cloudformation()
+            .describe_stacks()
+            .stack_name(name)
+            .send()
+            .await
+            .map_err(|e| Error::aws(format!("DescribeStacks {name}"), &e))?;
+        let stack = out
+            .stacks()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Unexpected { what: format!("DescribeStacks {name}"), detail: "no stack".into() })?;
+        let id = stack.stack_id().unwrap_or_default().to_string();
+        ClusterStack::read(aws, name, id, &stack).await
+    }
+
+    async fn read(
+        aws: &LocalAws,
+        name: &str,
+        id: String,
+        stack: &aws_sdk_cloudformation::types::Stack,
+    ) -> Result<ClusterStack> {
+        let cfn = aws.cloudformation();
         let outputs = stack
             .outputs()
             .iter()

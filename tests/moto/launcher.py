@@ -618,6 +618,14 @@ def json_response(start_response, status, body):
     return [data]
 
 
+# --- Patch (o): CloudFormation requests one at a time ----------------------------
+# moto 5.2.5 creates a stack's resources lazily: a read while CreateStack is
+# still creating them (ListStackResources, or DescribeStacks evaluating the
+# outputs) creates them again from another thread (InvalidSubnet.Conflict,
+# or two of one resource). The watcher of `synth deploy` and the tests read
+# during creates, so CloudFormation requests are served one at a time.
+CLOUDFORMATION_LOCK = threading.Lock()
+
 # The access key id and service of a SigV4 Authorization header.
 CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]*/[^/]*/([^/]*)/")
 
@@ -630,11 +638,11 @@ def record_call(environ):
     (from X-Amz-Target, else Action= in the query string or form body),
     and for SQS `queue` (the last part of QueueUrl) and, for SendMessage,
     `kind` (the message body's "kind", e.g. register). The body is read
-    and put back for moto."""
+    and put back for moto. Returns the call, or None when unsigned."""
     t = time.time()
     match = CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
     if not match:
-        return
+        return None
     key, service = match.group(1), match.group(2)
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
@@ -663,6 +671,7 @@ def record_call(environ):
             pass
     with CALLS_LOCK:
         CALLS.append(call)
+    return call
 
 
 def extra_routes(app):
@@ -734,7 +743,11 @@ def extra_routes(app):
                 FAILURES.clear()
             with CALLS_LOCK:
                 CALLS.clear()
-        record_call(environ)
+        call = record_call(environ)
+        if call is not None and call["service"] == "cloudformation":
+            # Patch (o): one CloudFormation request at a time.
+            with CLOUDFORMATION_LOCK:
+                return app(environ, start_response)
         return app(environ, start_response)
 
     return wrapped
