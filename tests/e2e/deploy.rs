@@ -468,6 +468,40 @@ fn a_resource_failure_names_that_resource_not_the_cascade() -> TestResult {
     Ok(())
 }
 
+/// The console route: `synth stage` uploads the package once and prints the
+/// blueprint lines; with them the blueprint builds without the warning.
+#[test]
+fn stage_uploads_once_and_prints_the_lines_a_blueprint_needs() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let stage = || synth(&aws, "stager", &["stage", pkg.to_str().unwrap(), "--region", "us-east-1"]);
+    let (code, out, err) = run(stage());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Created staging bucket") && err.contains("Uploaded agent package"), "{err}");
+    let sha = synth::deploy::staging::sha256_hex(&std::fs::read(&pkg)?);
+    assert_eq!(
+        out,
+        format!(
+            "image:\n  agent_package_url: s3://{BUCKET}/agent/{sha}/deeplearning-agent_0.1.0-1_amd64.deb\n  \
+             agent_package_sha256: {sha}\n"
+        )
+    );
+    let (code, again, err) = run(stage());
+    assert_eq!((code, &again), (0, &out), "{err}");
+    assert!(err.contains("Reusing agent package") && !err.contains("Uploaded"), "{err}");
+    assert_eq!(staging_bucket(&aws).3, 1, "uploaded once");
+
+    let before = blueprint(dir.path(), "console.yaml", |t| t);
+    let (_, _, err) = run(synth(&aws, "stager", &["validate", &before, "--region", "us-east-1"]));
+    assert!(err.contains("would fail to form"), "{err}");
+    let after = blueprint(dir.path(), "console.yaml", |t| t + &out);
+    let (code, _, err) = run(synth(&aws, "stager", &["validate", &after, "--region", "us-east-1"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("would fail to form"), "{err}");
+    Ok(())
+}
+
 #[test]
 fn without_credentials_it_says_what_to_do() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use super::cloud;
 use super::{ExitCode, Input};
-use crate::blueprint::{self, MISSING_AGENT_PATH};
+use crate::blueprint::{self, Diagnostic, MISSING_AGENT_PATH};
 use crate::deploy::change::{Preview, preview};
 use crate::deploy::monitor::{self, Display, now_ms};
 use crate::deploy::port::{Cloud, Stack, StackRequest, TemplateSource};
@@ -159,38 +159,8 @@ pub(super) async fn prepare(
             Some(f) => f.clone(),
             None => staging::package_dir().join(staging::package_file_name(spec.image.package_format)),
         };
-        let package = staging::read_package(&file).map_err(|e| {
-            eprintln!(
-                "error: {e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
-                 `packaging/build`, or pass --agent-package FILE (or bake an image: see the README)"
-            );
-            ExitCode::Error
-        })?;
-        let account = cloud.account_id().await.map_err(cloud::cloud_error)?;
-        let key = staging::package_key(&package.sha256, &package.file_name);
-        let bucket = if upload {
-            let (staging, created) = Staging::ensure(&cloud, &account).await.map_err(cloud::cloud_error)?;
-            if created {
-                display.line("Created", &format!("staging bucket {} (private, encrypted, versioned)", staging.bucket));
-            }
-            match staging.put_once(&cloud, &key, &package.bytes).await.map_err(cloud::cloud_error)? {
-                Upload::Uploaded => display.line(
-                    "Uploaded",
-                    &format!(
-                        "agent package {} ({} bytes) to {}",
-                        package.file_name,
-                        package.bytes.len(),
-                        staging.s3_url(&key)
-                    ),
-                ),
-                Upload::AlreadyThere => display.line("Reusing", &format!("agent package {}", staging.s3_url(&key))),
-            }
-            staging
-        } else {
-            Staging { bucket: staging::bucket_name(&account, cloud.region()), region: cloud.region().to_owned() }
-        };
-        spec.image.agent_package = Some(AgentPackage { url: bucket.s3_url(&key), sha256: package.sha256.clone() });
-        loaded.warnings.retain(|w| w.path != MISSING_AGENT_PATH);
+        let package = stage_package(&cloud, &file, upload, display).await?;
+        install_at_boot(&mut spec, &mut loaded.warnings, package);
     }
     if !loaded.warnings.is_empty() {
         eprint!("{}", blueprint::render_all(&loaded.warnings, &text, &path));
@@ -214,6 +184,55 @@ pub(super) async fn prepare(
     }
     let compact = template.to_string();
     Ok((cloud, Prepared { stack, template, compact, parameters: overrides }))
+}
+
+/// Reads the agent package `file` and, when `upload`, puts it into the
+/// staging bucket (created when missing), saying what it did; returns what
+/// the nodes download. Without `upload` (a preview) nothing is written.
+pub(super) async fn stage_package<C: Cloud>(
+    cloud: &C,
+    file: &std::path::Path,
+    upload: bool,
+    display: &Display,
+) -> Result<AgentPackage, ExitCode> {
+    let package = staging::read_package(file).map_err(|e| {
+        eprintln!(
+            "error: {e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
+             `packaging/build`, or pass --agent-package FILE (or bake an image: see the README)"
+        );
+        ExitCode::Error
+    })?;
+    let account = cloud.account_id().await.map_err(cloud::cloud_error)?;
+    let key = staging::package_key(&package.sha256, &package.file_name);
+    let bucket = if upload {
+        let (staging, created) = Staging::ensure(cloud, &account).await.map_err(cloud::cloud_error)?;
+        if created {
+            display.line("Created", &format!("staging bucket {} (private, encrypted, versioned)", staging.bucket));
+        }
+        match staging.put_once(cloud, &key, &package.bytes).await.map_err(cloud::cloud_error)? {
+            Upload::Uploaded => display.line(
+                "Uploaded",
+                &format!(
+                    "agent package {} ({} bytes) to {}",
+                    package.file_name,
+                    package.bytes.len(),
+                    staging.s3_url(&key)
+                ),
+            ),
+            Upload::AlreadyThere => display.line("Reusing", &format!("agent package {}", staging.s3_url(&key))),
+        }
+        staging
+    } else {
+        Staging { bucket: staging::bucket_name(&account, cloud.region()), region: cloud.region().to_owned() }
+    };
+    Ok(AgentPackage { url: bucket.s3_url(&key), sha256: package.sha256 })
+}
+
+/// The blueprint as deploy builds it: every node installs `package` at
+/// boot, so the warning that the image has no agent no longer holds.
+fn install_at_boot(spec: &mut crate::spec::ClusterSpec, warnings: &mut Vec<Diagnostic>, package: AgentPackage) {
+    spec.image.agent_package = Some(package);
+    warnings.retain(|w| w.path != MISSING_AGENT_PATH);
 }
 
 /// Where CloudFormation reads the template: inline, or from the staging bucket when too large.
@@ -465,6 +484,33 @@ mod tests {
             crate::region::Region::ALL.iter().map(|r| (*r, "ami-0123456789abcdef0".to_owned())).collect(),
         );
         assert!(!image_is_ssm(&template(&spec)));
+    }
+
+    /// The terminal route: every example blueprint, deployed with a staged
+    /// package, has no "would fail to form" warning and its nodes' user data
+    /// installs that package.
+    #[test]
+    fn every_example_blueprint_deployed_installs_the_package_and_forms() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../blueprints");
+        let mut staged = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path.display().to_string();
+            let mut loaded = blueprint::load(&text, &name, Some(Region::UsEast1)).unwrap();
+            let mut spec = loaded.spec.clone();
+            if loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH) {
+                let url = format!("s3://bucket/agent/{}/pkg", "c".repeat(64));
+                install_at_boot(&mut spec, &mut loaded.warnings, AgentPackage { url, sha256: "c".repeat(64) });
+                staged += 1;
+            }
+            assert!(loaded.warnings.iter().all(|w| w.path != MISSING_AGENT_PATH), "{name}");
+            let template = crate::stack::compile(&spec).render().unwrap().json;
+            let package = spec.image.agent_package.as_ref().expect("every example installs a package or has one");
+            // The user data (`Fn::Base64` of an `Fn::Sub` text) checks exactly that package.
+            assert!(template.contains(&format!("echo '{}  '", package.sha256)), "{name}");
+        }
+        assert_eq!(staged, 7, "the examples on the stock image");
     }
 
     #[test]

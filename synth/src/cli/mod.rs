@@ -17,6 +17,7 @@ mod outputs;
 mod regions;
 mod schema;
 mod ssh;
+mod stage;
 mod status;
 mod validate;
 
@@ -92,6 +93,9 @@ pub enum Command {
     Ssh(ssh::SshArgs),
     /// Delete a stack and watch it go.
     Delete(delete::DeleteArgs),
+    /// Put the agent package into the staging bucket and print the
+    /// blueprint lines that install it at boot (for the console route).
+    Stage(stage::StageArgs),
 }
 
 /// The blueprint and region arguments `build` and `validate` share.
@@ -140,5 +144,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Outputs(args) => outputs::run(&args),
         Command::Ssh(args) => ssh::run(&args),
         Command::Delete(args) => delete::run(&args),
+        Command::Stage(args) => stage::run(&args),
     }
 }
