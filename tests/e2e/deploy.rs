@@ -502,6 +502,56 @@ fn stage_uploads_once_and_prints_the_lines_a_blueprint_needs() -> TestResult {
     Ok(())
 }
 
+/// Ctrl-C at the update's prompt (on a terminal: `script` gives synth a
+/// pseudo-terminal, and the ^C typed into it is the SIGINT) deletes the
+/// change set that was never executed, and nothing changes.
+#[test]
+fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
+    use std::io::Write;
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let pkg = pkg.to_str().unwrap();
+    let deploy = ["deploy", "blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE, "--agent-package", pkg];
+    let (code, _, err) = run(synth(&aws, "deployer", &deploy));
+    assert_eq!(code, 0, "{err}");
+
+    let mut line = vec![synth_bin().display().to_string()];
+    line.extend(deploy.iter().map(|a| a.to_string()));
+    line.extend(["-p", "WorkerCount=3", "-p", "MaxWorkers=3"].map(str::to_owned));
+    // The environment synth gets elsewhere in these tests, for script and so synth.
+    let env = synth(&aws, "deployer", &[]);
+    let mut script = Command::new("script");
+    script.args(["-qfec", &line.join(" "), "/dev/null"]).current_dir(repo()).stdin(Stdio::piped());
+    for (k, v) in env.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    let mut running = Running::start(script);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let out = || std::fs::read_to_string(&running.out).unwrap_or_default();
+    while !out().contains("Apply these changes to stack minimal? [y/N]") {
+        assert!(Instant::now() < deadline, "no prompt: {}", out());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(out().contains("~ WorkerGroup"), "{}", out());
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    assert_eq!(sets.summaries().len(), 1, "the change set waits for the answer");
+    running.child.stdin.take().expect("script's stdin").write_all(b"\x03")?;
+    let (code, out, _) = running.finish();
+    assert_eq!(code, 130, "{out}");
+    assert!(out.contains("Interrupted: nothing was changed (the change set was deleted)."), "{out}");
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    assert!(sets.summaries().is_empty(), "{:?}", sets.summaries());
+    let group = physical_id(&aws, "minimal", "WorkerGroup");
+    let desired = runtime().block_on(aws.auto_scaling_group(&group))?.desired_capacity();
+    assert_eq!(desired, Some(2), "nothing was applied");
+    Ok(())
+}
+
 #[test]
 fn without_credentials_it_says_what_to_do() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;

@@ -75,11 +75,23 @@ pub(super) fn region_flag<C: Cloud>(cloud: &C) -> String {
     format!("--region {}", cloud.region())
 }
 
-/// Asks `question` on a terminal; `yes` answers it. Off a terminal without
-/// `yes`, says to pass `--yes` and answers no.
-pub(super) fn confirm(question: &str, yes: bool) -> Result<bool, ExitCode> {
+/// An answer at a prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// Go ahead.
+    Yes,
+    /// Anything else, or end of input.
+    No,
+}
+
+/// Asks `question` on the terminal (`yes` answers it). Off a terminal
+/// without `yes`, says to pass --yes (exit 2). The read runs on its own
+/// thread, so a caller can race it against Ctrl-C (see
+/// `deploy::unless_interrupted`); an abandoned read does not keep the
+/// process alive.
+pub(super) async fn ask(question: &str, yes: bool) -> Result<Answer, ExitCode> {
     if yes {
-        return Ok(true);
+        return Ok(Answer::Yes);
     }
     if !std::io::stdin().is_terminal() {
         eprintln!("error: {question} Standard input is not a terminal, so nobody can answer: pass --yes to go ahead.");
@@ -87,11 +99,16 @@ pub(super) fn confirm(question: &str, yes: bool) -> Result<bool, ExitCode> {
     }
     eprint!("{question} [y/N] ");
     let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return Ok(false);
-    }
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut answer = String::new();
+        let read = std::io::stdin().lock().read_line(&mut answer).map(|_| answer);
+        let _ = tx.send(read);
+    });
+    Ok(match rx.await {
+        Ok(Ok(answer)) if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") => Answer::Yes,
+        _ => Answer::No,
+    })
 }
 
 /// Prints outputs on stdout, `Key  value`, aligned.

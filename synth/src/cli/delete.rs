@@ -67,7 +67,7 @@ async fn delete(args: &DeleteArgs) -> Result<ExitCode, ExitCode> {
         cloud.region(),
         resources.len()
     );
-    if !cloud::confirm(&question, args.yes)? {
+    if cloud::ask(&question, args.yes).await? != cloud::Answer::Yes {
         eprintln!("Nothing was deleted.");
         return Err(ExitCode::Invalid);
     }

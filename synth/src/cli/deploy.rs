@@ -2,18 +2,19 @@
 //! with the agent package staged, a preview of an update (refused when it
 //! would destroy data), live progress, and the root cause of a failure.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use super::cloud;
+use super::cloud::{self, Answer};
 use super::{ExitCode, Input};
 use crate::blueprint::{self, Diagnostic, MISSING_AGENT_PATH};
 use crate::deploy::change::{Preview, preview};
 use crate::deploy::monitor::{self, Display, now_ms};
-use crate::deploy::port::{Cloud, Stack, StackRequest, TemplateSource};
+use crate::deploy::port::{ChangeSet, Cloud, Stack, StackRequest, TemplateSource};
 use crate::deploy::staging::{self, Staging, Upload};
 use crate::deploy::template::{Pseudo, parameter_values, resolve};
 use crate::deploy::watch::{Operation, Planned, Watcher, clock};
@@ -41,7 +42,9 @@ deeplearning-cluster-staging-<account>-<region>, created on first use
 
 Exit codes: 0 the stack is up to date, 1 the blueprint has problems, the
 stack failed or the update was refused, 2 usage, credentials or AWS error,
-130 interrupted (Ctrl-C stops watching, not the stack).")]
+130 interrupted (Ctrl-C while an update is previewed or asked about deletes
+its change set: nothing changes; once the stack is changing, Ctrl-C stops
+watching, not the stack).")]
 pub struct DeployArgs {
     #[command(flatten)]
     pub(super) input: Input,
@@ -273,12 +276,15 @@ pub(super) fn not_updatable(stack: &Stack, flag: &str) -> Option<String> {
 }
 
 /// The change set of an update, once CloudFormation has computed it.
+/// Its id goes into `created` at once, so an interruption can delete it.
 pub(super) async fn change_set<C: Cloud>(
     cloud: &C,
     request: &StackRequest,
-) -> Result<crate::deploy::port::ChangeSet, ExitCode> {
+    created: &RefCell<Option<String>>,
+) -> Result<ChangeSet, ExitCode> {
     let name = format!("synth-{}", now_ms() / 1000);
     let id = cloud.create_change_set(request, &name).await.map_err(cloud::cloud_error)?;
+    *created.borrow_mut() = Some(id.clone());
     let deadline = now_ms() + 10 * 60 * 1000;
     loop {
         let set = cloud.change_set(&id).await.map_err(cloud::cloud_error)?;
@@ -289,8 +295,98 @@ pub(super) async fn change_set<C: Cloud>(
     }
 }
 
+/// Runs `work`, which may create a change set and record its id in
+/// `created`, unless Ctrl-C comes first: then that change set, never
+/// executed, is deleted (or the user is told how to delete it), and the
+/// exit is 130. Nothing else has changed at that point.
+pub(super) async fn unless_interrupted<C: Cloud, T>(
+    cloud: &C,
+    created: &RefCell<Option<String>>,
+    work: impl std::future::Future<Output = Result<T, ExitCode>>,
+) -> Result<T, ExitCode> {
+    tokio::select! {
+        result = work => result,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!();
+            let id = created.borrow_mut().take();
+            match id {
+                None => eprintln!("Interrupted: nothing was changed."),
+                Some(id) => match cloud.delete_change_set(&id).await {
+                    Ok(()) => eprintln!("Interrupted: nothing was changed (the change set was deleted)."),
+                    Err(e) => eprintln!(
+                        "Interrupted: nothing was changed, but the change set is left ({e}); it is never \
+                         executed. Remove it with `aws cloudformation delete-change-set --change-set-name {id}`"
+                    ),
+                },
+            }
+            Err(ExitCode::Interrupted)
+        }
+    }
+}
+
+/// The update's change set, previewed, checked and confirmed: `None` when
+/// there is nothing to change; an error (the change set deleted) when it
+/// cannot be made, is refused or is not confirmed.
+async fn decide_update<C: Cloud>(
+    cloud: &C,
+    stack: &Stack,
+    p: &Prepared,
+    request: &StackRequest,
+    args: &DeployArgs,
+    display: &Display,
+    created: &RefCell<Option<String>>,
+) -> Result<Option<(ChangeSet, Preview)>, ExitCode> {
+    let set = change_set(cloud, request, created).await?;
+    if no_changes(&set) {
+        let _ = cloud.delete_change_set(&set.id).await;
+        display.finish();
+        eprintln!("No changes: stack {} is up to date with {}.", stack.name, args.input.display_path());
+        return Ok(None);
+    }
+    if set.status == "FAILED" {
+        let _ = cloud.delete_change_set(&set.id).await;
+        display.finish();
+        eprintln!(
+            "error: CloudFormation cannot make the change set: {}",
+            set.reason.as_deref().unwrap_or("no reason given")
+        );
+        return Err(ExitCode::Error);
+    }
+    let preview = preview_update(cloud, stack, p, &set).await?;
+    display.finish();
+    eprint!("{}", preview.render(&stack.name));
+    let refusals = preview.refusals();
+    if !refusals.is_empty() && !args.allow_replacement {
+        for r in &refusals {
+            eprintln!("error: refused: {}", r.render());
+        }
+        if refusals.iter().any(|r| r.resource_type == "AWS::EC2::Instance") && image_is_ssm(&p.template) {
+            eprintln!(
+                "  = note: the master's launch template holds the image, the agent package's URL and \
+                 SHA-256, the instance type, root volume size and key pair. If you changed none of \
+                 them, AWS has published a newer image under the ImageId SSM parameter (resolved \
+                 again at every update): pin the image with `image.ami` to keep the master"
+            );
+        }
+        let _ = cloud.delete_change_set(&set.id).await;
+        eprintln!(
+            "Nothing was changed (the change set was deleted). To apply it anyway, losing that data, \
+             add --allow-replacement."
+        );
+        return Err(ExitCode::Invalid);
+    }
+    if cloud::ask(&format!("Apply these changes to stack {}?", stack.name), args.yes).await? != Answer::Yes {
+        let _ = cloud.delete_change_set(&set.id).await;
+        eprintln!("Nothing was changed (the change set was deleted).");
+        return Err(ExitCode::Invalid);
+    }
+    // From here the change set is executed, not deleted, whatever happens.
+    created.borrow_mut().take();
+    Ok(Some((set, preview)))
+}
+
 /// Whether a failed change set only says there is nothing to change.
-pub(super) fn no_changes(set: &crate::deploy::port::ChangeSet) -> bool {
+pub(super) fn no_changes(set: &ChangeSet) -> bool {
     set.status == "FAILED"
         && set.reason.as_deref().is_some_and(|r| r.contains("didn't contain changes") || r.contains("No updates"))
 }
@@ -300,7 +396,7 @@ pub(super) async fn preview_update<C: Cloud>(
     cloud: &C,
     existing: &Stack,
     p: &Prepared,
-    set: &crate::deploy::port::ChangeSet,
+    set: &ChangeSet,
 ) -> Result<Preview, ExitCode> {
     let old_text = cloud.template(&existing.name).await.map_err(cloud::cloud_error)?;
     let old: Json = serde_json::from_str(&old_text).unwrap_or(Json::Null);
@@ -386,51 +482,17 @@ async fn deploy_inner(args: &DeployArgs) -> Result<ExitCode, ExitCode> {
         }
         Some(stack) => {
             display.line("Previewing", &format!("the update of stack {} in {}", stack.name, cloud.region()));
-            let set = change_set(&cloud, &request).await?;
-            if no_changes(&set) {
-                let _ = cloud.delete_change_set(&set.id).await;
-                display.finish();
-                eprintln!("No changes: stack {} is up to date with {}.", stack.name, args.input.display_path());
+            let created = RefCell::new(None);
+            let decided = unless_interrupted(
+                &cloud,
+                &created,
+                decide_update(&cloud, stack, &p, &request, args, &display, &created),
+            )
+            .await?;
+            let Some((set, preview)) = decided else {
                 cloud::print_outputs(&stack.outputs);
                 return Ok(ExitCode::Success);
-            }
-            if set.status == "FAILED" {
-                let _ = cloud.delete_change_set(&set.id).await;
-                display.finish();
-                eprintln!(
-                    "error: CloudFormation cannot make the change set: {}",
-                    set.reason.as_deref().unwrap_or("no reason given")
-                );
-                return Err(ExitCode::Error);
-            }
-            let preview = preview_update(&cloud, stack, &p, &set).await?;
-            display.finish();
-            eprint!("{}", preview.render(&stack.name));
-            let refusals = preview.refusals();
-            if !refusals.is_empty() && !args.allow_replacement {
-                for r in &refusals {
-                    eprintln!("error: refused: {}", r.render());
-                }
-                if refusals.iter().any(|r| r.resource_type == "AWS::EC2::Instance") && image_is_ssm(&p.template) {
-                    eprintln!(
-                        "  = note: the master's launch template holds the image, the agent package's URL and \
-                         SHA-256, the instance type, root volume size and key pair. If you changed none of \
-                         them, AWS has published a newer image under the ImageId SSM parameter (resolved \
-                         again at every update): pin the image with `image.ami` to keep the master"
-                    );
-                }
-                let _ = cloud.delete_change_set(&set.id).await;
-                eprintln!(
-                    "Nothing was changed (the change set was deleted). To apply it anyway, losing that data, \
-                     add --allow-replacement."
-                );
-                return Err(ExitCode::Invalid);
-            }
-            if !cloud::confirm(&format!("Apply these changes to stack {}?", stack.name), args.yes)? {
-                let _ = cloud.delete_change_set(&set.id).await;
-                eprintln!("Nothing was changed (the change set was deleted).");
-                return Err(ExitCode::Invalid);
-            }
+            };
             let boundary = monitor::newest_event(&cloud, &stack.id).await.map_err(cloud::cloud_error)?;
             cloud.execute_change_set(&set.id).await.map_err(cloud::cloud_error)?;
             let plan = preview

@@ -2,7 +2,7 @@
 //! deleted afterwards; nothing is executed and nothing is uploaded.
 
 use super::cloud;
-use super::deploy::{DeployTarget, change_set, no_changes, not_updatable, prepare, preview_update};
+use super::deploy::{DeployTarget, change_set, no_changes, not_updatable, prepare, preview_update, unless_interrupted};
 use super::{ExitCode, Input};
 use crate::deploy::monitor::Display;
 use crate::deploy::port::{Cloud, StackRequest, TemplateSource};
@@ -70,7 +70,8 @@ async fn diff(args: &DiffArgs) -> Result<ExitCode, ExitCode> {
         parameters: p.parameters.clone(),
         keep_on_failure: false,
     };
-    let set = change_set(&cloud, &request).await?;
+    let created = std::cell::RefCell::new(None);
+    let set = unless_interrupted(&cloud, &created, change_set(&cloud, &request, &created)).await?;
     let deleted = cloud.delete_change_set(&set.id).await;
     if no_changes(&set) {
         println!("Stack {}: no changes.", p.stack);
