@@ -180,6 +180,14 @@ fn blueprint(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> String 
 
 const IMAGE: &str = "ImageId=/e2e/ami-id";
 
+/// `synth deploy blueprints/minimal.yaml` in us-east-1 with the test image
+/// and `package`, then `extra`, calls logged under access key `key`.
+fn deploy_minimal(aws: &LocalAws, key: &str, package: &Path, extra: &[&str]) -> Command {
+    let mut cmd = synth(aws, key, &["deploy", "blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE]);
+    cmd.arg("--agent-package").arg(package).args(extra);
+    cmd
+}
+
 #[test]
 fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     assert_eq!(IMAGE, format!("ImageId={IMAGE_PARAMETER}"));
@@ -303,10 +311,7 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     let aws = LocalAws::start_holding(network.host_ip().into())?;
     ensure_image_parameter(&aws)?;
     let key = "deployer";
-    let args = ["deploy", "blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE, "--agent-package"];
-    let mut cmd = synth(&aws, key, &args);
-    cmd.arg(&deb);
-    let running = Running::start(cmd);
+    let running = Running::start(deploy_minimal(&aws, key, &deb, &[]));
 
     // moto creates every resource within CreateStack, then holds the stack on its wait condition.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -389,20 +394,7 @@ fn a_formation_failure_prints_the_agents_reason_first() -> TestResult {
     ensure_image_parameter(&aws)?;
     let dir = tempfile::tempdir()?;
     let pkg = package(dir.path());
-    let running = Running::start(synth(
-        &aws,
-        "deployer",
-        &[
-            "deploy",
-            "blueprints/minimal.yaml",
-            "--region",
-            "us-east-1",
-            "-p",
-            IMAGE,
-            "--agent-package",
-            pkg.to_str().unwrap(),
-        ],
-    ));
+    let running = Running::start(deploy_minimal(&aws, "deployer", &pkg, &[]));
     let reason = "1 of 2 workers joined by the 30-minute deadline, at least 2 needed. We currently do not have sufficient g4dn.xlarge capacity in us-east-1a.";
     signal(&aws, "minimal", "FAILURE", reason);
     let (code, _, err) = running.finish();
@@ -414,20 +406,7 @@ fn a_formation_failure_prints_the_agents_reason_first() -> TestResult {
     eprintln!("--- what the user saw ---\n{err}");
 
     // A failed create cannot be updated: deploy says to delete it first.
-    let (code, _, err) = run(synth(
-        &aws,
-        "deployer",
-        &[
-            "deploy",
-            "blueprints/minimal.yaml",
-            "--region",
-            "us-east-1",
-            "-p",
-            IMAGE,
-            "--agent-package",
-            pkg.to_str().unwrap(),
-        ],
-    ));
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("synth delete minimal --region us-east-1"), "{err}");
     Ok(())
@@ -441,21 +420,7 @@ fn a_resource_failure_names_that_resource_not_the_cascade() -> TestResult {
     let pkg = package(dir.path());
     let reason = "Resource handler returned message: \"You have reached the maximum number of file systems\" (HandlerErrorCode: ServiceLimitExceeded)";
     aws.fail_next_create("FileSystem", reason)?;
-    let (code, _, err) = run(synth(
-        &aws,
-        "deployer",
-        &[
-            "deploy",
-            "blueprints/minimal.yaml",
-            "--region",
-            "us-east-1",
-            "-p",
-            IMAGE,
-            "--agent-package",
-            pkg.to_str().unwrap(),
-            "--keep-on-failure",
-        ],
-    ));
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &["--keep-on-failure"]));
     assert_eq!(code, 1, "{err}");
     let first_error = err.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
     assert_eq!(first_error, format!("error: FileSystem (AWS::EFS::FileSystem) create failed: {reason}"), "{err}");
@@ -512,19 +477,16 @@ fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
     ensure_image_parameter(&aws)?;
     let dir = tempfile::tempdir()?;
     let pkg = package(dir.path());
-    let pkg = pkg.to_str().unwrap();
-    let deploy = ["deploy", "blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE, "--agent-package", pkg];
-    let (code, _, err) = run(synth(&aws, "deployer", &deploy));
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
     assert_eq!(code, 0, "{err}");
 
+    // The same command, run by script with the same environment.
+    let resize = deploy_minimal(&aws, "deployer", &pkg, &["-p", "WorkerCount=3", "-p", "MaxWorkers=3"]);
     let mut line = vec![synth_bin().display().to_string()];
-    line.extend(deploy.iter().map(|a| a.to_string()));
-    line.extend(["-p", "WorkerCount=3", "-p", "MaxWorkers=3"].map(str::to_owned));
-    // The environment synth gets elsewhere in these tests, for script and so synth.
-    let env = synth(&aws, "deployer", &[]);
+    line.extend(resize.get_args().map(|a| a.to_string_lossy().into_owned()));
     let mut script = Command::new("script");
     script.args(["-qfec", &line.join(" "), "/dev/null"]).current_dir(repo()).stdin(Stdio::piped());
-    for (k, v) in env.get_envs() {
+    for (k, v) in resize.get_envs() {
         match v {
             Some(v) => script.env(k, v),
             None => script.env_remove(k),
@@ -569,20 +531,7 @@ fn ctrl_c_stops_watching_not_the_stack() -> TestResult {
     ensure_image_parameter(&aws)?;
     let dir = tempfile::tempdir()?;
     let pkg = package(dir.path());
-    let running = Running::start(synth(
-        &aws,
-        "watcher",
-        &[
-            "deploy",
-            "blueprints/minimal.yaml",
-            "--region",
-            "us-east-1",
-            "-p",
-            IMAGE,
-            "--agent-package",
-            pkg.to_str().unwrap(),
-        ],
-    ));
+    let running = Running::start(deploy_minimal(&aws, "watcher", &pkg, &[]));
     // Watch a stack that waits on formation for a while, counting the watcher's calls.
     let deadline = Instant::now() + Duration::from_secs(60);
     while !running.stderr().contains("Ready workers") {
