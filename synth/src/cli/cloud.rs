@@ -69,6 +69,16 @@ pub(super) fn cloud_error(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::Error
 }
 
+/// Connects and finds the stack `args` names; prints why not (exit 2).
+pub(super) async fn connect_to_stack(args: &StackArgs) -> Result<(SdkCloud, crate::deploy::port::Stack), ExitCode> {
+    let cloud = connect(args.aws.region, args.aws.profile.as_deref()).await?;
+    match cloud.stack(&args.stack).await {
+        Ok(Some(stack)) => Ok((cloud, stack)),
+        Ok(None) => Err(cloud_error(format!("no stack {} in {}", args.stack, cloud.region()))),
+        Err(e) => Err(cloud_error(e)),
+    }
+}
+
 /// `--region R` when the region was not in the user's command, so that a
 /// printed command works as it is.
 pub(super) fn region_flag<C: Cloud>(cloud: &C) -> String {

@@ -29,14 +29,9 @@ fn line(e: &Event) -> String {
 /// Runs `synth events`.
 pub(super) fn run(args: &EventsArgs) -> ExitCode {
     cloud::block_on(async {
-        let cloud = match cloud::connect(args.stack.aws.region, args.stack.aws.profile.as_deref()).await {
-            Ok(c) => c,
+        let (cloud, stack) = match cloud::connect_to_stack(&args.stack).await {
+            Ok(found) => found,
             Err(code) => return code,
-        };
-        let stack = match cloud.stack(&args.stack.stack).await {
-            Ok(Some(s)) => s,
-            Ok(None) => return cloud::cloud_error(format!("no stack {} in {}", args.stack.stack, cloud.region())),
-            Err(e) => return cloud::cloud_error(e),
         };
         // The watcher is used here only to remember which events were printed.
         let mut seen = Watcher::new(Operation::Update, Default::default());

@@ -2,7 +2,6 @@
 
 use super::ExitCode;
 use super::cloud::{self, StackArgs};
-use crate::deploy::port::Cloud;
 
 /// Arguments of `synth outputs`.
 #[derive(Debug, clap::Args)]
@@ -21,14 +20,9 @@ pub struct OutputsArgs {
 /// Runs `synth outputs`.
 pub(super) fn run(args: &OutputsArgs) -> ExitCode {
     cloud::block_on(async {
-        let cloud = match cloud::connect(args.stack.aws.region, args.stack.aws.profile.as_deref()).await {
-            Ok(c) => c,
+        let (_, stack) = match cloud::connect_to_stack(&args.stack).await {
+            Ok(found) => found,
             Err(code) => return code,
-        };
-        let stack = match cloud.stack(&args.stack.stack).await {
-            Ok(Some(s)) => s,
-            Ok(None) => return cloud::cloud_error(format!("no stack {} in {}", args.stack.stack, cloud.region())),
-            Err(e) => return cloud::cloud_error(e),
         };
         if args.json {
             let map: serde_json::Map<String, serde_json::Value> =
