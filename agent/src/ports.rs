@@ -60,8 +60,22 @@ pub enum LifecycleResult {
     Continue,
 }
 
+/// The cluster's size as the worker group holds it (see
+/// [`node_contract::MIN_WORKERS_TAG`]): what the master forms the cluster with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupSize {
+    /// Workers requested: the group's desired capacity.
+    pub requested: u32,
+    /// Form with at least this many: the group's minimum-workers tag.
+    pub min: u32,
+}
+
 /// The workers' Auto Scaling group.
 pub trait WorkerGroup: Send + Sync {
+    /// The workers requested and the minimum to form with, read when the
+    /// master starts forming (not from its user data, so that resizing
+    /// the stack does not replace the master).
+    fn size(&self) -> impl Future<Output = Result<GroupSize, PortError>> + Send;
     /// Sets the desired capacity (used to lower it to what launched).
     fn set_desired_capacity(&self, capacity: u32) -> impl Future<Output = Result<(), PortError>> + Send;
     /// Completes a lifecycle action once the cluster has let the instance go.

@@ -29,7 +29,7 @@ use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
 use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
 use crate::files;
 use crate::identity::Identity;
-use crate::ports::{PortError, Queue, Received, StackSignals, WorkerGroup};
+use crate::ports::{Formation, GroupSize, PortError, Queue, Received, StackSignals, WorkerGroup};
 
 /// How `agent run` was asked to run.
 #[derive(Clone, Debug)]
@@ -408,18 +408,26 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
 ) -> anyhow::Result<()> {
     let master_id = me.instance_id.clone();
     let path = master_state_path(&opts.root);
-    let mut state = match std::fs::read_to_string(&path) {
+    let resumed = match std::fs::read_to_string(&path) {
         Ok(text) => match serde_json::from_str::<MasterState>(&text) {
             Ok(s) => {
                 info!("resuming formation state from {}", path.display());
-                s
+                Some(s)
             }
             Err(e) => {
                 warn!("ignoring unreadable master state {}: {e}", path.display());
-                MasterState::new(config, me, key.public_openssh.clone(), now_ms())
+                None
             }
         },
-        Err(_) => MasterState::new(config, me, key.public_openssh.clone(), now_ms()),
+        Err(_) => None,
+    };
+    let mut state = match resumed {
+        Some(s) => s,
+        None => {
+            let size = group_size(&master_id, group, signals).await?;
+            info!(requested = size.requested, min = size.min, "the worker group's size");
+            MasterState::new(config, size, me, key.public_openssh.clone(), now_ms())
+        }
     };
     let mut state_file = StateFile { path, last: String::new() };
     let effects = state.start(now_ms());
@@ -518,6 +526,40 @@ async fn receive_turn(queue: &SqsQueue, fan_out: usize, wait: Duration) -> Vec<R
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     received
+}
+
+/// The workers requested and the minimum, from the worker group (not the
+/// user data: see [`node_contract::MIN_WORKERS_TAG`]). Transient failures are
+/// retried for as long as they last; a permanent one (no permission, a group
+/// without the tag) fails formation at once with the reason, as the stack
+/// would otherwise wait out its timeout.
+async fn group_size<G: WorkerGroup, S: StackSignals>(
+    master_id: &str,
+    group: &G,
+    signals: &S,
+) -> anyhow::Result<GroupSize> {
+    loop {
+        match retry("read the worker group's size", || group.size()).await {
+            Ok(size) => return Ok(size),
+            Err(PortError::Transient(e)) => {
+                warn!("cannot read the worker group's size yet, retrying in 30 s: {e}");
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+            Err(PortError::Permanent(e)) => {
+                let reason = format!("The master cannot read the cluster's size from its worker group: {e}");
+                let outcome = Formation {
+                    success: false,
+                    reason: reason.clone(),
+                    unique_id: master_id.to_owned(),
+                    data: "{}".into(),
+                };
+                if let Err(e) = retry("signal formation", || signals.formation(&outcome)).await {
+                    warn!("cannot signal formation: {e}");
+                }
+                anyhow::bail!("{reason}");
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -25,11 +25,10 @@ fn host_key(seed: u8) -> String {
 /// A worker's node config, as synth writes it.
 fn config() -> Value {
     json!({
-        "version": 1, "cluster": "demo", "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1",
+        "version": 2, "cluster": "demo", "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1",
         "stack_name": "demo", "region": "us-east-1", "role": "worker",
         "queues": { "master": "https://sqs.us-east-1.amazonaws.com/123456789012/demo-master",
                     "workers": "https://sqs.us-east-1.amazonaws.com/123456789012/demo-workers" },
-        "requested_workers": 2, "min_workers": 1,
         "efs": { "file_system_id": "fs-12345678", "mount": "/efs" },
         "default_user": "ubuntu", "formation_timeout_seconds": 1800
     })

@@ -23,16 +23,27 @@ pub mod state;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// The newest node config version: this crate reads it and every earlier one.
+/// The node config version this crate writes and reads; a config of any
+/// other version is refused with what to do (nodes and template must come
+/// from matching releases).
 ///
-/// - 1: the first.
-/// - 2: adds [`NodeConfig::efa`]. A writer uses the lowest version that can
-///   hold its config ([`NodeConfig::needed_version`]), so a cluster without
-///   EFA still boots an image whose agent reads version 1 only.
+/// - 1: the first; it carried the workers requested and the minimum.
+/// - 2: drops `requested_workers` and `min_workers`: the master reads them
+///   from its worker group at boot ([`MIN_WORKERS_TAG`]), so a stack update
+///   that changes them does not change the master's user data (and does not
+///   replace it). Adds [`NodeConfig::efa`].
 pub const NODE_CONFIG_VERSION: u32 = 2;
 
-/// The oldest node config version this crate reads.
-pub const OLDEST_NODE_CONFIG_VERSION: u32 = 1;
+/// The tag on the worker Auto Scaling group that holds the fewest workers
+/// the cluster forms with (a decimal number, not propagated to instances).
+///
+/// The master learns the cluster's size from its worker group, not from its
+/// user data: the workers requested are the group's desired capacity, the
+/// minimum is this tag. Both change with a stack update in place, while the
+/// master's launch template, and so the master instance, stays as it is
+/// (an `AWS::EC2::Instance` whose launch template version changes is
+/// replaced: `LaunchTemplate` is one of its create-only properties).
+pub const MIN_WORKERS_TAG: &str = "deeplearning:min-workers";
 
 /// Where the user data stores the node config on each instance.
 pub const NODE_CONFIG_PATH: &str = "/etc/deeplearning/node.json";
@@ -111,7 +122,7 @@ pub struct Signals {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
-    /// [`NodeConfig::needed_version`] when written by synth.
+    /// Always [`NODE_CONFIG_VERSION`] when written by this crate.
     pub version: u32,
     /// The cluster (blueprint) name.
     pub cluster: String,
@@ -126,15 +137,11 @@ pub struct NodeConfig {
     /// Queue URLs.
     pub queues: Queues,
     /// Name of the workers' Auto Scaling group; on the master only (it is
-    /// the one that sets the group's capacity and completes lifecycle actions).
+    /// the one that sets the group's capacity and completes lifecycle
+    /// actions, and it reads the workers requested and the minimum from the
+    /// group: see [`MIN_WORKERS_TAG`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_group: Option<String>,
-    /// Workers asked for (the master excluded).
-    #[serde(deserialize_with = "number_or_decimal_string")]
-    pub requested_workers: u32,
-    /// Form the cluster with at least this many workers.
-    #[serde(deserialize_with = "number_or_decimal_string")]
-    pub min_workers: u32,
     /// The shared file system.
     pub efs: Efs,
     /// The login user that gets the cluster SSH key.
@@ -148,13 +155,13 @@ pub struct NodeConfig {
     /// What to signal; present on the master only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signals: Option<Signals>,
-    /// The node has an EFA (version 2 and later); `None`: no EFA.
+    /// The node has an EFA; `None`: no EFA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efa: Option<Efa>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
-/// `Number` parameter into the user data as text (`"${WorkerCount}"`).
+/// `Number` parameter into the user data as text (`"${Param}"`).
 fn number_or_decimal_string<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -178,8 +185,8 @@ pub enum ContractError {
     Malformed(#[source] serde_json::Error),
     /// A version this build does not know.
     #[error(
-        "the node config has version {found}, and this agent understands versions {OLDEST_NODE_CONFIG_VERSION} \
-         to {supported} only; build the template with the synth release that matches the agent in the image"
+        "the node config has version {found}, and this agent reads version {supported} only; build the template \
+         with the synth release that matches the agent in the image"
     )]
     UnsupportedVersion {
         /// The version in the document.
@@ -198,16 +205,6 @@ pub enum ContractError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// A field the document's version does not have.
-    #[error("the node config has version {version}, which has no `{field}` (it came with version {since})")]
-    FieldTooNew {
-        /// The version in the document.
-        version: u32,
-        /// The field.
-        field: &'static str,
-        /// The first version that has it.
-        since: u32,
-    },
     /// The user data does not hold a node config.
     #[error(
         "the user data holds no node config (no `{CONFIG_DELIMITER}` heredoc); was this instance launched from a synth template?"
@@ -216,11 +213,6 @@ pub enum ContractError {
 }
 
 impl NodeConfig {
-    /// The lowest version that holds this config: 2 with [`efa`](Self::efa), else 1.
-    pub fn needed_version(&self) -> u32 {
-        if self.efa.is_some() { 2 } else { OLDEST_NODE_CONFIG_VERSION }
-    }
-
     /// Parses a node config, checking its version before anything else.
     pub fn from_json(text: &str) -> Result<NodeConfig, ContractError> {
         #[derive(Deserialize)]
@@ -229,7 +221,7 @@ impl NodeConfig {
         }
         let probe: Probe = serde_json::from_str(text).map_err(ContractError::Malformed)?;
         match probe.version {
-            Some(v) if (u64::from(OLDEST_NODE_CONFIG_VERSION)..=u64::from(NODE_CONFIG_VERSION)).contains(&v) => {}
+            Some(v) if v == u64::from(NODE_CONFIG_VERSION) => {}
             Some(v) => {
                 return Err(ContractError::UnsupportedVersion { found: v, supported: NODE_CONFIG_VERSION });
             }
@@ -238,9 +230,6 @@ impl NodeConfig {
             }
         }
         let config: NodeConfig = serde_json::from_str(text).map_err(ContractError::Malformed)?;
-        if config.version < config.needed_version() {
-            return Err(ContractError::FieldTooNew { version: config.version, field: "efa", since: 2 });
-        }
         config.check()?;
         Ok(config)
     }
@@ -384,7 +373,7 @@ mod tests {
 
     fn sample() -> NodeConfig {
         NodeConfig {
-            version: OLDEST_NODE_CONFIG_VERSION,
+            version: NODE_CONFIG_VERSION,
             cluster: "demo".into(),
             stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
             stack_name: "demo".into(),
@@ -392,8 +381,6 @@ mod tests {
             role: Role::Master,
             queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
             worker_group: Some("demo-workers".into()),
-            requested_workers: 4,
-            min_workers: 1,
             efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
             default_user: "ubuntu".into(),
             formation_timeout_seconds: 1800,
@@ -417,10 +404,10 @@ mod tests {
     #[test]
     fn numbers_may_be_decimal_strings() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["requested_workers"] = "8".into();
+        v["formation_timeout_seconds"] = "600".into();
         let c = NodeConfig::from_json(&v.to_string()).unwrap();
-        assert_eq!(c.requested_workers, 8);
-        v["requested_workers"] = "eight".into();
+        assert_eq!(c.formation_timeout_seconds, 600);
+        v["formation_timeout_seconds"] = "ten minutes".into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(e.to_string().contains("expected a whole number"), "{e}");
     }
@@ -432,28 +419,22 @@ mod tests {
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(matches!(e, ContractError::UnsupportedVersion { found: 3, supported: 2 }), "{e}");
-        assert!(e.to_string().contains("version 3") && e.to_string().contains("versions 1 to 2"), "{e}");
+        assert!(e.to_string().contains("version 3") && e.to_string().contains("reads version 2 only"), "{e}");
+        v["version"] = 1.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         v["version"] = 0.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
     }
 
     #[test]
-    fn efa_needs_version_2_and_a_config_without_it_stays_version_1() {
-        assert_eq!(sample().needed_version(), 1);
-        // Version 1 as the first agents wrote and read it: still read.
-        let v1 = serde_json::to_string(&sample()).unwrap();
-        assert_eq!(NodeConfig::from_json(&v1).unwrap(), sample());
-        let with_efa =
-            NodeConfig { version: 2, efa: Some(Efa { rdma_instance_types: vec!["p4d.24xlarge".into()] }), ..sample() };
-        assert_eq!(with_efa.needed_version(), 2);
+    fn efa_travels_in_the_config_and_is_left_out_without_it() {
+        let without = serde_json::to_string(&sample()).unwrap();
+        assert!(!without.contains("efa"), "{without}");
+        assert_eq!(NodeConfig::from_json(&without).unwrap(), sample());
+        let with_efa = NodeConfig { efa: Some(Efa { rdma_instance_types: vec!["p4d.24xlarge".into()] }), ..sample() };
         let json = serde_json::to_string(&with_efa).unwrap();
         assert!(json.contains(r#""efa":{"rdma_instance_types":["p4d.24xlarge"]}"#), "{json}");
         assert_eq!(NodeConfig::from_json(&json).unwrap(), with_efa);
-        // A version 1 document cannot carry the field.
-        let mut v = serde_json::to_value(&with_efa).unwrap();
-        v["version"] = 1.into();
-        let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::FieldTooNew { version: 1, field: "efa", since: 2 }), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod blueprint;
 pub mod catalog;
 pub mod cli;
+pub mod deploy;
 pub mod image_build;
 pub mod region;
 pub mod spec;

@@ -327,13 +327,10 @@ async fn broken_disk(
     break_disk: impl FnOnce(&Path) -> e2e::Result<(Mount, &'static str)>,
     repair: impl FnOnce(&Path, &Mount, u32) -> e2e::Result<()>,
 ) -> e2e::Result<()> {
-    let cluster = Cluster::start("blueprints/minimal.yaml", stack, 2).await?;
-    let victim = &cluster.workers()[1];
     // Whatever the victim writes, the others do not wait on it.
-    edit_node_config(cluster.master(), |c| {
-        c["formation_timeout_seconds"] = 5.into();
-        c["min_workers"] = 1.into();
-    })?;
+    let cluster = Cluster::start_with("blueprints/minimal.yaml", stack, 2, &[("MinWorkers", "1")]).await?;
+    let victim = &cluster.workers()[1];
+    edit_node_config(cluster.master(), |c| c["formation_timeout_seconds"] = 5.into())?;
     let hosts_before = std::fs::read(victim.root().join("etc/hosts")).expect("the victim's /etc/hosts");
     let (mount, named) = break_disk(victim.root())?;
     let mut agents = cluster.spawn_agents()?;

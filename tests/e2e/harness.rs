@@ -87,11 +87,14 @@ async fn a_synth_template_creates_in_moto_and_signals_are_recorded() -> TestResu
         assert_eq!(config.stack_name, "selftest");
         assert_eq!(config.stack_id, stack.id);
         assert_eq!(config.region, REGION);
-        assert_eq!(config.requested_workers, 2);
     }
     assert_eq!(master.worker_group.as_deref(), Some(stack.worker_group()?));
     assert_eq!(stack.outputs.get("WorkerGroupName").map(String::as_str), Some(stack.worker_group()?));
     assert_eq!(stack.worker_instance_ids(&aws).await?.len(), 2);
+    // The master reads the cluster's size from its worker group, not from its user data.
+    let group = aws.auto_scaling_group(stack.worker_group()?).await?;
+    let size = agent::aws::autoscaling::group_size(&group).map_err(|e| unexpected("the worker group's size", e))?;
+    assert_eq!(size, agent::ports::GroupSize { requested: 2, min: 0 });
     let signals = master.signals.as_ref().ok_or_else(|| unexpected("master node config", "no signals"))?;
     assert_eq!(signals.master_resource, "MasterInstance");
     let handle = &signals.formation_handle_url;
@@ -138,6 +141,96 @@ async fn a_synth_template_creates_in_moto_and_signals_are_recorded() -> TestResu
     // A malformed signal is refused, as the wait condition would not count it.
     let bad = ureq::put(handle).config().http_status_as_error(false).build().send("{\"Status\":\"MAYBE\"}");
     assert_eq!(bad.map_err(|e| Error::aws("PUT", &e))?.status(), 400);
+    Ok(())
+}
+
+/// Launcher patches (k) to (n): a change set lists only what changed, a
+/// resize updates the worker group in place and leaves the master alone, a
+/// changed launch template replaces the master, and the stack deletes.
+#[tokio::test(flavor = "multi_thread")]
+async fn stack_updates_change_what_aws_changes_and_the_stack_deletes() -> TestResult {
+    use aws_sdk_cloudformation::types::{Capability, ChangeSetType, Parameter};
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let stack = ClusterStack::create(&aws, "blueprints/minimal.yaml", "updates", 2, &[]).await?;
+    let template = e2e::stack::build_template("blueprints/minimal.yaml")?;
+    let cfn = aws.cloudformation();
+    let params = |extra: &[(&str, &str)]| {
+        let mut all = vec![("ImageId", e2e::stack::IMAGE_PARAMETER), ("WorkerCount", "2"), ("MaxWorkers", "2")];
+        all.extend_from_slice(extra);
+        Some(all.iter().map(|(k, v)| Parameter::builder().parameter_key(*k).parameter_value(*v).build()).collect())
+    };
+    let update = |extra: &'static [(&'static str, &'static str)]| {
+        let (cfn, template) = (cfn.clone(), template.clone());
+        async move {
+            cfn.update_stack()
+                .stack_name("updates")
+                .template_body(template)
+                .set_parameters(params(extra))
+                .capabilities(Capability::CapabilityIam)
+                .send()
+                .await
+                .map_err(|e| Error::aws("UpdateStack", &e))
+        }
+    };
+    let physical = |logical: &'static str| {
+        let cfn = cfn.clone();
+        async move {
+            // (moto's DescribeStackResource fails when a resource was skipped)
+            let out = cfn.list_stack_resources().stack_name("updates").send().await;
+            let out = out.map_err(|e| Error::aws("ListStackResources", &e))?;
+            let found = out.stack_resource_summaries().iter().find(|r| r.logical_resource_id() == Some(logical));
+            Ok::<_, Error>(found.and_then(|r| r.physical_resource_id().map(str::to_owned)))
+        }
+    };
+
+    // (k) A change set of the template as it is lists nothing (moto used to
+    // list the wait condition handle, whose stored template it had changed).
+    let set = cfn
+        .create_change_set()
+        .stack_name("updates")
+        .change_set_name("same")
+        .change_set_type(ChangeSetType::Update)
+        .template_body(&template)
+        .set_parameters(params(&[("WorkerCount", "3"), ("MaxWorkers", "3")]))
+        .capabilities(Capability::CapabilityIam)
+        .send()
+        .await
+        .map_err(|e| Error::aws("CreateChangeSet", &e))?;
+    let described = cfn
+        .describe_change_set()
+        .change_set_name(set.id().unwrap_or_default())
+        .send()
+        .await
+        .map_err(|e| Error::aws("DescribeChangeSet", &e))?;
+    let listed: Vec<_> =
+        described.changes().iter().filter_map(|c| c.resource_change()?.logical_resource_id()).collect();
+    assert!(!listed.contains(&"FormationHandle"), "{listed:?}");
+
+    // (m) More workers: the same group keeps its instances and gets one
+    // more; (l) the master, whose user data names the group, stays.
+    let master = stack.master_instance_id()?.to_owned();
+    let group = stack.worker_group()?.to_owned();
+    let workers = stack.worker_instance_ids(&aws).await?;
+    update(&[("WorkerCount", "3"), ("MaxWorkers", "3"), ("MinWorkers", "1")]).await?;
+    assert_eq!(physical("WorkerGroup").await?.as_deref(), Some(group.as_str()));
+    let now = stack.worker_instance_ids(&aws).await?;
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert!(workers.iter().all(|w| now.contains(w)), "{workers:?} kept in {now:?}");
+    let size = agent::aws::autoscaling::group_size(&aws.auto_scaling_group(&group).await?)
+        .map_err(|e| unexpected("the worker group's size", e))?;
+    assert_eq!(size, agent::ports::GroupSize { requested: 3, min: 1 }, "the min-workers tag follows");
+    assert_eq!(physical("MasterInstance").await?.as_deref(), Some(master.as_str()));
+
+    // (l) A new master launch template version replaces the master.
+    update(&[("WorkerCount", "3"), ("MaxWorkers", "3"), ("MinWorkers", "1"), ("MasterInstanceType", "g4dn.2xlarge")])
+        .await?;
+    let replaced = physical("MasterInstance").await?;
+    assert!(replaced.as_deref().is_some_and(|id| id != master), "{replaced:?}");
+
+    // (n) The stack, VPC included, deletes.
+    cfn.delete_stack().stack_name("updates").send().await.map_err(|e| Error::aws("DeleteStack", &e))?;
+    let gone = cfn.describe_stacks().stack_name("updates").send().await;
+    assert!(gone.is_err(), "{gone:?}");
     Ok(())
 }
 

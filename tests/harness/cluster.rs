@@ -5,6 +5,8 @@
 //! instances, with the worker template's). Agents are started by the test.
 //! Spare namespaces ([`Cluster::start_with_spares`]) take instances that
 //! join later ([`Cluster::add_worker`]), as when the group scales out.
+//! [`Cluster::adopt`] makes the nodes of a stack created elsewhere (by
+//! `synth deploy`); [`Node::boot`](crate::Node::boot) boots one from its user data.
 
 use crate::moto::LocalAws;
 use crate::netns::Network;
@@ -54,13 +56,26 @@ impl Cluster {
         let network = Network::create(1 + workers as usize + spares)?;
         let aws = LocalAws::start(network.host_ip().into())?;
         let stack = ClusterStack::create(&aws, blueprint, stack_name, workers, parameters).await?;
+        Cluster::adopt(network, aws, stack).await
+    }
+
+    /// The cluster of a stack that exists in `aws` (created by `synth
+    /// deploy`, say), on `network` (moto listening on its bridge): one node
+    /// per instance, as [`Cluster::start`] makes them; the namespaces past
+    /// them are spares.
+    pub async fn adopt(network: Network, aws: LocalAws, stack: ClusterStack) -> Result<Cluster> {
         let master_user_data = stack.user_data(&aws, "MasterLaunchTemplate")?;
         let worker_user_data = stack.user_data(&aws, "WorkerLaunchTemplate")?;
         let worker_ids = stack.worker_instance_ids(&aws).await?;
-        if worker_ids.len() != workers as usize {
+        let desired = aws.auto_scaling_group(stack.worker_group()?).await?.desired_capacity().unwrap_or_default();
+        if worker_ids.len() != desired as usize || network.len() < 1 + worker_ids.len() {
             return Err(Error::Unexpected {
                 what: format!("worker group {}", stack.worker_group()?),
-                detail: format!("{} instances, expected {workers}", worker_ids.len()),
+                detail: format!(
+                    "{} instances for a desired capacity of {desired}, {} namespaces",
+                    worker_ids.len(),
+                    network.len()
+                ),
             });
         }
         let mut nodes = Vec::new();

@@ -12,12 +12,16 @@
 //! - [`node`]: a simulated node (namespace, root directory, metadata) that
 //!   runs `agent run --root DIR --no-mount` inside its namespace;
 //! - [`cluster`]: all of the above for a blueprint and N workers;
+//! - [`boot`]: a node booting from its user data: the agent package
+//!   downloaded, checked and installed in a writable layer over this
+//!   machine's filesystem, then the installed agent started;
 //! - [`sshd`]: hosts with a real sshd each and the agent's files, for `trainer`.
 //!
 //! Everything is undone on `Drop`, also when a test panics. The harness needs
 //! root and `ip` (iproute2); [`require_root`] fails with a clear message
 //! otherwise.
 
+pub mod boot;
 pub mod cluster;
 pub mod error;
 pub mod imds;

@@ -38,6 +38,17 @@ impl LocalAws {
     /// Starts the launcher on `bind_ip` and a free port, and waits until
     /// `GET /moto-api/` answers.
     pub fn start(bind_ip: IpAddr) -> Result<LocalAws> {
+        LocalAws::start_with(bind_ip, &[])
+    }
+
+    /// [`LocalAws::start`] where a create waits on its wait conditions: the
+    /// stack stays CREATE_IN_PROGRESS until they are signalled, and a
+    /// FAILURE signal fails it (launcher patch (h)), as in AWS.
+    pub fn start_holding(bind_ip: IpAddr) -> Result<LocalAws> {
+        LocalAws::start_with(bind_ip, &["--hold-wait-conditions"])
+    }
+
+    fn start_with(bind_ip: IpAddr, options: &[&str]) -> Result<LocalAws> {
         let python = venv::moto_python()?;
         let launcher = repo_root().join("tests/moto/launcher.py");
         let log_dir = tempfile::Builder::new().prefix("e2e-moto-").tempdir().map_err(Error::io("temp dir", "/tmp"))?;
@@ -46,6 +57,7 @@ impl LocalAws {
         let mut child = Command::new(&python)
             .arg(&launcher)
             .args(["--host", &bind_ip.to_string(), "--port", "0"])
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file)
@@ -106,6 +118,29 @@ impl LocalAws {
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Makes the next creation of `logical_id` fail with `reason`
+    /// (launcher patch (i)): the resources not yet created are cancelled and
+    /// the stack rolls back (or stays CREATE_FAILED with OnFailure=DO_NOTHING).
+    pub fn fail_next_create(&self, logical_id: &str, reason: &str) -> Result<()> {
+        let body = serde_json::json!({"LogicalResourceId": logical_id, "Reason": reason}).to_string();
+        ureq::post(format!("{}/_fail_resource", self.endpoint()))
+            .send(body)
+            .map_err(|e| Error::aws("POST /_fail_resource", &e))?;
+        Ok(())
+    }
+
+    /// Every signed AWS API call since the start or the last reset (`GET /_calls`).
+    pub fn calls(&self) -> Result<Vec<serde_json::Value>> {
+        let url = format!("{}/_calls", self.endpoint());
+        let body = ureq::get(&url)
+            .call()
+            .map_err(|e| Error::aws(format!("GET {url}"), &e))?
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Error::aws(format!("GET {url}"), &e))?;
+        serde_json::from_str(&body).map_err(|e| Error::Unexpected { what: url, detail: e.to_string() })
     }
 
     /// Wipes every resource moto holds (`POST /moto-api/reset`) and the

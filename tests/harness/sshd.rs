@@ -166,7 +166,7 @@ impl SshCluster {
             self.nodes.iter().enumerate().filter(|(i, _)| members.contains(i)).map(|(_, n)| n.clone()).collect();
         let efs = self.efs();
         for &i in members {
-            let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs, self.hosts.len() as u32);
+            let config = config(if i == 0 { Role::Master } else { Role::Worker }, &efs);
             let key = (i == 0).then_some(self.private_key.as_str());
             // Every host's address is on `eth0` of its namespace (netns.rs).
             let fabric = agent::fabric::environment(config.efa.as_ref(), None, Some("eth0"));
@@ -355,7 +355,7 @@ impl Drop for SshCluster {
     }
 }
 
-fn config(role: Role, efs: &Path, requested: u32) -> NodeConfig {
+fn config(role: Role, efs: &Path) -> NodeConfig {
     NodeConfig {
         version: NODE_CONFIG_VERSION,
         cluster: "e2e".into(),
@@ -365,8 +365,6 @@ fn config(role: Role, efs: &Path, requested: u32) -> NodeConfig {
         role,
         queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
         worker_group: None,
-        requested_workers: requested,
-        min_workers: 1,
         efs: Efs { file_system_id: "fs-0e2e0e2e".into(), mount: efs.to_string_lossy().into_owned() },
         default_user: "root".into(),
         formation_timeout_seconds: 600,

@@ -65,6 +65,24 @@ impl ClusterStack {
             .map_err(|e| Error::aws(format!("CreateStack {name} (moto log: {})", aws.log_path().display()), &e))?;
         let id = created.stack_id.unwrap_or_default();
         let stack = wait_for_create(aws, name).await?;
+        ClusterStack::read(aws, name, id, &stack).await
+    }
+
+    /// The stack `name` as it is now, in whatever status (one that `synth
+    /// deploy` is creating, say): id, outputs so far, resources.
+    pub async fn describe(aws: &LocalAws, name: &str) -> Result<ClusterStack> {
+        let stack = describe_stack(aws, name).await?;
+        let id = stack.stack_id().unwrap_or_default().to_string();
+        ClusterStack::read(aws, name, id, &stack).await
+    }
+
+    async fn read(
+        aws: &LocalAws,
+        name: &str,
+        id: String,
+        stack: &aws_sdk_cloudformation::types::Stack,
+    ) -> Result<ClusterStack> {
+        let cfn = aws.cloudformation();
         let outputs = stack
             .outputs()
             .iter()
@@ -157,7 +175,8 @@ pub fn build_template(blueprint: &str) -> Result<String> {
 }
 
 /// Creates [`IMAGE_PARAMETER`] with an AMI id moto knows, once per moto.
-fn ensure_image_parameter(aws: &LocalAws) -> Result<()> {
+/// Puts the SSM parameter `IMAGE_PARAMETER` (an AMI moto knows) that stacks pass as `ImageId`.
+pub fn ensure_image_parameter(aws: &LocalAws) -> Result<()> {
     let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
     let image = xml_text(&images, "imageId")
         .ok_or_else(|| Error::Unexpected { what: "DescribeImages".into(), detail: "moto lists no image".into() })?;
@@ -171,21 +190,25 @@ fn ensure_image_parameter(aws: &LocalAws) -> Result<()> {
 /// How long moto may take to create a stack (it does so within the call).
 const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// `DescribeStacks` of one stack.
+async fn describe_stack(aws: &LocalAws, name: &str) -> Result<aws_sdk_cloudformation::types::Stack> {
+    let out = aws
+        .cloudformation()
+        .describe_stacks()
+        .stack_name(name)
+        .send()
+        .await
+        .map_err(|e| Error::aws(format!("DescribeStacks {name}"), &e))?;
+    out.stacks()
+        .first()
+        .cloned()
+        .ok_or_else(|| Error::Unexpected { what: format!("DescribeStacks {name}"), detail: "no stack".into() })
+}
+
 async fn wait_for_create(aws: &LocalAws, name: &str) -> Result<aws_sdk_cloudformation::types::Stack> {
-    let cfn = aws.cloudformation();
     let deadline = Instant::now() + CREATE_TIMEOUT;
     loop {
-        let out = cfn
-            .describe_stacks()
-            .stack_name(name)
-            .send()
-            .await
-            .map_err(|e| Error::aws(format!("DescribeStacks {name}"), &e))?;
-        let stack = out
-            .stacks()
-            .first()
-            .cloned()
-            .ok_or_else(|| Error::Unexpected { what: format!("DescribeStacks {name}"), detail: "no stack".into() })?;
+        let stack = describe_stack(aws, name).await?;
         match stack.stack_status() {
             Some(StackStatus::CreateComplete) => return Ok(stack),
             Some(StackStatus::CreateInProgress) | Some(StackStatus::ReviewInProgress) | None => {}

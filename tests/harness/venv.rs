@@ -38,3 +38,20 @@ pub fn moto_python() -> Result<PathBuf> {
     }
     Ok(python)
 }
+
+/// The directory of the AWS CLI (`aws`) that `tests/moto/requirements.txt`
+/// installs into `.venv` (the bin directory of [`moto_python`]'s venv), for
+/// nodes that fetch `s3://` objects as the user data does on AWS.
+pub fn aws_cli_dir() -> Result<PathBuf> {
+    let python = moto_python()?;
+    let bin = python.parent().map(PathBuf::from).unwrap_or_default();
+    if !bin.join("aws").exists() {
+        return Err(Error::Setup(format!(
+            "{} has no AWS CLI (`aws`): install it with: cd {} && .venv/bin/pip install -r tests/moto/requirements.txt \
+             (scripts/test does this)",
+            bin.display(),
+            repo_root().display()
+        )));
+    }
+    Ok(bin)
+}

@@ -2,7 +2,7 @@
 few patches the project needs that moto lacks (tests/moto/README.md lists
 them, and why).
 
-Usage: launcher.py --host 10.213.0.1 --port 0
+Usage: launcher.py --host 10.213.0.1 --port 0 [--hold-wait-conditions]
 
 It prints one line, `READY <host> <port>`, on stdout once the server answers,
 then serves until it is killed. Port 0 picks a free port.
@@ -19,7 +19,9 @@ Extra routes, served next to moto's own:
        first, as JSON (patch (e));
   POST /_scaling_activities/<group>  adds a scaling activity (JSON:
        StatusMessage, optional StatusCode, default Failed, and Description)
-       that DescribeScalingActivities returns for the group (patch (f)).
+       that DescribeScalingActivities returns for the group (patch (f));
+  POST /_fail_resource  makes the next creation of a logical id fail (JSON:
+       LogicalResourceId, Reason), as a resource failing in AWS does (patch (i)).
 """
 
 import argparse
@@ -36,7 +38,7 @@ import uuid
 from moto.autoscaling.models import autoscaling_backends
 from moto.autoscaling.responses import AutoScalingResponse
 from moto.cloudformation import parsing as cfn_parsing
-from moto.cloudformation.models import Event, cloudformation_backends
+from moto.cloudformation.models import Event, Stack, cloudformation_backends
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.common_models import CloudFormationModel
 from moto.core.responses import EmptyResult
@@ -67,6 +69,12 @@ CALLS_LOCK = threading.Lock()
 COMPLETIONS: list[dict] = []
 # Injected scaling activities by group name, oldest first; POST /_scaling_activities/<group>.
 ACTIVITIES: dict[str, list[dict]] = {}
+# --hold-wait-conditions (patch (h)): a create waits on its wait conditions.
+HOLD_WAIT_CONDITIONS = False
+# Logical ids whose next creation fails, with the reason (patch (i)).
+FAILURES: dict[str, str] = {}
+# OnFailure of the CreateStack call being served (patch (h)).
+ON_FAILURE = threading.local()
 
 
 def record_signal(account, region, stack_name, logical_id, resource_type, signal):
@@ -276,6 +284,324 @@ def scaling_activity(group, request):
     }
 
 
+# --- Patch (g): resource events ------------------------------------------------
+# moto 5.2.5 records only the stack's own events; AWS records each resource's
+# CREATE/UPDATE/DELETE _IN_PROGRESS and _COMPLETE (what `synth deploy` shows
+# progress from). Wrap the three resource operations to add them.
+def add_resource_event(stack, logical_id, resource_type, status, reason=None, physical_id=None):
+    stack.events.append(
+        Event(
+            stack_id=stack.stack_id,
+            stack_name=stack.name,
+            logical_resource_id=logical_id,
+            physical_resource_id=physical_id or "",
+            resource_type=resource_type,
+            resource_status=status,
+            resource_status_reason=reason,
+            resource_properties=None,
+        )
+    )
+
+
+def stack_of(resources_map):
+    backend = cloudformation_backends[resources_map._account_id][resources_map._region_name]
+    return backend.stacks.get(resources_map.stack_id)
+
+
+class InjectedFailure(Exception):
+    """A resource failed on purpose (patch (i))."""
+
+    def __init__(self, logical_id, resource_type, reason):
+        super().__init__(reason)
+        self.logical_id, self.resource_type, self.reason = logical_id, resource_type, reason
+
+
+_parse_and_create = cfn_parsing.parse_and_create_resource
+
+
+def parse_and_create_resource(logical_id, resource_json, resources_map, account_id, region_name):
+    condition = resource_json.get("Condition")
+    stack = stack_of(resources_map)
+    if stack is None or (condition and not resources_map.lazy_condition_map[condition]):
+        return _parse_and_create(logical_id, resource_json, resources_map, account_id, region_name)
+    rtype = resource_json["Type"]
+    add_resource_event(stack, logical_id, rtype, "CREATE_IN_PROGRESS")
+    with SIGNALS_LOCK:
+        reason = FAILURES.pop(logical_id, None)
+    if reason is not None:
+        add_resource_event(stack, logical_id, rtype, "CREATE_FAILED", reason)
+        raise InjectedFailure(logical_id, rtype, reason)
+    resource = _parse_and_create(logical_id, resource_json, resources_map, account_id, region_name)
+    held = HOLD_WAIT_CONDITIONS and rtype == "AWS::CloudFormation::WaitCondition"
+    if not held:
+        physical = getattr(resource, "physical_resource_id", None)
+        add_resource_event(stack, logical_id, rtype, "CREATE_COMPLETE", physical_id=physical)
+    return resource
+
+
+cfn_parsing.parse_and_create_resource = parse_and_create_resource
+
+_parse_and_update = cfn_parsing.parse_and_update_resource
+
+
+def parse_and_update_resource(logical_id, resource_json, resources_map, account_id, region_name):
+    stack = stack_of(resources_map)
+    if stack is not None:
+        add_resource_event(stack, logical_id, resource_json["Type"], "UPDATE_IN_PROGRESS")
+    resource = _parse_and_update(logical_id, resource_json, resources_map, account_id, region_name)
+    if stack is not None:
+        physical = getattr(resource, "physical_resource_id", None)
+        add_resource_event(stack, logical_id, resource_json["Type"], "UPDATE_COMPLETE", physical_id=physical)
+    return resource
+
+
+cfn_parsing.parse_and_update_resource = parse_and_update_resource
+
+_delete_resource = cfn_parsing.ResourceMap._delete_resource
+
+
+def delete_resource(self, parsed_resource, resource_json):
+    stack = stack_of(self)
+    logical_id = getattr(parsed_resource, "logical_resource_id", None)
+    if stack is not None and logical_id:
+        add_resource_event(stack, logical_id, resource_json["Type"], "DELETE_IN_PROGRESS")
+    _delete_resource(self, parsed_resource, resource_json)
+    if stack is not None and logical_id:
+        add_resource_event(stack, logical_id, resource_json["Type"], "DELETE_COMPLETE")
+
+
+cfn_parsing.ResourceMap._delete_resource = delete_resource
+
+
+# --- Patch (h): wait conditions hold the stack (with --hold-wait-conditions) ---
+# moto 5.2.5 completes a stack at once and a FAILURE signal changes nothing.
+# With the option, a create that has wait conditions stays CREATE_IN_PROGRESS
+# until each has its Count of SUCCESS signals (then CREATE_COMPLETE); a
+# FAILURE fails the wait condition with AWS's reason ("WaitCondition received
+# failed message: '<Reason>' for uniqueId: <UniqueId>") and the stack: with
+# CreateStack's OnFailure=DO_NOTHING it stays CREATE_FAILED, else it rolls
+# back (ROLLBACK_IN_PROGRESS, every resource deleted, ROLLBACK_COMPLETE).
+_create_stack_response = CloudFormationResponse.create_stack
+
+
+def create_stack_response(self):
+    ON_FAILURE.keep = self._get_param("OnFailure") == "DO_NOTHING" or str(self._get_param("DisableRollback")).lower() == "true"
+    try:
+        return _create_stack_response(self)
+    finally:
+        ON_FAILURE.keep = False
+
+
+CloudFormationResponse.create_stack = create_stack_response
+
+_create_resources = Stack.create_resources
+
+
+def fail_stack(stack, failed_id):
+    """The stack after a resource failed: CREATE_FAILED, or rolled back."""
+    summary = f"The following resource(s) failed to create: [{failed_id}]."
+    if stack.disable_rollback:
+        stack._add_stack_event("CREATE_FAILED", summary)
+        stack.status = "CREATE_FAILED"
+        return
+    stack._add_stack_event("ROLLBACK_IN_PROGRESS", summary + " Rollback requested by user.")
+    stack.status = "ROLLBACK_IN_PROGRESS"
+    try:
+        stack.resource_map.delete()
+    except Exception:  # what moto cannot delete stays; the rollback still ends
+        pass
+    stack._add_stack_event("ROLLBACK_COMPLETE")
+    stack.status = "ROLLBACK_COMPLETE"
+
+
+def create_resources(self):
+    self.disable_rollback = getattr(ON_FAILURE, "keep", False)
+    # Signals that arrive while the resources are still being created (the
+    # handle exists before the rest) are applied once the stack is held.
+    self.early_signals = []
+    try:
+        _create_resources(self)
+    except InjectedFailure as failure:
+        # Everything else that had not finished is cancelled, as in AWS.
+        created = {e.logical_resource_id for e in self.events if e.resource_status == "CREATE_COMPLETE"}
+        for logical_id, resource in self.template_dict.get("Resources", {}).items():
+            if logical_id != failure.logical_id and logical_id not in created:
+                add_resource_event(self, logical_id, resource["Type"], "CREATE_FAILED", "Resource creation cancelled")
+        fail_stack(self, failure.logical_id)
+        return
+    waits = {
+        logical_id: int(resource.get("Properties", {}).get("Count", 1))
+        for logical_id, resource in self.template_dict.get("Resources", {}).items()
+        if resource.get("Type") == "AWS::CloudFormation::WaitCondition"
+    }
+    if HOLD_WAIT_CONDITIONS and waits and self.status == "CREATE_COMPLETE":
+        if self.events and self.events[-1].resource_type == "AWS::CloudFormation::Stack":
+            self.events.pop()  # the CREATE_COMPLETE moto just added
+        self.status = "CREATE_IN_PROGRESS"
+        self.held = waits
+        early, self.early_signals = self.early_signals, None
+        for logical_id, signal in early:
+            on_wait_condition_signal(self, logical_id, signal)
+    else:
+        self.early_signals = None
+
+
+Stack.create_resources = create_resources
+
+
+def on_wait_condition_signal(stack, logical_id, signal):
+    """Patch (h): a wait condition's signal completes or fails a held stack."""
+    if getattr(stack, "early_signals", None) is not None:
+        stack.early_signals.append((logical_id, signal))
+        return
+    held = getattr(stack, "held", {})
+    if logical_id not in held or stack.status != "CREATE_IN_PROGRESS":
+        return
+    rtype = "AWS::CloudFormation::WaitCondition"
+    if signal["Status"] == "FAILURE":
+        reason = f"WaitCondition received failed message: '{signal.get('Reason', '')}' for uniqueId: {signal['UniqueId']}"
+        add_resource_event(stack, logical_id, rtype, "CREATE_FAILED", reason)
+        held.clear()
+        fail_stack(stack, logical_id)
+        return
+    held[logical_id] -= 1
+    if held[logical_id] <= 0:
+        del held[logical_id]
+        add_resource_event(stack, logical_id, rtype, "CREATE_COMPLETE")
+    if not held:
+        stack.mark_creation_complete()
+
+
+# An instance whose create-only properties change is replaced, as in AWS
+# (moto 5.2.5 has no update for AWS::EC2::Instance and would drop it).
+def replace_instance(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    from moto.ec2.models import ec2_backends
+
+    ec2_backends[account_id][region_name].terminate_instances([original_resource.id])
+    return create_instance(cls, new_resource_name, cloudformation_json, account_id, region_name)
+
+
+ec2_instances.Instance.update_from_cloudformation_json = classmethod(replace_instance)
+
+
+# --- Patch (k): the stored template stays as sent ------------------------------
+# moto 5.2.5's parse_resource inserts `"Properties": {}` into the stored
+# template of a resource that has none (the formation WaitConditionHandle),
+# so every later change set lists that resource as modified although nothing
+# changed. Parse a shallow copy instead; moto copies everything else anyway.
+_parse_resource = cfn_parsing.parse_resource
+
+
+def parse_resource(resource_json, resources_map):
+    return _parse_resource(dict(resource_json), resources_map)
+
+
+cfn_parsing.parse_resource = parse_resource
+
+
+# --- Patch (l): updates follow resolved values --------------------------------
+# moto 5.2.5 updates a resource only when its text in the template changes.
+# CloudFormation updates it when its resolved properties change, e.g. the
+# master instance's `Fn::GetAtt [MasterLaunchTemplate, LatestVersionNumber]`
+# after its launch template got a new version (which replaces the instance:
+# patch (j)). After moto's update, every resource whose text did not change
+# is resolved again and updated when the result differs, until nothing does.
+_update_resources = cfn_parsing.ResourceMap.update
+
+
+def resolved_properties(resources_map, resource_json):
+    """A resource's properties with every intrinsic resolved, or None when
+    moto cannot resolve them (an unsupported resource type, say)."""
+    try:
+        return cfn_parsing.clean_json(resource_json.get("Properties", {}), resources_map)
+    except Exception:
+        return None
+
+
+def update_resources(self, template, parameters=None):
+    old = self._resource_json_map
+    same = [name for name, r in template.get("Resources", {}).items() if old.get(name) == r and name in self._parsed_resources]
+    before = {name: resolved_properties(self, old[name]) for name in same}
+    _update_resources(self, template, parameters)
+    for _ in range(len(same)):
+        changed = False
+        for name in same:
+            resource_json = self._resource_json_map[name]
+            after = resolved_properties(self, resource_json)
+            if before[name] is None or after is None or after == before[name]:
+                continue
+            before[name] = after
+            cls = cfn_parsing.resource_class_from_type(resource_json["Type"])
+            if cls is None or hasattr(cls.update_from_cloudformation_json, "__isabstractmethod__"):
+                continue  # moto cannot update this type; it keeps the old value
+            updated = cfn_parsing.parse_and_update_resource(name, resource_json, self, self._account_id, self._region_name)
+            if updated is not None:
+                self._parsed_resources[name] = updated
+                changed = True
+        if not changed:
+            break
+
+
+cfn_parsing.ResourceMap.update = update_resources
+
+
+# --- Patch (m): a worker group update keeps the group ---------------------------
+# moto 5.2.5 "updates" an AWS::AutoScaling::AutoScalingGroup by deleting it and
+# creating one under a new generated name, with new instances. AWS updates a
+# group in place (its create-only property is AutoScalingGroupName, which the
+# templates do not set): same name, the instances kept, one more launched or
+# one terminated for a new desired capacity, tags replaced. The new name
+# changed `Ref WorkerGroup` in the master's user data, so a worker-count
+# update replaced the master (patch (l)), which AWS does not do.
+from moto.autoscaling.models import FakeAutoScalingGroup  # noqa: E402
+
+_update_group = FakeAutoScalingGroup.update_from_cloudformation_json.__func__
+
+
+def update_group(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    props = cloudformation_json["Properties"]
+    if props.get("AutoScalingGroupName", original_resource.name) != original_resource.name:
+        return _update_group(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name)
+
+    def number(key):
+        return None if props.get(key) is None else int(props[key])
+
+    group = autoscaling_backends[account_id][region_name].update_auto_scaling_group(
+        name=original_resource.name,
+        availability_zones=props.get("AvailabilityZones", []),
+        desired_capacity=number("DesiredCapacity"),
+        max_size=number("MaxSize"),
+        min_size=number("MinSize"),
+        launch_config_name=props.get("LaunchConfigurationName"),
+        launch_template=props.get("LaunchTemplate", {}),
+        vpc_zone_identifier=",".join(props.get("VPCZoneIdentifier", [])) or None,
+        health_check_period=number("HealthCheckGracePeriod"),
+        health_check_type=props.get("HealthCheckType"),
+        mixed_instances_policy=props.get("MixedInstancesPolicy"),
+    )
+    group.tags = [dict(tag) for tag in props.get("Tags", [])]
+    return group
+
+
+FakeAutoScalingGroup.update_from_cloudformation_json = classmethod(update_group)
+
+
+# --- Patch (n): a stack's route tables are deleted with it -----------------------
+# moto 5.2.5's AWS::EC2::RouteTable has no delete, so deleting a stack leaves
+# its route tables, and then its VPC cannot go (DependencyViolation): no
+# stack with a VPC can be deleted. Delete them as DeleteRouteTable does.
+from moto.ec2.models.route_tables import RouteTable  # noqa: E402
+
+
+def delete_route_table(self, account_id, region_name):
+    from moto.ec2.models import ec2_backends
+
+    ec2_backends[account_id][region_name].delete_route_table(self.id)
+
+
+RouteTable.delete = delete_route_table
+
+
 def wait_condition_for(stack, handle_id):
     """The logical id of the WaitCondition whose Handle is `Ref handle_id`
     (the signal belongs to it in AWS), or the handle itself when none is."""
@@ -292,6 +618,14 @@ def json_response(start_response, status, body):
     return [data]
 
 
+# --- Patch (o): CloudFormation requests one at a time ----------------------------
+# moto 5.2.5 creates a stack's resources lazily: a read while CreateStack is
+# still creating them (ListStackResources, or DescribeStacks evaluating the
+# outputs) creates them again from another thread (InvalidSubnet.Conflict,
+# or two of one resource). The watcher of `synth deploy` and the tests read
+# during creates, so CloudFormation requests are served one at a time.
+CLOUDFORMATION_LOCK = threading.Lock()
+
 # The access key id and service of a SigV4 Authorization header.
 CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]*/[^/]*/([^/]*)/")
 
@@ -304,11 +638,11 @@ def record_call(environ):
     (from X-Amz-Target, else Action= in the query string or form body),
     and for SQS `queue` (the last part of QueueUrl) and, for SendMessage,
     `kind` (the message body's "kind", e.g. register). The body is read
-    and put back for moto."""
+    and put back for moto. Returns the call, or None when unsigned."""
     t = time.time()
     match = CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
     if not match:
-        return
+        return None
     key, service = match.group(1), match.group(2)
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
@@ -337,6 +671,7 @@ def record_call(environ):
             pass
     with CALLS_LOCK:
         CALLS.append(call)
+    return call
 
 
 def extra_routes(app):
@@ -365,6 +700,7 @@ def extra_routes(app):
                 return json_response(start_response, "404 Not Found", {"error": f"no stack {stack_name}"})
             logical_id, resource_type = wait_condition_for(stack, handle_id)
             record_signal(account, region, stack_name, logical_id, resource_type, signal)
+            on_wait_condition_signal(stack, logical_id, signal)
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
         if path.startswith("/_signals/") and method == "GET":
@@ -388,20 +724,36 @@ def extra_routes(app):
                 ACTIVITIES.setdefault(group, []).append(activity)
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
+        if path == "/_fail_resource" and method == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            try:
+                request = json.loads(environ["wsgi.input"].read(length))
+                logical_id, reason = str(request["LogicalResourceId"]), str(request["Reason"])
+            except (ValueError, TypeError, KeyError) as e:
+                return json_response(start_response, "400 Bad Request", {"error": f"{e}: LogicalResourceId and Reason are required"})
+            with SIGNALS_LOCK:
+                FAILURES[logical_id] = reason
+            start_response("200 OK", [("Content-Length", "0")])
+            return [b""]
         if path == "/moto-api/reset" and method == "POST":
             with SIGNALS_LOCK:
                 SIGNALS.clear()
                 COMPLETIONS.clear()
                 ACTIVITIES.clear()
+                FAILURES.clear()
             with CALLS_LOCK:
                 CALLS.clear()
-        record_call(environ)
+        call = record_call(environ)
+        if call is not None and call["service"] == "cloudformation":
+            # Patch (o): one CloudFormation request at a time.
+            with CLOUDFORMATION_LOCK:
+                return app(environ, start_response)
         return app(environ, start_response)
 
     return wrapped
 
 
-# Patch (g): the listen backlog. werkzeug listens with a backlog of 128; when
+# Patch (p): the listen backlog. werkzeug listens with a backlog of 128; when
 # hundreds of agents connect at once (the formation benchmark starts 1,000)
 # the accept loop, which needs the GIL among a thousand long-polling threads,
 # falls behind, SYNs are dropped and clients time out connecting. The kernel
@@ -423,11 +775,13 @@ class LauncherServer(ThreadedMotoServer):
 
 
 def main():
-    global PUBLIC_BASE
+    global PUBLIC_BASE, HOLD_WAIT_CONDITIONS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--hold-wait-conditions", action="store_true")
     args = parser.parse_args()
+    HOLD_WAIT_CONDITIONS = args.hold_wait_conditions
     server = LauncherServer(args.host, args.port, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -6,10 +6,10 @@
 //! whose status messages carry the reason (for example "We currently do not
 //! have sufficient p5.48xlarge capacity in the Availability Zone you requested").
 
-use aws_sdk_autoscaling::types::{Activity, ScalingActivityStatusCode};
+use aws_sdk_autoscaling::types::{Activity, AutoScalingGroup, ScalingActivityStatusCode};
 
 use super::error::from_sdk;
-use crate::ports::{LifecycleResult, PortError, WorkerGroup};
+use crate::ports::{GroupSize, LifecycleResult, PortError, WorkerGroup};
 
 /// How many recent scaling activities [`WorkerGroup::launch_failures`] reads (one page, the API's maximum).
 const ACTIVITIES_READ: i32 = 100;
@@ -31,6 +31,21 @@ impl AsgWorkerGroup {
 }
 
 impl WorkerGroup for AsgWorkerGroup {
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn size(&self) -> Result<GroupSize, PortError> {
+        let output = self
+            .client
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(&self.name)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeAutoScalingGroups on group {}", self.name), &e))?;
+        let group = output.auto_scaling_groups().first().ok_or_else(|| {
+            PortError::Permanent(format!("Auto Scaling DescribeAutoScalingGroups: no group named {}", self.name))
+        })?;
+        group_size(group).map_err(|e| PortError::Permanent(format!("the worker group {}: {e}", self.name)))
+    }
+
     #[tracing::instrument(skip(self), fields(group = %self.name))]
     async fn set_desired_capacity(&self, capacity: u32) -> Result<(), PortError> {
         self.client
@@ -86,6 +101,22 @@ impl WorkerGroup for AsgWorkerGroup {
             .map_err(|e| from_sdk(&format!("Auto Scaling DescribeScalingActivities on group {}", self.name), &e))?;
         Ok(failure_messages(output.activities()))
     }
+}
+
+/// The workers requested (desired capacity) and the minimum (the
+/// [`node_contract::MIN_WORKERS_TAG`] tag) of a described group.
+pub fn group_size(group: &AutoScalingGroup) -> Result<GroupSize, String> {
+    let requested = group.desired_capacity().ok_or("it has no desired capacity")?;
+    let requested = u32::try_from(requested).map_err(|_| format!("its desired capacity is {requested}"))?;
+    let tag = node_contract::MIN_WORKERS_TAG;
+    let value = group
+        .tags()
+        .iter()
+        .find(|t| t.key() == Some(tag))
+        .and_then(|t| t.value())
+        .ok_or_else(|| format!("it has no tag {tag} (was it made by a synth template of this version?)"))?;
+    let min = value.trim().parse().map_err(|_| format!("its tag {tag} is {value:?}, not a whole number"))?;
+    Ok(GroupSize { requested, min })
 }
 
 /// The messages of failed and cancelled activities, newest first, each once.
@@ -213,6 +244,28 @@ mod tests {
                 "Launching a new EC2 instance. Status Reason: InvalidKeyPair.NotFound".to_owned(),
             ]
         );
+    }
+
+    fn described(desired: Option<i32>, min_tag: Option<&str>) -> AutoScalingGroup {
+        use aws_sdk_autoscaling::types::TagDescription;
+        let mut group = AutoScalingGroup::builder().auto_scaling_group_name("workers").set_desired_capacity(desired);
+        group = group.tags(TagDescription::builder().key("Name").value("demo-worker").build());
+        if let Some(v) = min_tag {
+            group = group.tags(TagDescription::builder().key(node_contract::MIN_WORKERS_TAG).value(v).build());
+        }
+        group.build()
+    }
+
+    #[test]
+    fn the_size_is_the_desired_capacity_and_the_minimum_tag() {
+        assert_eq!(group_size(&described(Some(4), Some("2"))), Ok(GroupSize { requested: 4, min: 2 }));
+        assert_eq!(group_size(&described(Some(0), Some("0"))), Ok(GroupSize { requested: 0, min: 0 }));
+        let missing = group_size(&described(Some(4), None)).unwrap_err();
+        assert!(missing.contains(node_contract::MIN_WORKERS_TAG), "{missing}");
+        let bad = group_size(&described(Some(4), Some("two"))).unwrap_err();
+        assert!(bad.contains("\"two\""), "{bad}");
+        assert!(group_size(&described(None, Some("1"))).unwrap_err().contains("desired capacity"));
+        assert!(group_size(&described(Some(-1), Some("1"))).is_err());
     }
 
     #[test]

@@ -27,7 +27,7 @@ use super::membership::{Member, Membership, host_log_lines};
 use super::{
     ACK_TIMEOUT_MS, BATCH_WINDOW_MS, Effect, LAUNCH_FAILURES_TIMEOUT_MS, REJOIN_AFTER_LEAVE_MS, REPUBLISH_INTERVAL_MS,
 };
-use crate::ports::Formation;
+use crate::ports::{Formation, GroupSize};
 
 /// How many launch failure messages the failure reason quotes.
 const LAUNCH_FAILURES_QUOTED: usize = 3;
@@ -110,8 +110,15 @@ pub struct MasterState {
 
 impl MasterState {
     /// `me`: the master's own registration (it is index 1 at once);
-    /// `cluster_public_key`: OpenSSH line.
-    pub fn new(config: &NodeConfig, me: Register, cluster_public_key: String, now_ms: u64) -> MasterState {
+    /// `cluster_public_key`: OpenSSH line; `size`: the workers requested and
+    /// the minimum, as the worker group holds them.
+    pub fn new(
+        config: &NodeConfig,
+        size: GroupSize,
+        me: Register,
+        cluster_public_key: String,
+        now_ms: u64,
+    ) -> MasterState {
         let timeout_ms = u64::from(config.formation_timeout_seconds) * 1_000;
         let master_id = me.instance_id.clone();
         let mut members = Membership::default();
@@ -120,8 +127,8 @@ impl MasterState {
             cluster: config.cluster.clone(),
             master_id,
             cluster_public_key,
-            requested_workers: config.requested_workers,
-            min_workers: config.min_workers,
+            requested_workers: size.requested,
+            min_workers: size.min,
             formation_timeout_seconds: config.formation_timeout_seconds,
             prepare_data_gate: config.elastic.prepare_data_script.as_ref().map(|_| config.efs.mount.clone()),
             formation_deadline_ms: now_ms.saturating_add(timeout_ms),

@@ -18,10 +18,12 @@
 //!    formation and gives it the lowest free index (the master is always 1).
 //!    It publishes nothing until the formation is decided, so that a worker
 //!    spends only a handful of AWS calls on joining: as soon as the requested
-//!    number of workers registered it publishes generation 1 and signals
+//!    number of workers (the worker group's desired capacity, read once when
+//!    it starts forming) registered it publishes generation 1 and signals
 //!    success; at the formation deadline (the master's start plus
 //!    `formation_timeout_seconds`, persisted, so a restart does not extend
-//!    it) it forms with what it has when that is at least `min_workers`
+//!    it) it forms with what it has when that is at least the minimum (the
+//!    group's `node_contract::MIN_WORKERS_TAG` tag)
 //!    (lowering the worker group's desired capacity to match), and otherwise
 //!    signals failure with the group's launch failures as the reason.
 //! 3. **Manifests.** SQS has no broadcast, so the master sends each

@@ -101,7 +101,8 @@ struct World {
 impl World {
     fn new(seed: u64, workers: u32, faults: Faults) -> World {
         let mut rng = SplitMix64(seed);
-        let mut master = MasterState::new(&config(workers, 1, 30, false), with_key(master_reg()), cluster_key(), T0);
+        let size = crate::ports::GroupSize { requested: workers, min: 1 };
+        let mut master = MasterState::new(&config(30, false), size, with_key(master_reg()), cluster_key(), T0);
         let mut nodes = vec![Node::new(master_reg(), T0)];
         for w in 1..=workers {
             nodes.push(Node::new(worker_reg(w), T0 + rng.below(90_000) as u64));
@@ -241,7 +242,7 @@ impl World {
     /// and nothing is left in the worker queue.
     fn assert_converged(&self, seed: u64) {
         let manifest = self.master.manifest().unwrap();
-        let node_config = config(0, 0, 30, false);
+        let node_config = config(30, false);
         for n in self.nodes.iter().filter(|n| n.running) {
             let id = &n.registration.instance_id;
             assert_eq!(n.state.applied_generation(), Some(manifest.generation), "seed {seed}: {id}");

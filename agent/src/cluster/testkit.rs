@@ -40,7 +40,7 @@ pub fn worker_reg(n: u32) -> Register {
 }
 
 /// A master's node config.
-pub fn config(requested: u32, min: u32, timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
+pub fn config(timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
     NodeConfig {
         version: NODE_CONFIG_VERSION,
         cluster: "demo".into(),
@@ -50,8 +50,6 @@ pub fn config(requested: u32, min: u32, timeout_minutes: u32, prepare_data: bool
         role: Role::Master,
         queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
         worker_group: Some("demo-workers".into()),
-        requested_workers: requested,
-        min_workers: min,
         efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
         default_user: "ubuntu".into(),
         formation_timeout_seconds: timeout_minutes * 60,

@@ -642,7 +642,7 @@ pub(crate) mod tests {
             role: Role::Worker,
             worker_group: None,
             signals: None,
-            ..crate::cluster::testkit::config(2, 1, 30, false)
+            ..crate::cluster::testkit::config(30, false)
         }
     }
 

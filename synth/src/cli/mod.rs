@@ -6,10 +6,19 @@
 //! cfn-guard and ripgrep.
 
 mod build;
+mod cloud;
+mod delete;
+mod deploy;
+mod diff;
+mod events;
 mod image;
 mod output;
+mod outputs;
 mod regions;
 mod schema;
+mod ssh;
+mod stage;
+mod status;
 mod validate;
 
 use std::io::Read;
@@ -26,19 +35,28 @@ pub enum ExitCode {
     Success = 0,
     /// The blueprint has problems (they were printed).
     Invalid = 1,
-    /// A usage error or an internal error (a file that cannot be read or written, a bug).
+    /// A usage error or an internal error (a file that cannot be read or
+    /// written, a bug), or an AWS error (no credentials, access denied).
     Error = 2,
+    /// Ctrl-C stopped watching a stack (the stack goes on).
+    Interrupted = 130,
 }
 
-/// Compile a cluster blueprint (YAML) into one AWS CloudFormation template.
+/// Compile a cluster blueprint (YAML) into one AWS CloudFormation template,
+/// and deploy it.
 ///
-/// Write a short blueprint (see blueprints/ for examples), build the template,
-/// and upload it in the CloudFormation console:
+/// Write a short blueprint (see blueprints/ for examples), then deploy it from
+/// the terminal, or build the template and upload it in the console:
+///
+///   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
+///   synth status resnet-training; synth ssh resnet-training; synth delete resnet-training
 ///
 ///   synth validate blueprints/gpu-cluster.yaml
 ///   synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json
 ///
-/// Exit codes: 0 success, 1 the blueprint has problems, 2 usage or internal error.
+/// Exit codes: 0 success, 1 the blueprint has problems (or the stack failed,
+/// or an update was refused), 2 usage, internal, credentials or AWS error,
+/// 130 interrupted.
 #[derive(Debug, Parser)]
 #[command(name = "synth", version, about, long_about, verbatim_doc_comment)]
 pub struct Cli {
@@ -63,6 +81,24 @@ pub enum Command {
     Schema(schema::SchemaArgs),
     /// List the regions templates can be built for.
     Regions(regions::RegionsArgs),
+    /// Create or update the cluster's stack, with live progress; an update is
+    /// previewed and refused when it would destroy data.
+    Deploy(deploy::DeployArgs),
+    /// Preview what `deploy` would change (a change set, deleted afterwards).
+    Diff(diff::DiffArgs),
+    /// A stack's state, formation and outputs; or every cluster stack in the region.
+    Status(status::StatusArgs),
+    /// A stack's events, oldest first (--follow for new ones).
+    Events(events::EventsArgs),
+    /// A stack's outputs (--json for scripts).
+    Outputs(outputs::OutputsArgs),
+    /// SSH to the master (or a worker through it) with the stack's own command.
+    Ssh(ssh::SshArgs),
+    /// Delete a stack and watch it go.
+    Delete(delete::DeleteArgs),
+    /// Put the agent package into the staging bucket and print the
+    /// blueprint lines that install it at boot (for the console route).
+    Stage(stage::StageArgs),
 }
 
 /// What `--region` means for `synth image`: the image is copied to all five
@@ -153,5 +189,13 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Regions(args) => regions::run(&args),
+        Command::Deploy(args) => deploy::run(&args),
+        Command::Diff(args) => diff::run(&args),
+        Command::Status(args) => status::run(&args),
+        Command::Events(args) => events::run(&args),
+        Command::Outputs(args) => outputs::run(&args),
+        Command::Ssh(args) => ssh::run(&args),
+        Command::Delete(args) => delete::run(&args),
+        Command::Stage(args) => stage::run(&args),
     }
 }

@@ -107,8 +107,6 @@ fn refs(d: &Deps, worker_group: Option<Expr>, signals: Option<(String, Expr)>) -
         master_queue: d.queues.master.r#ref(),
         worker_queue: d.queues.workers.r#ref(),
         worker_group,
-        worker_count: d.inputs.worker_count.r#ref(),
-        min_workers: d.inputs.min_workers.r#ref(),
         efs_id: d.fs.id.clone(),
         signals,
     }
@@ -167,6 +165,15 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
         .into_iter()
         .map(|tag| autoscaling::AsgTag { key: tag.key, value: tag.value, propagate_at_launch: true })
         .collect();
+    // The master reads the minimum from here (and the workers requested from
+    // the desired capacity) instead of from its user data, so that resizing
+    // the cluster leaves the master's launch template, and the master, as
+    // they are. The instances do not need it.
+    worker_tags.push(autoscaling::AsgTag {
+        key: node_contract::MIN_WORKERS_TAG.into(),
+        value: d.inputs.min_workers.r#ref().into(),
+        propagate_at_launch: false,
+    });
     worker_tags.sort_by(|a, b| a.key.cmp(&b.key));
     let mut ready = d.net.ready.clone();
     ready.extend(d.fs.mount_targets.iter().cloned());
@@ -242,4 +249,32 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     );
 
     Cluster { master, master_ip, workers }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value as Json;
+
+    use crate::stack::{compile, tests::variants};
+
+    /// Resizing the cluster (worker count, type, minimum, maximum) must not
+    /// change the master's launch template or instance: a new launch
+    /// template version replaces the master (`LaunchTemplate` is create-only
+    /// on `AWS::EC2::Instance`), and with it its root volume.
+    #[test]
+    fn the_master_does_not_depend_on_the_cluster_size() {
+        for (name, spec) in variants() {
+            let template: Json = serde_json::from_str(&compile(&spec).render().unwrap().json).unwrap();
+            for logical_id in ["MasterLaunchTemplate", super::MASTER_ID] {
+                let text = template["Resources"][logical_id].to_string();
+                for parameter in ["WorkerCount", "MinWorkers", "MaxWorkers", "WorkerInstanceType"] {
+                    assert!(!text.contains(parameter), "{name}: {logical_id} mentions {parameter}: {text}");
+                }
+            }
+            let tags = template["Resources"]["WorkerGroup"]["Properties"]["Tags"].as_array().unwrap();
+            let min = tags.iter().find(|t| t["Key"] == node_contract::MIN_WORKERS_TAG).expect("the minimum tag");
+            assert_eq!(min["Value"], serde_json::json!({"Ref": "MinWorkers"}), "{name}");
+            assert_eq!(min["PropagateAtLaunch"], false, "{name}");
+        }
+    }
 }

@@ -3,18 +3,21 @@
 //!
 //! The config is built as the contract's own type, with `${...}`
 //! placeholders where CloudFormation fills values in at deploy time (queue
-//! URLs, the stack id, the parameters), serialized, and wrapped in the
-//! contract's user data script. Numbers that come from parameters are
-//! written as placeholders inside strings (`"${WorkerCount}"`); the contract
-//! reads decimal strings as numbers for exactly this reason. With
-//! `image.agent_package_url`, the script installs the package first. With
-//! EFA, the config says so and lists the instance types whose EFA does RDMA
-//! (contract version 2); without, it stays version 1.
+//! URLs, the stack id, the group name), serialized, and wrapped in the
+//! contract's user data script. With `image.agent_package_url`, the script
+//! installs the package first. With EFA, the config says so and lists the
+//! instance types whose EFA does RDMA.
+//!
+//! No parameter a user changes to resize the cluster (worker count, type,
+//! minimum, maximum) is in any config: a changed user data is a new launch
+//! template version, and a new version of the master's replaces the master
+//! instance. The master reads the sizes from its worker group instead
+//! (`node_contract::MIN_WORKERS_TAG`).
 
 use std::collections::BTreeMap;
 
 use cfn::Expr;
-use node_contract::{Efa, Efs, Elastic, NodeConfig, PackageSource, Queues, Role, Signals};
+use node_contract::{Efa, Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
 
 use super::{Ctx, sub_literal};
 
@@ -23,15 +26,10 @@ pub(super) struct Refs {
     pub master_queue: Expr,
     pub worker_queue: Expr,
     pub worker_group: Option<Expr>,
-    pub worker_count: Expr,
-    pub min_workers: Expr,
     pub efs_id: Expr,
     /// (master instance logical id, formation handle) on the master.
     pub signals: Option<(String, Expr)>,
 }
-
-/// A placeholder that the number-or-string fields accept once substituted.
-const NUMBER: u32 = u32::MAX;
 
 /// The user data: `Fn::Base64` of `Fn::Sub` of the contract's script.
 pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
@@ -41,8 +39,8 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
         vars.insert(name.to_owned(), value);
         format!("${{{name}}}")
     };
-    let mut config = NodeConfig {
-        version: 0,
+    let config = NodeConfig {
+        version: NODE_CONFIG_VERSION,
         cluster: sub_literal(&spec.name),
         stack_id: "${AWS::StackId}".into(),
         stack_name: "${AWS::StackName}".into(),
@@ -53,8 +51,6 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             workers: var("WorkerQueueUrl", refs.worker_queue),
         },
         worker_group: refs.worker_group.map(|g| var("WorkerGroupName", g)),
-        requested_workers: NUMBER,
-        min_workers: NUMBER,
         efs: Efs { file_system_id: var("FileSystemId", refs.efs_id), mount: sub_literal(&spec.efs.mount) },
         default_user: sub_literal(&spec.image.user),
         formation_timeout_seconds: spec.formation_minutes * 60,
@@ -69,14 +65,8 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             .efa
             .then(|| Efa { rdma_instance_types: crate::catalog::efa_rdma_types().map(String::from).collect() }),
     };
-    config.version = config.needed_version();
-    let count = var("RequestedWorkers", refs.worker_count);
-    let min = var("MinimumWorkers", refs.min_workers);
     // Serializing a struct of strings and numbers to JSON cannot fail.
     let json = serde_json::to_string(&config).unwrap_or_default();
-    let json = json
-        .replace(&format!("\"requested_workers\":{NUMBER}"), &format!("\"requested_workers\":\"{count}\""))
-        .replace(&format!("\"min_workers\":{NUMBER}"), &format!("\"min_workers\":\"{min}\""));
     let package = spec.image.agent_package.as_ref().map(|p| PackageSource {
         url: &p.url,
         sha256: &p.sha256,
@@ -89,7 +79,7 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
 
 #[cfg(test)]
 mod tests {
-    use node_contract::{NodeConfig, Role, config_from_user_data};
+    use node_contract::{NODE_CONFIG_VERSION, NodeConfig, Role, config_from_user_data};
     use serde_json::Value as Json;
 
     use crate::stack::{compile, tests::variants};
@@ -103,8 +93,6 @@ mod tests {
             let end = rest[start..].find('}').expect("closed") + start;
             let name = &rest[start + 2..end];
             out.push_str(match name {
-                "RequestedWorkers" => "7",
-                "MinimumWorkers" => "2",
                 "AWS::Region" => "us-east-1",
                 _ => "https://example.invalid/x",
             });
@@ -125,13 +113,12 @@ mod tests {
                 let config = NodeConfig::from_json(config_from_user_data(&script).unwrap())
                     .unwrap_or_else(|e| panic!("{name} {lt}: {e}"));
                 assert_eq!(config.role, role);
-                assert_eq!((config.requested_workers, config.min_workers), (7, 2));
                 assert_eq!(config.efs.mount, spec.efs.mount);
                 assert_eq!(config.signals.is_some(), role == Role::Master, "{name} {lt}");
                 assert_eq!(config.worker_group.is_some(), role == Role::Master, "{name} {lt}");
                 assert_eq!(config.formation_timeout_seconds, spec.formation_minutes * 60);
                 assert_eq!(config.efa.is_some(), spec.efa, "{name} {lt}");
-                assert_eq!(config.version, if spec.efa { 2 } else { 1 }, "{name} {lt}");
+                assert_eq!(config.version, NODE_CONFIG_VERSION, "{name} {lt}");
                 if let Some(efa) = &config.efa {
                     assert!(efa.rdma_instance_types.iter().any(|t| t == "p4d.24xlarge"), "{name}: {efa:?}");
                 }

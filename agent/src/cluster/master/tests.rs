@@ -10,8 +10,8 @@ use crate::cluster::testkit::{SplitMix64, T0, actions, config, formations, logs,
 const MINUTE: u64 = 60_000;
 
 fn master(requested: u32, min: u32, prepare_data: bool) -> (MasterState, Vec<Effect>) {
-    let mut s =
-        MasterState::new(&config(requested, min, 30, prepare_data), master_reg(), "ssh-ed25519 AAAA key".into(), T0);
+    let size = GroupSize { requested, min };
+    let mut s = MasterState::new(&config(30, prepare_data), size, master_reg(), "ssh-ed25519 AAAA key".into(), T0);
     let fx = s.start(T0);
     (s, fx)
 }

@@ -1,0 +1,113 @@
+//! `synth stage`: puts the agent package into the account's staging bucket,
+//! as `synth deploy` does, and prints the blueprint lines that make every
+//! node install it at boot: the console route to a cluster that forms on
+//! the stock image (paste them, `synth build`, upload the template).
+
+use std::path::PathBuf;
+
+use super::ExitCode;
+use super::cloud::{self, AwsArgs};
+use super::deploy::stage_package;
+use crate::deploy::monitor::Display;
+use crate::deploy::staging;
+use crate::spec::AgentPackage;
+
+/// Arguments of `synth stage`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  packaging/build && synth stage --region us-east-1
+  synth stage --region us-east-1 \"$CARGO_TARGET_DIR\"/package/deeplearning-agent-0.1.0-x86_64.tar.gz   # Amazon Linux images
+
+The package goes to deeplearning-cluster-staging-<account>-<region> (made on
+first use: private, encrypted, public access blocked, bucket-owner
+enforced, versioned), keyed by its SHA-256, so it is uploaded once. Stdout
+gets the `image:` lines to paste into the blueprint; then `synth build` it
+for that region and upload the template in the CloudFormation console. The
+nodes' role may read exactly that object. `synth deploy` does all of this
+by itself.")]
+pub struct StageArgs {
+    /// The package (default: the .deb that packaging/build made; the
+    /// .tar.gz for Amazon Linux images).
+    #[arg(value_name = "PACKAGE")]
+    package: Option<PathBuf>,
+
+    #[command(flatten)]
+    aws: AwsArgs,
+}
+
+/// The blueprint lines that install `package` at boot.
+fn blueprint_lines(package: &AgentPackage) -> String {
+    format!("image:\n  agent_package_url: {}\n  agent_package_sha256: {}\n", package.url, package.sha256)
+}
+
+/// Runs `synth stage`.
+pub(super) fn run(args: &StageArgs) -> ExitCode {
+    cloud::block_on(async {
+        let cloud = match cloud::connect(args.aws.region, args.aws.profile.as_deref()).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        let file = args.package.clone().unwrap_or_else(|| {
+            staging::package_dir().join(staging::package_file_name(node_contract::PackageFormat::Deb))
+        });
+        let display = Display::new();
+        let package = match stage_package(&cloud, &file, true, &display).await {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        display.finish();
+        eprintln!(
+            "Add these lines to the blueprint (under its `image:` if it has one), then \
+             `synth build BLUEPRINT --region {}`:",
+            crate::deploy::port::Cloud::region(&cloud)
+        );
+        print!("{}", blueprint_lines(&package));
+        ExitCode::Success
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The console route: every example blueprint with the lines `synth
+    /// stage` prints added has no "would fail to form" warning, and its
+    /// nodes install exactly that package.
+    #[test]
+    fn every_example_blueprint_with_the_staged_package_forms() {
+        let package = AgentPackage {
+            url:
+                "s3://deeplearning-cluster-staging-123456789012-us-east-1/agent/ab/deeplearning-agent_0.1.0-1_amd64.deb"
+                    .into(),
+            sha256: "ab".repeat(32),
+        };
+        let lines = blueprint_lines(&package);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../blueprints");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path.display().to_string();
+            let before = crate::blueprint::load(&text, &name, Some(crate::region::Region::UsEast1)).unwrap();
+            if !before.warnings.iter().any(|w| w.path == crate::blueprint::MISSING_AGENT_PATH) {
+                continue; // it names its own package (install-at-boot.yaml)
+            }
+            // Pasted as a user would: under an existing `image:`, else as a new block.
+            let pasted = match text.lines().position(|l| l == "image:") {
+                Some(i) => {
+                    let mut out: Vec<&str> = text.lines().collect();
+                    let inner: Vec<&str> = lines.lines().skip(1).collect();
+                    out.splice(i + 1..i + 1, inner);
+                    out.join("\n") + "\n"
+                }
+                None => format!("{text}{lines}"),
+            };
+            let after = crate::blueprint::load(&pasted, &name, Some(crate::region::Region::UsEast1))
+                .unwrap_or_else(|e| panic!("{name}:\n{pasted}\n{e}"));
+            assert!(after.warnings.iter().all(|w| w.path != crate::blueprint::MISSING_AGENT_PATH), "{name}");
+            assert_eq!(after.spec.image.agent_package.as_ref(), Some(&package), "{name}");
+            checked += 1;
+        }
+        assert!(checked >= 7, "{checked} blueprints needed a package");
+    }
+}

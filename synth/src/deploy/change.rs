@@ -1,0 +1,688 @@
+//! What an update changes, and what it replaces: the change set as
+//! CloudFormation reports it, checked against the two templates.
+//!
+//! AWS's change set says, per resource, Add / Modify / Remove and whether a
+//! modification replaces it (True / Conditional / False). The local AWS of
+//! the tests (moto) says no more than the action, and misses changes that
+//! come only from parameter values. So [`preview`] also compares the stack's
+//! current template with the new one, each resolved for its parameter values
+//! ([`super::template`]): a changed property listed in the resource type's
+//! create-only properties ([`super::create_only`]) replaces the resource; a
+//! property that refers to a replaced resource changes with it, and one that
+//! reads an attribute of a modified resource may (a launch template's
+//! `LatestVersionNumber` always does). The two views are merged, keeping
+//! the more severe replacement.
+//!
+//! [`Preview::refusals`] names the replacements and removals that would
+//! destroy data: the master instance (its root volume goes with it), the
+//! EFS file system, the VPC its mount targets are in.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value as Json;
+
+use super::create_only::create_only;
+use super::port::Change;
+use super::template::{Pseudo, Resolved, resolve};
+
+/// Whether a change replaces the resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Replacement {
+    /// Updated in place.
+    No,
+    /// Replaced if a value only known at update time changes.
+    Conditional,
+    /// Replaced: a new physical resource, the old one deleted.
+    Yes,
+}
+
+impl Replacement {
+    fn from_aws(text: Option<&str>) -> Replacement {
+        match text {
+            Some("True") | Some("Always") => Replacement::Yes,
+            Some("Conditional") | Some("Conditionally") => Replacement::Conditional,
+            _ => Replacement::No,
+        }
+    }
+}
+
+/// Added, modified or removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Action {
+    /// A new resource.
+    Add,
+    /// An existing resource changes (maybe by replacement).
+    Modify,
+    /// The resource is deleted.
+    Remove,
+}
+
+/// One property that changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PropertyChange {
+    /// Its path under `Properties` (`LaunchTemplate`, `Tags`).
+    pub path: String,
+    /// Whether this change replaces the resource.
+    pub replaces: Replacement,
+    /// The resource whose change this one follows, when it is not in the template text itself.
+    pub follows: Option<String>,
+}
+
+/// One resource that changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceChange {
+    /// Logical id.
+    pub logical_id: String,
+    /// Type.
+    pub resource_type: String,
+    /// Added, modified or removed.
+    pub action: Action,
+    /// Whether it is replaced (for a modification).
+    pub replacement: Replacement,
+    /// The properties that change.
+    pub properties: Vec<PropertyChange>,
+    /// The change set listed it.
+    pub reported: bool,
+}
+
+/// An update, resource by resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preview {
+    /// The changes, by logical id.
+    pub changes: Vec<ResourceChange>,
+    /// The old template has EFS mount targets (its VPC holds a file system's access).
+    has_efs: bool,
+}
+
+/// A change that would destroy data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The resource.
+    pub logical_id: String,
+    /// Its type.
+    pub resource_type: String,
+    /// What it holds.
+    pub holds: &'static str,
+    /// "replaced", "maybe replaced", "deleted".
+    pub fate: &'static str,
+    /// Why, in words.
+    pub because: String,
+}
+
+/// The two templates (old as deployed, new to deploy), each with all its
+/// parameter values, and the change set's own changes.
+pub fn preview(
+    old: (&Json, &BTreeMap<String, String>),
+    new: (&Json, &BTreeMap<String, String>),
+    pseudo: &Pseudo,
+    reported: &[Change],
+) -> Preview {
+    let before = resolve(old.0, old.1, pseudo);
+    let after = resolve(new.0, new.1, pseudo);
+    let mut changes = local_changes(&before, &after);
+    for c in reported {
+        let action = match c.action.as_str() {
+            "Add" => Action::Add,
+            "Remove" => Action::Remove,
+            _ => Action::Modify,
+        };
+        let entry = changes.entry(c.logical_id.clone()).or_insert_with(|| ResourceChange {
+            logical_id: c.logical_id.clone(),
+            resource_type: c.resource_type.clone(),
+            action,
+            replacement: Replacement::No,
+            properties: Vec::new(),
+            reported: true,
+        });
+        entry.reported = true;
+        entry.replacement = entry.replacement.max(Replacement::from_aws(c.replacement.as_deref()));
+        for (name, recreation) in &c.details {
+            let replaces = Replacement::from_aws(Some(recreation));
+            match entry.properties.iter_mut().find(|p| p.path == *name) {
+                Some(p) => p.replaces = p.replaces.max(replaces),
+                None => entry.properties.push(PropertyChange { path: name.clone(), replaces, follows: None }),
+            }
+        }
+    }
+    let has_efs = before.resources.values().any(|r| r.resource_type == "AWS::EFS::MountTarget");
+    Preview { changes: changes.into_values().collect(), has_efs }
+}
+
+/// The changes the templates alone show.
+fn local_changes(before: &Resolved, after: &Resolved) -> BTreeMap<String, ResourceChange> {
+    let mut changes: BTreeMap<String, ResourceChange> = BTreeMap::new();
+    let ids: BTreeSet<&String> = before.resources.keys().chain(after.resources.keys()).collect();
+    for id in ids {
+        let change = |action, resource_type: &str| ResourceChange {
+            logical_id: id.clone(),
+            resource_type: resource_type.to_owned(),
+            action,
+            replacement: Replacement::No,
+            properties: Vec::new(),
+            reported: false,
+        };
+        match (before.resources.get(id), after.resources.get(id)) {
+            (None, Some(n)) => {
+                changes.insert(id.clone(), change(Action::Add, &n.resource_type));
+            }
+            (Some(o), None) => {
+                changes.insert(id.clone(), change(Action::Remove, &o.resource_type));
+            }
+            (Some(o), Some(n)) if o.resource_type != n.resource_type => {
+                let mut c = change(Action::Modify, &n.resource_type);
+                c.replacement = Replacement::Yes;
+                c.properties.push(PropertyChange { path: "Type".into(), replaces: Replacement::Yes, follows: None });
+                changes.insert(id.clone(), c);
+            }
+            (Some(o), Some(n)) => {
+                let paths = differing(&o.properties, &n.properties);
+                if !paths.is_empty() {
+                    let mut c = change(Action::Modify, &n.resource_type);
+                    for path in paths {
+                        let replaces = if replaces(&n.resource_type, &path, &o.properties, &n.properties) {
+                            Replacement::Yes
+                        } else {
+                            Replacement::No
+                        };
+                        c.properties.push(PropertyChange { path, replaces, follows: None });
+                    }
+                    c.replacement = c.properties.iter().map(|p| p.replaces).max().unwrap_or(Replacement::No);
+                    changes.insert(id.clone(), c);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    // Changes that follow from others: a property naming a replaced resource
+    // (its `Ref` is a new id) or reading an attribute of a changed one.
+    // Each round can only add or raise changes, so this ends.
+    for _ in 0..=after.resources.len() {
+        let mut grew = false;
+        for (id, n) in &after.resources {
+            if !before.resources.contains_key(id) {
+                continue;
+            }
+            let Some(props) = n.properties.as_object() else { continue };
+            for (key, value) in props {
+                for (target, attribute) in references(value) {
+                    let Some(t) = changes.get(&target) else { continue };
+                    let effect = match (attribute.as_deref(), t.action, t.replacement) {
+                        (_, Action::Add | Action::Remove, _) => None,
+                        (_, _, Replacement::Yes) => Some(Replacement::Yes),
+                        (_, _, Replacement::Conditional) => Some(Replacement::Conditional),
+                        (None, _, Replacement::No) => None,
+                        (Some("LatestVersionNumber"), _, _) if t.resource_type == "AWS::EC2::LaunchTemplate" => {
+                            Some(Replacement::Yes)
+                        }
+                        (Some(_), _, _) => Some(Replacement::Conditional),
+                    };
+                    let Some(certainty) = effect else { continue };
+                    // `certainty` says how sure the value changes; whether that replaces depends on the property.
+                    let replaces = if is_create_only(&n.resource_type, key) { certainty } else { Replacement::No };
+                    let c = changes.entry(id.clone()).or_insert_with(|| ResourceChange {
+                        logical_id: id.clone(),
+                        resource_type: n.resource_type.clone(),
+                        action: Action::Modify,
+                        replacement: Replacement::No,
+                        properties: Vec::new(),
+                        reported: false,
+                    });
+                    match c.properties.iter_mut().find(|p| p.path == *key) {
+                        Some(p) if p.replaces >= replaces => {}
+                        Some(p) => {
+                            p.replaces = replaces;
+                            p.follows.get_or_insert(target.clone());
+                            grew = true;
+                        }
+                        None => {
+                            c.properties.push(PropertyChange {
+                                path: key.clone(),
+                                replaces,
+                                follows: Some(target.clone()),
+                            });
+                            grew = true;
+                        }
+                    }
+                    if replaces > c.replacement {
+                        c.replacement = replaces;
+                        grew = true;
+                    }
+                }
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    changes
+}
+
+/// Top-level property names whose values differ.
+fn differing(old: &Json, new: &Json) -> Vec<String> {
+    let empty = serde_json::Map::new();
+    let o = old.as_object().unwrap_or(&empty);
+    let n = new.as_object().unwrap_or(&empty);
+    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+    keys.into_iter().filter(|k| o.get(*k) != n.get(*k)).cloned().collect()
+}
+
+fn is_create_only(resource_type: &str, key: &str) -> bool {
+    create_only(resource_type).unwrap_or_default().iter().any(|p| p.split('/').next() == Some(key))
+}
+
+/// Whether the change of top-level property `key` touches a create-only path.
+fn replaces(resource_type: &str, key: &str, old: &Json, new: &Json) -> bool {
+    create_only(resource_type).unwrap_or_default().iter().any(|path| {
+        let mut parts = path.split('/');
+        if parts.next() != Some(key) {
+            return false;
+        }
+        let pointer: String = path.split('/').map(|p| format!("/{p}")).collect();
+        old.pointer(&pointer) != new.pointer(&pointer)
+    })
+}
+
+/// The resources a value refers to: `(logical id, None)` for `Ref`,
+/// `(logical id, Some(attribute))` for `Fn::GetAtt`, and the variables of
+/// `Fn::Sub` text (`${Name}`, `${Name.Attribute}`).
+fn references(value: &Json) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    collect(value, &mut out);
+    out
+}
+
+fn collect(value: &Json, out: &mut Vec<(String, Option<String>)>) {
+    match value {
+        Json::Array(items) => items.iter().for_each(|i| collect(i, out)),
+        Json::Object(obj) => {
+            if obj.len() == 1 {
+                if let Some(Json::String(target)) = obj.get("Ref") {
+                    out.push((target.clone(), None));
+                    return;
+                }
+                if let Some(att) = obj.get("Fn::GetAtt") {
+                    let parts: Vec<String> = match att {
+                        Json::Array(a) => a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect(),
+                        Json::String(s) => s.splitn(2, '.').map(str::to_owned).collect(),
+                        _ => Vec::new(),
+                    };
+                    if let [target, attribute] = parts.as_slice() {
+                        out.push((target.clone(), Some(attribute.clone())));
+                    }
+                    return;
+                }
+                if let Some(sub) = obj.get("Fn::Sub") {
+                    let (text, vars) = match sub {
+                        Json::String(s) => (s.as_str(), None),
+                        Json::Array(a) => (a.first().and_then(Json::as_str).unwrap_or_default(), a.get(1)),
+                        _ => ("", None),
+                    };
+                    for name in sub_names(text) {
+                        if vars.is_some_and(|v| v.get(&name).is_some()) {
+                            continue;
+                        }
+                        match name.split_once('.') {
+                            Some((t, a)) => out.push((t.to_owned(), Some(a.to_owned()))),
+                            None => out.push((name, None)),
+                        }
+                    }
+                    if let Some(v) = vars {
+                        collect(v, out);
+                    }
+                    return;
+                }
+            }
+            obj.values().for_each(|v| collect(v, out));
+        }
+        _ => {}
+    }
+}
+
+/// The `${...}` names of `Fn::Sub` text (not the `${!literal}` ones).
+fn sub_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(end) = rest[start..].find('}') else { break };
+        let name = &rest[start + 2..start + end];
+        if !name.starts_with('!') {
+            names.push(name.to_owned());
+        }
+        rest = &rest[start + end + 1..];
+    }
+    names
+}
+
+/// What a resource of this type holds that a replacement or removal destroys.
+fn holds_data(resource_type: &str, has_efs: bool) -> Option<&'static str> {
+    match resource_type {
+        "AWS::EC2::Instance" => Some("the master instance: its root volume is deleted with it"),
+        "AWS::EFS::FileSystem" => Some("the shared EFS file system and every file on it"),
+        "AWS::EC2::VPC" if has_efs => Some("the VPC the EFS file system's mount targets are in"),
+        _ => None,
+    }
+}
+
+impl Preview {
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// The changes that would destroy data.
+    pub fn refusals(&self) -> Vec<Refusal> {
+        let mut out = Vec::new();
+        for c in &self.changes {
+            let Some(holds) = holds_data(&c.resource_type, self.has_efs) else { continue };
+            let fate = match (c.action, c.replacement) {
+                (Action::Remove, _) => "deleted",
+                (Action::Modify, Replacement::Yes) => "replaced",
+                (Action::Modify, Replacement::Conditional) => "maybe replaced",
+                _ => continue,
+            };
+            let because = if c.action == Action::Remove {
+                "it is no longer in the template".to_owned()
+            } else {
+                let reasons: Vec<String> = c
+                    .properties
+                    .iter()
+                    .filter(|p| p.replaces > Replacement::No)
+                    .map(|p| match &p.follows {
+                        Some(t) => format!("{} changes with {t} (create-only property)", p.path),
+                        None => format!("{} changes (create-only property)", p.path),
+                    })
+                    .collect();
+                if reasons.is_empty() { "the change set says so".to_owned() } else { reasons.join("; ") }
+            };
+            out.push(Refusal {
+                logical_id: c.logical_id.clone(),
+                resource_type: c.resource_type.clone(),
+                holds,
+                fate,
+                because,
+            });
+        }
+        out
+    }
+
+    /// The changes, one line each: `+` added, `~` modified in place, `!`
+    /// replaced, `?` maybe replaced, `-` removed; then the counts.
+    pub fn render(&self, stack: &str) -> String {
+        if self.changes.is_empty() {
+            return format!("Stack {stack}: no resource changes.\n");
+        }
+        let width = self.changes.iter().map(|c| c.logical_id.len()).max().unwrap_or(0);
+        let type_width = self.changes.iter().map(|c| c.resource_type.len()).max().unwrap_or(0);
+        let mut lines = Vec::new();
+        let (mut add, mut modify, mut replace, mut remove) = (0, 0, 0, 0);
+        for c in &self.changes {
+            let (mark, note) = match (c.action, c.replacement) {
+                (Action::Add, _) => {
+                    add += 1;
+                    ("+", "added".to_owned())
+                }
+                (Action::Remove, _) => {
+                    remove += 1;
+                    ("-", "DELETED".to_owned())
+                }
+                (Action::Modify, r) => {
+                    let props: Vec<String> = c
+                        .properties
+                        .iter()
+                        .map(|p| {
+                            let mut s = p.path.clone();
+                            if p.replaces > Replacement::No {
+                                s.push_str(" (create-only)");
+                            }
+                            if let Some(t) = &p.follows {
+                                s.push_str(&format!(" <- {t}"));
+                            }
+                            s
+                        })
+                        .collect();
+                    let props = if props.is_empty() { "properties not reported".to_owned() } else { props.join(", ") };
+                    match r {
+                        Replacement::Yes => {
+                            replace += 1;
+                            ("!", format!("REPLACED: {props}"))
+                        }
+                        Replacement::Conditional => {
+                            replace += 1;
+                            ("?", format!("MAY BE REPLACED: {props}"))
+                        }
+                        Replacement::No => {
+                            modify += 1;
+                            ("~", props)
+                        }
+                    }
+                }
+            };
+            let origin = if c.reported { "" } else { "  (from the templates; the change set did not list it)" };
+            lines.push(format!(
+                "  {mark} {:width$}  {:type_width$}  {note}{origin}",
+                c.logical_id,
+                c.resource_type,
+                width = width,
+                type_width = type_width
+            ));
+        }
+        format!(
+            "Stack {stack}: {add} to add, {modify} to change in place, {replace} to replace, {remove} to delete\n{}\n",
+            lines.join("\n")
+        )
+    }
+}
+
+impl Refusal {
+    /// One line: what, what happens to it, why.
+    pub fn render(&self) -> String {
+        format!(
+            "{} ({}) would be {}: it is {}. Because {}",
+            self.logical_id, self.resource_type, self.fate, self.holds, self.because
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::deploy::template::parameter_values;
+    use crate::stack::tests::sample;
+
+    fn pseudo() -> Pseudo {
+        Pseudo { region: "us-east-1".into(), stack_name: "demo".into(), account_id: Some("123456789012".into()) }
+    }
+
+    fn template(spec: &crate::spec::ClusterSpec) -> Json {
+        serde_json::from_str(&crate::stack::compile(spec).render().unwrap().json).unwrap()
+    }
+
+    /// The preview of deploying `new` over a stack made from `old`, with no change set.
+    fn between(old: &Json, new: &Json, old_given: &[(&str, &str)], new_given: &[(&str, &str)]) -> Preview {
+        let given = |g: &[(&str, &str)]| g.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let old_params = parameter_values(old, &given(old_given));
+        let new_params = parameter_values(new, &given(new_given));
+        preview((old, &old_params), (new, &new_params), &pseudo(), &[])
+    }
+
+    fn summary(p: &Preview) -> Vec<(String, Action, Replacement)> {
+        p.changes.iter().map(|c| (c.logical_id.clone(), c.action, c.replacement)).collect()
+    }
+
+    /// Resizing the cluster, in the blueprint or by parameter, changes the
+    /// worker group and the workers' launch template, never the master.
+    #[test]
+    fn resizing_the_cluster_leaves_the_master_alone() {
+        let base = sample();
+        let old = template(&base);
+        let mut resized = base.clone();
+        resized.workers.count = 6;
+        resized.workers.min = 2;
+        resized.workers.max = 10;
+        resized.workers.instance_type = "p3.8xlarge".into();
+        let cases = [
+            (template(&resized), vec![]),
+            (old.clone(), vec![("WorkerCount", "7"), ("MinWorkers", "3"), ("MaxWorkers", "9")]),
+            (old.clone(), vec![("WorkerInstanceType", "p3.8xlarge")]),
+        ];
+        for (new, given) in cases {
+            let p = between(&old, &new, &[], &given);
+            assert!(p.refusals().is_empty(), "{}", p.render("demo"));
+            for c in &p.changes {
+                assert!(!c.logical_id.starts_with("Master"), "{}", p.render("demo"));
+                assert_eq!(c.replacement, Replacement::No, "{}", p.render("demo"));
+            }
+            assert!(p.changes.iter().any(|c| c.logical_id == "WorkerGroup"), "{}", p.render("demo"));
+        }
+    }
+
+    /// A table of blueprint changes and what they replace.
+    #[test]
+    fn table_of_replacements() {
+        let base = sample();
+        let old = template(&base);
+        type Edit = fn(&mut crate::spec::ClusterSpec);
+        type Case = (&'static str, Edit, Vec<(&'static str, Action, Replacement)>);
+        let cases: Vec<Case> = vec![
+            (
+                "master type",
+                |s| s.master.instance_type = "p3.8xlarge".into(),
+                vec![
+                    ("MasterInstance", Action::Modify, Replacement::Yes),
+                    ("MasterLaunchTemplate", Action::Modify, Replacement::No),
+                ],
+            ),
+            (
+                "root volume",
+                |s| s.root_volume_gb = 300,
+                vec![
+                    ("MasterInstance", Action::Modify, Replacement::Yes),
+                    ("MasterLaunchTemplate", Action::Modify, Replacement::No),
+                    ("WorkerGroup", Action::Modify, Replacement::No),
+                    ("WorkerLaunchTemplate", Action::Modify, Replacement::No),
+                ],
+            ),
+            (
+                "vpc cidr",
+                |s| s.network = crate::spec::NetworkSpec::New { vpc_cidr: "10.1.0.0/16".parse().unwrap() },
+                vec![],
+            ),
+        ];
+        for (name, edit, expected) in cases {
+            let mut spec = base.clone();
+            edit(&mut spec);
+            let p = between(&old, &template(&spec), &[], &[]);
+            let got = summary(&p);
+            for (id, action, replacement) in &expected {
+                assert!(
+                    got.contains(&(id.to_string(), *action, *replacement)),
+                    "{name}: {id} {action:?} {replacement:?} not in\n{}",
+                    p.render("demo")
+                );
+            }
+            if name == "vpc cidr" {
+                let refused: Vec<String> = p.refusals().iter().map(|r| r.logical_id.clone()).collect();
+                assert!(
+                    refused.contains(&"Vpc".to_owned()) || refused.iter().any(|r| r.contains("Vpc")),
+                    "{refused:?}\n{}",
+                    p.render("demo")
+                );
+                assert!(refused.contains(&"MasterInstance".to_owned()), "{refused:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_master_replacement_is_refused_with_its_reason() {
+        let base = sample();
+        let old = template(&base);
+        let mut spec = base.clone();
+        spec.master.instance_type = "p3.8xlarge".into();
+        let p = between(&old, &template(&spec), &[], &[]);
+        let refusals = p.refusals();
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        let line = refusals[0].render();
+        assert!(
+            line.starts_with("MasterInstance (AWS::EC2::Instance) would be replaced: it is the master instance"),
+            "{line}"
+        );
+        assert!(line.contains("LaunchTemplate changes with MasterLaunchTemplate (create-only property)"), "{line}");
+        let text = p.render("demo");
+        assert!(text.contains("! MasterInstance"), "{text}");
+        assert!(text.contains("REPLACED: LaunchTemplate (create-only) <- MasterLaunchTemplate"), "{text}");
+        assert!(text.starts_with("Stack demo: 0 to add, 2 to change in place, 1 to replace, 0 to delete"), "{text}");
+        assert!(text.contains("~ MasterElasticIp"), "the address follows the new instance: {text}");
+    }
+
+    #[test]
+    fn the_change_set_is_merged_keeping_the_more_severe() {
+        let old = template(&sample());
+        let reported = vec![
+            Change {
+                action: "Modify".into(),
+                logical_id: "FileSystem".into(),
+                resource_type: "AWS::EFS::FileSystem".into(),
+                replacement: Some("True".into()),
+                details: vec![("PerformanceMode".into(), "Always".into())],
+            },
+            Change {
+                action: "Remove".into(),
+                logical_id: "Gone".into(),
+                resource_type: "AWS::SQS::Queue".into(),
+                replacement: None,
+                details: vec![],
+            },
+        ];
+        let params = parameter_values(&old, &BTreeMap::new());
+        let p = preview((&old, &params), (&old, &params), &pseudo(), &reported);
+        assert_eq!(
+            summary(&p),
+            vec![
+                ("FileSystem".into(), Action::Modify, Replacement::Yes),
+                ("Gone".into(), Action::Remove, Replacement::No)
+            ]
+        );
+        let refusals = p.refusals();
+        assert_eq!(refusals.len(), 1);
+        assert!(refusals[0].render().contains("PerformanceMode changes"), "{:?}", refusals[0]);
+    }
+
+    #[test]
+    fn no_change_is_empty_and_says_so() {
+        let old = template(&sample());
+        let p = between(&old, &old, &[], &[]);
+        assert!(p.is_empty(), "{}", p.render("demo"));
+        assert_eq!(p.render("demo"), "Stack demo: no resource changes.\n");
+    }
+
+    #[test]
+    fn references_include_sub_variables_and_getatt_strings() {
+        let v =
+            json!({"a": {"Fn::Sub": ["${A} ${B.Arn} ${!C} ${D}", {"D": {"Ref": "E"}}]}, "b": {"Fn::GetAtt": "F.G"}});
+        let mut r = references(&v);
+        r.sort();
+        assert_eq!(
+            r,
+            vec![
+                ("A".into(), None),
+                ("B".into(), Some("Arn".into())),
+                ("E".into(), None),
+                ("F".into(), Some("G".into()))
+            ]
+        );
+    }
+
+    /// Every resource type the templates use is in the generated table (else
+    /// regenerate it: `python3 synth/tools/gen_create_only.py`).
+    #[test]
+    fn the_create_only_table_knows_every_type() {
+        for (name, spec) in crate::stack::tests::variants() {
+            for (id, resource) in template(&spec)["Resources"].as_object().unwrap() {
+                let ty = resource["Type"].as_str().unwrap();
+                assert!(create_only(ty).is_some(), "{name}: {id} {ty}");
+            }
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The edge of `synth deploy` and friends: every AWS call they make, as one
+//! small trait ([`Cloud`]), with plain data types that the pure core
+//! ([`super::watch`], [`super::cause`], [`super::change`]) reads.
+//!
+//! [`super::sdk`] implements it with the AWS SDK (CloudFormation, S3, STS,
+//! Auto Scaling), against AWS or, through the SDK's endpoint override, the
+//! local AWS of the tests. Unit tests use in-memory implementations. A new
+//! command that needs another service (CloudWatch logs, say) adds its
+//! methods here and their SDK calls in [`super::sdk`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+/// An AWS call failed. Every variant's message says what to do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CloudError {
+    /// No credentials were found in the standard chain.
+    #[error(
+        "no AWS credentials: set AWS_PROFILE (or pass --profile), or run `aws configure` \
+         (or `aws sso login`), then try again{}",
+        detail_suffix(.0)
+    )]
+    NoCredentials(String),
+    /// The credentials were refused or lack a permission.
+    #[error("{what}: access denied: {message}. Use credentials allowed to do this (check AWS_PROFILE / --profile)")]
+    Denied {
+        /// The call, e.g. "CloudFormation CreateStack on stack demo".
+        what: String,
+        /// The service's message.
+        message: String,
+    },
+    /// The request was refused as invalid.
+    #[error("{what}: {message}")]
+    Invalid {
+        /// The call.
+        what: String,
+        /// The service's message.
+        message: String,
+    },
+    /// The service could not be reached or failed.
+    #[error("{what}: {message}. Check the network and the region, then try again")]
+    Unavailable {
+        /// The call.
+        what: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+fn detail_suffix(detail: &str) -> String {
+    if detail.is_empty() { String::new() } else { format!(" ({detail})") }
+}
+
+/// What every method returns.
+pub type CloudResult<T> = Result<T, CloudError>;
+
+/// A stack, as `DescribeStacks` gives it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stack {
+    /// Its name.
+    pub name: String,
+    /// Its id (an ARN).
+    pub id: String,
+    /// `CREATE_COMPLETE`, `UPDATE_ROLLBACK_IN_PROGRESS`, ...
+    pub status: String,
+    /// Why it is in that status, when CloudFormation says.
+    pub reason: Option<String>,
+    /// The template's description.
+    pub description: Option<String>,
+    /// The outputs, in the order CloudFormation lists them.
+    pub outputs: Vec<Output>,
+    /// The parameter values it runs with.
+    pub parameters: BTreeMap<String, String>,
+    /// When it was last created or updated (unix milliseconds).
+    pub changed_ms: Option<i64>,
+}
+
+/// One stack output.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    /// `MasterAddress`, `SshCommand`, ...
+    pub key: String,
+    /// Its value.
+    pub value: String,
+    /// What it is.
+    pub description: Option<String>,
+}
+
+/// One stack event (`DescribeStackEvents`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    /// Unique per event: what de-duplicates them.
+    pub id: String,
+    /// When it happened (unix milliseconds).
+    pub at_ms: i64,
+    /// The resource's logical id (the stack's name for the stack's own events).
+    pub logical_id: String,
+    /// The resource's physical id, when it has one.
+    pub physical_id: Option<String>,
+    /// `AWS::EC2::VPC`, ..., `AWS::CloudFormation::Stack` for the stack itself.
+    pub resource_type: String,
+    /// `CREATE_IN_PROGRESS`, `CREATE_FAILED`, ...
+    pub status: String,
+    /// The status reason.
+    pub reason: Option<String>,
+}
+
+impl Event {
+    /// Whether the event is about the stack itself, not one of its resources.
+    pub fn is_stack(&self) -> bool {
+        self.resource_type == "AWS::CloudFormation::Stack"
+    }
+}
+
+/// One page of events, newest first, as the API gives them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventPage {
+    /// The events of this page, newest first.
+    pub events: Vec<Event>,
+    /// The token of the next (older) page.
+    pub next: Option<String>,
+}
+
+/// One resource of a stack (`ListStackResources`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resource {
+    /// Logical id.
+    pub logical_id: String,
+    /// Physical id.
+    pub physical_id: Option<String>,
+    /// Type.
+    pub resource_type: String,
+    /// Status.
+    pub status: String,
+    /// Status reason.
+    pub reason: Option<String>,
+}
+
+/// Where CloudFormation reads a template from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TemplateSource {
+    /// Inline (at most 51,200 bytes).
+    Body(String),
+    /// An S3 object's HTTPS URL (at most 1 MB).
+    Url(String),
+}
+
+/// A stack to create, or the change set of an update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackRequest {
+    /// The stack's name.
+    pub name: String,
+    /// The template.
+    pub template: TemplateSource,
+    /// Parameter values; parameters not named take the template's default.
+    pub parameters: BTreeMap<String, String>,
+    /// On a create: keep what was created when it fails (no rollback).
+    pub keep_on_failure: bool,
+}
+
+/// One resource change of a change set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// `Add`, `Modify`, `Remove`, `Import`, `Dynamic`.
+    pub action: String,
+    /// Logical id.
+    pub logical_id: String,
+    /// Type.
+    pub resource_type: String,
+    /// `True`, `False`, `Conditional`; `None` where the service does not say.
+    pub replacement: Option<String>,
+    /// The properties that change and whether each needs recreation
+    /// (`Never`, `Conditionally`, `Always`).
+    pub details: Vec<(String, String)>,
+}
+
+/// A change set (`DescribeChangeSet`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    /// Its id (an ARN).
+    pub id: String,
+    /// `CREATE_PENDING`, `CREATE_IN_PROGRESS`, `CREATE_COMPLETE`, `FAILED`, ...
+    pub status: String,
+    /// Why it failed, when it did.
+    pub reason: Option<String>,
+    /// Its resource changes.
+    pub changes: Vec<Change>,
+}
+
+/// The worker group's instances, for the formation progress line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupState {
+    /// Desired capacity.
+    pub desired: u32,
+    /// Instances in service.
+    pub in_service: u32,
+}
+
+/// Every AWS call of the stack commands.
+pub trait Cloud: Send + Sync {
+    /// The region every call goes to.
+    fn region(&self) -> &str;
+    /// The caller's account id (STS `GetCallerIdentity`); also the credentials check.
+    fn account_id(&self) -> impl Future<Output = CloudResult<String>> + Send;
+
+    /// The stack called `name` (or with that id), or `None` when there is none.
+    fn stack(&self, name: &str) -> impl Future<Output = CloudResult<Option<Stack>>> + Send;
+    /// Every stack of the region that is not deleted.
+    fn stacks(&self) -> impl Future<Output = CloudResult<Vec<Stack>>> + Send;
+    /// One page of the stack's events, newest first.
+    fn events(&self, stack: &str, page: Option<String>) -> impl Future<Output = CloudResult<EventPage>> + Send;
+    /// The stack's current template.
+    fn template(&self, stack: &str) -> impl Future<Output = CloudResult<String>> + Send;
+    /// The stack's resources.
+    fn resources(&self, stack: &str) -> impl Future<Output = CloudResult<Vec<Resource>>> + Send;
+    /// Creates a stack; returns its id.
+    fn create_stack(&self, request: &StackRequest) -> impl Future<Output = CloudResult<String>> + Send;
+    /// Creates the change set `change_set` of an update; returns its id.
+    fn create_change_set(
+        &self,
+        request: &StackRequest,
+        change_set: &str,
+    ) -> impl Future<Output = CloudResult<String>> + Send;
+    /// A change set, with all its changes.
+    fn change_set(&self, id: &str) -> impl Future<Output = CloudResult<ChangeSet>> + Send;
+    /// Starts the update a change set describes.
+    fn execute_change_set(&self, id: &str) -> impl Future<Output = CloudResult<()>> + Send;
+    /// Deletes a change set that will not be executed.
+    fn delete_change_set(&self, id: &str) -> impl Future<Output = CloudResult<()>> + Send;
+    /// Starts deleting a stack.
+    fn delete_stack(&self, name: &str) -> impl Future<Output = CloudResult<()>> + Send;
+
+    /// The worker group's size, or `None` when there is no such group (yet).
+    fn group(&self, name: &str) -> impl Future<Output = CloudResult<Option<GroupState>>> + Send;
+
+    /// Whether the bucket exists (and is ours to use).
+    fn bucket_exists(&self, bucket: &str) -> impl Future<Output = CloudResult<bool>> + Send;
+    /// Creates the staging bucket: private, encrypted, public access blocked,
+    /// bucket-owner enforced, versioned.
+    fn create_staging_bucket(&self, bucket: &str) -> impl Future<Output = CloudResult<()>> + Send;
+    /// Whether the object exists.
+    fn object_exists(&self, bucket: &str, key: &str) -> impl Future<Output = CloudResult<bool>> + Send;
+    /// Uploads an object.
+    fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> impl Future<Output = CloudResult<()>> + Send;
+}

@@ -1,0 +1,530 @@
+//! [`Cloud`] with the AWS SDK: CloudFormation (stacks, events, change
+//! sets), S3 (the staging bucket), STS (the account id) and Auto Scaling
+//! (the worker group, for the formation progress line).
+//!
+//! Configuration comes from aws-config's standard chain: environment,
+//! profiles (`--profile` picks one), SSO, instance metadata. Endpoints are
+//! configuration too: with an endpoint override (`AWS_ENDPOINT_URL`, or
+//! `AWS_ENDPOINT_URL_S3`) S3 is addressed path-style
+//! (`http://host:port/bucket/key`), which endpoints other than AWS's own
+//! need, since their host names carry no bucket.
+
+use std::collections::BTreeMap;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_cloudformation::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_cloudformation::types::{Capability, ChangeSetType, OnFailure, Parameter};
+use aws_sdk_s3::primitives::ByteStream;
+
+use super::port::*;
+
+/// The SDK clients, sharing one config.
+#[derive(Clone, Debug)]
+pub struct SdkCloud {
+    region: String,
+    cloudformation: aws_sdk_cloudformation::Client,
+    s3: aws_sdk_s3::Client,
+    sts: aws_sdk_sts::Client,
+    autoscaling: aws_sdk_autoscaling::Client,
+}
+
+/// How to reach AWS.
+#[derive(Clone, Debug, Default)]
+pub struct Connection {
+    /// The region; `None`: the standard chain's (`AWS_REGION`, the profile).
+    pub region: Option<String>,
+    /// A named profile; `None`: `AWS_PROFILE` or the default.
+    pub profile: Option<String>,
+}
+
+impl SdkCloud {
+    /// Loads the standard config, checks that a region and credentials are
+    /// there, and makes the clients.
+    pub async fn connect(connection: &Connection) -> Result<SdkCloud, ConnectError> {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(region) = &connection.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(profile) = &connection.profile {
+            loader = loader.profile_name(profile);
+        }
+        let config = loader.load().await;
+        let region = config.region().map(|r| r.to_string()).ok_or(ConnectError::NoRegion)?;
+        check_credentials(&config).await?;
+        Ok(SdkCloud::new(&config, region))
+    }
+
+    /// The clients for a loaded config.
+    pub fn new(config: &SdkConfig, region: String) -> SdkCloud {
+        let path_style = config.endpoint_url().is_some() || std::env::var_os("AWS_ENDPOINT_URL_S3").is_some();
+        let s3 = aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build();
+        SdkCloud {
+            region,
+            cloudformation: aws_sdk_cloudformation::Client::new(config),
+            s3: aws_sdk_s3::Client::from_conf(s3),
+            sts: aws_sdk_sts::Client::new(config),
+            autoscaling: aws_sdk_autoscaling::Client::new(config),
+        }
+    }
+}
+
+/// Why [`SdkCloud::connect`] failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// No region anywhere in the chain.
+    #[error("no AWS region: pass --region, or set AWS_REGION (or a region in your AWS profile)")]
+    NoRegion,
+    /// No credentials.
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+}
+
+async fn check_credentials(config: &SdkConfig) -> Result<(), CloudError> {
+    use aws_sdk_cloudformation::config::ProvideCredentials;
+    let Some(provider) = config.credentials_provider() else {
+        return Err(CloudError::NoCredentials(String::new()));
+    };
+    provider.provide_credentials().await.map(|_| ()).map_err(|e| CloudError::NoCredentials(chain(&e)))
+}
+
+/// An error and its sources on one line, without repeats.
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(next) = source {
+        let text = next.to_string();
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        source = next.source();
+    }
+    parts.join(": ")
+}
+
+/// Maps an SDK error from `what` to a [`CloudError`].
+fn from_sdk<E>(what: &str, err: SdkError<E>) -> CloudError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match &err {
+        SdkError::ServiceError(context) => {
+            let code = context.err().code().unwrap_or("");
+            let status = context.raw().status().as_u16();
+            let message = context.err().message().unwrap_or("no message").to_owned();
+            let message =
+                if code.is_empty() { format!("HTTP {status}: {message}") } else { format!("{code}: {message}") };
+            if status == 403 || code.contains("AccessDenied") || code.contains("UnauthorizedOperation") {
+                CloudError::Denied { what: what.to_owned(), message }
+            } else if code == "ExpiredToken" || code == "InvalidClientTokenId" || code == "UnrecognizedClientException"
+            {
+                CloudError::NoCredentials(message)
+            } else if status >= 500 {
+                CloudError::Unavailable { what: what.to_owned(), message }
+            } else {
+                CloudError::Invalid { what: what.to_owned(), message }
+            }
+        }
+        _ => CloudError::Unavailable { what: what.to_owned(), message: DisplayErrorContext(&err).to_string() },
+    }
+}
+
+fn millis(t: Option<&aws_sdk_cloudformation::primitives::DateTime>) -> Option<i64> {
+    t.and_then(|t| t.to_millis().ok())
+}
+
+fn stack_of(s: &aws_sdk_cloudformation::types::Stack) -> Stack {
+    Stack {
+        name: s.stack_name().unwrap_or_default().to_owned(),
+        id: s.stack_id().unwrap_or_default().to_owned(),
+        status: s.stack_status().map(|x| x.as_str().to_owned()).unwrap_or_default(),
+        reason: s.stack_status_reason().map(str::to_owned),
+        description: s.description().map(str::to_owned),
+        outputs: s
+            .outputs()
+            .iter()
+            .map(|o| Output {
+                key: o.output_key().unwrap_or_default().to_owned(),
+                value: o.output_value().unwrap_or_default().to_owned(),
+                description: o.description().map(str::to_owned),
+            })
+            .collect(),
+        parameters: s
+            .parameters()
+            .iter()
+            .filter_map(|p| Some((p.parameter_key()?.to_owned(), p.parameter_value().unwrap_or_default().to_owned())))
+            .collect(),
+        changed_ms: millis(s.last_updated_time()).or(millis(s.creation_time())),
+    }
+}
+
+fn parameters(values: &BTreeMap<String, String>) -> Vec<Parameter> {
+    values.iter().map(|(k, v)| Parameter::builder().parameter_key(k).parameter_value(v).build()).collect()
+}
+
+/// Whether a CloudFormation error says the stack does not exist.
+fn is_missing_stack(e: &CloudError) -> bool {
+    matches!(e, CloudError::Invalid { message, .. } if message.contains("does not exist"))
+}
+
+impl Cloud for SdkCloud {
+    fn region(&self) -> &str {
+        &self.region
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn account_id(&self) -> CloudResult<String> {
+        let out = self.sts.get_caller_identity().send().await.map_err(|e| from_sdk("STS GetCallerIdentity", e))?;
+        Ok(out.account().unwrap_or_default().to_owned())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn stack(&self, name: &str) -> CloudResult<Option<Stack>> {
+        let what = format!("CloudFormation DescribeStacks on stack {name}");
+        match self.cloudformation.describe_stacks().stack_name(name).send().await {
+            Ok(out) => Ok(out.stacks().first().map(stack_of)),
+            Err(e) => {
+                let e = from_sdk(&what, e);
+                if is_missing_stack(&e) { Ok(None) } else { Err(e) }
+            }
+        }
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn stacks(&self) -> CloudResult<Vec<Stack>> {
+        let mut all = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .cloudformation
+                .describe_stacks()
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| from_sdk("CloudFormation DescribeStacks", e))?;
+            all.extend(out.stacks().iter().map(stack_of));
+            token = out.next_token().map(str::to_owned);
+            if token.is_none() {
+                return Ok(all);
+            }
+        }
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn events(&self, stack: &str, page: Option<String>) -> CloudResult<EventPage> {
+        let out = self
+            .cloudformation
+            .describe_stack_events()
+            .stack_name(stack)
+            .set_next_token(page)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("CloudFormation DescribeStackEvents on stack {stack}"), e))?;
+        let events = out
+            .stack_events()
+            .iter()
+            .map(|e| Event {
+                id: e.event_id().unwrap_or_default().to_owned(),
+                at_ms: millis(e.timestamp()).unwrap_or(0),
+                logical_id: e.logical_resource_id().unwrap_or_default().to_owned(),
+                physical_id: e.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
+                resource_type: e.resource_type().unwrap_or_default().to_owned(),
+                status: e.resource_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
+                reason: e.resource_status_reason().map(str::to_owned),
+            })
+            .collect();
+        Ok(EventPage { events, next: out.next_token().map(str::to_owned) })
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn template(&self, stack: &str) -> CloudResult<String> {
+        let out = self
+            .cloudformation
+            .get_template()
+            .stack_name(stack)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("CloudFormation GetTemplate on stack {stack}"), e))?;
+        Ok(out.template_body().unwrap_or_default().to_owned())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn resources(&self, stack: &str) -> CloudResult<Vec<Resource>> {
+        let mut all = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .cloudformation
+                .list_stack_resources()
+                .stack_name(stack)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| from_sdk(&format!("CloudFormation ListStackResources on stack {stack}"), e))?;
+            all.extend(out.stack_resource_summaries().iter().map(|r| Resource {
+                logical_id: r.logical_resource_id().unwrap_or_default().to_owned(),
+                physical_id: r.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
+                resource_type: r.resource_type().unwrap_or_default().to_owned(),
+                status: r.resource_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
+                reason: r.resource_status_reason().map(str::to_owned),
+            }));
+            token = out.next_token().map(str::to_owned);
+            if token.is_none() {
+                return Ok(all);
+            }
+        }
+    }
+
+    #[tracing::instrument(skip(self, request), fields(stack = %request.name))]
+    async fn create_stack(&self, request: &StackRequest) -> CloudResult<String> {
+        let mut call = self
+            .cloudformation
+            .create_stack()
+            .stack_name(&request.name)
+            .set_parameters(Some(parameters(&request.parameters)))
+            // The templates make IAM roles without fixed names.
+            .capabilities(Capability::CapabilityIam)
+            .on_failure(if request.keep_on_failure { OnFailure::DoNothing } else { OnFailure::Rollback });
+        call = match &request.template {
+            TemplateSource::Body(body) => call.template_body(body),
+            TemplateSource::Url(url) => call.template_url(url),
+        };
+        let out = call
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("CloudFormation CreateStack on stack {}", request.name), e))?;
+        Ok(out.stack_id().unwrap_or_default().to_owned())
+    }
+
+    #[tracing::instrument(skip(self, request), fields(stack = %request.name))]
+    async fn create_change_set(&self, request: &StackRequest, change_set: &str) -> CloudResult<String> {
+        let mut call = self
+            .cloudformation
+            .create_change_set()
+            .stack_name(&request.name)
+            .change_set_name(change_set)
+            .change_set_type(ChangeSetType::Update)
+            .set_parameters(Some(parameters(&request.parameters)))
+            .capabilities(Capability::CapabilityIam)
+            .description("synth deploy");
+        call = match &request.template {
+            TemplateSource::Body(body) => call.template_body(body),
+            TemplateSource::Url(url) => call.template_url(url),
+        };
+        let out = call
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("CloudFormation CreateChangeSet on stack {}", request.name), e))?;
+        Ok(out.id().unwrap_or(change_set).to_owned())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn change_set(&self, id: &str) -> CloudResult<ChangeSet> {
+        let mut set = ChangeSet { id: id.to_owned(), ..ChangeSet::default() };
+        let mut token = None;
+        loop {
+            let out = self
+                .cloudformation
+                .describe_change_set()
+                .change_set_name(id)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| from_sdk("CloudFormation DescribeChangeSet", e))?;
+            set.status = out.status().map(|s| s.as_str().to_owned()).unwrap_or_default();
+            set.reason = out.status_reason().map(str::to_owned);
+            for c in out.changes() {
+                let Some(r) = c.resource_change() else { continue };
+                set.changes.push(Change {
+                    action: r.action().map(|a| a.as_str().to_owned()).unwrap_or_default(),
+                    logical_id: r.logical_resource_id().unwrap_or_default().to_owned(),
+                    resource_type: r.resource_type().unwrap_or_default().to_owned(),
+                    replacement: r.replacement().map(|x| x.as_str().to_owned()),
+                    details: r
+                        .details()
+                        .iter()
+                        .filter_map(|d| {
+                            let target = d.target()?;
+                            Some((
+                                target
+                                    .name()
+                                    .unwrap_or_else(|| target.attribute().map(|a| a.as_str()).unwrap_or("?"))
+                                    .to_owned(),
+                                target.requires_recreation().map(|x| x.as_str().to_owned()).unwrap_or_default(),
+                            ))
+                        })
+                        .collect(),
+                });
+            }
+            token = out.next_token().map(str::to_owned);
+            if token.is_none() {
+                return Ok(set);
+            }
+        }
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn execute_change_set(&self, id: &str) -> CloudResult<()> {
+        self.cloudformation
+            .execute_change_set()
+            .change_set_name(id)
+            .send()
+            .await
+            .map_err(|e| from_sdk("CloudFormation ExecuteChangeSet", e))?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn delete_change_set(&self, id: &str) -> CloudResult<()> {
+        self.cloudformation
+            .delete_change_set()
+            .change_set_name(id)
+            .send()
+            .await
+            .map_err(|e| from_sdk("CloudFormation DeleteChangeSet", e))?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn delete_stack(&self, name: &str) -> CloudResult<()> {
+        self.cloudformation
+            .delete_stack()
+            .stack_name(name)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("CloudFormation DeleteStack on stack {name}"), e))?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn group(&self, name: &str) -> CloudResult<Option<GroupState>> {
+        let out = self
+            .autoscaling
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(name)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeAutoScalingGroups on group {name}"), e))?;
+        Ok(out.auto_scaling_groups().first().map(|g| GroupState {
+            desired: g.desired_capacity().and_then(|d| u32::try_from(d).ok()).unwrap_or(0),
+            in_service: g
+                .instances()
+                .iter()
+                .filter(|i| i.lifecycle_state().is_some_and(|s| s.as_str() == "InService"))
+                .count() as u32,
+        }))
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool> {
+        match self.s3.head_bucket().bucket(bucket).send().await {
+            Ok(_) => Ok(true),
+            Err(e) => match e.raw_response().map(|r| r.status().as_u16()) {
+                Some(404) => Ok(false),
+                Some(403) => Err(CloudError::Denied {
+                    what: format!("S3 HeadBucket on bucket {bucket}"),
+                    message: "the staging bucket exists but these credentials may not use it".into(),
+                }),
+                _ => Err(from_sdk(&format!("S3 HeadBucket on bucket {bucket}"), e)),
+            },
+        }
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn create_staging_bucket(&self, bucket: &str) -> CloudResult<()> {
+        use aws_sdk_s3::types::*;
+        let what = |call: &str| format!("S3 {call} on bucket {bucket}");
+        let invalid = |call: &str, e: aws_sdk_s3::error::BuildError| CloudError::Invalid {
+            what: what(call),
+            message: e.to_string(),
+        };
+        let mut create = self.s3.create_bucket().bucket(bucket).object_ownership(ObjectOwnership::BucketOwnerEnforced);
+        // us-east-1 is the default location and may not be named.
+        if self.region != "us-east-1" {
+            create = create.create_bucket_configuration(
+                CreateBucketConfiguration::builder()
+                    .location_constraint(BucketLocationConstraint::from(self.region.as_str()))
+                    .build(),
+            );
+        }
+        create.send().await.map_err(|e| from_sdk(&what("CreateBucket"), e))?;
+        self.s3
+            .put_public_access_block()
+            .bucket(bucket)
+            .public_access_block_configuration(
+                PublicAccessBlockConfiguration::builder()
+                    .block_public_acls(true)
+                    .ignore_public_acls(true)
+                    .block_public_policy(true)
+                    .restrict_public_buckets(true)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| from_sdk(&what("PutPublicAccessBlock"), e))?;
+        let sse = ServerSideEncryptionByDefault::builder()
+            .sse_algorithm(ServerSideEncryption::Aes256)
+            .build()
+            .map_err(|e| invalid("PutBucketEncryption", e))?;
+        let encryption = ServerSideEncryptionConfiguration::builder()
+            .rules(ServerSideEncryptionRule::builder().apply_server_side_encryption_by_default(sse).build())
+            .build()
+            .map_err(|e| invalid("PutBucketEncryption", e))?;
+        self.s3
+            .put_bucket_encryption()
+            .bucket(bucket)
+            .server_side_encryption_configuration(encryption)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&what("PutBucketEncryption"), e))?;
+        let ownership = OwnershipControls::builder()
+            .rules(
+                OwnershipControlsRule::builder()
+                    .object_ownership(ObjectOwnership::BucketOwnerEnforced)
+                    .build()
+                    .map_err(|e| invalid("PutBucketOwnershipControls", e))?,
+            )
+            .build()
+            .map_err(|e| invalid("PutBucketOwnershipControls", e))?;
+        self.s3
+            .put_bucket_ownership_controls()
+            .bucket(bucket)
+            .ownership_controls(ownership)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&what("PutBucketOwnershipControls"), e))?;
+        self.s3
+            .put_bucket_versioning()
+            .bucket(bucket)
+            .versioning_configuration(
+                VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build(),
+            )
+            .send()
+            .await
+            .map_err(|e| from_sdk(&what("PutBucketVersioning"), e))?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn object_exists(&self, bucket: &str, key: &str) -> CloudResult<bool> {
+        match self.s3.head_object().bucket(bucket).key(key).send().await {
+            Ok(_) => Ok(true),
+            // S3 answers 403 rather than 404 to a caller without s3:ListBucket;
+            // the upload that follows then says whether writing is allowed.
+            Err(e) if e.raw_response().is_some_and(|r| matches!(r.status().as_u16(), 403 | 404)) => Ok(false),
+            Err(e) => Err(from_sdk(&format!("S3 HeadObject on s3://{bucket}/{key}"), e)),
+        }
+    }
+
+    #[tracing::instrument(skip(self, body), fields(bytes = body.len()))]
+    async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> CloudResult<()> {
+        self.s3
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("S3 PutObject on s3://{bucket}/{key}"), e))?;
+        Ok(())
+    }
+}

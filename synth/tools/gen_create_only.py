@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Generate synth/src/deploy/create_only.rs: which properties of each resource
+type the cluster templates use cannot change without replacing the resource.
+
+A change to a property listed in a CloudFormation resource schema's
+`createOnlyProperties` replaces the resource (a new physical resource, the
+old one deleted). `synth deploy` and `synth diff` decide replacement from
+this table as well as from what the change set reports (the local AWS of the
+tests reports none). The schemas come from the cfn-lint installed in the
+repository's .venv (`cfnlint/data/schemas/resources`); the resource types
+are every `"Type": "AWS::..."` in the template snapshots.
+
+Usage (from anywhere):
+
+    python3 synth/tools/gen_create_only.py [SCHEMA_DIR] [--check]
+
+With --check nothing is written; the exit status says whether the committed
+table is up to date. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OUT = REPO_ROOT / "synth/src/deploy/create_only.rs"
+SNAPSHOTS = REPO_ROOT / "snapshots/templates"
+SCHEMAS_IN_PACKAGE = Path("data/schemas/resources")
+REGEN_COMMAND = "python3 synth/tools/gen_create_only.py"
+
+
+def default_schema_dir() -> Path:
+    found = sorted((REPO_ROOT / ".venv").glob("lib/python3*/site-packages/cfnlint"))
+    if not found:
+        sys.exit("no cfnlint in .venv: run scripts/test once (it installs the lint tools), or pass SCHEMA_DIR")
+    return found[-1] / SCHEMAS_IN_PACKAGE
+
+
+def template_types() -> list[str]:
+    types: set[str] = set()
+    for snap in SNAPSHOTS.glob("*.snap"):
+        types.update(re.findall(r'"Type": "(AWS::[A-Za-z0-9:]+)"', snap.read_text()))
+    if not types:
+        sys.exit(f"no resource types found in {SNAPSHOTS}")
+    return sorted(types)
+
+
+def cfnlint_version(schema_dir: Path) -> str:
+    # .../site-packages/cfnlint/data/schemas/resources -> site-packages
+    site = schema_dir.parents[3]
+    for meta in site.glob("cfn_lint-*.dist-info"):
+        return meta.name[len("cfn_lint-") : -len(".dist-info")]
+    return "unknown"
+
+
+def render(schema_dir: Path) -> str:
+    wanted = set(template_types())
+    table: dict[str, list[str]] = {}
+    for path in sorted(schema_dir.glob("*.json")):
+        schema = json.loads(path.read_text())
+        name = schema.get("typeName")
+        if name in wanted:
+            props = [p.removeprefix("/properties/") for p in schema.get("createOnlyProperties", [])]
+            table[name] = sorted(props)
+    missing = wanted - set(table)
+    if missing:
+        sys.exit(f"no schema for {sorted(missing)} in {schema_dir}")
+    lines = [
+        "//! Create-only properties of the resource types the cluster templates use:",
+        "//! changing one replaces the resource. Generated from the CloudFormation",
+        f"//! resource schemas that cfn-lint {cfnlint_version(schema_dir)} ships (`createOnlyProperties`);",
+        f"//! do not edit, regenerate with `{REGEN_COMMAND}`.",
+        "",
+        "/// The create-only properties of `resource_type`, as paths under",
+        "/// `Properties` (`LaunchTemplate`, `DnsOptions/PrivateDnsPreference`), or",
+        "/// `None` for a type the table does not know.",
+        "#[rustfmt::skip]",
+        "pub fn create_only(resource_type: &str) -> Option<&'static [&'static str]> {",
+        "    Some(match resource_type {",
+    ]
+    for name in sorted(table):
+        props = ", ".join(f'"{p}"' for p in table[name])
+        lines.append(f'        "{name}" => &[{props}],')
+    lines += ["        _ => return None,", "    })", "}", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("schema_dir", nargs="?", type=Path)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    text = render(args.schema_dir or default_schema_dir())
+    if args.check:
+        current = OUT.read_text() if OUT.exists() else ""
+        if current != text:
+            print(f"{OUT} is out of date: run {REGEN_COMMAND}", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

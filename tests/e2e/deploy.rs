@@ -1,0 +1,562 @@
+//! `synth deploy` and the stack commands against the local AWS (moto over
+//! HTTP, wait conditions holding the stack as in AWS: launcher patch (h)),
+//! run as a user runs them: the `synth` binary, credentials and endpoint
+//! from the environment.
+//!
+//! Needs `cargo build -p synth` (or `SYNTH_BIN`) and moto in `.venv`.
+
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e::moto::LocalAws;
+use e2e::stack::{IMAGE_PARAMETER, ensure_image_parameter};
+use e2e::{Cluster, ClusterStack, Network};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn synth_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("SYNTH_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test executable");
+    let bin = exe.parent().and_then(Path::parent).expect("a target dir").join("synth");
+    assert!(
+        bin.exists(),
+        "{} is missing: `cargo build -p synth` (same CARGO_TARGET_DIR), or set SYNTH_BIN",
+        bin.display()
+    );
+    bin
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_owned()
+}
+
+/// A `synth` command with this moto's endpoint and `key` as access key id
+/// (the launcher logs calls per key), and nothing from the user's AWS files.
+fn synth(aws: &LocalAws, key: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(synth_bin());
+    cmd.current_dir(repo()).args(args);
+    for (k, v) in aws.env() {
+        cmd.env(k, v);
+    }
+    cmd.env("AWS_ACCESS_KEY_ID", key)
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("AWS_PROFILE")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// A running `synth`, its stdout and stderr in files.
+struct Running {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+        let child =
+            cmd.stdout(File::create(&out).unwrap()).stderr(File::create(&err).unwrap()).spawn().expect("synth starts");
+        Running { child, out, err, _dir: dir }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Waits for the exit (at most 120 s); returns (code, stdout, stderr).
+    fn finish(self) -> (i32, String, String) {
+        self.finish_within(Duration::from_secs(120))
+    }
+
+    /// Waits for the exit (at most `limit`); returns (code, stdout, stderr).
+    fn finish_within(mut self, limit: Duration) -> (i32, String, String) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let out = std::fs::read_to_string(&self.out).unwrap_or_default();
+                return (status.code().unwrap_or(-1), out, self.stderr());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("synth did not finish; stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn run(cmd: Command) -> (i32, String, String) {
+    Running::start(cmd).finish()
+}
+
+/// A package file as `packaging/build` names it.
+fn package(dir: &Path) -> PathBuf {
+    let path = dir.join("deeplearning-agent_0.1.0-1_amd64.deb");
+    std::fs::write(&path, b"not really a package, but bytes with a checksum").unwrap();
+    path
+}
+
+/// Waits until the stack's formation handle exists and PUTs `status` with `reason` to it.
+fn signal(aws: &LocalAws, stack: &str, status: &str, reason: &str) {
+    let url = format!("{}/_waitcondition/123456789012/us-east-1/{stack}/FormationHandle", aws.endpoint());
+    let body =
+        serde_json::json!({"Status": status, "Reason": reason, "UniqueId": "i-master", "Data": "{}"}).to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ureq::put(&url).send(&body).is_err() {
+        assert!(Instant::now() < deadline, "no stack {stack} to signal");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn stack_status(aws: &LocalAws, name: &str) -> Option<String> {
+    runtime().block_on(async {
+        let out = aws.cloudformation().describe_stacks().stack_name(name).send().await.ok()?;
+        out.stacks().first()?.stack_status().map(|s| s.as_str().to_owned())
+    })
+}
+
+fn physical_id(aws: &LocalAws, stack: &str, logical: &str) -> String {
+    runtime().block_on(async {
+        let out = aws.cloudformation().list_stack_resources().stack_name(stack).send().await.unwrap();
+        out.stack_resource_summaries()
+            .iter()
+            .find(|r| r.logical_resource_id() == Some(logical))
+            .and_then(|r| r.physical_resource_id().map(str::to_owned))
+            .unwrap_or_default()
+    })
+}
+
+fn count_calls(aws: &LocalAws, key: &str, action: &str) -> usize {
+    aws.calls().unwrap().iter().filter(|c| c["key"] == key && c["action"] == action).count()
+}
+
+const BUCKET: &str = "deeplearning-cluster-staging-123456789012-us-east-1";
+
+/// The staging bucket's settings and how many object versions it holds
+/// (versioned: an upload of the same key again would be a second version).
+fn staging_bucket(aws: &LocalAws) -> (String, bool, bool, usize, Vec<String>) {
+    let config = aws_sdk_s3::config::Builder::from(&aws.sdk_config()).force_path_style(true).build();
+    let s3 = aws_sdk_s3::Client::from_conf(config);
+    runtime().block_on(async {
+        let encryption = s3.get_bucket_encryption().bucket(BUCKET).send().await.is_ok();
+        let block = s3.get_public_access_block().bucket(BUCKET).send().await.unwrap();
+        let block = block.public_access_block_configuration().is_some_and(|c| {
+            c.block_public_acls() == Some(true)
+                && c.ignore_public_acls() == Some(true)
+                && c.block_public_policy() == Some(true)
+                && c.restrict_public_buckets() == Some(true)
+        });
+        let versions = s3.list_object_versions().bucket(BUCKET).send().await.unwrap();
+        let keys = versions.versions().iter().filter_map(|v| v.key().map(str::to_owned)).collect::<Vec<_>>();
+        // moto's GetBucketVersioning answer has a root element the SDK rejects: read the XML.
+        let url = format!("{}/{BUCKET}?versioning", aws.endpoint());
+        let xml = ureq::get(&url).call().unwrap().body_mut().read_to_string().unwrap();
+        let versioning = if xml.contains("<Status>Enabled</Status>") { "Enabled".to_owned() } else { xml };
+        (versioning, encryption, block, keys.len(), keys)
+    })
+}
+
+/// A blueprint file: minimal.yaml with `edit` applied to its text.
+fn blueprint(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> String {
+    let text = std::fs::read_to_string(repo().join("blueprints/minimal.yaml")).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, edit(text)).unwrap();
+    path.display().to_string()
+}
+
+const IMAGE: &str = "ImageId=/e2e/ami-id";
+
+/// `synth deploy blueprints/minimal.yaml` in us-east-1 with the test image
+/// and `package`, then `extra`, calls logged under access key `key`.
+fn deploy_minimal(aws: &LocalAws, key: &str, package: &Path, extra: &[&str]) -> Command {
+    let mut cmd = synth(aws, key, &["deploy", "blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE]);
+    cmd.arg("--agent-package").arg(package).args(extra);
+    cmd
+}
+
+#[test]
+fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
+    assert_eq!(IMAGE, format!("ImageId={IMAGE_PARAMETER}"));
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let pkg = pkg.to_str().unwrap();
+    let bp = blueprint(dir.path(), "cluster.yaml", |t| t);
+    let key = "deployer";
+    assert_eq!(count_calls(&aws, key, "CreateStack"), 0);
+    let deploy = |extra: &[&str]| {
+        let mut args = vec!["deploy", &bp, "--region", "us-east-1", "-p", IMAGE, "--agent-package", pkg];
+        args.extend_from_slice(extra);
+        synth(&aws, key, &args)
+    };
+
+    // Create: held on the formation wait condition until the master signals.
+    let running = Running::start(deploy(&[]));
+    signal(&aws, "minimal", "SUCCESS", "2 of 2 workers joined; the cluster has 3 nodes, the master included");
+    let (code, out, err) = running.finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Creating") && err.contains("stack minimal in us-east-1"), "{err}");
+    assert!(err.contains("Ready network"), "phases are reported: {err}");
+    assert!(err.contains("Formed the cluster"), "{err}");
+    assert!(err.contains("Created staging bucket deeplearning-cluster-staging-123456789012-us-east-1"), "{err}");
+    for output in ["MasterAddress", "SshCommand", "FileSystemId", "WorkerGroupName"] {
+        assert!(out.lines().any(|l| l.starts_with(output)), "{output} not in stdout:\n{out}");
+    }
+    assert_eq!(stack_status(&aws, "minimal").as_deref(), Some("CREATE_COMPLETE"));
+    let (versioning, encrypted, blocked, versions, keys) = staging_bucket(&aws);
+    assert_eq!((versioning.as_str(), encrypted, blocked, versions), ("Enabled", true, true, 1), "{keys:?}");
+    assert!(keys[0].starts_with("agent/") && keys[0].ends_with("/deeplearning-agent_0.1.0-1_amd64.deb"), "{keys:?}");
+
+    // The same blueprint again: nothing to change, nothing uploaded.
+    let (code, _, err) = run(deploy(&["--yes"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("No changes: stack minimal is up to date"), "{err}");
+    assert!(err.contains("Reusing agent package"), "{err}");
+    assert_eq!(staging_bucket(&aws).3, 1, "the package is uploaded once");
+    assert!(!err.contains("Created staging bucket"), "the bucket is created once: {err}");
+
+    // More workers: the worker group changes, the master does not.
+    let master = physical_id(&aws, "minimal", "MasterInstance");
+    let (code, _, err) = run(deploy(&["--yes", "-p", "WorkerCount=3", "-p", "MaxWorkers=4"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("~ WorkerGroup"), "{err}");
+    assert!(!err.contains("MasterInstance"), "the master is not touched: {err}");
+    assert!(!err.contains("FormationHandle"), "nothing else is listed: {err}");
+    assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master);
+
+    // A bigger master replaces it (and its root volume): refused, then allowed.
+    let bigger = blueprint(dir.path(), "cluster.yaml", |t| t.replacen("g4dn.xlarge", "g4dn.2xlarge", 1));
+    assert_eq!(bigger, bp);
+    let (code, _, err) = run(deploy(&["--yes", "-p", "WorkerCount=3", "-p", "MaxWorkers=4"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: refused: MasterInstance (AWS::EC2::Instance) would be replaced"), "{err}");
+    assert!(err.contains("--allow-replacement"), "{err}");
+    assert!(err.contains("pin the image with `image.ami`"), "the SSM image is named as a cause: {err}");
+    assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master, "nothing changed");
+    let (code, _, err) = run(deploy(&["--yes", "--allow-replacement", "-p", "WorkerCount=3", "-p", "MaxWorkers=4"]));
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(physical_id(&aws, "minimal", "MasterInstance"), master, "replaced");
+
+    // The stack commands.
+    let (code, out, err) = run(synth(&aws, key, &["outputs", "minimal", "--region", "us-east-1", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let outputs: serde_json::Value = serde_json::from_str(&out)?;
+    assert!(outputs["SshCommand"].as_str().is_some_and(|s| s.starts_with("ssh ")), "{out}");
+    let (code, out, _) = run(synth(&aws, key, &["status", "--region", "us-east-1"]));
+    assert_eq!(code, 0);
+    assert!(out.starts_with("minimal") && out.contains("UPDATE_COMPLETE"), "{out}");
+    let (code, out, _) = run(synth(&aws, key, &["events", "minimal", "--region", "us-east-1"]));
+    assert_eq!(code, 0);
+    assert!(out.contains("CREATE_COMPLETE") && out.contains("FormationWaitCondition"), "{out}");
+
+    // Delete, watched to the end.
+    let (code, _, err) = run(synth(&aws, key, &["delete", "minimal", "--region", "us-east-1"]));
+    assert_eq!(code, 2, "off a terminal, delete needs --yes: {err}");
+    assert!(err.contains("pass --yes"), "{err}");
+    let (code, _, err) = run(synth(&aws, key, &["delete", "minimal", "--region", "us-east-1", "--yes"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("stack minimal deleted"), "{err}");
+    assert_eq!(stack_status(&aws, "minimal"), None);
+    Ok(())
+}
+
+/// The `.deb` that `packaging/build --debug` makes from the debug binaries
+/// (the same packaging as a release, without a release build): made when
+/// missing or older than either binary.
+fn debug_package() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable");
+    let target = exe.ancestors().nth(3).expect("a target dir").to_owned();
+    let deb = target.join("package-debug/deeplearning-agent_0.1.0-1_amd64.deb");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let fresh = ["agent", "trainer"]
+        .iter()
+        .all(|b| matches!((modified(&deb), modified(&target.join("debug").join(b))), (Some(d), Some(b)) if d >= b));
+    if !fresh {
+        let out = Command::new(repo().join("packaging/build"))
+            .arg("--debug")
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("packaging/build runs");
+        assert!(out.status.success(), "packaging/build --debug failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(deb.exists(), "{} was not made", deb.display());
+    deb
+}
+
+/// `synth deploy` of an example blueprint is what the nodes boot from: each
+/// namespace node gets the user data of the launch template moto holds,
+/// downloads the agent package deploy staged (`aws s3 cp`), checks it and
+/// installs it with apt-get in its own layer (`e2e::boot`), and runs the
+/// installed agent; the master's formation signal completes the stack that
+/// deploy is watching. Also measures the watcher's AWS calls per minute.
+#[test]
+fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -> TestResult {
+    let deb = debug_package();
+    let network = Network::create(3)?;
+    let aws = LocalAws::start_holding(network.host_ip().into())?;
+    ensure_image_parameter(&aws)?;
+    let key = "deployer";
+    let running = Running::start(deploy_minimal(&aws, key, &deb, &[]));
+
+    // moto creates every resource within CreateStack, then holds the stack on its wait condition.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stack = loop {
+        let stack = runtime().block_on(ClusterStack::describe(&aws, "minimal"));
+        if let Ok(stack) = stack
+            && ["MasterInstance", "WorkerGroup", "MasterLaunchTemplate", "WorkerLaunchTemplate"]
+                .iter()
+                .all(|r| stack.resources.contains_key(*r))
+        {
+            break stack;
+        }
+        assert!(Instant::now() < deadline, "no stack from synth deploy: {}", running.stderr());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(stack_status(&aws, "minimal").as_deref(), Some("CREATE_IN_PROGRESS"), "held on formation");
+    let cluster = runtime().block_on(Cluster::adopt(network, aws, stack))?;
+    // EC2 instances take about a minute to boot: so do these, and the
+    // watcher settles into its slowest polling, whose rate is measured below.
+    std::thread::sleep(Duration::from_secs(60));
+    let boots = cluster.nodes().iter().map(|n| n.boot()).collect::<Result<Vec<_>, _>>()?;
+
+    let (code, out, err) = running.finish_within(Duration::from_secs(300));
+    let logs = || boots.iter().map(|b| format!("--- {}\n{}", b.log_path().display(), b.log())).collect::<String>();
+    assert_eq!(code, 0, "{err}\n{}", logs());
+    assert!(err.contains("Uploaded agent package deeplearning-agent_0.1.0-1_amd64.deb"), "{err}");
+    assert!(err.contains("Formed the cluster"), "{err}");
+    assert!(out.lines().any(|l| l.starts_with("MasterAddress")), "{out}");
+    assert_eq!(stack_status(cluster.aws(), "minimal").as_deref(), Some("CREATE_COMPLETE"));
+    let signals = cluster.aws().signals("minimal")?;
+    assert!(
+        signals.iter().any(|s| s["Status"] == "SUCCESS" && s["Reason"].as_str().is_some_and(|r| r.contains("2 of 2"))),
+        "{signals:?}"
+    );
+    eprintln!("--- the master's boot ---\n{}", boots[0].log().lines().take(30).collect::<Vec<_>>().join("\n"));
+    for boot in &boots {
+        let log = boot.log();
+        assert!(log.contains("Setting up deeplearning-agent (0.1.0-1)"), "installed by apt-get: {log}");
+        assert!(log.contains("boot: deeplearning-agent.service enabled"), "{log}");
+        assert!(log.contains("boot: starting the installed agent"), "{log}");
+    }
+    // Every node applies the manifest: the workers file lists all three, the master first.
+    for node in cluster.nodes() {
+        let path = node.root().join("opt/deeplearning/workers");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.lines().count() == 3 {
+                assert!(text.starts_with("deeplearning-worker1\n"), "the master is worker 1: {text}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} on {}: {text:?}\n{}", path.display(), node.hostname(), logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    // The watcher's calls, from CreateStack to the end, per minute.
+    let calls: Vec<serde_json::Value> = cluster.aws().calls()?.into_iter().filter(|c| c["key"] == key).collect();
+    let start = calls.iter().find(|c| c["action"] == "CreateStack").and_then(|c| c["t"].as_f64()).unwrap_or(0.0);
+    let watched: Vec<&serde_json::Value> = calls.iter().filter(|c| c["t"].as_f64().unwrap_or(0.0) > start).collect();
+    let span = watched.last().and_then(|c| c["t"].as_f64()).unwrap_or(start) - start;
+    let mut by_action = std::collections::BTreeMap::<String, usize>::new();
+    for c in &watched {
+        *by_action.entry(c["action"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
+    }
+    let per_minute = watched.len() as f64 * 60.0 / span.max(1.0);
+    eprintln!(
+        "watcher: {} calls in {span:.0} s of a deploy waiting on formation ({per_minute:.1} per minute): {by_action:?}",
+        watched.len()
+    );
+    // Polls back off from 2 s to 15 s (events; the worker group every 15 s while
+    // forming): about 8 a minute once settled, more in the first seconds.
+    assert!(per_minute <= 15.0, "{per_minute:.1} calls per minute: {by_action:?}");
+    Ok(())
+}
+
+#[test]
+fn a_formation_failure_prints_the_agents_reason_first() -> TestResult {
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let running = Running::start(deploy_minimal(&aws, "deployer", &pkg, &[]));
+    let reason = "1 of 2 workers joined by the 30-minute deadline, at least 2 needed. We currently do not have sufficient g4dn.xlarge capacity in us-east-1a.";
+    signal(&aws, "minimal", "FAILURE", reason);
+    let (code, _, err) = running.finish();
+    assert_eq!(code, 1, "{err}");
+    let first_error = err.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert_eq!(first_error, format!("error: the cluster did not form: {reason}"), "{err}");
+    assert!(err.contains("Rollback deleted what this operation created"), "{err}");
+    assert_eq!(stack_status(&aws, "minimal").as_deref(), Some("ROLLBACK_COMPLETE"));
+    eprintln!("--- what the user saw ---\n{err}");
+
+    // A failed create cannot be updated: deploy says to delete it first.
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("synth delete minimal --region us-east-1"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn a_resource_failure_names_that_resource_not_the_cascade() -> TestResult {
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let reason = "Resource handler returned message: \"You have reached the maximum number of file systems\" (HandlerErrorCode: ServiceLimitExceeded)";
+    aws.fail_next_create("FileSystem", reason)?;
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &["--keep-on-failure"]));
+    assert_eq!(code, 1, "{err}");
+    let first_error = err.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert_eq!(first_error, format!("error: FileSystem (AWS::EFS::FileSystem) create failed: {reason}"), "{err}");
+    assert!(err.contains("cancelled as a consequence"), "{err}");
+    assert!(
+        err.contains("nothing was rolled back") && err.contains("synth delete minimal --region us-east-1"),
+        "{err}"
+    );
+    assert_eq!(stack_status(&aws, "minimal").as_deref(), Some("CREATE_FAILED"));
+    Ok(())
+}
+
+/// The console route: `synth stage` uploads the package once and prints the
+/// blueprint lines; with them the blueprint builds without the warning.
+#[test]
+fn stage_uploads_once_and_prints_the_lines_a_blueprint_needs() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let stage = || synth(&aws, "stager", &["stage", pkg.to_str().unwrap(), "--region", "us-east-1"]);
+    let (code, out, err) = run(stage());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Created staging bucket") && err.contains("Uploaded agent package"), "{err}");
+    let sha = synth::deploy::staging::sha256_hex(&std::fs::read(&pkg)?);
+    assert_eq!(
+        out,
+        format!(
+            "image:\n  agent_package_url: s3://{BUCKET}/agent/{sha}/deeplearning-agent_0.1.0-1_amd64.deb\n  \
+             agent_package_sha256: {sha}\n"
+        )
+    );
+    let (code, again, err) = run(stage());
+    assert_eq!((code, &again), (0, &out), "{err}");
+    assert!(err.contains("Reusing agent package") && !err.contains("Uploaded"), "{err}");
+    assert_eq!(staging_bucket(&aws).3, 1, "uploaded once");
+
+    let before = blueprint(dir.path(), "console.yaml", |t| t);
+    let (_, _, err) = run(synth(&aws, "stager", &["validate", &before, "--region", "us-east-1"]));
+    assert!(err.contains("would fail to form"), "{err}");
+    let after = blueprint(dir.path(), "console.yaml", |t| t + &out);
+    let (code, _, err) = run(synth(&aws, "stager", &["validate", &after, "--region", "us-east-1"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("would fail to form"), "{err}");
+    Ok(())
+}
+
+/// Ctrl-C at the update's prompt (on a terminal: `script` gives synth a
+/// pseudo-terminal, and the ^C typed into it is the SIGINT) deletes the
+/// change set that was never executed, and nothing changes.
+#[test]
+fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
+    use std::io::Write;
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
+    assert_eq!(code, 0, "{err}");
+
+    // The same command, run by script with the same environment.
+    let resize = deploy_minimal(&aws, "deployer", &pkg, &["-p", "WorkerCount=3", "-p", "MaxWorkers=3"]);
+    let mut line = vec![synth_bin().display().to_string()];
+    line.extend(resize.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let mut script = Command::new("script");
+    script.args(["-qfec", &line.join(" "), "/dev/null"]).current_dir(repo()).stdin(Stdio::piped());
+    for (k, v) in resize.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    let mut running = Running::start(script);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let out = || std::fs::read_to_string(&running.out).unwrap_or_default();
+    while !out().contains("Apply these changes to stack minimal? [y/N]") {
+        assert!(Instant::now() < deadline, "no prompt: {}", out());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(out().contains("~ WorkerGroup"), "{}", out());
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    assert_eq!(sets.summaries().len(), 1, "the change set waits for the answer");
+    running.child.stdin.take().expect("script's stdin").write_all(b"\x03")?;
+    let (code, out, _) = running.finish();
+    assert_eq!(code, 130, "{out}");
+    assert!(out.contains("Interrupted: nothing was changed (the change set was deleted)."), "{out}");
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    assert!(sets.summaries().is_empty(), "{:?}", sets.summaries());
+    let group = physical_id(&aws, "minimal", "WorkerGroup");
+    let desired = runtime().block_on(aws.auto_scaling_group(&group))?.desired_capacity();
+    assert_eq!(desired, Some(2), "nothing was applied");
+    Ok(())
+}
+
+#[test]
+fn without_credentials_it_says_what_to_do() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let mut cmd = synth(&aws, "x", &["status", "--region", "us-east-1"]);
+    cmd.env_remove("AWS_ACCESS_KEY_ID").env_remove("AWS_SECRET_ACCESS_KEY");
+    let (code, _, err) = run(cmd);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no AWS credentials: set AWS_PROFILE") && err.contains("aws configure"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn ctrl_c_stops_watching_not_the_stack() -> TestResult {
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let running = Running::start(deploy_minimal(&aws, "watcher", &pkg, &[]));
+    // Watch a stack that waits on formation for a while, counting the watcher's calls.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !running.stderr().contains("Ready workers") {
+        assert!(Instant::now() < deadline, "no progress: {}", running.stderr());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let watch_start = Instant::now();
+    let before: Vec<String> =
+        aws.calls()?.iter().filter(|c| c["key"] == "watcher").map(|c| c["action"].to_string()).collect();
+    std::thread::sleep(Duration::from_secs(45));
+    let during: Vec<String> =
+        aws.calls()?.iter().filter(|c| c["key"] == "watcher").map(|c| c["action"].to_string()).collect();
+    let watched = watch_start.elapsed().as_secs_f64();
+    let calls = during.len() - before.len();
+    eprintln!(
+        "watcher: {calls} calls in {watched:.0} s of an idle stack ({:.1} per minute): {:?}",
+        calls as f64 * 60.0 / watched,
+        &during[before.len()..]
+    );
+    // Backoff from 2 s to 15 s: at most ~12 polls in 45 s, each one or two calls.
+    assert!(calls <= 24, "{calls} calls in {watched:.0} s");
+    unsafe { libc::kill(running.child.id() as i32, libc::SIGINT) };
+    let (code, _, err) = running.finish();
+    assert_eq!(code, 130, "{err}");
+    assert!(err.contains("Stopped watching; the stack goes on"), "{err}");
+    assert_eq!(stack_status(&aws, "minimal").as_deref(), Some("CREATE_IN_PROGRESS"));
+    Ok(())
+}
