@@ -28,6 +28,25 @@ pub const NOTICE_PATH: &str = "/var/lib/deeplearning/interruption.json";
 /// The notice file format this build writes and reads.
 pub const NOTICE_FILE_VERSION: u32 = 1;
 
+/// Every rank `trainer launch` starts has this variable: the notice file's
+/// path. A process's environment is fixed when it starts, so a rank that
+/// gets SIGTERM because of a notice that came later reads the deadline
+/// from this file (`interruption.deadline_unix`, `interruption.time`).
+pub const FILE_VAR: &str = "DEEPLEARNING_INTERRUPTION_FILE";
+
+/// Set for a rank started while its host already had a notice: the
+/// deadline, RFC 3339 UTC (an instance action's time; absent for a
+/// rebalance recommendation, which has none).
+pub const DEADLINE_VAR: &str = "DEEPLEARNING_INTERRUPTION_DEADLINE";
+
+/// Beside [`DEADLINE_VAR`]: whole seconds left until the deadline when the
+/// rank started (0 when it has passed).
+pub const SECONDS_LEFT_VAR: &str = "DEEPLEARNING_INTERRUPTION_SECONDS_LEFT";
+
+/// Beside [`FILE_VAR`] when a notice exists at the start:
+/// `spot-instance-action` or `rebalance-recommendation`.
+pub const KIND_VAR: &str = "DEEPLEARNING_INTERRUPTION_KIND";
+
 /// Which notice EC2 gave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -153,6 +172,12 @@ impl NoticeFile {
             return Err(NoticeError::Version { found: probe.version });
         }
         Ok(serde_json::from_str(text)?)
+    }
+
+    /// Whole seconds from `now_unix` to the deadline (0 once it passed);
+    /// `None` without a deadline.
+    pub fn seconds_left(&self, now_unix: u64) -> Option<u64> {
+        self.interruption.deadline_unix.map(|d| d.saturating_sub(now_unix))
     }
 
     /// The file's text.
