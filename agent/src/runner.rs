@@ -256,7 +256,10 @@ async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> bool {
 fn restore_notice(root: &Path, me: &Identity) -> (Watcher, bool) {
     match files::notice::read(root) {
         Ok(Some(file)) if file.boot_id == me.boot_id && file.interruption.instance_id == me.instance_id => {
-            warn!(notice = %file.interruption.describe(), "this node was given an interruption notice in this boot; it does not register again");
+            warn!(
+                notice = %file.interruption.describe(),
+                "this node was given an interruption notice in this boot; it does not register again"
+            );
             (Watcher::new(Some(file.interruption)), true)
         }
         Ok(None) => (Watcher::default(), false),
@@ -289,8 +292,10 @@ async fn interruption_loop(
     let mut ticks = tokio::time::interval(interruption::POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A `notice` that could not be sent even after retries is sent again at
-    // every poll until it goes out: the master must hear of it.
-    let mut unsent: Option<String> = None;
+    // every poll until it goes out: the master must hear of it. A notice of
+    // this boot found at start is sent again too (the agent may have stopped
+    // between writing the file and sending it; a duplicate changes nothing).
+    let mut unsent: Option<String> = watcher.current().map(|n| Message::Notice(n.clone()).to_body());
     loop {
         ticks.tick().await;
         if let Some(body) = &unsent
@@ -805,5 +810,62 @@ async fn retire(worker_queue: &SqsQueue, through: u64) {
             debug!("cannot retire manifests: {e}");
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use node_contract::interruption::from_instance_action;
+
+    use super::*;
+
+    fn me() -> Identity {
+        Identity {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.0.1".into(),
+            hostname: "ip-10-0-0-1".into(),
+            instance_type: "g5.xlarge".into(),
+            availability_zone: "us-east-1a".into(),
+            boot_id: "boot-now".into(),
+            ssh_host_key: "ssh-ed25519 AAAA".into(),
+            gpus: 0,
+        }
+    }
+
+    fn file(instance_id: &str, boot_id: &str) -> files::notice::NoticeFile {
+        let body = r#"{"action": "stop", "time": "2026-11-25T20:00:00Z"}"#;
+        files::notice::NoticeFile {
+            version: files::notice::NOTICE_FILE_VERSION,
+            interruption: from_instance_action(instance_id, body).unwrap(),
+            boot_id: boot_id.into(),
+            noticed_unix_ms: 1,
+        }
+    }
+
+    /// A restarted agent keeps this boot's notice (it does not register
+    /// again, nor act twice) and removes one of an earlier boot (a stopped
+    /// Spot instance started again rejoins), or one it cannot read.
+    #[test]
+    fn a_notice_of_this_boot_is_kept_and_a_stale_one_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let (watcher, interrupted) = restore_notice(root.path(), &me());
+        assert!(!interrupted && watcher.current().is_none());
+
+        files::notice::write(root.path(), &file("i-1", "boot-now")).unwrap();
+        let (watcher, interrupted) = restore_notice(root.path(), &me());
+        assert!(interrupted);
+        assert_eq!(watcher.current(), Some(&file("i-1", "boot-now").interruption));
+        assert!(files::notice::read(root.path()).unwrap().is_some());
+
+        for stale in [file("i-1", "boot-before"), file("i-other", "boot-now")] {
+            files::notice::write(root.path(), &stale).unwrap();
+            let (watcher, interrupted) = restore_notice(root.path(), &me());
+            assert!(!interrupted && watcher.current().is_none());
+            assert_eq!(files::notice::read(root.path()).unwrap(), None);
+        }
+        let path = root.path().join("var/lib/deeplearning/interruption.json");
+        std::fs::write(&path, "not json").unwrap();
+        assert!(!restore_notice(root.path(), &me()).1);
+        assert!(!path.exists());
     }
 }
