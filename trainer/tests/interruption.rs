@@ -7,7 +7,9 @@
 //! `DEEPLEARNING_INTERRUPTION_FILE`, saves a "checkpoint" and exits; a
 //! script that ignores SIGTERM is killed only shortly before the deadline;
 //! a rank started while the notice is there has the deadline in its
-//! environment, and its SIGTERM 10 s later.
+//! environment, and its SIGTERM 10 s later. And `trainer train` started
+//! as `trainer launch` starts it ignores SIGTERM only while there is a
+//! notice (it leaves at its epoch boundary instead).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -171,4 +173,107 @@ fn a_rank_started_after_the_notice_has_the_deadline_in_its_environment() {
     assert!(line.starts_with(&format!("sigterm {} ", format_utc(deadline))), "{line}");
     assert!(wait(&mut child, Duration::from_secs(10)).is_some());
     assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "step 42\n");
+}
+
+/// MNIST-shaped idx files of `train` and `test` synthetic digits under `dir`.
+fn write_digits(dir: &Path, train: u32, test: u32) {
+    let idx = |magic: u32, dims: &[u32], payload: &[u8]| {
+        let mut v = magic.to_be_bytes().to_vec();
+        dims.iter().for_each(|d| v.extend_from_slice(&d.to_be_bytes()));
+        v.extend_from_slice(payload);
+        v
+    };
+    for (split, n) in [("train", train), ("t10k", test)] {
+        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        let pixels: Vec<u8> =
+            (0..n * 784).map(|i| if (i % 784) / 78 == (i / 784) % 10 { 200 } else { (i * 37 % 50) as u8 }).collect();
+        std::fs::write(dir.join(format!("{split}-images-idx3-ubyte")), idx(0x803, &[n, 28, 28], &pixels)).unwrap();
+        std::fs::write(dir.join(format!("{split}-labels-idx1-ubyte")), idx(0x801, &[n], &labels)).unwrap();
+    }
+}
+
+/// The agent's node config and state file under `root`: one node (this
+/// one, the master, on 127.0.0.1).
+fn write_state(root: &Path) {
+    let config = serde_json::json!({"version": 2, "cluster": "t",
+        "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/t/1", "stack_name": "t",
+        "region": "us-east-1", "role": "master", "queues": {"master": "https://sqs/m", "workers": "https://sqs/w"},
+        "worker_group": "t-workers", "efs": {"file_system_id": "fs-12345678", "mount": "/efs"},
+        "default_user": "ubuntu", "formation_timeout_seconds": 1800, "elastic": {},
+        "signals": {"master_resource": "MasterInstance", "formation_handle_url": "https://handle"}});
+    std::fs::create_dir_all(root.join("etc/deeplearning")).unwrap();
+    std::fs::write(root.join("etc/deeplearning/node.json"), config.to_string()).unwrap();
+    let node = serde_json::json!({"index": 1, "alias": "deeplearning-worker1", "instance_id": "i-1",
+        "private_ip": "127.0.0.1", "hostname": "ip-1", "gpus": 0, "ssh_host_key": "k"});
+    let s = serde_json::json!({"version": 1, "instance_id": "i-1", "generation": 1,
+        "manifest": {"cluster": "t", "generation": 1, "master": "i-1", "nodes": [node], "cluster_public_key": "k"}});
+    let dir = root.join("var/lib/deeplearning");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("state.json"), s.to_string()).unwrap();
+}
+
+/// `trainer train` as `trainer launch` starts it (rank 0 of 1: it hosts
+/// the rendezvous), for many epochs, and its stdout lines.
+fn train_rank(root: &Path) -> (Child, mpsc::Receiver<String>) {
+    let data = root.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    write_digits(&data, 2000, 100);
+    write_state(root);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args(["train", "--model", "mlp", "--epochs", "100000", "--threads", "1", "--data"])
+        .arg(&data)
+        .arg("--checkpoint-dir")
+        .arg(root.join("checkpoints"))
+        .arg("--root")
+        .arg(root)
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "1")
+        .env("LOCAL_RANK", "0")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// A launched `trainer train` rank ignores SIGTERM while its host has a
+/// notice (it leaves at its epoch boundary through the agent's membership;
+/// its supervisor's SIGKILL bounds it), and ends by SIGTERM without one.
+#[test]
+fn trainer_train_ignores_sigterm_only_while_its_host_has_a_notice() {
+    use std::os::unix::process::ExitStatusExt;
+    // SAFETY: kill takes plain integers.
+    let term = |child: &Child| unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+
+    let root = tempfile::tempdir().unwrap();
+    let (mut child, lines) = train_rank(root.path());
+    let first = next_line(&lines, Duration::from_secs(60));
+    assert!(first.starts_with("epoch 1/100000 "), "{first}");
+    term(&child);
+    let status = wait(&mut child, Duration::from_secs(5)).expect("SIGTERM without a notice ends it");
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+
+    let root = tempfile::tempdir().unwrap();
+    let (mut child, lines) = train_rank(root.path());
+    next_line(&lines, Duration::from_secs(60));
+    give_notice(root.path(), unix_now() + 120);
+    term(&child);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(child.try_wait().unwrap().is_none(), "SIGTERM with a notice ended it");
+    while lines.try_recv().is_ok() {}
+    let later = next_line(&lines, Duration::from_secs(10));
+    assert!(later.starts_with("epoch "), "it trains on after the SIGTERM: {later}");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
