@@ -219,7 +219,8 @@ fn train_rank(root: &Path) -> (Child, mpsc::Receiver<String>) {
     std::fs::create_dir_all(&data).unwrap();
     write_digits(&data, 2000, 100);
     write_state(root);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Free on every address: the rendezvous listens on 0.0.0.0.
+    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_trainer"))
         .args(["train", "--model", "mlp", "--epochs", "100000", "--threads", "1", "--data"])
         .arg(&data)
@@ -234,7 +235,7 @@ fn train_rank(root: &Path) -> (Child, mpsc::Receiver<String>) {
         .env("MASTER_PORT", port.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(root.join("train.log")).unwrap())
         .spawn()
         .unwrap();
     let (tx, rx) = mpsc::channel();
@@ -258,7 +259,8 @@ fn trainer_train_ignores_sigterm_only_while_its_host_has_a_notice() {
 
     let root = tempfile::tempdir().unwrap();
     let (mut child, lines) = train_rank(root.path());
-    let first = next_line(&lines, Duration::from_secs(60));
+    let log = |root: &tempfile::TempDir| std::fs::read_to_string(root.path().join("train.log")).unwrap_or_default();
+    let first = lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}: {}", log(&root)));
     assert!(first.starts_with("epoch 1/100000 "), "{first}");
     term(&child);
     let status = wait(&mut child, Duration::from_secs(5)).expect("SIGTERM without a notice ends it");
@@ -266,7 +268,8 @@ fn trainer_train_ignores_sigterm_only_while_its_host_has_a_notice() {
 
     let root = tempfile::tempdir().unwrap();
     let (mut child, lines) = train_rank(root.path());
-    next_line(&lines, Duration::from_secs(60));
+    let first = lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}: {}", log(&root)));
+    assert!(first.starts_with("epoch 1/100000 "), "{first}");
     give_notice(root.path(), unix_now() + 120);
     term(&child);
     std::thread::sleep(Duration::from_secs(2));
