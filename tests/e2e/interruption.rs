@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use e2e::scenario::{applied, logs, plain, send, wait_until};
+use e2e::scenario::{applied, logs, plain, send, termination_notification, wait_until};
 use e2e::{Cluster, Report, TestResult};
 use node_contract::interruption::{NoticeFile, NoticeKind, SpotAction, format_utc};
 
@@ -115,20 +115,7 @@ async fn a_spot_instance_action_removes_the_worker_before_its_deadline() -> Test
     // everywhere.
     let group = cluster.stack().worker_group()?.to_string();
     let token = "5b0e8c4e-8a7e-4c55-9a57-1f1d1e2c3b4a";
-    let notification = serde_json::json!({
-        "Origin": "AutoScalingGroup",
-        "Destination": "EC2",
-        "Service": "AWS Auto Scaling",
-        "Time": "2025-01-01T00:00:00.000Z",
-        "AccountId": "123456789012",
-        "LifecycleHookName": "worker-terminating",
-        "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
-        "RequestId": "0d5b4c1e-2a8f-4f4e-8f4a-7c1b2d3e4f50",
-        "AutoScalingGroupName": group,
-        "EC2InstanceId": leaving_id,
-        "LifecycleActionToken": token,
-    })
-    .to_string();
+    let notification = termination_notification(&group, &leaving_id, token);
     let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
     send(cluster.aws(), &master_queue, &notification).await?;
     send(cluster.aws(), &master_queue, &notification).await?;

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use e2e::scenario::{applied, applied_indices, send, wait_until};
+use e2e::scenario::{applied, applied_indices, send, termination_notification, wait_until};
 use e2e::{Cluster, TestResult};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -25,20 +25,7 @@ async fn a_terminating_worker_is_removed_before_its_lifecycle_action_completes()
     let group = cluster.stack().worker_group()?.to_string();
     let token = "c613620e-07e2-4ed2-a9e2-ef8258911ade";
     // The notification as Auto Scaling sends it to an SQS lifecycle hook target.
-    let notification = serde_json::json!({
-        "Origin": "AutoScalingGroup",
-        "Destination": "EC2",
-        "Service": "AWS Auto Scaling",
-        "Time": "2025-01-01T00:00:00.000Z",
-        "AccountId": "123456789012",
-        "LifecycleHookName": "worker-terminating",
-        "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
-        "RequestId": "5ef2e6f0-4b6c-4f29-9e5e-2a2b2d8c1f11",
-        "AutoScalingGroupName": group,
-        "EC2InstanceId": leaving_id,
-        "LifecycleActionToken": token,
-    })
-    .to_string();
+    let notification = termination_notification(&group, &leaving_id, token);
     let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
     send(cluster.aws(), &master_queue, &notification).await?;
     // At-least-once delivery: the same notification again changes nothing.

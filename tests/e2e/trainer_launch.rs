@@ -412,7 +412,6 @@ fn an_elastic_job_starts_ranks_on_joining_hosts_survives_leaving_ones_and_ends_w
 /// (not elastic), and nothing is left on any host.
 #[test]
 fn an_interruption_notice_gives_the_hosts_ranks_sigterm_with_the_deadline() -> TestResult {
-    use node_contract::interruption::{NOTICE_FILE_VERSION, NoticeFile, format_utc, from_instance_action};
     let cluster = SshCluster::start(&[1, 1])?;
     let job = "notice-test";
     let script = r#"trap 'echo "sigterm $(tr -d " \n" < "$DEEPLEARNING_INTERRUPTION_FILE" | grep -o "deadline_unix\":[0-9]*")"; exit 0' TERM
@@ -425,21 +424,7 @@ fn an_interruption_notice_gives_the_hosts_ranks_sigterm_with_the_deadline() -> T
         .map_err(Error::io("starting trainer", "trainer"))?;
     wait_for_logs(&cluster, job, 2, "ready")?;
 
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let deadline = now + 120;
-    let body = format!(r#"{{"action": "terminate", "time": "{}"}}"#, format_utc(deadline));
-    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(Error::io("boot id", "/proc"))?;
-    let notice = NoticeFile {
-        version: NOTICE_FILE_VERSION,
-        interruption: from_instance_action("i-0e2e000000000001", &body).map_err(|e| fail("notice", e))?,
-        boot_id: boot_id.trim().to_owned(),
-        noticed_unix_ms: now * 1000,
-    };
-    let dir = cluster.hosts[1].root.join("var/lib/deeplearning");
-    std::fs::create_dir_all(&dir).map_err(Error::io("creating", &dir))?;
-    std::fs::write(dir.join("interruption.json.tmp"), notice.to_text()).map_err(Error::io("writing", &dir))?;
-    std::fs::rename(dir.join("interruption.json.tmp"), dir.join("interruption.json"))
-        .map_err(Error::io("renaming", &dir))?;
+    let deadline = cluster.write_notice(1, "i-0e2e000000000001", 120)?;
     let start = Instant::now();
     let status = wait_exit(&mut child, Duration::from_secs(15))?;
     let elapsed = start.elapsed();

@@ -174,7 +174,6 @@ fn elastic_training_survives_a_join_a_leave_and_a_sigkill_and_matches_the_static
 /// an epoch, and the run ends within a point of the static run's accuracy.
 #[test]
 fn a_noticed_hosts_rank_leaves_at_the_epoch_boundary_without_a_redo() -> TestResult {
-    use node_contract::interruption::{NOTICE_FILE_VERSION, NoticeFile, format_utc, from_instance_action};
     let mut cluster = SshCluster::start_with_members(&[0, 0, 0], &[0, 1, 2])?;
     let (code, stderr) = finish(launch(&cluster, "static", &[])?, Duration::from_secs(300))?;
     assert_eq!(code, 0, "static run: {stderr}");
@@ -184,20 +183,7 @@ fn a_noticed_hosts_rank_leaves_at_the_epoch_boundary_without_a_redo() -> TestRes
     let child = launch(&cluster, job, &["--elastic"])?;
     let minute = Duration::from_secs(60);
     let at = wait_for(&cluster, job, "epoch 1/12 loss", 0, minute)?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let deadline = now + 120;
-    let body = format!(r#"{{"action": "terminate", "time": "{}"}}"#, format_utc(deadline));
-    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(Error::io("boot id", "/proc"))?;
-    let notice = NoticeFile {
-        version: NOTICE_FILE_VERSION,
-        interruption: from_instance_action("i-0e2e000000000002", &body).map_err(|e| fail("notice", e))?,
-        boot_id: boot_id.trim().to_owned(),
-        noticed_unix_ms: now * 1000,
-    };
-    let dir = cluster.hosts[2].root.join("var/lib/deeplearning");
-    std::fs::write(dir.join("interruption.json.tmp"), notice.to_text()).map_err(Error::io("writing", &dir))?;
-    std::fs::rename(dir.join("interruption.json.tmp"), dir.join("interruption.json"))
-        .map_err(Error::io("renaming", &dir))?;
+    cluster.write_notice(2, "i-0e2e000000000002", 120)?;
     // The supervisor's SIGTERM (within a second) comes before the generation.
     std::thread::sleep(Duration::from_millis(1500));
     assert!(train_pid(job, 2).is_some(), "host 2's rank died at the notice's SIGTERM");

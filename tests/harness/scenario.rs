@@ -198,3 +198,23 @@ pub async fn send(aws: &crate::LocalAws, url: &str, body: &str) -> Result<()> {
         .map_err(|e| Error::aws(format!("SendMessage {url}"), &e))?;
     Ok(())
 }
+
+/// The notification Auto Scaling sends to the master queue (the group's
+/// `worker-terminating` lifecycle hook target) when `instance_id` of
+/// `group` is about to terminate, with lifecycle action token `token`.
+pub fn termination_notification(group: &str, instance_id: &str, token: &str) -> String {
+    serde_json::json!({
+        "Origin": "AutoScalingGroup",
+        "Destination": "EC2",
+        "Service": "AWS Auto Scaling",
+        "Time": "2025-01-01T00:00:00.000Z",
+        "AccountId": "123456789012",
+        "LifecycleHookName": "worker-terminating",
+        "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+        "RequestId": "5ef2e6f0-4b6c-4f29-9e5e-2a2b2d8c1f11",
+        "AutoScalingGroupName": group,
+        "EC2InstanceId": instance_id,
+        "LifecycleActionToken": token,
+    })
+    .to_string()
+}

@@ -280,6 +280,33 @@ impl SshCluster {
         }
     }
 
+    /// Writes a Spot `instance-action` notice (terminate, `seconds_ahead`
+    /// from now) into host `i`'s agent notice file, as the agent writes it
+    /// when EC2 gives one (temp file, then rename). Returns the deadline in
+    /// unix seconds.
+    pub fn write_notice(&self, i: usize, instance_id: &str, seconds_ahead: u64) -> Result<u64> {
+        use node_contract::interruption::{NOTICE_FILE_VERSION, NoticeFile, format_utc, from_instance_action};
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let deadline = now + seconds_ahead;
+        let body = format!(r#"{{"action": "terminate", "time": "{}"}}"#, format_utc(deadline));
+        let interruption = from_instance_action(instance_id, &body)
+            .map_err(|e| Error::Unexpected { what: "an instance-action notice".into(), detail: e.to_string() })?;
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map_err(Error::io("reading the boot id", "/proc/sys/kernel/random/boot_id"))?;
+        let notice = NoticeFile {
+            version: NOTICE_FILE_VERSION,
+            interruption,
+            boot_id: boot_id.trim().to_owned(),
+            noticed_unix_ms: now * 1000,
+        };
+        let dir = self.hosts[i].root.join("var/lib/deeplearning");
+        std::fs::create_dir_all(&dir).map_err(Error::io("creating the agent state directory", &dir))?;
+        let (tmp, path) = (dir.join("interruption.json.tmp"), dir.join("interruption.json"));
+        std::fs::write(&tmp, notice.to_text()).map_err(Error::io("writing the notice", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(Error::io("renaming the notice", &path))?;
+        Ok(deadline)
+    }
+
     /// Stops host `i`'s sshd (its host becomes unreachable: connection refused).
     pub fn stop_sshd(&mut self, i: usize) {
         if let Some(mut child) = self.hosts[i].sshd.take() {
