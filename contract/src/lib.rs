@@ -429,7 +429,7 @@ mod tests {
     #[test]
     fn efa_travels_in_the_config_and_is_left_out_without_it() {
         let without = serde_json::to_string(&sample()).unwrap();
-        assert!(!without.contains("efa"), "{without}");
+        assert!(!without.contains(r#""efa""#), "{without}");
         assert_eq!(NodeConfig::from_json(&without).unwrap(), sample());
         let with_efa = NodeConfig { efa: Some(Efa { rdma_instance_types: vec!["p4d.24xlarge".into()] }), ..sample() };
         let json = serde_json::to_string(&with_efa).unwrap();
