@@ -682,7 +682,15 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
                 }
             }
             Effect::AppendHostLog(line) => {
-                if let Err(e) = files::host_log::append(&opts.root, &config.efs.mount, &line) {
+                // A generation's lines come together (one a node at
+                // formation): one write and one sync for all of them.
+                let mut lines = vec![line];
+                while let Some(Effect::AppendHostLog(_)) = queue.front() {
+                    if let Some(Effect::AppendHostLog(next)) = queue.pop_front() {
+                        lines.push(next);
+                    }
+                }
+                if let Err(e) = files::host_log::append_all(&opts.root, &config.efs.mount, &lines) {
                     warn!("cannot append to the host log: {e}");
                 }
             }

@@ -109,7 +109,13 @@
 //!    bytes (about 240 MB at 4,000, 16 MB at 1,000). This is the first
 //!    limit of the protocol itself; the fix, when needed, is to keep
 //!    acknowledgements out of the saved state (a restarted master can ask
-//!    again) or to save them as a log.
+//!    again) or to save them as a log. Two more costs grow with the
+//!    cluster: the host log gets one line a node at formation (written
+//!    with one sync for the whole generation, not one a line: on EFS each
+//!    sync is a round trip), and removals are not batched as
+//!    joins are ([`crate::message`]'s `leave` and a terminating lifecycle
+//!    action each make a generation at once), so a scale-in of `k` nodes at
+//!    once is `k` generations, each read whole by every node (item 5).
 //! 5. **Bytes delivered**: every node reads every part of every
 //!    generation, N × 270 bytes × N: 270 MB a formation at 1,000 nodes,
 //!    4.4 GB at 4,000, and again for every later generation (a join at
