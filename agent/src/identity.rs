@@ -153,7 +153,7 @@ pub fn imds_client() -> aws_config::imds::Client {
 /// endpoint through [`ENDPOINT_VAR`] only, so that error messages, which name
 /// [`configured_endpoint`], name the endpoint actually used.
 #[cfg(test)]
-fn imds_client_at(endpoint: &str) -> Result<aws_config::imds::Client, IdentityError> {
+pub(crate) fn imds_client_at(endpoint: &str) -> Result<aws_config::imds::Client, IdentityError> {
     let builder = aws_config::imds::Client::builder().endpoint(endpoint).map_err(|e| IdentityError::Imds {
         endpoint: endpoint.to_owned(),
         path: String::new(),
@@ -210,7 +210,7 @@ async fn get_value(imds: &aws_config::imds::Client, path: &str) -> Result<String
 }
 
 #[tracing::instrument(skip(imds))]
-async fn get(imds: &aws_config::imds::Client, path: &str) -> Result<String, IdentityError> {
+pub(crate) async fn get(imds: &aws_config::imds::Client, path: &str) -> Result<String, IdentityError> {
     imds.get(path).await.map(String::from).map_err(|e| describe(path, &e))
 }
 

@@ -16,7 +16,8 @@
 //!   machine and a node's view of manifests.
 //! - [`files`]: what a manifest means on disk, written atomically under `--root`.
 //! - [`identity`], [`gpu`]: who this node is; [`fabric`]: its NCCL/EFA
-//!   environment (EFA and RDMA from the node config, the socket interface).
+//!   environment (EFA and RDMA from the node config, the socket interface);
+//!   [`interruption`]: the watcher for Spot and rebalance notices.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
 pub mod aws;
@@ -27,5 +28,6 @@ pub mod fabric;
 pub mod files;
 pub mod gpu;
 pub mod identity;
+pub mod interruption;
 pub mod ports;
 pub mod runner;

@@ -9,6 +9,12 @@
 //! actions, host log), and persist the state after every step so a restarted
 //! agent resumes where it was.
 //!
+//! Every node also runs the interruption watcher ([`crate::interruption`]):
+//! every 5 s it asks IMDS for a Spot instance action or a rebalance
+//! recommendation, and on a new one it writes the notice file for `trainer`,
+//! stops the node loop from registering again, and sends `notice` to the
+//! master, which removes the node at once.
+//!
 //! AWS errors never end the agent: transient ones are retried with backoff,
 //! permanent ones are logged with what failed, and the loop goes on. Nor do
 //! local files that cannot be written (a read-only or full file system):
@@ -16,6 +22,7 @@
 //! acknowledged until it is written.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -29,6 +36,7 @@ use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
 use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
 use crate::files;
 use crate::identity::Identity;
+use crate::interruption::{self, FailureLog, Watcher};
 use crate::ports::{Formation, GroupSize, PortError, Queue, Received, StackSignals, WorkerGroup};
 
 /// How `agent run` was asked to run.
@@ -163,7 +171,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         boot_id: me.boot_id.clone(),
     };
 
-    let node = node_loop(&opts, &config, &me, &register, cluster_key.as_ref(), &master_queue, &worker_queue);
+    let (watcher, interrupted) = restore_notice(&opts.root, &me);
+    let interrupted = AtomicBool::new(interrupted);
+    let watch = interruption_loop(&opts.root, &imds, &me, &master_queue, &interrupted, watcher);
+    let node =
+        node_loop(&opts, &config, &me, &register, cluster_key.as_ref(), &master_queue, &worker_queue, &interrupted);
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -187,6 +199,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             tokio::select! {
                 r = node => r,
                 r = master => r,
+                r = watch => r,
                 r = shutdown => r,
             }
         }
@@ -195,6 +208,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         (Role::Worker, ..) => tokio::select! {
             r = node => r,
+            r = watch => r,
             r = shutdown => r,
         },
     }
@@ -281,6 +295,89 @@ async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> bool {
     }
 }
 
+/// The notice this boot was already given (the agent restarted after it):
+/// the watcher does not act on it again and the node does not register.
+/// A notice file of another boot or instance is stale and removed.
+fn restore_notice(root: &Path, me: &Identity) -> (Watcher, bool) {
+    match files::notice::read(root) {
+        Ok(Some(file)) if file.boot_id == me.boot_id && file.interruption.instance_id == me.instance_id => {
+            warn!(
+                notice = %file.interruption.describe(),
+                "this node was given an interruption notice in this boot; it does not register again"
+            );
+            (Watcher::new(Some(file.interruption)), true)
+        }
+        Ok(None) => (Watcher::default(), false),
+        stale => {
+            match stale {
+                Ok(_) => info!("removing the interruption notice file of an earlier boot"),
+                Err(e) => warn!("removing an unusable interruption notice file: {e}"),
+            }
+            if let Err(e) = files::notice::remove(root) {
+                warn!("cannot remove the old interruption notice file: {e}");
+            }
+            (Watcher::default(), false)
+        }
+    }
+}
+
+/// Polls IMDS for interruption notices every [`interruption::POLL_INTERVAL`]
+/// (the first poll at once); on a new one writes the notice file, tells the
+/// node loop to stop registering, and sends `notice` to the master. Never
+/// returns: IMDS and SQS failures are logged, and it polls again.
+async fn interruption_loop(
+    root: &Path,
+    imds: &aws_config::imds::Client,
+    me: &Identity,
+    master_queue: &SqsQueue,
+    interrupted: &AtomicBool,
+    mut watcher: Watcher,
+) -> anyhow::Result<()> {
+    let mut failures = FailureLog::default();
+    let mut ticks = tokio::time::interval(interruption::POLL_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A `notice` that could not be sent even after retries is sent again at
+    // every poll until it goes out: the master must hear of it. A notice of
+    // this boot found at start is sent again too (the agent may have stopped
+    // between writing the file and sending it; a duplicate changes nothing).
+    let mut unsent: Option<String> = watcher.current().map(|n| Message::Notice(n.clone()).to_body());
+    loop {
+        ticks.tick().await;
+        if let Some(body) = &unsent
+            && master_queue.send(body).await.is_ok()
+        {
+            info!("told the master about the interruption notice");
+            unsent = None;
+        }
+        let result = interruption::poll(imds, &me.instance_id).await;
+        failures.record(&result);
+        let Ok(seen) = result else { continue };
+        let Some(notice) = watcher.observe(seen) else { continue };
+        warn!(notice = %notice.describe(), "EC2 gave this node an interruption notice: it leaves the cluster");
+        interrupted.store(true, Ordering::SeqCst);
+        let file = files::notice::NoticeFile {
+            version: files::notice::NOTICE_FILE_VERSION,
+            interruption: notice.clone(),
+            boot_id: me.boot_id.clone(),
+            noticed_unix_ms: now_ms(),
+        };
+        if let Err(e) = tokio::task::block_in_place(|| files::notice::write(root, &file)) {
+            error!("cannot write the interruption notice file (trainer will not see the notice): {e}");
+        }
+        let body = Message::Notice(notice).to_body();
+        match retry("report the interruption notice", || master_queue.send(&body)).await {
+            Ok(()) => {
+                info!("told the master about the interruption notice");
+                unsent = None;
+            }
+            Err(e) => {
+                warn!("cannot tell the master about the interruption notice yet, trying again at every poll: {e}");
+                unsent = Some(body);
+            }
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn node_loop(
     opts: &Options,
@@ -290,6 +387,7 @@ async fn node_loop(
     cluster_key: Option<&files::cluster_key::ClusterKey>,
     master_queue: &SqsQueue,
     worker_queue: &SqsQueue,
+    interrupted: &AtomicBool,
 ) -> anyhow::Result<()> {
     let previous = files::state::read(&opts.root)?;
     let applied = previous.as_ref().filter(|s| s.instance_id == me.instance_id).map(|s| s.generation);
@@ -298,6 +396,9 @@ async fn node_loop(
     let register_body = Message::Register(register.clone()).to_body();
     let mut prepared = false;
     loop {
+        if interrupted.load(Ordering::SeqCst) && !node.is_interrupted() {
+            node.interrupted();
+        }
         if !prepared {
             prepared = prepare_data(config, &opts.root, me).await;
             if !prepared {
@@ -395,7 +496,7 @@ fn assemble(
                 continue;
             }
             // A master of another agent release: the one message an operator must see.
-            Err(e @ message::Unusable::UnsupportedVersion(_)) => {
+            Err(e @ (message::Unusable::UnsupportedVersion(_) | message::Unusable::UnknownKind(_))) => {
                 warn!("ignored a worker queue message: {e}");
                 continue;
             }
@@ -777,7 +878,59 @@ async fn retire(worker_queue: &SqsQueue, through: u64) {
 
 #[cfg(test)]
 mod tests {
+    use node_contract::interruption::from_instance_action;
+
     use super::*;
+
+    fn me() -> Identity {
+        Identity {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.0.1".into(),
+            hostname: "ip-10-0-0-1".into(),
+            instance_type: "g5.xlarge".into(),
+            availability_zone: "us-east-1a".into(),
+            boot_id: "boot-now".into(),
+            ssh_host_key: "ssh-ed25519 AAAA".into(),
+            gpus: 0,
+        }
+    }
+
+    fn file(instance_id: &str, boot_id: &str) -> files::notice::NoticeFile {
+        let body = r#"{"action": "stop", "time": "2026-11-25T20:00:00Z"}"#;
+        files::notice::NoticeFile {
+            version: files::notice::NOTICE_FILE_VERSION,
+            interruption: from_instance_action(instance_id, body).unwrap(),
+            boot_id: boot_id.into(),
+            noticed_unix_ms: 1,
+        }
+    }
+
+    /// A restarted agent keeps this boot's notice (it does not register
+    /// again, nor act twice) and removes one of an earlier boot (a stopped
+    /// Spot instance started again rejoins), or one it cannot read.
+    #[test]
+    fn a_notice_of_this_boot_is_kept_and_a_stale_one_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let (watcher, interrupted) = restore_notice(root.path(), &me());
+        assert!(!interrupted && watcher.current().is_none());
+
+        files::notice::write(root.path(), &file("i-1", "boot-now")).unwrap();
+        let (watcher, interrupted) = restore_notice(root.path(), &me());
+        assert!(interrupted);
+        assert_eq!(watcher.current(), Some(&file("i-1", "boot-now").interruption));
+        assert!(files::notice::read(root.path()).unwrap().is_some());
+
+        for stale in [file("i-1", "boot-before"), file("i-other", "boot-now")] {
+            files::notice::write(root.path(), &stale).unwrap();
+            let (watcher, interrupted) = restore_notice(root.path(), &me());
+            assert!(!interrupted && watcher.current().is_none());
+            assert_eq!(files::notice::read(root.path()).unwrap(), None);
+        }
+        let path = root.path().join("var/lib/deeplearning/interruption.json");
+        std::fs::write(&path, "not json").unwrap();
+        assert!(!restore_notice(root.path(), &me()).1);
+        assert!(!path.exists());
+    }
 
     /// The sent-generation record only grows, survives a restart (a new
     /// load), and one that cannot be read counts as none.

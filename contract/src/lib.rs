@@ -15,8 +15,11 @@
 //! manifest of any size travels in messages of bounded size is in
 //! [`parts`] (with the failure cases, and the limits on the way to 4,000
 //! nodes); the state file each agent leaves for restarts and for `trainer`
-//! is in [`state`].
+//! is in [`state`]; interruption notices (Spot instance actions, rebalance
+//! recommendations) and the file that tells `trainer` about one are in
+//! [`interruption`].
 
+pub mod interruption;
 pub mod message;
 pub mod parts;
 pub mod state;

@@ -12,12 +12,20 @@
 //!   deletes a generation's parts from the worker queue once every node in
 //!   it applied it (SQS has no broadcast: the parts stay visible until then).
 //! - `leave` (node -> master queue): "remove me" (a clean shutdown).
+//! - `notice` (node -> master queue): EC2 gave this node an interruption
+//!   notice ([`crate::interruption`]); the master removes it at once.
 //!
-//! Version 2 (this one) replaced version 1's single `manifest` message with
-//! `manifest_part`s; the other kinds are unchanged. A reader refuses any
-//! other version before it looks at the rest ([`Unusable::UnsupportedVersion`]),
-//! so agents of different releases in one cluster say so instead of
-//! misreading each other.
+//! Version 2 replaced version 1's single `manifest` message with
+//! `manifest_part`s. Version 3 added `notice` and changed nothing else, so
+//! every kind but `notice` is still written as version 2 and a version-2
+//! agent reads it as before; a `notice` is written as version 3
+//! ([`Message::version`]), so an agent of the version-2 release refuses it
+//! by its version, with what to do ([`Unusable::UnsupportedVersion`]),
+//! rather than as a malformed body. This build reads versions 2 and 3 and
+//! refuses any other before it looks at the rest, so agents of different
+//! releases in one cluster say so instead of misreading each other; a kind
+//! it does not know within those versions is refused by name
+//! ([`Unusable::UnknownKind`]).
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -29,10 +37,18 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::interruption::Interruption;
 pub use crate::parts::ManifestPart;
 
-/// The message version this crate writes and reads.
+/// The message version this crate writes every kind but `notice` with (the
+/// oldest it reads).
 pub const MESSAGE_VERSION: u32 = 2;
+
+/// The newest message version this crate reads; `notice` is written with it.
+pub const NEWEST_MESSAGE_VERSION: u32 = 3;
+
+/// The kinds this crate knows, for the error about one it does not.
+const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice"];
 
 /// The largest body this project sends or reads. SQS accepts up to 1 MiB
 /// (since August 2025; a queue's `MaximumMessageSize` can be lower, and was
@@ -149,6 +165,8 @@ pub enum Message {
     Applied(Applied),
     /// See [`Leave`].
     Leave(Leave),
+    /// See [`Interruption`] (message version 3).
+    Notice(Interruption),
 }
 
 #[derive(Serialize)]
@@ -159,10 +177,20 @@ struct Envelope<'a> {
 }
 
 impl Message {
+    /// The version this message is written with: the first version that has
+    /// its kind, so that an older reader refuses a kind it cannot know by
+    /// its version, and reads the others as before.
+    pub fn version(&self) -> u32 {
+        match self {
+            Message::Notice(_) => NEWEST_MESSAGE_VERSION,
+            _ => MESSAGE_VERSION,
+        }
+    }
+
     /// The JSON body.
     pub fn to_body(&self) -> String {
         // Plain structs of strings and numbers always serialize.
-        serde_json::to_string(&Envelope { version: MESSAGE_VERSION, body: self }).unwrap_or_default()
+        serde_json::to_string(&Envelope { version: self.version(), body: self }).unwrap_or_default()
     }
 }
 
@@ -201,10 +229,17 @@ pub enum Unusable {
     Malformed(String),
     /// A version this build does not read.
     #[error(
-        "message version {0} is not supported (this agent reads version {MESSAGE_VERSION}); every node of a \
-         cluster must run the same agent release: update the older one"
+        "message version {0} is not supported (this agent reads versions {MESSAGE_VERSION} to \
+         {NEWEST_MESSAGE_VERSION}); every node of a cluster must run the same agent release: update the older one"
     )]
     UnsupportedVersion(u64),
+    /// A version this build reads, but a kind it does not know.
+    #[error(
+        "unknown message kind {0:?} (this agent knows {known}); every node of a cluster must run the same agent \
+         release: update the older one",
+        known = KINDS.join(", ")
+    )]
+    UnknownKind(String),
     /// One of ours, but it does not belong in this queue.
     #[error("a `{0}` message does not belong in this queue")]
     WrongQueue(&'static str),
@@ -219,6 +254,8 @@ pub enum MasterInbound {
     Applied(Applied),
     /// A node leaves.
     Leave(Leave),
+    /// A node was given an interruption notice.
+    Notice(Interruption),
     /// Auto Scaling: an instance is launching or terminating.
     Lifecycle(LifecycleAction),
     /// Auto Scaling's test notification, sent when a hook is created.
@@ -238,9 +275,14 @@ fn parse(body: &str) -> Result<Result<Message, serde_json::Value>, Unusable> {
         return Ok(Err(value));
     }
     match object.get("version").and_then(serde_json::Value::as_u64) {
-        Some(v) if v == u64::from(MESSAGE_VERSION) => {}
+        Some(v) if (u64::from(MESSAGE_VERSION)..=u64::from(NEWEST_MESSAGE_VERSION)).contains(&v) => {}
         Some(v) => return Err(Unusable::UnsupportedVersion(v)),
         None => return Err(Unusable::Malformed("no `version`".into())),
+    }
+    match object.get("kind").and_then(serde_json::Value::as_str) {
+        Some(kind) if KINDS.contains(&kind) => {}
+        Some(kind) => return Err(Unusable::UnknownKind(kind.chars().take(64).collect())),
+        None => return Err(Unusable::Malformed("`kind` is not a string".into())),
     }
     let mut object = object.clone();
     object.remove("version");
@@ -255,6 +297,7 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
         Ok(Message::Register(m)) => Ok(MasterInbound::Register(m)),
         Ok(Message::Applied(m)) => Ok(MasterInbound::Applied(m)),
         Ok(Message::Leave(m)) => Ok(MasterInbound::Leave(m)),
+        Ok(Message::Notice(m)) => Ok(MasterInbound::Notice(m)),
         Ok(Message::ManifestPart(_)) => Err(Unusable::WrongQueue("manifest_part")),
         Err(value) => {
             if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
@@ -274,6 +317,7 @@ pub fn parse_worker_queue(body: &str) -> Result<ManifestPart, Unusable> {
         Ok(Message::Register(_)) => Err(Unusable::WrongQueue("register")),
         Ok(Message::Applied(_)) => Err(Unusable::WrongQueue("applied")),
         Ok(Message::Leave(_)) => Err(Unusable::WrongQueue("leave")),
+        Ok(Message::Notice(_)) => Err(Unusable::WrongQueue("notice")),
         Err(_) => Err(Unusable::Malformed("not a message of ours".into())),
     }
 }
@@ -315,6 +359,11 @@ mod tests {
         }
     }
 
+    fn notice() -> Interruption {
+        crate::interruption::from_instance_action("i-1", r#"{"action": "terminate", "time": "2026-11-25T20:00:00Z"}"#)
+            .unwrap()
+    }
+
     fn part() -> ManifestPart {
         crate::parts::split(&manifest(), 17).unwrap().remove(0)
     }
@@ -326,10 +375,11 @@ mod tests {
             Message::ManifestPart(part()),
             Message::Applied(Applied { instance_id: "i-1".into(), generation: 4 }),
             Message::Leave(Leave { instance_id: "i-1".into(), reason: "shutdown".into() }),
+            Message::Notice(notice()),
         ] {
             let body = m.to_body();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-            assert_eq!(v["version"], 2);
+            assert_eq!(v["version"], if matches!(m, Message::Notice(_)) { 3 } else { 2 });
             assert!(v["kind"].is_string());
             match &m {
                 Message::ManifestPart(expected) => assert_eq!(&parse_worker_queue(&body).unwrap(), expected),
@@ -340,6 +390,10 @@ mod tests {
                     assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Applied(a.clone()))
                 }
                 Message::Leave(l) => assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Leave(l.clone())),
+                Message::Notice(n) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(n.clone()));
+                    assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("notice"));
+                }
             }
         }
     }
@@ -369,7 +423,11 @@ mod tests {
             ("[1,2]".into(), "not a JSON object"),
             (r#"{"kind":"register"}"#.into(), "no `version`"),
             (r#"{"version":9,"kind":"register"}"#.into(), "version 9"),
-            (r#"{"version":2,"kind":"dance"}"#.into(), "malformed"),
+            (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
+            (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
+            (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
+            (r#"{"version":4,"kind":"notice"}"#.into(), "versions 2 to 3"),
+            (r#"{"version":3,"kind":"notice","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":2,"kind":"register","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"hello":"world"}"#.into(), "neither a message of ours"),
             ("x".repeat(MAX_BODY_BYTES + 1), "over the"),
@@ -402,6 +460,39 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&Message::ManifestPart(part()).to_body()).unwrap();
         assert_eq!(v["version"], 2);
         assert_eq!(v["kind"], "manifest_part");
+    }
+
+    /// `notice` came with version 3: it is written as version 3, so a
+    /// reader of the version-2 release (which refuses every version but 2
+    /// before it looks at the kind) meets "message version 3 is not
+    /// supported ... update the older one", not a malformed body; every
+    /// other kind is still written as version 2, so old and new agents
+    /// otherwise work together; and this build reads both.
+    #[test]
+    fn notice_is_refused_by_version_by_the_previous_release_and_the_rest_is_unchanged() {
+        let body = Message::Notice(notice()).to_body();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(3), Some("notice")));
+        assert_eq!(v["notice"], "instance_action");
+        assert_eq!(v["action"], "terminate");
+        assert_eq!(v["deadline_unix"], 1_795_636_800_u64);
+        for m in [
+            Message::Register(register()),
+            Message::ManifestPart(part()),
+            Message::Applied(Applied { instance_id: "i-1".into(), generation: 4 }),
+        ] {
+            let v: serde_json::Value = serde_json::from_str(&m.to_body()).unwrap();
+            assert_eq!(v["version"], 2, "{m:?}");
+        }
+        // A version-2 body of any kind, a notice included, is still read.
+        let mut as_two = v.clone();
+        as_two["version"] = 2.into();
+        assert_eq!(parse_master_queue(&as_two.to_string()).unwrap(), MasterInbound::Notice(notice()));
+        // A rebalance recommendation carries no action and no deadline.
+        let r = crate::interruption::from_rebalance("i-2", r#"{"noticeTime":"2026-11-25T19:58:00Z"}"#).unwrap();
+        let body = Message::Notice(r.clone()).to_body();
+        assert!(!body.contains("deadline_unix") && !body.contains("action"), "{body}");
+        assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(r));
     }
 
     #[test]

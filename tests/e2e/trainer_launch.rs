@@ -404,3 +404,63 @@ fn an_elastic_job_starts_ranks_on_joining_hosts_survives_leaving_ones_and_ends_w
     assert_nothing_left(job, Duration::from_secs(5))?;
     Ok(())
 }
+
+/// Issue 14: an interruption notice on one host (the agent's notice file
+/// under its root, as the agent writes it when EC2 gives a Spot instance
+/// action) gives that host's rank SIGTERM; the script finds the deadline
+/// through `DEEPLEARNING_INTERRUPTION_FILE`; the rank ending stops the job
+/// (not elastic), and nothing is left on any host.
+#[test]
+fn an_interruption_notice_gives_the_hosts_ranks_sigterm_with_the_deadline() -> TestResult {
+    use node_contract::interruption::{NOTICE_FILE_VERSION, NoticeFile, format_utc, from_instance_action};
+    let cluster = SshCluster::start(&[1, 1])?;
+    let job = "notice-test";
+    let script = r#"trap 'echo "sigterm $(tr -d " \n" < "$DEEPLEARNING_INTERRUPTION_FILE" | grep -o "deadline_unix\":[0-9]*")"; exit 0' TERM
+        echo ready; while :; do sleep 0.1; done"#;
+    let mut child = launch(&cluster, job, &["--nproc-per-node", "1"], script)?
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("starting trainer", "trainer"))?;
+    wait_for_logs(&cluster, job, 2, "ready")?;
+
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let deadline = now + 120;
+    let body = format!(r#"{{"action": "terminate", "time": "{}"}}"#, format_utc(deadline));
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(Error::io("boot id", "/proc"))?;
+    let notice = NoticeFile {
+        version: NOTICE_FILE_VERSION,
+        interruption: from_instance_action("i-0e2e000000000001", &body).map_err(|e| fail("notice", e))?,
+        boot_id: boot_id.trim().to_owned(),
+        noticed_unix_ms: now * 1000,
+    };
+    let dir = cluster.hosts[1].root.join("var/lib/deeplearning");
+    std::fs::create_dir_all(&dir).map_err(Error::io("creating", &dir))?;
+    std::fs::write(dir.join("interruption.json.tmp"), notice.to_text()).map_err(Error::io("writing", &dir))?;
+    std::fs::rename(dir.join("interruption.json.tmp"), dir.join("interruption.json"))
+        .map_err(Error::io("renaming", &dir))?;
+    let start = Instant::now();
+    let status = wait_exit(&mut child, Duration::from_secs(15))?;
+    let elapsed = start.elapsed();
+    use std::io::Read;
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let _ = child.stdout.take().map(|mut s| s.read_to_string(&mut stdout));
+    let _ = child.stderr.take().map(|mut s| s.read_to_string(&mut stderr));
+    assert!(
+        stdout.contains(&format!("[deeplearning-worker2/1] sigterm deadline_unix\":{deadline}")),
+        "{stdout}\n{stderr}"
+    );
+    // The other host's rank is stopped with the job (its SIGTERM comes
+    // from the launcher), and there is no notice on its host.
+    assert!(!stdout.contains("[deeplearning-worker1/0] sigterm deadline"), "only the noticed host: {stdout}");
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("rank 1 on deeplearning-worker2 failed first"), "{stderr}");
+    assert!(
+        stderr.contains("this host was given an interruption notice (spot-instance-action terminate at"),
+        "{stderr}"
+    );
+    assert!(elapsed < Duration::from_secs(8), "{elapsed:?}");
+    assert_nothing_left(job, Duration::from_secs(2))?;
+    Ok(())
+}

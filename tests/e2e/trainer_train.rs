@@ -164,3 +164,63 @@ fn elastic_training_survives_a_join_a_leave_and_a_sigkill_and_matches_the_static
     }
     Ok(())
 }
+
+/// Issue 14: EC2 gives host 2 a Spot instance action two minutes ahead.
+/// Its agent writes the notice file and the master publishes the
+/// generation without it (done here as the agents do: the notice file,
+/// then `publish`). The host's supervisor sends its `trainer train` rank
+/// SIGTERM at once, which the rank ignores while the notice is there: it
+/// leaves at the next epoch boundary, the survivors go on without redoing
+/// an epoch, and the run ends within a point of the static run's accuracy.
+#[test]
+fn a_noticed_hosts_rank_leaves_at_the_epoch_boundary_without_a_redo() -> TestResult {
+    use node_contract::interruption::{NOTICE_FILE_VERSION, NoticeFile, format_utc, from_instance_action};
+    let mut cluster = SshCluster::start_with_members(&[0, 0, 0], &[0, 1, 2])?;
+    let (code, stderr) = finish(launch(&cluster, "static", &[])?, Duration::from_secs(300))?;
+    assert_eq!(code, 0, "static run: {stderr}");
+    let static_acc = final_accuracy(&rank0_log(&cluster, "static"))?;
+
+    let job = "noticed";
+    let child = launch(&cluster, job, &["--elastic"])?;
+    let minute = Duration::from_secs(60);
+    let at = wait_for(&cluster, job, "epoch 1/12 loss", 0, minute)?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let deadline = now + 120;
+    let body = format!(r#"{{"action": "terminate", "time": "{}"}}"#, format_utc(deadline));
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(Error::io("boot id", "/proc"))?;
+    let notice = NoticeFile {
+        version: NOTICE_FILE_VERSION,
+        interruption: from_instance_action("i-0e2e000000000002", &body).map_err(|e| fail("notice", e))?,
+        boot_id: boot_id.trim().to_owned(),
+        noticed_unix_ms: now * 1000,
+    };
+    let dir = cluster.hosts[2].root.join("var/lib/deeplearning");
+    std::fs::write(dir.join("interruption.json.tmp"), notice.to_text()).map_err(Error::io("writing", &dir))?;
+    std::fs::rename(dir.join("interruption.json.tmp"), dir.join("interruption.json"))
+        .map_err(Error::io("renaming", &dir))?;
+    // The supervisor's SIGTERM (within a second) comes before the generation.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(train_pid(job, 2).is_some(), "host 2's rank died at the notice's SIGTERM");
+    cluster.publish(&[0, 1])?;
+    let noticed = Instant::now();
+    wait_for(&cluster, job, "2 rank(s)", at, minute)?;
+    let left_in = noticed.elapsed();
+    let (code, stderr) = finish(child, Duration::from_secs(300))?;
+    let log = rank0_log(&cluster, job);
+    assert_eq!(code, 0, "elastic run: {stderr}\n{log}");
+    assert!(!log.contains("redoing epoch"), "a survivor redid an epoch:\n{log}");
+    assert!(stderr.contains("left the elastic job"), "{stderr}");
+    assert!(stderr.contains("this host was given an interruption notice"), "{stderr}");
+    let acc = final_accuracy(&log)?;
+    println!("static {static_acc:.2}% noticed {acc:.2}%; host 2 left {left_in:?} after the generation without it");
+    assert!(left_in < Duration::from_secs(60), "{left_in:?}");
+    assert!((acc - static_acc).abs() <= 1.0, "noticed {acc}% vs static {static_acc}%\n{log}");
+    let end = Instant::now() + Duration::from_secs(5);
+    while !job_processes(job).is_empty() {
+        if Instant::now() > end {
+            return Err(fail("no process of the job left", format!("{:#?}", job_processes(job))).into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}

@@ -8,11 +8,11 @@
 //! under `/var` (`lib/dpkg`, `lib/apt`, `lib/systemd`, `cache`, `log`) are
 //! overlays whose writable layer is `ROOT/layer`, and `/tmp` and `/var/tmp`
 //! are fresh tmpfs, so `apt-get install` and the package's scripts change
-//! nothing outside the node. `aws` is the AWS CLI in `.venv`
-//! ([`crate::venv::aws_cli_dir`]), put first on `PATH` (the Deep Learning
-//! AMI has it in the image); it reaches the local AWS through the node's
-//! `AWS_ENDPOINT_URL` and testing credentials, where an instance would use
-//! its role.
+//! nothing outside the node (a `.venv` under `/tmp` stays visible). `aws`
+//! is the AWS CLI in `.venv` ([`crate::venv::aws_cli_dir`]), put first on
+//! `PATH` (the Deep Learning AMI has it in the image); it reaches the local
+//! AWS through the node's `AWS_ENDPOINT_URL` and testing credentials, where
+//! an instance would use its role.
 //!
 //! The user data runs as written up to its last step, which starts the unit
 //! with `systemctl enable --now` and needs a booted systemd (not PID 1
@@ -37,8 +37,14 @@ for dir in /usr /etc /var/lib/dpkg /var/lib/apt /var/lib/systemd /var/cache /var
   mkdir -p "$layer/$name/upper" "$layer/$name/work"
   mount -t overlay overlay -o "lowerdir=$dir,upperdir=$layer/$name/upper,workdir=$layer/$name/work" "$dir"
 done
+# A checkout under /tmp (a clone made there) would lose its .venv, and with
+# it `aws`, under the fresh /tmp: keep the venv visible at its own path.
+cd /
+venv=$(dirname "$aws_dir")
+case $venv in /tmp/* | /var/tmp/*) mkdir -p "$layer/venv" && mount --bind "$venv" "$layer/venv" ;; esac
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /var/tmp
+case $venv in /tmp/* | /var/tmp/*) mkdir -p "$venv" && mount --bind "$layer/venv" "$venv" ;; esac
 # The overlay on /etc hides the node's own hosts and resolv.conf: mount them again.
 mount --bind "$root/etc/hosts" /etc/hosts
 mount --bind "$root/etc/resolv.conf" /etc/resolv.conf

@@ -10,6 +10,13 @@
 //! (404 when there is none) and `dynamic/instance-identity/document`.
 //! See <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html>.
 //!
+//! Interruption notices, 404 until a test gives one
+//! ([`Imds::set_instance_action`], [`Imds::set_rebalance_recommendation`]):
+//! `meta-data/spot/instance-action` (`{"action": ..., "time": ...}`) and
+//! `meta-data/events/recommendations/rebalance` (`{"noticeTime": ...}`), as
+//! EC2 serves them
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html>).
+//!
 //! Plain blocking HTTP/1.1 on std threads, keep-alive included: a few dozen
 //! requests per test do not need an async server.
 
@@ -74,11 +81,20 @@ impl Identity {
 /// Largest token lifetime IMDS grants (six hours).
 const MAX_TTL_SECONDS: u64 = 21600;
 
+/// The notices a node's metadata serves (JSON bodies), none at first.
+#[derive(Clone, Debug, Default)]
+struct Notices {
+    instance_action: Option<String>,
+    rebalance: Option<String>,
+}
+
 struct State {
     identity: Mutex<Identity>,
+    notices: Mutex<Notices>,
     tokens: Mutex<HashMap<String, Instant>>,
     next_token: AtomicU64,
     requests: AtomicU64,
+    notice_polls: AtomicU64,
     stop: AtomicBool,
 }
 
@@ -95,9 +111,11 @@ impl Imds {
         let addr = listener.local_addr().map_err(Error::io("metadata server address", bind.to_string()))?;
         let state = Arc::new(State {
             identity: Mutex::new(identity),
+            notices: Mutex::new(Notices::default()),
             tokens: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             requests: AtomicU64::new(0),
+            notice_polls: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         });
         let accept_state = state.clone();
@@ -127,6 +145,26 @@ impl Imds {
     /// Replaces the user data (a test can give a node another config).
     pub fn set_user_data(&self, user_data: Option<String>) {
         self.state.identity.lock().expect("identity lock").user_data = user_data;
+    }
+
+    /// Serves a Spot instance action: `action` (`terminate`, `stop`,
+    /// `hibernate`) at `time` (RFC 3339 UTC), as EC2 does two minutes ahead.
+    /// `None` takes it away (404 again).
+    pub fn set_instance_action(&self, notice: Option<(&str, &str)>) {
+        let body = notice.map(|(action, time)| serde_json::json!({"action": action, "time": time}).to_string());
+        self.state.notices.lock().expect("notices lock").instance_action = body;
+    }
+
+    /// Serves a rebalance recommendation made at `notice_time` (RFC 3339
+    /// UTC); `None` takes it away.
+    pub fn set_rebalance_recommendation(&self, notice_time: Option<&str>) {
+        let body = notice_time.map(|t| serde_json::json!({"noticeTime": t}).to_string());
+        self.state.notices.lock().expect("notices lock").rebalance = body;
+    }
+
+    /// How many times the notice paths were asked for (both together).
+    pub fn notice_polls(&self) -> u64 {
+        self.state.notice_polls.load(Ordering::SeqCst)
     }
 
     /// The identity it serves.
@@ -231,7 +269,13 @@ fn answer(request: &Request, state: &State) -> (&'static str, Vec<(&'static str,
         return ("401 Unauthorized", vec![], String::new());
     }
     let identity = state.identity.lock().expect("identity lock").clone();
-    let found = match path.trim_end_matches('/') {
+    let notices = state.notices.lock().expect("notices lock").clone();
+    let path = path.trim_end_matches('/');
+    if path == "/latest/meta-data/spot/instance-action" || path == "/latest/meta-data/events/recommendations/rebalance"
+    {
+        state.notice_polls.fetch_add(1, Ordering::SeqCst);
+    }
+    let found = match path {
         "/latest/meta-data" => Some(
             ["ami-id", "hostname", "instance-id", "instance-type", "local-hostname", "local-ipv4", "placement/"]
                 .join("\n"),
@@ -246,6 +290,8 @@ fn answer(request: &Request, state: &State) -> (&'static str, Vec<(&'static str,
         "/latest/meta-data/placement/region" => Some(identity.region.clone()),
         "/latest/user-data" => identity.user_data.clone(),
         "/latest/dynamic/instance-identity/document" => Some(identity.document()),
+        "/latest/meta-data/spot/instance-action" => notices.instance_action,
+        "/latest/meta-data/events/recommendations/rebalance" => notices.rebalance,
         _ => None,
     };
     match found {

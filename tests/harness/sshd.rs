@@ -186,7 +186,7 @@ impl SshCluster {
         }
         let previous = (self.manifest.generation > 0).then_some(&self.manifest);
         let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis();
-        for line in agent::cluster::membership::host_log_lines(previous, &next, now_ms as u64) {
+        for line in agent::cluster::membership::host_log_lines(previous, &next, now_ms as u64, &Default::default()) {
             agent::files::host_log::append(Path::new("/"), &efs.to_string_lossy(), &line)
                 .map_err(|e| Error::Setup(format!("appending to the host log: {e}")))?;
         }

@@ -10,8 +10,8 @@
 //!   the deadline comes (success with fewer, or a launch failure query);
 //! - **awaiting launch failures**: below the minimum at the deadline, waiting
 //!   for [`MasterState::on_launch_failures`] to write the failure reason;
-//! - **formed**: joins (batched), reboots, leaves and terminations each lead
-//!   to a new generation;
+//! - **formed**: joins (batched), reboots, leaves, interruption notices and
+//!   terminations each lead to a new generation;
 //! - **failed**: formation failed; messages are only logged (lifecycle
 //!   actions are still completed so Auto Scaling is never held up).
 
@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 
 use node_contract::NodeConfig;
 use node_contract::Role;
-use node_contract::message::{Applied, Leave, LifecycleAction, Manifest, MasterInbound, Register, worker_alias};
+use node_contract::message::{
+    Applied, Interruption, Leave, LifecycleAction, Manifest, MasterInbound, Register, worker_alias,
+};
 use node_contract::parts::check_register;
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +70,15 @@ struct Departure {
     /// Terminated by Auto Scaling (its lifecycle action completed or
     /// pending): it never comes back.
     terminated: bool,
+    /// It left on an interruption notice: it does not come back from the
+    /// same boot (a stopped Spot instance started again is a new boot).
+    #[serde(default)]
+    interrupted: bool,
+    /// The first generation published without it, while it is still to be
+    /// acknowledged: a lifecycle action that arrives after the node left
+    /// waits for it, as one that removes the node does.
+    #[serde(default)]
+    removed_in: Option<u64>,
 }
 
 /// The master's state. Persisted by the runner after every call, so an
@@ -188,7 +199,7 @@ impl MasterState {
                 fx.push(Effect::FetchLaunchFailures);
                 self.phase = Phase::AwaitingLaunchFailures { since_ms: now_ms };
             }
-            Phase::Formed if unsaved => self.publish_next(now_ms, &mut fx),
+            Phase::Formed if unsaved => self.publish_next(now_ms, &BTreeMap::new(), &mut fx),
             Phase::Formed => {
                 if let (Some(m), Some(_)) = (&self.manifest, self.ack_deadline_ms) {
                     fx.push(Effect::Log(format!(
@@ -218,6 +229,7 @@ impl MasterState {
             MasterInbound::Register(r) => self.on_register(r, now_ms, prepared, &mut fx),
             MasterInbound::Applied(a) => self.on_applied(a, &mut fx),
             MasterInbound::Leave(l) => self.on_leave(l, now_ms, &mut fx),
+            MasterInbound::Notice(n) => self.on_notice(n, now_ms, &mut fx),
             MasterInbound::Lifecycle(a) => self.on_lifecycle(a, now_ms, &mut fx),
             MasterInbound::LifecycleTest => {
                 fx.push(Effect::Log("Auto Scaling's test notification: the lifecycle hook reaches this queue".into()))
@@ -415,6 +427,12 @@ impl MasterState {
                 fx.push(Effect::Log(format!("ignored a registration from {id}: Auto Scaling terminated it")));
                 return;
             }
+            if d.interrupted && d.boot_id == r.boot_id {
+                fx.push(Effect::Log(format!(
+                    "ignored a registration from {id}: it left on an interruption notice in this boot"
+                )));
+                return;
+            }
             if d.boot_id == r.boot_id && now_ms < d.at_ms + REJOIN_AFTER_LEAVE_MS {
                 fx.push(Effect::Log(format!(
                     "ignored a registration from {id}: it left {} s ago from the same boot, so this is taken as a \
@@ -533,7 +551,40 @@ impl MasterState {
             return;
         }
         let why = format!("left ({})", l.reason);
-        self.remove(&l.instance_id, &why, None, now_ms, fx);
+        self.remove(&l.instance_id, &why, None, None, now_ms, fx);
+    }
+
+    /// EC2 gave a member an interruption notice: it leaves at once, as if
+    /// the master had decided it, and the host log says why. A lifecycle
+    /// action for it (now or later) is completed once every remaining node
+    /// applied the generation without it.
+    fn on_notice(&mut self, n: Interruption, now_ms: u64, fx: &mut Vec<Effect>) {
+        let id = n.instance_id.clone();
+        let what = n.describe();
+        if id == self.master_id {
+            fx.push(Effect::Log(format!(
+                "the master {id} was given an interruption notice ({what}); the master never leaves the cluster, \
+                 which ends when its instance goes"
+            )));
+            return;
+        }
+        if self.members.get(&id).is_none() {
+            let known = match self.departed.get_mut(&id) {
+                Some(d) => {
+                    d.interrupted = true;
+                    "it already left"
+                }
+                None => "not a member",
+            };
+            fx.push(Effect::Log(format!("interruption notice from {id} ({what}) ignored: {known}")));
+            return;
+        }
+        let why = format!("was given an interruption notice ({what}) and leaves the cluster");
+        let note = format!("notice {what}");
+        self.remove(&id, &why, None, Some(note), now_ms, fx);
+        if let Some(d) = self.departed.get_mut(&id) {
+            d.interrupted = true;
+        }
     }
 
     fn on_lifecycle(&mut self, a: LifecycleAction, now_ms: u64, fx: &mut Vec<Effect>) {
@@ -562,7 +613,31 @@ impl MasterState {
         }
         let lifecycle = (a.lifecycle_hook_name, a.lifecycle_action_token);
         if self.members.get(&id).is_some() && matches!(self.phase, Phase::Forming | Phase::Formed) {
-            self.remove(&id, "is terminating", Some(lifecycle), now_ms, fx);
+            self.remove(&id, "is terminating", Some(lifecycle), None, now_ms, fx);
+            return;
+        }
+        // It left already (a `leave`, an interruption notice): its lifecycle
+        // action waits for the generation without it, if that is still
+        // being applied.
+        let removed_in = self.departed.get(&id).and_then(|d| d.removed_in);
+        if let Some(generation) = removed_in
+            .filter(|g| self.phase == Phase::Formed && *g <= self.generation() && !self.unacknowledged(*g).is_empty())
+        {
+            if let Some(d) = self.departed.get_mut(&id) {
+                d.terminated = true;
+            }
+            self.completions.push(PendingCompletion {
+                hook: lifecycle.0,
+                token: lifecycle.1,
+                instance_id: id.clone(),
+                generation,
+                deadline_ms: now_ms + ACK_TIMEOUT_MS,
+            });
+            fx.push(Effect::Log(format!(
+                "{id} is terminating; it left in generation {generation} and may terminate once every node applied \
+                 it (at most {} s)",
+                ACK_TIMEOUT_MS / 1000
+            )));
             return;
         }
         // Not a member (or formation failed): nothing to wait for.
@@ -583,14 +658,28 @@ impl MasterState {
 
     /// Removes a member, publishes the generation without it, and completes
     /// its lifecycle action once the remaining nodes applied that generation.
-    fn remove(&mut self, id: &str, why: &str, lifecycle: Option<(String, String)>, now_ms: u64, fx: &mut Vec<Effect>) {
+    /// `note`, when given, ends its host log line (why it left).
+    fn remove(
+        &mut self,
+        id: &str,
+        why: &str,
+        lifecycle: Option<(String, String)>,
+        note: Option<String>,
+        now_ms: u64,
+        fx: &mut Vec<Effect>,
+    ) {
         let Some(member) = self.members.remove(id) else { return };
         self.remember_departure(id, member.registration.boot_id.clone(), now_ms, lifecycle.is_some());
         let alias = worker_alias(member.index);
         fx.push(Effect::Log(format!("{id} ({alias}, {}) {why}", member.registration.private_ip)));
         let listed = self.manifest.as_ref().is_some_and(|m| m.node(id).is_some());
         if self.phase == Phase::Formed {
-            self.publish(now_ms, fx);
+            let notes: BTreeMap<String, String> = note.into_iter().map(|n| (id.to_string(), n)).collect();
+            if self.publish_noting(now_ms, &notes, fx)
+                && let Some(d) = self.departed.get_mut(id)
+            {
+                d.removed_in = Some(self.manifest.as_ref().map_or(0, |m| m.generation));
+            }
         }
         let Some((hook, token)) = lifecycle else { return };
         if listed {
@@ -614,7 +703,10 @@ impl MasterState {
 
     fn remember_departure(&mut self, id: &str, boot_id: String, now_ms: u64, terminated: bool) {
         self.departed.retain(|_, d| now_ms < d.at_ms.saturating_add(DEPARTURE_MEMORY_MS));
-        self.departed.insert(id.to_string(), Departure { boot_id, at_ms: now_ms, terminated });
+        self.departed.insert(
+            id.to_string(),
+            Departure { boot_id, at_ms: now_ms, terminated, interrupted: false, removed_in: None },
+        );
     }
 
     fn open_batch(&mut self, now_ms: u64) {
@@ -697,17 +789,24 @@ impl MasterState {
     /// Publishes a new generation when the members differ from the current
     /// manifest. Returns whether it did.
     fn publish(&mut self, now_ms: u64, fx: &mut Vec<Effect>) -> bool {
+        self.publish_noting(now_ms, &BTreeMap::new(), fx)
+    }
+
+    /// [`Self::publish`], with why nodes left (by instance id) for the
+    /// host log.
+    fn publish_noting(&mut self, now_ms: u64, notes: &BTreeMap<String, String>, fx: &mut Vec<Effect>) -> bool {
         if self.manifest.as_ref().is_some_and(|m| m.nodes == self.members.manifest_nodes()) {
             self.batch_deadline_ms = None;
             return false;
         }
-        self.publish_next(now_ms, fx);
+        self.publish_next(now_ms, notes, fx);
         true
     }
 
     /// Publishes the members as a new generation, numbered above every
-    /// generation that may have been sent (see `sent_through`).
-    fn publish_next(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+    /// generation that may have been sent (see `sent_through`); `notes`:
+    /// why nodes left (by instance id), for the host log.
+    fn publish_next(&mut self, now_ms: u64, notes: &BTreeMap<String, String>, fx: &mut Vec<Effect>) {
         self.batch_deadline_ms = None;
         let nodes = self.members.manifest_nodes();
         let generation = self.generation().max(self.sent_through) + 1;
@@ -719,7 +818,7 @@ impl MasterState {
             nodes,
             cluster_public_key: self.cluster_public_key.clone(),
         };
-        let lines = host_log_lines(self.manifest.as_ref(), &next, now_ms);
+        let lines = host_log_lines(self.manifest.as_ref(), &next, now_ms, notes);
         // The older generations go first, so that the worker queue holds the
         // new one alone: a node's receive then returns all of its parts, and
         // the next retirement may hide everything it finds (see the runner).

@@ -137,8 +137,16 @@ impl Membership {
 /// The host log lines for going from `previous` to `next`: a node that is
 /// new, or whose address changed, is ADDED; one that is gone, or whose
 /// address changed, is REMOVED. Removals come first, then additions, each by
-/// index. `<generation> ADDED|REMOVED <ip> <unix-nanos>`.
-pub fn host_log_lines(previous: Option<&Manifest>, next: &Manifest, now_ms: u64) -> Vec<String> {
+/// index. `<generation> ADDED|REMOVED <ip> <unix-nanos>`, and after a
+/// REMOVED line the node's note from `notes` (by instance id) when there is
+/// one: why it left (`notice spot-instance-action terminate at <time>`), so
+/// a reader that splits on spaces still finds the first four fields.
+pub fn host_log_lines(
+    previous: Option<&Manifest>,
+    next: &Manifest,
+    now_ms: u64,
+    notes: &BTreeMap<String, String>,
+) -> Vec<String> {
     let nanos = u128::from(now_ms) * 1_000_000;
     let before: &[ManifestNode] = previous.map(|m| m.nodes.as_slice()).unwrap_or_default();
     let ip_of =
@@ -146,7 +154,8 @@ pub fn host_log_lines(previous: Option<&Manifest>, next: &Manifest, now_ms: u64)
     let mut lines = Vec::new();
     for old in before {
         if ip_of(&next.nodes, &old.instance_id).as_deref() != Some(old.private_ip.as_str()) {
-            lines.push(format!("{} REMOVED {} {nanos}", next.generation, old.private_ip));
+            let note = notes.get(&old.instance_id).map(|n| format!(" {n}")).unwrap_or_default();
+            lines.push(format!("{} REMOVED {} {nanos}{note}", next.generation, old.private_ip));
         }
     }
     for new in &next.nodes {
@@ -217,7 +226,7 @@ mod tests {
         m.admit(worker_reg(1));
         let first = manifest(1, &m);
         assert_eq!(
-            host_log_lines(None, &first, 1_700_000_000_123),
+            host_log_lines(None, &first, 1_700_000_000_123, &BTreeMap::new()),
             vec!["1 ADDED 10.0.0.100 1700000000123000000", "1 ADDED 10.0.0.1 1700000000123000000"]
         );
         m.remove("i-w1");
@@ -227,7 +236,7 @@ mod tests {
         m.get_mut("i-master").unwrap().registration = moved;
         let second = manifest(2, &m);
         assert_eq!(
-            host_log_lines(Some(&first), &second, 5),
+            host_log_lines(Some(&first), &second, 5, &BTreeMap::new()),
             vec![
                 "2 REMOVED 10.0.0.100 5000000",
                 "2 REMOVED 10.0.0.1 5000000",
@@ -235,6 +244,13 @@ mod tests {
                 "2 ADDED 10.0.0.2 5000000"
             ]
         );
-        assert!(host_log_lines(Some(&second), &second, 5).is_empty());
+        assert!(host_log_lines(Some(&second), &second, 5, &BTreeMap::new()).is_empty());
+        let notes = BTreeMap::from([("i-w2".to_string(), "notice spot-instance-action terminate at T".to_string())]);
+        m.remove("i-w2");
+        let third = manifest(3, &m);
+        assert_eq!(
+            host_log_lines(Some(&second), &third, 5, &notes),
+            vec!["3 REMOVED 10.0.0.2 5000000 notice spot-instance-action terminate at T"]
+        );
     }
 }

@@ -72,6 +72,13 @@
 //!    so the trainer has dropped the node before the instance goes away.
 //!    Every change is appended to the host log on EFS as
 //!    `<generation> ADDED|REMOVED <ip> <unix-nanos>`.
+//! 6. **Interruption notices.** A node that EC2 gave a Spot instance action
+//!    or a rebalance recommendation sends `notice` and stops registering
+//!    ([`NodeState::interrupted`]); the master removes it at once as for a
+//!    `leave`, ends its host log line with why (`notice <what>`), does not
+//!    admit it again from that boot, and completes a terminating lifecycle
+//!    action for it, whenever that comes, only once every remaining node
+//!    applied the generation without it (or after [`ACK_TIMEOUT_MS`]).
 //!
 //! Indices are stable: a member keeps its index (and so its alias
 //! `deeplearning-worker<index>` and its rank) for as long as it is a member;

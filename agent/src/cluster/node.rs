@@ -6,6 +6,10 @@
 //! node sees the same manifest many times, and old ones may arrive after new
 //! ones. A node applies a manifest only when it is newer than the one it
 //! applied and contains the node; it never goes back to an older generation.
+//!
+//! A node that was given an interruption notice ([`NodeState::interrupted`])
+//! has told the master, which removes it: it stops registering, so that it
+//! does not ask back in while its instance is going away.
 
 use node_contract::message::Manifest;
 use serde::{Deserialize, Serialize};
@@ -40,6 +44,9 @@ pub struct NodeState {
     /// The last idle back-off handed out.
     #[serde(skip)]
     backoff_ms: u64,
+    /// Given an interruption notice in this boot: never registers again.
+    #[serde(default)]
+    interrupted: bool,
 }
 
 impl NodeState {
@@ -54,7 +61,20 @@ impl NodeState {
             not_member_through: None,
             last_register_ms: None,
             backoff_ms: 0,
+            interrupted: false,
         }
+    }
+
+    /// EC2 gave this node an interruption notice (told to the master with a
+    /// `notice` message): from now on it does not register, even when a
+    /// manifest without it arrives.
+    pub fn interrupted(&mut self) {
+        self.interrupted = true;
+    }
+
+    /// Whether this node was given an interruption notice.
+    pub fn is_interrupted(&self) -> bool {
+        self.interrupted
     }
 
     /// The newest generation written to disk.
@@ -117,6 +137,9 @@ impl NodeState {
     /// [`REGISTER_RETRY_MS`] until this node is in an applied manifest; again
     /// at once when a newer manifest no longer contains it.
     pub fn should_register(&mut self, now_ms: u64) -> bool {
+        if self.interrupted {
+            return false;
+        }
         let due = match self.last_register_ms {
             None => true,
             Some(_) if self.member => false,
@@ -297,6 +320,25 @@ mod tests {
         node.applied(6);
         assert!(node.is_member());
         assert!(!node.should_register(1_001 + 5 * REGISTER_RETRY_MS));
+    }
+
+    #[test]
+    fn an_interrupted_node_never_registers_again() {
+        let mut node = NodeState::new("i-me".into(), Some(4));
+        assert!(node.should_register(0));
+        node.interrupted();
+        assert!(node.is_interrupted());
+        // The master removed it: a manifest without it, which would
+        // otherwise make it register at once.
+        assert_eq!(node.on_manifest(&manifest(5, &["i-master"])), NodeDecision::NotMember);
+        assert!(!node.is_member());
+        for t in [1, REGISTER_RETRY_MS, 100 * REGISTER_RETRY_MS] {
+            assert!(!node.should_register(t), "at {t}");
+        }
+        // Before its first registration too (an agent restarted after the notice).
+        let mut fresh = NodeState::new("i-me".into(), None);
+        fresh.interrupted();
+        assert!(!fresh.should_register(0));
     }
 
     #[test]

@@ -323,7 +323,7 @@ impl World {
     fn assert_converged(&self, seed: u64) {
         let manifest = self.master.manifest().unwrap();
         let node_config = config(30, false);
-        for n in self.nodes.iter().filter(|n| n.running) {
+        for n in self.nodes.iter().filter(|n| n.running && !n.state.is_interrupted()) {
             let id = &n.registration.instance_id;
             assert_eq!(n.state.applied_generation(), Some(manifest.generation), "seed {seed}: {id}");
             let on_disk = n.on_disk.as_ref().unwrap();
@@ -413,4 +413,34 @@ fn master_crashes_between_publishing_and_saving_still_converge() {
         crashes += world.crashes;
     }
     assert!(crashes > 300, "{crashes} crashes");
+}
+
+/// A worker is given an interruption notice while the cluster runs, under
+/// reordering, duplicates, lost sends and failed parts: it keeps running
+/// (its agent polls on) but never registers again; the master drops it
+/// and every other node converges on the generation without it, whatever
+/// the order the notice and the other messages arrive in.
+#[test]
+fn a_noticed_worker_leaves_and_does_not_come_back() {
+    for seed in 0..200 {
+        let mut world = World::new(20_000 + seed, 4, Faults { lost_send: 8, failed_part: 6, crash: 0 });
+        world.run_for(5 * 60_000);
+        assert!(world.master.formed(), "seed {seed}");
+        world.assert_converged(seed);
+        let body = r#"{"action": "terminate", "time": "2026-01-01T01:00:00Z"}"#;
+        let notice = node_contract::interruption::from_instance_action("i-w3", body).unwrap();
+        world.nodes[3].state.interrupted();
+        let registers_before = world.nodes[3].registers_sent;
+        // The watcher's send is retried until it goes out: it is not lost.
+        world.master_queue.push(MasterInbound::Notice(notice));
+        let generation_before = world.master.generation();
+        world.run_for(10 * 60_000);
+        let m = world.master.manifest().unwrap();
+        assert!(m.node("i-w3").is_none(), "seed {seed}: the noticed worker is still in generation {}", m.generation);
+        assert_eq!(m.nodes.len(), 4, "seed {seed}");
+        assert_eq!(m.generation, generation_before + 1, "seed {seed}: one generation for the notice");
+        assert_eq!(world.nodes[3].registers_sent, registers_before, "seed {seed}: it registered again");
+        assert!(world.nodes[3].running, "seed {seed}");
+        world.assert_converged(seed);
+    }
 }

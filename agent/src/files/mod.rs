@@ -15,6 +15,7 @@
 //! | `~user/.ssh/id_ed25519_deeplearning{,.pub}`, `~user/.ssh/config` (managed block), master only | [`ssh_client`] | the master's side of that: the key, and `ssh` to any node's alias, IP or host name uses it with strict host key checking |
 //! | `/var/lib/deeplearning/cluster_key`, master only | [`cluster_key`] | the cluster key, created once and kept across restarts |
 //! | `/var/lib/deeplearning/state.json` | [`state`] | the applied generation, for restarts and for `trainer` |
+//! | `/var/lib/deeplearning/interruption.json` | [`notice`] | the interruption notice EC2 gave this node, for `trainer` |
 //! | `$EFS_MOUNT/deeplearning/hosts.log` | [`host_log`] | one line per membership change, shared by all nodes |
 //!
 //! The first eight rows come from [`plan`]: a pure, deterministic function
@@ -46,6 +47,7 @@ pub mod hostfile;
 pub mod hosts;
 pub mod known_hosts;
 pub mod managed_block;
+pub mod notice;
 pub mod passwd;
 pub mod profile;
 pub mod ssh_client;
@@ -227,6 +229,14 @@ pub enum FilesError {
         found: Option<u64>,
         /// The version this build reads.
         supported: u32,
+    },
+    /// The interruption notice file is not one this build can use.
+    #[error("the interruption notice file {path} is not usable: {source}")]
+    ParseNotice {
+        /// The file, under the root.
+        path: PathBuf,
+        /// Why.
+        source: node_contract::interruption::NoticeError,
     },
     /// Mounting EFS failed.
     #[error("cannot mount EFS at {target}: {reason}")]

@@ -8,13 +8,32 @@
 //! - its stdin closes (the launcher closed it, or ssh died and sshd closed
 //!   the session: the portable signal, TESTING.md);
 //! - SIGTERM, SIGHUP or SIGINT, including the `PR_SET_PDEATHSIG` SIGTERM the
-//!   kernel sends when the sshd session process exits.
+//!   kernel sends when the sshd session process exits;
+//! - an interruption notice for this host: the agent wrote
+//!   `/var/lib/deeplearning/interruption.json`
+//!   ([`node_contract::interruption::NOTICE_PATH`], looked at every second).
+//!   CMD's group gets SIGTERM at once, and SIGKILL only 5 s before the
+//!   deadline (60 s later for a rebalance recommendation, which has none),
+//!   so a training script can save a checkpoint. A process's environment
+//!   is fixed when it starts, so every rank has the file's path in
+//!   `DEEPLEARNING_INTERRUPTION_FILE` and reads the deadline there
+//!   (`interruption.deadline_unix`, `interruption.time`); a rank started
+//!   while a notice is already there also has
+//!   `DEEPLEARNING_INTERRUPTION_DEADLINE` (RFC 3339),
+//!   `DEEPLEARNING_INTERRUPTION_SECONDS_LEFT` and
+//!   `DEEPLEARNING_INTERRUPTION_KIND`, and gets its SIGTERM 10 s after it
+//!   started (a SIGTERM before a script has set its handler, which takes
+//!   seconds for one that imports PyTorch, would only kill it).
 //!
 //! It exits with CMD's code (128 + signal when CMD was killed), after killing
 //! anything CMD left running in its group.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use node_contract::interruption::{
+    DEADLINE_VAR, FILE_VAR, KIND_VAR, NOTICE_PATH, NoticeFile, SECONDS_LEFT_VAR, format_utc,
+};
 
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -35,6 +54,81 @@ pub const STARTED_LINE: &str = "trainer supervise: up";
 
 /// How long CMD's group gets between SIGTERM and SIGKILL when it is stopped.
 const GRACE: Duration = Duration::from_millis(1500);
+
+/// How often the notice file is looked at.
+const NOTICE_POLL: Duration = Duration::from_secs(1);
+
+/// A command stopped by an instance action is killed this long before the
+/// deadline: the instance itself needs the rest.
+const NOTICE_MARGIN_SECONDS: u64 = 5;
+
+/// How long a command stopped by a rebalance recommendation (no deadline)
+/// has to save its work.
+const REBALANCE_GRACE: Duration = Duration::from_secs(60);
+
+/// A command started while its host already had a notice gets SIGTERM
+/// this long after it started, time to set its SIGTERM handler.
+const NOTICE_STARTUP: Duration = Duration::from_secs(10);
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+/// The kernel's boot id (under `root` when there is one there, as the agent
+/// reads it), to tell this boot's notice from a stale one.
+fn boot_id(root: &Path) -> Option<String> {
+    const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
+    std::fs::read_to_string(root.join(BOOT_ID))
+        .or_else(|_| std::fs::read_to_string(Path::new("/").join(BOOT_ID)))
+        .ok()
+        .map(|id| id.trim().to_owned())
+}
+
+/// This boot's notice in `path`, if there is one (a file the agent has not
+/// finished, of another version, or of an earlier boot counts as none).
+fn read_notice(path: &Path, boot: Option<&str>) -> Option<NoticeFile> {
+    let notice = NoticeFile::parse(&std::fs::read_to_string(path).ok()?).ok()?;
+    boot.is_none_or(|b| b == notice.boot_id).then_some(notice)
+}
+
+/// Resolves once this boot's notice is in `path`; with the notice that was
+/// there when the command started, [`NOTICE_STARTUP`] after the start.
+async fn notice_given(path: &Path, boot: Option<&str>, at_start: Option<NoticeFile>) -> NoticeFile {
+    if let Some(notice) = at_start {
+        tokio::time::sleep(NOTICE_STARTUP).await;
+        return notice;
+    }
+    let mut tick = tokio::time::interval(NOTICE_POLL);
+    loop {
+        tick.tick().await;
+        if let Some(notice) = read_notice(path, boot) {
+            return notice;
+        }
+    }
+}
+
+/// How long a command stopped by `notice` has between SIGTERM and SIGKILL:
+/// until [`NOTICE_MARGIN_SECONDS`] before the deadline, at least [`GRACE`].
+fn notice_grace(notice: &NoticeFile, now_unix: u64) -> Duration {
+    match notice.seconds_left(now_unix) {
+        Some(left) => Duration::from_secs(left.saturating_sub(NOTICE_MARGIN_SECONDS)).max(GRACE),
+        None => REBALANCE_GRACE,
+    }
+}
+
+/// The variables a rank gets about interruption notices: the file's path
+/// always, and what a notice already there says.
+fn notice_env(path: &Path, notice: Option<&NoticeFile>, now_unix: u64) -> Vec<(String, String)> {
+    let mut env = vec![(FILE_VAR.to_owned(), path.display().to_string())];
+    if let Some(n) = notice {
+        env.push((KIND_VAR.to_owned(), n.interruption.notice.describe().to_owned()));
+        if let (Some(deadline), Some(left)) = (n.interruption.deadline_unix, n.seconds_left(now_unix)) {
+            env.push((DEADLINE_VAR.to_owned(), format_utc(deadline)));
+            env.push((SECONDS_LEFT_VAR.to_owned(), left.to_string()));
+        }
+    }
+    env
+}
 
 /// Arguments of `trainer supervise`; the launcher fills them in.
 #[derive(Debug, clap::Args)]
@@ -140,6 +234,10 @@ pub async fn run(args: Args) -> Result<u8> {
     env.extend(torchrun::rank_env(&place, error_file).into_iter().map(|(k, v)| (k.to_owned(), v)));
     env.extend(args.env.iter().cloned());
     env.push((JOB_VAR.to_owned(), args.job.clone()));
+    let notice_path = crate::under(&args.root, NOTICE_PATH);
+    let boot = boot_id(&args.root);
+    let notice_at_start = read_notice(&notice_path, boot.as_deref());
+    env.extend(notice_env(&notice_path, notice_at_start.as_ref(), unix_now()));
 
     // Signals and stdin are watched before CMD starts, so a stop that arrives
     // while it starts is not lost.
@@ -181,7 +279,7 @@ pub async fn run(args: Args) -> Result<u8> {
         return Err(Error::Write { path: pid_path, source });
     }
 
-    let stopped_because = tokio::select! {
+    let (stopped_because, grace) = tokio::select! {
         status = child.wait() => {
             let code = status.as_ref().map(|s| process::exit_code(*s)).unwrap_or(1);
             if let Ok(status) = status {
@@ -195,14 +293,80 @@ pub async fn run(args: Args) -> Result<u8> {
             let _ = std::fs::remove_file(&pid_path);
             return Ok(code);
         }
-        _ = &mut eof => "its launcher went away (stdin closed)",
-        _ = term.recv() => "SIGTERM",
-        _ = hup.recv() => "SIGHUP",
-        _ = int.recv() => "SIGINT",
+        _ = &mut eof => ("its launcher went away (stdin closed)".to_owned(), GRACE),
+        _ = term.recv() => ("SIGTERM".to_owned(), GRACE),
+        _ = hup.recv() => ("SIGHUP".to_owned(), GRACE),
+        _ = int.recv() => ("SIGINT".to_owned(), GRACE),
+        notice = notice_given(&notice_path, boot.as_deref(), notice_at_start) => {
+            let grace = notice_grace(&notice, unix_now());
+            let what = notice.interruption.describe();
+            cli_output::errln!(
+                "{who}: this host was given an interruption notice ({what}): SIGTERM to the command, SIGKILL in {} s \
+                 ({FILE_VAR} names the file with the deadline)",
+                grace.as_secs()
+            );
+            (format!("interruption notice ({what})"), grace)
+        }
     };
     tracing::info!("{who}: stopping the command: {stopped_because}");
-    tokio::task::spawn_blocking(move || process::stop_group(pgid, GRACE)).await.ok();
+    tokio::task::spawn_blocking(move || process::stop_group(pgid, grace)).await.ok();
     let _ = child.wait().await;
     let _ = std::fs::remove_file(&pid_path);
     Ok(128 + libc::SIGTERM as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use node_contract::interruption::{NOTICE_FILE_VERSION, from_instance_action, from_rebalance};
+
+    use super::*;
+
+    fn notice(boot: &str, action: bool) -> NoticeFile {
+        let interruption = if action {
+            from_instance_action("i-1", r#"{"action":"terminate","time":"2026-11-25T20:00:00Z"}"#).unwrap()
+        } else {
+            from_rebalance("i-1", r#"{"noticeTime":"2026-11-25T19:58:00Z"}"#).unwrap()
+        };
+        NoticeFile { version: NOTICE_FILE_VERSION, interruption, boot_id: boot.into(), noticed_unix_ms: 0 }
+    }
+
+    #[test]
+    fn the_grace_runs_to_just_before_the_deadline() {
+        let deadline = 1_795_636_800;
+        let n = notice("b", true);
+        assert_eq!(notice_grace(&n, deadline - 120), Duration::from_secs(115));
+        assert_eq!(notice_grace(&n, deadline - 6), GRACE);
+        assert_eq!(notice_grace(&n, deadline + 30), GRACE);
+        assert_eq!(notice_grace(&notice("b", false), deadline), REBALANCE_GRACE);
+    }
+
+    #[test]
+    fn a_rank_gets_the_file_and_what_a_notice_already_there_says() {
+        let path = Path::new("/r/var/lib/deeplearning/interruption.json");
+        assert_eq!(notice_env(path, None, 0), vec![(FILE_VAR.to_owned(), path.display().to_string())]);
+        let env = notice_env(path, Some(&notice("b", true)), 1_795_636_800 - 90);
+        assert_eq!(
+            env[1..],
+            [
+                (KIND_VAR.to_owned(), "spot-instance-action".to_owned()),
+                (DEADLINE_VAR.to_owned(), "2026-11-25T20:00:00Z".to_owned()),
+                (SECONDS_LEFT_VAR.to_owned(), "90".to_owned()),
+            ]
+        );
+        let env = notice_env(path, Some(&notice("b", false)), 0);
+        assert_eq!(env[1..], [(KIND_VAR.to_owned(), "rebalance-recommendation".to_owned())]);
+    }
+
+    #[test]
+    fn only_this_boots_notice_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("interruption.json");
+        assert!(read_notice(&path, Some("b")).is_none());
+        std::fs::write(&path, notice("b", true).to_text()).unwrap();
+        assert_eq!(read_notice(&path, Some("b")), Some(notice("b", true)));
+        assert_eq!(read_notice(&path, None), Some(notice("b", true)));
+        assert!(read_notice(&path, Some("another boot")).is_none());
+        std::fs::write(&path, "{\"version\": 9}").unwrap();
+        assert!(read_notice(&path, Some("b")).is_none());
+    }
 }

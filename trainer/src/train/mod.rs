@@ -13,6 +13,7 @@
 //! - [`rendezvous`]: ranks per membership generation, hosted by the master's rank;
 //! - [`elastic`]: joins, leaves and dead peers at epoch boundaries;
 //! - [`epochs`]: the epoch loop: which epoch next, in which group, from which state;
+//! - [`interruption`]: SIGTERM while the host has an interruption notice (leave at the boundary);
 //! - [`checkpoint`]: atomic, checksummed checkpoints and resume;
 //! - [`events`]: TensorBoard event files;
 //! - [`progress`]: the live progress line;
@@ -30,6 +31,7 @@ pub mod elastic;
 pub mod engine;
 pub mod epochs;
 pub mod events;
+pub mod interruption;
 pub mod model;
 pub mod optim;
 pub mod progress;

@@ -309,6 +309,9 @@ fn device(args: &Args, model: Model, launch: Option<&Launch>) -> Result<Device, 
 /// group (when `trainer launch` started it) and trains; returns the exit code.
 pub fn run(args: &Args) -> Result<u8, TrainError> {
     let launch = launch_from_env()?;
+    if launch.is_some() {
+        super::interruption::ignore_sigterm_while_noticed(&args.root);
+    }
     // Rank 0 is the master's process (it never leaves): it evaluates,
     // prints, writes checkpoints and TensorBoard events.
     let leader = launch.as_ref().is_none_or(|l| l.rank == 0);

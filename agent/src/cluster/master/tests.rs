@@ -915,3 +915,122 @@ fn a_generation_sent_before_a_crash_is_never_sent_again_with_other_nodes() {
     assert_eq!(published(&fx)[0].generation, 4);
     assert_eq!(s.generation(), 4);
 }
+
+fn notice(id: &str) -> MasterInbound {
+    let body = r#"{"action": "terminate", "time": "2026-01-01T00:12:00Z"}"#;
+    MasterInbound::Notice(node_contract::interruption::from_instance_action(id, body).unwrap())
+}
+
+fn rebalance_notice(id: &str) -> MasterInbound {
+    let body = r#"{"noticeTime": "2026-01-01T00:09:00Z"}"#;
+    MasterInbound::Notice(node_contract::interruption::from_rebalance(id, body).unwrap())
+}
+
+#[test]
+fn a_noticed_member_leaves_at_once_and_the_host_log_says_why() {
+    for (message, why) in [
+        (notice("i-w2"), "notice spot-instance-action terminate at 2026-01-01T00:12:00Z"),
+        (rebalance_notice("i-w2"), "notice rebalance-recommendation at 2026-01-01T00:09:00Z"),
+    ] {
+        let mut s = formed(3, false);
+        let t = T0 + 10 * MINUTE;
+        let fx = send(&mut s, message.clone(), t);
+        let m = published(&fx);
+        assert_eq!(m.len(), 1, "{fx:#?}");
+        assert_eq!(m[0].generation, 2);
+        assert_eq!(roster(m[0]), ids(&[(1, "i-master"), (2, "i-w1"), (4, "i-w3")]));
+        assert_eq!(host_log(&fx), vec![format!("2 REMOVED 10.0.0.2 {} {why}", u128::from(t) * 1_000_000)]);
+        assert!(logs(&fx).contains("was given an interruption notice"), "{}", logs(&fx));
+        assert!(!fx.iter().any(|e| matches!(e, Effect::CompleteLifecycle { .. })));
+        // A duplicate (at-least-once delivery) changes nothing.
+        let fx = send(&mut s, message, t + 1);
+        assert!(actions(&fx).is_empty(), "{fx:#?}");
+        assert!(logs(&fx).contains("it already left"), "{}", logs(&fx));
+        // It keeps re-registering from the same boot only by mistake (its
+        // agent stops): never admitted, even after the rejoin window.
+        for later in [t + 2, t + REJOIN_AFTER_LEAVE_MS + 1, t + 100 * MINUTE] {
+            let fx = send(&mut s, register(2), later);
+            assert!(logs(&fx).contains("it left on an interruption notice in this boot"), "{}", logs(&fx));
+            assert_eq!(s.next_deadline(), Some(t + ACK_TIMEOUT_MS).filter(|_| later < t + ACK_TIMEOUT_MS));
+            s.on_tick(later);
+        }
+        assert_eq!(s.generation(), 2);
+        // Started again (a stopped Spot instance): a new boot is welcome.
+        let mut again = worker_reg(2);
+        again.boot_id = "boot-2-again".into();
+        let later = t + 101 * MINUTE;
+        send(&mut s, MasterInbound::Register(again), later);
+        let fx = s.on_tick(later + BATCH_WINDOW_MS);
+        assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2"), (4, "i-w3")]));
+    }
+}
+
+#[test]
+fn a_lifecycle_action_after_a_notice_waits_for_the_generation_without_the_node() {
+    let mut s = formed(2, false);
+    let t = T0 + 10 * MINUTE;
+    send(&mut s, notice("i-w1"), t);
+    assert_eq!(s.generation(), 2);
+    // Auto Scaling's termination comes while generation 2 is being applied.
+    let fx = send(&mut s, terminating("i-w1"), t + 1_000);
+    assert!(actions(&fx).is_empty(), "{fx:#?}");
+    assert!(logs(&fx).contains("it left in generation 2"), "{}", logs(&fx));
+    assert_eq!(s.next_deadline(), Some(t + ACK_TIMEOUT_MS));
+    assert!(actions(&send(&mut s, terminating("i-w1"), t + 1_001)).is_empty());
+    assert!(actions(&send(&mut s, applied("i-master", 2), t + 2_000)).is_empty());
+    let fx = send(&mut s, applied("i-w2", 2), t + 3_000);
+    assert_eq!(actions(&fx), vec![&Effect::RetireManifests { through_generation: 2 }, &completion("i-w1")]);
+    // Once it has been applied everywhere, a lifecycle action goes at once.
+    let mut s = formed(2, false);
+    send(&mut s, notice("i-w1"), t);
+    ack_all(&mut s, t + 1_000);
+    let fx = send(&mut s, terminating("i-w1"), t + 2_000);
+    assert_eq!(actions(&fx), vec![&completion("i-w1")]);
+    // And the ack timeout lets a pending one go too.
+    let mut s = formed(2, false);
+    send(&mut s, notice("i-w1"), t);
+    send(&mut s, terminating("i-w1"), t + 1_000);
+    let fx = s.on_tick(t + 1_000 + ACK_TIMEOUT_MS);
+    assert!(fx.contains(&completion("i-w1")), "{fx:#?}");
+}
+
+#[test]
+fn a_notice_after_the_lifecycle_action_or_from_the_master_or_a_stranger_changes_nothing() {
+    let mut s = formed(2, false);
+    let t = T0 + 10 * MINUTE;
+    send(&mut s, terminating("i-w1"), t);
+    let fx = send(&mut s, notice("i-w1"), t + 1);
+    assert!(actions(&fx).is_empty(), "{fx:#?}");
+    // The pending completion still waits for generation 2.
+    let fx = ack_all(&mut s, t + 2);
+    assert!(fx.contains(&completion("i-w1")), "{fx:#?}");
+
+    let mut s = formed(2, false);
+    let fx = send(&mut s, notice("i-master"), t);
+    assert!(actions(&fx).is_empty(), "{fx:#?}");
+    assert!(logs(&fx).contains("the master never leaves the cluster"), "{}", logs(&fx));
+    let fx = send(&mut s, notice("i-w9"), t);
+    assert!(actions(&fx).is_empty(), "{fx:#?}");
+    assert!(logs(&fx).contains("not a member"), "{}", logs(&fx));
+    assert_eq!(s.generation(), 1);
+    // During formation a noticed worker is dropped before generation 1.
+    let (mut s, _) = master(2, 1, false);
+    send(&mut s, register(1), T0 + 1);
+    send(&mut s, notice("i-w1"), T0 + 2);
+    let fx = send(&mut s, register(2), T0 + 3);
+    assert!(!s.formed() && published(&fx).is_empty());
+    let fx = send(&mut s, register(1), T0 + 4);
+    assert!(logs(&fx).contains("interruption notice"), "{}", logs(&fx));
+}
+
+#[test]
+fn departures_from_before_notices_existed_still_load() {
+    let mut s2 = formed(2, false);
+    send(&mut s2, leave("i-w1"), T0 + MINUTE);
+    let mut with_departure = serde_json::to_value(&s2).unwrap();
+    let departed = with_departure["departed"]["i-w1"].as_object_mut().unwrap();
+    assert_eq!(departed.remove("interrupted"), Some(serde_json::Value::Bool(false)));
+    assert!(departed.remove("removed_in").is_some());
+    let loaded: MasterState = serde_json::from_value(with_departure).unwrap();
+    assert_eq!(loaded.generation(), 2);
+}

@@ -1,0 +1,377 @@
+//! Interruption notices: EC2 says an instance is about to go (a Spot
+//! `instance-action`, two minutes ahead) or may go soon (a rebalance
+//! recommendation), and the cluster lets it go cleanly instead of losing a
+//! training step when it vanishes.
+//!
+//! The agent on the instance reads them from the instance metadata service
+//! (IMDSv2), then
+//! - sends a `notice` message ([`crate::message::Message::Notice`], carrying
+//!   an [`Interruption`]) to the master, which publishes a generation
+//!   without the node at once, as for a removal it decided itself;
+//! - writes [`NOTICE_PATH`] ([`NoticeFile`]) on the node, which `trainer`
+//!   reads to stop that host's ranks before the deadline.
+//!
+//! What IMDS serves
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html>,
+//! <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html>):
+//! `latest/meta-data/spot/instance-action` is 404 until there is an action,
+//! then `{"action": "terminate"|"stop"|"hibernate", "time": "<RFC 3339 UTC>"}`
+//! with the time of the action; `latest/meta-data/events/recommendations/rebalance`
+//! is 404 until there is a recommendation, then `{"noticeTime": "<RFC 3339 UTC>"}`.
+//! A rebalance recommendation has no deadline.
+
+use serde::{Deserialize, Serialize};
+
+/// The notice file, as on a node: present only while the node has a notice.
+pub const NOTICE_PATH: &str = "/var/lib/deeplearning/interruption.json";
+
+/// The notice file format this build writes and reads.
+pub const NOTICE_FILE_VERSION: u32 = 1;
+
+/// Every rank `trainer launch` starts has this variable: the notice file's
+/// path. A process's environment is fixed when it starts, so a rank that
+/// gets SIGTERM because of a notice that came later reads the deadline
+/// from this file (`interruption.deadline_unix`, `interruption.time`).
+pub const FILE_VAR: &str = "DEEPLEARNING_INTERRUPTION_FILE";
+
+/// Set for a rank started while its host already had a notice: the
+/// deadline, RFC 3339 UTC (an instance action's time; absent for a
+/// rebalance recommendation, which has none).
+pub const DEADLINE_VAR: &str = "DEEPLEARNING_INTERRUPTION_DEADLINE";
+
+/// Beside [`DEADLINE_VAR`]: whole seconds left until the deadline when the
+/// rank started (0 when it has passed).
+pub const SECONDS_LEFT_VAR: &str = "DEEPLEARNING_INTERRUPTION_SECONDS_LEFT";
+
+/// Beside [`FILE_VAR`] when a notice exists at the start:
+/// `spot-instance-action` or `rebalance-recommendation`.
+pub const KIND_VAR: &str = "DEEPLEARNING_INTERRUPTION_KIND";
+
+/// Which notice EC2 gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeKind {
+    /// `spot/instance-action`: the instance is stopped, hibernated or
+    /// terminated at the notice's time.
+    InstanceAction,
+    /// `events/recommendations/rebalance`: the instance is at elevated risk
+    /// of interruption; no deadline.
+    RebalanceRecommendation,
+}
+
+impl NoticeKind {
+    /// How the host log and the logs name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NoticeKind::InstanceAction => "spot-instance-action",
+            NoticeKind::RebalanceRecommendation => "rebalance-recommendation",
+        }
+    }
+}
+
+/// A Spot instance action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpotAction {
+    /// The instance is terminated.
+    Terminate,
+    /// The instance is stopped (it may be started again later, a new boot).
+    Stop,
+    /// The instance is hibernated.
+    Hibernate,
+}
+
+impl SpotAction {
+    /// `terminate`, `stop` or `hibernate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpotAction::Terminate => "terminate",
+            SpotAction::Stop => "stop",
+            SpotAction::Hibernate => "hibernate",
+        }
+    }
+}
+
+/// A notice, as a node reports it to the master (the `notice` message).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interruption {
+    /// `i-...`
+    pub instance_id: String,
+    /// Which notice.
+    pub notice: NoticeKind,
+    /// The Spot action (instance-action only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<SpotAction>,
+    /// The time IMDS gave, RFC 3339 as it gave it: when the action happens
+    /// (instance-action) or when the recommendation was made (rebalance).
+    pub time: String,
+    /// When the instance goes, in unix seconds: the instance-action's time;
+    /// `None` for a rebalance recommendation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_unix: Option<u64>,
+}
+
+impl Interruption {
+    /// One line for logs and the host log:
+    /// `spot-instance-action terminate at 2026-11-25T20:00:00Z` or
+    /// `rebalance-recommendation at 2026-11-25T19:58:00Z`.
+    pub fn describe(&self) -> String {
+        match self.action {
+            Some(a) => format!("{} {} at {}", self.notice.describe(), a.as_str(), self.time),
+            None => format!("{} at {}", self.notice.describe(), self.time),
+        }
+    }
+}
+
+/// [`NOTICE_PATH`]: the notice this node was given, for `trainer`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoticeFile {
+    /// Always [`NOTICE_FILE_VERSION`] when written by this build.
+    pub version: u32,
+    /// The notice.
+    pub interruption: Interruption,
+    /// The kernel boot id it was given in: a file left from an earlier boot
+    /// (a stopped Spot instance started again) is stale, not a notice.
+    pub boot_id: String,
+    /// When the agent saw it, unix milliseconds.
+    pub noticed_unix_ms: u64,
+}
+
+/// The notice file or an IMDS notice could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NoticeError {
+    /// Not JSON, or not the expected shape.
+    #[error("not a valid interruption notice: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// A version this build does not know.
+    #[error(
+        "interruption notice file version {} is not supported (this build reads version {NOTICE_FILE_VERSION}); \
+         update the agent and trainer together",
+        found.map_or_else(|| "(missing)".to_owned(), |v| v.to_string())
+    )]
+    Version {
+        /// The version in the file, if any.
+        found: Option<u64>,
+    },
+    /// A time that is not RFC 3339 UTC.
+    #[error("the notice's time {0:?} is not an RFC 3339 UTC time (YYYY-MM-DDThh:mm:ssZ)")]
+    Time(String),
+}
+
+impl NoticeFile {
+    /// Parses the file's text, checking its version first.
+    pub fn parse(text: &str) -> Result<NoticeFile, NoticeError> {
+        #[derive(Deserialize)]
+        struct Probe {
+            version: Option<u64>,
+        }
+        let probe: Probe = serde_json::from_str(text)?;
+        if probe.version != Some(u64::from(NOTICE_FILE_VERSION)) {
+            return Err(NoticeError::Version { found: probe.version });
+        }
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// Whole seconds from `now_unix` to the deadline (0 once it passed);
+    /// `None` without a deadline.
+    pub fn seconds_left(&self, now_unix: u64) -> Option<u64> {
+        self.interruption.deadline_unix.map(|d| d.saturating_sub(now_unix))
+    }
+
+    /// The file's text.
+    pub fn to_text(&self) -> String {
+        // Plain structs of strings and numbers always serialize.
+        serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
+    }
+}
+
+/// The body of `latest/meta-data/spot/instance-action` as this node's notice.
+pub fn from_instance_action(instance_id: &str, body: &str) -> Result<Interruption, NoticeError> {
+    #[derive(Deserialize)]
+    struct InstanceAction {
+        action: SpotAction,
+        time: String,
+    }
+    let a: InstanceAction = serde_json::from_str(body)?;
+    let deadline = parse_utc(&a.time).ok_or_else(|| NoticeError::Time(a.time.clone()))?;
+    Ok(Interruption {
+        instance_id: instance_id.to_owned(),
+        notice: NoticeKind::InstanceAction,
+        action: Some(a.action),
+        time: a.time,
+        deadline_unix: Some(deadline),
+    })
+}
+
+/// The body of `latest/meta-data/events/recommendations/rebalance` as this node's notice.
+pub fn from_rebalance(instance_id: &str, body: &str) -> Result<Interruption, NoticeError> {
+    #[derive(Deserialize)]
+    struct Rebalance {
+        #[serde(rename = "noticeTime")]
+        notice_time: String,
+    }
+    let r: Rebalance = serde_json::from_str(body)?;
+    if parse_utc(&r.notice_time).is_none() {
+        return Err(NoticeError::Time(r.notice_time));
+    }
+    Ok(Interruption {
+        instance_id: instance_id.to_owned(),
+        notice: NoticeKind::RebalanceRecommendation,
+        action: None,
+        time: r.notice_time,
+        deadline_unix: None,
+    })
+}
+
+/// Unix seconds of an RFC 3339 UTC time as IMDS writes them,
+/// `YYYY-MM-DDThh:mm:ssZ`, optionally with fractional seconds (dropped) or
+/// a `+00:00` offset. Anything else is `None`.
+pub fn parse_utc(text: &str) -> Option<u64> {
+    let text = text.strip_suffix('Z').or_else(|| text.strip_suffix("+00:00"))?;
+    let (date, time) = text.split_once(['T', 't'])?;
+    let time = time.split_once('.').map_or(time, |(whole, fraction)| {
+        if fraction.is_empty() || !fraction.bytes().all(|b| b.is_ascii_digit()) { "" } else { whole }
+    });
+    let number = |s: &str, len: usize| -> Option<u64> {
+        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+    };
+    let mut d = date.split('-');
+    let (year, month, day) = (number(d.next()?, 4)?, number(d.next()?, 2)?, number(d.next()?, 2)?);
+    let mut t = time.split(':');
+    let (hour, minute, second) = (number(t.next()?, 2)?, number(t.next()?, 2)?, number(t.next()?, 2)?);
+    if d.next().is_some() || t.next().is_some() || year < 1970 {
+        return None;
+    }
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+}
+
+/// `YYYY-MM-DDThh:mm:ssZ` for unix seconds.
+pub fn format_utc(unix: u64) -> String {
+    let (days, rest) = (unix / 86_400, unix % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3_600, rest % 3_600 / 60, rest % 60)
+}
+
+fn is_leap(year: u64) -> bool {
+    year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
+}
+
+fn days_in_month(year: u64, month: u64) -> u64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`, for years from 1970).
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The inverse of [`days_from_civil`].
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_times_round_trip_and_bad_ones_are_refused() {
+        assert_eq!(parse_utc("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_utc("2026-11-25T20:00:00Z"), Some(1_795_636_800));
+        assert_eq!(parse_utc("2026-11-25T20:00:00.123Z"), Some(1_795_636_800));
+        assert_eq!(parse_utc("2026-11-25T20:00:00+00:00"), Some(1_795_636_800));
+        assert_eq!(parse_utc("2024-02-29T12:00:00Z"), Some(1_709_208_000));
+        for t in [0, 1_709_208_000, 1_795_636_800, 4_102_444_800, 951_782_400] {
+            assert_eq!(parse_utc(&format_utc(t)), Some(t), "{}", format_utc(t));
+        }
+        assert_eq!(format_utc(1_795_636_800), "2026-11-25T20:00:00Z");
+        for bad in [
+            "",
+            "2026-11-25 20:00:00Z",
+            "2026-11-25T20:00:00",
+            "2026-11-25T20:00:00+01:00",
+            "2026-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-11-25T24:00:00Z",
+            "2026-11-25T20:00Z",
+            "26-11-25T20:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "2026-11-25T20:00:00.Z",
+            "2026-11-25T20:00:00.x1Z",
+            "+026-11-25T20:00:00Z",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn imds_bodies_become_notices() {
+        let a = from_instance_action("i-1", r#"{"action": "terminate", "time": "2026-11-25T20:00:00Z"}"#).unwrap();
+        assert_eq!(a.notice, NoticeKind::InstanceAction);
+        assert_eq!(a.action, Some(SpotAction::Terminate));
+        assert_eq!(a.deadline_unix, Some(1_795_636_800));
+        assert_eq!(a.describe(), "spot-instance-action terminate at 2026-11-25T20:00:00Z");
+        let s = from_instance_action("i-1", r#"{"action": "hibernate", "time": "2026-11-25T20:00:00Z"}"#).unwrap();
+        assert_eq!(s.action, Some(SpotAction::Hibernate));
+        let r = from_rebalance("i-1", r#"{"noticeTime": "2026-11-25T19:58:00Z"}"#).unwrap();
+        assert_eq!(r.notice, NoticeKind::RebalanceRecommendation);
+        assert_eq!((r.action, r.deadline_unix), (None, None));
+        assert_eq!(r.describe(), "rebalance-recommendation at 2026-11-25T19:58:00Z");
+        for (body, needle) in [
+            (r#"{"action": "explode", "time": "2026-11-25T20:00:00Z"}"#, "unknown variant"),
+            (r#"{"action": "terminate", "time": "soon"}"#, "not an RFC 3339"),
+            (r#"{"action": "terminate"}"#, "missing field"),
+            ("<html>", "not a valid"),
+        ] {
+            let e = from_instance_action("i-1", body).unwrap_err();
+            assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
+        }
+        assert!(from_rebalance("i-1", r#"{"noticeTime": "yesterday"}"#).is_err());
+        assert!(from_rebalance("i-1", "{}").is_err());
+    }
+
+    #[test]
+    fn the_file_round_trips_and_its_version_is_checked_first() {
+        let file = NoticeFile {
+            version: NOTICE_FILE_VERSION,
+            interruption: from_instance_action("i-1", r#"{"action":"stop","time":"2026-11-25T20:00:00Z"}"#).unwrap(),
+            boot_id: "b-1".into(),
+            noticed_unix_ms: 1_795_636_680_000,
+        };
+        assert_eq!(NoticeFile::parse(&file.to_text()).unwrap(), file);
+        let e = NoticeFile::parse(r#"{"version":2,"anything":true}"#).unwrap_err();
+        assert!(matches!(e, NoticeError::Version { found: Some(2) }), "{e:?}");
+        assert!(e.to_string().contains("update the agent and trainer together"), "{e}");
+        assert!(matches!(NoticeFile::parse("{}").unwrap_err(), NoticeError::Version { found: None }));
+        assert!(matches!(NoticeFile::parse(r#"{"version":1}"#).unwrap_err(), NoticeError::Parse(_)));
+    }
+}

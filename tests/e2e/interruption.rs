@@ -1,0 +1,163 @@
+//! Interruption notices (docs/ARCHITECTURE.md, "Membership rules"): a
+//! cluster of a master and 3 workers forms; then one worker's instance
+//! metadata (the per-node IMDSv2 stand-in) starts serving a Spot
+//! `instance-action` two minutes ahead, or a rebalance recommendation. Its
+//! agent's watcher sees it within a poll, writes the notice file for
+//! `trainer` and tells the master; the master publishes generation 2
+//! without it, every other node applies it well before the deadline, and
+//! the host log names the reason. The noticed node's agent keeps running
+//! and does not ask back in. A lifecycle action for the instance that
+//! follows (Auto Scaling terminating the interrupted instance) is completed
+//! once, after every remaining node applied generation 2.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use e2e::scenario::{applied, logs, plain, send, wait_until};
+use e2e::{Cluster, Report, TestResult};
+use node_contract::interruption::{NoticeFile, NoticeKind, SpotAction, format_utc};
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+/// Forms a cluster of 3 workers, gives worker 2 (`deeplearning-worker3`) a
+/// notice with `give`, and checks everything up to generation 2. Returns
+/// the cluster, its agents and the noticed node's instance id.
+async fn noticed(
+    stack: &str,
+    give: impl FnOnce(&e2e::imds::Imds),
+    kind: NoticeKind,
+    deadline: Option<u64>,
+) -> Result<(Cluster, Vec<e2e::AgentProcess>, String), Report> {
+    let cluster = Cluster::start("blueprints/minimal.yaml", stack, 3).await?;
+    let agents = cluster.spawn_agents()?;
+    let refs: Vec<_> = agents.iter().collect();
+    wait_until("generation 1 with 4 nodes everywhere", Duration::from_secs(30), &refs, || {
+        cluster.nodes().iter().all(|n| applied(n.root()).is_some_and(|(g, m)| g == 1 && m.len() == 4))
+    })?;
+    let leaving = &cluster.workers()[1];
+    let leaving_id = leaving.instance_id();
+    // Every agent polls its metadata for notices (and none has one).
+    wait_until("every agent polling for notices", Duration::from_secs(15), &refs, || {
+        cluster.nodes().iter().all(|n| n.imds().notice_polls() >= 2)
+    })?;
+
+    let noticed_at = Instant::now();
+    give(leaving.imds());
+    let remaining: Vec<_> = cluster.nodes().iter().filter(|n| n.instance_id() != leaving_id).collect();
+    let took = wait_until("generation 2 without the noticed worker", Duration::from_secs(40), &refs, || {
+        remaining
+            .iter()
+            .all(|n| applied(n.root()).is_some_and(|(g, m)| g == 2 && m.len() == 3 && !m.contains(&leaving_id)))
+    })?;
+    eprintln!("the other nodes dropped the noticed worker {:.1} s after the notice", took.as_secs_f64());
+    if let Some(deadline) = deadline {
+        // The deadline is two minutes out; a 5 s poll plus one generation
+        // must leave almost all of it.
+        assert!(unix_now() + 60 < deadline, "generation 2 came within a minute of the deadline {deadline}");
+        assert!(noticed_at.elapsed() < Duration::from_secs(30), "took {:?}", noticed_at.elapsed());
+    }
+
+    // The notice file, for trainer, on the noticed node only.
+    let text = std::fs::read_to_string(leaving.root().join("var/lib/deeplearning/interruption.json"))
+        .expect("the notice file on the noticed node");
+    let file = NoticeFile::parse(&text).expect("a valid notice file");
+    assert_eq!(file.interruption.instance_id, leaving_id);
+    assert_eq!(file.interruption.notice, kind);
+    assert_eq!(file.interruption.deadline_unix, deadline);
+    for n in &remaining {
+        assert!(!n.root().join("var/lib/deeplearning/interruption.json").exists(), "{}", n.ip());
+    }
+
+    // The host log says why it left.
+    let log = e2e::scenario::read(cluster.master().root(), "/efs/deeplearning/hosts.log");
+    let removed: Vec<&str> = log.lines().filter(|l| l.starts_with("2 ")).collect();
+    assert_eq!(removed.len(), 1, "{log}");
+    let fields: Vec<&str> = removed[0].split(' ').collect();
+    assert_eq!(fields[..3], ["2", "REMOVED", leaving.ip().to_string().as_str()], "{log}");
+    assert!(fields[3].parse::<u128>().is_ok(), "{log}");
+    let why = format!("notice {}", file.interruption.describe());
+    assert_eq!(fields[4..].join(" "), why, "{log}");
+    let master_log = plain(&agents[0].log());
+    assert!(master_log.contains("was given an interruption notice"), "{master_log}");
+
+    // The noticed agent keeps running, and does not ask back in: three
+    // register retry periods later nothing changed.
+    std::thread::sleep(Duration::from_secs(16));
+    let mut agents = agents;
+    for a in agents.iter_mut() {
+        assert!(a.try_wait()?.is_none(), "an agent exited:\n{}", a.log());
+    }
+    for n in cluster.nodes() {
+        let (g, _) = applied(n.root()).unwrap_or_default();
+        assert_eq!(g, if n.instance_id() == leaving_id { 1 } else { 2 }, "{}", n.ip());
+    }
+    let leaving_log = plain(&agents[2].log());
+    assert!(leaving_log.contains("EC2 gave this node an interruption notice"), "{leaving_log}");
+    assert!(leaving_log.contains("told the master about the interruption notice"), "{leaving_log}");
+    Ok((cluster, agents, leaving_id))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spot_instance_action_removes_the_worker_before_its_deadline() -> TestResult {
+    let deadline = unix_now() + 120;
+    let time = format_utc(deadline);
+    let (cluster, agents, leaving_id) = noticed(
+        "notice-action",
+        |imds| imds.set_instance_action(Some((SpotAction::Terminate.as_str(), &time))),
+        NoticeKind::InstanceAction,
+        Some(deadline),
+    )
+    .await?;
+
+    // Auto Scaling then terminates the interrupted instance through the
+    // lifecycle hook: completed once, with CONTINUE, after generation 2 is
+    // everywhere.
+    let group = cluster.stack().worker_group()?.to_string();
+    let token = "5b0e8c4e-8a7e-4c55-9a57-1f1d1e2c3b4a";
+    let notification = serde_json::json!({
+        "Origin": "AutoScalingGroup",
+        "Destination": "EC2",
+        "Service": "AWS Auto Scaling",
+        "Time": "2025-01-01T00:00:00.000Z",
+        "AccountId": "123456789012",
+        "LifecycleHookName": "worker-terminating",
+        "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+        "RequestId": "0d5b4c1e-2a8f-4f4e-8f4a-7c1b2d3e4f50",
+        "AutoScalingGroupName": group,
+        "EC2InstanceId": leaving_id,
+        "LifecycleActionToken": token,
+    })
+    .to_string();
+    let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
+    send(cluster.aws(), &master_queue, &notification).await?;
+    send(cluster.aws(), &master_queue, &notification).await?;
+    let refs: Vec<_> = agents.iter().collect();
+    wait_until("the lifecycle action to be completed", Duration::from_secs(20), &refs, || {
+        cluster.aws().lifecycle_completions().is_ok_and(|c| !c.is_empty())
+    })?;
+    std::thread::sleep(Duration::from_secs(2));
+    let completions = cluster.aws().lifecycle_completions()?;
+    assert_eq!(completions.len(), 1, "{completions:#?}\n{}", logs(&refs));
+    assert_eq!(completions[0]["InstanceId"], leaving_id.as_str());
+    assert_eq!(completions[0]["LifecycleActionToken"], token);
+    assert_eq!(completions[0]["LifecycleActionResult"], "CONTINUE");
+    // Still generation 2: the termination made no other generation.
+    for n in cluster.nodes().iter().filter(|n| n.instance_id() != leaving_id) {
+        assert_eq!(applied(n.root()).map(|(g, _)| g), Some(2), "{}", n.ip());
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rebalance_recommendation_removes_the_worker() -> TestResult {
+    let time = format_utc(unix_now());
+    noticed(
+        "notice-rebalance",
+        |imds| imds.set_rebalance_recommendation(Some(&time)),
+        NoticeKind::RebalanceRecommendation,
+        None,
+    )
+    .await?;
+    Ok(())
+}
