@@ -63,6 +63,10 @@ fn master_state_path(root: &Path) -> PathBuf {
     root.join("var/lib/deeplearning/master.json")
 }
 
+fn sent_mark_path(root: &Path) -> PathBuf {
+    root.join("var/lib/deeplearning/master-sent-generation")
+}
+
 /// `$EFS_MOUNT/prepare_data_success_<ip>` under `root`: a worker writes it
 /// when its prepare-data script succeeded; the master admits it only then.
 fn prepare_marker(root: &Path, config: &NodeConfig, ip: &str) -> PathBuf {
@@ -82,6 +86,47 @@ impl StateFile {
         if text != self.last {
             files::atomic::write_if_changed(&self.path, &text, 0o600)?;
             self.last = text;
+        }
+        Ok(())
+    }
+}
+
+/// The newest manifest generation the master may have sent, on disk: written
+/// (atomically, fsynced) before the first part of a new generation goes to
+/// the worker queue. The master's state is saved only after a turn's
+/// effects, so a crash in between leaves a state that does not know the
+/// generation it sent; this record keeps a restarted master from numbering
+/// another manifest the same ([`MasterState::start`]).
+struct SentMark {
+    path: PathBuf,
+    through: u64,
+}
+
+impl SentMark {
+    /// The record under `root`; 0 when there is none. One that cannot be
+    /// read is logged and taken as 0, as an unreadable master state is.
+    fn load(root: &Path) -> SentMark {
+        let path = sent_mark_path(root);
+        let through = match std::fs::read_to_string(&path) {
+            Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|e| {
+                warn!("ignoring unreadable sent-generation record {}: {e}", path.display());
+                0
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => {
+                warn!("ignoring unreadable sent-generation record {}: {e}", path.display());
+                0
+            }
+        };
+        SentMark { path, through }
+    }
+
+    /// Records that `generation` may be sent from now on (nothing to do
+    /// when it is not newer than the record).
+    fn record(&mut self, generation: u64) -> Result<(), files::FilesError> {
+        if generation > self.through {
+            files::atomic::write_if_changed(&self.path, &format!("{generation}\n"), 0o600)?;
+            self.through = generation;
         }
         Ok(())
     }
@@ -531,8 +576,9 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         }
     };
     let mut state_file = StateFile { path, last: String::new() };
-    let effects = state.start(now_ms());
-    execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+    let mut sent = SentMark::load(&opts.root);
+    let effects = state.start(now_ms(), sent.through);
+    execute(opts, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals).await?;
     state_file.save(&state)?;
     // Receives in flight per turn: 1, or DRAIN_RECEIVES while the queue
     // has a backlog (the last turn's receives all came back full).
@@ -560,7 +606,7 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
             }
         }
         effects.extend(state.on_tick(now_ms()));
-        execute(opts, &master_id, config, &mut state, effects, worker_queue, group, signals).await?;
+        execute(opts, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals).await?;
         let handled = started.elapsed();
         state_file.save(&state)?;
         debug!(
@@ -669,6 +715,7 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
     master_id: &str,
     config: &NodeConfig,
     state: &mut MasterState,
+    sent: &mut SentMark,
     effects: Vec<Effect>,
     worker_queue: &SqsQueue,
     group: &G,
@@ -691,6 +738,14 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
             }
             Effect::PublishManifest { manifest, publication } => {
                 let generation = manifest.generation;
+                // Write-ahead: a generation is on record before any part of
+                // it can reach a node. Unrecorded, it is not sent now, but
+                // again later, like a generation whose send failed.
+                if let Err(e) = sent.record(generation) {
+                    error!("cannot record generation {generation} before sending it, so it is not sent yet: {e}");
+                    queue.extend(state.on_publish_failed(generation, now_ms()));
+                    continue;
+                }
                 match publish(worker_queue, &manifest, publication).await {
                     Ok(parts) => info!(generation, nodes = manifest.nodes.len(), parts, "published the manifest"),
                     Err(PublishError::Split(e)) => error!("cannot publish manifest generation {generation}: {e}"),
@@ -728,7 +783,15 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
                 }
             }
             Effect::AppendHostLog(line) => {
-                if let Err(e) = files::host_log::append(&opts.root, &config.efs.mount, &line) {
+                // A generation's lines come together (one a node at
+                // formation): one write and one sync for all of them.
+                let mut lines = vec![line];
+                while let Some(Effect::AppendHostLog(_)) = queue.front() {
+                    if let Some(Effect::AppendHostLog(next)) = queue.pop_front() {
+                        lines.push(next);
+                    }
+                }
+                if let Err(e) = files::host_log::append_all(&opts.root, &config.efs.mount, &lines) {
                     warn!("cannot append to the host log: {e}");
                 }
             }
@@ -867,5 +930,26 @@ mod tests {
         std::fs::write(&path, "not json").unwrap();
         assert!(!restore_notice(root.path(), &me()).1);
         assert!(!path.exists());
+    }
+
+    /// The sent-generation record only grows, survives a restart (a new
+    /// load), and one that cannot be read counts as none.
+    #[test]
+    fn the_sent_generation_record_only_grows_and_survives_a_restart() {
+        let root = tempfile::tempdir().unwrap();
+        let mut mark = SentMark::load(root.path());
+        assert_eq!(mark.through, 0);
+        mark.record(3).unwrap();
+        mark.record(2).unwrap();
+        assert_eq!(std::fs::read_to_string(sent_mark_path(root.path())).unwrap(), "3\n");
+        assert_eq!(SentMark::load(root.path()).through, 3);
+        std::fs::write(sent_mark_path(root.path()), "not a number").unwrap();
+        assert_eq!(SentMark::load(root.path()).through, 0);
+        // A record that cannot be written is an error, and the mark stays.
+        let blocked = tempfile::tempdir().unwrap();
+        std::fs::write(blocked.path().join("var"), "a file where a directory belongs").unwrap();
+        let mut mark = SentMark::load(blocked.path());
+        assert!(mark.record(1).is_err());
+        assert_eq!(mark.through, 0);
     }
 }

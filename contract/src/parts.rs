@@ -39,13 +39,30 @@
 //!   A node that never completes a generation does not acknowledge it, so
 //!   the master sees it lagging and retires the generation at its ack
 //!   deadline all the same, as before.
-//! - **Two publications of one generation**: a master that crashes after
-//!   sending a generation but before saving its state publishes that
-//!   generation number again, perhaps with other nodes. Each publication
-//!   carries its own `publication` id (the master's clock when it made the
-//!   generation; a re-send of the same generation keeps it), and parts of
-//!   different publications are never combined: a node assembles one or the
-//!   other whole.
+//! - **Two publications of one generation**: each publication carries its
+//!   own `publication` id (the master's clock when it made the generation;
+//!   a re-send of the same generation keeps it), and parts of different
+//!   publications are never combined: a node assembles one or the other
+//!   whole.
+//! - **A master that crashes between sending and saving**: the master saves
+//!   its state after carrying out a turn's effects, so a crash after it
+//!   sent generation N and before the save restarts it from a state that
+//!   does not hold N, and the messages of that turn come back, maybe after
+//!   others or judged otherwise. Numbering another manifest N then would
+//!   break "files identical": a node that applied the first N ignores the
+//!   second (generations only move forward). So the agent writes each new
+//!   generation number to disk (`/var/lib/deeplearning/master-sent-generation`,
+//!   fsynced) before it sends any part of it, and a restarted master numbers
+//!   its next generation above that record; when it had formed, it
+//!   publishes its members at once as that next generation (after retiring
+//!   N), as it cannot know what N listed. A node that applied N applies
+//!   N + 1 like any newer generation. What this costs: a generation number
+//!   skipped, one more publication after such a restart, and host-log
+//!   lines already written for N may not match the members (the log is a
+//!   record, not the contract). The agent's `cluster::simulation` crashes
+//!   the master at random points of its turns and checks both properties
+//!   (one node list a generation number; every node ends with the same
+//!   files).
 //! - **Malformed or inconsistent parts** (index out of range, more than
 //!   [`MAX_PARTS`] parts, parts of one publication that disagree on the
 //!   header or on the part count, a node count that does not add up, nodes
@@ -92,7 +109,13 @@
 //!    bytes (about 240 MB at 4,000, 16 MB at 1,000). This is the first
 //!    limit of the protocol itself; the fix, when needed, is to keep
 //!    acknowledgements out of the saved state (a restarted master can ask
-//!    again) or to save them as a log.
+//!    again) or to save them as a log. Two more costs grow with the
+//!    cluster: the host log gets one line a node at formation (written
+//!    with one sync for the whole generation, not one a line: on EFS each
+//!    sync is a round trip), and removals are not batched as
+//!    joins are ([`crate::message`]'s `leave` and a terminating lifecycle
+//!    action each make a generation at once), so a scale-in of `k` nodes at
+//!    once is `k` generations, each read whole by every node (item 5).
 //! 5. **Bytes delivered**: every node reads every part of every
 //!    generation, N × 270 bytes × N: 270 MB a formation at 1,000 nodes,
 //!    4.4 GB at 4,000, and again for every later generation (a join at

@@ -48,6 +48,25 @@
 //!   closed. The formation wait condition signal (an unsigned PUT to a
 //!   presigned URL) is not among them.
 //!
+//! # What bounds it on a 2-core machine
+//!
+//! At 64 and 256 nodes, moto (one Python process) and the machine: at 256
+//! the master reads its 256 acknowledgements 40 at a time in 0.1 to 0.9 s a
+//! turn, and its formation turn waits 0.7 s for its `SendMessage` and 1 s
+//! for the wait condition signal, so it retires about 4 s after the last
+//! node applied (the 2 s pause of a 256-node worker is over by then: 5
+//! calls). At 1,000 nodes it does not finish here (one run, 2026-11-25, a
+//! shared machine): spawning the 999 workers took about 70 s, the master
+//! admitted 612 in its first 50 s, and from then on every call any agent
+//! made to moto timed out (SDK attempts of 20 and 40 s) until the 260 s
+//! limit. moto had about 5,000 threads (a thread per connection; each long
+//! poll holds one for up to 20 s, and a request the SDK gave up on keeps
+//! polling while its retry takes another), 223 connections waiting in its
+//! listen queue, and used 40 to 50 % of one core: its accept loop starves
+//! among the threads. Both cores were busy too (the agents 76 %, moto 45 %,
+//! other builds 25 %, this benchmark's polling 16 %). A 1,000-node run needs
+//! a local AWS that does not hold a thread per long poll, and more cores.
+//!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
 //! wait is bounded.

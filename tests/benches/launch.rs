@@ -3,10 +3,13 @@
 //! and from stopping the job to nothing of it left anywhere, against the
 //! goals (10 s and 5 s).
 //!
-//! Run: `cargo build -p trainer && cargo bench -p e2e --bench launch`
-//! (root, `ip`, openssh-server, `prlimit`; `LAUNCH_HOSTS` for another host
-//! count, default 256; trainer binary: `TRAINER_BIN`, else
-//! `<target>/debug/trainer`, which the workspace builds with opt-level 3).
+//! Run: `cargo build -p trainer && TRAINER_BIN=<target>/debug/trainer
+//! cargo bench -p e2e --bench launch` (the dev build, which the workspace
+//! builds with opt-level 3 for the trainer), or `cargo build --release -p
+//! trainer && cargo bench -p e2e --bench launch` (without `TRAINER_BIN` the
+//! bench takes `trainer` from its own profile directory,
+//! `<target>/release/trainer`). Needs root, `ip`, openssh-server,
+//! `prlimit`; `LAUNCH_HOSTS` for another host count, default 256.
 //!
 //! # What is simulated, and how
 //!

@@ -8,6 +8,10 @@
 //! - an agent SIGKILLed mid-formation and restarted (the master, and
 //!   separately a worker): the cluster forms with the indices given before
 //!   the kill, and the master resumes its persisted state;
+//! - the master's agent SIGKILLed after it sent a generation, its state
+//!   file put back to the one from before (what a crash between sending and
+//!   saving leaves): restarted, it numbers its next generation above the
+//!   one it sent, and every node converges on the same files;
 //! - the local AWS unreachable for 20 s during formation: the agents retry
 //!   and the cluster forms once it is back;
 //! - a read-only `/opt/deeplearning`, and a full `/etc`, on a worker: its
@@ -18,7 +22,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use e2e::scenario::{Mount, applied, applied_indices, edit_node_config, plain, read, send, wait_until};
+use e2e::scenario::{Mount, applied, applied_indices, edit_node_config, managed_block, plain, read, send, wait_until};
 use e2e::{AgentProcess, Cluster, Node, TestResult};
 
 fn generation_1_everywhere(cluster: &Cluster, nodes: usize) -> impl FnMut() -> bool + '_ {
@@ -234,6 +238,84 @@ async fn the_master_killed_mid_formation_resumes() -> TestResult {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_killed_mid_formation_keeps_its_index() -> TestResult {
     Ok(kill_mid_formation("faults-kill-worker", 2).await?)
+}
+
+/// A crash between sending a generation and saving the state that holds it
+/// (runner::master_loop saves after a turn's effects), made on purpose: the
+/// master's state file from generation 1 is put back after generation 2 went
+/// out, and the agent is SIGKILLed and restarted. The sent-generation record
+/// makes the restarted master publish its members as generation 3 at once
+/// (it cannot know what 2 listed), and the `leave` that made generation 2,
+/// delivered again as SQS would after a crash, makes generation 4: every
+/// remaining node ends on it, with the same manifest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_master_restarted_from_a_state_older_than_its_last_generation_numbers_above_it() -> TestResult {
+    let cluster = Cluster::start("blueprints/minimal.yaml", "faults-unsaved", 2).await?;
+    let mut agents = cluster.spawn_agents()?;
+    let refs: Vec<_> = agents.iter().collect();
+    wait_until(
+        "generation 1 with 3 nodes everywhere",
+        Duration::from_secs(30),
+        &refs,
+        generation_1_everywhere(&cluster, 3),
+    )?;
+    agents[0].wait_for_log("every node applied generation 1", Duration::from_secs(30))?;
+    let state_path = cluster.master().root().join("var/lib/deeplearning/master.json");
+    // The retirement is saved with the turn that made it.
+    wait_until("generation 1 retired in the master's state", Duration::from_secs(10), &refs, || {
+        read(cluster.master().root(), "/var/lib/deeplearning/master.json").contains("\"ack_deadline_ms\":null")
+    })?;
+    let saved = read(cluster.master().root(), "/var/lib/deeplearning/master.json");
+    assert!(saved.contains("\"generation\":1"), "{saved}");
+
+    let leaving = cluster.workers()[1].instance_id();
+    let leave = node_contract::message::Message::Leave(node_contract::message::Leave {
+        instance_id: leaving.clone(),
+        reason: "faults test".into(),
+    })
+    .to_body();
+    let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
+    agents[2].terminate();
+    send(cluster.aws(), &master_queue, &leave).await?;
+    let remaining = [cluster.master(), &cluster.workers()[0]];
+    wait_until("generation 2 without the leaver", Duration::from_secs(30), &refs, || {
+        remaining.iter().all(|n| applied(n.root()).is_some_and(|(g, m)| g == 2 && m.len() == 2))
+    })?;
+    let sent = read(cluster.master().root(), "/var/lib/deeplearning/master-sent-generation");
+    assert_eq!(sent.trim(), "2", "the record of the generations sent");
+
+    agents[0].kill();
+    std::fs::write(&state_path, &saved).map_err(e2e::Error::io("putting the older master state back", &state_path))?;
+    agents[0] = cluster.master().spawn_agent(&[])?;
+    let refs: Vec<_> = agents.iter().collect();
+    // Its state still lists the leaver: generation 3 has all three.
+    wait_until("generation 3 on the remaining nodes", Duration::from_secs(30), &refs, || {
+        remaining.iter().all(|n| applied(n.root()).is_some_and(|(g, m)| g == 3 && m.len() == 3))
+    })?;
+    let log = plain(&agents[0].log());
+    assert!(log.contains("generation 2 may have been sent before a restart"), "{log}");
+    send(cluster.aws(), &master_queue, &leave).await?;
+    wait_until("generation 4 without the leaver", Duration::from_secs(30), &refs, || {
+        remaining
+            .iter()
+            .all(|n| applied(n.root()).is_some_and(|(g, m)| g == 4 && m.len() == 2 && !m.contains(&leaving)))
+    })?;
+    assert_eq!(applied_indices(cluster.master().root()), applied_indices(cluster.workers()[0].root()));
+    for file in ["/etc/hosts", "/etc/ssh/ssh_known_hosts"] {
+        assert_eq!(
+            managed_block(&read(cluster.master().root(), file)),
+            managed_block(&read(cluster.workers()[0].root(), file)),
+            "the master and the worker disagree on {file}"
+        );
+    }
+    for file in ["/opt/deeplearning/workers", "/opt/deeplearning/hostfile"] {
+        assert_eq!(read(cluster.master().root(), file), read(cluster.workers()[0].root(), file), "{file}");
+    }
+    // The restarted agent's own log: generation 2 was never published again.
+    let log = plain(&agents[0].log());
+    assert!(!log.contains("publishing generation 2:"), "the restarted master published generation 2 again:\n{log}");
+    still_running(&mut agents[..2]);
+    Ok(())
 }
 
 fn link(node: &Node, state: &str) {

@@ -108,6 +108,15 @@ pub struct MasterState {
     resend_due_ms: Option<u64>,
     /// Manifests up to this generation were retired.
     retired_through: u64,
+    /// The newest generation that may have gone out to the worker queue,
+    /// whether or not this state holds it: the runner records each new
+    /// generation on disk before it sends it, and hands the record to
+    /// [`MasterState::start`]. A new generation is numbered above it, so a
+    /// generation sent just before a crash (by a state that was never
+    /// saved) is never numbered again with other nodes. Older state files
+    /// have none: 0.
+    #[serde(default)]
+    sent_through: u64,
     /// When the current manifest is retired even without every ack; `None`
     /// once it is retired.
     ack_deadline_ms: Option<u64>,
@@ -149,6 +158,7 @@ impl MasterState {
             publication: 0,
             resend_due_ms: None,
             retired_through: 0,
+            sent_through: 0,
             ack_deadline_ms: None,
             batch_deadline_ms: None,
             last_republish_ms: None,
@@ -162,8 +172,26 @@ impl MasterState {
     /// with the crash, and a second one is only refused), a fresh query for
     /// launch failures when one was outstanding, the current manifest again
     /// when not every node acknowledged it, and whatever time has made due.
-    pub fn start(&mut self, now_ms: u64) -> Vec<Effect> {
+    ///
+    /// `sent_through` is the newest generation the runner recorded as
+    /// (possibly) sent, 0 when it has no record. When it is newer than this
+    /// state's generation, the agent crashed after sending a generation and
+    /// before saving the state that holds it: nodes may have applied that
+    /// generation, and this state cannot know which nodes it listed. The
+    /// next generation is numbered above it, and a formed master publishes
+    /// its members at once as that next generation, so every node converges
+    /// on them (a node ignores a generation it has already applied).
+    pub fn start(&mut self, now_ms: u64, sent_through: u64) -> Vec<Effect> {
         let mut fx = Vec::new();
+        let unsaved = sent_through > self.generation().max(self.sent_through);
+        self.sent_through = self.sent_through.max(sent_through);
+        if unsaved {
+            fx.push(Effect::Log(format!(
+                "generation {sent_through} may have been sent before a restart, by a state that was not saved; \
+                 the next generation is {}",
+                sent_through + 1
+            )));
+        }
         match self.phase {
             Phase::Forming => fx.push(Effect::SignalMasterUp),
             Phase::AwaitingLaunchFailures { .. } => {
@@ -171,6 +199,7 @@ impl MasterState {
                 fx.push(Effect::FetchLaunchFailures);
                 self.phase = Phase::AwaitingLaunchFailures { since_ms: now_ms };
             }
+            Phase::Formed if unsaved => self.publish_next(now_ms, &BTreeMap::new(), &mut fx),
             Phase::Formed => {
                 if let (Some(m), Some(_)) = (&self.manifest, self.ack_deadline_ms) {
                     fx.push(Effect::Log(format!(
@@ -766,12 +795,22 @@ impl MasterState {
     /// [`Self::publish`], with why nodes left (by instance id) for the
     /// host log.
     fn publish_noting(&mut self, now_ms: u64, notes: &BTreeMap<String, String>, fx: &mut Vec<Effect>) -> bool {
-        self.batch_deadline_ms = None;
-        let nodes = self.members.manifest_nodes();
-        if self.manifest.as_ref().is_some_and(|m| m.nodes == nodes) {
+        if self.manifest.as_ref().is_some_and(|m| m.nodes == self.members.manifest_nodes()) {
+            self.batch_deadline_ms = None;
             return false;
         }
-        let generation = self.generation() + 1;
+        self.publish_next(now_ms, notes, fx);
+        true
+    }
+
+    /// Publishes the members as a new generation, numbered above every
+    /// generation that may have been sent (see `sent_through`); `notes`:
+    /// why nodes left (by instance id), for the host log.
+    fn publish_next(&mut self, now_ms: u64, notes: &BTreeMap<String, String>, fx: &mut Vec<Effect>) {
+        self.batch_deadline_ms = None;
+        let nodes = self.members.manifest_nodes();
+        let generation = self.generation().max(self.sent_through) + 1;
+        self.sent_through = generation;
         let next = Manifest {
             cluster: self.cluster.clone(),
             generation,
@@ -798,7 +837,6 @@ impl MasterState {
         self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
         // Registrations still in flight when it went out are no reason to send it again.
         self.last_republish_ms = Some(now_ms);
-        true
     }
 
     /// Sends the current manifest again (same generation).

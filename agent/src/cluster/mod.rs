@@ -89,7 +89,12 @@
 //! [`MasterState`] and [`NodeState`] are serde types. The runner should call
 //! a method, carry out the effects, persist the state, and only then delete
 //! the message that caused them: a crash in between then repeats a step
-//! (every effect tolerates that) instead of losing one.
+//! (every effect tolerates that) instead of losing one. The one effect that
+//! must not be repeated differently is a generation number: a state that
+//! was not saved may have sent generation N, and its older self would
+//! number another manifest N. So the runner records each new generation on
+//! disk before it sends it (write-ahead) and passes the record to
+//! [`MasterState::start`], which numbers the next generation above it.
 //!
 //! Modules: [`membership`] (members, indices, manifest building and the host
 //! log), [`master`] (the master's state machine), [`node`] (a node's view).

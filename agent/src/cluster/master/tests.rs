@@ -12,7 +12,7 @@ const MINUTE: u64 = 60_000;
 fn master(requested: u32, min: u32, prepare_data: bool) -> (MasterState, Vec<Effect>) {
     let size = GroupSize { requested, min };
     let mut s = MasterState::new(&config(30, prepare_data), size, master_reg(), "ssh-ed25519 AAAA key".into(), T0);
-    let fx = s.start(T0);
+    let fx = s.start(T0, 0);
     (s, fx)
 }
 
@@ -611,7 +611,7 @@ fn a_restart_mid_formation_resumes_with_the_same_deadline_and_members() {
     send(&mut b, register(1), T0 + MINUTE);
     let saved = serde_json::to_string(&b).unwrap();
     let mut b: MasterState = serde_json::from_str(&saved).unwrap();
-    let fx = b.start(T0 + 5 * MINUTE);
+    let fx = b.start(T0 + 5 * MINUTE, 0);
     assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp]);
     assert_eq!(b.next_deadline(), Some(T0 + 30 * MINUTE));
     send(&mut b, register(1), T0 + 6 * MINUTE);
@@ -627,13 +627,13 @@ fn a_restart_after_formation_publishes_an_unacknowledged_manifest_again() {
     let (mut s, _) = master(1, 0, false);
     send(&mut s, register(1), T0 + 1);
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    let fx = s.start(T0 + MINUTE / 2);
+    let fx = s.start(T0 + MINUTE / 2, 1);
     assert_eq!(published(&fx), vec![s.manifest().unwrap()]);
     assert_eq!(actions(&fx).len(), 1);
     ack_all(&mut s, T0 + MINUTE);
     // Everything acknowledged: a restart does nothing.
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    assert!(actions(&s.start(T0 + 2 * MINUTE)).is_empty());
+    assert!(actions(&s.start(T0 + 2 * MINUTE, 1)).is_empty());
 }
 
 #[test]
@@ -641,13 +641,13 @@ fn a_restart_while_waiting_for_launch_failures_asks_again() {
     let (mut s, _) = master(2, 2, false);
     s.on_tick(T0 + 30 * MINUTE);
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    let fx = s.start(T0 + 30 * MINUTE + 5_000);
+    let fx = s.start(T0 + 30 * MINUTE + 5_000, 0);
     assert!(fx.contains(&Effect::FetchLaunchFailures));
     let fx = s.on_launch_failures(vec!["no capacity".into()], T0 + 30 * MINUTE + 6_000);
     assert!(formations(&fx)[0].reason.ends_with("Launch failures: no capacity"));
     // A failed master restarts quietly.
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    assert!(actions(&s.start(T0 + 40 * MINUTE)).is_empty());
+    assert!(actions(&s.start(T0 + 40 * MINUTE, 0)).is_empty());
 }
 
 #[test]
@@ -655,7 +655,7 @@ fn a_restart_after_the_deadline_decides_at_once() {
     let (mut s, _) = master(3, 1, false);
     send(&mut s, register(1), T0 + MINUTE);
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    let fx = s.start(T0 + 45 * MINUTE);
+    let fx = s.start(T0 + 45 * MINUTE, 0);
     assert_eq!(actions(&fx)[0], &Effect::SignalMasterUp);
     assert!(fx.contains(&Effect::SetDesiredCapacity(1)));
     assert!(formations(&fx)[0].reason.contains("30-minute deadline"));
@@ -781,7 +781,7 @@ fn a_generation_keeps_its_publication_id_and_the_next_gets_a_new_one() {
     let again = publications(&send(&mut s, register(1), T0 + 20_000));
     assert_eq!(again, first);
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    assert_eq!(publications(&s.start(T0 + 30_000)), first);
+    assert_eq!(publications(&s.start(T0 + 30_000, 1)), first);
     ack_all(&mut s, T0 + 31_000);
     // A clock that went back still gives the next generation a new id.
     send(&mut s, register(2), T0 + 40_000);
@@ -860,6 +860,60 @@ fn a_registration_too_large_for_a_manifest_part_is_ignored() {
     send(&mut s, register(1), T0 + 6);
     send(&mut s, register(2), T0 + 7);
     assert!(s.formed());
+}
+
+/// The saved state, read back: what a restarted master starts from.
+fn reloaded(saved: &str) -> MasterState {
+    serde_json::from_str(saved).unwrap()
+}
+
+/// A master that crashed after it sent a generation but before it saved the
+/// state that holds it (the runner saves after carrying out a turn's
+/// effects) restarts from the older state, and the messages of that turn
+/// come back, maybe after others. It must not send that generation number
+/// again with other nodes: a node that applied the first would ignore the
+/// second (generations only move forward) and keep other files for good.
+#[test]
+fn a_generation_sent_before_a_crash_is_never_sent_again_with_other_nodes() {
+    // During formation: worker 2 completes it, generation 1 goes out, crash.
+    let (mut s, _) = master(2, 1, false);
+    send(&mut s, register(1), T0 + 1_000);
+    let saved = serde_json::to_string(&s).unwrap();
+    let first = published(&send(&mut s, register(2), T0 + 2_000))[0].clone();
+    assert_eq!(roster(&first), ids(&[(1, "i-master"), (2, "i-w1"), (3, "i-w2")]));
+    // Back from the saved state, worker 1 leaves before worker 2's
+    // registration comes back, and worker 3 registers.
+    let mut s = reloaded(&saved);
+    // The runner recorded generation 1 before it sent it.
+    let fx = s.start(T0 + 10_000, 1);
+    assert!(logs(&fx).contains("generation 1 may have been sent before a restart"), "{}", logs(&fx));
+    assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp]);
+    send(&mut s, leave("i-w1"), T0 + 11_000);
+    send(&mut s, register(3), T0 + 12_000);
+    let fx = send(&mut s, register(2), T0 + 13_000);
+    let second = published(&fx)[0];
+    assert_eq!(roster(second), ids(&[(1, "i-master"), (2, "i-w3"), (3, "i-w2")]));
+    assert_eq!(second.generation, 2, "generation 1 may be on nodes already");
+    assert!(s.formed());
+
+    // After formation: a leave makes generation 2, crash. Whatever comes
+    // first after the restart, generation 2 is not reused.
+    let mut s = formed(3, false);
+    let saved = serde_json::to_string(&s).unwrap();
+    let first = published(&send(&mut s, leave("i-w1"), T0 + MINUTE))[0].clone();
+    assert_eq!(first.generation, 2);
+    let mut s = reloaded(&saved);
+    let fx = s.start(T0 + MINUTE + 5_000, 2);
+    // The restarted master cannot know what generation 2 held: it publishes
+    // its own view at once under a new number, after retiring generation 2.
+    assert_eq!(retire_publish_order(&fx), ["retire", "publish"]);
+    assert_eq!(retirements(&fx), vec![2]);
+    let resent = published(&fx)[0];
+    assert_eq!(resent.generation, 3);
+    assert_eq!(resent.nodes.len(), 4);
+    let fx = send(&mut s, leave("i-w2"), T0 + MINUTE + 6_000);
+    assert_eq!(published(&fx)[0].generation, 4);
+    assert_eq!(s.generation(), 4);
 }
 
 fn notice(id: &str) -> MasterInbound {
