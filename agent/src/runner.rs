@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use futures_util::future::join_all;
-use node_contract::message::{self, Applied, Message, Register};
+use node_contract::message::{self, Applied, BootFailure, Message, Register};
 use node_contract::parts::Assembly;
 use node_contract::{NodeConfig, Role};
 use tracing::{debug, error, info, warn};
@@ -215,39 +215,85 @@ where
     }
 }
 
-/// Runs the prepare-data script once per boot on a worker, before it registers.
-async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> bool {
-    let Some(script) = &config.elastic.prepare_data_script else { return true };
+/// Where a worker's prepare-data script writes its output (stdout and
+/// stderr together), under the agent's root; each run starts it afresh.
+fn prepare_log(root: &Path) -> PathBuf {
+    root.join("var/log/deeplearning/prepare-data.log")
+}
+
+/// Runs the prepare-data script once per boot on a worker, before it
+/// registers. Its output goes to [`prepare_log`]; when it fails, the last
+/// lines of it are logged and returned as a [`BootFailure`] for the master.
+async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> Result<(), BootFailure> {
+    let Some(script) = &config.elastic.prepare_data_script else { return Ok(()) };
     if config.role == Role::Master {
-        return true;
+        return Ok(());
     }
     let marker = prepare_marker(root, config, &me.private_ip);
     if marker.exists() {
-        return true;
+        return Ok(());
     }
+    let failure = |what: String, output: &[u8]| {
+        let f = BootFailure::new(&me.instance_id, &me.private_ip, &what, output);
+        warn!(
+            script,
+            last_lines = %f.last_lines.join("\n"),
+            "{what}; this node will not join until it succeeds"
+        );
+        f
+    };
     info!(script, "running the prepare-data script");
-    let status = tokio::process::Command::new(script)
-        .env("EFS_MOUNT", &config.efs.mount)
-        .env("DEEPLEARNING_NODE_IP", &me.private_ip)
-        .status()
-        .await;
+    let log = prepare_log(root);
+    let output = log.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::File::create(&log));
+    let output = match output {
+        Ok(file) => file,
+        Err(e) => {
+            return Err(failure(
+                format!("the prepare-data script's log {} cannot be written: {e}", log.display()),
+                b"",
+            ));
+        }
+    };
+    let stdout = output.try_clone();
+    let status = match stdout {
+        Ok(stdout) => {
+            tokio::process::Command::new(script)
+                .env("EFS_MOUNT", &config.efs.mount)
+                .env("DEEPLEARNING_NODE_IP", &me.private_ip)
+                .stdin(std::process::Stdio::null())
+                .stdout(stdout)
+                .stderr(output)
+                .status()
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    let tail = || read_tail(&log);
     match status {
         Ok(s) if s.success() => match std::fs::write(&marker, b"") {
-            Ok(()) => true,
-            Err(e) => {
-                warn!(marker = %marker.display(), "the prepare-data script succeeded but its marker cannot be written: {e}");
-                false
-            }
+            Ok(()) => Ok(()),
+            Err(e) => Err(failure(
+                format!("the prepare-data script succeeded but its marker {} cannot be written: {e}", marker.display()),
+                &tail(),
+            )),
         },
-        Ok(s) => {
-            warn!(script, "the prepare-data script failed ({s}); this node will not join until it succeeds");
-            false
-        }
-        Err(e) => {
-            warn!(script, "the prepare-data script could not be started: {e}");
-            false
+        Ok(s) => Err(failure(format!("the prepare-data script {script} failed ({s})"), &tail())),
+        Err(e) => Err(failure(format!("the prepare-data script {script} could not be started: {e}"), &tail())),
+    }
+}
+
+/// The last bytes of a file (up to 64 KiB), or none when it cannot be read.
+fn read_tail(path: &Path) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 * 1024;
+    let mut bytes = Vec::new();
+    if let Ok(mut file) = std::fs::File::open(path) {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).is_ok() {
+            let _ = file.take(TAIL).read_to_end(&mut bytes);
         }
     }
+    bytes
 }
 
 /// The notice this boot was already given (the agent restarted after it):
@@ -355,10 +401,18 @@ async fn node_loop(
             node.interrupted();
         }
         if !prepared {
-            prepared = prepare_data(config, &opts.root, me).await;
-            if !prepared {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                continue;
+            match prepare_data(config, &opts.root, me).await {
+                Ok(()) => prepared = true,
+                Err(failure) => {
+                    // The master quotes it if formation fails; sent at every
+                    // failed attempt (the newest replaces the older).
+                    let body = Message::BootFailure(failure).to_body();
+                    if let Err(e) = retry("report the failed prepare-data script", || master_queue.send(&body)).await {
+                        warn!("cannot tell the master that the prepare-data script failed: {e}");
+                    }
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    continue;
+                }
             }
         }
         if node.should_register(now_ms()) {
@@ -711,7 +765,14 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
                     Ok(f) => f,
                     Err(e) => vec![format!("the launch failures could not be read: {e}")],
                 };
-                queue.extend(state.on_launch_failures(failures, now_ms()));
+                let instances = match retry("read the worker group's instances", || group.instances()).await {
+                    Ok(ids) => Some(ids),
+                    Err(e) => {
+                        warn!("cannot read the worker group's instances (the reason will not name them): {e}");
+                        None
+                    }
+                };
+                queue.extend(state.on_launch_failures(failures, instances, now_ms()));
             }
             Effect::CompleteLifecycle { hook, token, instance_id } => {
                 let done = retry("complete the lifecycle action", || {
