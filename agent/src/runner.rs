@@ -244,41 +244,43 @@ async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> Result
     };
     info!(script, "running the prepare-data script");
     let log = prepare_log(root);
-    let output = log.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::File::create(&log));
-    let output = match output {
-        Ok(file) => file,
+    let command = || {
+        let mut c = tokio::process::Command::new(script);
+        c.env("EFS_MOUNT", &config.efs.mount).env("DEEPLEARNING_NODE_IP", &me.private_ip);
+        c.stdin(std::process::Stdio::null());
+        c
+    };
+    // Into the log (stdout and stderr interleaved as written); when the log
+    // cannot be opened (a read-only or full disk), the script still runs,
+    // its output captured (stdout, then stderr).
+    let opened = log
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::File::create(&log))
+        .and_then(|file| Ok((file.try_clone()?, file)));
+    let (status, output) = match opened {
+        Ok((stdout, stderr)) => {
+            let status = command().stdout(stdout).stderr(stderr).status().await;
+            (status, read_tail(&log))
+        }
         Err(e) => {
-            return Err(failure(
-                format!("the prepare-data script's log {} cannot be written: {e}", log.display()),
-                b"",
-            ));
+            warn!(log = %log.display(), "cannot write the prepare-data script's log; capturing its output instead: {e}");
+            match command().output().await {
+                Ok(out) => (Ok(out.status), [out.stdout, out.stderr].concat()),
+                Err(e) => (Err(e), Vec::new()),
+            }
         }
     };
-    let stdout = output.try_clone();
-    let status = match stdout {
-        Ok(stdout) => {
-            tokio::process::Command::new(script)
-                .env("EFS_MOUNT", &config.efs.mount)
-                .env("DEEPLEARNING_NODE_IP", &me.private_ip)
-                .stdin(std::process::Stdio::null())
-                .stdout(stdout)
-                .stderr(output)
-                .status()
-                .await
-        }
-        Err(e) => Err(e),
-    };
-    let tail = || read_tail(&log);
     match status {
         Ok(s) if s.success() => match std::fs::write(&marker, b"") {
             Ok(()) => Ok(()),
             Err(e) => Err(failure(
                 format!("the prepare-data script succeeded but its marker {} cannot be written: {e}", marker.display()),
-                &tail(),
+                &output,
             )),
         },
-        Ok(s) => Err(failure(format!("the prepare-data script {script} failed ({s})"), &tail())),
-        Err(e) => Err(failure(format!("the prepare-data script {script} could not be started: {e}"), &tail())),
+        Ok(s) => Err(failure(format!("the prepare-data script {script} failed ({s})"), &output)),
+        Err(e) => Err(failure(format!("the prepare-data script {script} could not be started: {e}"), &output)),
     }
 }
 
@@ -906,6 +908,63 @@ mod tests {
     /// A restarted agent keeps this boot's notice (it does not register
     /// again, nor act twice) and removes one of an earlier boot (a stopped
     /// Spot instance started again rejoins), or one it cannot read.
+    fn worker_config(root: &Path, script: &str) -> NodeConfig {
+        let mut config = crate::cluster::testkit::config(1, true);
+        config.role = Role::Worker;
+        config.elastic.prepare_data_script = Some(root.join(script).to_string_lossy().into_owned());
+        config
+    }
+
+    fn write_script(root: &Path, name: &str, body: &str) {
+        let path = root.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+
+    /// A failing script's output (stdout and stderr, in order) is in its log,
+    /// and its last lines in the failure for the master; a script that
+    /// succeeds writes the marker, and the next call does not run it again.
+    #[tokio::test]
+    async fn a_failing_prepare_data_script_reports_its_last_lines() {
+        let root = tempfile::tempdir().unwrap();
+        let lines: String = (1..=30).map(|i| format!("echo line {i}\n")).collect();
+        write_script(root.path(), "fail.sh", &format!("#!/bin/sh\n{lines}echo 'oh no' >&2\nexit 3\n"));
+        let config = worker_config(root.path(), "fail.sh");
+        let failure = prepare_data(&config, root.path(), &me()).await.unwrap_err();
+        assert_eq!((failure.instance_id.as_str(), failure.private_ip.as_str()), ("i-1", "10.0.0.1"));
+        assert!(failure.what.contains("fail.sh failed (exit status: 3)"), "{}", failure.what);
+        assert_eq!(failure.last_lines.len(), message::BOOT_FAILURE_LINES);
+        assert_eq!(failure.last_lines.last().map(String::as_str), Some("oh no"));
+        assert_eq!(failure.last_lines.first().map(String::as_str), Some("line 12"));
+        let log = std::fs::read_to_string(prepare_log(root.path())).unwrap();
+        assert!(log.starts_with("line 1\n") && log.ends_with("line 30\noh no\n"), "{log}");
+
+        let missing = worker_config(root.path(), "missing.sh");
+        let failure = prepare_data(&missing, root.path(), &me()).await.unwrap_err();
+        assert!(failure.what.contains("could not be started"), "{}", failure.what);
+
+        write_script(root.path(), "ok.sh", "#!/bin/sh\necho fine\n");
+        std::fs::create_dir_all(root.path().join("efs")).unwrap();
+        let ok = worker_config(root.path(), "ok.sh");
+        assert_eq!(prepare_data(&ok, root.path(), &me()).await, Ok(()));
+        assert!(prepare_marker(root.path(), &ok, "10.0.0.1").exists());
+        // Once the marker is there, even a failing script is not run again.
+        assert_eq!(prepare_data(&config, root.path(), &me()).await, Ok(()));
+    }
+
+    /// When the log cannot be written, the script still runs and its output
+    /// is captured for the failure.
+    #[tokio::test]
+    async fn without_a_writable_log_the_output_is_captured() {
+        let root = tempfile::tempdir().unwrap();
+        // A file where the log's directory should be.
+        std::fs::create_dir_all(root.path().join("var/log")).unwrap();
+        std::fs::write(root.path().join("var/log/deeplearning"), "").unwrap();
+        write_script(root.path(), "fail.sh", "#!/bin/sh\necho out\necho err >&2\nexit 1\n");
+        let failure = prepare_data(&worker_config(root.path(), "fail.sh"), root.path(), &me()).await.unwrap_err();
+        assert_eq!(failure.last_lines, vec!["out".to_string(), "err".to_string()]);
+    }
+
     #[test]
     fn a_notice_of_this_boot_is_kept_and_a_stale_one_removed() {
         let root = tempfile::tempdir().unwrap();
