@@ -90,6 +90,9 @@ pub trait WorkerGroup: Send + Sync {
     /// cancelled scaling activities, newest first (for example
     /// "InsufficientInstanceCapacity ... in us-east-1a").
     fn launch_failures(&self) -> impl Future<Output = Result<Vec<String>, PortError>> + Send;
+    /// The instance ids in the group, in any lifecycle state (a failed
+    /// formation's reason names those that never registered).
+    fn instances(&self) -> impl Future<Output = Result<Vec<String>, PortError>> + Send;
 }
 
 /// The outcome of formation, as the formation wait condition receives it.

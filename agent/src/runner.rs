@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use futures_util::future::join_all;
-use node_contract::message::{self, Applied, Message, Register};
+use node_contract::message::{self, Applied, BootFailure, Message, Register};
 use node_contract::parts::Assembly;
 use node_contract::{NodeConfig, Role};
 use tracing::{debug, error, info, warn};
@@ -260,39 +260,87 @@ where
     }
 }
 
-/// Runs the prepare-data script once per boot on a worker, before it registers.
-async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> bool {
-    let Some(script) = &config.elastic.prepare_data_script else { return true };
+/// Where a worker's prepare-data script writes its output (stdout and
+/// stderr together), under the agent's root; each run starts it afresh.
+fn prepare_log(root: &Path) -> PathBuf {
+    root.join("var/log/deeplearning/prepare-data.log")
+}
+
+/// Runs the prepare-data script once per boot on a worker, before it
+/// registers. Its output goes to [`prepare_log`]; when it fails, the last
+/// lines of it are logged and returned as a [`BootFailure`] for the master.
+async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> Result<(), BootFailure> {
+    let Some(script) = &config.elastic.prepare_data_script else { return Ok(()) };
     if config.role == Role::Master {
-        return true;
+        return Ok(());
     }
     let marker = prepare_marker(root, config, &me.private_ip);
     if marker.exists() {
-        return true;
+        return Ok(());
     }
+    let failure = |what: String, output: &[u8]| {
+        let f = BootFailure::new(&me.instance_id, &me.private_ip, &what, output);
+        warn!(
+            script,
+            last_lines = %f.last_lines.join("\n"),
+            "{what}; this node will not join until it succeeds"
+        );
+        f
+    };
     info!(script, "running the prepare-data script");
-    let status = tokio::process::Command::new(script)
-        .env("EFS_MOUNT", &config.efs.mount)
-        .env("DEEPLEARNING_NODE_IP", &me.private_ip)
-        .status()
-        .await;
-    match status {
-        Ok(s) if s.success() => match std::fs::write(&marker, b"") {
-            Ok(()) => true,
-            Err(e) => {
-                warn!(marker = %marker.display(), "the prepare-data script succeeded but its marker cannot be written: {e}");
-                false
-            }
-        },
-        Ok(s) => {
-            warn!(script, "the prepare-data script failed ({s}); this node will not join until it succeeds");
-            false
+    let log = prepare_log(root);
+    let command = || {
+        let mut c = tokio::process::Command::new(script);
+        c.env("EFS_MOUNT", &config.efs.mount).env("DEEPLEARNING_NODE_IP", &me.private_ip);
+        c.stdin(std::process::Stdio::null());
+        c
+    };
+    // Into the log (stdout and stderr interleaved as written); when the log
+    // cannot be opened (a read-only or full disk), the script still runs,
+    // its output captured (stdout, then stderr).
+    let opened = log
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::File::create(&log))
+        .and_then(|file| Ok((file.try_clone()?, file)));
+    let (status, output) = match opened {
+        Ok((stdout, stderr)) => {
+            let status = command().stdout(stdout).stderr(stderr).status().await;
+            (status, read_tail(&log))
         }
         Err(e) => {
-            warn!(script, "the prepare-data script could not be started: {e}");
-            false
+            warn!(log = %log.display(), "cannot write the prepare-data script's log; capturing its output instead: {e}");
+            match command().output().await {
+                Ok(out) => (Ok(out.status), [out.stdout, out.stderr].concat()),
+                Err(e) => (Err(e), Vec::new()),
+            }
+        }
+    };
+    match status {
+        Ok(s) if s.success() => match std::fs::write(&marker, b"") {
+            Ok(()) => Ok(()),
+            Err(e) => Err(failure(
+                format!("the prepare-data script succeeded but its marker {} cannot be written: {e}", marker.display()),
+                &output,
+            )),
+        },
+        Ok(s) => Err(failure(format!("the prepare-data script {script} failed ({s})"), &output)),
+        Err(e) => Err(failure(format!("the prepare-data script {script} could not be started: {e}"), &output)),
+    }
+}
+
+/// The last bytes of a file (up to 64 KiB), or none when it cannot be read.
+fn read_tail(path: &Path) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 * 1024;
+    let mut bytes = Vec::new();
+    if let Ok(mut file) = std::fs::File::open(path) {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).is_ok() {
+            let _ = file.take(TAIL).read_to_end(&mut bytes);
         }
     }
+    bytes
 }
 
 /// The notice this boot was already given (the agent restarted after it):
@@ -400,10 +448,18 @@ async fn node_loop(
             node.interrupted();
         }
         if !prepared {
-            prepared = prepare_data(config, &opts.root, me).await;
-            if !prepared {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                continue;
+            match prepare_data(config, &opts.root, me).await {
+                Ok(()) => prepared = true,
+                Err(failure) => {
+                    // The master quotes it if formation fails; sent at every
+                    // failed attempt (the newest replaces the older).
+                    let body = Message::BootFailure(failure).to_body();
+                    if let Err(e) = retry("report the failed prepare-data script", || master_queue.send(&body)).await {
+                        warn!("cannot tell the master that the prepare-data script failed: {e}");
+                    }
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    continue;
+                }
             }
         }
         if node.should_register(now_ms()) {
@@ -766,7 +822,14 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
                     Ok(f) => f,
                     Err(e) => vec![format!("the launch failures could not be read: {e}")],
                 };
-                queue.extend(state.on_launch_failures(failures, now_ms()));
+                let instances = match retry("read the worker group's instances", || group.instances()).await {
+                    Ok(ids) => Some(ids),
+                    Err(e) => {
+                        warn!("cannot read the worker group's instances (the reason will not name them): {e}");
+                        None
+                    }
+                };
+                queue.extend(state.on_launch_failures(failures, instances, now_ms()));
             }
             Effect::CompleteLifecycle { hook, token, instance_id } => {
                 let done = retry("complete the lifecycle action", || {
@@ -908,6 +971,63 @@ mod tests {
     /// A restarted agent keeps this boot's notice (it does not register
     /// again, nor act twice) and removes one of an earlier boot (a stopped
     /// Spot instance started again rejoins), or one it cannot read.
+    fn worker_config(root: &Path, script: &str) -> NodeConfig {
+        let mut config = crate::cluster::testkit::config(1, true);
+        config.role = Role::Worker;
+        config.elastic.prepare_data_script = Some(root.join(script).to_string_lossy().into_owned());
+        config
+    }
+
+    fn write_script(root: &Path, name: &str, body: &str) {
+        let path = root.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+
+    /// A failing script's output (stdout and stderr, in order) is in its log,
+    /// and its last lines in the failure for the master; a script that
+    /// succeeds writes the marker, and the next call does not run it again.
+    #[tokio::test]
+    async fn a_failing_prepare_data_script_reports_its_last_lines() {
+        let root = tempfile::tempdir().unwrap();
+        let lines: String = (1..=30).map(|i| format!("echo line {i}\n")).collect();
+        write_script(root.path(), "fail.sh", &format!("#!/bin/sh\n{lines}echo 'oh no' >&2\nexit 3\n"));
+        let config = worker_config(root.path(), "fail.sh");
+        let failure = prepare_data(&config, root.path(), &me()).await.unwrap_err();
+        assert_eq!((failure.instance_id.as_str(), failure.private_ip.as_str()), ("i-1", "10.0.0.1"));
+        assert!(failure.what.contains("fail.sh failed (exit status: 3)"), "{}", failure.what);
+        assert_eq!(failure.last_lines.len(), message::BOOT_FAILURE_LINES);
+        assert_eq!(failure.last_lines.last().map(String::as_str), Some("oh no"));
+        assert_eq!(failure.last_lines.first().map(String::as_str), Some("line 12"));
+        let log = std::fs::read_to_string(prepare_log(root.path())).unwrap();
+        assert!(log.starts_with("line 1\n") && log.ends_with("line 30\noh no\n"), "{log}");
+
+        let missing = worker_config(root.path(), "missing.sh");
+        let failure = prepare_data(&missing, root.path(), &me()).await.unwrap_err();
+        assert!(failure.what.contains("could not be started"), "{}", failure.what);
+
+        write_script(root.path(), "ok.sh", "#!/bin/sh\necho fine\n");
+        std::fs::create_dir_all(root.path().join("efs")).unwrap();
+        let ok = worker_config(root.path(), "ok.sh");
+        assert_eq!(prepare_data(&ok, root.path(), &me()).await, Ok(()));
+        assert!(prepare_marker(root.path(), &ok, "10.0.0.1").exists());
+        // Once the marker is there, even a failing script is not run again.
+        assert_eq!(prepare_data(&config, root.path(), &me()).await, Ok(()));
+    }
+
+    /// When the log cannot be written, the script still runs and its output
+    /// is captured for the failure.
+    #[tokio::test]
+    async fn without_a_writable_log_the_output_is_captured() {
+        let root = tempfile::tempdir().unwrap();
+        // A file where the log's directory should be.
+        std::fs::create_dir_all(root.path().join("var/log")).unwrap();
+        std::fs::write(root.path().join("var/log/deeplearning"), "").unwrap();
+        write_script(root.path(), "fail.sh", "#!/bin/sh\necho out\necho err >&2\nexit 1\n");
+        let failure = prepare_data(&worker_config(root.path(), "fail.sh"), root.path(), &me()).await.unwrap_err();
+        assert_eq!(failure.last_lines, vec!["out".to_string(), "err".to_string()]);
+    }
+
     #[test]
     fn a_notice_of_this_boot_is_kept_and_a_stale_one_removed() {
         let root = tempfile::tempdir().unwrap();

@@ -14,6 +14,9 @@
 //! - `leave` (node -> master queue): "remove me" (a clean shutdown).
 //! - `notice` (node -> master queue): EC2 gave this node an interruption
 //!   notice ([`crate::interruption`]); the master removes it at once.
+//! - `boot_failure` (node -> master queue): a boot step this node's agent
+//!   runs (the prepare-data script) failed, with the last lines of its
+//!   output; a failed formation's reason quotes it.
 //!
 //! Version 2 replaced version 1's single `manifest` message with
 //! `manifest_part`s. Version 3 added `notice` and changed nothing else, so
@@ -21,11 +24,12 @@
 //! agent reads it as before; a `notice` is written as version 3
 //! ([`Message::version`]), so an agent of the version-2 release refuses it
 //! by its version, with what to do ([`Unusable::UnsupportedVersion`]),
-//! rather than as a malformed body. This build reads versions 2 and 3 and
+//! rather than as a malformed body. This build reads versions 2 to 4 and
 //! refuses any other before it looks at the rest, so agents of different
 //! releases in one cluster say so instead of misreading each other; a kind
 //! it does not know within those versions is refused by name
-//! ([`Unusable::UnknownKind`]).
+//! ([`Unusable::UnknownKind`]). Version 4 added `boot_failure` the same
+//! way: it is written as version 4, everything else as before.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -44,11 +48,26 @@ pub use crate::parts::ManifestPart;
 /// oldest it reads).
 pub const MESSAGE_VERSION: u32 = 2;
 
-/// The newest message version this crate reads; `notice` is written with it.
-pub const NEWEST_MESSAGE_VERSION: u32 = 3;
+/// The version `notice` is written with (the first that has it).
+pub const NOTICE_VERSION: u32 = 3;
+
+/// The newest message version this crate reads; `boot_failure` is written with it.
+pub const NEWEST_MESSAGE_VERSION: u32 = 4;
 
 /// The kinds this crate knows, for the error about one it does not.
-const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice"];
+const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice", "boot_failure"];
+
+/// The most output lines a [`BootFailure`] carries.
+pub const BOOT_FAILURE_LINES: usize = 20;
+
+/// The most bytes of output a [`BootFailure`] carries (its lines together):
+/// the formation signal that quotes it has 4,096 bytes in all
+/// (<https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html>,
+/// "cfn-signal wait condition data").
+pub const BOOT_FAILURE_BYTES: usize = 1024;
+
+/// The most bytes of a [`BootFailure`]'s `what`.
+pub const BOOT_FAILURE_WHAT_BYTES: usize = 256;
 
 /// The largest body this project sends or reads. SQS accepts up to 1 MiB
 /// (since August 2025; a queue's `MaximumMessageSize` can be lower, and was
@@ -153,6 +172,91 @@ pub struct Leave {
     pub reason: String,
 }
 
+/// A boot step a node's agent runs failed (message version 4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BootFailure {
+    /// `i-...`
+    pub instance_id: String,
+    /// Private IPv4 address.
+    pub private_ip: String,
+    /// What failed, for example "the prepare-data script /efs/prepare.sh exited with status 1".
+    pub what: String,
+    /// The last lines of its output, oldest first: at most
+    /// [`BOOT_FAILURE_LINES`], [`BOOT_FAILURE_BYTES`] together.
+    pub last_lines: Vec<String>,
+}
+
+impl BootFailure {
+    /// A failure report with the last lines of `output` (lossy UTF-8), cut
+    /// to the bounds: lines from the end until [`BOOT_FAILURE_LINES`] or
+    /// [`BOOT_FAILURE_BYTES`]; a single line longer than that keeps its end,
+    /// after "…".
+    pub fn new(instance_id: &str, private_ip: &str, what: &str, output: &[u8]) -> BootFailure {
+        let text = String::from_utf8_lossy(output);
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        BootFailure {
+            instance_id: instance_id.to_string(),
+            private_ip: private_ip.to_string(),
+            what: what.to_string(),
+            last_lines: lines,
+        }
+        .bounded()
+    }
+
+    /// The same report within the bounds (a reader applies them again: the
+    /// body came from another node).
+    pub fn bounded(mut self) -> BootFailure {
+        self.what = shorten_bytes(&self.what, BOOT_FAILURE_WHAT_BYTES);
+        let mut kept: Vec<String> = Vec::new();
+        let mut bytes = 0;
+        for line in self.last_lines.iter().rev().map(|l| l.trim_end()).filter(|l| !l.is_empty()) {
+            if kept.len() == BOOT_FAILURE_LINES {
+                break;
+            }
+            let room = BOOT_FAILURE_BYTES - bytes;
+            if line.len() <= room {
+                bytes += line.len();
+                kept.push(line.to_string());
+            } else {
+                if kept.is_empty() {
+                    kept.push(keep_end_bytes(line, room));
+                }
+                break;
+            }
+        }
+        kept.reverse();
+        self.last_lines = kept;
+        self
+    }
+}
+
+/// At most `max` bytes of `s` (`max` >= 3), ending in "…" when cut, never
+/// splitting a character.
+pub fn shorten_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The last bytes of `s`, at most `max` with the leading "…", never
+/// splitting a character.
+fn keep_end_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &s[start..])
+}
+
 /// One of our messages. On the wire: `{"version": 2, "kind": "...", ...fields}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -167,6 +271,8 @@ pub enum Message {
     Leave(Leave),
     /// See [`Interruption`] (message version 3).
     Notice(Interruption),
+    /// See [`BootFailure`] (message version 4).
+    BootFailure(BootFailure),
 }
 
 #[derive(Serialize)]
@@ -182,7 +288,8 @@ impl Message {
     /// its version, and reads the others as before.
     pub fn version(&self) -> u32 {
         match self {
-            Message::Notice(_) => NEWEST_MESSAGE_VERSION,
+            Message::Notice(_) => NOTICE_VERSION,
+            Message::BootFailure(_) => NEWEST_MESSAGE_VERSION,
             _ => MESSAGE_VERSION,
         }
     }
@@ -256,6 +363,8 @@ pub enum MasterInbound {
     Leave(Leave),
     /// A node was given an interruption notice.
     Notice(Interruption),
+    /// A node's boot step failed.
+    BootFailure(BootFailure),
     /// Auto Scaling: an instance is launching or terminating.
     Lifecycle(LifecycleAction),
     /// Auto Scaling's test notification, sent when a hook is created.
@@ -298,6 +407,7 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
         Ok(Message::Applied(m)) => Ok(MasterInbound::Applied(m)),
         Ok(Message::Leave(m)) => Ok(MasterInbound::Leave(m)),
         Ok(Message::Notice(m)) => Ok(MasterInbound::Notice(m)),
+        Ok(Message::BootFailure(m)) => Ok(MasterInbound::BootFailure(m.bounded())),
         Ok(Message::ManifestPart(_)) => Err(Unusable::WrongQueue("manifest_part")),
         Err(value) => {
             if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
@@ -318,6 +428,7 @@ pub fn parse_worker_queue(body: &str) -> Result<ManifestPart, Unusable> {
         Ok(Message::Applied(_)) => Err(Unusable::WrongQueue("applied")),
         Ok(Message::Leave(_)) => Err(Unusable::WrongQueue("leave")),
         Ok(Message::Notice(_)) => Err(Unusable::WrongQueue("notice")),
+        Ok(Message::BootFailure(_)) => Err(Unusable::WrongQueue("boot_failure")),
         Err(_) => Err(Unusable::Malformed("not a message of ours".into())),
     }
 }
@@ -364,6 +475,15 @@ mod tests {
             .unwrap()
     }
 
+    fn boot_failure() -> BootFailure {
+        BootFailure::new(
+            "i-1",
+            "10.0.0.7",
+            "the prepare-data script exited with status 1",
+            b"step 1\nstep 2: no such file\n",
+        )
+    }
+
     fn part() -> ManifestPart {
         crate::parts::split(&manifest(), 17).unwrap().remove(0)
     }
@@ -376,10 +496,16 @@ mod tests {
             Message::Applied(Applied { instance_id: "i-1".into(), generation: 4 }),
             Message::Leave(Leave { instance_id: "i-1".into(), reason: "shutdown".into() }),
             Message::Notice(notice()),
+            Message::BootFailure(boot_failure()),
         ] {
             let body = m.to_body();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-            assert_eq!(v["version"], if matches!(m, Message::Notice(_)) { 3 } else { 2 });
+            let version = match m {
+                Message::Notice(_) => 3,
+                Message::BootFailure(_) => 4,
+                _ => 2,
+            };
+            assert_eq!(v["version"], version);
             assert!(v["kind"].is_string());
             match &m {
                 Message::ManifestPart(expected) => assert_eq!(&parse_worker_queue(&body).unwrap(), expected),
@@ -393,6 +519,10 @@ mod tests {
                 Message::Notice(n) => {
                     assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(n.clone()));
                     assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("notice"));
+                }
+                Message::BootFailure(f) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::BootFailure(f.clone()));
+                    assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("boot_failure"));
                 }
             }
         }
@@ -426,7 +556,8 @@ mod tests {
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":4,"kind":"notice"}"#.into(), "versions 2 to 3"),
+            (r#"{"version":5,"kind":"notice"}"#.into(), "versions 2 to 4"),
+            (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":3,"kind":"notice","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":2,"kind":"register","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"hello":"world"}"#.into(), "neither a message of ours"),
@@ -493,6 +624,50 @@ mod tests {
         let body = Message::Notice(r.clone()).to_body();
         assert!(!body.contains("deadline_unix") && !body.contains("action"), "{body}");
         assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(r));
+    }
+
+    /// `boot_failure` came with version 4: a reader of the version-3 release
+    /// refuses it by its version, and a notice is still written as version 3.
+    #[test]
+    fn boot_failure_is_version_4_and_notice_stays_3() {
+        let v: serde_json::Value = serde_json::from_str(&Message::BootFailure(boot_failure()).to_body()).unwrap();
+        assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(4), Some("boot_failure")));
+        assert_eq!(v["last_lines"], serde_json::json!(["step 1", "step 2: no such file"]));
+        let v: serde_json::Value = serde_json::from_str(&Message::Notice(notice()).to_body()).unwrap();
+        assert_eq!(v["version"], 3);
+    }
+
+    /// The output is cut to the last lines and bytes, never inside a
+    /// character, with "…" where a line was cut; a sender that ignores the
+    /// bounds is cut by the reader.
+    #[test]
+    fn boot_failure_output_is_bounded() {
+        let output: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        let f = BootFailure::new("i-1", "10.0.0.7", "x", output.as_bytes());
+        assert_eq!(f.last_lines.len(), BOOT_FAILURE_LINES);
+        assert_eq!(f.last_lines.first().map(String::as_str), Some("line 31"));
+        assert_eq!(f.last_lines.last().map(String::as_str), Some("line 50"));
+
+        let wide = "é".repeat(3_000);
+        let f = BootFailure::new("i-1", "10.0.0.7", &wide, format!("{wide}\nlast").as_bytes());
+        assert!(f.what.len() <= BOOT_FAILURE_WHAT_BYTES && f.what.ends_with('…'), "{}", f.what);
+        let bytes: usize = f.last_lines.iter().map(String::len).sum();
+        assert!(bytes <= BOOT_FAILURE_BYTES, "{bytes}");
+        assert_eq!(f.last_lines.last().map(String::as_str), Some("last"));
+        let f = BootFailure::new("i-1", "10.0.0.7", "x", wide.as_bytes());
+        assert!(f.last_lines[0].starts_with('…') && f.last_lines[0].len() <= BOOT_FAILURE_BYTES, "{:?}", f.last_lines);
+        // Invalid UTF-8 is replaced, not refused.
+        let f = BootFailure::new("i-1", "10.0.0.7", "x", b"ok\n\xff\xfe bad\n");
+        assert_eq!(f.last_lines, vec!["ok".to_string(), "\u{fffd}\u{fffd} bad".to_string()]);
+
+        let mut big = boot_failure();
+        big.last_lines = vec!["y".repeat(50_000); 3];
+        let body = Message::BootFailure(big).to_body();
+        let MasterInbound::BootFailure(read) = parse_master_queue(&body).unwrap() else { panic!() };
+        assert_eq!(read.last_lines.len(), 1);
+        assert!(read.last_lines[0].len() <= BOOT_FAILURE_BYTES);
+        assert_eq!(shorten_bytes("aéb", 3), "…");
+        assert_eq!(shorten_bytes("abcdef", 5), "ab…");
     }
 
     #[test]

@@ -66,3 +66,55 @@ async fn the_failure_reason_quotes_the_launch_failure() -> TestResult {
     assert!(!reason.to_lowercase().contains("no launch failures"), "{reason}");
     Ok(())
 }
+
+/// A worker whose prepare-data script fails (2 requested, at least 2
+/// needed, the other never starts): the worker's own log says so with the
+/// script's last lines, it tells the master, and the FAILURE signal's reason
+/// names it (instance id and address) and quotes its last lines, and names
+/// the instance that never registered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_prepare_data_script_is_named_in_the_reason() -> TestResult {
+    let stack = "failure-prepare";
+    let cluster = Cluster::start_with("blueprints/minimal.yaml", stack, 2, &[("MinWorkers", "2")]).await?;
+    let efs = e2e::scenario::SharedEfs::new()?;
+    let script = efs.path().join("prepare-data.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho \"fetching shards for $DEEPLEARNING_NODE_IP\"\necho 'shard 7: checksum mismatch' >&2\nexit 1\n",
+    )
+    .expect("writing the script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod the script");
+    let script_path = script.to_string_lossy().into_owned();
+    for node in cluster.nodes() {
+        efs.link(node)?;
+        edit_node_config(node, |c| c["elastic"]["prepare_data_script"] = script_path.clone().into())?;
+    }
+    edit_node_config(cluster.master(), |c| c["formation_timeout_seconds"] = TIMEOUT_SECONDS.into())?;
+    let master = cluster.master().spawn_agent(&[])?;
+    let failing = &cluster.workers()[0];
+    let worker = failing.spawn_agent(&[])?;
+    let agents = [&master, &worker];
+    wait_until("the formation signal", Duration::from_secs(40), &agents, || {
+        cluster.aws().signals(stack).is_ok_and(|s| s.iter().any(|x| x["LogicalResourceId"] == "FormationWaitCondition"))
+    })?;
+    let signals = cluster.aws().signals(stack)?;
+    let formation: Vec<_> = signals.iter().filter(|s| s["LogicalResourceId"] == "FormationWaitCondition").collect();
+    assert_eq!(formation.len(), 1, "{signals:#?}");
+    assert_eq!(formation[0]["Status"], "FAILURE", "{}", formation[0]);
+    let reason = formation[0]["Reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("0 of 2") && reason.contains("at least 2"), "{reason}");
+    let named =
+        format!("{} ({}) failed: the prepare-data script {script_path} failed", failing.instance_id(), failing.ip());
+    assert!(reason.contains(&named), "{named:?} not in {reason}");
+    assert!(reason.contains("shard 7: checksum mismatch"), "{reason}");
+    assert!(reason.contains(&format!("fetching shards for {}", failing.ip())), "{reason}");
+    let silent = cluster.workers()[1].instance_id();
+    assert!(reason.contains(&format!("never registered: {silent}")), "{reason}");
+    assert!(signals.iter().all(|s| s.to_string().len() <= 4096), "{signals:#?}");
+    // The worker's own log says so, with the script's last line.
+    let log = worker.log();
+    assert!(log.contains("the prepare-data script") && log.contains("shard 7: checksum mismatch"), "{log}");
+    assert!(master.log().contains("reports a failed boot step"), "{}", master.log());
+    eprintln!("the reason: {reason}");
+    Ok(())
+}

@@ -101,6 +101,21 @@ impl WorkerGroup for AsgWorkerGroup {
             .map_err(|e| from_sdk(&format!("Auto Scaling DescribeScalingActivities on group {}", self.name), &e))?;
         Ok(failure_messages(output.activities()))
     }
+
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn instances(&self) -> Result<Vec<String>, PortError> {
+        let output = self
+            .client
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(&self.name)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeAutoScalingGroups on group {}", self.name), &e))?;
+        let group = output.auto_scaling_groups().first().ok_or_else(|| {
+            PortError::Permanent(format!("Auto Scaling DescribeAutoScalingGroups: no group named {}", self.name))
+        })?;
+        Ok(group.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)).collect())
+    }
 }
 
 /// The workers requested (desired capacity) and the minimum (the

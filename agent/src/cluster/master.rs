@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use node_contract::NodeConfig;
 use node_contract::Role;
 use node_contract::message::{
-    Applied, Interruption, Leave, LifecycleAction, Manifest, MasterInbound, Register, worker_alias,
+    Applied, BootFailure, Interruption, Leave, LifecycleAction, Manifest, MasterInbound, Register, shorten_bytes,
+    worker_alias,
 };
 use node_contract::parts::check_register;
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,26 @@ const LAUNCH_FAILURES_QUOTED: usize = 3;
 
 /// Launch failure messages are cut to this many characters in the reason.
 const LAUNCH_FAILURE_CHARS: usize = 300;
+
+/// How many nodes' boot failures the master keeps (one report each, the
+/// newest); reports from further nodes are logged only.
+const BOOT_FAILURES_KEPT: usize = 64;
+
+/// How many failed nodes the failure reason quotes the last lines of (the
+/// others are named only).
+const FAILED_NODES_QUOTED: usize = 3;
+
+/// The most bytes of a failed node's last lines the reason quotes (from
+/// the end), so that several nodes and the launch failures fit the signal.
+const QUOTED_LINES_BYTES: usize = 600;
+
+/// How many never-registered instances the reason names.
+const UNREGISTERED_NAMED: usize = 10;
+
+/// The most bytes a formation signal may carry (its JSON body: status,
+/// unique id, reason and data together): "cfn-signal wait condition data",
+/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html>.
+pub const SIGNAL_BYTES: usize = 4096;
 
 /// Departures are remembered this long (the longest SQS message retention,
 /// 14 days): a copy of a departed node's `register` cannot be older.
@@ -126,6 +147,11 @@ pub struct MasterState {
     last_republish_ms: Option<u64>,
     completions: Vec<PendingCompletion>,
     departed: BTreeMap<String, Departure>,
+    /// Boot failures reported by nodes not (yet) admitted, by instance id,
+    /// the newest of each; a failed formation's reason quotes them. Older
+    /// state files have none.
+    #[serde(default)]
+    boot_failures: BTreeMap<String, BootFailure>,
 }
 
 impl MasterState {
@@ -164,6 +190,7 @@ impl MasterState {
             last_republish_ms: None,
             completions: Vec::new(),
             departed: BTreeMap::new(),
+            boot_failures: BTreeMap::new(),
         }
     }
 
@@ -230,6 +257,7 @@ impl MasterState {
             MasterInbound::Applied(a) => self.on_applied(a, &mut fx),
             MasterInbound::Leave(l) => self.on_leave(l, now_ms, &mut fx),
             MasterInbound::Notice(n) => self.on_notice(n, now_ms, &mut fx),
+            MasterInbound::BootFailure(f) => self.on_boot_failure(f, &mut fx),
             MasterInbound::Lifecycle(a) => self.on_lifecycle(a, now_ms, &mut fx),
             MasterInbound::LifecycleTest => {
                 fx.push(Effect::Log("Auto Scaling's test notification: the lifecycle hook reaches this queue".into()))
@@ -246,9 +274,16 @@ impl MasterState {
     }
 
     /// The answer to [`Effect::FetchLaunchFailures`]: the status messages of
-    /// the worker group's failed launches, newest first. (The time is not
-    /// needed today; every input carries it so the runner's calls look alike.)
-    pub fn on_launch_failures(&mut self, failures: Vec<String>, _now_ms: u64) -> Vec<Effect> {
+    /// the worker group's failed launches, newest first, and the instance
+    /// ids in the group (`None` when they could not be read): the reason
+    /// names those that never registered. (The time is not needed today;
+    /// every input carries it so the runner's calls look alike.)
+    pub fn on_launch_failures(
+        &mut self,
+        failures: Vec<String>,
+        group_instances: Option<Vec<String>>,
+        _now_ms: u64,
+    ) -> Vec<Effect> {
         let mut fx = Vec::new();
         if !matches!(self.phase, Phase::AwaitingLaunchFailures { .. }) {
             fx.push(Effect::Log(format!(
@@ -274,8 +309,14 @@ impl MasterState {
         } else {
             format!("Launch failures: {}", quoted.join("; "))
         };
+        let why = format!("{}{why}", self.unregistered_text(group_instances.as_deref()));
         self.fail(why, &mut fx);
         fx
+    }
+
+    /// The boot failures the master keeps, by instance id.
+    pub fn boot_failures(&self) -> &BTreeMap<String, BootFailure> {
+        &self.boot_failures
     }
 
     /// Sending generation `generation` (some of its parts) failed even after
@@ -386,6 +427,78 @@ impl MasterState {
         }
     }
 
+    /// A node's boot step failed: logged with its last line, and kept (the
+    /// newest per node) for a failed formation's reason until it is admitted.
+    fn on_boot_failure(&mut self, f: BootFailure, fx: &mut Vec<Effect>) {
+        let id = f.instance_id.clone();
+        let last = f.last_lines.last().map_or_else(|| "no output".to_string(), |l| format!("last line: {l}"));
+        fx.push(Effect::Log(format!(
+            "{} ({}) reports a failed boot step: {} ({last})",
+            shorten(&id, 64),
+            shorten(&f.private_ip, 64),
+            f.what
+        )));
+        if self.members.get(&id).is_some() {
+            return;
+        }
+        if self.boot_failures.len() >= BOOT_FAILURES_KEPT && !self.boot_failures.contains_key(&id) {
+            fx.push(Effect::Log(format!(
+                "not keeping the boot failure of {}: {BOOT_FAILURES_KEPT} nodes' failures are kept already",
+                shorten(&id, 64)
+            )));
+            return;
+        }
+        self.boot_failures.insert(id, f);
+    }
+
+    /// "i-1 (10.0.0.7) failed: what; last lines: "a | b". " for the failed
+    /// nodes that are not members, then "N of the worker group's instances
+    /// never registered: i-2, i-3. " (those in `group` that are neither
+    /// members nor reported a failure).
+    fn unregistered_text(&self, group: Option<&[String]>) -> String {
+        let mut text = String::new();
+        let failed: Vec<&BootFailure> =
+            self.boot_failures.values().filter(|f| self.members.get(&f.instance_id).is_none()).collect();
+        for (i, f) in failed.iter().enumerate() {
+            text.push_str(&format!("{} ({}) failed: {}", f.instance_id, f.private_ip, f.what));
+            if i < FAILED_NODES_QUOTED && !f.last_lines.is_empty() {
+                let mut quoted: Vec<&str> = Vec::new();
+                let mut bytes = 0;
+                for line in f.last_lines.iter().rev() {
+                    if bytes + line.len() + 3 > QUOTED_LINES_BYTES && !quoted.is_empty() {
+                        break;
+                    }
+                    bytes += line.len() + 3;
+                    quoted.push(line);
+                }
+                quoted.reverse();
+                let lines = shorten_bytes(&quoted.join(" | "), QUOTED_LINES_BYTES);
+                text.push_str(&format!("; its last lines: \"{lines}\""));
+            }
+            text.push_str(". ");
+        }
+        if let Some(group) = group {
+            let never: Vec<&String> = group
+                .iter()
+                .filter(|id| {
+                    **id != self.master_id && self.members.get(id).is_none() && !self.boot_failures.contains_key(*id)
+                })
+                .collect();
+            if !never.is_empty() {
+                let mut named: Vec<&str> = never.iter().take(UNREGISTERED_NAMED).map(|s| s.as_str()).collect();
+                let more = never.len() - named.len();
+                let rest = if more > 0 { format!(" and {more} more") } else { String::new() };
+                named.sort_unstable();
+                text.push_str(&format!(
+                    "{} of the worker group's instances never registered: {}{rest}. ",
+                    never.len(),
+                    named.join(", ")
+                ));
+            }
+        }
+        text
+    }
+
     fn on_register(&mut self, r: Register, now_ms: u64, prepared: &dyn Fn(&str) -> bool, fx: &mut Vec<Effect>) {
         let id = r.instance_id.clone();
         if let Err(why) = check_register(&r) {
@@ -456,6 +569,7 @@ impl MasterState {
             return;
         }
         self.departed.remove(&id);
+        self.boot_failures.remove(&id);
         let ip = r.private_ip.clone();
         let index = self.members.admit(r);
         match self.phase {
@@ -767,7 +881,10 @@ impl MasterState {
         if s.is_multiple_of(60) { format!("{}-minute", s / 60) } else { format!("{s}-second") }
     }
 
+    /// Signals formation; a reason too long for the signal ([`SIGNAL_BYTES`]
+    /// with the rest of the body) is cut at its end, marked with "…".
     fn signal(&self, success: bool, reason: String, data: String, fx: &mut Vec<Effect>) {
+        let reason = fit_reason(reason, &self.master_id, &data);
         fx.push(Effect::Log(format!("formation {}: {reason}", if success { "succeeded" } else { "failed" })));
         fx.push(Effect::SignalFormation(Formation { success, reason, unique_id: self.master_id.clone(), data }));
     }
@@ -892,6 +1009,27 @@ impl MasterState {
 
 fn complete(hook: String, token: String, instance_id: String) -> Effect {
     Effect::CompleteLifecycle { hook, token, instance_id }
+}
+
+/// `reason`, cut so that the signal's JSON body (as
+/// [`crate::aws::CfnSignals`] sends it) is at most [`SIGNAL_BYTES`].
+fn fit_reason(reason: String, unique_id: &str, data: &str) -> String {
+    let size = |reason: &str| {
+        serde_json::json!({"Status": "FAILURE", "UniqueId": unique_id, "Reason": reason, "Data": data})
+            .to_string()
+            .len()
+    };
+    let mut reason = reason;
+    let mut over = size(&reason).saturating_sub(SIGNAL_BYTES);
+    while over > 0 && !reason.is_empty() {
+        let keep = reason.len().saturating_sub(over).max(3);
+        reason = shorten_bytes(&reason, keep);
+        over = size(&reason).saturating_sub(SIGNAL_BYTES);
+        if keep == 3 {
+            break;
+        }
+    }
+    reason
 }
 
 /// At most `max` characters, with an ellipsis when cut.

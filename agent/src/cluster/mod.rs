@@ -175,8 +175,9 @@ pub enum Effect {
     },
     /// Set the worker group's desired capacity.
     SetDesiredCapacity(u32),
-    /// Read the worker group's launch failures and pass them to
-    /// [`MasterState::on_launch_failures`] (an empty list when reading failed).
+    /// Read the worker group's launch failures and instances and pass them
+    /// to [`MasterState::on_launch_failures`] (an empty list, or no
+    /// instances, when reading failed).
     FetchLaunchFailures,
     /// Complete an Auto Scaling lifecycle action with `CONTINUE`.
     CompleteLifecycle {

@@ -36,6 +36,8 @@ struct Node {
     starts_at: u64,
     running: bool,
     registers_sent: u32,
+    /// Its prepare-data script fails: it reports that instead of registering.
+    fails_prepare: bool,
 }
 
 /// Real host keys for `i-master` (0) and `i-w1`.. (the files check every
@@ -73,6 +75,7 @@ impl Node {
             starts_at,
             running: true,
             registers_sent: 0,
+            fails_prepare: false,
         }
     }
 }
@@ -100,6 +103,8 @@ struct World {
     worker_queue: Vec<ManifestPart>,
     nodes: Vec<Node>,
     formations: u32,
+    /// Every formation signal, in order.
+    signals: Vec<crate::ports::Formation>,
     faults: Faults,
     /// Parts sent per (generation, publication), to check they never mix.
     publications: BTreeMap<(u64, u64), Manifest>,
@@ -137,6 +142,7 @@ impl World {
             worker_queue: Vec::new(),
             nodes,
             formations: 0,
+            signals: Vec::new(),
             faults,
             publications: BTreeMap::new(),
             generations: BTreeMap::new(),
@@ -222,8 +228,12 @@ impl World {
                     self.worker_queue.retain(|p| p.generation > through_generation)
                 }
                 Effect::SignalFormation(f) => {
-                    assert!(f.success, "{}", f.reason);
                     self.formations += 1;
+                    self.signals.push(f);
+                }
+                Effect::FetchLaunchFailures => {
+                    let group = self.nodes[1..].iter().map(|n| n.registration.instance_id.clone()).collect();
+                    queue.extend(self.master.on_launch_failures(Vec::new(), Some(group), self.now));
                 }
                 _ => {}
             }
@@ -237,6 +247,24 @@ impl World {
         let now = self.now;
         for i in 0..self.nodes.len() {
             if !self.nodes[i].running || now < self.nodes[i].starts_at {
+                continue;
+            }
+            if self.nodes[i].fails_prepare {
+                // It retries its script every minute, and reports each failure.
+                if now >= self.nodes[i].starts_at + 60_000 * u64::from(self.nodes[i].registers_sent) {
+                    self.nodes[i].registers_sent += 1;
+                    let r = &self.nodes[i].registration;
+                    let output = format!("fetching shard {}\nshard {0}: checksum mismatch\n", i);
+                    let failure = node_contract::message::BootFailure::new(
+                        &r.instance_id,
+                        &r.private_ip,
+                        "the prepare-data script exited with status 1",
+                        output.as_bytes(),
+                    );
+                    if !self.lose_send() {
+                        self.master_queue.push(MasterInbound::BootFailure(failure));
+                    }
+                }
                 continue;
             }
             if self.nodes[i].state.should_register(now) {
@@ -342,6 +370,7 @@ fn converges(seed: u64, faults: Faults) -> World {
     let mut world = World::new(seed, 4, faults);
     world.run_then_calm(5 * 60_000);
     assert!(world.master.formed(), "seed {seed}");
+    assert!(world.signals[0].success, "seed {seed}: {}", world.signals[0].reason);
     assert_eq!(world.master.manifest().unwrap().nodes.len(), 5, "seed {seed}");
     world.assert_converged(seed);
     if world.crashes == 0 {
@@ -375,6 +404,37 @@ fn converges(seed: u64, faults: Faults) -> World {
     assert!(index_of_w5 == index_of_w2 || index_of_w5 == 6, "seed {seed}: {index_of_w5}");
     world.assert_converged(seed);
     world
+}
+
+/// A worker whose prepare-data script keeps failing and one that never
+/// starts: whatever the order, duplicates and lost sends, the one failure
+/// signal names the failed worker with its last line and the one that never
+/// registered.
+#[test]
+fn a_failed_formation_names_the_failed_and_the_silent_workers() {
+    for seed in 0..100 {
+        let mut world = World::new(seed, 3, Faults { lost_send: 7, failed_part: 0, crash: 0 });
+        world.master = MasterState::new(
+            &config(30, true),
+            crate::ports::GroupSize { requested: 3, min: 3 },
+            with_key(master_reg()),
+            cluster_key(),
+            T0,
+        );
+        let fx = world.master.start(T0, 0);
+        world.carry_out(fx);
+        world.nodes[2].fails_prepare = true;
+        world.nodes[3].starts_at = u64::MAX;
+        world.run_for(35 * 60_000);
+        assert!(world.master.failed(), "seed {seed}");
+        assert_eq!(world.signals.len(), 1, "seed {seed}");
+        let reason = &world.signals[0].reason;
+        assert!(!world.signals[0].success, "seed {seed}: {reason}");
+        assert!(reason.starts_with("1 of 3 workers joined"), "seed {seed}: {reason}");
+        assert!(reason.contains("i-w2 (10.0.0.2) failed: the prepare-data script exited with status 1"), "{reason}");
+        assert!(reason.contains("shard 2: checksum mismatch"), "seed {seed}: {reason}");
+        assert!(reason.contains("never registered: i-w3."), "seed {seed}: {reason}");
+    }
 }
 
 #[test]

@@ -204,7 +204,7 @@ fn below_the_minimum_fails_with_the_launch_failures() {
         "Launching a new EC2 instance. Status Reason: The image id '[ami-123]' does not exist.".into(),
         "a fourth distinct message that is not quoted".into(),
     ];
-    let fx = s.on_launch_failures(failures, T0 + 30 * MINUTE + 500);
+    let fx = s.on_launch_failures(failures, None, T0 + 30 * MINUTE + 500);
     assert!(s.failed());
     let f = formations(&fx);
     assert_eq!(f.len(), 1);
@@ -222,7 +222,7 @@ fn below_the_minimum_fails_with_the_launch_failures() {
     assert_eq!(s.next_deadline(), None);
     // After a failure: nothing new, only logs, but terminations are let go.
     assert!(actions(&send(&mut s, register(2), T0 + 31 * MINUTE)).is_empty());
-    assert!(actions(&s.on_launch_failures(vec!["late".into()], T0 + 32 * MINUTE)).is_empty());
+    assert!(actions(&s.on_launch_failures(vec!["late".into()], None, T0 + 32 * MINUTE)).is_empty());
     assert!(actions(&s.on_tick(T0 + 90 * MINUTE)).is_empty());
     let fx = send(&mut s, terminating("i-w1"), T0 + 33 * MINUTE);
     assert_eq!(actions(&fx), vec![&completion("i-w1")]);
@@ -233,7 +233,7 @@ fn below_the_minimum_fails_with_the_launch_failures() {
 fn failure_reasons_without_launch_failures_say_where_to_look() {
     let (mut s, _) = master(4, 2, false);
     s.on_tick(T0 + 30 * MINUTE);
-    let fx = s.on_launch_failures(vec![], T0 + 30 * MINUTE + 1);
+    let fx = s.on_launch_failures(vec![], None, T0 + 30 * MINUTE + 1);
     let reason = &formations(&fx)[0].reason;
     assert!(reason.starts_with("0 of 4 workers joined by the 30-minute deadline, at least 2 needed. "), "{reason}");
     assert!(reason.contains("no launch failures were reported; check the workers' console output"), "{reason}");
@@ -251,7 +251,7 @@ fn failure_reasons_without_launch_failures_say_where_to_look() {
 fn long_launch_failures_are_shortened() {
     let (mut s, _) = master(1, 1, false);
     s.on_tick(T0 + 30 * MINUTE);
-    let fx = s.on_launch_failures(vec!["x".repeat(5_000)], T0 + 30 * MINUTE);
+    let fx = s.on_launch_failures(vec!["x".repeat(5_000)], None, T0 + 30 * MINUTE);
     let reason = &formations(&fx)[0].reason;
     assert!(reason.len() < 600, "{} bytes", reason.len());
     assert!(reason.ends_with('…'));
@@ -643,7 +643,7 @@ fn a_restart_while_waiting_for_launch_failures_asks_again() {
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
     let fx = s.start(T0 + 30 * MINUTE + 5_000, 0);
     assert!(fx.contains(&Effect::FetchLaunchFailures));
-    let fx = s.on_launch_failures(vec!["no capacity".into()], T0 + 30 * MINUTE + 6_000);
+    let fx = s.on_launch_failures(vec!["no capacity".into()], None, T0 + 30 * MINUTE + 6_000);
     assert!(formations(&fx)[0].reason.ends_with("Launch failures: no capacity"));
     // A failed master restarts quietly.
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
@@ -1033,4 +1033,83 @@ fn departures_from_before_notices_existed_still_load() {
     assert!(departed.remove("removed_in").is_some());
     let loaded: MasterState = serde_json::from_value(with_departure).unwrap();
     assert_eq!(loaded.generation(), 2);
+}
+
+fn boot_failure(n: u32, output: &str) -> MasterInbound {
+    let what = "the prepare-data script /efs/prepare.sh exited with status 1";
+    MasterInbound::BootFailure(node_contract::message::BootFailure::new(
+        &format!("i-w{n}"),
+        &format!("10.0.0.{n}"),
+        what,
+        output.as_bytes(),
+    ))
+}
+
+/// A failed formation's reason names the worker whose prepare-data script
+/// failed, with its last lines, and the group's instances that never
+/// registered; the worker that failed before and then joined is not named.
+#[test]
+fn a_failed_formation_names_the_failed_and_the_unregistered_nodes() {
+    let (mut s, _) = master(4, 3, true);
+    send(&mut s, register(1), T0 + MINUTE);
+    let fx = send(&mut s, boot_failure(2, "downloading\nerror: bucket missing\n"), T0 + 2 * MINUTE);
+    assert!(logs(&fx).contains("i-w2 (10.0.0.2) reports a failed boot step"), "{fx:?}");
+    // A newer report replaces the older; a node that fails, then joins, is no longer named.
+    send(&mut s, boot_failure(2, "downloading\nerror: bucket still missing\n"), T0 + 3 * MINUTE);
+    send(&mut s, boot_failure(3, "oops\n"), T0 + 3 * MINUTE);
+    send(&mut s, register(3), T0 + 4 * MINUTE);
+    assert_eq!(s.boot_failures().keys().collect::<Vec<_>>(), vec!["i-w2"]);
+    s.on_tick(T0 + 30 * MINUTE);
+    let group: Vec<String> = ["i-master", "i-w1", "i-w2", "i-w3", "i-w4"].iter().map(|s| s.to_string()).collect();
+    let fx = s.on_launch_failures(vec![], Some(group), T0 + 30 * MINUTE + 1);
+    let f = formations(&fx);
+    assert!(!f[0].success);
+    let reason = &f[0].reason;
+    assert!(reason.starts_with("2 of 4 workers joined by the 30-minute deadline, at least 3 needed. "), "{reason}");
+    assert!(
+        reason.contains(
+            "i-w2 (10.0.0.2) failed: the prepare-data script /efs/prepare.sh exited with status 1; its last lines: \
+             \"downloading | error: bucket still missing\""
+        ),
+        "{reason}"
+    );
+    assert!(reason.contains("1 of the worker group's instances never registered: i-w4."), "{reason}");
+    assert!(!reason.contains("i-w3") && !reason.contains("i-w1 ") && !reason.contains("oops"), "{reason}");
+    assert!(reason.contains("no launch failures were reported"), "{reason}");
+}
+
+/// However many nodes failed, and however long their lines, the signal
+/// fits its 4,096 bytes, cut with "…" and never inside a character.
+#[test]
+fn a_reason_with_many_failed_nodes_fits_the_signal() {
+    let (mut s, _) = master(40, 40, true);
+    let line = "é".repeat(300);
+    let output: String = (0..20).map(|i| format!("{i} {line}\n")).collect();
+    for n in 1..=40 {
+        send(&mut s, boot_failure(n, &output), T0 + MINUTE);
+    }
+    s.on_tick(T0 + 30 * MINUTE);
+    let fx = s.on_launch_failures(vec!["x".repeat(5_000)], None, T0 + 30 * MINUTE + 1);
+    let f = &formations(&fx)[0];
+    let body = crate::aws::cloudformation::signal_body(f);
+    assert!(body.len() <= SIGNAL_BYTES, "{} bytes", body.len());
+    assert!(body.len() > SIGNAL_BYTES - 64, "cut much shorter than needed: {} bytes", body.len());
+    assert!(f.reason.ends_with('…'), "{}", f.reason);
+    assert!(f.reason.contains("i-w1 (10.0.0.1) failed"), "{}", f.reason);
+    // Quoted lines are bounded per node: the first node's last line is there.
+    assert!(f.reason.contains(&format!("19 {}", "é".repeat(100))), "{}", f.reason);
+}
+
+/// Reports from too many nodes are not all kept; a member's report is logged only.
+#[test]
+fn boot_failures_kept_are_bounded() {
+    let (mut s, _) = master(1, 1, true);
+    send(&mut s, register(1), T0 + 1);
+    assert!(s.formed());
+    let fx = send(&mut s, boot_failure(1, "x\n"), T0 + 2);
+    assert!(s.boot_failures().is_empty() && !logs(&fx).is_empty());
+    for n in 2..(2 + BOOT_FAILURES_KEPT as u32 + 5) {
+        send(&mut s, boot_failure(n, "x\n"), T0 + 3);
+    }
+    assert_eq!(s.boot_failures().len(), BOOT_FAILURES_KEPT);
 }
