@@ -1,5 +1,5 @@
 //! The formation timeline: when each node reached each phase, as the master
-//! knows it (docs/ARCHITECTURE.md, "The master's state").
+//! knows it (docs/ARCHITECTURE.md, "Membership rules").
 //!
 //! What the master knows without new messages or AWS calls:
 //!
