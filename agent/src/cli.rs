@@ -33,7 +33,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent (the daemon); stops on SIGTERM or Ctrl-C.
     Run(RunArgs),
-    /// Print the generation this node applied and the nodes in it.
+    /// Print the generation this node applied and the nodes in it; on the
+    /// master, also the formation timeline (when each node booted, started
+    /// its agent, registered and applied, as far as the master knows).
     Status(RootArgs),
     /// Print the files a manifest would produce on a node, without writing anything.
     Render(RenderArgs),
@@ -155,7 +157,23 @@ fn status(args: &RootArgs) -> anyhow::Result<()> {
         let me = if n.instance_id == state.instance_id { "  <- this node" } else { "" };
         text.push_str(&format!("{:<24} {:<16} {:<20} gpus={}{me}\n", n.alias, n.private_ip, n.instance_id, n.gpus));
     }
+    text.push_str(&master_timeline(&args.root));
     Ok(cli_output::print(&text)?)
+}
+
+/// The formation timeline table when `root` holds a master's state, a line
+/// saying why when that state cannot be read, and nothing on a worker.
+fn master_timeline(root: &std::path::Path) -> String {
+    let path = runner::master_state_path(root);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return String::new(),
+        Err(e) => return format!("\nno formation timeline: cannot read {}: {e}\n", path.display()),
+    };
+    match serde_json::from_str::<crate::cluster::master::MasterState>(&text) {
+        Ok(state) => format!("\n{}", state.timeline().table()),
+        Err(e) => format!("\nno formation timeline: {} is not a master state this agent reads: {e}\n", path.display()),
+    }
 }
 
 /// The largest file `agent render --manifest` reads: a manifest message is

@@ -24,6 +24,8 @@ pub const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
 
 /// Where the kernel publishes the boot id.
 const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
+/// The kernel's statistics, with its boot time (`btime`).
+const PROC_STAT: &str = "proc/stat";
 /// The host public keys, in order of preference.
 const HOST_KEYS: &[&str] =
     &["etc/ssh/ssh_host_ed25519_key.pub", "etc/ssh/ssh_host_ecdsa_key.pub", "etc/ssh/ssh_host_rsa_key.pub"];
@@ -240,6 +242,18 @@ fn describe(path: &str, err: &ImdsError) -> IdentityError {
     }
 }
 
+/// The kernel's boot time (`btime` in `proc/stat`, unix seconds) under
+/// `root`, or the host's own when `root` has none, in unix milliseconds;
+/// `None` when neither can be read (the formation timeline then has no
+/// `booted` for this node).
+pub fn booted_ms(root: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(root.join(PROC_STAT))
+        .or_else(|_| std::fs::read_to_string(Path::new("/").join(PROC_STAT)))
+        .ok()?;
+    let seconds: u64 = text.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse().ok()?;
+    seconds.checked_mul(1000)
+}
+
 /// The boot id under `root`, or the host's own when `root` has none (a test root, a chroot without /proc).
 fn boot_id(root: &Path) -> Result<String, IdentityError> {
     let under_root = root.join(BOOT_ID);
@@ -295,7 +309,7 @@ fn key_without_comment(text: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::aws::test_server::{Reply, Request, TestServer, closed_port};
-    use std::time::Instant;
+    use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
     const TOKEN: &str = "AQAEAFTNrA4eEGx0AQgJ1arIq_token==";
     const TTL: &str = "x-aws-ec2-metadata-token-ttl-seconds";
@@ -448,6 +462,20 @@ mod tests {
         let err = user_data(&imds).await.unwrap_err();
         assert!(matches!(err, IdentityError::Token { .. }), "{err:?}");
         assert!(err.to_string().contains("HttpPutResponseHopLimit"), "{err}");
+    }
+
+    #[test]
+    fn the_boot_time_is_btime_under_the_root_or_the_hosts() {
+        let root = root_with(&[("proc/stat", "cpu  1 2 3\nbtime 1700000000\nprocesses 9\n")]);
+        assert_eq!(booted_ms(root.path()), Some(1_700_000_000_000));
+        // No proc/stat under the root: the host's, which has a btime in the past.
+        let bare = tempfile::tempdir().unwrap();
+        let host = booted_ms(bare.path()).expect("the host's /proc/stat has btime");
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        assert!(host <= now, "{host} > {now}");
+        // A proc/stat without a readable btime: none rather than a guess.
+        let garbled = root_with(&[("proc/stat", "btime soon\n")]);
+        assert_eq!(booted_ms(garbled.path()), None);
     }
 
     #[test]

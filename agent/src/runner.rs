@@ -59,7 +59,8 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-fn master_state_path(root: &Path) -> PathBuf {
+/// Where the master keeps its state ([`MasterState`]) under `root`.
+pub(crate) fn master_state_path(root: &Path) -> PathBuf {
     root.join("var/lib/deeplearning/master.json")
 }
 
@@ -145,6 +146,8 @@ pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> any
 
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
+    // The formation timeline's "agent started" (the master's own).
+    let started_ms = now_ms();
     let imds = crate::identity::imds_client();
     let config = load_config(&opts, &imds).await?;
     let gpus = crate::gpu::count();
@@ -194,8 +197,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 master_resource: signals.master_resource.clone(),
                 handle_url: signals.formation_handle_url.clone(),
             };
-            let master =
-                master_loop(&opts, &config, register.clone(), key, &master_queue, &worker_queue, &group, &signals);
+            let master = master_loop(
+                &opts,
+                &config,
+                register.clone(),
+                key,
+                &master_queue,
+                &worker_queue,
+                &group,
+                &signals,
+                started_ms,
+            );
             tokio::select! {
                 r = node => r,
                 r = master => r,
@@ -607,6 +619,7 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
     worker_queue: &SqsQueue,
     group: &G,
     signals: &S,
+    started_ms: u64,
 ) -> anyhow::Result<()> {
     let master_id = me.instance_id.clone();
     let path = master_state_path(&opts.root);
@@ -628,7 +641,13 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         None => {
             let size = group_size(&master_id, group, signals).await?;
             info!(requested = size.requested, min = size.min, "the worker group's size");
-            MasterState::new(config, size, me, key.public_openssh.clone(), now_ms())
+            let mut state = MasterState::new(config, size, me, key.public_openssh.clone(), now_ms());
+            let booted_ms = crate::identity::booted_ms(&opts.root);
+            if booted_ms.is_none() {
+                warn!("no boot time (btime) in proc/stat: the formation timeline has no `booted` for the master");
+            }
+            state.note_own_start(booted_ms, started_ms);
+            state
         }
     };
     let mut state_file = StateFile { path, last: String::new() };

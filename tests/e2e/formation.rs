@@ -1,11 +1,12 @@
 //! The cluster forms: the template synth builds is created in moto, one
 //! master and three workers boot (each in its own network namespace, with
 //! its own IP, root and instance metadata) from its launch templates' user
-//! data, and every node ends with the same view of the cluster.
+//! data, and every node ends with the same view of the cluster. The
+//! master's formation timeline is in order and within the test's run.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use e2e::scenario::{managed_block as block, read};
 use e2e::{Cluster, TestResult};
@@ -26,8 +27,22 @@ fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> 
     Ok(())
 }
 
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// The master's timeline entries (`var/lib/deeplearning/master.json`), by
+/// instance id, once every node's `applied` is in.
+fn applied_timeline(root: &Path) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let v: serde_json::Value = serde_json::from_str(&read(root, "/var/lib/deeplearning/master.json")).ok()?;
+    let nodes = v["timeline"]["nodes"].as_object()?.clone();
+    (nodes.len() == 4 && nodes.values().all(|n| n["applied_ms"].is_u64())).then_some(nodes)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
+    // Whole seconds: a node's boot time (`btime`) is in seconds.
+    let test_started_ms = unix_ms() / 1000 * 1000;
     let cluster = Cluster::start("blueprints/minimal.yaml", "formation", 3).await?;
     let agents = cluster.spawn_agents()?;
     let started = Instant::now();
@@ -108,7 +123,64 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     let formation = signals.iter().find(|s| s["LogicalResourceId"] == "FormationWaitCondition").unwrap();
     assert_eq!(formation["Status"], "SUCCESS", "{formation}");
     assert!(formation["Reason"].as_str().unwrap_or_default().contains("3 of 3 workers joined"), "{formation}");
-    eprintln!("formed in {formed_in:?}");
+
+    // The formation timeline: every node's phases in order (booted <= agent
+    // started <= registered <= applied) and within the test's run. The
+    // master knows its own boot and start; a worker's registered and
+    // applied are when the master read them (its boot and start are not
+    // reported).
+    let mut timeline = None;
+    let all_in = wait_until("the master to read every node's `applied`", Duration::from_secs(30), || {
+        timeline = applied_timeline(cluster.master().root());
+        timeline.is_some()
+    });
+    assert_eq!(all_in, Ok(()), "{}", read(cluster.master().root(), "/var/lib/deeplearning/master.json"));
+    let timeline = timeline.unwrap();
+    let now_ms = unix_ms();
+    let ms = |v: &serde_json::Value| v.as_u64();
+    for (id, n) in &timeline {
+        let phases = [ms(&n["booted_ms"]), ms(&n["agent_started_ms"]), ms(&n["registered_ms"]), ms(&n["applied_ms"])];
+        let is_master = *id == cluster.master().instance_id();
+        if is_master {
+            assert!(phases.iter().all(Option::is_some), "the master knows all its phases: {n}");
+        } else {
+            assert_eq!(phases[..2], [None, None], "a worker's boot and start are not reported: {n}");
+        }
+        let known: Vec<u64> = phases.into_iter().flatten().collect();
+        assert!(known.is_sorted(), "{id}'s phases out of order: {n}");
+        assert!(
+            known.iter().all(|t| (test_started_ms..=now_ms).contains(t)),
+            "{id}: {n} not within {test_started_ms}..={now_ms}"
+        );
+    }
+    let aliases: BTreeSet<&str> = timeline.values().filter_map(|n| n["alias"].as_str()).collect();
+    assert_eq!(aliases.len(), 4, "{timeline:?}");
+    // The success signal's summary: registered known for all four, the
+    // slowest named, median <= slowest <= the run so far.
+    let data: serde_json::Value =
+        serde_json::from_str(formation["Data"].as_str().unwrap_or_default()).expect("the signal's data is JSON");
+    let registered = &data["timeline"]["registered"];
+    assert_eq!(registered["nodes"], 4, "{data}");
+    let (median, slowest) = (registered["median_s"].as_f64().unwrap(), registered["slowest_s"].as_f64().unwrap());
+    assert!(0.0 <= median && median <= slowest, "{data}");
+    assert!(slowest * 1000.0 <= (now_ms - test_started_ms) as f64, "{data}");
+    assert!(aliases.contains(registered["slowest"].as_str().unwrap_or_default()), "{data}");
+    assert_eq!(data["timeline"]["booted"]["slowest"], "deeplearning-worker1", "{data}");
+    // `agent status` on the master prints the table.
+    let agent = e2e::node::agent_bin()?;
+    let status = std::process::Command::new(&agent)
+        .args(["status", "--root"])
+        .arg(cluster.master().root())
+        .output()
+        .map_err(e2e::Error::io("running agent status", &agent))?;
+    let out = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{out}{}", String::from_utf8_lossy(&status.stderr));
+    assert!(out.contains("formation timeline"), "{out}");
+    for alias in &aliases {
+        let row = out.lines().find(|l| l.starts_with(alias) && l.split_whitespace().count() == 5);
+        assert!(row.is_some_and(|r| !r.ends_with('-')), "{alias}'s row with applied: {out}");
+    }
+    eprintln!("formed in {formed_in:?}\n{out}");
     drop(agents);
     Ok(())
 }

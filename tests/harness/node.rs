@@ -5,7 +5,8 @@
 //! The root directory holds what the agent reads from a real instance:
 //! `etc/passwd` and `etc/group` with `ubuntu`, `home/ubuntu`, `etc/hosts`,
 //! `etc/resolv.conf`, `etc/ssh/ssh_host_ed25519_key{,.pub}` (ssh-keygen) and
-//! `proc/sys/kernel/random/boot_id`. It lives under `/var/lib/dl-e2e`
+//! `proc/sys/kernel/random/boot_id`, and `proc/stat` with the node's boot
+//! time (`btime`: when its root was made). It lives under `/var/lib/dl-e2e`
 //! (root-owned, 0755) rather than `/tmp`, because sshd's `StrictModes`
 //! refuses keys below a world-writable directory.
 //!
@@ -322,6 +323,9 @@ fn populate_root(root: &Path, ip: Ipv4Addr, hostname: &str) -> Result<()> {
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
         .map_err(Error::io("reading a random uuid", "/proc/sys/kernel/random/uuid"))?;
     write(&root.join("proc/sys/kernel/random/boot_id"), &boot_id)?;
+    // The node "boots" now: the agent's formation timeline reads `btime`.
+    let btime = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    write(&root.join("proc/stat"), &format!("cpu  0 0 0 0 0 0 0 0 0 0\nbtime {btime}\nprocesses 1\n"))?;
     let ssh = root.join("etc/ssh");
     std::fs::create_dir_all(&ssh).map_err(Error::io("creating a directory", &ssh))?;
     let key = ssh.join("ssh_host_ed25519_key");

@@ -27,6 +27,7 @@ use node_contract::parts::check_register;
 use serde::{Deserialize, Serialize};
 
 use super::membership::{Member, Membership, host_log_lines};
+use super::timeline::Timeline;
 use super::{
     ACK_TIMEOUT_MS, BATCH_WINDOW_MS, Effect, LAUNCH_FAILURES_TIMEOUT_MS, REJOIN_AFTER_LEAVE_MS, REPUBLISH_INTERVAL_MS,
 };
@@ -152,6 +153,10 @@ pub struct MasterState {
     /// state files have none.
     #[serde(default)]
     boot_failures: BTreeMap<String, BootFailure>,
+    /// When each member reached each phase (one entry per member; see
+    /// [`crate::cluster::timeline`]). Older state files have none.
+    #[serde(default)]
+    timeline: Timeline,
 }
 
 impl MasterState {
@@ -169,6 +174,8 @@ impl MasterState {
         let master_id = me.instance_id.clone();
         let mut members = Membership::default();
         members.insert_master(me);
+        let mut timeline = Timeline::default();
+        timeline.registered(&master_id, worker_alias(1), now_ms);
         MasterState {
             cluster: config.cluster.clone(),
             master_id,
@@ -191,7 +198,19 @@ impl MasterState {
             completions: Vec::new(),
             departed: BTreeMap::new(),
             boot_failures: BTreeMap::new(),
+            timeline,
         }
+    }
+
+    /// Notes the master's own boot time (`None` when it cannot be read) and
+    /// its agent's start, for the timeline; called once, on a new state.
+    pub fn note_own_start(&mut self, booted_ms: Option<u64>, agent_started_ms: u64) {
+        self.timeline.started(&self.master_id, booted_ms, agent_started_ms);
+    }
+
+    /// The formation timeline (`agent status` prints it on the master).
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
     }
 
     /// Effects to carry out at start: `SignalMasterUp` while formation is
@@ -254,7 +273,7 @@ impl MasterState {
         self.advance(now_ms, &mut fx);
         match msg {
             MasterInbound::Register(r) => self.on_register(r, now_ms, prepared, &mut fx),
-            MasterInbound::Applied(a) => self.on_applied(a, &mut fx),
+            MasterInbound::Applied(a) => self.on_applied(a, now_ms, &mut fx),
             MasterInbound::Leave(l) => self.on_leave(l, now_ms, &mut fx),
             MasterInbound::Notice(n) => self.on_notice(n, now_ms, &mut fx),
             MasterInbound::BootFailure(f) => self.on_boot_failure(f, &mut fx),
@@ -572,6 +591,7 @@ impl MasterState {
         self.boot_failures.remove(&id);
         let ip = r.private_ip.clone();
         let index = self.members.admit(r);
+        self.timeline.registered(&id, worker_alias(index), now_ms);
         match self.phase {
             Phase::Forming => {
                 fx.push(Effect::Log(format!(
@@ -621,6 +641,7 @@ impl MasterState {
         // Its files may be gone with the old boot: it has to acknowledge again.
         let changed = member.rebooted(r);
         let alias = worker_alias(member.index);
+        self.timeline.registered(&id, alias.clone(), now_ms);
         fx.push(Effect::Log(format!("{id} ({alias}) rebooted")));
         if self.phase != Phase::Formed {
             return;
@@ -633,7 +654,7 @@ impl MasterState {
         }
     }
 
-    fn on_applied(&mut self, a: Applied, fx: &mut Vec<Effect>) {
+    fn on_applied(&mut self, a: Applied, now_ms: u64, fx: &mut Vec<Effect>) {
         let current = self.generation();
         if a.generation > current {
             fx.push(Effect::Log(format!(
@@ -652,6 +673,7 @@ impl MasterState {
         if !member.has_applied(a.generation) {
             member.applied = Some(a.generation);
         }
+        self.timeline.applied(&a.instance_id, now_ms);
         self.check_acknowledgements(fx);
     }
 
@@ -755,6 +777,7 @@ impl MasterState {
             return;
         }
         // Not a member (or formation failed): nothing to wait for.
+        self.timeline.remove(&id);
         if let Some(m) = self.members.remove(&id) {
             self.remember_departure(&id, m.registration.boot_id, now_ms, true);
         } else {
@@ -783,6 +806,7 @@ impl MasterState {
         fx: &mut Vec<Effect>,
     ) {
         let Some(member) = self.members.remove(id) else { return };
+        self.timeline.remove(id);
         self.remember_departure(id, member.registration.boot_id.clone(), now_ms, lifecycle.is_some());
         let alias = worker_alias(member.index);
         fx.push(Effect::Log(format!("{id} ({alias}, {}) {why}", member.registration.private_ip)));
@@ -899,6 +923,14 @@ impl MasterState {
         });
         if let Some(c) = desired_capacity {
             data["desired_capacity"] = c.into();
+        }
+        // Per phase: median and slowest seconds after the earliest time
+        // (the master's boot, when it could be read), the slowest node
+        // named. At signal time no node has applied yet (generation 1 goes
+        // out with it): `agent status` on the master shows that phase.
+        let summary = self.timeline.summary();
+        if !summary.is_empty() {
+            data["timeline"] = serde_json::to_value(&summary).unwrap_or_default();
         }
         data.to_string()
     }

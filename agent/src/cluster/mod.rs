@@ -102,6 +102,7 @@
 pub mod master;
 pub mod membership;
 pub mod node;
+pub mod timeline;
 
 pub use master::MasterState;
 pub use node::{NodeDecision, NodeState};

@@ -603,7 +603,9 @@ fn a_restart_mid_formation_resumes_with_the_same_deadline_and_members() {
     // Uninterrupted.
     let (mut a, _) = master(3, 1, false);
     send(&mut a, register(1), T0 + MINUTE);
-    send(&mut a, register(2), T0 + 2 * MINUTE);
+    // At the same time as below: the timeline (in the state and the
+    // signal's data) holds when each node registered.
+    send(&mut a, register(2), T0 + 7 * MINUTE);
     let uninterrupted = a.on_tick(T0 + 30 * MINUTE);
 
     // Interrupted after the first registration.
@@ -1112,4 +1114,78 @@ fn boot_failures_kept_are_bounded() {
         send(&mut s, boot_failure(n, "x\n"), T0 + 3);
     }
     assert_eq!(s.boot_failures().len(), BOOT_FAILURES_KEPT);
+}
+
+/// The success signal's data carries the timeline's summary (median and
+/// slowest per phase, the slowest node named); `applied` comes later, into
+/// the state the master keeps.
+#[test]
+fn the_success_signal_carries_the_timeline_summary() {
+    let size = GroupSize { requested: 3, min: 1 };
+    let mut s = MasterState::new(&config(30, false), size, master_reg(), "ssh-ed25519 AAAA key".into(), T0);
+    s.note_own_start(Some(T0 - 60_000), T0 - 10_000);
+    s.start(T0, 0);
+    send(&mut s, register(1), T0 + 1_000);
+    send(&mut s, register(2), T0 + 2_000);
+    let fx = send(&mut s, register(3), T0 + 9_000);
+    let f = formations(&fx);
+    assert!(f[0].success);
+    let data: serde_json::Value = serde_json::from_str(&f[0].data).unwrap();
+    let t = &data["timeline"];
+    // Seconds after the master's boot (T0 - 60 s).
+    assert_eq!(
+        t["booted"],
+        serde_json::json!({"nodes": 1, "median_s": 0.0, "slowest_s": 0.0, "slowest": "deeplearning-worker1"})
+    );
+    assert_eq!(t["agent_started"]["median_s"], 50.0);
+    assert_eq!(
+        t["registered"],
+        serde_json::json!({"nodes": 4, "median_s": 61.0, "slowest_s": 69.0, "slowest": "deeplearning-worker4"})
+    );
+    assert!(t.get("applied").is_none(), "nothing applied before generation 1 goes out: {t}");
+    assert!(crate::aws::cloudformation::signal_body(f[0]).len() < 1_024);
+
+    ack_all(&mut s, T0 + 12_000);
+    send(&mut s, applied("i-w2", 1), T0 + 20_000); // again: the first counts
+    let timeline = s.timeline();
+    assert_eq!(timeline.nodes().len(), 4);
+    for n in timeline.nodes().values() {
+        assert_eq!(n.applied_ms, Some(T0 + 12_000), "{n:?}");
+        assert!(n.registered_ms.is_some_and(|r| r <= T0 + 12_000), "{n:?}");
+    }
+    let master = &timeline.nodes()["i-master"];
+    assert_eq!(master.phases(), [Some(T0 - 60_000), Some(T0 - 10_000), Some(T0), Some(T0 + 12_000)]);
+    assert_eq!(timeline.summary()["applied"].slowest_s, 72.0);
+    // A restart keeps it (it is in the saved state).
+    let resumed: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(resumed.timeline(), timeline);
+    // A state file from before the timeline is read with an empty one.
+    let mut old: serde_json::Value = serde_json::to_value(&s).unwrap();
+    old.as_object_mut().unwrap().remove("timeline");
+    let old: MasterState = serde_json::from_value(old).unwrap();
+    assert!(old.timeline().nodes().is_empty());
+}
+
+/// One entry per member, however many join and leave: a node that leaves
+/// or terminates is dropped, a rebooted one starts again.
+#[test]
+fn the_timeline_is_bounded_by_the_members() {
+    let mut s = formed(3, false);
+    for round in 0..50u64 {
+        let at = T0 + 10_000 + round * 1_000;
+        send(&mut s, leave("i-w2"), at);
+        send(&mut s, lifecycle("i-w3", "autoscaling:EC2_INSTANCE_TERMINATING"), at);
+        let n = 100 + round as u32;
+        send(&mut s, register(n), at);
+        assert!(s.timeline().nodes().len() <= 4, "{:?}", s.timeline().nodes().keys());
+        send(&mut s, leave(&format!("i-w{n}")), at + 1);
+    }
+    let ids: Vec<&String> = s.timeline().nodes().keys().collect();
+    assert_eq!(ids, ["i-master", "i-w1"]);
+    // A reboot: a new registration from a new boot starts the entry again.
+    let mut again = worker_reg(1);
+    again.boot_id = "boot-1-again".into();
+    send(&mut s, MasterInbound::Register(again), T0 + 90 * MINUTE);
+    let w1 = &s.timeline().nodes()["i-w1"];
+    assert_eq!((w1.registered_ms, w1.applied_ms), (Some(T0 + 90 * MINUTE), None));
 }

@@ -1,0 +1,220 @@
+//! The formation timeline: when each node reached each phase, as the master
+//! knows it (docs/ARCHITECTURE.md, "Membership rules").
+//!
+//! What the master knows without new messages or AWS calls:
+//!
+//! - **booted** and **agent started**: its own only (the kernel's boot time,
+//!   `btime` in `proc/stat` under the agent's root, and when its agent
+//!   started). A worker's are not reported: `register` and `applied` refuse
+//!   unknown fields, and a new message would cost each worker one more call;
+//! - **registered**: when the master read the node's admitted `register`
+//!   (the master's own: when its state was made);
+//! - **applied**: when the master read the node's first `applied` after it
+//!   was admitted.
+//!
+//! One entry per member: a node that leaves is dropped, a rebooted one
+//! starts again from its new registration.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The phases, in the order a node goes through them.
+pub const PHASES: [&str; 4] = ["booted", "agent_started", "registered", "applied"];
+
+/// One node's times (unix milliseconds); `None`: not known to the master.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeTimes {
+    /// The node's alias when it was admitted (`deeplearning-workerN`).
+    pub alias: String,
+    pub booted_ms: Option<u64>,
+    pub agent_started_ms: Option<u64>,
+    pub registered_ms: Option<u64>,
+    pub applied_ms: Option<u64>,
+}
+
+impl NodeTimes {
+    /// The phases' times in [`PHASES`] order.
+    pub fn phases(&self) -> [Option<u64>; 4] {
+        [self.booted_ms, self.agent_started_ms, self.registered_ms, self.applied_ms]
+    }
+}
+
+/// Every member's [`NodeTimes`], by instance id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeline {
+    nodes: BTreeMap<String, NodeTimes>,
+}
+
+/// One phase of [`Timeline::summary`]: seconds after the earliest time the
+/// timeline holds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseSummary {
+    /// How many nodes have this phase's time.
+    pub nodes: usize,
+    /// The median (the lower of the middle two for an even count).
+    pub median_s: f64,
+    pub slowest_s: f64,
+    /// The slowest node's alias (the first by alias among equals).
+    pub slowest: String,
+}
+
+impl Timeline {
+    /// A member was admitted (or registered from a new boot): its entry
+    /// starts again with `registered_ms`.
+    pub fn registered(&mut self, instance_id: &str, alias: String, registered_ms: u64) {
+        self.nodes.insert(
+            instance_id.to_string(),
+            NodeTimes { alias, registered_ms: Some(registered_ms), ..NodeTimes::default() },
+        );
+    }
+
+    /// The master's own boot and agent start.
+    pub fn started(&mut self, instance_id: &str, booted_ms: Option<u64>, agent_started_ms: u64) {
+        if let Some(n) = self.nodes.get_mut(instance_id) {
+            n.booted_ms = booted_ms;
+            n.agent_started_ms = Some(agent_started_ms);
+        }
+    }
+
+    /// A member's `applied`: only its first one after it registered counts.
+    pub fn applied(&mut self, instance_id: &str, applied_ms: u64) {
+        if let Some(n) = self.nodes.get_mut(instance_id)
+            && n.applied_ms.is_none()
+        {
+            n.applied_ms = Some(applied_ms);
+        }
+    }
+
+    /// A member left: its entry goes.
+    pub fn remove(&mut self, instance_id: &str) {
+        self.nodes.remove(instance_id);
+    }
+
+    /// The entries, by instance id.
+    pub fn nodes(&self) -> &BTreeMap<String, NodeTimes> {
+        &self.nodes
+    }
+
+    /// The earliest time held (every summary counts from it).
+    pub fn origin_ms(&self) -> Option<u64> {
+        self.nodes.values().flat_map(|n| n.phases()).flatten().min()
+    }
+
+    /// Per phase with at least one time: the median and slowest seconds
+    /// after [`Timeline::origin_ms`], and the slowest node. Small whatever
+    /// the cluster's size (it goes into the formation signal).
+    pub fn summary(&self) -> BTreeMap<&'static str, PhaseSummary> {
+        let Some(origin) = self.origin_ms() else { return BTreeMap::new() };
+        let mut out = BTreeMap::new();
+        for (i, phase) in PHASES.iter().enumerate() {
+            let mut times: Vec<(u64, &str)> = self
+                .nodes
+                .values()
+                .filter_map(|n| n.phases()[i].map(|t| (t.saturating_sub(origin), n.alias.as_str())))
+                .collect();
+            if times.is_empty() {
+                continue;
+            }
+            // Ascending by time; among equal times the first alias is the slowest.
+            times.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)));
+            let median = times[(times.len() - 1) / 2].0;
+            let (slowest, alias) = times[times.len() - 1];
+            out.insert(
+                *phase,
+                PhaseSummary {
+                    nodes: times.len(),
+                    median_s: seconds(median),
+                    slowest_s: seconds(slowest),
+                    slowest: alias.to_string(),
+                },
+            );
+        }
+        out
+    }
+
+    /// The phase table `agent status` prints: one line a node, seconds after
+    /// [`Timeline::origin_ms`], "-" where the master does not know.
+    pub fn table(&self) -> String {
+        let origin = self.origin_ms().unwrap_or(0);
+        let mut text = format!(
+            "formation timeline (seconds after {} ms since the epoch; - : not known to the master)\n{:<24} {:>8} {:>14} {:>11} {:>8}\n",
+            origin, "node", "booted", "agent_started", "registered", "applied"
+        );
+        let mut rows: Vec<&NodeTimes> = self.nodes.values().collect();
+        rows.sort_by(|a, b| a.alias.cmp(&b.alias));
+        for n in rows {
+            let [b, s, r, a] = n.phases().map(|t| t.map_or("-".to_string(), |t| format!("{:.1}", seconds(t - origin))));
+            text.push_str(&format!("{:<24} {b:>8} {s:>14} {r:>11} {a:>8}\n", n.alias));
+        }
+        text
+    }
+}
+
+/// Milliseconds as seconds, to a tenth.
+fn seconds(ms: u64) -> f64 {
+    (ms / 100) as f64 / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timeline(registered: &[(&str, u64)]) -> Timeline {
+        let mut t = Timeline::default();
+        for (i, (alias, at)) in registered.iter().enumerate() {
+            t.registered(&format!("i-{i}"), alias.to_string(), *at);
+        }
+        t
+    }
+
+    #[test]
+    fn the_summary_has_the_median_and_the_slowest_node_per_phase() {
+        let mut t = timeline(&[("w1", 10_000), ("w2", 12_000), ("w3", 17_500), ("w4", 11_000)]);
+        t.started("i-0", Some(1_000), 4_000);
+        t.applied("i-0", 20_000);
+        t.applied("i-2", 19_000);
+        t.applied("i-2", 30_000); // only the first counts
+        assert_eq!(t.origin_ms(), Some(1_000));
+        let s = t.summary();
+        assert_eq!(s.keys().copied().collect::<Vec<_>>(), ["agent_started", "applied", "booted", "registered"]);
+        let r = &s["registered"];
+        assert_eq!((r.nodes, r.median_s, r.slowest_s, r.slowest.as_str()), (4, 10.0, 16.5, "w3"));
+        let a = &s["applied"];
+        assert_eq!((a.nodes, a.median_s, a.slowest_s, a.slowest.as_str()), (2, 18.0, 19.0, "w1"));
+        assert_eq!((s["booted"].nodes, s["booted"].slowest_s), (1, 0.0));
+        assert_eq!(s["agent_started"].median_s, 3.0);
+    }
+
+    #[test]
+    fn equal_times_name_the_first_alias_and_an_empty_timeline_has_no_summary() {
+        let t = timeline(&[("w2", 5_000), ("w1", 5_000)]);
+        assert_eq!(t.summary()["registered"].slowest, "w1");
+        assert!(Timeline::default().summary().is_empty());
+        assert_eq!(Timeline::default().origin_ms(), None);
+    }
+
+    #[test]
+    fn one_entry_per_node_a_reregistration_starts_again_and_a_removal_drops_it() {
+        let mut t = timeline(&[("w1", 1_000), ("w2", 2_000)]);
+        t.applied("i-1", 3_000);
+        t.registered("i-1", "w2".into(), 9_000);
+        assert_eq!(t.nodes().len(), 2);
+        assert_eq!(t.nodes()["i-1"].phases(), [None, None, Some(9_000), None]);
+        t.remove("i-1");
+        t.applied("i-1", 10_000); // not a member: nothing comes back
+        assert_eq!(t.nodes().keys().collect::<Vec<_>>(), ["i-0"]);
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_node_with_dashes_for_unknown_phases() {
+        let mut t = timeline(&[("deeplearning-worker1", 5_000), ("deeplearning-worker2", 7_250)]);
+        t.started("i-0", Some(2_000), 3_000);
+        t.applied("i-1", 9_000);
+        let table = t.table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["deeplearning-worker1", "0.0", "1.0", "3.0", "-"]);
+        assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["deeplearning-worker2", "-", "-", "5.2", "7.0"]);
+    }
+}
