@@ -30,9 +30,9 @@ impl AsgWorkerGroup {
     }
 }
 
-impl WorkerGroup for AsgWorkerGroup {
-    #[tracing::instrument(skip(self), fields(group = %self.name))]
-    async fn size(&self) -> Result<GroupSize, PortError> {
+impl AsgWorkerGroup {
+    /// `DescribeAutoScalingGroups` of this group.
+    async fn describe(&self) -> Result<AutoScalingGroup, PortError> {
         let output = self
             .client
             .describe_auto_scaling_groups()
@@ -40,10 +40,17 @@ impl WorkerGroup for AsgWorkerGroup {
             .send()
             .await
             .map_err(|e| from_sdk(&format!("Auto Scaling DescribeAutoScalingGroups on group {}", self.name), &e))?;
-        let group = output.auto_scaling_groups().first().ok_or_else(|| {
+        output.auto_scaling_groups().first().cloned().ok_or_else(|| {
             PortError::Permanent(format!("Auto Scaling DescribeAutoScalingGroups: no group named {}", self.name))
-        })?;
-        group_size(group).map_err(|e| PortError::Permanent(format!("the worker group {}: {e}", self.name)))
+        })
+    }
+}
+
+impl WorkerGroup for AsgWorkerGroup {
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn size(&self) -> Result<GroupSize, PortError> {
+        let group = self.describe().await?;
+        group_size(&group).map_err(|e| PortError::Permanent(format!("the worker group {}: {e}", self.name)))
     }
 
     #[tracing::instrument(skip(self), fields(group = %self.name))]
@@ -104,16 +111,7 @@ impl WorkerGroup for AsgWorkerGroup {
 
     #[tracing::instrument(skip(self), fields(group = %self.name))]
     async fn instances(&self) -> Result<Vec<String>, PortError> {
-        let output = self
-            .client
-            .describe_auto_scaling_groups()
-            .auto_scaling_group_names(&self.name)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeAutoScalingGroups on group {}", self.name), &e))?;
-        let group = output.auto_scaling_groups().first().ok_or_else(|| {
-            PortError::Permanent(format!("Auto Scaling DescribeAutoScalingGroups: no group named {}", self.name))
-        })?;
+        let group = self.describe().await?;
         Ok(group.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)).collect())
     }
 }
