@@ -77,18 +77,10 @@ async fn a_failed_prepare_data_script_is_named_in_the_reason() -> TestResult {
     let stack = "failure-prepare";
     let cluster = Cluster::start_with("blueprints/minimal.yaml", stack, 2, &[("MinWorkers", "2")]).await?;
     let efs = e2e::scenario::SharedEfs::new()?;
-    let script = efs.path().join("prepare-data.sh");
-    std::fs::write(
-        &script,
+    let script_path = efs.prepare_data_script_for(
+        cluster.nodes(),
         "#!/bin/sh\necho \"fetching shards for $DEEPLEARNING_NODE_IP\"\necho 'shard 7: checksum mismatch' >&2\nexit 1\n",
-    )
-    .expect("writing the script");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod the script");
-    let script_path = script.to_string_lossy().into_owned();
-    for node in cluster.nodes() {
-        efs.link(node)?;
-        edit_node_config(node, |c| c["elastic"]["prepare_data_script"] = script_path.clone().into())?;
-    }
+    )?;
     edit_node_config(cluster.master(), |c| c["formation_timeout_seconds"] = TIMEOUT_SECONDS.into())?;
     let master = cluster.master().spawn_agent(&[])?;
     let failing = &cluster.workers()[0];

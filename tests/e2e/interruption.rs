@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use e2e::scenario::{applied, logs, plain, send, termination_notification, wait_until};
+use e2e::scenario::{applied, logs, plain, removal_reason, send, termination_notification, wait_until};
 use e2e::{Cluster, Report, TestResult};
 use node_contract::interruption::{NoticeFile, NoticeKind, SpotAction, format_utc};
 
@@ -70,14 +70,8 @@ async fn noticed(
     }
 
     // The host log says why it left.
-    let log = e2e::scenario::read(cluster.master().root(), "/efs/deeplearning/hosts.log");
-    let removed: Vec<&str> = log.lines().filter(|l| l.starts_with("2 ")).collect();
-    assert_eq!(removed.len(), 1, "{log}");
-    let fields: Vec<&str> = removed[0].split(' ').collect();
-    assert_eq!(fields[..3], ["2", "REMOVED", leaving.ip().to_string().as_str()], "{log}");
-    assert!(fields[3].parse::<u128>().is_ok(), "{log}");
     let why = format!("notice {}", file.interruption.describe());
-    assert_eq!(fields[4..].join(" "), why, "{log}");
+    assert_eq!(removal_reason(cluster.master().root(), &leaving.ip().to_string()), why);
     let master_log = plain(&agents[0].log());
     assert!(master_log.contains("was given an interruption notice"), "{master_log}");
 

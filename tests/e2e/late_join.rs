@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use e2e::scenario::{SharedEfs, applied, applied_indices, edit_node_config, wait_until};
+use e2e::scenario::{SharedEfs, applied, applied_indices, wait_until};
 use e2e::{Cluster, TestResult};
 
 fn unix_nanos() -> u128 {
@@ -27,15 +27,8 @@ async fn a_late_worker_runs_prepare_data_and_joins_as_generation_two() -> TestRe
     let efs = SharedEfs::new()?;
     // The script lives on EFS, as blueprints usually put it; it leaves a
     // file behind per node so the test can tell it ran, and where.
-    let script = efs.path().join("prepare-data.sh");
-    std::fs::write(&script, "#!/bin/sh\nset -e\ntouch \"$0.ran-on-$DEEPLEARNING_NODE_IP\"\n")
-        .expect("writing the script");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod the script");
-    let script_path = script.to_string_lossy().into_owned();
-    for node in cluster.nodes() {
-        efs.link(node)?;
-        edit_node_config(node, |c| c["elastic"]["prepare_data_script"] = script_path.clone().into())?;
-    }
+    let script_path =
+        efs.prepare_data_script_for(cluster.nodes(), "#!/bin/sh\nset -e\ntouch \"$0.ran-on-$DEEPLEARNING_NODE_IP\"\n")?;
     let mut agents = cluster.spawn_agents()?;
     let formed_ids: BTreeSet<String> = cluster.nodes().iter().map(|n| n.instance_id()).collect();
     {
@@ -63,8 +56,7 @@ async fn a_late_worker_runs_prepare_data_and_joins_as_generation_two() -> TestRe
     let new_id = new_ids[0].clone();
     let joined_at = unix_nanos();
     let node = cluster.add_worker(&new_id)?;
-    efs.link(node)?;
-    edit_node_config(node, |c| c["elastic"]["prepare_data_script"] = script_path.clone().into())?;
+    efs.link_with_script(node, &script_path)?;
     let new_ip = node.ip().to_string();
     agents.push(node.spawn_agent(&[])?);
 

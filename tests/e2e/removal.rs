@@ -7,7 +7,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use e2e::scenario::{applied, applied_indices, send, termination_notification, wait_until};
+use e2e::scenario::{applied, applied_indices, removal_reason, send, termination_notification, wait_until};
 use e2e::{Cluster, TestResult};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -70,11 +70,6 @@ async fn a_terminating_worker_is_removed_before_its_lifecycle_action_completes()
     assert_eq!(indices_after, expected);
     assert_eq!(applied(leaving.root()).map(|(g, _)| g), Some(1));
 
-    let log = e2e::scenario::read(cluster.master().root(), "/efs/deeplearning/hosts.log");
-    let removed: Vec<&str> = log.lines().filter(|l| l.starts_with("2 ")).collect();
-    assert_eq!(removed.len(), 1, "{log}");
-    let fields: Vec<&str> = removed[0].split(' ').collect();
-    assert_eq!(fields[..3], ["2", "REMOVED", leaving.ip().to_string().as_str()], "{log}");
-    assert!(fields[3].parse::<u128>().is_ok(), "{log}");
+    removal_reason(cluster.master().root(), &leaving.ip().to_string());
     Ok(())
 }

@@ -150,6 +150,28 @@ impl SharedEfs {
         let link = node.root().join("efs");
         std::os::unix::fs::symlink(self.dir.path(), &link).map_err(Error::io("linking the shared EFS", &link))
     }
+
+    /// Writes `body` as an executable `prepare-data.sh` in this directory
+    /// and gives it to `nodes` ([`SharedEfs::link_with_script`]); returns
+    /// the script's path.
+    pub fn prepare_data_script_for(&self, nodes: &[Node], body: &str) -> Result<String> {
+        let script = self.dir.path().join("prepare-data.sh");
+        std::fs::write(&script, body).map_err(Error::io("writing the prepare-data script", &script))?;
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(Error::io("making the prepare-data script executable", &script))?;
+        let script = script.to_string_lossy().into_owned();
+        for node in nodes {
+            self.link_with_script(node, &script)?;
+        }
+        Ok(script)
+    }
+
+    /// Links this directory as `node`'s EFS and makes `script` its
+    /// `elastic.prepare_data_script` (before its agent starts).
+    pub fn link_with_script(&self, node: &Node, script: &str) -> Result<()> {
+        self.link(node)?;
+        edit_node_config(node, |c| c["elastic"]["prepare_data_script"] = script.into())
+    }
 }
 
 /// A file system mounted by a test; unmounted on drop.
@@ -217,4 +239,17 @@ pub fn termination_notification(group: &str, instance_id: &str, token: &str) -> 
         "LifecycleActionToken": token,
     })
     .to_string()
+}
+
+/// The master's host log line of generation 2, which must be the one
+/// `REMOVED <ip> <unix-nanos>` line of that generation (asserted); returns
+/// the words after the time (the reason, when the line has one).
+pub fn removal_reason(master_root: &Path, ip: &str) -> String {
+    let log = read(master_root, "/efs/deeplearning/hosts.log");
+    let removed: Vec<&str> = log.lines().filter(|l| l.starts_with("2 ")).collect();
+    assert_eq!(removed.len(), 1, "{log}");
+    let fields: Vec<&str> = removed[0].split(' ').collect();
+    assert_eq!(fields[..3], ["2", "REMOVED", ip], "{log}");
+    assert!(fields[3].parse::<u128>().is_ok(), "{log}");
+    fields[4..].join(" ")
 }

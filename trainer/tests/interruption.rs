@@ -78,6 +78,12 @@ fn supervise(root: &Path, mode: &str, checkpoint: &Path) -> (Child, mpsc::Receiv
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let rx = stdout_lines(&mut child);
+    (child, rx)
+}
+
+/// The child's stdout lines, as they come, on a channel.
+fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -85,7 +91,7 @@ fn supervise(root: &Path, mode: &str, checkpoint: &Path) -> (Child, mpsc::Receiv
             let _ = tx.send(line);
         }
     });
-    (child, rx)
+    rx
 }
 
 fn next_line(rx: &mpsc::Receiver<String>, within: Duration) -> String {
@@ -238,13 +244,7 @@ fn train_rank(root: &Path) -> (Child, mpsc::Receiver<String>) {
         .stderr(std::fs::File::create(root.join("train.log")).unwrap())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = stdout_lines(&mut child);
     (child, rx)
 }
 

@@ -100,21 +100,14 @@ pub fn parse_job(s: &str) -> std::result::Result<String, String> {
     if ok { Ok(s.to_owned()) } else { Err(format!("{s:?}: use 1-100 letters, digits, '-', '_' or '.'")) }
 }
 
-/// `job-YYYYMMDD-HHMMSS` in UTC.
+/// `job-YYYYMMDD-HHMMSS` in UTC (from the contract's RFC 3339 time,
+/// `YYYY-MM-DDThh:mm:ssZ`).
 fn default_job() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("job-{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rem / 3600, rem / 60 % 60, rem % 60)
+    let utc = node_contract::interruption::format_utc(secs);
+    let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>();
+    let (date, time) = utc.split_once('T').unwrap_or((&utc, ""));
+    format!("job-{}-{}", digits(date), digits(time))
 }
 
 /// Where the per-rank logs go: `$EFS_MOUNT/trainer/<job>/logs`, `EFS_MOUNT`
