@@ -33,7 +33,7 @@
 #      and compares the two the same way. With one GPU it says SKIP: the
 #      multi-GPU part needs a node with several GPUs.
 #
-# Usage: scripts/gpu-check.sh [--data DIR] [--epochs N] [--bin-dir DIR] [--lib-dir DIR]...
+# Usage: scripts/gpu-check.sh [--data DIR] [--epochs N] [--batch-size N] [--bin-dir DIR] [--lib-dir DIR]...
 #        scripts/gpu-check.sh --build-only DIR
 # Exit codes: 0 every check passed, 1 some check failed, 2 no GPU here, or a
 # usage or setup error.
@@ -49,12 +49,13 @@ LOSS_TOL=0.02   # relative difference of the last epoch's mean training loss
 ACC_TOL=1.0     # test accuracy, percentage points
 WEIGHT_TOL=0.02 # |w_gpu - w_cpu| / |w_cpu|, L2 over the flat parameter vector
 
-usage="usage: scripts/gpu-check.sh [--data DIR] [--epochs N] [--bin-dir DIR] [--lib-dir DIR]... | --build-only DIR"
+usage="usage: scripts/gpu-check.sh [--data DIR] [--epochs N] [--batch-size N] [--bin-dir DIR] [--lib-dir DIR]... | --build-only DIR"
 data= bin_dir= build_only= lib_dirs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?--data needs a directory}; shift 2 ;;
     --epochs) EPOCHS=${2:?--epochs needs a number}; shift 2 ;;
+    --batch-size) BATCH=${2:?--batch-size needs a number}; shift 2 ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a directory}; shift 2 ;;
     --lib-dir) lib_dirs+=("${2:?--lib-dir needs a directory}"); shift 2 ;;
     --build-only) build_only=${2:?--build-only needs a directory}; shift 2 ;;
@@ -89,14 +90,18 @@ echo "gpu-check: $gpus GPU(s): $(nvidia-smi --query-gpu=name,driver_version,comp
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# cudarc 0.19 loads NCCL as libnccl.so, the link a development package adds:
-# a library directory with only libnccl.so.2 (NVIDIA's wheel, a runtime-only
-# package) gets the link here.
+# cudarc 0.19 (built for CUDA 12) looks for libX.so, libX.so.12 and a few
+# older names, never libX.so.13: NVIDIA's wheels are runtime-only packages
+# that ship only the versioned name (libnccl.so.2, and libcublas.so.13 or
+# libnvrtc.so.13 for CUDA 13). A library directory with only a versioned
+# name gets the unversioned link here (the first directory given wins).
 mkdir "$work/lib"
 for dir in "${lib_dirs[@]}"; do
-  if [ -e "$dir/libnccl.so.2" ] && [ ! -e "$dir/libnccl.so" ] && [ ! -e "$work/lib/libnccl.so" ]; then
-    ln -s "$(readlink -f "$dir/libnccl.so.2")" "$work/lib/libnccl.so"
-  fi
+  for name in cublas cublasLt nvrtc nccl; do
+    [ ! -e "$dir/lib$name.so" ] && [ ! -e "$work/lib/lib$name.so" ] || continue
+    versioned=$(ls "$dir/lib$name.so."[0-9]* 2>/dev/null | sort -V | tail -1 || true)
+    [ -z "$versioned" ] || ln -s "$(readlink -f "$versioned")" "$work/lib/lib$name.so"
+  done
 done
 path=$work/lib
 for dir in "${lib_dirs[@]}"; do path=$path:$dir; done

@@ -17,9 +17,11 @@
 //! nodes); the state file each agent leaves for restarts and for `trainer`
 //! is in [`state`]; interruption notices (Spot instance actions, rebalance
 //! recommendations) and the file that tells `trainer` about one are in
-//! [`interruption`].
+//! [`interruption`]. Where each node's log lines live in CloudWatch Logs is
+//! in [`logs`].
 
 pub mod interruption;
+pub mod logs;
 pub mod message;
 pub mod parts;
 pub mod state;

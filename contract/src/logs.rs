@@ -1,0 +1,69 @@
+//! Where the nodes' evidence lives in CloudWatch Logs, defined once for the
+//! template (`synth` names the log group), the agents (each ships to its own
+//! stream) and `synth logs` (which finds the group of a stack that may be
+//! rolled back or deleted by the stack's name alone).
+//!
+//! - The log group is [`log_group_name`]`(stack name)`: one per stack, kept
+//!   when the stack is deleted or rolled back, so the names of a deleted
+//!   stack's nodes and their lines can still be read.
+//! - Each node writes one stream, [`stream_name`]: the node's label
+//!   (`master`, `worker3`, or `worker` before the master gave it an index)
+//!   and its instance id, `worker3-i-0abc123def4567890`. [`parse_stream_name`]
+//!   reads both back.
+
+/// The prefix of every cluster's log group.
+pub const LOG_GROUP_PREFIX: &str = "/deeplearning-cluster/";
+
+/// The log group of the stack named `stack_name`.
+pub fn log_group_name(stack_name: &str) -> String {
+    format!("{LOG_GROUP_PREFIX}{stack_name}")
+}
+
+/// The label of a node in stream names and merged output: `master`,
+/// `worker<index>`, or `worker` while the worker has no index yet.
+pub fn node_label(role_is_master: bool, worker_index: Option<u32>) -> String {
+    match (role_is_master, worker_index) {
+        (true, _) => "master".to_owned(),
+        (false, Some(index)) => format!("worker{index}"),
+        (false, None) => "worker".to_owned(),
+    }
+}
+
+/// The stream a node writes: `<label>-<instance id>`.
+pub fn stream_name(label: &str, instance_id: &str) -> String {
+    format!("{label}-{instance_id}")
+}
+
+/// A stream name's label and instance id (`worker3-i-0abc` → `("worker3",
+/// "i-0abc")`); `None` for a stream this contract did not name.
+pub fn parse_stream_name(stream: &str) -> Option<(&str, &str)> {
+    let at = stream.find("-i-")?;
+    let (label, id) = (&stream[..at], &stream[at + 1..]);
+    let label_ok = label == "master"
+        || label == "worker"
+        || label.strip_prefix("worker").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let id_ok = id.len() > 2 && id[2..].bytes().all(|b| b.is_ascii_hexdigit());
+    (label_ok && id_ok).then_some((label, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(log_group_name("dl-demo"), "/deeplearning-cluster/dl-demo");
+        for (master, index, label) in [(true, None, "master"), (false, Some(3), "worker3"), (false, None, "worker")] {
+            assert_eq!(node_label(master, index), label);
+            let stream = stream_name(label, "i-0abc123def4567890");
+            assert_eq!(parse_stream_name(&stream), Some((label, "i-0abc123def4567890")));
+        }
+    }
+
+    #[test]
+    fn foreign_streams_are_not_nodes() {
+        for stream in ["", "master", "master-i-", "workerx-i-0abc", "gpu-i-0abc", "master-i-zz", "worker3-j-0abc"] {
+            assert_eq!(parse_stream_name(stream), None, "{stream}");
+        }
+    }
+}
