@@ -2,9 +2,10 @@
 //! arithmetic, on one GPU (`scripts/gpu-check.sh` runs them through the
 //! `gpu_kernels` example): every kernel of `kernels.cu` alone, launched by
 //! the engine's own launch functions on seeded random inputs and compared
-//! with its `reference`; then, per model, one step of
-//! the engine's own passes (`net`, with its cuBLAS GEMMs) compared layer by
-//! layer with the CPU model's forward, backward and SGD. A failure names
+//! with its `reference`; then, per model, two steps of the engine's own
+//! passes (`net`, with its cuBLAS GEMMs) compared layer by layer with the
+//! CPU model's forward, backward and SGD: a full batch, then a smaller one
+//! in the same device buffers, as an epoch's last batch runs. A failure names
 //! the kernel, or the model, layer and quantity.
 //!
 //! Tolerances: element-wise kernels whose arithmetic is the same operations
@@ -236,65 +237,81 @@ impl Device {
         Ok(())
     }
 
-    /// One step of `arch` on `shape` through the engine's passes against the CPU model.
-    fn model_step(
+    /// Steps of `arch` on `shape` through the engine's passes against the CPU
+    /// model, one per entry of `sizes` (its batch size) on the same device
+    /// buffers: a batch smaller than an earlier one runs in buffers sized for
+    /// the larger (an epoch's last, partial batch).
+    fn model_steps(
         &mut self,
         arch: Arch,
         shape: (usize, usize, usize),
+        sizes: &[usize],
         report: &mut dyn FnMut(Outcome),
     ) -> Result<(), CudaError> {
-        let name = format!("{} {}x{}x{}", format!("{arch:?}").to_lowercase(), shape.0, shape.1, shape.2);
+        let model_name = format!("{} {}x{}x{}", format!("{arch:?}").to_lowercase(), shape.0, shape.1, shape.2);
         let model = Model::new(arch, shape);
         let opt = Sgd { momentum: 0.9, weight_decay: 5e-4 };
-        let (n, lr) = (16, 0.05);
-        let params = model.init(7);
-        let momentum = self.values(params.len()).iter().map(|v| v * 0.01).collect::<Vec<_>>();
-        let images = self.values(n * model.input_len());
-        let labels: Vec<u8> = (0..n).map(|_| (self.rng.next_u32() % CLASSES as u32) as u8).collect();
-        let batch = Batch { images: &images, labels: &labels };
-
-        // The CPU model: forward, loss, backward, update.
-        let mut ws = Workspace::default();
-        let mut d_logits = Vec::new();
-        let stats_cpu = softmax_cross_entropy(model.forward(&params, &images, n, &mut ws), &labels, &mut d_logits);
-        let mut grads_cpu = vec![0.0; params.len()];
-        model.backward(&params, &mut ws, &d_logits, &mut grads_cpu, false);
-        let (params_cpu, _) = reference::sgd(opt, lr, &params, &momentum, &grads_cpu, 1.0 / n as f32);
-
-        // The engine's passes on the device.
+        let lr = 0.05;
+        let mut params = model.init(7);
+        let mut momentum = self.values(params.len()).iter().map(|v| v * 0.01).collect::<Vec<_>>();
         let mut net = Net::new(self.stream.clone(), &model, opt)?;
         net.upload(&params, &momentum)?;
-        let stats = net.forward_backward(&batch)?;
-        let grads = self.down(net.grads_mut())?;
-        net.update(lr, 1.0 / n as f32)?;
-        let (params_gpu, _) = net.download()?;
-
-        let step = Tolerance::RelativeL2(1e-3);
-        let stat = |s: StepStats| [s.loss_sum as f32, s.correct as f32];
-        let check = format!("{name}: forward (loss sum, correct)");
-        report(compare(check, &stat(stats), &stat(stats_cpu), Tolerance::Elementwise(1e-4)));
-        for (i, (layer, &at)) in model.layers().iter().zip(model.offsets()).enumerate() {
-            let (weights, biases) = layer.param_counts();
-            let what = match *layer {
-                Layer::Linear { inputs, outputs } => format!("linear {inputs}->{outputs}"),
-                Layer::Conv(s) => format!("conv {}x{}x{}->{} k{} pad{}", s.in_c, s.h, s.w, s.out_c, s.k, s.pad),
-                _ => continue,
+        let capacity = sizes.iter().copied().max().unwrap_or(0);
+        for (k, &n) in sizes.iter().enumerate() {
+            let name = match (k, n < capacity) {
+                (0, _) => model_name.clone(),
+                (_, true) => format!("{model_name} step {} (partial batch: {n} of {capacity})", k + 1),
+                (_, false) => format!("{model_name} step {}", k + 1),
             };
-            for (part, range) in [("weight", at..at + weights), ("bias", at + weights..at + weights + biases)] {
-                let check = format!("{name}: layer {i} {what}: {part} gradient");
-                report(compare(check, &grads[range.clone()], &grads_cpu[range], step));
-            }
-        }
-        // The update itself (new - old), which the parameters would hide.
-        let delta = |new: &[f32]| new.iter().zip(&params).map(|(a, b)| a - b).collect::<Vec<_>>();
-        report(compare(format!("{name}: SGD step"), &delta(&params_gpu), &delta(&params_cpu), step));
+            let images = self.values(n * model.input_len());
+            let labels: Vec<u8> = (0..n).map(|_| (self.rng.next_u32() % CLASSES as u32) as u8).collect();
+            let batch = Batch { images: &images, labels: &labels };
 
-        // Evaluation with the updated parameters.
-        let stats = net.evaluate(&batch)?;
-        let mut ws = Workspace::default();
-        let stats_cpu = softmax_cross_entropy(model.forward(&params_cpu, &images, n, &mut ws), &labels, &mut d_logits);
-        let check = format!("{name}: evaluation after the step (loss sum, correct)");
-        report(compare(check, &stat(stats), &stat(stats_cpu), Tolerance::Elementwise(1e-3)));
+            // The CPU model: forward, loss, backward, update.
+            let mut ws = Workspace::default();
+            let mut d_logits = Vec::new();
+            let stats_cpu = softmax_cross_entropy(model.forward(&params, &images, n, &mut ws), &labels, &mut d_logits);
+            let mut grads_cpu = vec![0.0; params.len()];
+            model.backward(&params, &mut ws, &d_logits, &mut grads_cpu, false);
+            let (params_cpu, momentum_cpu) = reference::sgd(opt, lr, &params, &momentum, &grads_cpu, 1.0 / n as f32);
+
+            // The engine's passes on the device.
+            let stats = net.forward_backward(&batch)?;
+            let grads = self.down(net.grads_mut())?;
+            net.update(lr, 1.0 / n as f32)?;
+            let (params_gpu, _) = net.download()?;
+
+            let step = Tolerance::RelativeL2(1e-3);
+            let stat = |s: StepStats| [s.loss_sum as f32, s.correct as f32];
+            let check = format!("{name}: forward (loss sum, correct)");
+            report(compare(check, &stat(stats), &stat(stats_cpu), Tolerance::Elementwise(1e-4)));
+            for (i, (layer, &at)) in model.layers().iter().zip(model.offsets()).enumerate() {
+                let (weights, biases) = layer.param_counts();
+                let what = match *layer {
+                    Layer::Linear { inputs, outputs } => format!("linear {inputs}->{outputs}"),
+                    Layer::Conv(s) => format!("conv {}x{}x{}->{} k{} pad{}", s.in_c, s.h, s.w, s.out_c, s.k, s.pad),
+                    _ => continue,
+                };
+                for (part, range) in [("weight", at..at + weights), ("bias", at + weights..at + weights + biases)] {
+                    let check = format!("{name}: layer {i} {what}: {part} gradient");
+                    report(compare(check, &grads[range.clone()], &grads_cpu[range], step));
+                }
+            }
+            // The update itself (new - old), which the parameters would hide.
+            let delta = |new: &[f32]| new.iter().zip(&params).map(|(a, b)| a - b).collect::<Vec<_>>();
+            report(compare(format!("{name}: SGD step"), &delta(&params_gpu), &delta(&params_cpu), step));
+
+            // Evaluation with the updated parameters.
+            let stats = net.evaluate(&batch)?;
+            let mut ws = Workspace::default();
+            let stats_cpu =
+                softmax_cross_entropy(model.forward(&params_cpu, &images, n, &mut ws), &labels, &mut d_logits);
+            let check = format!("{name}: evaluation after the step (loss sum, correct)");
+            report(compare(check, &stat(stats), &stat(stats_cpu), Tolerance::Elementwise(1e-3)));
+            // Both continue from the CPU's state, so each step is checked on its own.
+            net.upload(&params_cpu, &momentum_cpu)?;
+            (params, momentum) = (params_cpu, momentum_cpu);
+        }
         Ok(())
     }
 }
@@ -315,7 +332,8 @@ pub fn run(ordinal: usize, report: &mut dyn FnMut(Outcome)) -> Result<(), CudaEr
     device.softmax(report)?;
     device.sgd(report)?;
     for (arch, shape) in [(Arch::Mlp, (1, 28, 28)), (Arch::Lenet, (1, 28, 28)), (Arch::Lenet, (3, 32, 32))] {
-        device.model_step(arch, shape, report)?;
+        // A full batch, then a smaller one in the same buffers (an epoch's last batch).
+        device.model_steps(arch, shape, &[64, 32, 80], report)?;
     }
     Ok(())
 }
