@@ -227,76 +227,31 @@ pub fn from_rebalance(instance_id: &str, body: &str) -> Result<Interruption, Not
 
 /// Unix seconds of an RFC 3339 UTC time as IMDS writes them,
 /// `YYYY-MM-DDThh:mm:ssZ`, optionally with fractional seconds (dropped) or
-/// a `+00:00` offset. Anything else is `None`.
+/// a `+00:00` offset. Anything else (another offset, a time before 1970,
+/// not RFC 3339) is `None`.
 pub fn parse_utc(text: &str) -> Option<u64> {
-    let text = text.strip_suffix('Z').or_else(|| text.strip_suffix("+00:00"))?;
-    let (date, time) = text.split_once(['T', 't'])?;
-    let time = time.split_once('.').map_or(time, |(whole, fraction)| {
-        if fraction.is_empty() || !fraction.bytes().all(|b| b.is_ascii_digit()) { "" } else { whole }
-    });
-    let number = |s: &str, len: usize| -> Option<u64> {
-        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
-    };
-    let mut d = date.split('-');
-    let (year, month, day) = (number(d.next()?, 4)?, number(d.next()?, 2)?, number(d.next()?, 2)?);
-    let mut t = time.split(':');
-    let (hour, minute, second) = (number(t.next()?, 2)?, number(t.next()?, 2)?, number(t.next()?, 2)?);
-    if d.next().is_some() || t.next().is_some() || year < 1970 {
+    let time = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    if !time.offset().is_utc() {
         return None;
     }
-    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
-        return None;
-    }
-    if hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+    u64::try_from(time.unix_timestamp()).ok()
 }
 
-/// `YYYY-MM-DDThh:mm:ssZ` for unix seconds.
+/// `YYYY-MM-DDThh:mm:ssZ` for unix seconds (up to the year 9999).
 pub fn format_utc(unix: u64) -> String {
-    let (days, rest) = (unix / 86_400, unix % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3_600, rest % 3_600 / 60, rest % 60)
-}
-
-fn is_leap(year: u64) -> bool {
-    year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
-}
-
-fn days_in_month(year: u64, month: u64) -> u64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`, for years from 1970).
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+    let time = i64::try_from(unix)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .unwrap_or(time::PrimitiveDateTime::MAX.assume_utc());
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        time.year(),
+        u8::from(time.month()),
+        time.day(),
+        time.hour(),
+        time.minute(),
+        time.second()
+    )
 }
 
 #[cfg(test)]
@@ -309,14 +264,16 @@ mod tests {
         assert_eq!(parse_utc("2026-11-25T20:00:00Z"), Some(1_795_636_800));
         assert_eq!(parse_utc("2026-11-25T20:00:00.123Z"), Some(1_795_636_800));
         assert_eq!(parse_utc("2026-11-25T20:00:00+00:00"), Some(1_795_636_800));
+        // RFC 3339 lets a space stand for the T.
+        assert_eq!(parse_utc("2026-11-25 20:00:00Z"), Some(1_795_636_800));
         assert_eq!(parse_utc("2024-02-29T12:00:00Z"), Some(1_709_208_000));
         for t in [0, 1_709_208_000, 1_795_636_800, 4_102_444_800, 951_782_400] {
             assert_eq!(parse_utc(&format_utc(t)), Some(t), "{}", format_utc(t));
         }
         assert_eq!(format_utc(1_795_636_800), "2026-11-25T20:00:00Z");
+        assert_eq!(format_utc(u64::MAX), "9999-12-31T23:59:59Z");
         for bad in [
             "",
-            "2026-11-25 20:00:00Z",
             "2026-11-25T20:00:00",
             "2026-11-25T20:00:00+01:00",
             "2026-13-01T00:00:00Z",
