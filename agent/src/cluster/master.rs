@@ -322,7 +322,7 @@ impl MasterState {
             }
         }
         let why = if quoted.is_empty() {
-            "no launch failures were reported; check the workers' console output (EC2 console: the instance, \
+            "No launch failures were reported; check the workers' console output (EC2 console: the instance, \
              Actions, Monitor and troubleshoot, Get system log)"
                 .to_string()
         } else {

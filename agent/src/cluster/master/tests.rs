@@ -236,7 +236,7 @@ fn failure_reasons_without_launch_failures_say_where_to_look() {
     let fx = s.on_launch_failures(vec![], None, T0 + 30 * MINUTE + 1);
     let reason = &formations(&fx)[0].reason;
     assert!(reason.starts_with("0 of 4 workers joined by the 30-minute deadline, at least 2 needed. "), "{reason}");
-    assert!(reason.contains("no launch failures were reported; check the workers' console output"), "{reason}");
+    assert!(reason.contains("No launch failures were reported; check the workers' console output"), "{reason}");
 
     // No answer at all: fail anyway after the timeout.
     let (mut s, _) = master(4, 2, false);
@@ -1077,7 +1077,7 @@ fn a_failed_formation_names_the_failed_and_the_unregistered_nodes() {
     );
     assert!(reason.contains("1 of the worker group's instances never registered: i-w4."), "{reason}");
     assert!(!reason.contains("i-w3") && !reason.contains("i-w1 ") && !reason.contains("oops"), "{reason}");
-    assert!(reason.contains("no launch failures were reported"), "{reason}");
+    assert!(reason.contains("No launch failures were reported"), "{reason}");
 }
 
 /// However many nodes failed, and however long their lines, the signal
