@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::diagnostic::{Diagnostic, Location, ticked};
-use node_contract::{PackageFormat, is_login_name};
+use node_contract::{NetworkAction, PackageFormat, is_login_name};
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
 use super::source_map::SourceMap;
@@ -21,7 +21,8 @@ use super::suggestion::{backticked, did_you_mean};
 use crate::catalog::{self, Accelerator, InstanceType};
 use crate::region::Region;
 use crate::spec::{
-    AccessSpec, AgentPackage, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
+    AccessSpec, AgentPackage, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkCheckSpec, NetworkSpec,
+    WorkerSpec,
 };
 
 /// The AWS Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), through the
@@ -139,6 +140,7 @@ impl Checker<'_> {
         let access = self.access(bp.access, master_public);
         let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
+        let network_check = bp.formation.and_then(|f| f.network_check).map(|c| self.network_check(c));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
 
@@ -156,8 +158,56 @@ impl Checker<'_> {
             access,
             prepare_data_script,
             formation_minutes,
+            network_check,
             tags,
         }
+    }
+
+    fn network_check(&mut self, c: super::model::NetworkCheck) -> NetworkCheckSpec {
+        let path = "formation.network_check";
+        let min_fraction = c.min_fraction.unwrap_or(0.5);
+        if !(min_fraction > 0.0 && min_fraction <= 1.0) {
+            self.error(
+                &format!("{path}.min_fraction"),
+                At::Value,
+                format!("{min_fraction} is not a fraction above 0 and at most 1"),
+                "write the share of the expected bandwidth a node must reach, for example 0.5",
+            );
+        }
+        let action = match c.action.as_deref().unwrap_or("warn") {
+            "warn" => NetworkAction::Warn,
+            "replace" => NetworkAction::Replace,
+            "fail" => NetworkAction::Fail,
+            other => {
+                self.error(
+                    &format!("{path}.action"),
+                    At::Value,
+                    format!("{} is not an action", ticked(&other.escape_debug().to_string())),
+                    format!("write one of {}", NetworkAction::NAMES.map(|n| format!("`{n}`")).join(", ")),
+                );
+                NetworkAction::Warn
+            }
+        };
+        let timeout_seconds = c.timeout_seconds.unwrap_or(60);
+        if !(10..=node_contract::NETWORK_CHECK_MAX_SECONDS).contains(&timeout_seconds) {
+            self.error(
+                &format!("{path}.timeout_seconds"),
+                At::Value,
+                format!("{timeout_seconds} seconds is outside the allowed 10 to 300"),
+                "the probe takes a few seconds; the formation signal waits at most this long (default 60)",
+            );
+        }
+        if let Some(g) = c.expected_gbps
+            && !(g.is_finite() && g > 0.0)
+        {
+            self.error(
+                &format!("{path}.expected_gbps"),
+                At::Value,
+                format!("{g} is not a positive bandwidth"),
+                "write the instance type's network bandwidth in Gbit/s, for example 25, or leave it out",
+            );
+        }
+        NetworkCheckSpec { min_fraction, action, timeout_seconds, expected_gbps: c.expected_gbps }
     }
 
     fn name(&mut self, name: &str) {
