@@ -8,12 +8,23 @@
 //! Why per node, and not one all-reduce number: a ring all-reduce runs at
 //! the speed of its slowest link, so one figure for the ring says that
 //! something is slow but not what. Here every node sends to the next node
-//! of the manifest's ring (by index, wrapping) at the same time, for
-//! [`PROBE_MILLIS`], and the receiver confirms the bytes it read: one
-//! figure per node for its egress (traffic shaping and most slow NICs act
-//! on what a node sends). A node whose receiving side is slow makes its
-//! predecessor look slow; the master names the link (sender and receiver)
-//! so a reader can tell.
+//! of the manifest's ring (by index, wrapping) for [`PROBE_MILLIS`], and
+//! the receiver confirms the bytes it read: one figure per node for its
+//! egress (traffic shaping and most slow NICs act on what a node sends).
+//! A node whose receiving side is slow makes its predecessor look slow;
+//! the master names the link (sender and receiver) so a reader can tell.
+//!
+//! Not all at once: a receiver that is sending too queues its TCP
+//! acknowledgements behind its own data, so a node with a slow egress
+//! made its predecessor look slow as well (measured here: 0.35 of the
+//! expected for the fast predecessor of a node shaped to a quarter). So
+//! the ring's positions alternate between two phases ([`phase`]; an odd
+//! ring's last node has a third of its own), and a node never sends while
+//! it receives. The phases start at fixed offsets from the generation's
+//! publication id, which is the master's clock (unix ms) when it published
+//! it ([`send_at_ms`]): every node agrees on the schedule without another
+//! message. A formation check takes [`SETTLE_MILLIS`] plus two or three
+//! [`SLOT_MILLIS`].
 //!
 //! Three parts: the probe's listener ([`serve`], on [`PROBE_PORT`], every
 //! node while the gate is on), the sender ([`measure`]), and the master's
@@ -37,6 +48,13 @@ pub use node_contract::PROBE_PORT;
 
 /// How long a node sends to its neighbour.
 pub const PROBE_MILLIS: u64 = 2_000;
+
+/// From a generation's publication until the first phase sends: every node
+/// receives and applies it in that time (nodes long-poll the queue).
+pub const SETTLE_MILLIS: u64 = 3_000;
+
+/// One phase: the probe and the receivers' confirmations.
+pub const SLOT_MILLIS: u64 = PROBE_MILLIS + 1_500;
 
 /// Parallel TCP streams of one probe: a single flow is capped well below
 /// a large instance's bandwidth (5 Gbit/s between instances outside a
@@ -75,6 +93,31 @@ pub fn ring_peer<'a>(manifest: &'a Manifest, me: &str) -> Option<&'a ManifestNod
     }
     let at = nodes.iter().position(|n| n.instance_id == me)?;
     Some(nodes[(at + 1) % nodes.len()])
+}
+
+/// The phase (0, 1 or 2) in which `me` sends: ring positions alternate
+/// between 0 and 1, so the node a sender sends to is not sending then; in
+/// a ring of odd length the last position has phase 2 (its neighbour, the
+/// first, sends in phase 0). `None` when `me` is not in the manifest.
+pub fn phase(manifest: &Manifest, me: &str) -> Option<u64> {
+    let mut nodes: Vec<&ManifestNode> = manifest.nodes.iter().collect();
+    nodes.sort_by_key(|n| n.index);
+    let at = nodes.iter().position(|n| n.instance_id == me)?;
+    let n = nodes.len();
+    Some(if n % 2 == 1 && at == n - 1 && n > 1 { 2 } else { at as u64 % 2 })
+}
+
+/// When (unix ms) a node in `phase` sends for the generation published at
+/// `publication_ms` (the master's clock): [`SETTLE_MILLIS`] after it, plus
+/// one [`SLOT_MILLIS`] per phase before. A node that comes late sends at
+/// once; a publication id more than two minutes off this node's clock (a
+/// clock that jumped) is not trusted, and the phases count from now.
+pub fn send_at_ms(publication_ms: u64, phase: u64, now_ms: u64) -> u64 {
+    let offset = phase * SLOT_MILLIS;
+    if publication_ms.abs_diff(now_ms) > 120_000 {
+        return now_ms + offset;
+    }
+    (publication_ms + SETTLE_MILLIS + offset).max(now_ms)
 }
 
 /// Whether generation `next` is one the gate checks, seen from the
@@ -516,6 +559,31 @@ mod tests {
         assert_eq!(ring_peer(&m, "i-4").unwrap().instance_id, "i-1");
         assert!(ring_peer(&m, "i-9").is_none());
         assert!(ring_peer(&manifest(&[1]), "i-1").is_none());
+    }
+
+    #[test]
+    fn a_receiver_never_sends_in_its_senders_phase() {
+        for n in 2..=9u32 {
+            let ids: Vec<u32> = (1..=n).collect();
+            let m = manifest(&ids);
+            for node in &m.nodes {
+                let peer = ring_peer(&m, &node.instance_id).unwrap();
+                let (mine, theirs) = (phase(&m, &node.instance_id).unwrap(), phase(&m, &peer.instance_id).unwrap());
+                assert_ne!(mine, theirs, "ring of {n}: {} and {}", node.alias, peer.alias);
+                assert!(mine <= 2);
+            }
+        }
+        assert_eq!(phase(&manifest(&[1, 2, 3]), "i-3"), Some(2));
+        assert_eq!(phase(&manifest(&[1, 2]), "i-9"), None);
+    }
+
+    #[test]
+    fn the_schedule_counts_from_the_publication_unless_it_is_late_or_untrusted() {
+        let t = 1_767_225_600_000;
+        assert_eq!(send_at_ms(t, 0, t + 500), t + SETTLE_MILLIS);
+        assert_eq!(send_at_ms(t, 2, t + 500), t + SETTLE_MILLIS + 2 * SLOT_MILLIS);
+        assert_eq!(send_at_ms(t, 0, t + 10_000), t + 10_000, "late: at once");
+        assert_eq!(send_at_ms(t, 1, t + 600_000), t + 600_000 + SLOT_MILLIS, "a clock far off");
     }
 
     #[test]

@@ -503,7 +503,7 @@ async fn node_loop(
         };
         let newest = assemble(&mut assembly, &received, config, node.applied_generation());
         let mut applied_nodes: Option<usize> = None;
-        if let Some(manifest) = newest {
+        if let Some((manifest, publication)) = newest {
             match node.on_manifest(&manifest) {
                 NodeDecision::Apply => {
                     // A manifest that cannot be written (a read-only or full
@@ -537,7 +537,7 @@ async fn node_loop(
                         warn!("cannot report generation {} applied: {e}", manifest.generation);
                     }
                     if config.network_check.is_some() && netgate::checks(last_applied.as_ref(), &manifest) {
-                        probe_link(me, &manifest, master_queue).await;
+                        probe_link(me, &manifest, publication, master_queue).await;
                     }
                     last_applied = Some(manifest);
                 }
@@ -563,12 +563,17 @@ async fn node_loop(
     }
 }
 
-/// The network gate's probe: sends to this node's ring neighbour in
-/// `manifest` for [`netgate::PROBE_MILLIS`] and reports what it measured
-/// (or why it could not) to the master. Every node of the generation does
-/// this at about the same time, each to its own neighbour.
-async fn probe_link(me: &Identity, manifest: &message::Manifest, master_queue: &SqsQueue) {
+/// The network gate's probe: in this node's phase of the schedule
+/// ([`netgate::send_at_ms`], from the generation's `publication`), sends
+/// to its ring neighbour in `manifest` for [`netgate::PROBE_MILLIS`] and
+/// reports what it measured (or why it could not) to the master.
+async fn probe_link(me: &Identity, manifest: &message::Manifest, publication: u64, master_queue: &SqsQueue) {
     let Some(peer) = netgate::ring_peer(manifest, &me.instance_id) else { return };
+    let phase = netgate::phase(manifest, &me.instance_id).unwrap_or_default();
+    let now = now_ms();
+    let wait = netgate::send_at_ms(publication, phase, now).saturating_sub(now);
+    debug!(generation = manifest.generation, phase, wait_ms = wait, "the network check's probe waits for its phase");
+    tokio::time::sleep(Duration::from_millis(wait)).await;
     let measured = netgate::measure(&peer.private_ip, netgate::PROBE_PORT, netgate::PROBE_MILLIS).await;
     let (bytes, millis, error) = match measured {
         Ok((bytes, millis)) => (bytes, millis, None),
@@ -595,15 +600,15 @@ async fn probe_link(me: &Identity, manifest: &message::Manifest, master_queue: &
 }
 
 /// Adds the manifest parts among `received` to `assembly`; returns the
-/// newest manifest they complete. Parts of other clusters, of generations
+/// newest manifest they complete, with its publication id. Parts of other clusters, of generations
 /// not newer than `applied`, and other bodies are logged and dropped.
 fn assemble(
     assembly: &mut Assembly,
     received: &[Received],
     config: &NodeConfig,
     applied: Option<u64>,
-) -> Option<message::Manifest> {
-    let mut newest: Option<message::Manifest> = None;
+) -> Option<(message::Manifest, u64)> {
+    let mut newest: Option<(message::Manifest, u64)> = None;
     for r in received {
         let part = match message::parse_worker_queue(&r.body) {
             Ok(p) if p.cluster == config.cluster => p,
@@ -624,8 +629,11 @@ fn assemble(
         if applied.is_some_and(|a| part.generation <= a) {
             continue;
         }
+        let publication = part.publication;
         match assembly.add(part) {
-            Ok(Some(m)) if newest.as_ref().is_none_or(|n| m.generation > n.generation) => newest = Some(m),
+            Ok(Some(m)) if newest.as_ref().is_none_or(|(n, _)| m.generation > n.generation) => {
+                newest = Some((m, publication))
+            }
             Ok(_) => {}
             Err(e) => warn!("dropped manifest parts: {e}"),
         }

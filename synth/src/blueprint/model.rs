@@ -366,9 +366,9 @@ pub struct NetworkCheck {
     /// Default `warn`.
     #[schemars(extend("enum" = ["warn", "replace", "fail"], "default" = "warn"))]
     pub action: Option<String>,
-    /// How long the master waits for the measurements, 10 to 300 seconds
+    /// How long the master waits for the measurements, 20 to 300 seconds
     /// (default 60); the formation signal waits at most this long.
-    #[schemars(range(min = 10, max = 300), extend("default" = 60))]
+    #[schemars(range(min = 20, max = 300), extend("default" = 60))]
     pub timeout_seconds: Option<u32>,
     /// The network bandwidth to expect, Gbit/s, when you know better than
     /// the instance catalogue (or it has no figure for the type).

@@ -189,12 +189,13 @@ impl Checker<'_> {
             }
         };
         let timeout_seconds = c.timeout_seconds.unwrap_or(60);
-        if !(10..=node_contract::NETWORK_CHECK_MAX_SECONDS).contains(&timeout_seconds) {
+        // The probe's schedule alone takes up to 14 s (agent/src/netgate.rs).
+        if !(20..=node_contract::NETWORK_CHECK_MAX_SECONDS).contains(&timeout_seconds) {
             self.error(
                 &format!("{path}.timeout_seconds"),
                 At::Value,
-                format!("{timeout_seconds} seconds is outside the allowed 10 to 300"),
-                "the probe takes a few seconds; the formation signal waits at most this long (default 60)",
+                format!("{timeout_seconds} seconds is outside the allowed 20 to 300"),
+                "the nodes' probes take up to 14 seconds; the formation signal waits at most this long (default 60)",
             );
         }
         if let Some(g) = c.expected_gbps
