@@ -600,8 +600,9 @@ async fn probe_link(me: &Identity, manifest: &message::Manifest, publication: u6
 }
 
 /// Adds the manifest parts among `received` to `assembly`; returns the
-/// newest manifest they complete, with its publication id. Parts of other clusters, of generations
-/// not newer than `applied`, and other bodies are logged and dropped.
+/// newest manifest they complete, with its publication id. Parts of other
+/// clusters, of generations not newer than `applied`, and other bodies are
+/// logged and dropped.
 fn assemble(
     assembly: &mut Assembly,
     received: &[Received],
