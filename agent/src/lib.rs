@@ -18,6 +18,7 @@
 //! - [`identity`], [`gpu`]: who this node is; [`fabric`]: its NCCL/EFA
 //!   environment (EFA and RDMA from the node config, the socket interface);
 //!   [`interruption`]: the watcher for Spot and rebalance notices.
+//! - [`netgate`]: the network gate's bandwidth probe and its judgement.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
 pub mod aws;
@@ -29,5 +30,6 @@ pub mod files;
 pub mod gpu;
 pub mod identity;
 pub mod interruption;
+pub mod netgate;
 pub mod ports;
 pub mod runner;

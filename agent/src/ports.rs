@@ -86,6 +86,9 @@ pub trait WorkerGroup: Send + Sync {
         instance_id: &str,
         result: LifecycleResult,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// Terminates a worker without lowering the desired capacity, so the
+    /// group launches another in its place (the network gate's `replace`).
+    fn terminate_instance(&self, instance_id: &str) -> impl Future<Output = Result<(), PortError>> + Send;
     /// Why launches failed: the status messages of the group's failed and
     /// cancelled scaling activities, newest first (for example
     /// "InsufficientInstanceCapacity ... in us-east-1a").

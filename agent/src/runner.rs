@@ -37,6 +37,7 @@ use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
 use crate::files;
 use crate::identity::Identity;
 use crate::interruption::{self, FailureLog, Watcher};
+use crate::netgate;
 use crate::ports::{Formation, GroupSize, PortError, Queue, Received, StackSignals, WorkerGroup};
 
 /// How `agent run` was asked to run.
@@ -174,6 +175,15 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         boot_id: me.boot_id.clone(),
     };
 
+    // The network gate's listener, for the predecessor's probe; it lives
+    // as long as the agent.
+    let _probe_listener = config.network_check.as_ref().map(|_| {
+        tokio::spawn(async {
+            if let Err(e) = netgate::serve(netgate::PROBE_PORT).await {
+                error!("the network check's probe listener cannot listen on port {}: {e}", netgate::PROBE_PORT);
+            }
+        })
+    });
     let (watcher, interrupted) = restore_notice(&opts.root, &me);
     let interrupted = AtomicBool::new(interrupted);
     let watch = interruption_loop(&opts.root, &imds, &me, &master_queue, &interrupted, watcher);
@@ -449,8 +459,11 @@ async fn node_loop(
     worker_queue: &SqsQueue,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let previous = files::state::read(&opts.root)?;
-    let applied = previous.as_ref().filter(|s| s.instance_id == me.instance_id).map(|s| s.generation);
+    let previous = files::state::read(&opts.root)?.filter(|s| s.instance_id == me.instance_id);
+    let applied = previous.as_ref().map(|s| s.generation);
+    // The manifest applied last: the network gate measures a generation
+    // that adds a node to it (netgate::checks, the master's rule too).
+    let mut last_applied: Option<message::Manifest> = previous.map(|s| s.manifest);
     let mut node = NodeState::new(me.instance_id.clone(), applied);
     let mut assembly = Assembly::new();
     let register_body = Message::Register(register.clone()).to_body();
@@ -490,7 +503,7 @@ async fn node_loop(
         };
         let newest = assemble(&mut assembly, &received, config, node.applied_generation());
         let mut applied_nodes: Option<usize> = None;
-        if let Some(manifest) = newest {
+        if let Some((manifest, publication)) = newest {
             match node.on_manifest(&manifest) {
                 NodeDecision::Apply => {
                     // A manifest that cannot be written (a read-only or full
@@ -523,6 +536,10 @@ async fn node_loop(
                     if let Err(e) = retry("report applied", || master_queue.send(&ack)).await {
                         warn!("cannot report generation {} applied: {e}", manifest.generation);
                     }
+                    if config.network_check.is_some() && netgate::checks(last_applied.as_ref(), &manifest) {
+                        probe_link(me, &manifest, publication, master_queue).await;
+                    }
+                    last_applied = Some(manifest);
                 }
                 NodeDecision::Ignore(why) => debug!(generation = manifest.generation, "manifest ignored: {why}"),
                 NodeDecision::NotMember => debug!(generation = manifest.generation, "not in this manifest yet"),
@@ -546,16 +563,53 @@ async fn node_loop(
     }
 }
 
+/// The network gate's probe: in this node's phase of the schedule
+/// ([`netgate::send_at_ms`], from the generation's `publication`), sends
+/// to its ring neighbour in `manifest` for [`netgate::PROBE_MILLIS`] and
+/// reports what it measured (or why it could not) to the master.
+async fn probe_link(me: &Identity, manifest: &message::Manifest, publication: u64, master_queue: &SqsQueue) {
+    let Some(peer) = netgate::ring_peer(manifest, &me.instance_id) else { return };
+    let phase = netgate::phase(manifest, &me.instance_id).unwrap_or_default();
+    let now = now_ms();
+    let wait = netgate::send_at_ms(publication, phase, now).saturating_sub(now);
+    debug!(generation = manifest.generation, phase, wait_ms = wait, "the network check's probe waits for its phase");
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    let measured = netgate::measure(&peer.private_ip, netgate::PROBE_PORT, netgate::PROBE_MILLIS).await;
+    let (bytes, millis, error) = match measured {
+        Ok((bytes, millis)) => (bytes, millis, None),
+        Err(e) => {
+            warn!("the network check's probe to {} ({}) failed: {e}", peer.alias, peer.private_ip);
+            (0, 0, Some(e))
+        }
+    };
+    let report = message::LinkReport {
+        instance_id: me.instance_id.clone(),
+        generation: manifest.generation,
+        peer: peer.instance_id.clone(),
+        bytes,
+        millis,
+        error,
+    };
+    if let Some(gbps) = report.gbps() {
+        info!(generation = manifest.generation, peer = %peer.alias, bytes, millis, "measured {gbps:.3} Gbit/s");
+    }
+    let body = Message::LinkReport(report).to_body();
+    if let Err(e) = retry("report the measured link", || master_queue.send(&body)).await {
+        warn!("cannot report the measured link to the master: {e}");
+    }
+}
+
 /// Adds the manifest parts among `received` to `assembly`; returns the
-/// newest manifest they complete. Parts of other clusters, of generations
-/// not newer than `applied`, and other bodies are logged and dropped.
+/// newest manifest they complete, with its publication id. Parts of other
+/// clusters, of generations not newer than `applied`, and other bodies are
+/// logged and dropped.
 fn assemble(
     assembly: &mut Assembly,
     received: &[Received],
     config: &NodeConfig,
     applied: Option<u64>,
-) -> Option<message::Manifest> {
-    let mut newest: Option<message::Manifest> = None;
+) -> Option<(message::Manifest, u64)> {
+    let mut newest: Option<(message::Manifest, u64)> = None;
     for r in received {
         let part = match message::parse_worker_queue(&r.body) {
             Ok(p) if p.cluster == config.cluster => p,
@@ -576,8 +630,11 @@ fn assemble(
         if applied.is_some_and(|a| part.generation <= a) {
             continue;
         }
+        let publication = part.publication;
         match assembly.add(part) {
-            Ok(Some(m)) if newest.as_ref().is_none_or(|n| m.generation > n.generation) => newest = Some(m),
+            Ok(Some(m)) if newest.as_ref().is_none_or(|(n, _)| m.generation > n.generation) => {
+                newest = Some((m, publication))
+            }
             Ok(_) => {}
             Err(e) => warn!("dropped manifest parts: {e}"),
         }
@@ -862,6 +919,18 @@ async fn execute<G: WorkerGroup, S: StackSignals>(
                 .await;
                 if let Err(e) = done {
                     warn!(instance_id, "cannot complete the lifecycle action (it times out by itself): {e}");
+                }
+            }
+            Effect::TerminateWorker(instance_id) => {
+                match retry("terminate a slow worker", || group.terminate_instance(&instance_id)).await {
+                    Ok(()) => info!(instance_id, "terminated a slow worker; its group launches another"),
+                    Err(e) => warn!(instance_id, "cannot terminate the slow worker: {e}"),
+                }
+            }
+            Effect::WriteNetworkCheck(json) => {
+                let path = files::network_check_path(&opts.root);
+                if let Err(e) = files::atomic::write_if_changed(&path, &json, 0o644) {
+                    warn!("cannot write the network check's verdict to {}: {e}", path.display());
                 }
             }
             Effect::AppendHostLog(line) => {

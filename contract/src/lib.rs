@@ -111,6 +111,79 @@ pub struct Efa {
     pub rdma_instance_types: Vec<String>,
 }
 
+/// What the network gate does about a node whose link is slow (blueprint
+/// `formation.network_check.action`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkAction {
+    /// Name it in the formation reason, the host log and `trainer doctor`.
+    Warn,
+    /// As `warn`, and terminate it (a worker) so that its group launches another.
+    Replace,
+    /// As `warn`, and fail the formation with the reason (a check after a
+    /// join, once the cluster formed, warns).
+    Fail,
+}
+
+impl NetworkAction {
+    /// The names a blueprint may use, in order.
+    pub const NAMES: [&'static str; 3] = ["warn", "replace", "fail"];
+
+    /// The blueprint's name of it.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkAction::Warn => "warn",
+            NetworkAction::Replace => "replace",
+            NetworkAction::Fail => "fail",
+        }
+    }
+}
+
+/// The TCP port every node's bandwidth probe listens on while the network
+/// gate is on (the cluster's security group allows all traffic between
+/// nodes).
+pub const PROBE_PORT: u16 = 7461;
+
+/// Where the master leaves the network gate's last verdict (JSON: `version`
+/// 1, `action`, `decided_unix_ms`, `summary`, `verdict`), for `trainer doctor`.
+pub const NETWORK_CHECK_PATH: &str = "/var/lib/deeplearning/network-check.json";
+
+/// The longest time budget of a network check, seconds: the formation wait
+/// condition waits 20 minutes beyond the formation deadline (synth's
+/// `STACK_SETUP_MINUTES`), and a check must end well within that.
+pub const NETWORK_CHECK_MAX_SECONDS: u32 = 300;
+
+/// The network gate's settings (blueprint `formation.network_check`): after
+/// formation and after every join, every node measures its link to its
+/// ring neighbour and the master compares the measurements with the
+/// expected bandwidth (docs/ARCHITECTURE.md, "The network gate").
+///
+/// An optional field of node config version 2: a config without it reads
+/// as before; an agent of an earlier release refuses a config with it as
+/// an unknown field (it could not run the check).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkCheck {
+    /// A node whose measured bandwidth is below this fraction of the
+    /// expected one is slow; in (0, 1].
+    pub min_fraction: f64,
+    /// What to do about a slow node.
+    pub action: NetworkAction,
+    /// How long the master waits for the nodes' measurements, seconds
+    /// (1 to [`NETWORK_CHECK_MAX_SECONDS`]); the formation signal is held
+    /// at most this long.
+    pub timeout_seconds: u32,
+    /// The instance type's network bandwidth in Gbit/s (synth's catalogue,
+    /// or the blueprint's figure); `None`: unknown, and the master compares
+    /// with the median of the nodes' measurements instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_gbps: Option<f64>,
+}
+
+// The numbers are checked finite when a config is read (`NodeConfig::check`),
+// so equality is an equivalence.
+impl Eq for NetworkCheck {}
+
 /// What the master signals to CloudFormation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +236,9 @@ pub struct NodeConfig {
     /// The node has an EFA; `None`: no EFA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efa: Option<Efa>,
+    /// The network gate; `None`: off (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_check: Option<NetworkCheck>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -250,6 +326,24 @@ impl NodeConfig {
                 &self.default_user,
                 "not a login name (lower-case letters, digits, `_` and `-`, starting with a letter or `_`, at most 32)",
             ));
+        }
+        if let Some(check) = &self.network_check {
+            let number = |field, value: f64, reason| ContractError::Invalid { field, value: value.to_string(), reason };
+            if !(check.min_fraction > 0.0 && check.min_fraction <= 1.0) {
+                return Err(number("network_check.min_fraction", check.min_fraction, "not a fraction in (0, 1]"));
+            }
+            if !(1..=NETWORK_CHECK_MAX_SECONDS).contains(&check.timeout_seconds) {
+                return Err(number(
+                    "network_check.timeout_seconds",
+                    f64::from(check.timeout_seconds),
+                    "not between 1 and 300 seconds",
+                ));
+            }
+            if let Some(g) = check.expected_gbps
+                && !(g.is_finite() && g > 0.0)
+            {
+                return Err(number("network_check.expected_gbps", g, "not a positive number"));
+            }
         }
         let mount = &self.efs.mount;
         if !mount.starts_with('/') || mount.split('/').any(|part| part == "..") || mount.chars().any(char::is_control) {
@@ -395,6 +489,7 @@ mod tests {
                 formation_handle_url: "https://handle".into(),
             }),
             efa: None,
+            network_check: None,
         }
     }
 
@@ -440,6 +535,39 @@ mod tests {
         let json = serde_json::to_string(&with_efa).unwrap();
         assert!(json.contains(r#""efa":{"rdma_instance_types":["p4d.24xlarge"]}"#), "{json}");
         assert_eq!(NodeConfig::from_json(&json).unwrap(), with_efa);
+    }
+
+    #[test]
+    fn the_network_check_travels_and_its_numbers_are_checked() {
+        let check = NetworkCheck {
+            min_fraction: 0.5,
+            action: NetworkAction::Replace,
+            timeout_seconds: 60,
+            expected_gbps: Some(12.5),
+        };
+        let with = NodeConfig { network_check: Some(check.clone()), ..sample() };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""network_check":{"min_fraction":0.5,"action":"replace""#), "{json}");
+        assert_eq!(NodeConfig::from_json(&json).unwrap(), with);
+        assert!(!serde_json::to_string(&sample()).unwrap().contains("network_check"));
+        let unknown = NetworkCheck { expected_gbps: None, ..check.clone() };
+        let json = serde_json::to_string(&NodeConfig { network_check: Some(unknown), ..sample() }).unwrap();
+        assert!(!json.contains("expected_gbps"), "{json}");
+        for (bad, field) in [
+            (NetworkCheck { min_fraction: 0.0, ..check.clone() }, "min_fraction"),
+            (NetworkCheck { min_fraction: 1.5, ..check.clone() }, "min_fraction"),
+            (NetworkCheck { timeout_seconds: 0, ..check.clone() }, "timeout_seconds"),
+            (NetworkCheck { timeout_seconds: 301, ..check.clone() }, "timeout_seconds"),
+            (NetworkCheck { expected_gbps: Some(-1.0), ..check.clone() }, "expected_gbps"),
+        ] {
+            let json = serde_json::to_string(&NodeConfig { network_check: Some(bad), ..sample() }).unwrap();
+            let e = NodeConfig::from_json(&json).unwrap_err();
+            assert!(e.to_string().contains(field), "{field}: {e}");
+        }
+        let mut v = serde_json::to_value(&with).unwrap();
+        v["network_check"]["action"] = "reboot".into();
+        let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
+        assert!(e.to_string().contains("warn") && e.to_string().contains("replace"), "{e}");
     }
 
     #[test]

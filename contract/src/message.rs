@@ -17,6 +17,9 @@
 //! - `boot_failure` (node -> master queue): a boot step this node's agent
 //!   runs (the prepare-data script) failed, with the last lines of its
 //!   output; a failed formation's reason quotes it.
+//! - `link_report` (node -> master queue): what this node's bandwidth probe
+//!   measured to its ring neighbour for a generation (the network gate,
+//!   `agent/src/netgate.rs`).
 //!
 //! Version 2 replaced version 1's single `manifest` message with
 //! `manifest_part`s. Version 3 added `notice` and changed nothing else, so
@@ -29,7 +32,8 @@
 //! releases in one cluster say so instead of misreading each other; a kind
 //! it does not know within those versions is refused by name
 //! ([`Unusable::UnknownKind`]). Version 4 added `boot_failure` the same
-//! way: it is written as version 4, everything else as before.
+//! way: it is written as version 4, everything else as before. Version 5
+//! added `link_report` the same way.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -51,11 +55,17 @@ pub const MESSAGE_VERSION: u32 = 2;
 /// The version `notice` is written with (the first that has it).
 pub const NOTICE_VERSION: u32 = 3;
 
-/// The newest message version this crate reads; `boot_failure` is written with it.
-pub const NEWEST_MESSAGE_VERSION: u32 = 4;
+/// The version `boot_failure` is written with (the first that has it).
+pub const BOOT_FAILURE_VERSION: u32 = 4;
+
+/// The newest message version this crate reads; `link_report` is written with it.
+pub const NEWEST_MESSAGE_VERSION: u32 = 5;
 
 /// The kinds this crate knows, for the error about one it does not.
-const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice", "boot_failure"];
+const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report"];
+
+/// The most bytes of a [`LinkReport`]'s `error`.
+pub const LINK_REPORT_ERROR_BYTES: usize = 256;
 
 /// The most output lines a [`BootFailure`] carries.
 pub const BOOT_FAILURE_LINES: usize = 20;
@@ -231,6 +241,45 @@ impl BootFailure {
     }
 }
 
+/// What a node's bandwidth probe measured for one generation (message
+/// version 5): it sent to `peer`, the next node of the manifest's ring,
+/// for a bounded time, and the peer confirmed the bytes it read. The
+/// master turns it into the sender's egress bandwidth (see
+/// `agent/src/netgate.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkReport {
+    /// The sender, `i-...`.
+    pub instance_id: String,
+    /// The manifest generation whose ring was measured.
+    pub generation: u64,
+    /// The receiver, `i-...`.
+    pub peer: String,
+    /// Bytes the peer confirmed it read.
+    pub bytes: u64,
+    /// Milliseconds from the first byte sent to the peer's confirmation.
+    pub millis: u64,
+    /// Why nothing could be measured (the peer unreachable, the probe cut
+    /// short); `bytes` and `millis` are then 0. At most
+    /// [`LINK_REPORT_ERROR_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl LinkReport {
+    /// The measured bandwidth in Gbit/s (10^9 bits a second); `None` when
+    /// nothing was measured.
+    pub fn gbps(&self) -> Option<f64> {
+        (self.error.is_none() && self.millis > 0).then(|| self.bytes as f64 * 8.0 / (self.millis as f64 * 1e6))
+    }
+
+    /// The same report within the bounds (the body came from another node).
+    pub fn bounded(mut self) -> LinkReport {
+        self.error = self.error.map(|e| shorten_bytes(&e, LINK_REPORT_ERROR_BYTES));
+        self
+    }
+}
+
 /// At most `max` bytes of `s` (`max` >= 3), ending in "…" when cut, never
 /// splitting a character.
 pub fn shorten_bytes(s: &str, max: usize) -> String {
@@ -273,6 +322,8 @@ pub enum Message {
     Notice(Interruption),
     /// See [`BootFailure`] (message version 4).
     BootFailure(BootFailure),
+    /// See [`LinkReport`] (message version 5).
+    LinkReport(LinkReport),
 }
 
 #[derive(Serialize)]
@@ -289,7 +340,8 @@ impl Message {
     pub fn version(&self) -> u32 {
         match self {
             Message::Notice(_) => NOTICE_VERSION,
-            Message::BootFailure(_) => NEWEST_MESSAGE_VERSION,
+            Message::BootFailure(_) => BOOT_FAILURE_VERSION,
+            Message::LinkReport(_) => NEWEST_MESSAGE_VERSION,
             _ => MESSAGE_VERSION,
         }
     }
@@ -365,6 +417,8 @@ pub enum MasterInbound {
     Notice(Interruption),
     /// A node's boot step failed.
     BootFailure(BootFailure),
+    /// A node's bandwidth probe measured its link.
+    LinkReport(LinkReport),
     /// Auto Scaling: an instance is launching or terminating.
     Lifecycle(LifecycleAction),
     /// Auto Scaling's test notification, sent when a hook is created.
@@ -408,6 +462,7 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
         Ok(Message::Leave(m)) => Ok(MasterInbound::Leave(m)),
         Ok(Message::Notice(m)) => Ok(MasterInbound::Notice(m)),
         Ok(Message::BootFailure(m)) => Ok(MasterInbound::BootFailure(m.bounded())),
+        Ok(Message::LinkReport(m)) => Ok(MasterInbound::LinkReport(m.bounded())),
         Ok(Message::ManifestPart(_)) => Err(Unusable::WrongQueue("manifest_part")),
         Err(value) => {
             if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
@@ -429,6 +484,7 @@ pub fn parse_worker_queue(body: &str) -> Result<ManifestPart, Unusable> {
         Ok(Message::Leave(_)) => Err(Unusable::WrongQueue("leave")),
         Ok(Message::Notice(_)) => Err(Unusable::WrongQueue("notice")),
         Ok(Message::BootFailure(_)) => Err(Unusable::WrongQueue("boot_failure")),
+        Ok(Message::LinkReport(_)) => Err(Unusable::WrongQueue("link_report")),
         Err(_) => Err(Unusable::Malformed("not a message of ours".into())),
     }
 }
@@ -484,6 +540,36 @@ mod tests {
         )
     }
 
+    fn link_report() -> LinkReport {
+        LinkReport {
+            instance_id: "i-1".into(),
+            generation: 1,
+            peer: "i-2".into(),
+            bytes: 50_000_000,
+            millis: 1_000,
+            error: None,
+        }
+    }
+
+    /// `link_report` came with version 5: a version-4 reader refuses it by
+    /// its version ("update the older one"); the measured bandwidth is
+    /// bytes over time, and a failed probe has none; an oversized error is cut.
+    #[test]
+    fn link_report_is_version_5_and_bounded() {
+        let v: serde_json::Value = serde_json::from_str(&Message::LinkReport(link_report()).to_body()).unwrap();
+        assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(5), Some("link_report")));
+        assert!(v.get("error").is_none(), "{v}");
+        assert_eq!(link_report().gbps(), Some(0.4));
+        let failed = LinkReport { error: Some("x".repeat(1000)), bytes: 0, millis: 0, ..link_report() };
+        assert_eq!(failed.gbps(), None);
+        let MasterInbound::LinkReport(back) = parse_master_queue(&Message::LinkReport(failed).to_body()).unwrap()
+        else {
+            panic!("not a link report")
+        };
+        assert!(back.error.as_ref().is_some_and(|e| e.len() <= LINK_REPORT_ERROR_BYTES && e.ends_with('…')));
+        assert_eq!(LinkReport { millis: 0, ..link_report() }.gbps(), None);
+    }
+
     fn part() -> ManifestPart {
         crate::parts::split(&manifest(), 17).unwrap().remove(0)
     }
@@ -497,12 +583,14 @@ mod tests {
             Message::Leave(Leave { instance_id: "i-1".into(), reason: "shutdown".into() }),
             Message::Notice(notice()),
             Message::BootFailure(boot_failure()),
+            Message::LinkReport(link_report()),
         ] {
             let body = m.to_body();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
             let version = match m {
                 Message::Notice(_) => 3,
                 Message::BootFailure(_) => 4,
+                Message::LinkReport(_) => 5,
                 _ => 2,
             };
             assert_eq!(v["version"], version);
@@ -523,6 +611,10 @@ mod tests {
                 Message::BootFailure(f) => {
                     assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::BootFailure(f.clone()));
                     assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("boot_failure"));
+                }
+                Message::LinkReport(r) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::LinkReport(r.clone()));
+                    assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("link_report"));
                 }
             }
         }
@@ -556,7 +648,8 @@ mod tests {
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":5,"kind":"notice"}"#.into(), "versions 2 to 4"),
+            (r#"{"version":6,"kind":"notice"}"#.into(), "versions 2 to 5"),
+            (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":3,"kind":"notice","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":2,"kind":"register","instance_id":"i-1"}"#.into(), "malformed"),

@@ -17,7 +17,10 @@
 //!   kind and count, EFA support, cluster placement group support and EFA
 //!   RDMA support (from AWS's aws-ofi-nccl platform table), per
 //!   family with per-size overrides, transcribed from the AWS documentation
-//!   pages named there and in [`SOURCE`].
+//!   pages named there and in [`SOURCE`], and
+//! * the baseline network bandwidth per type (`synth/data/instance-bandwidth.tsv`,
+//!   from the AWS instance type pages; the network gate's expected figure),
+//!   where transcribed: GPU, Trainium, EFA and the common CPU families.
 //!
 //! The facts err on the side of "no": a type wrongly marked without EFA or
 //! cluster placement only runs slower, while one wrongly marked with them makes
@@ -63,11 +66,19 @@ pub struct InstanceType {
     /// (`FI_EFA_USE_DEVICE_RDMA=1`: GPUDirect RDMA for NCCL). Meaningful
     /// only with [`efa`](Self::efa).
     pub efa_rdma: bool,
+    /// Baseline network bandwidth in Mbit/s, from the AWS instance type
+    /// pages (`synth/data/instance-bandwidth.tsv`); `None`: not transcribed.
+    pub network_mbps: Option<u32>,
     /// Regions (of the five) where it is offered: OR of [`Region::bit`].
     pub regions: u8,
 }
 
 impl InstanceType {
+    /// Baseline network bandwidth in Gbit/s, when known.
+    pub fn network_gbps(&self) -> Option<f64> {
+        self.network_mbps.map(|m| f64::from(m) / 1000.0)
+    }
+
     /// Whether it is offered in `region`.
     pub fn offered_in(&self, region: Region) -> bool {
         self.regions & region.bit() != 0

@@ -37,8 +37,25 @@ pub struct ClusterSpec {
     pub prepare_data_script: Option<String>,
     /// How long the master waits for workers before deciding formation.
     pub formation_minutes: u32,
+    /// The network gate; `None`: off.
+    pub network_check: Option<NetworkCheckSpec>,
     /// Tags for every resource that takes tags.
     pub tags: BTreeMap<String, String>,
+}
+
+/// The network gate, resolved (blueprint `formation.network_check`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetworkCheckSpec {
+    /// Below this fraction of the expected bandwidth a node is slow.
+    pub min_fraction: f64,
+    /// What to do about a slow node.
+    pub action: node_contract::NetworkAction,
+    /// How long the master waits for the measurements.
+    pub timeout_seconds: u32,
+    /// The blueprint's figure, else the catalogue's for the slower of the
+    /// master's and the workers' types; `None`: unknown (the master
+    /// compares with the median of the nodes).
+    pub expected_gbps: Option<f64>,
 }
 
 /// Where the AMI comes from.

@@ -96,6 +96,20 @@ impl WorkerGroup for AsgWorkerGroup {
         Ok(())
     }
 
+    /// <https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_TerminateInstanceInAutoScalingGroup.html>:
+    /// with `ShouldDecrementDesiredCapacity` false the group launches a replacement.
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn terminate_instance(&self, instance_id: &str) -> Result<(), PortError> {
+        self.client
+            .terminate_instance_in_auto_scaling_group()
+            .instance_id(instance_id)
+            .should_decrement_desired_capacity(false)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("Auto Scaling TerminateInstanceInAutoScalingGroup ({instance_id})"), &e))?;
+        Ok(())
+    }
+
     #[tracing::instrument(skip(self), fields(group = %self.name))]
     async fn launch_failures(&self) -> Result<Vec<String>, PortError> {
         let output = self

@@ -17,13 +17,12 @@
 
 use std::collections::BTreeMap;
 
-use node_contract::NodeConfig;
-use node_contract::Role;
 use node_contract::message::{
-    Applied, BootFailure, Interruption, Leave, LifecycleAction, Manifest, MasterInbound, Register, shorten_bytes,
-    worker_alias,
+    Applied, BootFailure, Interruption, Leave, LifecycleAction, LinkReport, Manifest, MasterInbound, Register,
+    shorten_bytes, worker_alias,
 };
 use node_contract::parts::check_register;
+use node_contract::{NetworkAction, NetworkCheck, NodeConfig, Role};
 use serde::{Deserialize, Serialize};
 
 use super::membership::{Member, Membership, host_log_lines};
@@ -31,6 +30,7 @@ use super::timeline::Timeline;
 use super::{
     ACK_TIMEOUT_MS, BATCH_WINDOW_MS, Effect, LAUNCH_FAILURES_TIMEOUT_MS, REJOIN_AFTER_LEAVE_MS, REPUBLISH_INTERVAL_MS,
 };
+use crate::netgate::{self, Gate, GateNode, HeldSignal};
 use crate::ports::{Formation, GroupSize};
 
 /// How many launch failure messages the failure reason quotes.
@@ -157,6 +157,12 @@ pub struct MasterState {
     /// [`crate::cluster::timeline`]). Older state files have none.
     #[serde(default)]
     timeline: Timeline,
+    /// The network gate's settings (node config `network_check`); `None`: off.
+    #[serde(default)]
+    network_check: Option<NetworkCheck>,
+    /// The network check under way, if any.
+    #[serde(default)]
+    gate: Option<Gate>,
 }
 
 impl MasterState {
@@ -199,6 +205,8 @@ impl MasterState {
             departed: BTreeMap::new(),
             boot_failures: BTreeMap::new(),
             timeline,
+            network_check: config.network_check.clone(),
+            gate: None,
         }
     }
 
@@ -277,6 +285,7 @@ impl MasterState {
             MasterInbound::Leave(l) => self.on_leave(l, now_ms, &mut fx),
             MasterInbound::Notice(n) => self.on_notice(n, now_ms, &mut fx),
             MasterInbound::BootFailure(f) => self.on_boot_failure(f, &mut fx),
+            MasterInbound::LinkReport(r) => self.on_link_report(r, now_ms, &mut fx),
             MasterInbound::Lifecycle(a) => self.on_lifecycle(a, now_ms, &mut fx),
             MasterInbound::LifecycleTest => {
                 fx.push(Effect::Log("Auto Scaling's test notification: the lifecycle hook reaches this queue".into()))
@@ -364,11 +373,16 @@ impl MasterState {
         match self.phase {
             Phase::Forming => Some(self.formation_deadline_ms),
             Phase::AwaitingLaunchFailures { since_ms } => Some(since_ms + LAUNCH_FAILURES_TIMEOUT_MS),
-            Phase::Formed => [self.batch_deadline_ms, self.ack_deadline_ms, self.resend_due_ms]
-                .into_iter()
-                .flatten()
-                .chain(self.completions.iter().map(|c| c.deadline_ms))
-                .min(),
+            Phase::Formed => [
+                self.batch_deadline_ms,
+                self.ack_deadline_ms,
+                self.resend_due_ms,
+                self.gate.as_ref().map(|g| g.deadline_ms),
+            ]
+            .into_iter()
+            .flatten()
+            .chain(self.completions.iter().map(|c| c.deadline_ms))
+            .min(),
             Phase::Failed => None,
         }
     }
@@ -411,6 +425,9 @@ impl MasterState {
                 }
             }
             Phase::Formed => {
+                if self.gate.as_ref().is_some_and(|g| now_ms >= g.deadline_ms) {
+                    self.decide_gate(now_ms, fx);
+                }
                 if self.batch_deadline_ms.is_some_and(|d| now_ms >= d) {
                     self.batch_deadline_ms = None;
                     self.publish(now_ms, fx);
@@ -865,7 +882,8 @@ impl MasterState {
         } else {
             format!("{joined} of {n} workers joined; the cluster has {nodes} nodes, the master included")
         };
-        self.signal(true, reason, self.formation_data(joined, None), fx);
+        let data = self.formation_data(joined, None);
+        self.signal_formed(reason, data, fx);
     }
 
     /// The formation deadline came with fewer workers than requested.
@@ -888,7 +906,172 @@ impl MasterState {
              desired capacity was lowered to {k}",
             self.deadline_text()
         );
-        self.signal(true, reason, self.formation_data(k, Some(k)), fx);
+        let data = self.formation_data(k, Some(k));
+        self.signal_formed(reason, data, fx);
+    }
+
+    /// Signals formation success, or holds the signal until the network
+    /// check of the generation just published decides (at most its time
+    /// budget).
+    fn signal_formed(&mut self, reason: String, data: String, fx: &mut Vec<Effect>) {
+        let generation = self.generation();
+        if let Some(gate) = self.gate.as_mut().filter(|g| g.generation == generation && g.held.is_none()) {
+            fx.push(Effect::Log(format!(
+                "the formation signal waits for the network check of generation {generation} (until its time limit)"
+            )));
+            gate.held = Some(HeldSignal { reason, data });
+            return;
+        }
+        self.signal(true, reason, data, fx);
+    }
+
+    /// Opens a network check of `next` when the gate is on and `next` adds
+    /// a node to two or more (see [`netgate::checks`]). A check still open
+    /// for an older generation is superseded; a formation signal it held
+    /// moves to the new one, with its deadline, so formation is never held
+    /// longer than one time budget.
+    fn open_gate(&mut self, checked: bool, next: &Manifest, now_ms: u64, fx: &mut Vec<Effect>) {
+        let Some(check) = &self.network_check else { return };
+        if !checked {
+            if next.nodes.len() < 2 && self.gate.is_none() {
+                fx.push(Effect::Log(format!(
+                    "no network check of generation {}: one node, no link to measure",
+                    next.generation
+                )));
+            }
+            return;
+        }
+        let budget_ms = u64::from(check.timeout_seconds) * 1_000;
+        let mut deadline_ms = now_ms + budget_ms;
+        let mut held = None;
+        if let Some(old) = self.gate.take() {
+            fx.push(Effect::Log(format!(
+                "the network check of generation {} is superseded by generation {}",
+                old.generation, next.generation
+            )));
+            if old.held.is_some() {
+                deadline_ms = old.deadline_ms;
+                held = old.held;
+            }
+        }
+        let mut nodes: Vec<&_> = next.nodes.iter().collect();
+        nodes.sort_by_key(|n| n.index);
+        let nodes: Vec<GateNode> = nodes
+            .into_iter()
+            .map(|n| GateNode { instance_id: n.instance_id.clone(), alias: n.alias.clone(), ip: n.private_ip.clone() })
+            .collect();
+        fx.push(Effect::Log(format!(
+            "network check of generation {}: waiting up to {} s for {} nodes' measurements",
+            next.generation,
+            deadline_ms.saturating_sub(now_ms) / 1000,
+            nodes.len()
+        )));
+        self.gate = Some(Gate { generation: next.generation, deadline_ms, nodes, reports: BTreeMap::new(), held });
+    }
+
+    /// A node's probe measured its link: kept when it belongs to the open
+    /// check; the check decides once every node reported.
+    fn on_link_report(&mut self, r: LinkReport, now_ms: u64, fx: &mut Vec<Effect>) {
+        let Some(gate) = self.gate.as_mut() else {
+            fx.push(Effect::Log(format!(
+                "ignored a link report from {} for generation {}: no network check is open",
+                shorten(&r.instance_id, 64),
+                r.generation
+            )));
+            return;
+        };
+        if r.generation != gate.generation || !gate.nodes.iter().any(|n| n.instance_id == r.instance_id) {
+            fx.push(Effect::Log(format!(
+                "ignored a link report from {} for generation {}: the open check is of generation {} and its nodes",
+                shorten(&r.instance_id, 64),
+                r.generation,
+                gate.generation
+            )));
+            return;
+        }
+        match r.gbps() {
+            Some(g) => fx.push(Effect::Log(format!("{} measured {g:.3} Gbit/s to {}", r.instance_id, r.peer))),
+            None => fx.push(Effect::Log(format!(
+                "{} could not measure its link to {}: {}",
+                r.instance_id,
+                r.peer,
+                r.error.as_deref().unwrap_or("nothing measured")
+            ))),
+        }
+        gate.reports.insert(r.instance_id.clone(), r);
+        if gate.complete() {
+            self.decide_gate(now_ms, fx);
+        }
+    }
+
+    /// The open check decides (every node reported, or its time is up):
+    /// the verdict goes to the log, the state file for `trainer doctor`
+    /// and, per slow node, the host log; then the action: `replace`
+    /// terminates slow workers (never the master), `fail` fails a formation
+    /// whose signal the check holds (after formation it warns), and a held
+    /// success signal goes out with the verdict in its reason.
+    fn decide_gate(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+        let (Some(gate), Some(check)) = (self.gate.take(), self.network_check.clone()) else { return };
+        let verdict = netgate::judge(&check, gate.generation, &gate.nodes, &gate.reports);
+        let mut summary = verdict.summary();
+        if !gate.complete() {
+            summary.push_str(&format!(" (decided at the {}-second limit)", check.timeout_seconds));
+        }
+        fx.push(Effect::Log(summary.clone()));
+        let record = serde_json::json!({
+            "version": 1,
+            "action": check.action.name(),
+            "decided_unix_ms": now_ms,
+            "summary": summary,
+            "verdict": verdict,
+        });
+        fx.push(Effect::WriteNetworkCheck(record.to_string()));
+        let slow: Vec<GateNode> = verdict.slow().map(|l| l.node.clone()).collect();
+        let nanos = u128::from(now_ms) * 1_000_000;
+        for l in verdict.slow() {
+            fx.push(Effect::AppendHostLog(format!(
+                "{} SLOW {} {nanos} {:.2}",
+                gate.generation,
+                l.node.ip,
+                l.fraction.unwrap_or_default()
+            )));
+        }
+        if check.action == NetworkAction::Fail
+            && !slow.is_empty()
+            && let Some(held) = &gate.held
+        {
+            self.phase = Phase::Failed;
+            let reason = format!("{summary} The blueprint's formation.network_check.action is fail.");
+            self.signal(false, reason, held.data.clone(), fx);
+            return;
+        }
+        let logged = summary.len();
+        let mut note = summary;
+        if !slow.is_empty() {
+            match check.action {
+                NetworkAction::Warn => {}
+                NetworkAction::Fail => note.push_str(" (action fail: the cluster had formed, so this only warns)"),
+                NetworkAction::Replace => {
+                    for n in &slow {
+                        if n.instance_id == self.master_id {
+                            note.push_str(&format!(" {} is the master, which is not replaced.", n.alias));
+                        } else {
+                            note.push_str(&format!(
+                                " {} ({}) is terminated for a replacement.",
+                                n.alias, n.instance_id
+                            ));
+                            fx.push(Effect::TerminateWorker(n.instance_id.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        if note.len() != logged {
+            fx.push(Effect::Log(note[logged..].trim_start().to_string()));
+        }
+        if let Some(held) = gate.held {
+            self.signal(true, format!("{} {note}", held.reason), held.data, fx);
+        }
     }
 
     fn fail(&mut self, why: String, fx: &mut Vec<Effect>) {
@@ -968,6 +1151,8 @@ impl MasterState {
             cluster_public_key: self.cluster_public_key.clone(),
         };
         let lines = host_log_lines(self.manifest.as_ref(), &next, now_ms, notes);
+        let checked = netgate::checks(self.manifest.as_ref(), &next);
+        self.open_gate(checked, &next, now_ms, fx);
         // The older generations go first, so that the worker queue holds the
         // new one alone: a node's receive then returns all of its parts, and
         // the next retirement may hide everything it finds (see the runner).
@@ -1076,3 +1261,6 @@ fn shorten(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod gate_tests;

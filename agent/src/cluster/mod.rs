@@ -189,6 +189,13 @@ pub enum Effect {
         /// The instance.
         instance_id: String,
     },
+    /// Terminate this worker in its Auto Scaling group without lowering the
+    /// desired capacity, so the group launches another (the network gate's
+    /// `replace`).
+    TerminateWorker(String),
+    /// Write the network gate's verdict (JSON) to
+    /// `/var/lib/deeplearning/network-check.json` for `trainer doctor`.
+    WriteNetworkCheck(String),
     /// Append this line (no newline) to the host log on EFS.
     AppendHostLog(String),
     /// Worth an info line in the agent's log.

@@ -16,7 +16,8 @@
 //! | `/var/lib/deeplearning/cluster_key`, master only | [`cluster_key`] | the cluster key, created once and kept across restarts |
 //! | `/var/lib/deeplearning/state.json` | [`state`] | the applied generation, for restarts and for `trainer` |
 //! | `/var/lib/deeplearning/interruption.json` | [`notice`] | the interruption notice EC2 gave this node, for `trainer` |
-//! | `$EFS_MOUNT/deeplearning/hosts.log` | [`host_log`] | one line per membership change, shared by all nodes |
+//! | `$EFS_MOUNT/deeplearning/hosts.log` | [`host_log`] | one line per membership change, shared by all nodes (and `<generation> SLOW <ip> <unix-nanos> <fraction>` per node the network gate found slow) |
+//! | `/var/lib/deeplearning/network-check.json`, master only | [`network_check_path`] | the network gate's last verdict, for `trainer doctor` |
 //!
 //! The first eight rows come from [`plan`]: a pure, deterministic function
 //! of the manifest, this node's instance id and its config. [`render`] shows
@@ -383,6 +384,11 @@ fn is_host_name(s: &str) -> bool {
         && s.len() <= 253
         && !s.starts_with(['-', '.'])
         && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+}
+
+/// The network gate's verdict file under `root` (the master writes it).
+pub fn network_check_path(root: &Path) -> PathBuf {
+    under(root, node_contract::NETWORK_CHECK_PATH)
 }
 
 /// `root.join(path)` for an absolute node path.

@@ -53,6 +53,8 @@ pub struct Blueprint {
     pub elastic: Option<Elastic>,
     /// How long cluster formation may take.
     pub timeouts: Option<Timeouts>,
+    /// Checks the master runs when the cluster forms and when nodes join.
+    pub formation: Option<Formation>,
     /// Tags put on every resource that takes tags. At most 40; keys may not
     /// start with `aws:`. A value may be written as a number or a boolean
     /// (`version: 1.10`); it is used as the text written.
@@ -335,6 +337,43 @@ pub struct Timeouts {
     /// Minutes the master waits for workers, 5 to 720 (default 30).
     #[schemars(range(min = 5, max = 720), extend("default" = 30))]
     pub formation_minutes: Option<u32>,
+}
+
+/// Checks the master runs when the cluster forms and when nodes join.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Formation {
+    /// The network gate (off without it): after formation and after every
+    /// join, every node measures its link to its ring neighbour for about
+    /// 2 seconds, and the master compares each node with the instance
+    /// type's network bandwidth (or, when that is not known, with the
+    /// median of the nodes).
+    pub network_check: Option<NetworkCheck>,
+}
+
+/// The network gate's settings.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct NetworkCheck {
+    /// A node that measures below this fraction of the expected bandwidth
+    /// is slow: more than 0, at most 1 (default 0.5).
+    #[schemars(range(min = 0.0, max = 1.0), extend("default" = 0.5))]
+    pub min_fraction: Option<f64>,
+    /// What to do about a slow node: `warn` (name it in the formation
+    /// reason, the host log and `trainer doctor`), `replace` (also
+    /// terminate it, a worker, so its group launches another) or `fail`
+    /// (fail the formation with the reason; after formation it warns).
+    /// Default `warn`.
+    #[schemars(extend("enum" = ["warn", "replace", "fail"], "default" = "warn"))]
+    pub action: Option<String>,
+    /// How long the master waits for the measurements, 20 to 300 seconds
+    /// (default 60); the formation signal waits at most this long.
+    #[schemars(range(min = 20, max = 300), extend("default" = 60))]
+    pub timeout_seconds: Option<u32>,
+    /// The network bandwidth to expect, Gbit/s, when you know better than
+    /// the instance catalogue (or it has no figure for the type).
+    #[schemars(range(min = 0.0))]
+    pub expected_gbps: Option<f64>,
 }
 
 /// A required text field: serde_yaml_ng reads an empty value (`name:`) as

@@ -24,7 +24,17 @@ mod tests {
         let s = json_schema();
         let props = s["properties"].as_object().expect("properties");
         for field in [
-            "name", "region", "image", "master", "workers", "storage", "network", "access", "elastic", "timeouts",
+            "name",
+            "region",
+            "image",
+            "master",
+            "workers",
+            "storage",
+            "network",
+            "access",
+            "elastic",
+            "timeouts",
+            "formation",
             "tags",
         ] {
             assert!(props.contains_key(field), "{field} missing from the schema");

@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::diagnostic::{Diagnostic, Location, ticked};
-use node_contract::{PackageFormat, is_login_name};
+use node_contract::{NetworkAction, PackageFormat, is_login_name};
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
 use super::source_map::SourceMap;
@@ -21,7 +21,8 @@ use super::suggestion::{backticked, did_you_mean};
 use crate::catalog::{self, Accelerator, InstanceType};
 use crate::region::Region;
 use crate::spec::{
-    AccessSpec, AgentPackage, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkSpec, WorkerSpec,
+    AccessSpec, AgentPackage, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkCheckSpec, NetworkSpec,
+    WorkerSpec,
 };
 
 /// The AWS Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), through the
@@ -139,6 +140,8 @@ impl Checker<'_> {
         let access = self.access(bp.access, master_public);
         let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
+        let network_check =
+            bp.formation.and_then(|f| f.network_check).map(|c| self.network_check(c, master_type, worker_type));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
 
@@ -156,8 +159,71 @@ impl Checker<'_> {
             access,
             prepare_data_script,
             formation_minutes,
+            network_check,
             tags,
         }
+    }
+
+    /// The gate's settings; without the blueprint's `expected_gbps`, the
+    /// catalogue's baseline bandwidth of the slower of the master's and the
+    /// workers' types (a ring runs at its slowest link), or none when
+    /// either is not known (the master then compares with the median).
+    fn network_check(
+        &mut self,
+        c: super::model::NetworkCheck,
+        master: Option<&InstanceType>,
+        workers: Option<&InstanceType>,
+    ) -> NetworkCheckSpec {
+        let path = "formation.network_check";
+        let min_fraction = c.min_fraction.unwrap_or(0.5);
+        if !(min_fraction > 0.0 && min_fraction <= 1.0) {
+            self.error(
+                &format!("{path}.min_fraction"),
+                At::Value,
+                format!("{min_fraction} is not a fraction above 0 and at most 1"),
+                "write the share of the expected bandwidth a node must reach, for example 0.5",
+            );
+        }
+        let action = match c.action.as_deref().unwrap_or("warn") {
+            "warn" => NetworkAction::Warn,
+            "replace" => NetworkAction::Replace,
+            "fail" => NetworkAction::Fail,
+            other => {
+                self.error(
+                    &format!("{path}.action"),
+                    At::Value,
+                    format!("{} is not an action", ticked(&other.escape_debug().to_string())),
+                    format!("write one of {}", NetworkAction::NAMES.map(|n| format!("`{n}`")).join(", ")),
+                );
+                NetworkAction::Warn
+            }
+        };
+        let timeout_seconds = c.timeout_seconds.unwrap_or(60);
+        // The probe's schedule alone takes up to 14 s (agent/src/netgate.rs).
+        if !(20..=node_contract::NETWORK_CHECK_MAX_SECONDS).contains(&timeout_seconds) {
+            self.error(
+                &format!("{path}.timeout_seconds"),
+                At::Value,
+                format!("{timeout_seconds} seconds is outside the allowed 20 to 300"),
+                "the nodes' probes take up to 14 seconds; the formation signal waits at most this long (default 60)",
+            );
+        }
+        if let Some(g) = c.expected_gbps
+            && !(g.is_finite() && g > 0.0)
+        {
+            self.error(
+                &format!("{path}.expected_gbps"),
+                At::Value,
+                format!("{g} is not a positive bandwidth"),
+                "write the instance type's network bandwidth in Gbit/s, for example 25, or leave it out",
+            );
+        }
+        let catalogue =
+            match (master.and_then(InstanceType::network_gbps), workers.and_then(InstanceType::network_gbps)) {
+                (Some(m), Some(w)) => Some(m.min(w)),
+                _ => None,
+            };
+        NetworkCheckSpec { min_fraction, action, timeout_seconds, expected_gbps: c.expected_gbps.or(catalogue) }
     }
 
     fn name(&mut self, name: &str) {
@@ -1253,6 +1319,7 @@ mod tests {
             efa: false,
             cluster_placement: true,
             efa_rdma: false,
+            network_mbps: None,
             regions: Region::UsEast1.bit() | Region::UsWest2.bit(),
         };
         assert_eq!(offering_problem(&t, &[Region::UsEast1]), None);
@@ -1262,7 +1329,35 @@ mod tests {
     }
 
     fn fake(name: &'static str, efa: bool, cluster_placement: bool, accelerator: Accelerator) -> InstanceType {
-        InstanceType { name, accelerator, accelerators: 1, efa, cluster_placement, efa_rdma: false, regions: 0b11111 }
+        InstanceType {
+            name,
+            accelerator,
+            accelerators: 1,
+            efa,
+            cluster_placement,
+            efa_rdma: false,
+            network_mbps: None,
+            regions: 0b11111,
+        }
+    }
+
+    #[test]
+    fn the_network_checks_expected_bandwidth_comes_from_the_blueprint_else_the_slower_type() {
+        let spec = |extra: &str, master: &str, workers: &str| {
+            let text = format!(
+                "name: demo\nmaster:\n  instance_type: {master}\nworkers:\n  instance_type: {workers}\n  count: 2\n\
+                 formation:\n  network_check:\n    action: fail\n{extra}"
+            );
+            crate::blueprint::load(&text, "bp.yaml", None).map(|l| l.spec.network_check.unwrap())
+        };
+        let c = spec("", "c5.xlarge", "c5n.18xlarge").unwrap();
+        assert_eq!(c.expected_gbps, Some(1.25), "the slower of the two types");
+        assert_eq!((c.min_fraction, c.action, c.timeout_seconds), (0.5, NetworkAction::Fail, 60));
+        assert_eq!(spec("", "p4d.24xlarge", "p4d.24xlarge").unwrap().expected_gbps, Some(400.0));
+        assert_eq!(spec("    expected_gbps: 12\n", "c5.xlarge", "c5.xlarge").unwrap().expected_gbps, Some(12.0));
+        // A type without a transcribed figure: unknown, the median decides.
+        assert_eq!(spec("", "c5.xlarge", "t3.large").unwrap().expected_gbps, None);
+        assert!(crate::catalog::lookup("t3.large").is_some_and(|t| t.network_mbps.is_none()));
     }
 
     fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {

@@ -138,6 +138,7 @@ pub(crate) mod tests {
             },
             prepare_data_script: Some("/efs/prepare.sh".into()),
             formation_minutes: 30,
+            network_check: None,
             tags: BTreeMap::from([("team".into(), "ml".into())]),
         }
     }

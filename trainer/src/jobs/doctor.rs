@@ -19,7 +19,12 @@
 //!
 //! Below the table, each host's NCCL/EFA environment from its agent's
 //! profile (`NCCL_SOCKET_IFNAME`, `FI_PROVIDER`, `FI_EFA_USE_DEVICE_RDMA`:
-//! what `trainer launch` gives every rank there), for reading, not checked.
+//! what `trainer launch` gives every rank there), for reading, not checked;
+//! then the network gate's last verdict, when the master's agent left one
+//! (`node_contract::NETWORK_CHECK_PATH`): every node's measured fraction,
+//! and each slow node as a problem while the membership is the one that
+//! was measured (a later generation, such as the one that removed a
+//! replaced node, makes it history).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -110,6 +115,48 @@ fn generation(root: &Path) -> std::result::Result<u64, String> {
         )),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// The network gate's last verdict under `root` (the master's): lines to
+/// print, and a problem per slow node when the verdict is of `generation`
+/// (the master's current one). No file: nothing (the gate is off, or has
+/// not decided yet).
+fn network_check(root: &Path, generation: Option<u64>) -> (String, Vec<String>) {
+    let path = crate::under(root, node_contract::NETWORK_CHECK_PATH);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (String::new(), Vec::new()),
+        Err(e) => return (format!("Network check: cannot read {}: {e}\n", path.display()), Vec::new()),
+    };
+    let v = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) if v["version"] == 1 => v,
+        _ => return (format!("Network check: {} is not a verdict this trainer reads\n", path.display()), Vec::new()),
+    };
+    let checked = v["verdict"]["generation"].as_u64();
+    let current = checked.is_some() && checked == generation;
+    let mut out = format!(
+        "Network check of generation {} (action {}){}:\n  {}\n",
+        checked.map_or("?".into(), |g| g.to_string()),
+        v["action"].as_str().unwrap_or("?"),
+        if current { "" } else { ", an earlier membership" },
+        v["summary"].as_str().unwrap_or("")
+    );
+    let mut problems = Vec::new();
+    for link in v["verdict"]["links"].as_array().into_iter().flatten().filter(|l| l["slow"] == true) {
+        let (alias, ip) = (link["node"]["alias"].as_str().unwrap_or("?"), link["node"]["ip"].as_str().unwrap_or("?"));
+        let text = format!(
+            "{alias} ({ip}): the network check measured {:.2} Gbit/s, {:.2} of the reference: check its instance \
+             type, its placement and its network interface",
+            link["gbps"].as_f64().unwrap_or_default(),
+            link["fraction"].as_f64().unwrap_or_default()
+        );
+        if current {
+            problems.push(text);
+        } else {
+            out += &format!("  (then) {text}\n");
+        }
+    }
+    (out, problems)
 }
 
 fn probe_dir(efs: &str, probe: &str) -> PathBuf {
@@ -347,6 +394,9 @@ pub async fn run(args: Args) -> Result<u8> {
         let vars = if row.fabric.is_empty() { "(none)".to_owned() } else { row.fabric.join(" ") };
         out += &format!("  {}: {vars}\n", row.host);
     }
+    let (lines, slow) = network_check(&args.root, master_generation.as_ref().ok().copied());
+    out += &lines;
+    problems.extend(slow);
     problems.dedup();
     let code = if problems.is_empty() {
         out += &format!("all {} hosts are ready\n", rows.len());
@@ -370,6 +420,32 @@ mod tests {
         assert_eq!(least_skew(1000, 1500, 1800), 0);
         assert_eq!(least_skew(1000, 400, 1800), -600);
         assert_eq!(least_skew(1000, 4000, 1800), 2200);
+    }
+
+    #[test]
+    fn the_network_checks_slow_node_is_a_problem_while_the_membership_is_the_one_measured() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(network_check(root.path(), Some(1)), (String::new(), Vec::new()));
+        std::fs::create_dir_all(root.path().join("var/lib/deeplearning")).unwrap();
+        let verdict = serde_json::json!({
+            "version": 1, "action": "warn", "decided_unix_ms": 1, "summary": "Network check of generation 1: …",
+            "verdict": {"generation": 1, "links": [
+                {"node": {"alias": "deeplearning-worker1", "ip": "10.0.0.1"}, "gbps": 0.4, "fraction": 1.0, "slow": false},
+                {"node": {"alias": "deeplearning-worker2", "ip": "10.0.0.2"}, "gbps": 0.1, "fraction": 0.25, "slow": true}
+            ]}
+        });
+        std::fs::write(root.path().join("var/lib/deeplearning/network-check.json"), verdict.to_string()).unwrap();
+        let (lines, problems) = network_check(root.path(), Some(1));
+        assert!(lines.contains("Network check of generation 1 (action warn):"), "{lines}");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("deeplearning-worker2 (10.0.0.2): the network check measured 0.10 Gbit/s, 0.25")
+        );
+        let (lines, problems) = network_check(root.path(), Some(2));
+        assert!(problems.is_empty());
+        assert!(lines.contains("an earlier membership") && lines.contains("(then) deeplearning-worker2"), "{lines}");
+        std::fs::write(root.path().join("var/lib/deeplearning/network-check.json"), "{\"version\":9}").unwrap();
+        assert!(network_check(root.path(), Some(1)).0.contains("not a verdict this trainer reads"));
     }
 
     #[test]
