@@ -341,6 +341,25 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     assert!(err.contains("Formed the cluster"), "{err}");
     assert!(out.lines().any(|l| l.starts_with("MasterAddress")), "{out}");
     assert_eq!(stack_status(cluster.aws(), "minimal").as_deref(), Some("CREATE_COMPLETE"));
+    // The phase table, from the timeline summary in the master's signal:
+    // deploy prints it once formed, status whenever asked.
+    let registered_row = |text: &str| {
+        assert!(text.contains("Formation (seconds after the first boot the master knows of):"), "{text}");
+        let row = text.lines().map(str::trim_start).find(|l| l.starts_with("registered ")).unwrap_or_default();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 5, "phase, nodes, median, slowest, slowest node: {text}");
+        assert_eq!(cells[1], "3", "the master and both workers registered: {text}");
+        assert!(cells[4].starts_with("deeplearning-worker"), "{text}");
+        row.to_owned()
+    };
+    let from_deploy = registered_row(&err);
+    eprintln!(
+        "--- deploy's phase table ---\n{}",
+        err.lines().skip_while(|l| !l.starts_with("Formation")).collect::<Vec<_>>().join("\n")
+    );
+    let (code, status, status_err) = run(synth(cluster.aws(), key, &["status", "minimal", "--region", "us-east-1"]));
+    assert_eq!(code, 0, "{status_err}");
+    assert_eq!(registered_row(&status), from_deploy, "the same signal: {status}");
     let signals = cluster.aws().signals("minimal")?;
     assert!(
         signals.iter().any(|s| s["Status"] == "SUCCESS" && s["Reason"].as_str().is_some_and(|r| r.contains("2 of 2"))),

@@ -8,7 +8,8 @@
 //! consequences), [`template`] and [`change`] (what an update changes and
 //! replaces, from the change set and from the two templates with the
 //! resource schemas' create-only properties, [`create_only`]), [`staging`]
-//! (the staging bucket: its name, the keys, upload once), [`logs`] (which
+//! (the staging bucket: its name, the keys, upload once), [`formation`]
+//! (the phase table from the master's formation signal), [`logs`] (which
 //! streams `synth logs --node` means, its lines, reading each once).
 //!
 //! One port does every AWS call ([`port::Cloud`]); [`sdk`] implements it with
@@ -21,6 +22,7 @@ pub mod change;
 pub mod create_only;
 #[cfg(test)]
 pub(crate) mod fake;
+pub mod formation;
 pub mod logs;
 pub mod monitor;
 pub mod phase;
