@@ -341,6 +341,25 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     assert!(err.contains("Formed the cluster"), "{err}");
     assert!(out.lines().any(|l| l.starts_with("MasterAddress")), "{out}");
     assert_eq!(stack_status(cluster.aws(), "minimal").as_deref(), Some("CREATE_COMPLETE"));
+    // The phase table, from the timeline summary in the master's signal:
+    // deploy prints it once formed, status whenever asked.
+    let registered_row = |text: &str| {
+        assert!(text.contains("Formation (seconds after the first boot the master knows of):"), "{text}");
+        let row = text.lines().map(str::trim_start).find(|l| l.starts_with("registered ")).unwrap_or_default();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 5, "phase, nodes, median, slowest, slowest node: {text}");
+        assert_eq!(cells[1], "3", "the master and both workers registered: {text}");
+        assert!(cells[4].starts_with("deeplearning-worker"), "{text}");
+        row.to_owned()
+    };
+    let from_deploy = registered_row(&err);
+    eprintln!(
+        "--- deploy's phase table ---\n{}",
+        err.lines().skip_while(|l| !l.starts_with("Formation")).collect::<Vec<_>>().join("\n")
+    );
+    let (code, status, status_err) = run(synth(cluster.aws(), key, &["status", "minimal", "--region", "us-east-1"]));
+    assert_eq!(code, 0, "{status_err}");
+    assert_eq!(registered_row(&status), from_deploy, "the same signal: {status}");
     let signals = cluster.aws().signals("minimal")?;
     assert!(
         signals.iter().any(|s| s["Status"] == "SUCCESS" && s["Reason"].as_str().is_some_and(|r| r.contains("2 of 2"))),
@@ -558,5 +577,200 @@ fn ctrl_c_stops_watching_not_the_stack() -> TestResult {
     assert_eq!(code, 130, "{err}");
     assert!(err.contains("Stopped watching; the stack goes on"), "{err}");
     assert_eq!(stack_status(&aws, "minimal").as_deref(), Some("CREATE_IN_PROGRESS"));
+    Ok(())
+}
+
+/// Now, in unix milliseconds.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// What an agent does (the other side of `synth logs`): creates the group
+/// and the stream when missing and puts `lines` (unix ms, text) there, over
+/// CloudWatch Logs' own API on this moto.
+fn put_lines(aws: &LocalAws, group: &str, stream: &str, lines: &[(i64, &str)]) {
+    let create = |target: &str, body: serde_json::Value| {
+        if let Err(e) = aws.json_call("logs", target, &body) {
+            assert!(e.to_string().contains("ResourceAlreadyExistsException"), "{target}: {e}");
+        }
+    };
+    create("Logs_20140328.CreateLogGroup", serde_json::json!({"logGroupName": group}));
+    create("Logs_20140328.CreateLogStream", serde_json::json!({"logGroupName": group, "logStreamName": stream}));
+    let events: Vec<_> = lines.iter().map(|(t, m)| serde_json::json!({"timestamp": t, "message": m})).collect();
+    let answer = aws
+        .json_call(
+            "logs",
+            "Logs_20140328.PutLogEvents",
+            &serde_json::json!({"logGroupName": group, "logStreamName": stream, "logEvents": events}),
+        )
+        .expect("PutLogEvents");
+    assert!(answer.get("rejectedLogEventsInfo").is_none(), "{answer}");
+}
+
+/// The text after ` | ` of each line, and each line's node column.
+fn messages(out: &str) -> Vec<(String, String)> {
+    out.lines()
+        .map(|l| {
+            let (head, message) = l.split_once(" | ").unwrap_or_else(|| panic!("no ` | ` in {l:?}"));
+            (head.split_whitespace().nth(1).unwrap_or_default().to_owned(), message.to_owned())
+        })
+        .collect()
+}
+
+/// `synth logs` reads a stack's nodes' lines by the stack's name alone:
+/// merged in time order, each prefixed by its node in one column width,
+/// `--node` in each of its forms, `--since`; a deleted stack's logs read
+/// the same, without a CloudFormation call; a stack without a group is
+/// named as such (exit 1).
+#[test]
+fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    // A stack that lived and was deleted: its group (kept by the template)
+    // is all that is left.
+    let cfn = aws.cloudformation();
+    let template = r#"{"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}"#;
+    runtime().block_on(cfn.create_stack().stack_name("gone").template_body(template).send())?;
+    runtime().block_on(cfn.delete_stack().stack_name("gone").send())?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stack_status(&aws, "gone").is_some_and(|s| s != "DELETE_COMPLETE") {
+        assert!(Instant::now() < deadline, "stack gone is not deleted");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let group = "/deeplearning-cluster/gone";
+    let t = now_ms() - 60_000;
+    put_lines(
+        &aws,
+        group,
+        "master-i-0aaa",
+        &[(t - 1_200_000, "master: old"), (t, "master: up"), (t + 3_000, "master: formed")],
+    );
+    put_lines(&aws, group, "worker2-i-0bbb", &[(t + 1_000, "worker2: registered"), (t + 2_000, "worker2: applied")]);
+    put_lines(&aws, group, "worker-i-0ccc", &[(t + 1_500, "unnumbered: waiting")]);
+
+    let key = "reader";
+    let logs = |extra: &[&str]| {
+        let mut args = vec!["logs", "gone", "--region", "us-east-1"];
+        args.extend_from_slice(extra);
+        run(synth(&aws, key, &args))
+    };
+    let (code, out, err) = logs(&[]);
+    assert_eq!(code, 0, "{err}");
+    eprintln!("--- synth logs gone ---\n{out}");
+    let got = messages(&out);
+    let want = [
+        ("master", "master: old"),
+        ("master", "master: up"),
+        ("worker2", "worker2: registered"),
+        ("worker", "unnumbered: waiting"),
+        ("worker2", "worker2: applied"),
+        ("master", "master: formed"),
+    ];
+    assert_eq!(got, want.map(|(n, m)| (n.to_owned(), m.to_owned())), "{out}");
+    // One column width, UTC to the millisecond.
+    let columns: std::collections::BTreeSet<usize> = out.lines().map(|l| l.find(" | ").unwrap()).collect();
+    assert_eq!(columns.len(), 1, "{out}");
+    assert!(out.lines().all(|l| l.len() > 24 && l.as_bytes()[10] == b'T' && &l[23..24] == "Z"), "{out}");
+    // `--all` is the default, said out loud.
+    assert_eq!(logs(&["--all"]).1, out);
+
+    // --node: a label, a worker's number, an instance id.
+    for node in ["worker2", "2", "i-0bbb"] {
+        let (code, out, err) = logs(&["--node", node]);
+        assert_eq!(code, 0, "{err}");
+        let got: Vec<String> = messages(&out).into_iter().map(|(_, m)| m).collect();
+        assert_eq!(got, ["worker2: registered", "worker2: applied"], "--node {node}: {out}");
+    }
+    let (code, out, err) = logs(&["--node", "7"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains(
+            "no logs from node 7 in /deeplearning-cluster/gone: the nodes with logs are master, worker2, worker"
+        ),
+        "{err}"
+    );
+
+    // --since: a duration and an RFC 3339 time.
+    let (code, out, err) = logs(&["--since", "10m"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(messages(&out).len(), 5, "the 20-minute-old line is left out: {out}");
+    let (_, out, _) = logs(&["--since", &format_rfc3339(t + 1_500)]);
+    let got: Vec<String> = messages(&out).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(got, ["unnumbered: waiting", "worker2: applied", "master: formed"], "{out}");
+    let (code, _, err) = logs(&["--since", "yesterday"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("10m, 2h, 1d") && err.contains("RFC 3339"), "{err}");
+
+    // Found by name alone: not one CloudFormation call.
+    let calls = aws.calls()?;
+    let ours: Vec<&serde_json::Value> = calls.iter().filter(|c| c["key"] == key).collect();
+    assert!(ours.iter().any(|c| c["action"] == "FilterLogEvents"), "{ours:?}");
+    assert!(ours.iter().all(|c| c["service"] != "cloudformation"), "{ours:?}");
+
+    // No group: said plainly, exit 1.
+    let (code, out, err) = run(synth(&aws, key, &["logs", "never", "--region", "us-east-1"]));
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err.trim(),
+        "error: no logs for stack never in region us-east-1: the group /deeplearning-cluster/never does not exist \
+         (was the stack created by an older synth, or in another region?)"
+    );
+    Ok(())
+}
+
+/// `2026-11-25T20:00:01.500Z` for unix milliseconds (through the SDK's
+/// date type, as synth formats them).
+fn format_rfc3339(ms: i64) -> String {
+    aws_sdk_cloudformation::primitives::DateTime::from_millis(ms)
+        .fmt(aws_sdk_cloudformation::primitives::DateTimeFormat::DateTime)
+        .unwrap()
+}
+
+/// `synth logs --follow` prints what is there, then each new line once as
+/// nodes put it (a new node's stream too, and a line that arrives late
+/// with an older time), and Ctrl-C ends it with 130.
+#[test]
+fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let group = "/deeplearning-cluster/live";
+    let t = now_ms() - 30_000;
+    put_lines(&aws, group, "master-i-0aaa", &[(t, "master: up")]);
+    put_lines(&aws, group, "worker2-i-0bbb", &[(t + 1_000, "worker2: registered")]);
+    let running = Running::start(synth(&aws, "follower", &["logs", "live", "--region", "us-east-1", "-f"]));
+    let wait_for = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = std::fs::read_to_string(&running.out).unwrap_or_default();
+            if out.lines().count() >= n {
+                return out;
+            }
+            assert!(Instant::now() < deadline, "{n} lines expected:\n{out}\n{}", running.stderr());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for(2);
+    let now = now_ms();
+    put_lines(&aws, group, "worker3-i-0ccc", &[(now, "worker3: registered")]);
+    put_lines(&aws, group, "master-i-0aaa", &[(now + 1, "master: formed")]);
+    wait_for(4);
+    // Late: older than the newest line already printed (a node whose batch
+    // reached CloudWatch after a faster node's).
+    put_lines(&aws, group, "worker2-i-0bbb", &[(now - 5_000, "worker2: applied")]);
+    let out = wait_for(5);
+    assert!(out.lines().last().is_some_and(|l| l.ends_with("worker2 | worker2: applied")), "{out}");
+    // Several more polls: nothing is printed twice.
+    std::thread::sleep(Duration::from_secs(6));
+    unsafe { libc::kill(running.child.id() as i32, libc::SIGINT) };
+    let (code, out, err) = running.finish();
+    assert_eq!(code, 130, "{err}");
+    eprintln!("--- synth logs live -f ---\n{out}");
+    let got = messages(&out);
+    assert_eq!(got.len(), 5, "each line once: {out}");
+    let texts: Vec<&str> = got.iter().map(|(_, m)| m.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["master: up", "worker2: registered", "worker3: registered", "master: formed", "worker2: applied"],
+        "{out}"
+    );
+    assert!(got.contains(&("worker3".to_owned(), "worker3: registered".to_owned())), "{out}");
     Ok(())
 }

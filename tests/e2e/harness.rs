@@ -100,6 +100,10 @@ async fn a_synth_template_creates_in_moto_and_signals_are_recorded() -> TestResu
     let handle = &signals.formation_handle_url;
     assert!(handle.starts_with(&format!("{}/_waitcondition/", aws.endpoint())), "{handle}");
 
+    // Patch (q): the wait condition's Data (the FormationData output) is
+    // an empty object before any signal.
+    assert_eq!(stack.outputs.get("FormationData").map(String::as_str), Some("{}"));
+
     // A wait condition signal PUT to the handle URL becomes a stack event.
     let body = r#"{"Status":"SUCCESS","Reason":"2 of 2 workers","UniqueId":"master","Data":"2"}"#;
     ureq::put(handle).send(body).map_err(|e| Error::aws(format!("PUT {handle}"), &e))?;
@@ -134,6 +138,13 @@ async fn a_synth_template_creates_in_moto_and_signals_are_recorded() -> TestResu
         reason_of("MasterInstance"),
         Some(format!("Received SUCCESS signal with UniqueId {}", stack.master_instance_id()?))
     );
+    // ... and then the SUCCESS signals' Data by UniqueId, as AWS gives it.
+    let described =
+        cfn.describe_stacks().stack_name("selftest").send().await.map_err(|e| Error::aws("DescribeStacks", &e))?;
+    let data = described.stacks().first().and_then(|s| {
+        s.outputs().iter().find(|o| o.output_key() == Some("FormationData")).and_then(|o| o.output_value())
+    });
+    assert_eq!(data, Some(r#"{"master": "2"}"#));
     let recorded = aws.signals("selftest")?;
     assert_eq!(recorded.len(), 2, "{recorded:?}");
     assert_eq!(recorded[0]["Data"], "2");

@@ -242,7 +242,8 @@ impl LocalAws {
     }
 
     /// Calls a JSON-protocol API (`X-Amz-Target`), e.g. SSM's
-    /// `AmazonSSM.PutParameter`, and returns the JSON answer.
+    /// `AmazonSSM.PutParameter`, and returns the JSON answer (`null` for
+    /// an empty one, as CloudWatch Logs' `CreateLogGroup` gives).
     pub fn json_call(&self, service: &str, target: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
         let mut response = self
             .post(service)
@@ -257,6 +258,9 @@ impl LocalAws {
         let text = response.body_mut().read_to_string().map_err(|e| Error::aws(target, &e))?;
         if !status.is_success() {
             return Err(Error::Aws { call: target.into(), detail: format!("HTTP {status}: {text}") });
+        }
+        if text.is_empty() {
+            return Ok(serde_json::Value::Null);
         }
         serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: target.into(), detail: e.to_string() })
     }

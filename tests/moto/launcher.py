@@ -101,6 +101,11 @@ def record_signal(account, region, stack_name, logical_id, resource_type, signal
     )
     with SIGNALS_LOCK:
         SIGNALS.setdefault(stack.name, []).append(dict(signal, LogicalResourceId=logical_id))
+    # Patch (q): moto evaluates outputs once and keeps them; a signal changes
+    # its wait condition's Data, so the next DescribeStacks evaluates again.
+    output_map = getattr(stack, "output_map", None)
+    if output_map is not None:
+        output_map._parsed_outputs.clear()
 
 
 # --- Patch (a): SignalResource -------------------------------------------------
@@ -158,6 +163,67 @@ class WaitConditionHandle(CloudFormationModel):
 
 
 cfn_parsing.NULL_MODELS.remove("AWS::CloudFormation::WaitConditionHandle")
+
+
+# --- Patch (q): WaitCondition and its Data -------------------------------------
+# moto 5.2.5 drops AWS::CloudFormation::WaitCondition too (NULL_MODELS), so
+# `Fn::GetAtt [<WaitCondition>, Data]` (the template's FormationData output)
+# is an HTTP 500. Model it: Data is what AWS gives, a JSON object of the
+# SUCCESS signals' Data by UniqueId ("{}" before any), read from the signals
+# that (b) records when outputs are evaluated (DescribeStacks).
+class WaitCondition(CloudFormationModel):
+    __module__ = "moto.cloudformation.launcher"
+
+    def __init__(self, stack_id, logical_id):
+        self.stack_id = stack_id
+        self.logical_id = logical_id
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::CloudFormation::WaitCondition"
+
+    @staticmethod
+    def cloudformation_name_type():
+        return ""
+
+    @property
+    def physical_resource_id(self):
+        return f"{self.stack_id}/{self.logical_id}"
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr == "Data"
+
+    def get_cfn_attribute(self, attribute_name):
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+        if attribute_name != "Data":
+            raise UnformattedGetAttTemplateException()
+        stack_name = self.stack_id.split(":stack/", 1)[1].split("/", 1)[0]
+        with SIGNALS_LOCK:
+            signals = list(SIGNALS.get(stack_name, []))
+        return json.dumps(
+            {
+                s["UniqueId"]: s.get("Data", "")
+                for s in signals
+                if s.get("LogicalResourceId") == self.logical_id and s.get("Status") == "SUCCESS"
+            }
+        )
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        return cls(kwargs["StackId"], kwargs["LogicalId"])
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        # The signals (and so the Data) stay with the wait condition.
+        return original_resource
+
+    def delete(self, account_id, region_name):
+        pass
+
+
+cfn_parsing.NULL_MODELS.remove("AWS::CloudFormation::WaitCondition")
 # get_model_map() is cached; clear it so the new subclass is seen.
 cfn_parsing.get_model_list.cache_clear()
 cfn_parsing.get_model_map.cache_clear()

@@ -13,6 +13,7 @@ use super::cloud::{self, Answer};
 use super::{ExitCode, Input};
 use crate::blueprint::{self, Diagnostic, MISSING_AGENT_PATH};
 use crate::deploy::change::{Preview, preview};
+use crate::deploy::formation;
 use crate::deploy::monitor::{self, Display, now_ms};
 use crate::deploy::port::{ChangeSet, Cloud, Stack, StackRequest, TemplateSource};
 use crate::deploy::staging::{self, Staging, Upload};
@@ -515,6 +516,14 @@ async fn deploy_inner(args: &DeployArgs) -> Result<ExitCode, ExitCode> {
     cloud::report_ending(ending, &watcher, &display, &p.stack, &flag, args.keep_on_failure, started)?;
     let stack = cloud.stack(&id).await.map_err(cloud::cloud_error)?.unwrap_or_default();
     eprintln!("{:>12} stack {} {} in {}", "Finished", p.stack, stack.status, clock(now_ms() - started));
+    // The cluster formed in this operation: how long each phase took.
+    let formed = watcher
+        .events()
+        .iter()
+        .any(|e| e.resource_type == "AWS::CloudFormation::WaitCondition" && e.status.ends_with("_COMPLETE"));
+    if formed && let Some(summary) = formation::timeline(&stack.outputs) {
+        eprint!("{}", formation::table(&summary));
+    }
     cloud::print_outputs(&stack.outputs);
     Ok(ExitCode::Success)
 }

@@ -12,6 +12,7 @@ mod deploy;
 mod diff;
 mod events;
 mod image;
+mod logs;
 mod output;
 mod outputs;
 mod regions;
@@ -33,7 +34,8 @@ use crate::region::Region;
 pub enum ExitCode {
     /// Everything worked.
     Success = 0,
-    /// The blueprint has problems (they were printed).
+    /// The blueprint has problems (they were printed), the stack failed, or
+    /// there is nothing to read (`synth logs` of a stack without logs).
     Invalid = 1,
     /// A usage error or an internal error (a file that cannot be read or
     /// written, a bug), or an AWS error (no credentials, access denied).
@@ -50,12 +52,13 @@ pub enum ExitCode {
 ///
 ///   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
 ///   synth status resnet-training; synth ssh resnet-training; synth delete resnet-training
+///   synth logs resnet-training --node worker3    # when formation fails: the nodes' own lines
 ///
 ///   synth validate blueprints/gpu-cluster.yaml
 ///   synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json
 ///
 /// Exit codes: 0 success, 1 the blueprint has problems (or the stack failed,
-/// or an update was refused), 2 usage, internal, credentials or AWS error,
+/// or an update was refused, or there are no logs), 2 usage, internal, credentials or AWS error,
 /// 130 interrupted.
 #[derive(Debug, Parser)]
 #[command(name = "synth", version, about, long_about, verbatim_doc_comment)]
@@ -90,6 +93,9 @@ pub enum Command {
     Status(status::StatusArgs),
     /// A stack's events, oldest first (--follow for new ones).
     Events(events::EventsArgs),
+    /// The nodes' own lines (boot, agent), merged in time order, each
+    /// prefixed by its node; also for a rolled-back or deleted stack.
+    Logs(logs::LogsArgs),
     /// A stack's outputs (--json for scripts).
     Outputs(outputs::OutputsArgs),
     /// SSH to the master (or a worker through it) with the stack's own command.
@@ -193,6 +199,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Diff(args) => diff::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Events(args) => events::run(&args),
+        Command::Logs(args) => logs::run(&args),
         Command::Outputs(args) => outputs::run(&args),
         Command::Ssh(args) => ssh::run(&args),
         Command::Delete(args) => delete::run(&args),

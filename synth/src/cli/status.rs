@@ -3,6 +3,7 @@
 
 use super::ExitCode;
 use super::cloud::{self, AwsArgs};
+use crate::deploy::formation;
 use crate::deploy::monitor::stamp;
 use crate::deploy::port::Cloud;
 
@@ -10,7 +11,8 @@ use crate::deploy::port::Cloud;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   synth status                       # every cluster stack in the region
-  synth status resnet-training       # its state, its formation, its outputs")]
+  synth status resnet-training       # its state, its formation (with a phase table: median and
+                                     # slowest node per phase), its outputs")]
 pub struct StatusArgs {
     /// The stack; without it, every stack synth made in the region.
     #[arg(value_name = "STACK")]
@@ -67,6 +69,9 @@ pub(super) fn run(args: &StatusArgs) -> ExitCode {
                     Err(e) => format!("unknown ({e})"),
                 };
                 println!("formation  {formation}");
+                if let Some(summary) = formation::timeline(&stack.outputs) {
+                    print!("{}", formation::table(&summary));
+                }
                 cloud::print_outputs(&stack.outputs);
                 ExitCode::Success
             }

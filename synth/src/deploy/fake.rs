@@ -17,6 +17,10 @@ pub(crate) struct FakeCloud {
     pub event_script: Mutex<VecDeque<Vec<Event>>>,
     pub events_so_far: Mutex<Vec<Event>>,
     pub group: Mutex<Option<GroupState>>,
+    /// Log groups and their events (in the order they were put).
+    pub log_groups: Mutex<BTreeMap<String, Vec<LogEvent>>>,
+    /// Events per `log_events` page (0: all in one).
+    pub log_page_size: Mutex<usize>,
 }
 
 impl FakeCloud {
@@ -88,6 +92,44 @@ impl Cloud for FakeCloud {
     async fn delete_stack(&self, _name: &str) -> CloudResult<()> {
         self.call("delete_stack");
         Ok(())
+    }
+    async fn log_group_exists(&self, group: &str) -> CloudResult<bool> {
+        self.call("log_group_exists");
+        Ok(self.log_groups.lock().unwrap().contains_key(group))
+    }
+    async fn log_streams(&self, group: &str, limit: usize) -> CloudResult<Vec<String>> {
+        self.call("log_streams");
+        let groups = self.log_groups.lock().unwrap();
+        let streams: BTreeSet<String> = groups.get(group).into_iter().flatten().map(|e| e.stream.clone()).collect();
+        Ok(streams.into_iter().take(limit).collect())
+    }
+    /// As `FilterLogEvents`: the selected events in time order (ties in the
+    /// order they were put), a page at a time; the token is the offset.
+    async fn log_events(&self, query: &LogQuery, page: Option<String>) -> CloudResult<LogPage> {
+        self.call("log_events");
+        let groups = self.log_groups.lock().unwrap();
+        let Some(events) = groups.get(&query.group) else {
+            return Err(CloudError::Invalid {
+                what: "CloudWatch Logs FilterLogEvents".into(),
+                message: "ResourceNotFoundException: The specified log group does not exist.".into(),
+            });
+        };
+        let mut selected: Vec<&LogEvent> = events
+            .iter()
+            .filter(|e| query.streams.is_empty() || query.streams.contains(&e.stream))
+            .filter(|e| query.start_ms.is_none_or(|s| e.at_ms >= s))
+            .collect();
+        selected.sort_by_key(|e| e.at_ms);
+        let from: usize = page.map_or(0, |p| p.parse().unwrap());
+        let size = match *self.log_page_size.lock().unwrap() {
+            0 => usize::MAX,
+            n => n,
+        };
+        let to = from.saturating_add(size).min(selected.len());
+        Ok(LogPage {
+            events: selected[from..to].iter().map(|e| (*e).clone()).collect(),
+            next: (to < selected.len()).then(|| to.to_string()),
+        })
     }
     async fn group(&self, _name: &str) -> CloudResult<Option<GroupState>> {
         self.call("group");

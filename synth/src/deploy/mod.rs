@@ -8,7 +8,9 @@
 //! consequences), [`template`] and [`change`] (what an update changes and
 //! replaces, from the change set and from the two templates with the
 //! resource schemas' create-only properties, [`create_only`]), [`staging`]
-//! (the staging bucket: its name, the keys, upload once).
+//! (the staging bucket: its name, the keys, upload once), [`formation`]
+//! (the phase table from the master's formation signal), [`logs`] (which
+//! streams `synth logs --node` means, its lines, reading each once).
 //!
 //! One port does every AWS call ([`port::Cloud`]); [`sdk`] implements it with
 //! the AWS SDK. [`monitor`] is the edge that polls through the port, feeds
@@ -20,6 +22,8 @@ pub mod change;
 pub mod create_only;
 #[cfg(test)]
 pub(crate) mod fake;
+pub mod formation;
+pub mod logs;
 pub mod monitor;
 pub mod phase;
 pub mod port;

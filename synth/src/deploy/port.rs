@@ -5,8 +5,8 @@
 //! [`super::sdk`] implements it with the AWS SDK (CloudFormation, S3, STS,
 //! Auto Scaling), against AWS or, through the SDK's endpoint override, the
 //! local AWS of the tests. Unit tests use in-memory implementations. A new
-//! command that needs another service (CloudWatch logs, say) adds its
-//! methods here and their SDK calls in [`super::sdk`].
+//! command that needs another service adds its methods here and their SDK
+//! calls in [`super::sdk`], as `synth logs` did for CloudWatch Logs.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -196,6 +196,39 @@ pub struct GroupState {
     pub in_service: u32,
 }
 
+/// One line a node wrote to CloudWatch Logs (`FilterLogEvents`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogEvent {
+    /// The stream it is in (`worker3-i-0abc...`, see `node_contract::logs`).
+    pub stream: String,
+    /// When the node wrote it (unix milliseconds).
+    pub at_ms: i64,
+    /// Unique within the group: what de-duplicates lines read twice.
+    pub id: String,
+    /// The line.
+    pub message: String,
+}
+
+/// One page of log events, oldest first, as `FilterLogEvents` gives them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogPage {
+    /// The events of this page.
+    pub events: Vec<LogEvent>,
+    /// The token of the next page.
+    pub next: Option<String>,
+}
+
+/// Which events of a log group to read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogQuery {
+    /// The log group.
+    pub group: String,
+    /// Only these streams; empty: every stream of the group.
+    pub streams: Vec<String>,
+    /// Only events at or after this time (unix milliseconds).
+    pub start_ms: Option<i64>,
+}
+
 /// Every AWS call of the stack commands.
 pub trait Cloud: Send + Sync {
     /// The region every call goes to.
@@ -229,6 +262,15 @@ pub trait Cloud: Send + Sync {
     fn delete_change_set(&self, id: &str) -> impl Future<Output = CloudResult<()>> + Send;
     /// Starts deleting a stack.
     fn delete_stack(&self, name: &str) -> impl Future<Output = CloudResult<()>> + Send;
+
+    /// Whether the log group `group` exists (`DescribeLogGroups`).
+    fn log_group_exists(&self, group: &str) -> impl Future<Output = CloudResult<bool>> + Send;
+    /// The names of the group's streams (`DescribeLogStreams`, every page),
+    /// at most `limit` of them.
+    fn log_streams(&self, group: &str, limit: usize) -> impl Future<Output = CloudResult<Vec<String>>> + Send;
+    /// One page of the events `query` selects, oldest first
+    /// (`FilterLogEvents`).
+    fn log_events(&self, query: &LogQuery, page: Option<String>) -> impl Future<Output = CloudResult<LogPage>> + Send;
 
     /// The worker group's size, or `None` when there is no such group (yet).
     fn group(&self, name: &str) -> impl Future<Output = CloudResult<Option<GroupState>>> + Send;

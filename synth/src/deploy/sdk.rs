@@ -1,6 +1,7 @@
 //! [`Cloud`] with the AWS SDK: CloudFormation (stacks, events, change
-//! sets), S3 (the staging bucket), STS (the account id) and Auto Scaling
-//! (the worker group, for the formation progress line).
+//! sets), S3 (the staging bucket), STS (the account id), Auto Scaling
+//! (the worker group, for the formation progress line) and CloudWatch Logs
+//! (the nodes' lines, for `synth logs`).
 //!
 //! Configuration comes from aws-config's standard chain: environment,
 //! profiles (`--profile` picks one), SSO, instance metadata. Endpoints are
@@ -26,6 +27,7 @@ pub struct SdkCloud {
     s3: aws_sdk_s3::Client,
     sts: aws_sdk_sts::Client,
     autoscaling: aws_sdk_autoscaling::Client,
+    logs: aws_sdk_cloudwatchlogs::Client,
 }
 
 /// How to reach AWS.
@@ -64,6 +66,7 @@ impl SdkCloud {
             s3: aws_sdk_s3::Client::from_conf(s3),
             sts: aws_sdk_sts::Client::new(config),
             autoscaling: aws_sdk_autoscaling::Client::new(config),
+            logs: aws_sdk_cloudwatchlogs::Client::new(config),
         }
     }
 }
@@ -393,6 +396,82 @@ impl Cloud for SdkCloud {
             .await
             .map_err(|e| from_sdk(&format!("CloudFormation DeleteStack on stack {name}"), e))?;
         Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn log_group_exists(&self, group: &str) -> CloudResult<bool> {
+        // By prefix (the exact-name filter is newer than some endpoints),
+        // then the exact name among what starts with it.
+        let mut token = None;
+        loop {
+            let out = self
+                .logs
+                .describe_log_groups()
+                .log_group_name_prefix(group)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| from_sdk(&format!("CloudWatch Logs DescribeLogGroups for {group}"), e))?;
+            if out.log_groups().iter().any(|g| g.log_group_name() == Some(group)) {
+                return Ok(true);
+            }
+            match out.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_owned()),
+                _ => return Ok(false),
+            }
+        }
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn log_streams(&self, group: &str, limit: usize) -> CloudResult<Vec<String>> {
+        let mut names = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .logs
+                .describe_log_streams()
+                .log_group_name(group)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| from_sdk(&format!("CloudWatch Logs DescribeLogStreams in {group}"), e))?;
+            names.extend(out.log_streams().iter().filter_map(|s| s.log_stream_name().map(str::to_owned)));
+            match out.next_token() {
+                Some(next) if !next.is_empty() && names.len() < limit => token = Some(next.to_owned()),
+                _ => {
+                    names.truncate(limit);
+                    return Ok(names);
+                }
+            }
+        }
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn log_events(&self, query: &LogQuery, page: Option<String>) -> CloudResult<LogPage> {
+        let streams = (!query.streams.is_empty()).then(|| query.streams.clone());
+        let out = self
+            .logs
+            .filter_log_events()
+            .log_group_name(&query.group)
+            .set_log_stream_names(streams)
+            .set_start_time(query.start_ms)
+            .set_next_token(page)
+            .send()
+            .await
+            .map_err(|e| from_sdk(&format!("CloudWatch Logs FilterLogEvents in {}", query.group), e))?;
+        Ok(LogPage {
+            events: out
+                .events()
+                .iter()
+                .map(|e| LogEvent {
+                    stream: e.log_stream_name().unwrap_or_default().to_owned(),
+                    at_ms: e.timestamp().unwrap_or_default(),
+                    id: e.event_id().unwrap_or_default().to_owned(),
+                    message: e.message().unwrap_or_default().to_owned(),
+                })
+                .collect(),
+            next: out.next_token().filter(|t| !t.is_empty()).map(str::to_owned),
+        })
     }
 
     #[tracing::instrument(skip(self))]

@@ -48,6 +48,7 @@ pub(super) struct Cluster {
     pub master: Handle<ec2::Instance>,
     pub master_ip: Option<Handle<ec2::Eip>>,
     pub workers: Handle<autoscaling::AutoScalingGroup>,
+    pub formation: Handle<cloudformation::WaitCondition>,
 }
 
 struct Node<'a> {
@@ -243,12 +244,12 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     });
 
     let timeout = ((spec.formation_minutes + STACK_SETUP_MINUTES) * 60).min(MAX_WAIT_SECONDS);
-    t.add(
+    let formation = t.add(
         "FormationWaitCondition",
         cloudformation::WaitCondition { handle: handle.r#ref().into(), timeout: timeout.to_string().into(), count: 1 },
     );
 
-    Cluster { master, master_ip, workers }
+    Cluster { master, master_ip, workers, formation }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Stack outputs: how to reach the master (its address, a ready-to-paste SSH
 //! command and Session Manager command), the EFS id, the worker group name
-//! (to add or remove workers) and the cluster security group.
+//! (to add or remove workers), the cluster security group, and what the
+//! master's formation signal reported.
 
 use cfn::{Expr, Output, Template};
 
@@ -83,4 +84,19 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluste
         ),
     );
     t.output("ClusterSecurityGroupId", out("The nodes' security group", groups.cluster.clone()));
+    // The master's success signal: how many workers joined and the formation
+    // timeline's summary, which `synth deploy` and `synth status` print as
+    // a phase table. AWS gives `{"<master's instance id>": "<data JSON>"}`,
+    // a string, and documents this very output ("Data", in
+    // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-cloudformation-waitcondition.html);
+    // cfn-lint's schema types `Data` as an object and flags it (E6101).
+    // cfn-lint has no per-output exception, hence the template-wide one.
+    t.metadata("cfn-lint", serde_json::json!({"config": {"ignore_checks": ["E6101"]}}));
+    t.output(
+        crate::deploy::formation::FORMATION_DATA_OUTPUT,
+        out(
+            "What the master reported when the cluster formed (JSON by its instance id: workers joined, per-phase timeline)",
+            cluster.formation.attr("Data"),
+        ),
+    );
 }

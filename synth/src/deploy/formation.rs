@@ -1,0 +1,118 @@
+//! The formation phase table: what the master's success signal reported
+//! (the formation wait condition's data, which the template exposes as the
+//! output [`FORMATION_DATA_OUTPUT`]), printed by `synth deploy` after a
+//! create or update that formed, and by `synth status`.
+//!
+//! The master puts the formation timeline's summary in the signal's data
+//! (agent `cluster::timeline`): per phase (booted, agent started,
+//! registered, applied), how many nodes it knows the time of, the median
+//! and slowest seconds after the earliest time it holds, and the slowest
+//! node. `applied` comes after the signal, so it is not there; `agent
+//! status` on the master has it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::port::Output;
+
+/// The stack output with the formation wait condition's data:
+/// `{"<master's instance id>": "<the signal's data, JSON>"}`, as AWS gives
+/// `Fn::GetAtt [<WaitCondition>, Data]`.
+pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
+
+/// The phases, in the order a node goes through them, with their names in
+/// the table.
+const PHASES: [(&str, &str); 4] =
+    [("booted", "booted"), ("agent_started", "agent started"), ("registered", "registered"), ("applied", "applied")];
+
+/// One phase of the summary, as the master writes it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct PhaseSummary {
+    /// How many nodes have this phase's time.
+    pub nodes: usize,
+    /// The median, in seconds after the earliest time.
+    pub median_s: f64,
+    /// The slowest, in seconds after the earliest time.
+    pub slowest_s: f64,
+    /// The slowest node's alias.
+    pub slowest: String,
+}
+
+/// The timeline summary in the stack's outputs, by phase; `None` when
+/// there is none (a stack from an older synth, a master that has not
+/// signalled, or an agent that sends no timeline).
+pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
+    let output = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT)?;
+    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).ok()?;
+    by_signal.values().find_map(|data| {
+        // Each signal's data is a JSON document in a string.
+        let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
+        let summary: BTreeMap<String, PhaseSummary> = serde_json::from_value(data.get("timeline")?.clone()).ok()?;
+        (!summary.is_empty()).then_some(summary)
+    })
+}
+
+/// The phase table: one line per phase the summary has, in phase order
+/// (phases this synth does not know follow, by name).
+pub fn table(summary: &BTreeMap<String, PhaseSummary>) -> String {
+    let known = PHASES.iter().map(|(key, name)| (*key, *name));
+    let unknown = summary.keys().filter(|k| !PHASES.iter().any(|(p, _)| p == k)).map(|k| (k.as_str(), k.as_str()));
+    let rows: Vec<(&str, &PhaseSummary)> =
+        known.chain(unknown).filter_map(|(key, name)| summary.get(key).map(|s| (name, s))).collect();
+    let mut text = format!(
+        "Formation (seconds after the first boot the master knows of):\n  {:<14} {:>5} {:>9} {:>9}  {}\n",
+        "phase", "nodes", "median", "slowest", "slowest node"
+    );
+    for (name, s) in rows {
+        text.push_str(&format!(
+            "  {name:<14} {:>5} {:>8.1}s {:>8.1}s  {}\n",
+            s.nodes,
+            s.median_s,
+            s.slowest_s,
+            s.slowest.chars().filter(|c| !c.is_control()).collect::<String>()
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The output as AWS gives it for the data of
+    /// agent's `the_success_signal_carries_the_timeline_summary` (recorded).
+    const RECORDED: &str = r#"{"i-0123456789abcdef0":"{\"generation\":1,\"joined_workers\":3,\"min_workers\":1,\"nodes\":4,\"requested_workers\":3,\"timeline\":{\"agent_started\":{\"median_s\":50.0,\"nodes\":1,\"slowest\":\"deeplearning-worker1\",\"slowest_s\":50.0},\"booted\":{\"median_s\":0.0,\"nodes\":1,\"slowest\":\"deeplearning-worker1\",\"slowest_s\":0.0},\"registered\":{\"median_s\":61.0,\"nodes\":4,\"slowest\":\"deeplearning-worker4\",\"slowest_s\":69.0}}}"}"#;
+
+    fn outputs(value: &str) -> Vec<Output> {
+        vec![
+            Output { key: "MasterAddress".into(), value: "10.0.0.5".into(), description: None },
+            Output { key: FORMATION_DATA_OUTPUT.into(), value: value.into(), description: None },
+        ]
+    }
+
+    #[test]
+    fn the_recorded_summary_prints_as_a_phase_table() {
+        let summary = timeline(&outputs(RECORDED)).expect("a timeline");
+        assert_eq!(summary["registered"].slowest, "deeplearning-worker4");
+        assert_eq!(
+            table(&summary),
+            "Formation (seconds after the first boot the master knows of):
+  phase          nodes    median   slowest  slowest node
+  booted             1      0.0s      0.0s  deeplearning-worker1
+  agent started      1     50.0s     50.0s  deeplearning-worker1
+  registered         4     61.0s     69.0s  deeplearning-worker4
+"
+        );
+    }
+
+    #[test]
+    fn no_table_without_a_timeline() {
+        assert_eq!(timeline(&outputs(RECORDED)[..1]), None, "no FormationData output (an older stack)");
+        for value in
+            ["", "{}", "not json", r#"{"i-1":"{\"nodes\":3}"}"#, r#"{"i-1":"{\"timeline\":{}}"}"#, r#"{"i-1":7}"#]
+        {
+            assert_eq!(timeline(&outputs(value)), None, "{value}");
+        }
+    }
+}

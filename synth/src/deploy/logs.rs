@@ -1,0 +1,454 @@
+//! `synth logs`' core: which streams of a stack's log group a `--node`
+//! means, what `--since` means, how a node's line is printed, and reading
+//! every page of what is new exactly once.
+//!
+//! The names come from the contract (`node_contract::logs`): the group is
+//! `/deeplearning-cluster/<stack>` and each node writes the stream
+//! `<label>-<instance id>`. Nothing here asks CloudFormation, so the logs of
+//! a rolled-back or deleted stack read the same as a running one's.
+//!
+//! Reading goes through the port ([`Cloud::log_events`], CloudWatch Logs'
+//! `FilterLogEvents`, whose answers interleave the streams in time order),
+//! one page at a time: memory is one page plus the ids of the last
+//! [`Seen::LOOKBACK_MS`] of lines, whatever the group holds.
+
+use std::collections::{HashSet, VecDeque};
+use std::io::Write;
+
+use aws_sdk_cloudwatchlogs::primitives::{DateTime, DateTimeFormat};
+use node_contract::logs::parse_stream_name;
+
+use super::monitor::stamp;
+use super::port::{Cloud, CloudError, LogEvent, LogQuery};
+
+/// The most streams one `FilterLogEvents` call may name (AWS's limit).
+pub const MAX_STREAMS_PER_QUERY: usize = 100;
+
+/// The most stream names read to resolve `--node` and to size the label
+/// column (ten pages of `DescribeLogStreams`).
+pub const MAX_STREAMS_LISTED: usize = 500;
+
+/// Why `synth logs` cannot read what was asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LogsError {
+    /// The stack's log group does not exist.
+    #[error(
+        "no logs for stack {stack} in region {region}: the group {group} does not exist \
+         (was the stack created by an older synth, or in another region?)"
+    )]
+    NoGroup {
+        /// The stack's name.
+        stack: String,
+        /// The region looked in.
+        region: String,
+        /// The group's name.
+        group: String,
+    },
+    /// No stream of the group is the node `--node` names.
+    #[error("no logs from node {node} in {group}: {}", known_nodes(.known))]
+    NoSuchNode {
+        /// What `--node` said.
+        node: String,
+        /// The group.
+        group: String,
+        /// The labels of the nodes that have logs there.
+        known: Vec<String>,
+    },
+    /// `--node` matches more streams than one call may read.
+    #[error(
+        "node {node} has {count} streams in {group}, more than the {MAX_STREAMS_PER_QUERY} one read may name; \
+         pass its instance id"
+    )]
+    TooManyStreams {
+        /// What `--node` said.
+        node: String,
+        /// The group.
+        group: String,
+        /// How many streams matched.
+        count: usize,
+    },
+    /// An AWS call failed.
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+}
+
+fn known_nodes(known: &[String]) -> String {
+    if known.is_empty() {
+        "no node has written any".to_owned()
+    } else {
+        format!(
+            "the nodes with logs are {} (--node takes a label, a worker's number or an instance id)",
+            known.join(", ")
+        )
+    }
+}
+
+/// `--since`: a duration back from `now_ms` (`90s`, `10m`, `2h`, `1d`) or an
+/// RFC 3339 time (`2026-11-25T20:00:00Z`, `2026-11-25T21:00:00+01:00`);
+/// unix milliseconds.
+pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
+    let help = || {
+        format!(
+            "--since {text:?}: give a duration back from now (90s, 10m, 2h, 1d) or an RFC 3339 time (2026-11-25T20:00:00Z)"
+        )
+    };
+    let text = text.trim();
+    if let Some(unit) = text.chars().last().filter(|c| c.is_ascii_alphabetic())
+        && let digits = &text[..text.len() - 1]
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        let unit_ms: i64 = match unit {
+            's' => 1_000,
+            'm' => 60_000,
+            'h' => 3_600_000,
+            'd' => 86_400_000,
+            _ => return Err(help()),
+        };
+        let back = digits.parse::<i64>().ok().and_then(|n| n.checked_mul(unit_ms)).ok_or_else(help)?;
+        return Ok(now_ms.saturating_sub(back));
+    }
+    // aws-smithy-types' RFC 3339 parser (the `time` crate underneath).
+    DateTime::from_str(text, DateTimeFormat::DateTimeWithOffset).ok().and_then(|t| t.to_millis().ok()).ok_or_else(help)
+}
+
+/// The label a stream's lines are prefixed with: the node's label for a
+/// stream the contract named, else the stream's own name.
+pub fn label_of(stream: &str) -> &str {
+    parse_stream_name(stream).map_or(stream, |(label, _)| label)
+}
+
+/// The streams of `streams` that are the node `node` names: a label
+/// (`master`, `worker3`, `worker`), a worker's number (`3`), or an instance
+/// id. A node can have several (a worker writes `worker-<id>` before the
+/// master gives it a number; a replaced worker's number comes back with
+/// another id).
+pub fn select_streams(streams: &[String], node: &str, group: &str) -> Result<Vec<String>, LogsError> {
+    let node = node.trim();
+    let label = match node.parse::<u64>() {
+        Ok(number) if node.bytes().all(|b| b.is_ascii_digit()) => format!("worker{number}"),
+        _ => node.to_owned(),
+    };
+    let chosen: Vec<String> = streams
+        .iter()
+        .filter(|s| parse_stream_name(s).is_some_and(|(l, id)| l == label || id == node) || s.as_str() == node)
+        .cloned()
+        .collect();
+    if chosen.is_empty() {
+        let mut known: Vec<String> = streams.iter().map(|s| label_of(s).to_owned()).collect();
+        known.sort_by(|a, b| natural(a).cmp(&natural(b)));
+        known.dedup();
+        return Err(LogsError::NoSuchNode { node: node.to_owned(), group: group.to_owned(), known });
+    }
+    if chosen.len() > MAX_STREAMS_PER_QUERY {
+        return Err(LogsError::TooManyStreams { node: node.to_owned(), group: group.to_owned(), count: chosen.len() });
+    }
+    Ok(chosen)
+}
+
+/// Sorts `worker2` before `worker10`, `master` first.
+fn natural(label: &str) -> (u8, u64, &str) {
+    match label.strip_prefix("worker").and_then(|n| n.parse::<u64>().ok()) {
+        _ if label == "master" => (0, 0, label),
+        Some(n) => (1, n, label),
+        None => (2, 0, label),
+    }
+}
+
+/// Prints lines as `<time UTC>  <label> | <line>`, the label column as wide
+/// as the widest label seen (at least `worker99`), so columns stay put.
+#[derive(Clone, Debug)]
+pub struct LineFormat {
+    width: usize,
+}
+
+impl LineFormat {
+    /// The narrowest label column.
+    const MIN_WIDTH: usize = "worker99".len();
+
+    /// A format wide enough for the labels of `streams`.
+    pub fn for_streams(streams: &[String]) -> LineFormat {
+        let widest = streams.iter().map(|s| label_of(s).len()).max().unwrap_or(0);
+        LineFormat { width: widest.max(Self::MIN_WIDTH) }
+    }
+
+    /// The event's lines (a message with newlines gives one line each, all
+    /// prefixed, so `grep worker3` finds them all).
+    pub fn lines(&mut self, e: &LogEvent) -> Vec<String> {
+        let label = label_of(&e.stream);
+        self.width = self.width.max(label.len());
+        let at = stamp_ms(e.at_ms);
+        let message = e.message.trim_end_matches(['\n', '\r']);
+        message
+            .split('\n')
+            .map(|line| format!("{at}  {label:>width$} | {}", line.trim_end_matches('\r'), width = self.width))
+            .collect()
+    }
+}
+
+/// `2026-11-25T20:00:00.250Z`: UTC, always to the millisecond, one width.
+pub fn stamp_ms(ms: i64) -> String {
+    let seconds = stamp(ms.div_euclid(1_000) * 1_000);
+    format!("{}.{:03}Z", seconds.trim_end_matches('Z'), ms.rem_euclid(1_000))
+}
+
+/// The events already printed, for re-reading an overlap without printing
+/// a line twice. Only the last [`Seen::LOOKBACK_MS`] before the newest line
+/// are kept: each later read starts there ([`Seen::resume_ms`]), so a line a
+/// node shipped late (its batch reached CloudWatch after a faster node's
+/// newer lines) is still found, and nothing older can come back.
+#[derive(Debug, Default)]
+pub struct Seen {
+    ids: HashSet<String>,
+    /// (time, id), oldest first, for dropping what falls out of the window.
+    order: VecDeque<(i64, String)>,
+    newest_ms: Option<i64>,
+}
+
+impl Seen {
+    /// How far back each later read starts before the newest line printed:
+    /// longer than a node takes to ship a batch (the agent ships every few
+    /// seconds) plus CloudWatch's ingestion delay.
+    pub const LOOKBACK_MS: i64 = 60_000;
+
+    /// Whether `e` is new; remembers it.
+    pub fn fresh(&mut self, e: &LogEvent) -> bool {
+        if !self.ids.insert(e.id.clone()) {
+            return false;
+        }
+        let newest = self.newest_ms.map_or(e.at_ms, |n| n.max(e.at_ms));
+        self.newest_ms = Some(newest);
+        // Kept in time order (a late line goes in its place), so the front
+        // is always the oldest.
+        let at = self.order.partition_point(|(t, _)| *t <= e.at_ms);
+        self.order.insert(at, (e.at_ms, e.id.clone()));
+        while self.order.front().is_some_and(|(t, _)| *t < newest - Self::LOOKBACK_MS) {
+            if let Some((_, id)) = self.order.pop_front() {
+                self.ids.remove(&id);
+            }
+        }
+        true
+    }
+
+    /// Where the next read starts: [`Seen::LOOKBACK_MS`] before the newest
+    /// line printed, never before `since`.
+    pub fn resume_ms(&self, since: Option<i64>) -> Option<i64> {
+        match (self.newest_ms.map(|n| n - Self::LOOKBACK_MS), since) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// How many ids are kept (bounded by the lines of the lookback window).
+    pub fn kept(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+/// Reads every page `query` selects, printing each line not [`Seen`]
+/// before to `out`, in time order within each page; returns how many were
+/// printed. A reader that went away (`synth logs x | head`) ends it with
+/// the write error.
+pub async fn read_new<C: Cloud, W: Write>(
+    cloud: &C,
+    query: &LogQuery,
+    seen: &mut Seen,
+    format: &mut LineFormat,
+    out: &mut W,
+) -> Result<usize, ReadError> {
+    let mut printed = 0;
+    let mut page = None;
+    loop {
+        let mut p = cloud.log_events(query, page).await.map_err(ReadError::Cloud)?;
+        // The service interleaves streams in time order; equal times keep
+        // one order run after run.
+        p.events
+            .sort_by(|a, b| a.at_ms.cmp(&b.at_ms).then_with(|| a.stream.cmp(&b.stream)).then_with(|| a.id.cmp(&b.id)));
+        for e in &p.events {
+            if seen.fresh(e) {
+                for line in format.lines(e) {
+                    writeln!(out, "{line}").map_err(ReadError::Write)?;
+                }
+                printed += 1;
+            }
+        }
+        out.flush().map_err(ReadError::Write)?;
+        match p.next {
+            Some(next) => page = Some(next),
+            None => return Ok(printed),
+        }
+    }
+}
+
+/// Why [`read_new`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A CloudWatch Logs call failed.
+    #[error(transparent)]
+    Cloud(CloudError),
+    /// Standard output could not be written.
+    #[error("cannot write the lines: {0}")]
+    Write(std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deploy::fake::FakeCloud;
+
+    const GROUP: &str = "/deeplearning-cluster/demo";
+    const T0: i64 = 1_795_636_800_000; // 2026-11-25T20:00:00Z
+
+    fn event(stream: &str, at_ms: i64, id: &str, message: &str) -> LogEvent {
+        LogEvent { stream: stream.into(), at_ms, id: id.into(), message: message.into() }
+    }
+
+    fn node_streams() -> Vec<String> {
+        ["master-i-0aa", "worker-i-0bb", "worker2-i-0bb", "worker3-i-0cc", "worker10-i-0dd"].map(String::from).to_vec()
+    }
+
+    /// The nodes' and one the contract did not name.
+    fn streams() -> Vec<String> {
+        let mut all = node_streams();
+        all.push("cloud-init".into());
+        all
+    }
+
+    #[test]
+    fn since_takes_durations_and_rfc3339_times() {
+        assert_eq!(parse_since("10m", T0), Ok(T0 - 600_000));
+        assert_eq!(parse_since("2h", T0), Ok(T0 - 7_200_000));
+        assert_eq!(parse_since("1d", T0), Ok(T0 - 86_400_000));
+        assert_eq!(parse_since("90s", T0), Ok(T0 - 90_000));
+        assert_eq!(parse_since("2026-11-25T20:00:00Z", 0), Ok(T0));
+        assert_eq!(parse_since("2026-11-25T21:00:00.5+01:00", 0), Ok(T0 + 500));
+        for bad in
+            ["", "m", "10", "10w", "-5m", "ten minutes", "2026-11-25", "2026-13-01T00:00:00Z", "99999999999999999999d"]
+        {
+            let e = parse_since(bad, T0).unwrap_err();
+            assert!(e.contains("10m, 2h, 1d") && e.contains("RFC 3339"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn node_takes_a_label_a_number_or_an_instance_id() {
+        let s = streams();
+        assert_eq!(select_streams(&s, "master", GROUP).unwrap(), ["master-i-0aa"]);
+        assert_eq!(select_streams(&s, "worker3", GROUP).unwrap(), ["worker3-i-0cc"]);
+        assert_eq!(select_streams(&s, "3", GROUP).unwrap(), ["worker3-i-0cc"]);
+        assert_eq!(select_streams(&s, "10", GROUP).unwrap(), ["worker10-i-0dd"]);
+        // Before and after the master numbered it: both streams.
+        assert_eq!(select_streams(&s, "i-0bb", GROUP).unwrap(), ["worker-i-0bb", "worker2-i-0bb"]);
+        assert_eq!(select_streams(&s, "cloud-init", GROUP).unwrap(), ["cloud-init"]);
+        let e = select_streams(&s, "7", GROUP).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no logs from node 7 in /deeplearning-cluster/demo: the nodes with logs are master, worker2, worker3, \
+             worker10, cloud-init, worker (--node takes a label, a worker's number or an instance id)"
+        );
+        assert!(
+            matches!(select_streams(&[], "master", GROUP), Err(LogsError::NoSuchNode { known, .. }) if known.is_empty())
+        );
+    }
+
+    #[test]
+    fn lines_are_prefixed_in_one_width_with_utc_milliseconds() {
+        let mut f = LineFormat::for_streams(&node_streams());
+        assert_eq!(
+            f.lines(&event("worker3-i-0cc", T0 + 250, "1", "joined\n")),
+            ["2026-11-25T20:00:00.250Z   worker3 | joined"]
+        );
+        assert_eq!(
+            f.lines(&event("master-i-0aa", T0 + 1_000, "2", "a\r\nb")),
+            ["2026-11-25T20:00:01.000Z    master | a", "2026-11-25T20:00:01.000Z    master | b"]
+        );
+        assert_eq!(f.lines(&event("cloud-init", T0, "3", "x"))[0], "2026-11-25T20:00:00.000Z  cloud-init | x");
+        // Wider from then on: columns move once, not line by line.
+        assert_eq!(f.lines(&event("master-i-0aa", T0, "4", "y"))[0], "2026-11-25T20:00:00.000Z      master | y");
+    }
+
+    #[test]
+    fn the_lookback_window_bounds_what_is_remembered() {
+        let mut seen = Seen::default();
+        assert_eq!(seen.resume_ms(Some(5)), Some(5));
+        assert!(seen.fresh(&event("m", T0, "a", "")));
+        assert!(!seen.fresh(&event("m", T0, "a", "")));
+        assert!(seen.fresh(&event("m", T0 + 10_000, "b", "")));
+        assert!(seen.fresh(&event("m", T0 + 5_000, "late", "")));
+        assert_eq!(seen.resume_ms(None), Some(T0 + 10_000 - Seen::LOOKBACK_MS));
+        assert_eq!(seen.resume_ms(Some(T0 + 9_000)), Some(T0 + 9_000));
+        for i in 0..1_000 {
+            seen.fresh(&event("m", T0 + 100_000 + i * 1_000, &format!("n{i}"), ""));
+        }
+        // Only the last minute of a 1,000-second run.
+        assert_eq!(seen.kept(), 61);
+    }
+
+    fn cloud_with(events: Vec<LogEvent>, page_size: usize) -> FakeCloud {
+        let cloud = FakeCloud::default();
+        cloud.log_groups.lock().unwrap().insert(GROUP.into(), events);
+        *cloud.log_page_size.lock().unwrap() = page_size;
+        cloud
+    }
+
+    async fn read(cloud: &FakeCloud, query: &LogQuery, seen: &mut Seen) -> (usize, Vec<String>) {
+        let mut format = LineFormat::for_streams(&node_streams());
+        let mut out = Vec::new();
+        let n = read_new(cloud, query, seen, &mut format, &mut out).await.unwrap();
+        (n, String::from_utf8(out).unwrap().lines().map(str::to_owned).collect())
+    }
+
+    #[tokio::test]
+    async fn pages_merge_in_time_order_and_a_reread_prints_only_what_is_new() {
+        let cloud = cloud_with(
+            vec![
+                event("worker2-i-0bb", T0 + 2_000, "e3", "w2 second"),
+                event("master-i-0aa", T0, "e1", "m first"),
+                event("worker2-i-0bb", T0 + 1_000, "e2", "w2 first"),
+                event("master-i-0aa", T0 + 3_000, "e4", "m second"),
+                event("worker3-i-0cc", T0 + 3_000, "e5", "w3"),
+            ],
+            2,
+        );
+        let query = LogQuery { group: GROUP.into(), ..LogQuery::default() };
+        let mut seen = Seen::default();
+        let (n, lines) = read(&cloud, &query, &mut seen).await;
+        assert_eq!(n, 5);
+        let messages: Vec<&str> = lines.iter().map(|l| l.split(" | ").nth(1).unwrap()).collect();
+        assert_eq!(messages, ["m first", "w2 first", "w2 second", "m second", "w3"]);
+        assert!(lines[0].starts_with("2026-11-25T20:00:00.000Z    master | "), "{lines:?}");
+        assert_eq!(cloud.calls_named("log_events"), 3, "three pages of two");
+
+        // Node lines arrive, one late (older than the newest printed): the
+        // next read, from the lookback, prints each new line once.
+        cloud.log_groups.lock().unwrap().get_mut(GROUP).unwrap().extend([
+            event("worker3-i-0cc", T0 + 4_000, "e6", "w3 new"),
+            event("worker2-i-0bb", T0 + 2_500, "e7", "w2 late"),
+        ]);
+        let query = LogQuery { start_ms: seen.resume_ms(None), ..query };
+        let (n, lines) = read(&cloud, &query, &mut seen).await;
+        assert_eq!(n, 2, "{lines:?}");
+        assert!(lines[0].ends_with("worker2 | w2 late") && lines[1].ends_with("worker3 | w3 new"), "{lines:?}");
+        let (n, lines) = read(&cloud, &query, &mut seen).await;
+        assert_eq!((n, lines.len()), (0, 0), "nothing twice: {lines:?}");
+    }
+
+    #[tokio::test]
+    async fn streams_and_since_narrow_the_read() {
+        let cloud = cloud_with(
+            vec![
+                event("master-i-0aa", T0, "e1", "old"),
+                event("worker3-i-0cc", T0 + 1_000, "e2", "w3 old"),
+                event("master-i-0aa", T0 + 60_000, "e3", "new"),
+                event("worker3-i-0cc", T0 + 61_000, "e4", "w3 new"),
+            ],
+            100,
+        );
+        let query = LogQuery { group: GROUP.into(), streams: vec!["worker3-i-0cc".into()], start_ms: None };
+        let (_, lines) = read(&cloud, &query, &mut Seen::default()).await;
+        assert!(lines.len() == 2 && lines.iter().all(|l| l.contains("worker3 | w3")), "{lines:?}");
+        let query = LogQuery { group: GROUP.into(), streams: vec![], start_ms: Some(T0 + 30_000) };
+        let (_, lines) = read(&cloud, &query, &mut Seen::default()).await;
+        assert!(lines.len() == 2 && lines.iter().all(|l| l.ends_with("new")), "{lines:?}");
+    }
+}
