@@ -95,6 +95,8 @@ const LARGE_TARGET_SECONDS: f64 = 5.0;
 const LARGE_TARGET_AT: usize = 1000;
 /// Target: AWS calls per worker for formation.
 const TARGET_WORKER_CALLS: usize = 5;
+/// How often the agents' memory is read while they form.
+const RSS_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the master may take to reach its first long poll.
 const MASTER_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long, after the workers start, all nodes may take to apply (plus 0.2 s a node).
@@ -439,6 +441,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let mut peak_rss_kib = 0u64;
     let mut peak_agent_kib = 0u64;
     let mut master_peak_kib = 0u64;
+    let mut last_rss = Instant::now() - RSS_INTERVAL;
     while applied.iter().any(Option::is_none) {
         for (i, node) in nodes.iter().enumerate() {
             if applied[i].is_some() {
@@ -451,19 +454,36 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
                 applied[i] = applied_at(&path, n);
             }
         }
-        let rss: u64 = agents.iter().map(AgentGuard::rss_kib).sum();
-        peak_rss_kib = peak_rss_kib.max(rss);
-        peak_agent_kib = agents.iter().map(AgentGuard::rss_kib).fold(peak_agent_kib, u64::max);
-        master_peak_kib = master_peak_kib.max(agents[0].rss_kib());
+        // Memory once a second, one read of /proc per agent: at 1,000 agents
+        // every 100 ms it cost this process a sixth of a core.
+        if last_rss.elapsed() >= RSS_INTERVAL {
+            last_rss = Instant::now();
+            let rss: Vec<u64> = agents.iter().map(AgentGuard::rss_kib).collect();
+            peak_rss_kib = peak_rss_kib.max(rss.iter().sum());
+            peak_agent_kib = rss.iter().copied().fold(peak_agent_kib, u64::max);
+            master_peak_kib = master_peak_kib.max(rss[0]);
+        }
         if Instant::now() > deadline {
             let missing: Vec<usize> = (0..n).filter(|&i| applied[i].is_none()).collect();
             let first = missing[0];
+            // The workers the master never heard from are the likelier cause.
+            let log = calls(aws)?;
+            let unregistered: Vec<usize> =
+                (1..n).filter(|&i| !log.iter().any(|c| c.key == nodes[i].key && c.kind == "register")).collect();
+            let shown: Vec<String> = unregistered
+                .iter()
+                .take(2)
+                .map(|&i| format!("node {i} (never registered) log tail:\n{}", agents[i].tail(15)))
+                .collect();
             return Err(format!(
                 "{} of {n} nodes did not apply the {n}-node manifest within {timeout:?} (e.g. node {first}; \
-                 master log tail:\n{}\n\nnode {first} log tail:\n{})",
+                 {} workers never sent `register`: {unregistered:?}; master log tail:\n{}\n\nnode {first} log \
+                 tail:\n{}\n\n{})",
                 missing.len(),
+                unregistered.len(),
                 agents[0].tail(20),
-                agents[first].tail(20)
+                agents[first].tail(20),
+                shown.join("\n\n")
             )
             .into());
         }
