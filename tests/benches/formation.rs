@@ -50,22 +50,35 @@
 //!
 //! # What bounds it on a 2-core machine
 //!
-//! At 64 and 256 nodes, moto (one Python process) and the machine: at 256
-//! the master reads its 256 acknowledgements 40 at a time in 0.1 to 0.9 s a
-//! turn, and its formation turn waits 0.7 s for its `SendMessage` and 1 s
-//! for the wait condition signal, so it retires about 4 s after the last
-//! node applied (the 2 s pause of a 256-node worker is over by then: 5
-//! calls). At 1,000 nodes it does not finish here (one run, 2026-11-25, a
-//! shared machine): spawning the 999 workers took about 70 s, the master
-//! admitted 612 in its first 50 s, and from then on every call any agent
-//! made to moto timed out (SDK attempts of 20 and 40 s) until the 260 s
-//! limit. moto had about 5,000 threads (a thread per connection; each long
-//! poll holds one for up to 20 s, and a request the SDK gave up on keeps
-//! polling while its retry takes another), 223 connections waiting in its
-//! listen queue, and used 40 to 50 % of one core: its accept loop starves
-//! among the threads. Both cores were busy too (the agents 76 %, moto 45 %,
-//! other builds 25 %, this benchmark's polling 16 %). A 1,000-node run needs
-//! a local AWS that does not hold a thread per long poll, and more cores.
+//! At 64 and 256 nodes, moto (one Python process) and the machine. Until
+//! launcher patch (q) (tests/moto/README.md) a receive from the master
+//! queue cost moto time quadratic in the queue (0.2 s of CPU for 10 of 512
+//! messages, the master queue at 256 nodes): the master read its
+//! acknowledgements in 0.1 to 0.9 s a turn and retired about 4 s after the
+//! last node applied, a 5th call for a 256-node worker (its pause after
+//! applying is 2 s). With it (2026-11-26, load 8): 256 nodes 1.8 s, 4/4
+//! calls; the master's formation turn still waits 0.4 s for its
+//! `SendMessage` and 1.1 s for the wait condition signal (moto is serving
+//! the 255 workers' receives of the manifest meanwhile), then reads the
+//! acknowledgements in 0.7 s and retires 0.5 s after the last node applied.
+//!
+//! At 1,000 nodes it does not finish on 2 shared cores (three runs,
+//! 2026-11-25/26; tests/moto/README.md has the measurements). What binds is
+//! CPU, and the agents take most of it: 1,000 waiting agents used 105 to
+//! 143 % of the 200 % (about 1 ms a second each: every agent's main thread
+//! wakes its runtime about ten times a second while it waits, seen with
+//! strace), moto got 17 to 47 %. At that rate moto serves about a hundred
+//! requests a second (2 to 5 ms of CPU each), and the master, reading 40
+//! messages a turn, drains its queue more slowly than the unadmitted workers
+//! re-register (every 15 s: 67 messages a second at 1,000), so the queue
+//! grows (3,700 duplicate registrations in one run) and the master admits
+//! fewer a second as it does: 759, 997 and over 970 of 999 when the 260 s limit
+//! came. Under that load moto's threads queue on its locks (a py-spy dump:
+//! 1,037 of 1,095 threads waiting for the request dispatcher's lock; with
+//! that lock bypassed, a hundred waiting for a queue's condition lock)
+//! rather than on its accept loop. Idle long polls are cheap (1,000 cost 7 %
+//! of a core, a send wakes one in 64 ms). A 1,000-node figure needs more
+//! cores than this machine has, or agents that cost less while they wait.
 //!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
