@@ -62,23 +62,25 @@
 //! the 255 workers' receives of the manifest meanwhile), then reads the
 //! acknowledgements in 0.7 s and retires 0.5 s after the last node applied.
 //!
-//! At 1,000 nodes it does not finish on 2 shared cores (three runs,
-//! 2026-11-25/26; tests/moto/README.md has the measurements). What binds is
+//! At 1,000 nodes it does not finish on 2 shared cores (four runs,
+//! 2026-11-25/26, load 4 to 500 from this and other builds). What binds is
 //! CPU, and the agents take most of it: 1,000 waiting agents used 105 to
-//! 143 % of the 200 % (about 1 ms a second each: every agent's main thread
-//! wakes its runtime about ten times a second while it waits, seen with
-//! strace), moto got 17 to 47 %. At that rate moto serves about a hundred
-//! requests a second (2 to 5 ms of CPU each), and the master, reading 40
-//! messages a turn, drains its queue more slowly than the unadmitted workers
-//! re-register (every 15 s: 67 messages a second at 1,000), so the queue
-//! grows (3,700 duplicate registrations in one run) and the master admits
-//! fewer a second as it does: 759, 997 and over 970 of 999 when the 260 s limit
-//! came. Under that load moto's threads queue on its locks (a py-spy dump:
-//! 1,037 of 1,095 threads waiting for the request dispatcher's lock; with
-//! that lock bypassed, a hundred waiting for a queue's condition lock)
-//! rather than on its accept loop. Idle long polls are cheap (1,000 cost 7 %
-//! of a core, a send wakes one in 64 ms). A 1,000-node figure needs more
-//! cores than this machine has, or agents that cost less while they wait.
+//! 143 % of the 200 % (1.3 ms a second each, admitted or not, from /proc
+//! over 5 s; strace shows an agent's main thread waking its runtime about
+//! ten times a second while it waits), moto got 17 to 47 %. At that rate
+//! moto serves about a hundred requests a second (2 to 5 ms of CPU each),
+//! and the master, reading 40 messages a turn, drains its queue more slowly
+//! than the unadmitted workers re-register (every 15 s: 67 messages a second
+//! at 1,000), so the queue grows (3,700 duplicate registrations in one run)
+//! and the master admits fewer a second as it does. Before launcher patch
+//! (r) moto's threads queued on its request dispatcher's lock (a py-spy
+//! dump: 1,037 of 1,095 threads) and two runs collapsed (722 and 759 of 999
+//! admitted, then every call timed out; 4,532 threads); with it two runs
+//! (one with moto at nice -10) admitted 997 and over 970 of 999 by the 260 s
+//! limit, moto's threads waiting on a queue's condition lock instead (about
+//! a hundred of 332). Idle long polls are cheap (1,000 cost 7 % of a core; a
+//! send wakes one in 64 ms). A 1,000-node figure needs more cores than this
+//! machine has, or agents that cost less while they wait.
 //!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every

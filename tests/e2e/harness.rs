@@ -298,6 +298,40 @@ async fn moto_receives_from_a_long_queue_in_milliseconds() -> TestResult {
     Ok(())
 }
 
+/// Launcher patch (r): an SQS request does not wait for moto's request
+/// dispatcher lock. With a thousand agents' requests in flight, that lock
+/// was a convoy (1,037 of moto's 1,095 threads waiting for it). The test
+/// holds the lock for 3 s (`POST /_hold_dispatcher`) and sends meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn moto_serves_sqs_while_its_dispatcher_lock_is_held() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let sqs = aws.sqs();
+    let url = sqs
+        .create_queue()
+        .queue_name("unlocked")
+        .send()
+        .await
+        .map_err(|e| Error::aws("CreateQueue", &e))?
+        .queue_url
+        .unwrap_or_default();
+    let hold_url = format!("{}/_hold_dispatcher?seconds=3", aws.endpoint());
+    let hold = std::thread::spawn(move || ureq::post(hold_url).send_empty().map(|_| ()));
+    // Let the hold take the lock first.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("while held")
+        .send()
+        .await
+        .map_err(|e| Error::aws("SendMessage", &e))?;
+    let took = started.elapsed();
+    let held = hold.join().map_err(|_| unexpected("the hold thread", "panicked"))?;
+    held.map_err(|e| Error::aws("POST /_hold_dispatcher", &e))?;
+    assert!(took < std::time::Duration::from_millis(1500), "SendMessage waited {took:?} for the dispatcher's lock");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_metadata_stand_in_answers_the_sdk_imds_client() -> TestResult {
     let imds = Imds::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), identity(Some("#!/bin/bash\necho hi\n")))?;
