@@ -64,7 +64,7 @@
 //! `SendMessage` 0.6 s, the signal 26 ms, retired 0.18 s after the last
 //! node applied.
 //!
-//! At 1,000 nodes it does not finish on 2 shared cores (four runs,
+//! At 1,000 nodes it does not finish on 2 shared cores (five runs,
 //! 2026-11-25/26, load 4 to 500 from this and other builds). What binds is
 //! CPU, and the agents take most of it: 1,000 waiting agents used 105 to
 //! 143 % of the 200 % (1.3 ms a second each, admitted or not, from /proc
@@ -77,10 +77,13 @@
 //! and the master admits fewer a second as it does. Before launcher patch
 //! (r) moto's threads queued on its request dispatcher's lock (a py-spy
 //! dump: 1,037 of 1,095 threads) and two runs collapsed (722 and 759 of 999
-//! admitted, then every call timed out; 4,532 threads); with it two runs
-//! (one with moto at nice -10) admitted 997 and over 970 of 999 by the 260 s
-//! limit, moto's threads waiting on a queue's condition lock instead (about
-//! a hundred of 332). Idle long polls are cheap (1,000 cost 7 % of a core; a
+//! admitted, then every call timed out; 4,532 threads); with it three runs
+//! did not: two (one with moto at nice -10) admitted 997 and over 970 of 999
+//! by the 260 s limit, moto's threads waiting on a queue's condition lock
+//! instead (about a hundred of 332), and one (load 8 at its start) formed:
+//! 999 of 999 admitted, the 1,000-node manifest out in one part, the signal
+//! in 0.16 s, and 974 of 1,000 nodes applied it by the limit; the other 26
+//! spent it in SQS calls that timed out (20 and 40 s attempts). Idle long polls are cheap (1,000 cost 7 % of a core; a
 //! send wakes one in 64 ms). A 1,000-node figure needs more cores than this
 //! machine has, or agents that cost less while they wait.
 //!
