@@ -50,22 +50,42 @@
 //!
 //! # What bounds it on a 2-core machine
 //!
-//! At 64 and 256 nodes, moto (one Python process) and the machine: at 256
-//! the master reads its 256 acknowledgements 40 at a time in 0.1 to 0.9 s a
-//! turn, and its formation turn waits 0.7 s for its `SendMessage` and 1 s
-//! for the wait condition signal, so it retires about 4 s after the last
-//! node applied (the 2 s pause of a 256-node worker is over by then: 5
-//! calls). At 1,000 nodes it does not finish here (one run, 2026-11-25, a
-//! shared machine): spawning the 999 workers took about 70 s, the master
-//! admitted 612 in its first 50 s, and from then on every call any agent
-//! made to moto timed out (SDK attempts of 20 and 40 s) until the 260 s
-//! limit. moto had about 5,000 threads (a thread per connection; each long
-//! poll holds one for up to 20 s, and a request the SDK gave up on keeps
-//! polling while its retry takes another), 223 connections waiting in its
-//! listen queue, and used 40 to 50 % of one core: its accept loop starves
-//! among the threads. Both cores were busy too (the agents 76 %, moto 45 %,
-//! other builds 25 %, this benchmark's polling 16 %). A 1,000-node run needs
-//! a local AWS that does not hold a thread per long poll, and more cores.
+//! At 64 and 256 nodes, moto (one Python process) and the machine. Until
+//! launcher patch (r) (tests/moto/README.md) a receive from the master
+//! queue cost moto time quadratic in the queue (0.2 s of CPU for 10 of 512
+//! messages, the master queue at 256 nodes): the master read its
+//! acknowledgements in 0.1 to 0.9 s a turn and retired about 4 s after the
+//! last node applied, a 5th call for a 256-node worker (its pause after
+//! applying is 2 s). With it (2026-11-26, load 8): 256 nodes 1.8 s, 4/4
+//! calls, but the master's formation turn still waited 0.4 s for its
+//! `SendMessage` and 1.1 s for the wait condition signal (moto serving the
+//! 255 workers' receives of the manifest meanwhile) and retired 0.5 s after
+//! the last node applied. With patch (s) too (load 12): 2.5 s, 4/4 calls,
+//! `SendMessage` 0.6 s, the signal 26 ms, retired 0.18 s after the last
+//! node applied.
+//!
+//! At 1,000 nodes it does not finish on 2 shared cores (five runs,
+//! 2026-11-25/26, load 4 to 500 from this and other builds). What binds is
+//! CPU, and the agents take most of it: 1,000 waiting agents used 105 to
+//! 143 % of the 200 % (1.3 ms a second each, admitted or not, from /proc
+//! over 5 s; strace shows an agent's main thread waking its runtime about
+//! ten times a second while it waits), moto got 17 to 47 %. At that rate
+//! moto serves about a hundred requests a second (2 to 5 ms of CPU each),
+//! and the master, reading 40 messages a turn, drains its queue more slowly
+//! than the unadmitted workers re-register (every 15 s: 67 messages a second
+//! at 1,000), so the queue grows (3,700 duplicate registrations in one run)
+//! and the master admits fewer a second as it does. Before launcher patch
+//! (s) moto's threads queued on its request dispatcher's lock (a py-spy
+//! dump: 1,037 of 1,095 threads) and two runs collapsed (722 and 759 of 999
+//! admitted, then every call timed out; 4,532 threads); with it three runs
+//! did not: two (one with moto at nice -10) admitted 997 and over 970 of 999
+//! by the 260 s limit, moto's threads waiting on a queue's condition lock
+//! instead (about a hundred of 332), and one (load 8 at its start) formed:
+//! 999 of 999 admitted, the 1,000-node manifest out in one part, the signal
+//! in 0.16 s, and 974 of 1,000 nodes applied it by the limit; the other 26
+//! spent it in SQS calls that timed out (20 and 40 s attempts). Idle long polls are cheap (1,000 cost 7 % of a core; a
+//! send wakes one in 64 ms). A 1,000-node figure needs more cores than this
+//! machine has, or agents that cost less while they wait.
 //!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
@@ -95,6 +115,8 @@ const LARGE_TARGET_SECONDS: f64 = 5.0;
 const LARGE_TARGET_AT: usize = 1000;
 /// Target: AWS calls per worker for formation.
 const TARGET_WORKER_CALLS: usize = 5;
+/// How often the agents' memory is read while they form.
+const RSS_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the master may take to reach its first long poll.
 const MASTER_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long, after the workers start, all nodes may take to apply (plus 0.2 s a node).
@@ -439,6 +461,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let mut peak_rss_kib = 0u64;
     let mut peak_agent_kib = 0u64;
     let mut master_peak_kib = 0u64;
+    let mut last_rss = Instant::now() - RSS_INTERVAL;
     while applied.iter().any(Option::is_none) {
         for (i, node) in nodes.iter().enumerate() {
             if applied[i].is_some() {
@@ -451,19 +474,36 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
                 applied[i] = applied_at(&path, n);
             }
         }
-        let rss: u64 = agents.iter().map(AgentGuard::rss_kib).sum();
-        peak_rss_kib = peak_rss_kib.max(rss);
-        peak_agent_kib = agents.iter().map(AgentGuard::rss_kib).fold(peak_agent_kib, u64::max);
-        master_peak_kib = master_peak_kib.max(agents[0].rss_kib());
+        // Memory once a second, one read of /proc per agent: at 1,000 agents
+        // every 100 ms it cost this process a sixth of a core.
+        if last_rss.elapsed() >= RSS_INTERVAL {
+            last_rss = Instant::now();
+            let rss: Vec<u64> = agents.iter().map(AgentGuard::rss_kib).collect();
+            peak_rss_kib = peak_rss_kib.max(rss.iter().sum());
+            peak_agent_kib = rss.iter().copied().fold(peak_agent_kib, u64::max);
+            master_peak_kib = master_peak_kib.max(rss[0]);
+        }
         if Instant::now() > deadline {
             let missing: Vec<usize> = (0..n).filter(|&i| applied[i].is_none()).collect();
             let first = missing[0];
+            // The workers the master never heard from are the likelier cause.
+            let log = calls(aws)?;
+            let unregistered: Vec<usize> =
+                (1..n).filter(|&i| !log.iter().any(|c| c.key == nodes[i].key && c.kind == "register")).collect();
+            let shown: Vec<String> = unregistered
+                .iter()
+                .take(2)
+                .map(|&i| format!("node {i} (never registered) log tail:\n{}", agents[i].tail(15)))
+                .collect();
             return Err(format!(
                 "{} of {n} nodes did not apply the {n}-node manifest within {timeout:?} (e.g. node {first}; \
-                 master log tail:\n{}\n\nnode {first} log tail:\n{})",
+                 {} workers never sent `register`: {unregistered:?}; master log tail:\n{}\n\nnode {first} log \
+                 tail:\n{}\n\n{})",
                 missing.len(),
+                unregistered.len(),
                 agents[0].tail(20),
-                agents[first].tail(20)
+                agents[first].tail(20),
+                shown.join("\n\n")
             )
             .into());
         }

@@ -21,7 +21,9 @@ Extra routes, served next to moto's own:
        StatusMessage, optional StatusCode, default Failed, and Description)
        that DescribeScalingActivities returns for the group (patch (f));
   POST /_fail_resource  makes the next creation of a logical id fail (JSON:
-       LogicalResourceId, Reason), as a resource failing in AWS does (patch (i)).
+       LogicalResourceId, Reason), as a resource failing in AWS does (patch (i));
+  POST /_hold_dispatcher?seconds=N  holds moto's request dispatcher lock for
+       N seconds (at most 10), for the self-test of patch (s).
 """
 
 import argparse
@@ -42,8 +44,11 @@ from moto.cloudformation.models import Event, Stack, cloudformation_backends
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.common_models import CloudFormationModel
 from moto.core.responses import EmptyResult
+from moto.core.utils import unix_time
 from moto.ec2.models import instances as ec2_instances
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.sqs.models import Message as SqsMessage
+from moto.sqs.models import SQSBackend
 from werkzeug.serving import make_server
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -692,6 +697,18 @@ def json_response(start_response, status, body):
 # during creates, so CloudFormation requests are served one at a time.
 CLOUDFORMATION_LOCK = threading.Lock()
 
+# --- Patch (s): SQS requests bypass the dispatcher's lock -----------------------
+# moto's DomainDispatcherApplication finds the backend of every request under
+# one threading.Lock. With a thousand agents' requests in flight on a busy
+# machine it is a convoy: the thread that takes the lock must then wait for
+# the GIL (and for a core), and every other request queues behind it. In the
+# formation benchmark at 1,000 nodes, 1,037 of moto's 1,095 threads were
+# waiting on that lock (py-spy dump) while moto used a third of a core. A
+# signed SQS request (credential scope service `sqs`) always resolves to the
+# same Flask app; it is looked up under the lock once, then used directly.
+# POST /_hold_dispatcher?seconds=N holds the lock, for the self-test.
+SQS_APP: dict[str, object] = {}
+
 # The access key id and service of a SigV4 Authorization header.
 CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]*/[^/]*/([^/]*)/")
 
@@ -801,6 +818,19 @@ def extra_routes(app):
                 FAILURES[logical_id] = reason
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
+        if path == "/_hold_dispatcher" and method == "POST":
+            # Self-test of patch (s): holds moto's dispatcher lock for
+            # ?seconds= (at most 10), as a slow request under it would.
+            try:
+                seconds = float(urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))["seconds"][0])
+                if not 0 <= seconds <= 10:
+                    raise ValueError("seconds must be 0 to 10")
+            except (KeyError, ValueError) as e:
+                return json_response(start_response, "400 Bad Request", {"error": f"{e}: ?seconds=0..10 is required"})
+            with app.lock:
+                time.sleep(seconds)
+            start_response("200 OK", [("Content-Length", "0")])
+            return [b""]
         if path == "/moto-api/reset" and method == "POST":
             with SIGNALS_LOCK:
                 SIGNALS.clear()
@@ -810,6 +840,12 @@ def extra_routes(app):
             with CALLS_LOCK:
                 CALLS.clear()
         call = record_call(environ)
+        if call is not None and call["service"] == "sqs":
+            # Patch (s): SQS requests skip the dispatcher's lock.
+            sqs_app = SQS_APP.get("app")
+            if sqs_app is None:
+                sqs_app = SQS_APP["app"] = app.get_application(environ)
+            return sqs_app(environ, start_response)
         if call is not None and call["service"] == "cloudformation":
             # Patch (o): one CloudFormation request at a time.
             with CLOUDFORMATION_LOCK:
@@ -817,6 +853,41 @@ def extra_routes(app):
         return app(environ, start_response)
 
     return wrapped
+
+
+# --- Patch (r): ReceiveMessage in time linear in the queue ---------------------
+# moto 5.2.5 checks every message it returns against the queue's retention
+# period by calling get_queue_attributes(["MessageRetentionPeriod"]), which
+# computes every attribute of the queue three times over, among them
+# ApproximateNumberOfMessages(NotVisible): a pass over every message in the
+# queue, each taking the time twice through datetime. A receive of 10 from a
+# queue holding n messages so costs 60 passes over n, with the GIL held: 0.2 s
+# at n = 500 (the master queue at 256 nodes holds 512 registrations and
+# acknowledgements), over 1 s at 2,000, and at 1,000 nodes moto could serve
+# nothing else. The retention period is read from the queue itself; the check
+# is the same (a message past retention is not returned).
+#
+# Every SendMessage computes every attribute once too (to read
+# ContentBasedDeduplication), and every receive lists the visible messages:
+# passes over the queue that remain, but each message's visibility and delay
+# are compared with time.time() (the same unix milliseconds moto's
+# unix_time_millis computes through two datetimes), a tenth of the cost.
+def is_message_valid_based_on_retention_period(self, queue_name, message):
+    queue = self.get_queue(queue_name)
+    return queue.message_retention_period + message.sent_timestamp / 1000 > unix_time()
+
+
+def message_visible(self):
+    return time.time() * 1000.0 > self.visible_at
+
+
+def message_delayed(self):
+    return time.time() * 1000.0 < self.delayed_until
+
+
+SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+SqsMessage.visible = property(message_visible)
+SqsMessage.delayed = property(message_delayed)
 
 
 # Patch (p): the listen backlog. werkzeug listens with a backlog of 128; when
