@@ -37,7 +37,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 ///   from its worker group at boot ([`MIN_WORKERS_TAG`]), so a stack update
 ///   that changes them does not change the master's user data (and does not
 ///   replace it). Adds [`NodeConfig::efa`].
-pub const NODE_CONFIG_VERSION: u32 = 2;
+/// - 3: adds [`NodeConfig::logs`], the log group the agent ships its lines
+///   to. A new field, so a version bump: a version-2 agent refuses a
+///   version-3 config with the message below instead of "unknown field".
+///   Within version 3 the field is optional: an agent given no group ships
+///   nothing and forms as before.
+pub const NODE_CONFIG_VERSION: u32 = 3;
 
 /// The tag on the worker Auto Scaling group that holds the fewest workers
 /// the cluster forms with (a decimal number, not propagated to instances).
@@ -111,6 +116,15 @@ pub struct Efa {
     pub rdma_instance_types: Vec<String>,
 }
 
+/// Where the node ships its log lines ([`logs`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Logs {
+    /// The CloudWatch Logs group, [`logs::log_group_name`] of the stack name;
+    /// the node writes its own stream there ([`logs::stream_name`]).
+    pub group: String,
+}
+
 /// What the master signals to CloudFormation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +177,10 @@ pub struct NodeConfig {
     /// The node has an EFA; `None`: no EFA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efa: Option<Efa>,
+    /// Where to ship the agent's log and the boot output; `None`: nowhere
+    /// (the lines stay in the journal and the node's files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<Logs>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -395,6 +413,7 @@ mod tests {
                 formation_handle_url: "https://handle".into(),
             }),
             efa: None,
+            logs: None,
         }
     }
 
@@ -420,12 +439,16 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 3.into();
+        v["version"] = 4.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 3, supported: 2 }), "{e}");
-        assert!(e.to_string().contains("version 3") && e.to_string().contains("reads version 2 only"), "{e}");
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 4, supported: 3 }), "{e}");
+        assert!(e.to_string().contains("version 4") && e.to_string().contains("reads version 3 only"), "{e}");
         v["version"] = 1.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
+        // A version-2 config (no log group) is refused by name, not read
+        // with the group silently missing.
+        v["version"] = 2.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         v["version"] = 0.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
@@ -440,6 +463,17 @@ mod tests {
         let json = serde_json::to_string(&with_efa).unwrap();
         assert!(json.contains(r#""efa":{"rdma_instance_types":["p4d.24xlarge"]}"#), "{json}");
         assert_eq!(NodeConfig::from_json(&json).unwrap(), with_efa);
+    }
+
+    #[test]
+    fn the_log_group_is_optional() {
+        let without = serde_json::to_string(&sample()).unwrap();
+        assert!(!without.contains(r#""logs""#), "{without}");
+        assert_eq!(NodeConfig::from_json(&without).unwrap().logs, None);
+        let with = NodeConfig { logs: Some(Logs { group: logs::log_group_name("demo") }), ..sample() };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""logs":{"group":"/deeplearning-cluster/demo"}"#), "{json}");
+        assert_eq!(NodeConfig::from_json(&json).unwrap(), with);
     }
 
     #[test]

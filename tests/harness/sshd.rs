@@ -398,6 +398,7 @@ fn config(role: Role, efs: &Path) -> NodeConfig {
         elastic: Elastic::default(),
         signals: None,
         efa: None,
+        logs: None,
     }
 }
 

@@ -56,6 +56,7 @@ pub fn config(timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
         elastic: Elastic { prepare_data_script: prepare_data.then(|| "/efs/prepare.sh".into()) },
         signals: Some(Signals { master_resource: "MasterInstance".into(), formation_handle_url: "https://h".into() }),
         efa: None,
+        logs: None,
     }
 }
 

@@ -128,6 +128,7 @@ workers:
             access: AccessSpec { key_name: None, ssh_cidr: None, session_manager: true },
             prepare_data_script: None,
             formation_minutes: 30,
+            log_retention_days: 14,
             tags: BTreeMap::new(),
         };
         assert_eq!(loaded.spec, expected);

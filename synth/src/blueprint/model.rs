@@ -53,6 +53,9 @@ pub struct Blueprint {
     pub elastic: Option<Elastic>,
     /// How long cluster formation may take.
     pub timeouts: Option<Timeouts>,
+    /// The CloudWatch Logs group every node ships its agent and boot output
+    /// to (kept after the stack is deleted).
+    pub logs: Option<Logs>,
     /// Tags put on every resource that takes tags. At most 40; keys may not
     /// start with `aws:`. A value may be written as a number or a boolean
     /// (`version: 1.10`); it is used as the text written.
@@ -335,6 +338,17 @@ pub struct Timeouts {
     /// Minutes the master waits for workers, 5 to 720 (default 30).
     #[schemars(range(min = 5, max = 720), extend("default" = 30))]
     pub formation_minutes: Option<u32>,
+}
+
+/// The nodes' log group in CloudWatch Logs.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Logs {
+    /// Days CloudWatch Logs keeps the nodes' lines (default 14): one of 1, 3,
+    /// 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
+    /// 2192, 2557, 2922, 3288 or 3653.
+    #[schemars(extend("enum" = crate::spec::LOG_RETENTION_DAYS, "default" = 14))]
+    pub retention_days: Option<u32>,
 }
 
 /// A required text field: serde_yaml_ng reads an empty value (`name:`) as
