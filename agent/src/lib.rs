@@ -18,6 +18,7 @@
 //! - [`identity`], [`gpu`]: who this node is; [`fabric`]: its NCCL/EFA
 //!   environment (EFA and RDMA from the node config, the socket interface);
 //!   [`interruption`]: the watcher for Spot and rebalance notices.
+//! - [`logs`]: the node's lines shipped to its CloudWatch Logs stream.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
 pub mod aws;
@@ -29,5 +30,6 @@ pub mod files;
 pub mod gpu;
 pub mod identity;
 pub mod interruption;
+pub mod logs;
 pub mod ports;
 pub mod runner;
