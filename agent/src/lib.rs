@@ -19,6 +19,7 @@
 //!   environment (EFA and RDMA from the node config, the socket interface);
 //!   [`interruption`]: the watcher for Spot and rebalance notices.
 //! - [`netgate`]: the network gate's bandwidth probe and its judgement.
+//! - [`logs`]: the node's lines shipped to its CloudWatch Logs stream.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
 pub mod aws;
@@ -31,5 +32,6 @@ pub mod gpu;
 pub mod identity;
 pub mod interruption;
 pub mod netgate;
+pub mod logs;
 pub mod ports;
 pub mod runner;

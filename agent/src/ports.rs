@@ -118,3 +118,29 @@ pub trait StackSignals: Send + Sync {
     /// The formation wait condition: success or failure, with the reason.
     fn formation(&self, outcome: &Formation) -> impl Future<Output = Result<(), PortError>> + Send;
 }
+
+/// One line for CloudWatch Logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEvent {
+    /// When the line was written, milliseconds since the Unix epoch.
+    pub timestamp_ms: i64,
+    /// The line, without its newline.
+    pub message: String,
+}
+
+/// What CloudWatch Logs did with a batch it accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PutOutcome {
+    /// Events it refused (too old, too new, or past the group's retention);
+    /// sending them again would be refused again.
+    pub rejected: usize,
+}
+
+/// The node's log streams in the stack's log group (`node_contract::logs`).
+pub trait LogStreams: Send + Sync {
+    /// Creates `stream` in the group; one that exists already is no error.
+    fn create_stream(&self, stream: &str) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// Puts one batch, in chronological order and within the service's
+    /// limits (see `crate::logs::batch`), into `stream`.
+    fn put(&self, stream: &str, events: &[LogEvent]) -> impl Future<Output = Result<PutOutcome, PortError>> + Send;
+}

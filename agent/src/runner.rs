@@ -154,9 +154,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let gpus = crate::gpu::count();
     let me = crate::identity::discover(&imds, &opts.root, gpus).await.context("finding out who this node is")?;
     info!(instance = %me.instance_id, ip = %me.private_ip, role = ?config.role, gpus, "agent starting");
+    let clients = crate::aws::clients(&config.region).await;
+    start_shipping(&opts, &config, &me, &clients);
     mount_efs(&opts, &config).await?;
 
-    let clients = crate::aws::clients(&config.region).await;
     let master_queue = SqsQueue::new(clients.sqs.clone(), config.queues.master.clone());
     let worker_queue = SqsQueue::new(clients.sqs.clone(), config.queues.workers.clone());
     let cluster_key = match config.role {
@@ -234,6 +235,33 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             r = shutdown => r,
         },
     }
+}
+
+/// Starts shipping this node's lines to its CloudWatch Logs stream
+/// ([`crate::logs`]) as a task of its own that nothing waits for. Without a
+/// log group in the config, or without a spool on disk, nothing is shipped
+/// and the node forms all the same.
+fn start_shipping(opts: &Options, config: &NodeConfig, me: &Identity, clients: &crate::aws::Clients) {
+    use crate::logs::{Shipper, Spool, spool, writer};
+    let Some(logs) = &config.logs else {
+        writer::discard();
+        info!("the node config names no log group; this node's lines stay in its journal");
+        return;
+    };
+    let dir = crate::logs::spool_dir(&opts.root);
+    let spool = match Spool::open(&dir, spool::DEFAULT_CAP) {
+        Ok(s) => std::sync::Arc::new(s),
+        Err(e) => {
+            writer::discard();
+            warn!(dir = %dir.display(), "cannot open the log spool; this node's lines are not shipped: {e}");
+            return;
+        }
+    };
+    writer::attach(spool.clone());
+    let streams = crate::aws::CloudWatchLogs::new(clients.logs.clone(), logs.group.clone());
+    let shipper = Shipper::new(streams, spool, &opts.root, config.role, &me.instance_id, prepare_log(&opts.root));
+    info!(group = %logs.group, stream = %shipper.stream(), "shipping this node's lines to CloudWatch Logs");
+    tokio::spawn(shipper.run());
 }
 
 /// Mounts EFS, retrying: the stack creates the mount targets in parallel
@@ -320,9 +348,15 @@ async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity) -> Result
     // Into the log (stdout and stderr interleaved as written); when the log
     // cannot be opened (a read-only or full disk), the script still runs,
     // its output captured (stdout, then stderr).
+    // A new file for each run (removed first, not truncated): the log
+    // shipper reads a new inode from its start.
     let opened = log
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| match std::fs::remove_file(&log) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        })
         .and_then(|()| std::fs::File::create(&log))
         .and_then(|file| Ok((file.try_clone()?, file)));
     let (status, output) = match opened {

@@ -37,7 +37,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 ///   from its worker group at boot ([`MIN_WORKERS_TAG`]), so a stack update
 ///   that changes them does not change the master's user data (and does not
 ///   replace it). Adds [`NodeConfig::efa`].
-pub const NODE_CONFIG_VERSION: u32 = 2;
+/// - 3: adds [`NodeConfig::logs`], the log group the agent ships its lines
+///   to, and [`NodeConfig::network_check`], the network gate. New fields,
+///   so a version bump: a version-2 agent refuses a version-3 config with
+///   the message below instead of "unknown field". Within version 3 both
+///   are optional: an agent given no group ships nothing and forms as
+///   before, and without a network check none runs.
+pub const NODE_CONFIG_VERSION: u32 = 3;
 
 /// The tag on the worker Auto Scaling group that holds the fewest workers
 /// the cluster forms with (a decimal number, not propagated to instances).
@@ -158,9 +164,8 @@ pub const NETWORK_CHECK_MAX_SECONDS: u32 = 300;
 /// ring neighbour and the master compares the measurements with the
 /// expected bandwidth (docs/ARCHITECTURE.md, "The network gate").
 ///
-/// An optional field of node config version 2: a config without it reads
-/// as before; an agent of an earlier release refuses a config with it as
-/// an unknown field (it could not run the check).
+/// An optional field of node config version 3: a config without it reads
+/// as before (no check runs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkCheck {
@@ -183,6 +188,15 @@ pub struct NetworkCheck {
 // The numbers are checked finite when a config is read (`NodeConfig::check`),
 // so equality is an equivalence.
 impl Eq for NetworkCheck {}
+
+/// Where the node ships its log lines ([`logs`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Logs {
+    /// The CloudWatch Logs group, [`logs::log_group_name`] of the stack name;
+    /// the node writes its own stream there ([`logs::stream_name`]).
+    pub group: String,
+}
 
 /// What the master signals to CloudFormation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,6 +253,10 @@ pub struct NodeConfig {
     /// The network gate; `None`: off (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_check: Option<NetworkCheck>,
+    /// Where to ship the agent's log and the boot output; `None`: nowhere
+    /// (the lines stay in the journal and the node's files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<Logs>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -490,6 +508,7 @@ mod tests {
             }),
             efa: None,
             network_check: None,
+            logs: None,
         }
     }
 
@@ -515,12 +534,16 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 3.into();
+        v["version"] = 4.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 3, supported: 2 }), "{e}");
-        assert!(e.to_string().contains("version 3") && e.to_string().contains("reads version 2 only"), "{e}");
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 4, supported: 3 }), "{e}");
+        assert!(e.to_string().contains("version 4") && e.to_string().contains("reads version 3 only"), "{e}");
         v["version"] = 1.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
+        // A version-2 config (no log group) is refused by name, not read
+        // with the group silently missing.
+        v["version"] = 2.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         v["version"] = 0.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
@@ -568,6 +591,17 @@ mod tests {
         v["network_check"]["action"] = "reboot".into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(e.to_string().contains("warn") && e.to_string().contains("replace"), "{e}");
+    }
+
+    #[test]
+    fn the_log_group_is_optional() {
+        let without = serde_json::to_string(&sample()).unwrap();
+        assert!(!without.contains(r#""logs""#), "{without}");
+        assert_eq!(NodeConfig::from_json(&without).unwrap().logs, None);
+        let with = NodeConfig { logs: Some(Logs { group: logs::log_group_name("demo") }), ..sample() };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""logs":{"group":"/deeplearning-cluster/demo"}"#), "{json}");
+        assert_eq!(NodeConfig::from_json(&json).unwrap(), with);
     }
 
     #[test]

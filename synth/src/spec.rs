@@ -39,6 +39,8 @@ pub struct ClusterSpec {
     pub formation_minutes: u32,
     /// The network gate; `None`: off.
     pub network_check: Option<NetworkCheckSpec>,
+    /// Days the nodes' log group keeps lines: one of [`LOG_RETENTION_DAYS`].
+    pub log_retention_days: u32,
     /// Tags for every resource that takes tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -57,6 +59,13 @@ pub struct NetworkCheckSpec {
     /// compares with the median of the nodes).
     pub expected_gbps: Option<f64>,
 }
+/// The retention periods CloudWatch Logs accepts, in days
+/// (`AWS::Logs::LogGroup` `RetentionInDays`).
+pub const LOG_RETENTION_DAYS: [u32; 22] =
+    [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653];
+
+/// The nodes' log group's retention when the blueprint does not say.
+pub const DEFAULT_LOG_RETENTION_DAYS: u32 = 14;
 
 /// Where the AMI comes from.
 #[derive(Clone, Debug, PartialEq)]

@@ -387,6 +387,28 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
         }
     }
 
+    // Each node's boot output (cloud-init's log) is in its log stream, the
+    // package's installation included.
+    let group = node_contract::logs::log_group_name("minimal");
+    for node in cluster.nodes() {
+        let id = node.instance_id();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let streams = runtime().block_on(cluster.aws().log_streams(&group))?.unwrap_or_default();
+            let boot: Vec<&String> = streams
+                .iter()
+                .filter(|(name, _)| name.ends_with(&id))
+                .flat_map(|(_, lines)| lines)
+                .filter(|l| l.starts_with("[boot] "))
+                .collect();
+            if boot.iter().any(|l| l.contains("Setting up deeplearning-agent (0.1.0-1)")) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no boot output in {id}'s streams: {:?}", streams.keys());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     // The watcher's calls, from CreateStack to the end, per minute.
     let calls: Vec<serde_json::Value> = cluster.aws().calls()?.into_iter().filter(|c| c["key"] == key).collect();
     let start = calls.iter().find(|c| c["action"] == "CreateStack").and_then(|c| c["t"].as_f64()).unwrap_or(0.0);

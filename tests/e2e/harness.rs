@@ -239,9 +239,14 @@ async fn stack_updates_change_what_aws_changes_and_the_stack_deletes() -> TestRe
     assert!(replaced.as_deref().is_some_and(|id| id != master), "{replaced:?}");
 
     // (n) The stack, VPC included, deletes.
+    let group = node_contract::logs::log_group_name("updates");
+    assert!(aws.log_streams(&group).await?.is_some(), "the stack made no log group {group}");
     cfn.delete_stack().stack_name("updates").send().await.map_err(|e| Error::aws("DeleteStack", &e))?;
     let gone = cfn.describe_stacks().stack_name("updates").send().await;
     assert!(gone.is_err(), "{gone:?}");
+    // Not a patch: moto keeps a resource whose DeletionPolicy is Retain, as
+    // AWS does, so the nodes' log group outlives the stack.
+    assert!(aws.log_streams(&group).await?.is_some(), "the log group {group} went with the stack");
     Ok(())
 }
 

@@ -19,7 +19,9 @@
 //! here). That step is replaced by what the unit does: the installed
 //! `/usr/bin/agent run`, with the config file the user data wrote, `--root`
 //! the node's root and `--no-mount`, as the other end-to-end tests run it.
-//! The boot logs whether the package enabled the unit.
+//! The boot logs whether the package enabled the unit. The user data's
+//! output is also appended to `ROOT/var/log/cloud-init-output.log`, as
+//! cloud-init does on EC2.
 
 use crate::node::{AgentProcess, Node};
 use crate::{Error, Result};
@@ -49,7 +51,12 @@ case $venv in /tmp/* | /var/tmp/*) mkdir -p "$venv" && mount --bind "$layer/venv
 mount --bind "$root/etc/hosts" /etc/hosts
 mount --bind "$root/etc/resolv.conf" /etc/resolv.conf
 echo "boot: running the user data"
-PATH=$aws_dir:$PATH bash "$root/boot/user-data.sh"
+# cloud-init keeps the user data's output in /var/log/cloud-init-output.log,
+# which the agent ships to the node's log stream: so does this boot.
+mkdir -p "$root/var/log"
+set -o pipefail
+PATH=$aws_dir:$PATH bash "$root/boot/user-data.sh" 2>&1 | tee -a "$root/var/log/cloud-init-output.log"
+set +o pipefail
 unit=/etc/systemd/system/multi-user.target.wants/deeplearning-agent.service
 if [ -L "$unit" ]; then echo "boot: deeplearning-agent.service enabled"; else echo "boot: deeplearning-agent.service NOT enabled"; fi
 echo "boot: starting the installed $(/usr/bin/agent --version)"

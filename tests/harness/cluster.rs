@@ -145,6 +145,13 @@ impl Cluster {
         &self.nodes[1..]
     }
 
+    /// [`Node::set_env`] on every node.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        for node in &mut self.nodes {
+            node.set_env(key, value);
+        }
+    }
+
     /// Starts `agent run --root ... --no-mount` on every node, master first.
     pub fn spawn_agents(&self) -> Result<Vec<AgentProcess>> {
         self.nodes.iter().map(|n| n.spawn_agent(&[])).collect()

@@ -15,7 +15,8 @@
 //! - [`boot`]: a node booting from its user data: the agent package
 //!   downloaded, checked and installed in a writable layer over this
 //!   machine's filesystem, then the installed agent started;
-//! - [`sshd`]: hosts with a real sshd each and the agent's files, for `trainer`.
+//! - [`sshd`]: hosts with a real sshd each and the agent's files, for `trainer`;
+//! - [`proxy`]: a TCP proxy a test can cut, to make one service unreachable.
 //!
 //! Everything is undone on `Drop`, also when a test panics. The harness needs
 //! root and `ip` (iproute2); [`require_root`] fails with a clear message
@@ -28,6 +29,7 @@ pub mod imds;
 pub mod moto;
 pub mod netns;
 pub mod node;
+pub mod proxy;
 pub mod scenario;
 pub mod sshd;
 pub mod stack;

@@ -6,6 +6,7 @@
 //! bridge address of a [`crate::Network`], which the nodes' namespaces reach.
 
 use crate::{Error, Result, repo_root, venv};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -182,6 +183,48 @@ impl LocalAws {
     /// An SQS client for this moto.
     pub fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.sdk_config())
+    }
+
+    /// A CloudWatch Logs client for this moto.
+    pub fn logs(&self) -> aws_sdk_cloudwatchlogs::Client {
+        aws_sdk_cloudwatchlogs::Client::new(&self.sdk_config())
+    }
+
+    /// Every stream of the log group `group` and its messages, oldest
+    /// first; `None` when the group does not exist.
+    pub async fn log_streams(&self, group: &str) -> Result<Option<BTreeMap<String, Vec<String>>>> {
+        let logs = self.logs();
+        let described = logs.describe_log_streams().log_group_name(group).send().await;
+        let described = match described {
+            Ok(d) => d,
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) => return Ok(None),
+            Err(e) => return Err(Error::aws(format!("DescribeLogStreams {group}"), &e)),
+        };
+        let mut streams = BTreeMap::new();
+        for stream in described.log_streams().iter().filter_map(|s| s.log_stream_name()) {
+            let mut messages = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let out = logs
+                    .get_log_events()
+                    .log_group_name(group)
+                    .log_stream_name(stream)
+                    .start_from_head(true)
+                    .set_next_token(token.clone())
+                    .send()
+                    .await
+                    .map_err(|e| Error::aws(format!("GetLogEvents {group} {stream}"), &e))?;
+                let page: Vec<String> = out.events().iter().filter_map(|e| e.message().map(str::to_owned)).collect();
+                let next = out.next_forward_token().map(str::to_owned);
+                if page.is_empty() || next == token {
+                    break;
+                }
+                messages.extend(page);
+                token = next;
+            }
+            streams.insert(stream.to_owned(), messages);
+        }
+        Ok(Some(streams))
     }
 
     /// An Auto Scaling client for this moto.

@@ -136,6 +136,13 @@ impl Node {
         env
     }
 
+    /// Adds `key=value` to [`Node::env`] for the processes started from now
+    /// on (another endpoint for one service, say).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.aws_env.retain(|(k, _)| k != key);
+        self.aws_env.push((key.to_owned(), value.to_owned()));
+    }
+
     /// A command that runs `program` on this node: in its namespace, with its
     /// own /etc/hosts, /etc/resolv.conf and hostname, and [`Node::env`].
     /// Inherited `AWS_*` variables are removed first.

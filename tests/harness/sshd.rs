@@ -399,6 +399,7 @@ fn config(role: Role, efs: &Path) -> NodeConfig {
         signals: None,
         efa: None,
         network_check: None,
+        logs: None,
     }
 }
 

@@ -201,7 +201,7 @@ fn write_digits(dir: &Path, train: u32, test: u32) {
 /// The agent's node config and state file under `root`: one node (this
 /// one, the master, on 127.0.0.1).
 fn write_state(root: &Path) {
-    let config = serde_json::json!({"version": 2, "cluster": "t",
+    let config = serde_json::json!({"version": 3, "cluster": "t",
         "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/t/1", "stack_name": "t",
         "region": "us-east-1", "role": "master", "queues": {"master": "https://sqs/m", "workers": "https://sqs/w"},
         "worker_group": "t-workers", "efs": {"file_system_id": "fs-12345678", "mount": "/efs"},

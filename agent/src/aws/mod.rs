@@ -1,6 +1,7 @@
 //! The ports of [`crate::ports`] implemented with the AWS SDK: SQS queues
-//! ([`SqsQueue`]), the workers' Auto Scaling group ([`AsgWorkerGroup`]) and
-//! the CloudFormation signals ([`CfnSignals`]).
+//! ([`SqsQueue`]), the workers' Auto Scaling group ([`AsgWorkerGroup`]),
+//! the CloudFormation signals ([`CfnSignals`]) and the node's log stream
+//! ([`CloudWatchLogs`]).
 //!
 //! Endpoints are configuration: [`clients`] loads the standard SDK config
 //! (region, credentials from the instance profile, endpoint overrides from
@@ -11,6 +12,7 @@
 pub mod autoscaling;
 pub mod cloudformation;
 pub mod error;
+pub mod logs;
 pub mod sqs;
 
 use std::time::Duration;
@@ -20,6 +22,7 @@ use aws_config::{BehaviorVersion, ConfigLoader, SdkConfig};
 
 pub use autoscaling::AsgWorkerGroup;
 pub use cloudformation::CfnSignals;
+pub use logs::CloudWatchLogs;
 pub use sqs::SqsQueue;
 
 /// How long a connection may take to open. Short: the services are in-region.
@@ -40,15 +43,18 @@ pub struct Clients {
     pub autoscaling: aws_sdk_autoscaling::Client,
     /// CloudFormation: the master's `SignalResource`.
     pub cloudformation: aws_sdk_cloudformation::Client,
+    /// CloudWatch Logs: the node's own stream.
+    pub logs: aws_sdk_cloudwatchlogs::Client,
 }
 
 impl Clients {
-    /// Builds the three clients from one loaded config.
+    /// Builds the four clients from one loaded config.
     pub fn new(config: &SdkConfig) -> Self {
         Self {
             sqs: aws_sdk_sqs::Client::new(config),
             autoscaling: aws_sdk_autoscaling::Client::new(config),
             cloudformation: aws_sdk_cloudformation::Client::new(config),
+            logs: aws_sdk_cloudwatchlogs::Client::new(config),
         }
     }
 }

@@ -57,6 +57,7 @@ pub fn config(timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
         signals: Some(Signals { master_resource: "MasterInstance".into(), formation_handle_url: "https://h".into() }),
         efa: None,
         network_check: None,
+        logs: None,
     }
 }
 

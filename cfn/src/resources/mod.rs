@@ -11,6 +11,7 @@ pub mod ec2;
 pub mod efs;
 pub mod iam;
 pub mod imagebuilder;
+pub mod logs;
 pub mod sqs;
 
 /// A string property: a literal or an intrinsic.

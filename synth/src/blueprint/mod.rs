@@ -129,6 +129,7 @@ workers:
             prepare_data_script: None,
             formation_minutes: 30,
             network_check: None,
+            log_retention_days: 14,
             tags: BTreeMap::new(),
         };
         assert_eq!(loaded.spec, expected);

@@ -55,6 +55,9 @@ pub struct Blueprint {
     pub timeouts: Option<Timeouts>,
     /// Checks the master runs when the cluster forms and when nodes join.
     pub formation: Option<Formation>,
+    /// The CloudWatch Logs group every node ships its agent and boot output
+    /// to (kept after the stack is deleted).
+    pub logs: Option<Logs>,
     /// Tags put on every resource that takes tags. At most 40; keys may not
     /// start with `aws:`. A value may be written as a number or a boolean
     /// (`version: 1.10`); it is used as the text written.
@@ -374,6 +377,17 @@ pub struct NetworkCheck {
     /// the instance catalogue (or it has no figure for the type).
     #[schemars(range(min = 0.0))]
     pub expected_gbps: Option<f64>,
+}
+
+/// The nodes' log group in CloudWatch Logs.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Logs {
+    /// Days CloudWatch Logs keeps the nodes' lines (default 14): one of 1, 3,
+    /// 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
+    /// 2192, 2557, 2922, 3288 or 3653.
+    #[schemars(extend("enum" = crate::spec::LOG_RETENTION_DAYS, "default" = 14))]
+    pub retention_days: Option<u32>,
 }
 
 /// A required text field: serde_yaml_ng reads an empty value (`name:`) as

@@ -21,8 +21,8 @@ use super::suggestion::{backticked, did_you_mean};
 use crate::catalog::{self, Accelerator, InstanceType};
 use crate::region::Region;
 use crate::spec::{
-    AccessSpec, AgentPackage, ClusterSpec, EfsSpec, ImageSource, ImageSpec, MasterSpec, NetworkCheckSpec, NetworkSpec,
-    WorkerSpec,
+    AccessSpec, AgentPackage, ClusterSpec, DEFAULT_LOG_RETENTION_DAYS, EfsSpec, ImageSource, ImageSpec,
+    LOG_RETENTION_DAYS, MasterSpec, NetworkCheckSpec, NetworkSpec, WorkerSpec,
 };
 
 /// The AWS Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), through the
@@ -142,6 +142,7 @@ impl Checker<'_> {
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
         let network_check =
             bp.formation.and_then(|f| f.network_check).map(|c| self.network_check(c, master_type, worker_type));
+        let log_retention_days = self.log_retention(bp.logs.and_then(|l| l.retention_days));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
 
@@ -160,6 +161,7 @@ impl Checker<'_> {
             prepare_data_script,
             formation_minutes,
             network_check,
+            log_retention_days,
             tags,
         }
     }
@@ -945,6 +947,20 @@ impl Checker<'_> {
         m
     }
 
+    fn log_retention(&mut self, written: Option<u32>) -> u32 {
+        let days = written.unwrap_or(DEFAULT_LOG_RETENTION_DAYS);
+        if !LOG_RETENTION_DAYS.contains(&days) {
+            let allowed: Vec<String> = LOG_RETENTION_DAYS.iter().map(u32::to_string).collect();
+            self.error(
+                "logs.retention_days",
+                At::Value,
+                format!("{days} days is not a retention CloudWatch Logs allows"),
+                format!("use one of {} (the default is {DEFAULT_LOG_RETENTION_DAYS})", allowed.join(", ")),
+            );
+        }
+        days
+    }
+
     fn tags(&mut self, tags: BTreeMap<String, String>) -> BTreeMap<String, String> {
         if tags.len() > MAX_TAGS {
             self.error(
@@ -1366,6 +1382,21 @@ mod tests {
         let mut c = Checker { map: &map, diagnostics: Vec::new() };
         f(&mut c);
         c.diagnostics
+    }
+
+    #[test]
+    fn log_retention_is_one_cloudwatch_allows() {
+        let text = "logs:\n  retention_days: 10\n";
+        let mut days = 0;
+        let d = checked(text, |c| days = c.log_retention(Some(10)));
+        assert_eq!(days, 10);
+        let [e] = &d[..] else { panic!("{d:?}") };
+        assert!(e.message.contains("10 days is not a retention CloudWatch Logs allows"), "{}", e.message);
+        let help = e.help.as_deref().unwrap_or_default();
+        assert!(help.contains("1, 3, 5, 7, 14, 30") && help.contains("3653"), "{help}");
+        assert_eq!((e.line, e.column), (2, 19));
+        assert!(checked(text, |c| assert_eq!(c.log_retention(None), DEFAULT_LOG_RETENTION_DAYS)).is_empty());
+        assert!(checked(text, |c| assert_eq!(c.log_retention(Some(3653)), 3653)).is_empty());
     }
 
     #[test]

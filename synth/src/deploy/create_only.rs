@@ -32,6 +32,7 @@ pub fn create_only(resource_type: &str) -> Option<&'static [&'static str]> {
         "AWS::EFS::MountTarget" => &["FileSystemId", "IpAddress", "IpAddressType", "Ipv6Address", "SubnetId"],
         "AWS::IAM::InstanceProfile" => &["InstanceProfileName", "Path"],
         "AWS::IAM::Role" => &["Path", "RoleName"],
+        "AWS::Logs::LogGroup" => &["LogGroupName"],
         "AWS::SQS::Queue" => &["FifoQueue", "QueueName"],
         _ => return None,
     })

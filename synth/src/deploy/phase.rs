@@ -57,7 +57,11 @@ impl Phase {
             "AWS::EC2::LaunchTemplate" | "AWS::EC2::EIP" if logical_id.starts_with("Master") => Phase::Master,
             "AWS::EC2::LaunchTemplate" => Phase::Workers,
             "AWS::EFS::FileSystem" | "AWS::EFS::MountTarget" => Phase::Storage,
-            "AWS::IAM::Role" | "AWS::IAM::InstanceProfile" | "AWS::IAM::Policy" | "AWS::SQS::Queue" => Phase::Identity,
+            "AWS::IAM::Role"
+            | "AWS::IAM::InstanceProfile"
+            | "AWS::IAM::Policy"
+            | "AWS::SQS::Queue"
+            | "AWS::Logs::LogGroup" => Phase::Identity,
             t if t.starts_with("AWS::EC2::") => Phase::Network,
             _ => Phase::Other,
         }
@@ -78,6 +82,7 @@ mod tests {
             ("ClusterPlacementGroup", "AWS::EC2::PlacementGroup", Phase::Network),
             ("FileSystem", "AWS::EFS::FileSystem", Phase::Storage),
             ("MountTarget1", "AWS::EFS::MountTarget", Phase::Storage),
+            ("NodeLogGroup", "AWS::Logs::LogGroup", Phase::Identity),
             ("MasterRole", "AWS::IAM::Role", Phase::Identity),
             ("MasterQueue", "AWS::SQS::Queue", Phase::Identity),
             ("MasterLaunchTemplate", "AWS::EC2::LaunchTemplate", Phase::Master),

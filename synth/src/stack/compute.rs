@@ -19,6 +19,7 @@ use cfn::resources::{autoscaling, cloudformation, ec2};
 use cfn::{Attributes, CreationPolicy, Expr, Handle, Template};
 use node_contract::Role;
 
+use super::logs::LogGroup;
 use super::node_config::{self, Refs};
 use super::queues::Queues;
 use super::security::Groups;
@@ -41,6 +42,7 @@ pub(super) struct Deps<'a> {
     pub groups: &'a Groups,
     pub queues: &'a Queues,
     pub fs: &'a FileSystem,
+    pub logs: &'a LogGroup,
 }
 
 /// What the outputs need.
@@ -110,6 +112,7 @@ fn refs(d: &Deps, worker_group: Option<Expr>, signals: Option<(String, Expr)>) -
         worker_group,
         efs_id: d.fs.id.clone(),
         signals,
+        log_group: d.logs.group.r#ref(),
     }
 }
 
@@ -128,7 +131,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     });
 
     // Workers first: the master's config names their group.
-    let worker_profile = identity::workers(t, ctx, d.queues);
+    let worker_profile = identity::workers(t, ctx, d.queues, d.logs);
     let worker_data = node_config::user_data(ctx, Role::Worker, refs(&d, None, None));
     let worker_lt = t.add(
         "WorkerLaunchTemplate",
@@ -204,7 +207,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
         Attributes { depends_on: ready.clone(), ..Attributes::default() },
     );
 
-    let master_profile = identity::master(t, ctx, d.queues, &workers);
+    let master_profile = identity::master(t, ctx, d.queues, d.logs, &workers);
     let handle = t.add("FormationHandle", cloudformation::WaitConditionHandle {});
     let master_data = node_config::user_data(
         ctx,

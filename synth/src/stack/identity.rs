@@ -1,8 +1,8 @@
 //! IAM: one role for the master, one for the workers, one that lets Auto
 //! Scaling put lifecycle notifications into the master's queue.
 //!
-//! Every write is scoped to this stack's queues, its worker group and its own
-//! signals; `*` appears only for Auto Scaling describe calls, which support no
+//! Every write is scoped to this stack's queues, its worker group, its own
+//! signals and its nodes' log group (and that group's streams); `*` appears only for Auto Scaling describe calls, which support no
 //! resource-level permissions
 //! (<https://docs.aws.amazon.com/autoscaling/ec2/userguide/control-access-using-iam.html>).
 //! Roles have no fixed names, so two stacks never collide.
@@ -11,6 +11,7 @@ use cfn::resources::{autoscaling, iam};
 use cfn::{Expr, Handle, Pseudo, Template};
 use serde_json::{Value as Json, json};
 
+use super::logs::LogGroup;
 use super::queues::Queues;
 use super::{Ctx, arn};
 
@@ -53,6 +54,18 @@ fn agent_package(ctx: &Ctx) -> Option<iam::Policy> {
     })
 }
 
+/// Each node creates its own stream in the stack's log group and writes to
+/// it. The group's `Arn` attribute ends in `:*`, which covers the group's
+/// streams (`...:log-group:<name>:log-stream:<stream>`) and nothing else.
+fn ship_logs(logs: &LogGroup) -> Json {
+    json!({
+        "Sid": "ShipNodeLogs",
+        "Effect": "Allow",
+        "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+        "Resource": logs.group.attr("Arn")
+    })
+}
+
 fn role_and_profile(
     t: &mut Template,
     ctx: &Ctx,
@@ -76,7 +89,7 @@ fn role_and_profile(
 }
 
 /// The workers' instance profile ARN: send registrations, read manifests.
-pub(super) fn workers(t: &mut Template, ctx: &Ctx, queues: &Queues) -> Expr {
+pub(super) fn workers(t: &mut Template, ctx: &Ctx, queues: &Queues, logs: &LogGroup) -> Expr {
     let policy = iam::Policy {
         policy_name: "cluster-queues".into(),
         policy_document: document(vec![
@@ -92,6 +105,7 @@ pub(super) fn workers(t: &mut Template, ctx: &Ctx, queues: &Queues) -> Expr {
                 "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
                 "Resource": queues.workers.attr("Arn")
             }),
+            ship_logs(logs),
         ]),
     };
     role_and_profile(
@@ -108,6 +122,7 @@ pub(super) fn master(
     t: &mut Template,
     ctx: &Ctx,
     queues: &Queues,
+    logs: &LogGroup,
     group: &Handle<autoscaling::AutoScalingGroup>,
 ) -> Expr {
     let group_arn = Expr::SubWith(
@@ -142,6 +157,7 @@ pub(super) fn master(
                 "Action": "cloudformation:SignalResource",
                 "Resource": Pseudo::StackId.r#ref()
             }),
+            ship_logs(logs),
         ]),
     };
     role_and_profile(

@@ -4,7 +4,7 @@
 //! Each submodule adds one concern's resources and hands back the handles the
 //! next one needs: [`parameters`] (the console form), [`network`] (VPC or an
 //! existing one), [`security`] (security groups), [`queues`] (SQS),
-//! [`identity`] (IAM), [`storage`] (EFS), [`compute`] (launch templates, the
+//! [`identity`] (IAM), [`logs`] (the nodes' log group), [`storage`] (EFS), [`compute`] (launch templates, the
 //! master, the worker group, formation) and [`outputs`]. The node config each
 //! instance boots with is rendered by [`node_config`].
 //!
@@ -14,6 +14,7 @@
 
 mod compute;
 pub(crate) mod identity;
+mod logs;
 mod network;
 mod node_config;
 mod outputs;
@@ -78,11 +79,12 @@ pub fn compile(spec: &ClusterSpec) -> Template {
     let net = network::add(&mut t, &ctx);
     let groups = security::add(&mut t, &ctx, &net, &inputs);
     let queues = queues::add(&mut t, &ctx);
+    let logs = logs::add(&mut t, &ctx);
     let fs = storage::add(&mut t, &ctx, &net, &groups, &inputs);
     let cluster = compute::add(
         &mut t,
         &ctx,
-        compute::Deps { inputs: &inputs, net: &net, groups: &groups, queues: &queues, fs: &fs },
+        compute::Deps { inputs: &inputs, net: &net, groups: &groups, queues: &queues, fs: &fs, logs: &logs },
     );
     outputs::add(&mut t, &ctx, &inputs, &cluster, &fs, &groups);
     t
@@ -139,6 +141,7 @@ pub(crate) mod tests {
             prepare_data_script: Some("/efs/prepare.sh".into()),
             formation_minutes: 30,
             network_check: None,
+            log_retention_days: 14,
             tags: BTreeMap::from([("team".into(), "ml".into())]),
         }
     }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use cfn::Expr;
 use node_contract::{
-    Efa, Efs, Elastic, NODE_CONFIG_VERSION, NetworkCheck, NodeConfig, PackageSource, Queues, Role, Signals,
+    Efa, Efs, Elastic, Logs, NODE_CONFIG_VERSION, NetworkCheck, NodeConfig, PackageSource, Queues, Role, Signals,
 };
 
 use super::{Ctx, sub_literal};
@@ -31,6 +31,8 @@ pub(super) struct Refs {
     pub efs_id: Expr,
     /// (master instance logical id, formation handle) on the master.
     pub signals: Option<(String, Expr)>,
+    /// The nodes' log group (its `Ref`: the name).
+    pub log_group: Expr,
 }
 
 /// The user data: `Fn::Base64` of `Fn::Sub` of the contract's script.
@@ -61,6 +63,7 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             master_resource: resource,
             formation_handle_url: var("FormationHandleUrl", handle),
         }),
+        logs: Some(Logs { group: var("LogGroupName", refs.log_group) }),
         // The whole list, not the blueprint's type alone: the stack's
         // instance type parameters may be changed at deploy time.
         efa: spec
@@ -127,6 +130,7 @@ mod tests {
                 assert_eq!(config.formation_timeout_seconds, spec.formation_minutes * 60);
                 assert_eq!(config.efa.is_some(), spec.efa, "{name} {lt}");
                 assert_eq!(config.version, NODE_CONFIG_VERSION, "{name} {lt}");
+                assert!(config.logs.is_some(), "{name} {lt}");
                 if let Some(efa) = &config.efa {
                     assert!(efa.rdma_instance_types.iter().any(|t| t == "p4d.24xlarge"), "{name}: {efa:?}");
                 }

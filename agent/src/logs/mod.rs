@@ -1,0 +1,200 @@
+//! Node logs that outlive the stack: every agent ships its own log lines,
+//! its node's boot output and the prepare-data script's output to its own
+//! stream in the stack's CloudWatch Logs group (`node_contract::logs`;
+//! docs/ARCHITECTURE.md, "Node logs").
+//!
+//! - [`writer`]: the agent's `tracing` output goes to stderr and, one record
+//!   per line, into the [`spool`], a bounded file of lines not yet
+//!   acknowledged, under `/var/lib/deeplearning/logs-spool`.
+//! - [`source`]: the files the shipper follows into the spool (the user
+//!   data's output, the prepare-data script's log), each with a stored
+//!   offset.
+//! - The [`Shipper`] runs as its own task: every second it follows the
+//!   files, enforces the spool's cap, and sends the unacknowledged lines in
+//!   [`batch`]es within PutLogEvents' limits; a batch is acknowledged in the
+//!   spool only once CloudWatch Logs accepted it. While CloudWatch Logs is
+//!   unreachable the lines wait in the spool (the oldest dropped past the
+//!   cap, with a line that counts them) and go out when it answers again.
+//!   Nothing in formation waits for it, and a node that cannot ship still
+//!   forms.
+//!
+//! The stream is `<label>-<instance id>`: `master`; a worker ships to
+//! `worker-<id>` until the manifest it applied gives it an index, then to
+//! `worker<N>-<id>`, so a worker that fails before it registers still has
+//! its lines shipped (`synth logs` merges a node's streams by instance id).
+
+pub mod batch;
+pub mod source;
+pub mod spool;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use node_contract::Role;
+use node_contract::logs::{node_label, stream_name};
+use tracing::{info, warn};
+
+use crate::ports::{LogStreams, PortError};
+pub use source::Source;
+pub use spool::Spool;
+
+/// The spool's directory under the agent's root.
+pub fn spool_dir(root: &Path) -> PathBuf {
+    root.join("var/lib/deeplearning/logs-spool")
+}
+
+/// cloud-init's copy of the user data's output under the agent's root.
+pub fn boot_log(root: &Path) -> PathBuf {
+    root.join("var/log/cloud-init-output.log")
+}
+
+/// How often the shipper looks for new lines.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+/// The longest wait between attempts while CloudWatch Logs fails.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The node's label now: `master`; a worker's index from the manifest it
+/// applied last (its state file), or none yet.
+pub fn label(root: &Path, role: Role, instance_id: &str) -> String {
+    let index = match role {
+        Role::Master => None,
+        Role::Worker => crate::files::state::read(root)
+            .ok()
+            .flatten()
+            .filter(|s| s.instance_id == instance_id)
+            .and_then(|s| s.manifest.nodes.iter().find(|n| n.instance_id == instance_id).map(|n| n.index)),
+    };
+    node_label(role == Role::Master, index)
+}
+
+/// Ships one node's lines to its stream.
+#[derive(Debug)]
+pub struct Shipper<L> {
+    streams: L,
+    spool: Arc<Spool>,
+    sources: Vec<Source>,
+    root: PathBuf,
+    role: Role,
+    instance_id: String,
+    /// The stream created last (a new label needs a new stream).
+    created: Option<String>,
+    /// Failing since this many attempts (for one warning per outage).
+    failing: u32,
+}
+
+impl<L: LogStreams> Shipper<L> {
+    /// A shipper for the node `instance_id` of `role`, whose agent runs
+    /// under `root`, following the boot output and `prepare_log`.
+    pub fn new(
+        streams: L,
+        spool: Arc<Spool>,
+        root: &Path,
+        role: Role,
+        instance_id: &str,
+        prepare_log: PathBuf,
+    ) -> Self {
+        let dir = spool_dir(root);
+        let sources = vec![Source::new("boot", boot_log(root), &dir), Source::new("prepare-data", prepare_log, &dir)];
+        Shipper {
+            streams,
+            spool,
+            sources,
+            root: root.to_owned(),
+            role,
+            instance_id: instance_id.to_owned(),
+            created: None,
+            failing: 0,
+        }
+    }
+
+    /// The stream the node writes now.
+    pub fn stream(&self) -> String {
+        stream_name(&label(&self.root, self.role, &self.instance_id), &self.instance_id)
+    }
+
+    /// One round: follows the files, enforces the cap, and sends every
+    /// unacknowledged line; returns how many lines CloudWatch Logs accepted.
+    pub async fn round(&mut self) -> Result<usize, PortError> {
+        let now = now_ms();
+        for source in &mut self.sources {
+            if let Err(e) = source.collect(&self.spool, now) {
+                warn!(source = source.name, "cannot copy new lines into the log spool: {e}");
+            }
+        }
+        match self.spool.enforce_cap(now) {
+            Ok(0) => {}
+            Ok(dropped) => warn!(dropped, "the log spool is full: dropped the oldest lines"),
+            Err(e) => warn!("cannot enforce the log spool's cap: {e}"),
+        }
+        let stream = self.stream();
+        let mut sent = 0;
+        loop {
+            let batch =
+                self.spool.next_batch().map_err(|e| PortError::Permanent(format!("reading the log spool: {e}")))?;
+            if batch.is_empty() {
+                return Ok(sent);
+            }
+            if self.created.as_deref() != Some(stream.as_str()) {
+                self.streams.create_stream(&stream).await?;
+                self.created = Some(stream.clone());
+            }
+            match self.streams.put(&stream, &batch.events).await {
+                Ok(outcome) => {
+                    if outcome.rejected > 0 {
+                        warn!(
+                            rejected = outcome.rejected,
+                            stream, "CloudWatch Logs refused lines (too old or too new)"
+                        );
+                    }
+                    self.spool
+                        .ack(batch.consumed)
+                        .map_err(|e| PortError::Permanent(format!("storing the log spool's offset: {e}")))?;
+                    sent += batch.events.len();
+                }
+                Err(e) => {
+                    // The stream may be gone (deleted by hand): create it again next time.
+                    self.created = None;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Ships forever: a round every [`INTERVAL`], backing off up to
+    /// [`MAX_BACKOFF`] while rounds fail. One warning when shipping starts
+    /// failing, one line when it works again.
+    pub async fn run(mut self) {
+        let mut delay = INTERVAL;
+        loop {
+            match self.round().await {
+                Ok(sent) => {
+                    if self.failing > 0 {
+                        info!(attempts = self.failing, sent, "shipping logs to CloudWatch Logs again");
+                    }
+                    self.failing = 0;
+                    delay = INTERVAL;
+                }
+                Err(e) => {
+                    if self.failing == 0 {
+                        warn!(
+                            unsent_bytes = self.spool.unsent(),
+                            "cannot ship logs to CloudWatch Logs; keeping them in the spool and retrying: {e}"
+                        );
+                    }
+                    self.failing += 1;
+                    delay = (delay * 2).min(MAX_BACKOFF);
+                }
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+//! The shipper against an in-memory CloudWatch Logs that can be made
+//! unreachable.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use node_contract::message::{Manifest, ManifestNode};
+use node_contract::state::State;
+
+use super::*;
+use crate::ports::{LogEvent, PutOutcome};
+
+#[derive(Clone, Default)]
+struct FakeLogs {
+    streams: Arc<Mutex<BTreeMap<String, Vec<LogEvent>>>>,
+    unreachable: Arc<Mutex<bool>>,
+}
+
+impl FakeLogs {
+    fn down(&self, down: bool) {
+        *self.unreachable.lock().unwrap() = down;
+    }
+
+    fn messages(&self, stream: &str) -> Vec<String> {
+        self.streams
+            .lock()
+            .unwrap()
+            .get(stream)
+            .map(|s| s.iter().map(|e| e.message.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn check(&self) -> Result<(), PortError> {
+        if *self.unreachable.lock().unwrap() {
+            return Err(PortError::Transient("connection refused".into()));
+        }
+        Ok(())
+    }
+}
+
+impl LogStreams for FakeLogs {
+    async fn create_stream(&self, stream: &str) -> Result<(), PortError> {
+        self.check()?;
+        self.streams.lock().unwrap().entry(stream.to_owned()).or_default();
+        Ok(())
+    }
+
+    async fn put(&self, stream: &str, events: &[LogEvent]) -> Result<PutOutcome, PortError> {
+        self.check()?;
+        let mut streams = self.streams.lock().unwrap();
+        let Some(s) = streams.get_mut(stream) else {
+            return Err(PortError::Permanent(format!("ResourceNotFoundException: no stream {stream}")));
+        };
+        assert!(events.windows(2).all(|w| w[0].timestamp_ms <= w[1].timestamp_ms), "not chronological");
+        s.extend_from_slice(events);
+        Ok(PutOutcome::default())
+    }
+}
+
+fn write_state(root: &Path, instance_id: &str, index: u32) {
+    let node = |index: u32, id: &str| ManifestNode {
+        index,
+        alias: format!("deeplearning-worker{index}"),
+        instance_id: id.into(),
+        private_ip: format!("10.0.0.{index}"),
+        hostname: format!("ip-10-0-0-{index}"),
+        gpus: 0,
+        ssh_host_key: "ssh-ed25519 AAAA".into(),
+    };
+    let manifest = Manifest {
+        cluster: "demo".into(),
+        generation: 2,
+        master: "i-0000000000000000a".into(),
+        nodes: vec![node(1, "i-0000000000000000a"), node(index, instance_id)],
+        cluster_public_key: "ssh-ed25519 AAAA".into(),
+    };
+    let state = State {
+        version: node_contract::state::STATE_VERSION,
+        instance_id: instance_id.into(),
+        generation: 2,
+        manifest,
+    };
+    crate::files::state::write(root, &state).unwrap();
+}
+
+const WORKER: &str = "i-0123456789abcdef0";
+
+fn shipper(root: &Path, logs: &FakeLogs) -> (Arc<Spool>, Shipper<FakeLogs>) {
+    let spool = Arc::new(Spool::open(&spool_dir(root), spool::DEFAULT_CAP).unwrap());
+    let prepare = root.join("var/log/deeplearning/prepare-data.log");
+    (spool.clone(), Shipper::new(logs.clone(), spool, root, Role::Worker, WORKER, prepare))
+}
+
+#[tokio::test]
+async fn a_worker_ships_under_worker_until_it_has_an_index() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = FakeLogs::default();
+    let (spool, mut shipper) = shipper(root.path(), &logs);
+    std::fs::create_dir_all(root.path().join("var/log/deeplearning")).unwrap();
+    std::fs::write(boot_log(root.path()), "user data: starting the agent\n").unwrap();
+    std::fs::write(root.path().join("var/log/deeplearning/prepare-data.log"), "copying the data set\nout of space\n")
+        .unwrap();
+    spool.append(10, "agent starting").unwrap();
+    assert_eq!(shipper.round().await, Ok(4));
+    let before = format!("worker-{WORKER}");
+    assert_eq!(
+        logs.messages(&before),
+        [
+            "agent starting",
+            "[boot] user data: starting the agent",
+            "[prepare-data] copying the data set",
+            "[prepare-data] out of space"
+        ]
+    );
+    write_state(root.path(), WORKER, 3);
+    spool.append(20, "applied generation 2").unwrap();
+    assert_eq!(shipper.round().await, Ok(1));
+    assert_eq!(logs.messages(&format!("worker3-{WORKER}")), ["applied generation 2"]);
+    assert_eq!(logs.messages(&before).len(), 4, "nothing sent twice");
+    assert_eq!(shipper.round().await, Ok(0));
+}
+
+#[tokio::test]
+async fn lines_written_while_unreachable_arrive_once_when_it_answers() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = FakeLogs::default();
+    let (spool, mut shipper) = shipper(root.path(), &logs);
+    spool.append(1, "line 0").unwrap();
+    assert_eq!(shipper.round().await, Ok(1));
+    logs.down(true);
+    for i in 1..=500 {
+        spool.append(i, &format!("line {i}")).unwrap();
+        if i % 100 == 0 {
+            assert!(matches!(shipper.round().await, Err(PortError::Transient(_))));
+        }
+    }
+    assert!(spool.unsent() > 0);
+    // A restart while unreachable loses nothing either.
+    drop(shipper);
+    drop(spool);
+    let (spool, mut shipper) = self::shipper(root.path(), &logs);
+    logs.down(false);
+    assert_eq!(shipper.round().await, Ok(500));
+    assert_eq!(spool.unsent(), 0);
+    let expected: Vec<String> = (0..=500).map(|i| format!("line {i}")).collect();
+    assert_eq!(logs.messages(&format!("worker-{WORKER}")), expected);
+}
+
+#[tokio::test]
+async fn a_master_ships_as_master() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = FakeLogs::default();
+    let spool = Arc::new(Spool::open(&spool_dir(root.path()), spool::DEFAULT_CAP).unwrap());
+    let mut shipper = Shipper::new(
+        logs.clone(),
+        spool.clone(),
+        root.path(),
+        Role::Master,
+        "i-0000000000000000a",
+        root.path().join("none"),
+    );
+    spool.append(1, "forming").unwrap();
+    assert_eq!(shipper.round().await, Ok(1));
+    assert_eq!(logs.messages("master-i-0000000000000000a"), ["forming"]);
+}

@@ -1,0 +1,104 @@
+//! The agent's own log lines into the spool: a second `tracing` output
+//! beside stderr (which the journal keeps), plain text, the same filter.
+//!
+//! Logging starts before the agent knows its root or whether it has a log
+//! group, so the writer holds the first lines in memory (at most
+//! [`EARLY_LINES`]) until [`attach`] gives it the spool, or [`discard`] says
+//! there is none. Writing never waits on the network: one append to a local
+//! file per event.
+
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::spool::Spool;
+
+/// Lines kept in memory before the spool is attached; later ones are not
+/// kept (they are still on stderr).
+pub const EARLY_LINES: usize = 1_000;
+
+static SPOOL: OnceLock<Option<Arc<Spool>>> = OnceLock::new();
+static EARLY: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
+
+/// Starts `tracing` on stderr (as `cli_output::init_logging` does) and into
+/// the spool: the filter from the environment variable `env`, else
+/// `default`; colours on stderr when `ansi`.
+pub fn init_logging(env: &str, default: &str, ansi: bool) {
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, fmt};
+    let filter = || EnvFilter::try_from_env(env).unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::registry()
+        .with(
+            fmt::layer()
+                .with_writer(cli_output::Stderr)
+                .with_ansi(ansi)
+                .log_internal_errors(false)
+                .with_filter(filter()),
+        )
+        .with(fmt::layer().with_writer(SpoolWriter).with_ansi(false).log_internal_errors(false).with_filter(filter()))
+        .init();
+}
+
+/// From now on the agent's lines go to `spool`, the early ones first.
+pub fn attach(spool: Arc<Spool>) {
+    let early = std::mem::take(&mut *EARLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    for (ts, line) in early {
+        let _ = spool.append(ts, &line);
+    }
+    let _ = SPOOL.set(Some(spool));
+}
+
+/// The agent ships nothing: forget the early lines and keep no more.
+pub fn discard() {
+    let _ = SPOOL.set(None);
+    EARLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+}
+
+/// Makes one [`EventWriter`] per event.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SpoolWriter;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for SpoolWriter {
+    type Writer = EventWriter;
+
+    fn make_writer(&'a self) -> EventWriter {
+        EventWriter(Vec::new())
+    }
+}
+
+/// Collects one formatted event and appends it when dropped. Errors are
+/// not reported: reporting them would log, and logging writes here.
+#[derive(Debug)]
+pub struct EventWriter(Vec<u8>);
+
+impl Write for EventWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for EventWriter {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(&self.0);
+        let ts = super::now_ms();
+        match SPOOL.get() {
+            Some(Some(spool)) => {
+                let _ = spool.append(ts, &text);
+            }
+            Some(None) => {}
+            None => {
+                let mut early = EARLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if early.len() < EARLY_LINES {
+                    early.push((ts, text.into_owned()));
+                }
+            }
+        }
+    }
+}
