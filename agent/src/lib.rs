@@ -31,7 +31,7 @@ pub mod files;
 pub mod gpu;
 pub mod identity;
 pub mod interruption;
-pub mod netgate;
 pub mod logs;
+pub mod netgate;
 pub mod ports;
 pub mod runner;

@@ -174,6 +174,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         availability_zone: me.availability_zone.clone(),
         ssh_host_key: me.ssh_host_key.clone(),
         boot_id: me.boot_id.clone(),
+        // The formation timeline's `booted` and `agent started` (a worker's
+        // reach the master only this way; the master notes its own).
+        booted_unix_ms: crate::identity::booted_ms(&opts.root),
+        agent_started_unix_ms: Some(started_ms),
     };
 
     // The network gate's listener, for the predecessor's probe; it lives

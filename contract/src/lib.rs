@@ -193,8 +193,9 @@ impl Eq for NetworkCheck {}
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Logs {
-    /// The CloudWatch Logs group, [`logs::log_group_name`] of the stack name;
-    /// the node writes its own stream there ([`logs::stream_name`]).
+    /// The CloudWatch Logs group, [`logs::log_group_name`] of the stack's
+    /// name and run; the node writes its own stream there
+    /// ([`logs::stream_name`]).
     pub group: String,
 }
 
@@ -598,9 +599,9 @@ mod tests {
         let without = serde_json::to_string(&sample()).unwrap();
         assert!(!without.contains(r#""logs""#), "{without}");
         assert_eq!(NodeConfig::from_json(&without).unwrap().logs, None);
-        let with = NodeConfig { logs: Some(Logs { group: logs::log_group_name("demo") }), ..sample() };
+        let with = NodeConfig { logs: Some(Logs { group: logs::log_group_name("demo", "run-1") }), ..sample() };
         let json = serde_json::to_string(&with).unwrap();
-        assert!(json.contains(r#""logs":{"group":"/deeplearning-cluster/demo"}"#), "{json}");
+        assert!(json.contains(r#""logs":{"group":"/deeplearning-cluster/demo/run-1"}"#), "{json}");
         assert_eq!(NodeConfig::from_json(&json).unwrap(), with);
     }
 

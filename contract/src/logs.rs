@@ -3,9 +3,15 @@
 //! stream) and `synth logs` (which finds the group of a stack that may be
 //! rolled back or deleted by the stack's name alone).
 //!
-//! - The log group is [`log_group_name`]`(stack name)`: one per stack, kept
+//! - The log group is [`log_group_name`]`(stack name, run)`, the run being
+//!   the last part of the stack's id ([`stack_run`]): one per stack, kept
 //!   when the stack is deleted or rolled back, so the names of a deleted
-//!   stack's nodes and their lines can still be read.
+//!   stack's nodes and their lines can still be read. The run makes a stack
+//!   created again under the same name (after a rollback, say) a group of
+//!   its own: CloudFormation cannot create a group whose name exists, and
+//!   the retained one still holds the earlier stack's evidence. Every run
+//!   of a stack name shares [`log_group_prefix`], which is how `synth logs`
+//!   finds them from the name alone (the newest first).
 //! - Each node writes one stream, [`stream_name`]: the node's label
 //!   (`master`, `worker3`, or `worker` before the master gave it an index)
 //!   and its instance id, `worker3-i-0abc123def4567890`. [`parse_stream_name`]
@@ -14,9 +20,23 @@
 /// The prefix of every cluster's log group.
 pub const LOG_GROUP_PREFIX: &str = "/deeplearning-cluster/";
 
-/// The log group of the stack named `stack_name`.
-pub fn log_group_name(stack_name: &str) -> String {
-    format!("{LOG_GROUP_PREFIX}{stack_name}")
+/// What the log groups of every stack named `stack_name` start with
+/// (the trailing `/` keeps `demo` from matching `demo2`).
+pub fn log_group_prefix(stack_name: &str) -> String {
+    format!("{LOG_GROUP_PREFIX}{stack_name}/")
+}
+
+/// The log group of the stack named `stack_name` whose id ends in `run`.
+pub fn log_group_name(stack_name: &str, run: &str) -> String {
+    format!("{}{run}", log_group_prefix(stack_name))
+}
+
+/// The run of a stack id, its last `/`-separated part (the UUID CloudFormation
+/// gives each stack: `arn:aws:cloudformation:…:stack/NAME/UUID`); `None`
+/// for an id without one.
+pub fn stack_run(stack_id: &str) -> Option<&str> {
+    let (_, run) = stack_id.rsplit_once('/')?;
+    (!run.is_empty()).then_some(run)
 }
 
 /// The label of a node in stream names and merged output: `master`,
@@ -52,7 +72,14 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(log_group_name("dl-demo"), "/deeplearning-cluster/dl-demo");
+        let id = "arn:aws:cloudformation:us-east-1:123456789012:stack/dl-demo/7c1e5a30-cb1b-11f0-8a1e-0affd3c5a0e1";
+        let run = stack_run(id).unwrap();
+        assert_eq!(run, "7c1e5a30-cb1b-11f0-8a1e-0affd3c5a0e1");
+        assert_eq!(log_group_name("dl-demo", run), format!("/deeplearning-cluster/dl-demo/{run}"));
+        assert!(log_group_name("dl-demo", run).starts_with(&log_group_prefix("dl-demo")));
+        assert!(!log_group_name("dl-demo2", run).starts_with(&log_group_prefix("dl-demo")));
+        assert_eq!(stack_run("no-slash"), None);
+        assert_eq!(stack_run("stack/x/"), None);
         for (master, index, label) in [(true, None, "master"), (false, Some(3), "worker3"), (false, None, "worker")] {
             assert_eq!(node_label(master, index), label);
             let stream = stream_name(label, "i-0abc123def4567890");

@@ -58,8 +58,17 @@ pub const NOTICE_VERSION: u32 = 3;
 /// The version `boot_failure` is written with (the first that has it).
 pub const BOOT_FAILURE_VERSION: u32 = 4;
 
-/// The newest message version this crate reads; `link_report` is written with it.
-pub const NEWEST_MESSAGE_VERSION: u32 = 5;
+/// The version `link_report` is written with (the first that has it).
+pub const LINK_REPORT_VERSION: u32 = 5;
+
+/// The version a `register` that carries the node's boot and agent start
+/// times ([`Register::booted_unix_ms`]) is written with: an older master,
+/// whose `register` has no such fields, refuses it by its version and says
+/// why, instead of dropping it as malformed.
+pub const REGISTER_TIMES_VERSION: u32 = 6;
+
+/// The newest message version this crate reads.
+pub const NEWEST_MESSAGE_VERSION: u32 = 6;
 
 /// The kinds this crate knows, for the error about one it does not.
 const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report"];
@@ -116,6 +125,15 @@ pub struct Register {
     pub ssh_host_key: String,
     /// `/proc/sys/kernel/random/boot_id`: tells a reboot from a duplicate.
     pub boot_id: String,
+    /// When the node's kernel booted (`btime` in `/proc/stat`), unix
+    /// milliseconds by the node's clock: the formation timeline's `booted`
+    /// (version [`REGISTER_TIMES_VERSION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted_unix_ms: Option<u64>,
+    /// When the node's agent started, unix milliseconds by its clock: the
+    /// timeline's `agent started`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_started_unix_ms: Option<u64>,
 }
 
 /// One node in a manifest.
@@ -341,7 +359,10 @@ impl Message {
         match self {
             Message::Notice(_) => NOTICE_VERSION,
             Message::BootFailure(_) => BOOT_FAILURE_VERSION,
-            Message::LinkReport(_) => NEWEST_MESSAGE_VERSION,
+            Message::LinkReport(_) => LINK_REPORT_VERSION,
+            Message::Register(r) if r.booted_unix_ms.is_some() || r.agent_started_unix_ms.is_some() => {
+                REGISTER_TIMES_VERSION
+            }
             _ => MESSAGE_VERSION,
         }
     }
@@ -505,6 +526,8 @@ mod tests {
             availability_zone: "us-east-1a".into(),
             ssh_host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA root@node".into(),
             boot_id: "2f0c1c7e-0000-4000-8000-000000000000".into(),
+            booted_unix_ms: None,
+            agent_started_unix_ms: None,
         }
     }
 
@@ -648,7 +671,7 @@ mod tests {
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":6,"kind":"notice"}"#.into(), "versions 2 to 5"),
+            (r#"{"version":7,"kind":"notice"}"#.into(), "versions 2 to 6"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":3,"kind":"notice","instance_id":"i-1"}"#.into(), "malformed"),
@@ -728,6 +751,20 @@ mod tests {
         assert_eq!(v["last_lines"], serde_json::json!(["step 1", "step 2: no such file"]));
         let v: serde_json::Value = serde_json::from_str(&Message::Notice(notice()).to_body()).unwrap();
         assert_eq!(v["version"], 3);
+    }
+
+    /// A `register` with the node's times is version 6 (an older master
+    /// refuses it by its version); one without them stays version 2.
+    #[test]
+    fn a_register_with_times_is_version_6() {
+        let with = Register { booted_unix_ms: Some(1_000), agent_started_unix_ms: Some(2_000), ..register() };
+        let body = Message::Register(with.clone()).to_body();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((v["version"].as_u64(), v["booted_unix_ms"].as_u64()), (Some(6), Some(1_000)));
+        assert_eq!(parse_master_queue(&body), Ok(MasterInbound::Register(with)));
+        let v: serde_json::Value = serde_json::from_str(&Message::Register(register()).to_body()).unwrap();
+        assert_eq!(v["version"], 2);
+        assert!(v.get("booted_unix_ms").is_none(), "{v}");
     }
 
     /// The output is cut to the last lines and bytes, never inside a

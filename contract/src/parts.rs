@@ -593,6 +593,8 @@ mod tests {
             availability_zone: "us-east-1a".into(),
             ssh_host_key: "ssh-ed25519 AAAA".into(),
             boot_id: "b".into(),
+            booted_unix_ms: None,
+            agent_started_unix_ms: None,
         };
         assert_eq!(check_register(&ok), Ok(()));
         type Spoil = fn(&mut Register);

@@ -389,7 +389,7 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
 
     // Each node's boot output (cloud-init's log) is in its log stream, the
     // package's installation included.
-    let group = node_contract::logs::log_group_name("minimal");
+    let group = runtime().block_on(cluster.aws().log_group_of("minimal"))?;
     for node in cluster.nodes() {
         let id = node.instance_id();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -658,7 +658,10 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
         assert!(Instant::now() < deadline, "stack gone is not deleted");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let group = "/deeplearning-cluster/gone";
+    // An earlier stack of the same name left a group too: the newest is read.
+    put_lines(&aws, "/deeplearning-cluster/gone/a-earlier-run", "master-i-0999", &[(now_ms(), "earlier stack")]);
+    std::thread::sleep(Duration::from_millis(20));
+    let group = "/deeplearning-cluster/gone/b-this-run";
     let t = now_ms() - 60_000;
     put_lines(
         &aws,
@@ -678,6 +681,7 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
     let (code, out, err) = logs(&[]);
     assert_eq!(code, 0, "{err}");
     eprintln!("--- synth logs gone ---\n{out}");
+    assert!(err.contains("note: 1 earlier stack(s) named gone left logs too") && err.contains(group), "{err}");
     let got = messages(&out);
     let want = [
         ("master", "master: old"),
@@ -706,7 +710,7 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert!(
         err.contains(
-            "no logs from node 7 in /deeplearning-cluster/gone: the nodes with logs are master, worker2, worker"
+            "no logs from node 7 in /deeplearning-cluster/gone/b-this-run: the nodes with logs are master, worker2, worker"
         ),
         "{err}"
     );
@@ -733,7 +737,7 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert_eq!(
         err.trim(),
-        "error: no logs for stack never in region us-east-1: the group /deeplearning-cluster/never does not exist \
+        "error: no logs for stack never in region us-east-1: no log group starts with /deeplearning-cluster/never/ \
          (was the stack created by an older synth, or in another region?)"
     );
     Ok(())
@@ -753,7 +757,7 @@ fn format_rfc3339(ms: i64) -> String {
 #[test]
 fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
-    let group = "/deeplearning-cluster/live";
+    let group = "/deeplearning-cluster/live/run-1";
     let t = now_ms() - 30_000;
     put_lines(&aws, group, "master-i-0aaa", &[(t, "master: up")]);
     put_lines(&aws, group, "worker2-i-0bbb", &[(t + 1_000, "worker2: registered")]);

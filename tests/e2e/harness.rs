@@ -239,7 +239,11 @@ async fn stack_updates_change_what_aws_changes_and_the_stack_deletes() -> TestRe
     assert!(replaced.as_deref().is_some_and(|id| id != master), "{replaced:?}");
 
     // (n) The stack, VPC included, deletes.
-    let group = node_contract::logs::log_group_name("updates");
+    let group = aws.log_group_of("updates").await?;
+    let stack_id =
+        cfn.describe_stacks().stack_name("updates").send().await.map_err(|e| Error::aws("DescribeStacks", &e))?;
+    let run = stack_id.stacks()[0].stack_id().and_then(node_contract::logs::stack_run).unwrap_or_default().to_owned();
+    assert_eq!(group, node_contract::logs::log_group_name("updates", &run), "named by the stack's name and run");
     assert!(aws.log_streams(&group).await?.is_some(), "the stack made no log group {group}");
     cfn.delete_stack().stack_name("updates").send().await.map_err(|e| Error::aws("DeleteStack", &e))?;
     let gone = cfn.describe_stacks().stack_name("updates").send().await;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use e2e::proxy::CuttableProxy;
 use e2e::scenario::read;
 use e2e::{Cluster, TestResult};
-use node_contract::logs::{log_group_name, parse_stream_name};
+use node_contract::logs::parse_stream_name;
 
 fn formed(root: &Path, nodes: usize) -> bool {
     serde_json::from_str::<serde_json::Value>(&read(root, "/var/lib/deeplearning/state.json"))
@@ -74,7 +74,7 @@ async fn every_node_ships_its_lines_and_a_cut_neither_delays_formation_nor_loses
     const CUT: Duration = Duration::from_secs(20);
     let stack = "logs";
     let mut cluster = Cluster::start("blueprints/minimal.yaml", stack, 3).await?;
-    let group = log_group_name(stack);
+    let group = cluster.aws().log_group_of(stack).await?;
     // The stack made the group, with the blueprint's default retention.
     let described = cluster.aws().logs().describe_log_groups().log_group_name_prefix(&group).send().await;
     let groups = described.map_err(|e| e2e::Error::aws("DescribeLogGroups", &e))?;
@@ -165,7 +165,7 @@ async fn a_failed_prepare_data_scripts_output_is_in_the_workers_stream() -> Test
     let worker = &cluster.workers()[0];
     let agent = worker.spawn_agent(&[])?;
     let stream = format!("worker-{}", worker.instance_id());
-    let group = log_group_name(stack);
+    let group = cluster.aws().log_group_of(stack).await?;
     let aws = cluster.aws();
     let lines = wait_for("the script's output in the worker's stream", Duration::from_secs(60), async || {
         let streams = aws.log_streams(&group).await.ok()??;

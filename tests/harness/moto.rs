@@ -190,6 +190,19 @@ impl LocalAws {
         aws_sdk_cloudwatchlogs::Client::new(&self.sdk_config())
     }
 
+    /// The newest log group of the stacks named `stack`
+    /// (`node_contract::logs::log_group_prefix`), as `synth logs` picks it.
+    pub async fn log_group_of(&self, stack: &str) -> Result<String> {
+        let prefix = node_contract::logs::log_group_prefix(stack);
+        let described = self.logs().describe_log_groups().log_group_name_prefix(&prefix).send().await;
+        let described = described.map_err(|e| Error::aws(format!("DescribeLogGroups {prefix}"), &e))?;
+        let newest = described.log_groups().iter().max_by_key(|g| (g.creation_time(), g.log_group_name()));
+        newest
+            .and_then(|g| g.log_group_name())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Setup(format!("no log group starts with {prefix}")))
+    }
+
     /// Every stream of the log group `group` and its messages, oldest
     /// first; `None` when the group does not exist.
     pub async fn log_streams(&self, group: &str) -> Result<Option<BTreeMap<String, Vec<String>>>> {

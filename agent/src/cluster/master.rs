@@ -607,8 +607,12 @@ impl MasterState {
         self.departed.remove(&id);
         self.boot_failures.remove(&id);
         let ip = r.private_ip.clone();
+        let times = (r.booted_unix_ms, r.agent_started_unix_ms);
         let index = self.members.admit(r);
         self.timeline.registered(&id, worker_alias(index), now_ms);
+        if let (booted, Some(started)) = times {
+            self.timeline.started(&id, booted, started);
+        }
         match self.phase {
             Phase::Forming => {
                 fx.push(Effect::Log(format!(
@@ -656,9 +660,13 @@ impl MasterState {
         let id = r.instance_id.clone();
         let Some(member) = self.members.get_mut(&id) else { return };
         // Its files may be gone with the old boot: it has to acknowledge again.
+        let times = (r.booted_unix_ms, r.agent_started_unix_ms);
         let changed = member.rebooted(r);
         let alias = worker_alias(member.index);
         self.timeline.registered(&id, alias.clone(), now_ms);
+        if let (booted, Some(started)) = times {
+            self.timeline.started(&id, booted, started);
+        }
         fx.push(Effect::Log(format!("{id} ({alias}) rebooted")));
         if self.phase != Phase::Formed {
             return;

@@ -3,10 +3,11 @@
 //!
 //! What the master knows without new messages or AWS calls:
 //!
-//! - **booted** and **agent started**: its own only (the kernel's boot time,
-//!   `btime` in `proc/stat` under the agent's root, and when its agent
-//!   started). A worker's are not reported: `register` and `applied` refuse
-//!   unknown fields, and a new message would cost each worker one more call;
+//! - **booted** and **agent started**: the kernel's boot time (`btime` in
+//!   `proc/stat` under the agent's root) and when the agent started, its
+//!   own as it notes them, a worker's from its `register` (message version
+//!   6; no extra call), by the worker's clock (EC2 instances keep theirs in
+//!   step with the Amazon Time Sync Service, within a millisecond or so);
 //! - **registered**: when the master read the node's admitted `register`
 //!   (the master's own: when its state was made);
 //! - **applied**: when the master read the node's first `applied` after it
@@ -69,7 +70,8 @@ impl Timeline {
         );
     }
 
-    /// The master's own boot and agent start.
+    /// A node's boot and agent start (the master's own, or a worker's from
+    /// its registration).
     pub fn started(&mut self, instance_id: &str, booted_ms: Option<u64>, agent_started_ms: u64) {
         if let Some(n) = self.nodes.get_mut(instance_id) {
             n.booted_ms = booted_ms;

@@ -29,7 +29,8 @@ Examples:
   synth logs resnet-training | grep worker3    # every line carries its node
 
 The stack may be running, rolled back or deleted: its nodes' log group,
-/deeplearning-cluster/<STACK>, outlives it.
+/deeplearning-cluster/<STACK>/<the stack id's UUID>, outlives it. When
+stacks of that name were created more than once, the newest one's lines.
 
 Exit codes: 0 printed, 1 no logs for that stack or node, 2 usage or AWS error, 130 Ctrl-C.")]
 pub struct LogsArgs {
@@ -83,13 +84,25 @@ pub(super) fn run(args: &LogsArgs) -> ExitCode {
 }
 
 async fn print_logs<C: Cloud>(cloud: &C, args: &LogsArgs, since: Option<i64>) -> ExitCode {
-    let group = node_contract::logs::log_group_name(&args.stack);
-    match cloud.log_group_exists(&group).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return failed(LogsError::NoGroup { stack: args.stack.clone(), region: cloud.region().to_owned(), group });
-        }
+    // Every stack of this name left a group (a stack created again after a
+    // rollback or a delete gets a new one): the newest is this stack's.
+    let prefix = node_contract::logs::log_group_prefix(&args.stack);
+    let groups = match cloud.log_groups(&prefix).await {
+        Ok(groups) => groups,
         Err(e) => return failed(e.into()),
+    };
+    let Some(newest) = groups.iter().max_by_key(|g| (g.created_ms, g.name.clone())) else {
+        return failed(LogsError::NoGroup { stack: args.stack.clone(), region: cloud.region().to_owned(), prefix });
+    };
+    let group = newest.name.clone();
+    if groups.len() > 1 {
+        eprintln!(
+            "note: {} earlier stack(s) named {} left logs too; these lines are from the newest, {group} \
+             (the others: `aws logs tail GROUP`, with GROUP from `aws logs describe-log-groups \
+             --log-group-name-prefix {prefix}`)",
+            groups.len() - 1,
+            args.stack
+        );
     }
     let mut query = LogQuery { group: group.clone(), streams: Vec::new(), start_ms: since };
     let mut format = match streams(cloud, &group, args.node.as_deref(), &mut query).await {

@@ -93,9 +93,12 @@ impl Cloud for FakeCloud {
         self.call("delete_stack");
         Ok(())
     }
-    async fn log_group_exists(&self, group: &str) -> CloudResult<bool> {
-        self.call("log_group_exists");
-        Ok(self.log_groups.lock().unwrap().contains_key(group))
+    /// Groups made in name order (the fake keeps no creation times).
+    async fn log_groups(&self, prefix: &str) -> CloudResult<Vec<LogGroupInfo>> {
+        self.call("log_groups");
+        let groups = self.log_groups.lock().unwrap();
+        let names = groups.keys().filter(|name| name.starts_with(prefix));
+        Ok(names.enumerate().map(|(i, name)| LogGroupInfo { name: name.clone(), created_ms: i as i64 }).collect())
     }
     async fn log_streams(&self, group: &str, limit: usize) -> CloudResult<Vec<String>> {
         self.call("log_streams");

@@ -3,7 +3,8 @@
 //! every page of what is new exactly once.
 //!
 //! The names come from the contract (`node_contract::logs`): the group is
-//! `/deeplearning-cluster/<stack>` and each node writes the stream
+//! `/deeplearning-cluster/<stack>/<run>` (the newest run of that stack
+//! name is read) and each node writes the stream
 //! `<label>-<instance id>`. Nothing here asks CloudFormation, so the logs of
 //! a rolled-back or deleted stack read the same as a running one's.
 //!
@@ -31,9 +32,9 @@ pub const MAX_STREAMS_LISTED: usize = 500;
 /// Why `synth logs` cannot read what was asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LogsError {
-    /// The stack's log group does not exist.
+    /// No log group of a stack of that name exists.
     #[error(
-        "no logs for stack {stack} in region {region}: the group {group} does not exist \
+        "no logs for stack {stack} in region {region}: no log group starts with {prefix} \
          (was the stack created by an older synth, or in another region?)"
     )]
     NoGroup {
@@ -41,8 +42,8 @@ pub enum LogsError {
         stack: String,
         /// The region looked in.
         region: String,
-        /// The group's name.
-        group: String,
+        /// What its groups' names start with.
+        prefix: String,
     },
     /// No stream of the group is the node `--node` names.
     #[error("no logs from node {node} in {group}: {}", known_nodes(.known))]

@@ -218,6 +218,15 @@ pub struct LogPage {
     pub next: Option<String>,
 }
 
+/// A log group: its name and when it was made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogGroupInfo {
+    /// The group's name.
+    pub name: String,
+    /// When it was created (unix milliseconds).
+    pub created_ms: i64,
+}
+
 /// Which events of a log group to read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogQuery {
@@ -263,8 +272,9 @@ pub trait Cloud: Send + Sync {
     /// Starts deleting a stack.
     fn delete_stack(&self, name: &str) -> impl Future<Output = CloudResult<()>> + Send;
 
-    /// Whether the log group `group` exists (`DescribeLogGroups`).
-    fn log_group_exists(&self, group: &str) -> impl Future<Output = CloudResult<bool>> + Send;
+    /// The log groups whose names start with `prefix` (`DescribeLogGroups`,
+    /// every page).
+    fn log_groups(&self, prefix: &str) -> impl Future<Output = CloudResult<Vec<LogGroupInfo>>> + Send;
     /// The names of the group's streams (`DescribeLogStreams`, every page),
     /// at most `limit` of them.
     fn log_streams(&self, group: &str, limit: usize) -> impl Future<Output = CloudResult<Vec<String>>> + Send;

@@ -399,25 +399,25 @@ impl Cloud for SdkCloud {
     }
 
     #[tracing::instrument(skip(self))]
-    async fn log_group_exists(&self, group: &str) -> CloudResult<bool> {
-        // By prefix (the exact-name filter is newer than some endpoints),
-        // then the exact name among what starts with it.
+    async fn log_groups(&self, prefix: &str) -> CloudResult<Vec<LogGroupInfo>> {
+        let mut groups = Vec::new();
         let mut token = None;
         loop {
             let out = self
                 .logs
                 .describe_log_groups()
-                .log_group_name_prefix(group)
+                .log_group_name_prefix(prefix)
                 .set_next_token(token)
                 .send()
                 .await
-                .map_err(|e| from_sdk(&format!("CloudWatch Logs DescribeLogGroups for {group}"), e))?;
-            if out.log_groups().iter().any(|g| g.log_group_name() == Some(group)) {
-                return Ok(true);
-            }
+                .map_err(|e| from_sdk(&format!("CloudWatch Logs DescribeLogGroups for {prefix}"), e))?;
+            groups.extend(out.log_groups().iter().filter_map(|g| {
+                let name = g.log_group_name()?.to_owned();
+                Some(LogGroupInfo { name, created_ms: g.creation_time().unwrap_or_default() })
+            }));
             match out.next_token() {
                 Some(next) if !next.is_empty() => token = Some(next.to_owned()),
-                _ => return Ok(false),
+                _ => return Ok(groups),
             }
         }
     }

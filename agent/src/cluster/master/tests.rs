@@ -1166,6 +1166,19 @@ fn the_success_signal_carries_the_timeline_summary() {
     assert!(old.timeline().nodes().is_empty());
 }
 
+/// A worker's own boot and agent start come with its registration.
+#[test]
+fn a_workers_boot_and_start_times_come_with_its_registration() {
+    let size = GroupSize { requested: 1, min: 1 };
+    let mut s = MasterState::new(&config(30, false), size, master_reg(), "ssh-ed25519 AAAA key".into(), T0);
+    s.start(T0, 0);
+    let timed =
+        Register { booted_unix_ms: Some(T0 - 30_000), agent_started_unix_ms: Some(T0 - 5_000), ..worker_reg(1) };
+    send(&mut s, MasterInbound::Register(timed), T0 + 1_000);
+    let worker = &s.timeline().nodes()["i-w1"];
+    assert_eq!(worker.phases(), [Some(T0 - 30_000), Some(T0 - 5_000), Some(T0 + 1_000), None]);
+}
+
 /// One entry per member, however many join and leave: a node that leaves
 /// or terminates is dropped, a rebooted one starts again.
 #[test]
