@@ -137,18 +137,22 @@ def read_offerings(enum_path: Path) -> dict[str, int]:
     return offered
 
 
-def read_facts(path: Path) -> dict[str, Facts]:
+def tsv_rows(path: Path):
+    """(line number, "file:line", TAB-separated columns) of each row that
+    is not blank or a # comment."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise InputError(f"cannot read {path}: {e}") from e
+    for number, line in enumerate(lines, start=1):
+        if line.strip() and not line.startswith("#"):
+            yield number, f"{path.name}:{number}", line.split("\t")
+
+
+def read_facts(path: Path) -> dict[str, Facts]:
     facts: dict[str, Facts] = {}
     errors = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        cols = line.split("\t")
-        where = f"{path.name}:{number}"
+    for number, where, cols in tsv_rows(path):
         if len(cols) not in (6, 7):
             errors.append(f"{where}: expected 6 or 7 TAB-separated columns, found {len(cols)}")
             continue
@@ -187,17 +191,9 @@ def read_facts(path: Path) -> dict[str, Facts]:
 
 def read_bandwidth(path: Path) -> dict[str, int]:
     """Instance type -> baseline bandwidth in Mbit/s (the TSV gives Gbit/s)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e}") from e
     out: dict[str, int] = {}
     errors = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        where = f"{path.name}:{number}"
-        cols = line.split("\t")
+    for _, where, cols in tsv_rows(path):
         if len(cols) != 2:
             errors.append(f"{where}: expected 2 TAB-separated columns, found {len(cols)}")
             continue
