@@ -723,6 +723,10 @@ impl Checker<'_> {
         let NetworkSpec::New { vpc_cidr } = network else {
             return;
         };
+        // A range outside /16 to /24 is refused on its own (above).
+        if !(16..=24).contains(&vpc_cidr.prefix_len()) {
+            return;
+        }
         let layout =
             |prefix: u8| SubnetLayout { vpc_prefix: prefix, zones: if one_zone { 1 } else { 2 }, master_public };
         let here = layout(vpc_cidr.prefix_len());
@@ -1056,7 +1060,9 @@ impl SubnetLayout {
     }
 
     fn usable(&self) -> u32 {
-        (1u32 << (32 - u32::from(self.subnet_prefix()))).saturating_sub(Self::RESERVED)
+        // A VPC narrower than a /28 (refused on its own) leaves no subnet.
+        let Some(host_bits) = 32u32.checked_sub(u32::from(self.subnet_prefix())) else { return 0 };
+        (1u32 << host_bits).saturating_sub(Self::RESERVED)
     }
 
     /// Workers the first (fullest) private subnet takes, per zone.
