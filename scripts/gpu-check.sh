@@ -195,19 +195,22 @@ compare() {
   failed=$((failed + $(grep -c '^FAIL ' "$work/compare.out" || true)))
 }
 cat >"$work/compare.py" <<'EOF'
-import glob, math, os, re, struct, sys
+import functools, glob, math, os, re, struct, sys
 from array import array
 
 work, a, b = sys.argv[1:4]
 nudged = sys.argv[4:]
 loss_tol, acc_tol, weight_tol = map(float, os.environ["TOLERANCES"].split())
 
+# Each run's files are read once, however many comparisons use them.
+@functools.lru_cache(maxsize=None)
 def last_epoch(name):
     # `epoch 3/10 loss 0.1234 train-acc 96.10% test-acc 97.20% samples/s 8123`, maybe
     # after `trainer launch`'s host/rank prefix.
     line = [l for l in open(os.path.join(work, name + ".out")) if re.search(r"epoch \d+/\d+ loss ", l)][-1]
     return tuple(float(re.search(p, line).group(1)) for p in (r"loss (\S+)", r"test-acc (\S+)%", r"samples/s (\S+)"))
 
+@functools.lru_cache(maxsize=None)
 def params(name):
     # trainer/src/train/checkpoint.rs: 24-byte header, meta, epoch, step, params, momentum.
     path = sorted(glob.glob(os.path.join(work, name, "checkpoints", "checkpoint-epoch-*.ckpt")))[-1]

@@ -86,13 +86,16 @@ const CONNECT_FOR: Duration = Duration::from_secs(10);
 /// index, the first after the last; `None` when `me` is not in it or is
 /// alone.
 pub fn ring_peer<'a>(manifest: &'a Manifest, me: &str) -> Option<&'a ManifestNode> {
+    let (nodes, at) = ring(manifest, me)?;
+    (nodes.len() >= 2).then(|| nodes[(at + 1) % nodes.len()])
+}
+
+/// The manifest's nodes by index, and `me`'s position among them.
+fn ring<'a>(manifest: &'a Manifest, me: &str) -> Option<(Vec<&'a ManifestNode>, usize)> {
     let mut nodes: Vec<&ManifestNode> = manifest.nodes.iter().collect();
     nodes.sort_by_key(|n| n.index);
-    if nodes.len() < 2 {
-        return None;
-    }
     let at = nodes.iter().position(|n| n.instance_id == me)?;
-    Some(nodes[(at + 1) % nodes.len()])
+    Some((nodes, at))
 }
 
 /// The phase (0, 1 or 2) in which `me` sends: ring positions alternate
@@ -100,9 +103,7 @@ pub fn ring_peer<'a>(manifest: &'a Manifest, me: &str) -> Option<&'a ManifestNod
 /// a ring of odd length the last position has phase 2 (its neighbour, the
 /// first, sends in phase 0). `None` when `me` is not in the manifest.
 pub fn phase(manifest: &Manifest, me: &str) -> Option<u64> {
-    let mut nodes: Vec<&ManifestNode> = manifest.nodes.iter().collect();
-    nodes.sort_by_key(|n| n.index);
-    let at = nodes.iter().position(|n| n.instance_id == me)?;
+    let (nodes, at) = ring(manifest, me)?;
     let n = nodes.len();
     Some(if n % 2 == 1 && at == n - 1 && n > 1 { 2 } else { at as u64 % 2 })
 }

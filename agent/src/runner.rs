@@ -56,7 +56,8 @@ const LONG_POLL: Duration = Duration::from_secs(20);
 /// Attempts for an effect that fails transiently, with doubling delays from 500 ms.
 const EFFECT_ATTEMPTS: u32 = 6;
 
-fn now_ms() -> u64 {
+/// Now, in unix milliseconds.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
@@ -147,7 +148,7 @@ pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> any
 
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
-    // The formation timeline's "agent started" (the master's own).
+    // The formation timeline's "agent started".
     let started_ms = now_ms();
     let imds = crate::identity::imds_client();
     let config = load_config(&opts, &imds).await?;
@@ -174,9 +175,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         availability_zone: me.availability_zone.clone(),
         ssh_host_key: me.ssh_host_key.clone(),
         boot_id: me.boot_id.clone(),
-        // The formation timeline's `booted` and `agent started` (a worker's
-        // reach the master only this way; the master notes its own).
-        booted_unix_ms: crate::identity::booted_ms(&opts.root),
+        // The formation timeline's `booted` and `agent started` (the master
+        // registers itself too).
+        booted_unix_ms: booted_ms(&opts.root),
         agent_started_unix_ms: Some(started_ms),
     };
 
@@ -212,17 +213,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 master_resource: signals.master_resource.clone(),
                 handle_url: signals.formation_handle_url.clone(),
             };
-            let master = master_loop(
-                &opts,
-                &config,
-                register.clone(),
-                key,
-                &master_queue,
-                &worker_queue,
-                &group,
-                &signals,
-                started_ms,
-            );
+            let master =
+                master_loop(&opts, &config, register.clone(), key, &master_queue, &worker_queue, &group, &signals);
             tokio::select! {
                 r = node => r,
                 r = master => r,
@@ -263,7 +255,7 @@ fn start_shipping(opts: &Options, config: &NodeConfig, me: &Identity, clients: &
     };
     writer::attach(spool.clone());
     let streams = crate::aws::CloudWatchLogs::new(clients.logs.clone(), logs.group.clone());
-    let shipper = Shipper::new(streams, spool, &opts.root, config.role, &me.instance_id, prepare_log(&opts.root));
+    let mut shipper = Shipper::new(streams, spool, &opts.root, config.role, &me.instance_id, prepare_log(&opts.root));
     info!(group = %logs.group, stream = %shipper.stream(), "shipping this node's lines to CloudWatch Logs");
     tokio::spawn(shipper.run());
 }
@@ -704,6 +696,16 @@ fn apply(
     Ok(())
 }
 
+/// The kernel's boot time for the formation timeline, warning once when it
+/// cannot be read.
+fn booted_ms(root: &std::path::Path) -> Option<u64> {
+    let booted = crate::identity::booted_ms(root);
+    if booted.is_none() {
+        warn!("no boot time (btime) in proc/stat: the formation timeline has no `booted` for this node");
+    }
+    booted
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn master_loop<G: WorkerGroup, S: StackSignals>(
     opts: &Options,
@@ -714,7 +716,6 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
     worker_queue: &SqsQueue,
     group: &G,
     signals: &S,
-    started_ms: u64,
 ) -> anyhow::Result<()> {
     let master_id = me.instance_id.clone();
     let path = master_state_path(&opts.root);
@@ -736,13 +737,7 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         None => {
             let size = group_size(&master_id, group, signals).await?;
             info!(requested = size.requested, min = size.min, "the worker group's size");
-            let mut state = MasterState::new(config, size, me, key.public_openssh.clone(), now_ms());
-            let booted_ms = crate::identity::booted_ms(&opts.root);
-            if booted_ms.is_none() {
-                warn!("no boot time (btime) in proc/stat: the formation timeline has no `booted` for the master");
-            }
-            state.note_own_start(booted_ms, started_ms);
-            state
+            MasterState::new(config, size, me, key.public_openssh.clone(), now_ms())
         }
     };
     let mut state_file = StateFile { path, last: String::new() };

@@ -204,14 +204,27 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
 /// `ansi`. tracing's own complaints about failed writes (an `eprintln!`,
 /// which would panic on a broken stderr) are off: [`Stderr`] records them.
 pub fn init_logging(env: &str, default: &str, ansi: bool) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env(env).unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::prelude::*;
+    tracing_subscriber::registry().with(stderr_layer(env, default, ansi)).init();
+}
+
+/// The layer [`init_logging`] starts, for a program that adds layers of its
+/// own (the agent also writes its lines to its log spool).
+pub fn stderr_layer<S>(env: &str, default: &str, ansi: bool) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use tracing_subscriber::Layer as _;
+    tracing_subscriber::fmt::layer()
         .with_writer(Stderr)
         .with_ansi(ansi)
         .log_internal_errors(false)
-        .init();
+        .with_filter(env_filter(env, default))
+}
+
+/// The filter from the environment variable `env`, else `default`.
+pub fn env_filter(env: &str, default: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_env(env).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
 }
 
 #[cfg(test)]

@@ -135,6 +135,11 @@ impl NetworkAction {
     /// The names a blueprint may use, in order.
     pub const NAMES: [&'static str; 3] = ["warn", "replace", "fail"];
 
+    /// The action a blueprint's name stands for.
+    pub fn from_name(name: &str) -> Option<NetworkAction> {
+        [NetworkAction::Warn, NetworkAction::Replace, NetworkAction::Fail].into_iter().find(|a| a.name() == name)
+    }
+
     /// The blueprint's name of it.
     pub fn name(self) -> &'static str {
         match self {
@@ -347,7 +352,7 @@ impl NodeConfig {
             ));
         }
         if let Some(check) = &self.network_check {
-            let number = |field, value: f64, reason| ContractError::Invalid { field, value: value.to_string(), reason };
+            let number = |field, value: f64, reason| invalid(field, &value.to_string(), reason);
             if !(check.min_fraction > 0.0 && check.min_fraction <= 1.0) {
                 return Err(number("network_check.min_fraction", check.min_fraction, "not a fraction in (0, 1]"));
             }

@@ -38,27 +38,13 @@ pub struct ClusterSpec {
     /// How long the master waits for workers before deciding formation.
     pub formation_minutes: u32,
     /// The network gate; `None`: off.
-    pub network_check: Option<NetworkCheckSpec>,
+    pub network_check: Option<node_contract::NetworkCheck>,
     /// Days the nodes' log group keeps lines: one of [`LOG_RETENTION_DAYS`].
     pub log_retention_days: u32,
     /// Tags for every resource that takes tags.
     pub tags: BTreeMap<String, String>,
 }
 
-/// The network gate, resolved (blueprint `formation.network_check`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct NetworkCheckSpec {
-    /// Below this fraction of the expected bandwidth a node is slow.
-    pub min_fraction: f64,
-    /// What to do about a slow node.
-    pub action: node_contract::NetworkAction,
-    /// How long the master waits for the measurements.
-    pub timeout_seconds: u32,
-    /// The blueprint's figure, else the catalogue's for the slower of the
-    /// master's and the workers' types; `None`: unknown (the master
-    /// compares with the median of the nodes).
-    pub expected_gbps: Option<f64>,
-}
 /// The retention periods CloudWatch Logs accepts, in days
 /// (`AWS::Logs::LogGroup` `RetentionInDays`).
 pub const LOG_RETENTION_DAYS: [u32; 22] =

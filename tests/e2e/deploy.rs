@@ -390,23 +390,23 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     // Each node's boot output (cloud-init's log) is in its log stream, the
     // package's installation included.
     let group = runtime().block_on(cluster.aws().log_group_of("minimal"))?;
-    for node in cluster.nodes() {
-        let id = node.instance_id();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let streams = runtime().block_on(cluster.aws().log_streams(&group))?.unwrap_or_default();
-            let boot: Vec<&String> = streams
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let streams = runtime().block_on(cluster.aws().log_streams(&group))?.unwrap_or_default();
+        let installed = |id: &str| {
+            streams
                 .iter()
-                .filter(|(name, _)| name.ends_with(&id))
+                .filter(|(name, _)| node_contract::logs::parse_stream_name(name).is_some_and(|(_, of)| of == id))
                 .flat_map(|(_, lines)| lines)
-                .filter(|l| l.starts_with("[boot] "))
-                .collect();
-            if boot.iter().any(|l| l.contains("Setting up deeplearning-agent (0.1.0-1)")) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "no boot output in {id}'s streams: {:?}", streams.keys());
-            std::thread::sleep(Duration::from_millis(500));
+                .any(|l| l.starts_with("[boot] ") && l.contains("Setting up deeplearning-agent (0.1.0-1)"))
+        };
+        let missing: Vec<String> =
+            cluster.nodes().iter().map(|n| n.instance_id()).filter(|id| !installed(id)).collect();
+        if missing.is_empty() {
+            break;
         }
+        assert!(Instant::now() < deadline, "no boot output in {missing:?}'s streams: {:?}", streams.keys());
+        std::thread::sleep(Duration::from_millis(500));
     }
 
     // The watcher's calls, from CreateStack to the end, per minute.
@@ -602,11 +602,6 @@ fn ctrl_c_stops_watching_not_the_stack() -> TestResult {
     Ok(())
 }
 
-/// Now, in unix milliseconds.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
-}
-
 /// What an agent does (the other side of `synth logs`): creates the group
 /// and the stream when missing and puts `lines` (unix ms, text) there, over
 /// CloudWatch Logs' own API on this moto.
@@ -659,10 +654,15 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
         std::thread::sleep(Duration::from_millis(200));
     }
     // An earlier stack of the same name left a group too: the newest is read.
-    put_lines(&aws, "/deeplearning-cluster/gone/a-earlier-run", "master-i-0999", &[(now_ms(), "earlier stack")]);
+    put_lines(
+        &aws,
+        "/deeplearning-cluster/gone/a-earlier-run",
+        "master-i-0999",
+        &[(synth::deploy::monitor::now_ms(), "earlier stack")],
+    );
     std::thread::sleep(Duration::from_millis(20));
     let group = "/deeplearning-cluster/gone/b-this-run";
-    let t = now_ms() - 60_000;
+    let t = synth::deploy::monitor::now_ms() - 60_000;
     put_lines(
         &aws,
         group,
@@ -758,7 +758,7 @@ fn format_rfc3339(ms: i64) -> String {
 fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
     let group = "/deeplearning-cluster/live/run-1";
-    let t = now_ms() - 30_000;
+    let t = synth::deploy::monitor::now_ms() - 30_000;
     put_lines(&aws, group, "master-i-0aaa", &[(t, "master: up")]);
     put_lines(&aws, group, "worker2-i-0bbb", &[(t + 1_000, "worker2: registered")]);
     let running = Running::start(synth(&aws, "follower", &["logs", "live", "--region", "us-east-1", "-f"]));
@@ -774,7 +774,7 @@ fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
         }
     };
     wait_for(2);
-    let now = now_ms();
+    let now = synth::deploy::monitor::now_ms();
     put_lines(&aws, group, "worker3-i-0ccc", &[(now, "worker3: registered")]);
     put_lines(&aws, group, "master-i-0aaa", &[(now + 1, "master: formed")]);
     wait_for(4);

@@ -139,12 +139,8 @@ async fn a_synth_template_creates_in_moto_and_signals_are_recorded() -> TestResu
         Some(format!("Received SUCCESS signal with UniqueId {}", stack.master_instance_id()?))
     );
     // ... and then the SUCCESS signals' Data by UniqueId, as AWS gives it.
-    let described =
-        cfn.describe_stacks().stack_name("selftest").send().await.map_err(|e| Error::aws("DescribeStacks", &e))?;
-    let data = described.stacks().first().and_then(|s| {
-        s.outputs().iter().find(|o| o.output_key() == Some("FormationData")).and_then(|o| o.output_value())
-    });
-    assert_eq!(data, Some(r#"{"master": "2"}"#));
+    let described = ClusterStack::describe(&aws, "selftest").await?;
+    assert_eq!(described.outputs.get("FormationData").map(String::as_str), Some(r#"{"master": "2"}"#));
     let recorded = aws.signals("selftest")?;
     assert_eq!(recorded.len(), 2, "{recorded:?}");
     assert_eq!(recorded[0]["Data"], "2");
@@ -239,18 +235,16 @@ async fn stack_updates_change_what_aws_changes_and_the_stack_deletes() -> TestRe
     assert!(replaced.as_deref().is_some_and(|id| id != master), "{replaced:?}");
 
     // (n) The stack, VPC included, deletes.
-    let group = aws.log_group_of("updates").await?;
-    let stack_id =
-        cfn.describe_stacks().stack_name("updates").send().await.map_err(|e| Error::aws("DescribeStacks", &e))?;
-    let run = stack_id.stacks()[0].stack_id().and_then(node_contract::logs::stack_run).unwrap_or_default().to_owned();
-    assert_eq!(group, node_contract::logs::log_group_name("updates", &run), "named by the stack's name and run");
-    assert!(aws.log_streams(&group).await?.is_some(), "the stack made no log group {group}");
+    let log_group = aws.log_group_of("updates").await?;
+    let run = node_contract::logs::stack_run(&stack.id).unwrap_or_default();
+    assert_eq!(log_group, node_contract::logs::log_group_name("updates", run), "named by the stack's name and run");
+    assert!(aws.log_streams(&log_group).await?.is_some(), "the stack made no log group {log_group}");
     cfn.delete_stack().stack_name("updates").send().await.map_err(|e| Error::aws("DeleteStack", &e))?;
     let gone = cfn.describe_stacks().stack_name("updates").send().await;
     assert!(gone.is_err(), "{gone:?}");
     // Not a patch: moto keeps a resource whose DeletionPolicy is Retain, as
     // AWS does, so the nodes' log group outlives the stack.
-    assert!(aws.log_streams(&group).await?.is_some(), "the log group {group} went with the stack");
+    assert!(aws.log_streams(&log_group).await?.is_some(), "the log group {log_group} went with the stack");
     Ok(())
 }
 

@@ -29,15 +29,10 @@ const SLOW_WORKER: usize = 1;
 /// Shapes node `i`'s egress (`eth0` in its namespace).
 fn shape(cluster: &Cluster, i: usize, mbit: u32) -> e2e::Result<()> {
     let rate = format!("{mbit}mbit");
-    let out = cluster
-        .network()
-        .command(i, "tc")
-        .args(["qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "256kb", "latency", "50ms"])
-        .output()
-        .map_err(|e| e2e::Error::Setup(format!("cannot run tc: {e}")))?;
-    if !out.status.success() {
-        return Err(e2e::Error::Setup(format!("tc on node {i}: {}", String::from_utf8_lossy(&out.stderr))));
-    }
+    let ns = cluster.network().namespace(i);
+    let tbf =
+        ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "256kb", "latency", "50ms"];
+    e2e::netns::run("ip", &[&["netns", "exec", ns][..], &tbf[..]].concat())?;
     Ok(())
 }
 

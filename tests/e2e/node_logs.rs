@@ -15,15 +15,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use e2e::proxy::CuttableProxy;
-use e2e::scenario::read;
+use e2e::scenario::applied;
 use e2e::{Cluster, TestResult};
 use node_contract::logs::parse_stream_name;
 
 fn formed(root: &Path, nodes: usize) -> bool {
-    serde_json::from_str::<serde_json::Value>(&read(root, "/var/lib/deeplearning/state.json"))
-        .ok()
-        .and_then(|v| v["manifest"]["nodes"].as_array().map(Vec::len))
-        == Some(nodes)
+    applied(root).is_some_and(|(_, ids)| ids.len() == nodes)
 }
 
 async fn wait_for<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {

@@ -138,6 +138,11 @@ CloudFormationResponse.signal_resource = signal_resource
 # moto 5.2.5 drops AWS::CloudFormation::WaitConditionHandle (NULL_MODELS), so
 # `Ref` to it resolves to nothing and the user data carries no URL. Model it
 # with a physical id that is a URL on this launcher, where PUTs are accepted.
+def stack_name_of(stack_id):
+    """arn:aws:cloudformation:<region>:<account>:stack/<name>/<uuid> -> <name>."""
+    return stack_id.split(":stack/", 1)[1].split("/", 1)[0]
+
+
 class WaitConditionHandle(CloudFormationModel):
     # moto's model metaclass files every model under the service named by the
     # second part of its module; this one belongs to cloudformation.
@@ -160,10 +165,7 @@ class WaitConditionHandle(CloudFormationModel):
 
     @classmethod
     def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
-        stack_id = kwargs["StackId"]
-        # arn:aws:cloudformation:<region>:<account>:stack/<name>/<uuid>
-        stack_name = stack_id.split(":stack/", 1)[1].split("/", 1)[0]
-        parts = [account_id, region_name, stack_name, kwargs["LogicalId"]]
+        parts = [account_id, region_name, stack_name_of(kwargs["StackId"]), kwargs["LogicalId"]]
         return cls(PUBLIC_BASE + "/_waitcondition/" + "/".join(urllib.parse.quote(p, safe="") for p in parts))
 
 
@@ -204,7 +206,7 @@ class WaitCondition(CloudFormationModel):
 
         if attribute_name != "Data":
             raise UnformattedGetAttTemplateException()
-        stack_name = self.stack_id.split(":stack/", 1)[1].split("/", 1)[0]
+        stack_name = stack_name_of(self.stack_id)
         with SIGNALS_LOCK:
             signals = list(SIGNALS.get(stack_name, []))
         return json.dumps(

@@ -28,11 +28,10 @@ pub struct CloudWatchLogs {
 impl CloudWatchLogs {
     /// The group `group` through `client`.
     pub fn new(client: aws_sdk_cloudwatchlogs::Client, group: impl Into<String>) -> Self {
-        Self { client, group: group.into() }
-    }
-
-    fn once() -> aws_sdk_cloudwatchlogs::config::Builder {
-        aws_sdk_cloudwatchlogs::config::Builder::default()
+        // One attempt per call within a bound, set once: the shipper retries.
+        let config = client
+            .config()
+            .to_builder()
             .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(1))
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
@@ -41,21 +40,15 @@ impl CloudWatchLogs {
                     .operation_timeout(CALL_TIMEOUT)
                     .build(),
             )
+            .build();
+        Self { client: aws_sdk_cloudwatchlogs::Client::from_conf(config), group: group.into() }
     }
 }
 
 impl LogStreams for CloudWatchLogs {
     #[tracing::instrument(level = "debug", skip(self), fields(group = %self.group))]
     async fn create_stream(&self, stream: &str) -> Result<(), PortError> {
-        let result = self
-            .client
-            .create_log_stream()
-            .log_group_name(&self.group)
-            .log_stream_name(stream)
-            .customize()
-            .config_override(Self::once())
-            .send()
-            .await;
+        let result = self.client.create_log_stream().log_group_name(&self.group).log_stream_name(stream).send().await;
         match result {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some("ResourceAlreadyExistsException") => Ok(()),
@@ -76,8 +69,6 @@ impl LogStreams for CloudWatchLogs {
             .log_group_name(&self.group)
             .log_stream_name(stream)
             .set_log_events(Some(events))
-            .customize()
-            .config_override(Self::once())
             .send()
             .await
             .map_err(|e| from_sdk(&format!("CloudWatch Logs PutLogEvents to {stream} in {}", self.group), &e))?;

@@ -178,10 +178,10 @@ impl MasterState {
     ) -> MasterState {
         let timeout_ms = u64::from(config.formation_timeout_seconds) * 1_000;
         let master_id = me.instance_id.clone();
+        let mut timeline = Timeline::default();
+        timeline.registered(&me, worker_alias(1), now_ms);
         let mut members = Membership::default();
         members.insert_master(me);
-        let mut timeline = Timeline::default();
-        timeline.registered(&master_id, worker_alias(1), now_ms);
         MasterState {
             cluster: config.cluster.clone(),
             master_id,
@@ -208,12 +208,6 @@ impl MasterState {
             network_check: config.network_check.clone(),
             gate: None,
         }
-    }
-
-    /// Notes the master's own boot time (`None` when it cannot be read) and
-    /// its agent's start, for the timeline; called once, on a new state.
-    pub fn note_own_start(&mut self, booted_ms: Option<u64>, agent_started_ms: u64) {
-        self.timeline.started(&self.master_id, booted_ms, agent_started_ms);
     }
 
     /// The formation timeline (`agent status` prints it on the master).
@@ -607,11 +601,9 @@ impl MasterState {
         self.departed.remove(&id);
         self.boot_failures.remove(&id);
         let ip = r.private_ip.clone();
-        let times = (r.booted_unix_ms, r.agent_started_unix_ms);
         let index = self.members.admit(r);
-        self.timeline.registered(&id, worker_alias(index), now_ms);
-        if let (booted, Some(started)) = times {
-            self.timeline.started(&id, booted, started);
+        if let Some(m) = self.members.get(&id) {
+            self.timeline.registered(&m.registration, worker_alias(index), now_ms);
         }
         match self.phase {
             Phase::Forming => {
@@ -660,13 +652,9 @@ impl MasterState {
         let id = r.instance_id.clone();
         let Some(member) = self.members.get_mut(&id) else { return };
         // Its files may be gone with the old boot: it has to acknowledge again.
-        let times = (r.booted_unix_ms, r.agent_started_unix_ms);
         let changed = member.rebooted(r);
         let alias = worker_alias(member.index);
-        self.timeline.registered(&id, alias.clone(), now_ms);
-        if let (booted, Some(started)) = times {
-            self.timeline.started(&id, booted, started);
-        }
+        self.timeline.registered(&member.registration, alias.clone(), now_ms);
         fx.push(Effect::Log(format!("{id} ({alias}) rebooted")));
         if self.phase != Phase::Formed {
             return;
@@ -938,9 +926,10 @@ impl MasterState {
     /// for an older generation is superseded; a formation signal it held
     /// moves to the new one, with its deadline, so formation is never held
     /// longer than one time budget.
-    fn open_gate(&mut self, checked: bool, next: &Manifest, now_ms: u64, fx: &mut Vec<Effect>) {
+    fn open_gate(&mut self, next: &Manifest, now_ms: u64, fx: &mut Vec<Effect>) {
         let Some(check) = &self.network_check else { return };
-        if !checked {
+        // `self.manifest` is still the generation before `next`.
+        if !netgate::checks(self.manifest.as_ref(), next) {
             if next.nodes.len() < 2 && self.gate.is_none() {
                 fx.push(Effect::Log(format!(
                     "no network check of generation {}: one node, no link to measure",
@@ -962,10 +951,10 @@ impl MasterState {
                 held = old.held;
             }
         }
-        let mut nodes: Vec<&_> = next.nodes.iter().collect();
-        nodes.sort_by_key(|n| n.index);
-        let nodes: Vec<GateNode> = nodes
-            .into_iter()
+        // By index: the membership lists a manifest's nodes so.
+        let nodes: Vec<GateNode> = next
+            .nodes
+            .iter()
             .map(|n| GateNode { instance_id: n.instance_id.clone(), alias: n.alias.clone(), ip: n.private_ip.clone() })
             .collect();
         fx.push(Effect::Log(format!(
@@ -1019,8 +1008,8 @@ impl MasterState {
     /// whose signal the check holds (after formation it warns), and a held
     /// success signal goes out with the verdict in its reason.
     fn decide_gate(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
-        let (Some(gate), Some(check)) = (self.gate.take(), self.network_check.clone()) else { return };
-        let verdict = netgate::judge(&check, gate.generation, &gate.nodes, &gate.reports);
+        let (Some(gate), Some(check)) = (self.gate.take(), self.network_check.as_ref()) else { return };
+        let verdict = netgate::judge(check, gate.generation, &gate.nodes, &gate.reports);
         let mut summary = verdict.summary();
         if !gate.complete() {
             summary.push_str(&format!(" (decided at the {}-second limit)", check.timeout_seconds));
@@ -1034,7 +1023,7 @@ impl MasterState {
             "verdict": verdict,
         });
         fx.push(Effect::WriteNetworkCheck(record.to_string()));
-        let slow: Vec<GateNode> = verdict.slow().map(|l| l.node.clone()).collect();
+        let any_slow = verdict.slow().next().is_some();
         let nanos = u128::from(now_ms) * 1_000_000;
         for l in verdict.slow() {
             fx.push(Effect::AppendHostLog(format!(
@@ -1045,7 +1034,7 @@ impl MasterState {
             )));
         }
         if check.action == NetworkAction::Fail
-            && !slow.is_empty()
+            && any_slow
             && let Some(held) = &gate.held
         {
             self.phase = Phase::Failed;
@@ -1053,18 +1042,18 @@ impl MasterState {
             self.signal(false, reason, held.data.clone(), fx);
             return;
         }
-        let logged = summary.len();
-        let mut note = summary;
-        if !slow.is_empty() {
+        // What the action did, each sentence after a space.
+        let mut actions = String::new();
+        if any_slow {
             match check.action {
                 NetworkAction::Warn => {}
-                NetworkAction::Fail => note.push_str(" (action fail: the cluster had formed, so this only warns)"),
+                NetworkAction::Fail => actions.push_str(" (action fail: the cluster had formed, so this only warns)"),
                 NetworkAction::Replace => {
-                    for n in &slow {
+                    for n in verdict.slow().map(|l| &l.node) {
                         if n.instance_id == self.master_id {
-                            note.push_str(&format!(" {} is the master, which is not replaced.", n.alias));
+                            actions.push_str(&format!(" {} is the master, which is not replaced.", n.alias));
                         } else {
-                            note.push_str(&format!(
+                            actions.push_str(&format!(
                                 " {} ({}) is terminated for a replacement.",
                                 n.alias, n.instance_id
                             ));
@@ -1074,11 +1063,11 @@ impl MasterState {
                 }
             }
         }
-        if note.len() != logged {
-            fx.push(Effect::Log(note[logged..].trim_start().to_string()));
+        if !actions.is_empty() {
+            fx.push(Effect::Log(actions.trim_start().to_string()));
         }
         if let Some(held) = gate.held {
-            self.signal(true, format!("{} {note}", held.reason), held.data, fx);
+            self.signal(true, format!("{} {summary}{actions}", held.reason), held.data, fx);
         }
     }
 
@@ -1159,8 +1148,7 @@ impl MasterState {
             cluster_public_key: self.cluster_public_key.clone(),
         };
         let lines = host_log_lines(self.manifest.as_ref(), &next, now_ms, notes);
-        let checked = netgate::checks(self.manifest.as_ref(), &next);
-        self.open_gate(checked, &next, now_ms, fx);
+        self.open_gate(&next, now_ms, fx);
         // The older generations go first, so that the worker queue holds the
         // new one alone: a node's receive then returns all of its parts, and
         // the next retirement may hide everything it finds (see the runner).

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use node_contract::message::Register;
 use serde::{Deserialize, Serialize};
 
 /// The phases, in the order a node goes through them.
@@ -62,21 +63,17 @@ pub struct PhaseSummary {
 
 impl Timeline {
     /// A member was admitted (or registered from a new boot): its entry
-    /// starts again with `registered_ms`.
-    pub fn registered(&mut self, instance_id: &str, alias: String, registered_ms: u64) {
-        self.nodes.insert(
-            instance_id.to_string(),
-            NodeTimes { alias, registered_ms: Some(registered_ms), ..NodeTimes::default() },
-        );
-    }
-
-    /// A node's boot and agent start (the master's own, or a worker's from
-    /// its registration).
-    pub fn started(&mut self, instance_id: &str, booted_ms: Option<u64>, agent_started_ms: u64) {
-        if let Some(n) = self.nodes.get_mut(instance_id) {
-            n.booted_ms = booted_ms;
-            n.agent_started_ms = Some(agent_started_ms);
-        }
+    /// starts again with `registered_ms`, and the boot and agent start its
+    /// registration reports (the master's own too: it registers itself).
+    pub fn registered(&mut self, r: &Register, alias: String, registered_ms: u64) {
+        let times = NodeTimes {
+            alias,
+            booted_ms: r.booted_unix_ms,
+            agent_started_ms: r.agent_started_unix_ms,
+            registered_ms: Some(registered_ms),
+            applied_ms: None,
+        };
+        self.nodes.insert(r.instance_id.clone(), times);
     }
 
     /// A member's `applied`: only its first one after it registered counts.
@@ -162,18 +159,30 @@ fn seconds(ms: u64) -> f64 {
 mod tests {
     use super::*;
 
+    /// A registration of `id` that reports no times.
+    fn reg(id: &str) -> Register {
+        Register { instance_id: id.into(), ..crate::cluster::testkit::worker_reg(1) }
+    }
+
     fn timeline(registered: &[(&str, u64)]) -> Timeline {
         let mut t = Timeline::default();
         for (i, (alias, at)) in registered.iter().enumerate() {
-            t.registered(&format!("i-{i}"), alias.to_string(), *at);
+            t.registered(&reg(&format!("i-{i}")), alias.to_string(), *at);
         }
         t
+    }
+
+    /// `id` registered again, as before but with its boot and agent start.
+    fn started(t: &mut Timeline, id: &str, booted_ms: Option<u64>, agent_started_ms: u64) {
+        let before = t.nodes()[id].clone();
+        let r = Register { booted_unix_ms: booted_ms, agent_started_unix_ms: Some(agent_started_ms), ..reg(id) };
+        t.registered(&r, before.alias, before.registered_ms.unwrap_or_default());
     }
 
     #[test]
     fn the_summary_has_the_median_and_the_slowest_node_per_phase() {
         let mut t = timeline(&[("w1", 10_000), ("w2", 12_000), ("w3", 17_500), ("w4", 11_000)]);
-        t.started("i-0", Some(1_000), 4_000);
+        started(&mut t, "i-0", Some(1_000), 4_000);
         t.applied("i-0", 20_000);
         t.applied("i-2", 19_000);
         t.applied("i-2", 30_000); // only the first counts
@@ -200,7 +209,7 @@ mod tests {
     fn one_entry_per_node_a_reregistration_starts_again_and_a_removal_drops_it() {
         let mut t = timeline(&[("w1", 1_000), ("w2", 2_000)]);
         t.applied("i-1", 3_000);
-        t.registered("i-1", "w2".into(), 9_000);
+        t.registered(&reg("i-1"), "w2".into(), 9_000);
         assert_eq!(t.nodes().len(), 2);
         assert_eq!(t.nodes()["i-1"].phases(), [None, None, Some(9_000), None]);
         t.remove("i-1");
@@ -211,7 +220,7 @@ mod tests {
     #[test]
     fn the_table_has_a_line_per_node_with_dashes_for_unknown_phases() {
         let mut t = timeline(&[("deeplearning-worker1", 5_000), ("deeplearning-worker2", 7_250)]);
-        t.started("i-0", Some(2_000), 3_000);
+        started(&mut t, "i-0", Some(2_000), 3_000);
         t.applied("i-1", 9_000);
         let table = t.table();
         let lines: Vec<&str> = table.lines().collect();

@@ -53,7 +53,7 @@ pub(crate) fn create_dirs(dir: &Path) -> Result<(), FilesError> {
 }
 
 /// Writes unconditionally: temp file, fsync, rename, fsync the directory.
-fn write(path: &Path, content: &str, mode: u32) -> Result<(), FilesError> {
+pub(crate) fn write(path: &Path, content: &str, mode: u32) -> Result<(), FilesError> {
     let write_err = |source| FilesError::Write { path: path.to_owned(), source };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

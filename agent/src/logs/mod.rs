@@ -55,8 +55,9 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 /// The longest wait between attempts while CloudWatch Logs fails.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
+/// Now, in unix milliseconds, as CloudWatch Logs stamps events.
 pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    crate::runner::now_ms() as i64
 }
 
 /// The node's label now: `master`; a worker's index from the manifest it
@@ -68,7 +69,7 @@ pub fn label(root: &Path, role: Role, instance_id: &str) -> String {
             .ok()
             .flatten()
             .filter(|s| s.instance_id == instance_id)
-            .and_then(|s| s.manifest.nodes.iter().find(|n| n.instance_id == instance_id).map(|n| n.index)),
+            .and_then(|s| s.manifest.node(instance_id).map(|n| n.index)),
     };
     node_label(role == Role::Master, index)
 }
@@ -84,6 +85,10 @@ pub struct Shipper<L> {
     instance_id: String,
     /// The stream created last (a new label needs a new stream).
     created: Option<String>,
+    /// The stream for the state file's modification time it was worked out
+    /// from: the state is read again only when it changed (a worker's index
+    /// can change when it leaves and joins again).
+    current: Option<(Option<std::time::SystemTime>, String)>,
     /// Failing since this many attempts (for one warning per outage).
     failing: u32,
 }
@@ -109,13 +114,24 @@ impl<L: LogStreams> Shipper<L> {
             role,
             instance_id: instance_id.to_owned(),
             created: None,
+            current: None,
             failing: 0,
         }
     }
 
     /// The stream the node writes now.
-    pub fn stream(&self) -> String {
-        stream_name(&label(&self.root, self.role, &self.instance_id), &self.instance_id)
+    pub fn stream(&mut self) -> String {
+        let changed = std::fs::metadata(crate::files::under(&self.root, crate::files::state::PATH))
+            .and_then(|m| m.modified())
+            .ok();
+        match &self.current {
+            Some((at, stream)) if *at == changed => stream.clone(),
+            _ => {
+                let stream = stream_name(&label(&self.root, self.role, &self.instance_id), &self.instance_id);
+                self.current = Some((changed, stream.clone()));
+                stream
+            }
+        }
     }
 
     /// One round: follows the files, enforces the cap, and sends every

@@ -76,9 +76,6 @@ impl Source {
         let prefixed: String = text.lines().map(|line| format!("[{}] {line}\n", self.name)).collect();
         spool.append(timestamp_ms, &prefixed)?;
         at.offset += take as u64;
-        if let Some(dir) = self.state.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
         write_atomic(&self.state, &format!("{} {} {}\n", at.dev, at.ino, at.offset))?;
         self.at = at;
         Ok(take as u64)

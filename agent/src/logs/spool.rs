@@ -15,6 +15,7 @@
 //! file, which becomes current by rewriting `acked` (one rename: a crash
 //! leaves either the old pair or the new one).
 
+use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -30,6 +31,8 @@ const COMPACT_AT: u64 = 1024 * 1024;
 /// The most bytes read for one batch: a full batch, with room for the
 /// records' timestamps.
 const READ_CHUNK: u64 = 2 * 1024 * 1024;
+// A chunk holds at least one whole record of the longest event.
+const _: () = assert!(READ_CHUNK >= 2 * MAX_EVENT_BYTES as u64);
 
 /// The spool in one directory.
 #[derive(Debug)]
@@ -55,13 +58,10 @@ fn open_append(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).read(true).append(true).open(path)
 }
 
-/// Writes `text` to `path` by a rename, so a reader sees the old or the new text.
+/// Writes `text` to `path` by a rename, so a reader sees the old or the new
+/// text ([`crate::files::atomic::write`]: its directory made when missing).
 pub(super) fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, path)
+    crate::files::atomic::write(path, text, 0o644).map_err(io::Error::other)
 }
 
 impl Spool {
@@ -103,7 +103,8 @@ impl Spool {
         let mut records = String::with_capacity(text.len() + 16);
         for line in text.strip_suffix('\n').unwrap_or(text).split('\n') {
             let line = super::batch::fit_message(line.strip_suffix('\r').unwrap_or(line));
-            records.push_str(&format!("{timestamp_ms} {line}\n"));
+            // Writing to a String cannot fail.
+            let _ = writeln!(records, "{timestamp_ms} {line}");
         }
         let mut inner = self.lock();
         inner.file.write_all(records.as_bytes())?;
@@ -121,7 +122,7 @@ impl Spool {
     /// limits (empty when everything was acknowledged).
     pub fn next_batch(&self) -> io::Result<Batch> {
         let inner = self.lock();
-        let want = (inner.len - inner.acked).min(READ_CHUNK.max(MAX_EVENT_BYTES as u64 * 2));
+        let want = (inner.len - inner.acked).min(READ_CHUNK);
         let mut buf = vec![0; want as usize];
         inner.file.read_exact_at(&mut buf, inner.acked)?;
         drop(inner);

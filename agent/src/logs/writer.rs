@@ -19,22 +19,16 @@ pub const EARLY_LINES: usize = 1_000;
 static SPOOL: OnceLock<Option<Arc<Spool>>> = OnceLock::new();
 static EARLY: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
 
-/// Starts `tracing` on stderr (as `cli_output::init_logging` does) and into
-/// the spool: the filter from the environment variable `env`, else
-/// `default`; colours on stderr when `ansi`.
+/// Starts `tracing` on stderr (`cli_output`'s layer) and into the spool:
+/// the filter from the environment variable `env`, else `default`; colours
+/// on stderr when `ansi`.
 pub fn init_logging(env: &str, default: &str, ansi: bool) {
+    use tracing_subscriber::fmt;
     use tracing_subscriber::prelude::*;
-    use tracing_subscriber::{EnvFilter, fmt};
-    let filter = || EnvFilter::try_from_env(env).unwrap_or_else(|_| EnvFilter::new(default));
+    let spool = fmt::layer().with_writer(SpoolWriter).with_ansi(false).log_internal_errors(false);
     tracing_subscriber::registry()
-        .with(
-            fmt::layer()
-                .with_writer(cli_output::Stderr)
-                .with_ansi(ansi)
-                .log_internal_errors(false)
-                .with_filter(filter()),
-        )
-        .with(fmt::layer().with_writer(SpoolWriter).with_ansi(false).log_internal_errors(false).with_filter(filter()))
+        .with(cli_output::stderr_layer(env, default, ansi))
+        .with(spool.with_filter(cli_output::env_filter(env, default)))
         .init();
 }
 

@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::diagnostic::{Diagnostic, Location, ticked};
-use node_contract::{NetworkAction, PackageFormat, is_login_name};
+use node_contract::{NetworkAction, NetworkCheck, PackageFormat, is_login_name};
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
 use super::source_map::SourceMap;
@@ -22,8 +22,16 @@ use crate::catalog::{self, Accelerator, InstanceType};
 use crate::region::Region;
 use crate::spec::{
     AccessSpec, AgentPackage, ClusterSpec, DEFAULT_LOG_RETENTION_DAYS, EfsSpec, ImageSource, ImageSpec,
-    LOG_RETENTION_DAYS, MasterSpec, NetworkCheckSpec, NetworkSpec, WorkerSpec,
+    LOG_RETENTION_DAYS, MasterSpec, NetworkSpec, WorkerSpec,
 };
+
+/// The VPC ranges synth lays subnets out in: a /16 has room for many, a
+/// /24 is the smallest its four subnets fit in.
+const VPC_PREFIXES: std::ops::RangeInclusive<u8> = 16..=24;
+
+/// The shortest time budget of a network check, seconds: the probes'
+/// schedule alone takes up to 14 s (agent/src/netgate.rs).
+const NETWORK_CHECK_MIN_SECONDS: u32 = 20;
 
 /// The AWS Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), through the
 /// public SSM parameter AWS keeps pointing at the newest build:
@@ -175,7 +183,7 @@ impl Checker<'_> {
         c: super::model::NetworkCheck,
         master: Option<&InstanceType>,
         workers: Option<&InstanceType>,
-    ) -> NetworkCheckSpec {
+    ) -> NetworkCheck {
         let path = "formation.network_check";
         let min_fraction = c.min_fraction.unwrap_or(0.5);
         if !(min_fraction > 0.0 && min_fraction <= 1.0) {
@@ -186,27 +194,24 @@ impl Checker<'_> {
                 "write the share of the expected bandwidth a node must reach, for example 0.5",
             );
         }
-        let action = match c.action.as_deref().unwrap_or("warn") {
-            "warn" => NetworkAction::Warn,
-            "replace" => NetworkAction::Replace,
-            "fail" => NetworkAction::Fail,
-            other => {
-                self.error(
-                    &format!("{path}.action"),
-                    At::Value,
-                    format!("{} is not an action", ticked(&other.escape_debug().to_string())),
-                    format!("write one of {}", NetworkAction::NAMES.map(|n| format!("`{n}`")).join(", ")),
-                );
-                NetworkAction::Warn
-            }
-        };
+        let name = c.action.as_deref().unwrap_or("warn");
+        let action = NetworkAction::from_name(name).unwrap_or_else(|| {
+            self.error(
+                &format!("{path}.action"),
+                At::Value,
+                format!("{} is not an action", ticked(&name.escape_debug().to_string())),
+                format!("write one of {}", NetworkAction::NAMES.map(|n| format!("`{n}`")).join(", ")),
+            );
+            NetworkAction::Warn
+        });
         let timeout_seconds = c.timeout_seconds.unwrap_or(60);
         // The probe's schedule alone takes up to 14 s (agent/src/netgate.rs).
-        if !(20..=node_contract::NETWORK_CHECK_MAX_SECONDS).contains(&timeout_seconds) {
+        let (min, max) = (NETWORK_CHECK_MIN_SECONDS, node_contract::NETWORK_CHECK_MAX_SECONDS);
+        if !(min..=max).contains(&timeout_seconds) {
             self.error(
                 &format!("{path}.timeout_seconds"),
                 At::Value,
-                format!("{timeout_seconds} seconds is outside the allowed 20 to 300"),
+                format!("{timeout_seconds} seconds is outside the allowed {min} to {max}"),
                 "the nodes' probes take up to 14 seconds; the formation signal waits at most this long (default 60)",
             );
         }
@@ -225,7 +230,7 @@ impl Checker<'_> {
                 (Some(m), Some(w)) => Some(m.min(w)),
                 _ => None,
             };
-        NetworkCheckSpec { min_fraction, action, timeout_seconds, expected_gbps: c.expected_gbps.or(catalogue) }
+        NetworkCheck { min_fraction, action, timeout_seconds, expected_gbps: c.expected_gbps.or(catalogue) }
     }
 
     fn name(&mut self, name: &str) {
@@ -627,7 +632,7 @@ impl Checker<'_> {
                 );
                 net.trunc()
             }
-            Ok(net) if !(16..=24).contains(&net.prefix_len()) => {
+            Ok(net) if !VPC_PREFIXES.contains(&net.prefix_len()) => {
                 self.error(
                     "network.vpc_cidr",
                     At::Value,
@@ -723,8 +728,9 @@ impl Checker<'_> {
         let NetworkSpec::New { vpc_cidr } = network else {
             return;
         };
-        // A range outside /16 to /24 is refused on its own (above).
-        if !(16..=24).contains(&vpc_cidr.prefix_len()) {
+        // A range outside /16 to /24 is refused on its own (above), and the
+        // subnet arithmetic holds only within it (a /31 has no /33 subnets).
+        if !VPC_PREFIXES.contains(&vpc_cidr.prefix_len()) {
             return;
         }
         let layout =
@@ -733,7 +739,7 @@ impl Checker<'_> {
         if here.fits(workers.max) {
             return;
         }
-        let smallest = (16..=24u8)
+        let smallest = VPC_PREFIXES
             .rev()
             .find(|p| layout(*p).fits(workers.max))
             .and_then(|p| Ipv4Net::new(vpc_cidr.network(), p).ok())
@@ -1060,9 +1066,7 @@ impl SubnetLayout {
     }
 
     fn usable(&self) -> u32 {
-        // A VPC narrower than a /28 (refused on its own) leaves no subnet.
-        let Some(host_bits) = 32u32.checked_sub(u32::from(self.subnet_prefix())) else { return 0 };
-        (1u32 << host_bits).saturating_sub(Self::RESERVED)
+        (1u32 << (32 - u32::from(self.subnet_prefix()))).saturating_sub(Self::RESERVED)
     }
 
     /// Workers the first (fullest) private subnet takes, per zone.

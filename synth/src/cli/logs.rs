@@ -5,8 +5,6 @@
 //! [`crate::deploy::logs`]), so this works for a stack that formed, one that
 //! failed and rolled back, and one that was deleted.
 
-use std::io::Write;
-
 use super::ExitCode;
 use super::cloud::{self, AwsArgs};
 use crate::deploy::logs::{
@@ -64,10 +62,7 @@ pub struct LogsArgs {
 pub(super) fn run(args: &LogsArgs) -> ExitCode {
     let since = match args.since.as_deref().map(|s| parse_since(s, now_ms())).transpose() {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::Error;
-        }
+        Err(e) => return cloud::cloud_error(e),
     };
     cloud::block_on(async {
         let cloud = match cloud::connect(args.aws.region, args.aws.profile.as_deref()).await {
@@ -91,22 +86,22 @@ async fn print_logs<C: Cloud>(cloud: &C, args: &LogsArgs, since: Option<i64>) ->
         Ok(groups) => groups,
         Err(e) => return failed(e.into()),
     };
-    let Some(newest) = groups.iter().max_by_key(|g| (g.created_ms, g.name.clone())) else {
+    let Some(newest) = groups.iter().max_by(|a, b| (a.created_ms, &a.name).cmp(&(b.created_ms, &b.name))) else {
         return failed(LogsError::NoGroup { stack: args.stack.clone(), region: cloud.region().to_owned(), prefix });
     };
-    let group = newest.name.clone();
+    let mut query = LogQuery { group: newest.name.clone(), streams: Vec::new(), start_ms: since };
     if groups.len() > 1 {
         eprintln!(
-            "note: {} earlier stack(s) named {} left logs too; these lines are from the newest, {group} \
+            "note: {} earlier stack(s) named {} left logs too; these lines are from the newest, {} \
              (the others: `aws logs tail GROUP`, with GROUP from `aws logs describe-log-groups \
              --log-group-name-prefix {prefix}`)",
             groups.len() - 1,
-            args.stack
+            args.stack,
+            query.group
         );
     }
-    let mut query = LogQuery { group: group.clone(), streams: Vec::new(), start_ms: since };
-    let mut format = match streams(cloud, &group, args.node.as_deref(), &mut query).await {
-        Ok(format) => format,
+    let mut format = match narrow(cloud, args.node.as_deref(), &mut query).await {
+        Ok(all) => LineFormat::for_streams(&all),
         Err(e) => return failed(e),
     };
     let mut seen = Seen::default();
@@ -116,21 +111,17 @@ async fn print_logs<C: Cloud>(cloud: &C, args: &LogsArgs, since: Option<i64>) ->
         let printed = match read_new(cloud, &query, &mut seen, &mut format, &mut out).await {
             Ok(n) => n,
             Err(ReadError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return ExitCode::Success,
-            Err(ReadError::Write(e)) => {
-                eprintln!("error: {e}");
-                return ExitCode::Error;
-            }
+            Err(ReadError::Write(e)) => return cloud::cloud_error(e),
             Err(ReadError::Cloud(e)) => return failed(e.into()),
         };
         if !args.follow {
             return ExitCode::Success;
         }
-        let _ = out.flush();
         tokio::time::sleep(backoff.next(printed > 0)).await;
         // A node's stream changes name when the master numbers it
         // (`worker-<id>`, then `worker3-<id>`): look again each round.
         if args.node.is_some()
-            && let Err(e) = streams(cloud, &group, args.node.as_deref(), &mut query).await
+            && let Err(e) = narrow(cloud, args.node.as_deref(), &mut query).await
         {
             return failed(e);
         }
@@ -138,27 +129,24 @@ async fn print_logs<C: Cloud>(cloud: &C, args: &LogsArgs, since: Option<i64>) ->
     }
 }
 
-/// Lists the group's streams, narrows `query` to `node`'s, and sizes the
-/// label column for them.
-async fn streams<C: Cloud>(
-    cloud: &C,
-    group: &str,
-    node: Option<&str>,
-    query: &mut LogQuery,
-) -> Result<LineFormat, LogsError> {
-    let all = cloud.log_streams(group, MAX_STREAMS_LISTED).await?;
+/// Lists the query's group's streams and narrows the query to `node`'s;
+/// returns every stream (for the label column's width).
+async fn narrow<C: Cloud>(cloud: &C, node: Option<&str>, query: &mut LogQuery) -> Result<Vec<String>, LogsError> {
+    let all = cloud.log_streams(&query.group, MAX_STREAMS_LISTED).await?;
     if let Some(node) = node {
-        query.streams = select_streams(&all, node, group)?;
+        query.streams = select_streams(&all, node, &query.group)?;
     }
-    Ok(LineFormat::for_streams(&all))
+    Ok(all)
 }
 
 /// Prints why and returns the exit code: 1 when there is nothing to read,
 /// 2 for an AWS error.
 fn failed(e: LogsError) -> ExitCode {
-    eprintln!("error: {e}");
     match e {
-        LogsError::Cloud(_) => ExitCode::Error,
-        _ => ExitCode::Invalid,
+        LogsError::Cloud(_) => cloud::cloud_error(e),
+        _ => {
+            eprintln!("error: {e}");
+            ExitCode::Invalid
+        }
     }
 }

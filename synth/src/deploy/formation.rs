@@ -48,7 +48,7 @@ pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
     by_signal.values().find_map(|data| {
         // Each signal's data is a JSON document in a string.
         let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
-        let summary: BTreeMap<String, PhaseSummary> = serde_json::from_value(data.get("timeline")?.clone()).ok()?;
+        let summary: BTreeMap<String, PhaseSummary> = BTreeMap::deserialize(data.get("timeline")?).ok()?;
         (!summary.is_empty()).then_some(summary)
     })
 }

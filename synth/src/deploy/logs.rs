@@ -201,9 +201,9 @@ pub fn stamp_ms(ms: i64) -> String {
 #[derive(Debug, Default)]
 pub struct Seen {
     ids: HashSet<String>,
-    /// (time, id), oldest first, for dropping what falls out of the window.
+    /// (time, id), oldest first, for dropping what falls out of the window;
+    /// the last is the newest line printed.
     order: VecDeque<(i64, String)>,
-    newest_ms: Option<i64>,
 }
 
 impl Seen {
@@ -217,12 +217,11 @@ impl Seen {
         if !self.ids.insert(e.id.clone()) {
             return false;
         }
-        let newest = self.newest_ms.map_or(e.at_ms, |n| n.max(e.at_ms));
-        self.newest_ms = Some(newest);
         // Kept in time order (a late line goes in its place), so the front
-        // is always the oldest.
+        // is always the oldest and the back the newest (never dropped).
         let at = self.order.partition_point(|(t, _)| *t <= e.at_ms);
         self.order.insert(at, (e.at_ms, e.id.clone()));
+        let newest = self.newest_ms().unwrap_or(e.at_ms);
         while self.order.front().is_some_and(|(t, _)| *t < newest - Self::LOOKBACK_MS) {
             if let Some((_, id)) = self.order.pop_front() {
                 self.ids.remove(&id);
@@ -234,13 +233,19 @@ impl Seen {
     /// Where the next read starts: [`Seen::LOOKBACK_MS`] before the newest
     /// line printed, never before `since`.
     pub fn resume_ms(&self, since: Option<i64>) -> Option<i64> {
-        match (self.newest_ms.map(|n| n - Self::LOOKBACK_MS), since) {
+        match (self.newest_ms().map(|n| n - Self::LOOKBACK_MS), since) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
     }
 
+    /// The newest line's time.
+    fn newest_ms(&self) -> Option<i64> {
+        self.order.back().map(|(t, _)| *t)
+    }
+
     /// How many ids are kept (bounded by the lines of the lookback window).
+    #[cfg(test)]
     pub fn kept(&self) -> usize {
         self.ids.len()
     }

@@ -12,7 +12,7 @@
 use cfn::resources::logs;
 use std::collections::BTreeMap;
 
-use cfn::{Attributes, Expr, Handle, Template};
+use cfn::{Attributes, Expr, Handle, Pseudo, Template};
 use node_contract::logs::LOG_GROUP_PREFIX;
 
 use super::{Ctx, checkov_skip, sub_literal};
@@ -27,7 +27,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> LogGroup {
     // with the stack's name and run (the stack id's last part, its UUID) left
     // for CloudFormation to fill in.
     let name = group_name_sub();
-    let run = Expr::Select(2, Box::new(Expr::Split("/".into(), Box::new(Expr::Ref("AWS::StackId".into())))));
+    let run = Expr::Select(2, Box::new(Expr::Split("/".into(), Box::new(Pseudo::StackId.r#ref()))));
     let group = t.add_with(
         "NodeLogGroup",
         logs::LogGroup {

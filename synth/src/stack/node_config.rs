@@ -17,9 +17,7 @@
 use std::collections::BTreeMap;
 
 use cfn::Expr;
-use node_contract::{
-    Efa, Efs, Elastic, Logs, NODE_CONFIG_VERSION, NetworkCheck, NodeConfig, PackageSource, Queues, Role, Signals,
-};
+use node_contract::{Efa, Efs, Elastic, Logs, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
 
 use super::{Ctx, sub_literal};
 
@@ -69,12 +67,7 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
         efa: spec
             .efa
             .then(|| Efa { rdma_instance_types: crate::catalog::efa_rdma_types().map(String::from).collect() }),
-        network_check: spec.network_check.as_ref().map(|c| NetworkCheck {
-            min_fraction: c.min_fraction,
-            action: c.action,
-            timeout_seconds: c.timeout_seconds,
-            expected_gbps: c.expected_gbps,
-        }),
+        network_check: spec.network_check.clone(),
     };
     // Serializing a struct of strings and numbers to JSON cannot fail.
     let json = serde_json::to_string(&config).unwrap_or_default();

@@ -1122,8 +1122,8 @@ fn boot_failures_kept_are_bounded() {
 #[test]
 fn the_success_signal_carries_the_timeline_summary() {
     let size = GroupSize { requested: 3, min: 1 };
-    let mut s = MasterState::new(&config(30, false), size, master_reg(), "ssh-ed25519 AAAA key".into(), T0);
-    s.note_own_start(Some(T0 - 60_000), T0 - 10_000);
+    let me = Register { booted_unix_ms: Some(T0 - 60_000), agent_started_unix_ms: Some(T0 - 10_000), ..master_reg() };
+    let mut s = MasterState::new(&config(30, false), size, me, "ssh-ed25519 AAAA key".into(), T0);
     s.start(T0, 0);
     send(&mut s, register(1), T0 + 1_000);
     send(&mut s, register(2), T0 + 2_000);

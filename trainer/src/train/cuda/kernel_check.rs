@@ -2,10 +2,11 @@
 //! arithmetic, on one GPU (`scripts/gpu-check.sh` runs them through the
 //! `gpu_kernels` example): every kernel of `kernels.cu` alone, launched by
 //! the engine's own launch functions on seeded random inputs and compared
-//! with its `reference`; then, per model, two steps of the engine's own
+//! with its `reference`; then, per model, three steps of the engine's own
 //! passes (`net`, with its cuBLAS GEMMs) compared layer by layer with the
-//! CPU model's forward, backward and SGD: a full batch, then a smaller one
-//! in the same device buffers, as an epoch's last batch runs. A failure names
+//! CPU model's forward, backward and SGD: a full batch, a smaller one in
+//! the same device buffers (as an epoch's last batch runs), then a larger
+//! one (the buffers grow). A failure names
 //! the kernel, or the model, layer and quantity.
 //!
 //! Tolerances: element-wise kernels whose arithmetic is the same operations
@@ -256,8 +257,10 @@ impl Device {
         let mut momentum = self.values(params.len()).iter().map(|v| v * 0.01).collect::<Vec<_>>();
         let mut net = Net::new(self.stream.clone(), &model, opt)?;
         net.upload(&params, &momentum)?;
-        let capacity = sizes.iter().copied().max().unwrap_or(0);
+        // The buffers grow to the largest batch so far (net.rs, `load`).
+        let mut capacity = 0;
         for (k, &n) in sizes.iter().enumerate() {
+            capacity = capacity.max(n);
             let name = match (k, n < capacity) {
                 (0, _) => model_name.clone(),
                 (_, true) => format!("{model_name} step {} (partial batch: {n} of {capacity})", k + 1),
@@ -332,7 +335,8 @@ pub fn run(ordinal: usize, report: &mut dyn FnMut(Outcome)) -> Result<(), CudaEr
     device.softmax(report)?;
     device.sgd(report)?;
     for (arch, shape) in [(Arch::Mlp, (1, 28, 28)), (Arch::Lenet, (1, 28, 28)), (Arch::Lenet, (3, 32, 32))] {
-        // A full batch, then a smaller one in the same buffers (an epoch's last batch).
+        // A full batch, a smaller one in the same buffers (an epoch's last
+        // batch), a larger one (the buffers grow).
         device.model_steps(arch, shape, &[64, 32, 80], report)?;
     }
     Ok(())
