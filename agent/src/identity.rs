@@ -197,6 +197,42 @@ pub async fn discover(imds: &aws_config::imds::Client, root: &Path, gpus: u32) -
     Ok(identity)
 }
 
+/// Where IMDS serves the instance identity document.
+const IDENTITY_DOCUMENT: &str = "/latest/dynamic/instance-identity/document";
+
+/// When EC2 launched this instance, or last started it: `pendingTime` of
+/// its instance identity document
+/// (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-identity-documents.html>),
+/// in unix milliseconds (whole seconds). `None`, with a warning, when it
+/// cannot be read: the formation timeline then has no `launched` for this
+/// node, and nothing else changes.
+pub async fn launched_ms(imds: &aws_config::imds::Client) -> Option<u64> {
+    match get(imds, IDENTITY_DOCUMENT).await {
+        Ok(document) => {
+            let launched = pending_time_ms(&document);
+            if launched.is_none() {
+                tracing::warn!(
+                    "the instance identity document has no usable pendingTime (the formation timeline will not have this node's launch)"
+                );
+            }
+            launched
+        }
+        Err(e) => {
+            tracing::warn!(
+                "cannot read the instance identity document (the formation timeline will not have this node's launch): {e}"
+            );
+            None
+        }
+    }
+}
+
+/// `pendingTime` of an instance identity document, in unix milliseconds.
+fn pending_time_ms(document: &str) -> Option<u64> {
+    let document: serde_json::Value = serde_json::from_str(document).ok()?;
+    let text = document.get("pendingTime")?.as_str()?;
+    node_contract::interruption::parse_utc(text)?.checked_mul(1000)
+}
+
 /// The instance's user data (the template writes the node config there).
 pub async fn user_data(imds: &aws_config::imds::Client) -> Result<String, IdentityError> {
     get(imds, "/latest/user-data").await
@@ -333,6 +369,10 @@ mod tests {
                 "/latest/meta-data/local-hostname" => Reply::new(200, "ip-10-0-1-5.ec2.internal"),
                 "/latest/meta-data/instance-type" => Reply::new(200, "g5.12xlarge"),
                 "/latest/meta-data/placement/availability-zone" => Reply::new(200, "us-east-1b"),
+                IDENTITY_DOCUMENT => Reply::new(
+                    200,
+                    r#"{"instanceId":"i-0abc123def4567890","pendingTime":"2026-11-26T01:02:03Z","region":"us-east-1"}"#,
+                ),
                 "/latest/user-data" => match user_data {
                     Some(data) => Reply::new(200, data),
                     None => Reply::new(404, "Not Found"),
@@ -380,6 +420,23 @@ mod tests {
         assert!(requests.iter().filter(|r| r.method == "GET").all(|r| r.header("x-aws-ec2-metadata-token").is_some()));
         // One token serves every GET (the client caches it for its TTL).
         assert_eq!(requests.iter().filter(|r| r.method == "PUT").count(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_launch_time_is_the_identity_documents_pending_time() {
+        let server = imds_server(None);
+        let imds = imds_client_at(&server.url()).unwrap();
+        assert_eq!(launched_ms(&imds).await, Some(1_795_654_923_000));
+        // No document (an old metadata stand-in), or one without a usable time: no launch time, no error.
+        let empty = TestServer::start(|r: &Request| match r.method.as_str() {
+            "PUT" => Reply::new(200, TOKEN).header(TTL, "21600"),
+            _ => Reply::new(404, "Not Found"),
+        });
+        assert_eq!(launched_ms(&imds_client_at(&empty.url()).unwrap()).await, None);
+        for document in ["{}", "not json", r#"{"pendingTime":"yesterday"}"#, r#"{"pendingTime":17}"#] {
+            assert_eq!(pending_time_ms(document), None, "{document}");
+        }
+        assert_eq!(pending_time_ms(r#"{"pendingTime":"1970-01-01T00:00:01Z"}"#), Some(1_000));
     }
 
     #[tokio::test]

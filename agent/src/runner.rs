@@ -175,8 +175,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         availability_zone: me.availability_zone.clone(),
         ssh_host_key: me.ssh_host_key.clone(),
         boot_id: me.boot_id.clone(),
-        // The formation timeline's `booted` and `agent started` (the master
-        // registers itself too).
+        // The formation timeline's `launched`, `booted` and `agent started`
+        // (the master registers itself too).
+        launched_unix_ms: crate::identity::launched_ms(&imds).await,
         booted_unix_ms: booted_ms(&opts.root),
         agent_started_unix_ms: Some(started_ms),
     };

@@ -67,8 +67,12 @@ pub const LINK_REPORT_VERSION: u32 = 5;
 /// why, instead of dropping it as malformed.
 pub const REGISTER_TIMES_VERSION: u32 = 6;
 
+/// The version a `register` that carries the instance's launch time
+/// ([`Register::launched_unix_ms`]) is written with, for the same reason.
+pub const REGISTER_LAUNCHED_VERSION: u32 = 7;
+
 /// The newest message version this crate reads.
-pub const NEWEST_MESSAGE_VERSION: u32 = 6;
+pub const NEWEST_MESSAGE_VERSION: u32 = 7;
 
 /// The kinds this crate knows, for the error about one it does not.
 const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report"];
@@ -125,6 +129,12 @@ pub struct Register {
     pub ssh_host_key: String,
     /// `/proc/sys/kernel/random/boot_id`: tells a reboot from a duplicate.
     pub boot_id: String,
+    /// When EC2 launched the instance (or last started it): `pendingTime`
+    /// of its instance identity document, unix milliseconds (whole
+    /// seconds); the formation timeline's `launched` (version
+    /// [`REGISTER_LAUNCHED_VERSION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_unix_ms: Option<u64>,
     /// When the node's kernel booted (`btime` in `/proc/stat`), unix
     /// milliseconds by the node's clock: the formation timeline's `booted`
     /// (version [`REGISTER_TIMES_VERSION`]).
@@ -360,6 +370,7 @@ impl Message {
             Message::Notice(_) => NOTICE_VERSION,
             Message::BootFailure(_) => BOOT_FAILURE_VERSION,
             Message::LinkReport(_) => LINK_REPORT_VERSION,
+            Message::Register(r) if r.launched_unix_ms.is_some() => REGISTER_LAUNCHED_VERSION,
             Message::Register(r) if r.booted_unix_ms.is_some() || r.agent_started_unix_ms.is_some() => {
                 REGISTER_TIMES_VERSION
             }
@@ -526,6 +537,7 @@ mod tests {
             availability_zone: "us-east-1a".into(),
             ssh_host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA root@node".into(),
             boot_id: "2f0c1c7e-0000-4000-8000-000000000000".into(),
+            launched_unix_ms: None,
             booted_unix_ms: None,
             agent_started_unix_ms: None,
         }
@@ -671,7 +683,7 @@ mod tests {
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":7,"kind":"notice"}"#.into(), "versions 2 to 6"),
+            (r#"{"version":8,"kind":"notice"}"#.into(), "versions 2 to 7"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":3,"kind":"notice","instance_id":"i-1"}"#.into(), "malformed"),
@@ -765,6 +777,19 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&Message::Register(register()).to_body()).unwrap();
         assert_eq!(v["version"], 2);
         assert!(v.get("booted_unix_ms").is_none(), "{v}");
+    }
+
+    /// A `register` with the instance's launch time is version 7, and a
+    /// reader of version 6 would refuse it by its version, not misparse it.
+    #[test]
+    fn a_register_with_the_launch_time_is_version_7() {
+        let with = Register { launched_unix_ms: Some(500), booted_unix_ms: Some(1_000), ..register() };
+        let body = Message::Register(with.clone()).to_body();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((v["version"].as_u64(), v["launched_unix_ms"].as_u64()), (Some(7), Some(500)));
+        assert_eq!(parse_master_queue(&body), Ok(MasterInbound::Register(with)));
+        const { assert!(REGISTER_LAUNCHED_VERSION > REGISTER_TIMES_VERSION) };
+        assert_eq!(NEWEST_MESSAGE_VERSION, REGISTER_LAUNCHED_VERSION);
     }
 
     /// The output is cut to the last lines and bytes, never inside a

@@ -593,6 +593,7 @@ mod tests {
             availability_zone: "us-east-1a".into(),
             ssh_host_key: "ssh-ed25519 AAAA".into(),
             boot_id: "b".into(),
+            launched_unix_ms: None,
             booted_unix_ms: None,
             agent_started_unix_ms: None,
         };

@@ -98,6 +98,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use agent::cluster::timeline::{self, Timeline};
 use e2e::moto::{ACCOUNT, REGION, SECRET_KEY};
 use e2e::{ClusterStack, Identity, Imds, LocalAws};
 
@@ -276,6 +277,10 @@ fn populate_root(root: &Path, ip: Ipv4Addr, hostname: &str) -> BenchResult<()> {
     let short = hostname.split('.').next().unwrap_or(hostname);
     write("etc/hosts", &format!("127.0.0.1 localhost\n{ip} {hostname} {short}\n"))?;
     std::fs::create_dir_all(root.join("home/ubuntu"))?;
+    // The node "boots" when its root is made (the timeline's `booted`); it
+    // was "launched" when its metadata server started, just before.
+    let btime = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    write("proc/stat", &format!("cpu  0 0 0 0 0 0 0 0 0 0\nbtime {btime}\nprocesses 1\n"))?;
     write("proc/sys/kernel/random/boot_id", &std::fs::read_to_string("/proc/sys/kernel/random/uuid")?)?;
     std::fs::create_dir_all(root.join("etc/ssh"))?;
     let key = root.join("etc/ssh/ssh_host_ed25519_key");
@@ -544,6 +549,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         peak_agent_kib = peak_agent_kib.max(a.rss_kib());
     }
     master_peak_kib = master_peak_kib.max(agents[0].rss_kib());
+    let phases = phase_table(&nodes[0].root.path().join("var/lib/deeplearning/master.json"));
     drop(agents);
     // The master's log outlives its root, for a look at where the time went.
     let kept = std::env::temp_dir().join(format!("formation-bench-master-{n}.log"));
@@ -588,7 +594,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
          +{:.2} s, all applied +{:.2} s, manifest retired {} (seconds after the workers' start)\n\
          calls per worker (sorted): min {} median {} max {}; all workers' calls by action: {worker_actions:?}\n\
          master calls {} by action: {by_action:?}\n\
-         RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}",
+         RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}\n{phases}",
         first_register(&log, &worker_keys) - workers_started,
         last_register - workers_started,
         first_applied - workers_started,
@@ -622,6 +628,34 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         settled,
         details,
     })
+}
+
+/// The master's formation timeline (its state file) as the phase table
+/// `synth deploy` prints: per phase, the nodes whose time the master knows,
+/// the median and slowest seconds after the first launch, and the slowest
+/// node. `launched` is when a node's metadata stand-in started, `booted`
+/// when its root was made (both whole seconds), both before the workers'
+/// agents start together.
+fn phase_table(master_state: &Path) -> String {
+    let timeline = std::fs::read_to_string(master_state)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|v| serde_json::from_value::<Timeline>(v["timeline"].clone()).ok());
+    let Some(timeline) = timeline else { return format!("no timeline in {}", master_state.display()) };
+    let summary = timeline.summary();
+    let mut text = format!(
+        "formation phases (seconds after the first launch):\n  {:<14} {:>5} {:>9} {:>9}  slowest node\n",
+        "phase", "nodes", "median", "slowest"
+    );
+    for phase in timeline::PHASES {
+        if let Some(p) = summary.get(phase) {
+            text.push_str(&format!(
+                "  {phase:<14} {:>5} {:>8.1}s {:>8.1}s  {}\n",
+                p.nodes, p.median_s, p.slowest_s, p.slowest
+            ));
+        }
+    }
+    text
 }
 
 fn first_register(log: &[Call], keys: &[&str]) -> f64 {

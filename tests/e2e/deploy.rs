@@ -13,43 +13,13 @@ use std::time::{Duration, Instant};
 
 use e2e::moto::LocalAws;
 use e2e::stack::{IMAGE_PARAMETER, ensure_image_parameter};
+use e2e::synth_cli::{bin as synth_bin, command as synth};
 use e2e::{Cluster, ClusterStack, Network};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-fn synth_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("SYNTH_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("the test executable");
-    let bin = exe.parent().and_then(Path::parent).expect("a target dir").join("synth");
-    assert!(
-        bin.exists(),
-        "{} is missing: `cargo build -p synth` (same CARGO_TARGET_DIR), or set SYNTH_BIN",
-        bin.display()
-    );
-    bin
-}
-
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_owned()
-}
-
-/// A `synth` command with this moto's endpoint and `key` as access key id
-/// (the launcher logs calls per key), and nothing from the user's AWS files.
-fn synth(aws: &LocalAws, key: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(synth_bin());
-    cmd.current_dir(repo()).args(args);
-    for (k, v) in aws.env() {
-        cmd.env(k, v);
-    }
-    cmd.env("AWS_ACCESS_KEY_ID", key)
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env_remove("AWS_PROFILE")
-        .stdin(Stdio::null());
-    cmd
+    e2e::repo_root()
 }
 
 /// A running `synth`, its stdout and stderr in files.
@@ -344,7 +314,7 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     // The phase table, from the timeline summary in the master's signal:
     // deploy prints it once formed, status whenever asked.
     let registered_row = |text: &str| {
-        assert!(text.contains("Formation (seconds after the first boot the master knows of):"), "{text}");
+        assert!(text.contains("Formation (seconds after the first launch or boot the master knows of):"), "{text}");
         let row = text.lines().map(str::trim_start).find(|l| l.starts_with("registered ")).unwrap_or_default();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cells.len(), 5, "phase, nodes, median, slowest, slowest node: {text}");

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use e2e::moto::REGION;
 use e2e::scenario::{applied, edit_node_config, wait_until};
 use e2e::{Cluster, TestResult};
 
@@ -108,5 +109,39 @@ async fn a_failed_prepare_data_script_is_named_in_the_reason() -> TestResult {
     assert!(log.contains("the prepare-data script") && log.contains("shard 7: checksum mismatch"), "{log}");
     assert!(master.log().contains("reports a failed boot step"), "{}", master.log());
     eprintln!("the reason: {reason}");
+
+    // Then, from a terminal, as a user finds out why after the stack is
+    // gone: the failing worker's own lines, from its log group, which
+    // outlives the stack. (This moto does not hold the stack on its wait
+    // condition, so there is no rollback here to wait for: deleting it is
+    // the harder case, tests/e2e/deploy.rs has the rollback.)
+    let synth = |args: &[&str]| -> (i32, String) {
+        let out = e2e::synth_cli::command(cluster.aws(), "user", args).output().expect("synth runs");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let id = failing.instance_id();
+    let logs_args = ["logs", stack, "--node", id.as_str(), "--region", REGION];
+    let mut logs = (0, String::new());
+    wait_until("the worker's lines in synth logs", Duration::from_secs(30), &agents, || {
+        logs = synth(&logs_args);
+        logs.1.lines().any(|l| l.ends_with(" | [prepare-data] shard 7: checksum mismatch"))
+    })?;
+    drop(agents);
+    drop((master, worker));
+    let delete_args = ["delete", stack, "--yes", "--region", REGION];
+    let (code, deleted) = synth(&delete_args);
+    assert_eq!(code, 0, "{deleted}");
+    let after = synth(&logs_args);
+    assert_eq!(after.0, 0, "{}", after.1);
+    assert!(after.1.contains(&format!("| [prepare-data] fetching shards for {}", failing.ip())), "{}", after.1);
+    assert!(after.1.lines().any(|l| l.ends_with(" | [prepare-data] shard 7: checksum mismatch")), "{}", after.1);
+    assert!(after.1.starts_with(&logs.1), "the lines from before the delete, in order:\n{}\n---\n{}", logs.1, after.1);
+    eprintln!(
+        "--- the console's reason, then the terminal after the stack is gone ---\n{reason}\n\n$ synth {}\n{deleted}\n$ synth {}\n{}",
+        delete_args.join(" "),
+        logs_args.join(" "),
+        after.1
+    );
     Ok(())
 }

@@ -124,10 +124,11 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     assert_eq!(formation["Status"], "SUCCESS", "{formation}");
     assert!(formation["Reason"].as_str().unwrap_or_default().contains("3 of 3 workers joined"), "{formation}");
 
-    // The formation timeline: every node's phases in order (booted <= agent
-    // started <= registered <= applied) and within the test's run. The
-    // master knows its own boot and start, a worker's come with its
-    // registration; registered and applied are when the master read them.
+    // The formation timeline: every node's phases in order (launched <=
+    // booted <= agent started <= registered <= applied) and within the
+    // test's run. The master knows its own launch, boot and start, a
+    // worker's come with its registration; registered and applied are when
+    // the master read them.
     let mut timeline = None;
     let all_in = wait_until("the master to read every node's `applied`", Duration::from_secs(30), || {
         timeline = applied_timeline(cluster.master().root());
@@ -138,7 +139,13 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     let now_ms = unix_ms();
     let ms = |v: &serde_json::Value| v.as_u64();
     for (id, n) in &timeline {
-        let phases = [ms(&n["booted_ms"]), ms(&n["agent_started_ms"]), ms(&n["registered_ms"]), ms(&n["applied_ms"])];
+        let phases = [
+            ms(&n["launched_ms"]),
+            ms(&n["booted_ms"]),
+            ms(&n["agent_started_ms"]),
+            ms(&n["registered_ms"]),
+            ms(&n["applied_ms"]),
+        ];
         assert!(phases.iter().all(Option::is_some), "the master knows every node's phases: {n}");
         let known: Vec<u64> = phases.into_iter().flatten().collect();
         assert!(known.is_sorted(), "{id}'s phases out of order: {n}");
@@ -159,7 +166,8 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     assert!(0.0 <= median && median <= slowest, "{data}");
     assert!(slowest * 1000.0 <= (now_ms - test_started_ms) as f64, "{data}");
     assert!(aliases.contains(registered["slowest"].as_str().unwrap_or_default()), "{data}");
-    assert_eq!(data["timeline"]["booted"]["slowest"], "deeplearning-worker1", "{data}");
+    assert_eq!(data["timeline"]["launched"]["nodes"], 4, "{data}");
+    assert!(data["timeline"]["launched"]["slowest_s"].as_f64().is_some_and(|l| l <= slowest), "{data}");
     // `agent status` on the master prints the table.
     let agent = e2e::node::agent_bin()?;
     let status = std::process::Command::new(&agent)
@@ -171,7 +179,7 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     assert!(status.status.success(), "{out}{}", String::from_utf8_lossy(&status.stderr));
     assert!(out.contains("formation timeline"), "{out}");
     for alias in &aliases {
-        let row = out.lines().find(|l| l.starts_with(alias) && l.split_whitespace().count() == 5);
+        let row = out.lines().find(|l| l.starts_with(alias) && l.split_whitespace().count() == 6);
         assert!(row.is_some_and(|r| !r.ends_with('-')), "{alias}'s row with applied: {out}");
     }
     eprintln!("formed in {formed_in:?}\n{out}");

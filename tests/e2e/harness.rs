@@ -367,6 +367,10 @@ async fn the_metadata_stand_in_answers_the_sdk_imds_client() -> TestResult {
         .map_err(|e| unexpected("identity document", e))?;
     assert_eq!(document["instanceId"], "i-0123456789abcdef0");
     assert_eq!(document["region"], REGION);
+    // The launch is when the stand-in started, as RFC 3339 in UTC (the agent's timeline reads it).
+    let launched = document["pendingTime"].as_str().and_then(node_contract::interruption::parse_utc).unwrap_or(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    assert!((now.saturating_sub(60)..=now).contains(&launched), "{document}");
     assert!(get("/latest/meta-data/no-such-thing").await.is_err());
     imds.set_user_data(None);
     assert!(get("/latest/user-data").await.is_err(), "user data after it was removed");

@@ -34,17 +34,18 @@ async fn wait_for<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut()
     }
 }
 
-/// A line without its first word (the timestamp: the agent's two outputs
-/// each read the clock).
-fn body(line: &str) -> String {
-    line.split_once(' ').map_or(line, |(_, rest)| rest).to_owned()
+/// A stderr line without its first word (the timestamp: the shipped line
+/// has none, its event carries the time), and without the padding before
+/// the level.
+fn body(line: &str) -> &str {
+    line.split_once(' ').map_or(line, |(_, rest)| rest).trim_start()
 }
 
-/// How often each line body occurs.
-fn counts<'a>(lines: impl Iterator<Item = &'a str>) -> BTreeMap<String, usize> {
+/// How often each line occurs (`key` makes it comparable).
+fn counts<'a>(lines: impl Iterator<Item = &'a str>, key: fn(&str) -> &str) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for line in lines {
-        *out.entry(body(line)).or_default() += 1;
+        *out.entry(key(line).to_owned()).or_default() += 1;
     }
     out
 }
@@ -101,12 +102,12 @@ async fn every_node_ships_its_lines_and_a_cut_neither_delays_formation_nor_loses
 
     // None lost: every line written so far arrives.
     let wanted: Vec<BTreeMap<String, usize>> =
-        agents.iter().map(|a| counts(stderr_lines(&a.log()).into_iter())).collect();
+        agents.iter().map(|a| counts(stderr_lines(&a.log()).into_iter(), body)).collect();
     let aws = cluster.aws();
     let streams = wait_for("every agent's lines in its streams", Duration::from_secs(60), async || {
         let streams = aws.log_streams(&group).await.ok()??;
         let all_in = nodes.iter().zip(&wanted).all(|(node, wanted)| {
-            let got = counts(shipped(&streams, &node.instance_id()).into_iter());
+            let got = counts(shipped(&streams, &node.instance_id()).into_iter(), str::trim_start);
             wanted.iter().all(|(line, n)| got.get(line).copied().unwrap_or(0) >= *n)
         });
         all_in.then_some(streams)
@@ -116,8 +117,8 @@ async fn every_node_ships_its_lines_and_a_cut_neither_delays_formation_nor_loses
     // None twice: no line more often in the streams than the agent wrote it
     // (its stderr read after the streams).
     for (node, agent) in nodes.iter().zip(&agents) {
-        let written = counts(stderr_lines(&agent.log()).into_iter());
-        let got = counts(shipped(&streams, &node.instance_id()).into_iter());
+        let written = counts(stderr_lines(&agent.log()).into_iter(), body);
+        let got = counts(shipped(&streams, &node.instance_id()).into_iter(), str::trim_start);
         for (line, n) in &got {
             let w = written.get(line).copied().unwrap_or(0);
             assert!(*n <= w, "{}: {line:?} shipped {n} times, written {w}", node.instance_id());

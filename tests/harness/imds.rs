@@ -60,8 +60,9 @@ impl Identity {
         }
     }
 
-    /// The instance identity document, as EC2 serves it.
-    pub fn document(&self) -> String {
+    /// The instance identity document, as EC2 serves it; `pendingTime`:
+    /// when this instance was launched (unix seconds).
+    pub fn document(&self, launched_unix: u64) -> String {
         serde_json::json!({
             "accountId": self.account_id,
             "architecture": "x86_64",
@@ -69,7 +70,7 @@ impl Identity {
             "imageId": self.image_id,
             "instanceId": self.instance_id,
             "instanceType": self.instance_type,
-            "pendingTime": "2025-01-01T00:00:00Z",
+            "pendingTime": node_contract::interruption::format_utc(launched_unix),
             "privateIp": self.local_ipv4.to_string(),
             "region": self.region,
             "version": "2017-09-30",
@@ -90,6 +91,9 @@ struct Notices {
 
 struct State {
     identity: Mutex<Identity>,
+    /// When the server started: the instance's launch, for `pendingTime`
+    /// (unix seconds).
+    launched_unix: u64,
     notices: Mutex<Notices>,
     tokens: Mutex<HashMap<String, Instant>>,
     next_token: AtomicU64,
@@ -109,8 +113,11 @@ impl Imds {
     pub fn start(bind: SocketAddr, identity: Identity) -> Result<Imds> {
         let listener = TcpListener::bind(bind).map_err(Error::io("binding the metadata server", bind.to_string()))?;
         let addr = listener.local_addr().map_err(Error::io("metadata server address", bind.to_string()))?;
+        let launched_unix =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let state = Arc::new(State {
             identity: Mutex::new(identity),
+            launched_unix,
             notices: Mutex::new(Notices::default()),
             tokens: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
@@ -289,7 +296,7 @@ fn answer(request: &Request, state: &State) -> (&'static str, Vec<(&'static str,
         "/latest/meta-data/placement/availability-zone" => Some(identity.availability_zone.clone()),
         "/latest/meta-data/placement/region" => Some(identity.region.clone()),
         "/latest/user-data" => identity.user_data.clone(),
-        "/latest/dynamic/instance-identity/document" => Some(identity.document()),
+        "/latest/dynamic/instance-identity/document" => Some(identity.document(state.launched_unix)),
         "/latest/meta-data/spot/instance-action" => notices.instance_action,
         "/latest/meta-data/events/recommendations/rebalance" => notices.rebalance,
         _ => None,

@@ -16,7 +16,8 @@
 //!   downloaded, checked and installed in a writable layer over this
 //!   machine's filesystem, then the installed agent started;
 //! - [`sshd`]: hosts with a real sshd each and the agent's files, for `trainer`;
-//! - [`proxy`]: a TCP proxy a test can cut, to make one service unreachable.
+//! - [`proxy`]: a TCP proxy a test can cut, to make one service unreachable;
+//! - [`synth_cli`]: the `synth` program run against the local AWS.
 //!
 //! Everything is undone on `Drop`, also when a test panics. The harness needs
 //! root and `ip` (iproute2); [`require_root`] fails with a clear message
@@ -33,6 +34,7 @@ pub mod proxy;
 pub mod scenario;
 pub mod sshd;
 pub mod stack;
+pub mod synth_cli;
 pub mod venv;
 
 pub use cluster::Cluster;

@@ -21,6 +21,7 @@ pub fn master_reg() -> Register {
         availability_zone: "us-east-1a".into(),
         ssh_host_key: "ssh-ed25519 AAAAmaster root@master".into(),
         boot_id: "boot-master".into(),
+        launched_unix_ms: None,
         booted_unix_ms: None,
         agent_started_unix_ms: None,
     }
@@ -38,6 +39,7 @@ pub fn worker_reg(n: u32) -> Register {
         availability_zone: "us-east-1b".into(),
         ssh_host_key: format!("ssh-ed25519 AAAAw{n} root@w{n}"),
         boot_id: format!("boot-{n}"),
+        launched_unix_ms: None,
         booted_unix_ms: None,
         agent_started_unix_ms: None,
     }

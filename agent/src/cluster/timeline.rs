@@ -3,6 +3,9 @@
 //!
 //! What the master knows without new messages or AWS calls:
 //!
+//! - **launched**: when EC2 launched the instance (or last started it),
+//!   `pendingTime` of the instance identity document the node reads from
+//!   IMDS, whole seconds, from its `register` (message version 7);
 //! - **booted** and **agent started**: the kernel's boot time (`btime` in
 //!   `proc/stat` under the agent's root) and when the agent started, its
 //!   own as it notes them, a worker's from its `register` (message version
@@ -22,13 +25,16 @@ use node_contract::message::Register;
 use serde::{Deserialize, Serialize};
 
 /// The phases, in the order a node goes through them.
-pub const PHASES: [&str; 4] = ["booted", "agent_started", "registered", "applied"];
+pub const PHASES: [&str; 5] = ["launched", "booted", "agent_started", "registered", "applied"];
 
 /// One node's times (unix milliseconds); `None`: not known to the master.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeTimes {
     /// The node's alias when it was admitted (`deeplearning-workerN`).
     pub alias: String,
+    /// Absent from a master state written before version 7.
+    #[serde(default)]
+    pub launched_ms: Option<u64>,
     pub booted_ms: Option<u64>,
     pub agent_started_ms: Option<u64>,
     pub registered_ms: Option<u64>,
@@ -37,8 +43,8 @@ pub struct NodeTimes {
 
 impl NodeTimes {
     /// The phases' times in [`PHASES`] order.
-    pub fn phases(&self) -> [Option<u64>; 4] {
-        [self.booted_ms, self.agent_started_ms, self.registered_ms, self.applied_ms]
+    pub fn phases(&self) -> [Option<u64>; 5] {
+        [self.launched_ms, self.booted_ms, self.agent_started_ms, self.registered_ms, self.applied_ms]
     }
 }
 
@@ -63,11 +69,13 @@ pub struct PhaseSummary {
 
 impl Timeline {
     /// A member was admitted (or registered from a new boot): its entry
-    /// starts again with `registered_ms`, and the boot and agent start its
-    /// registration reports (the master's own too: it registers itself).
+    /// starts again with `registered_ms`, and the launch, boot and agent
+    /// start its registration reports (the master's own too: it registers
+    /// itself).
     pub fn registered(&mut self, r: &Register, alias: String, registered_ms: u64) {
         let times = NodeTimes {
             alias,
+            launched_ms: r.launched_unix_ms,
             booted_ms: r.booted_unix_ms,
             agent_started_ms: r.agent_started_unix_ms,
             registered_ms: Some(registered_ms),
@@ -137,14 +145,15 @@ impl Timeline {
     pub fn table(&self) -> String {
         let origin = self.origin_ms().unwrap_or(0);
         let mut text = format!(
-            "formation timeline (seconds after {} ms since the epoch; - : not known to the master)\n{:<24} {:>8} {:>14} {:>11} {:>8}\n",
-            origin, "node", "booted", "agent_started", "registered", "applied"
+            "formation timeline (seconds after {} ms since the epoch; - : not known to the master)\n{:<24} {:>8} {:>8} {:>14} {:>11} {:>8}\n",
+            origin, "node", "launched", "booted", "agent_started", "registered", "applied"
         );
         let mut rows: Vec<&NodeTimes> = self.nodes.values().collect();
         rows.sort_by(|a, b| a.alias.cmp(&b.alias));
         for n in rows {
-            let [b, s, r, a] = n.phases().map(|t| t.map_or("-".to_string(), |t| format!("{:.1}", seconds(t - origin))));
-            text.push_str(&format!("{:<24} {b:>8} {s:>14} {r:>11} {a:>8}\n", n.alias));
+            let [l, b, s, r, a] =
+                n.phases().map(|t| t.map_or("-".to_string(), |t| format!("{:.1}", seconds(t - origin))));
+            text.push_str(&format!("{:<24} {l:>8} {b:>8} {s:>14} {r:>11} {a:>8}\n", n.alias));
         }
         text
     }
@@ -211,7 +220,7 @@ mod tests {
         t.applied("i-1", 3_000);
         t.registered(&reg("i-1"), "w2".into(), 9_000);
         assert_eq!(t.nodes().len(), 2);
-        assert_eq!(t.nodes()["i-1"].phases(), [None, None, Some(9_000), None]);
+        assert_eq!(t.nodes()["i-1"].phases(), [None, None, None, Some(9_000), None]);
         t.remove("i-1");
         t.applied("i-1", 10_000); // not a member: nothing comes back
         assert_eq!(t.nodes().keys().collect::<Vec<_>>(), ["i-0"]);
@@ -225,7 +234,29 @@ mod tests {
         let table = t.table();
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 4, "{table}");
-        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["deeplearning-worker1", "0.0", "1.0", "3.0", "-"]);
-        assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["deeplearning-worker2", "-", "-", "5.2", "7.0"]);
+        assert_eq!(lines[1].split_whitespace().nth(1), Some("launched"), "{table}");
+        let row = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
+        assert_eq!(row(2), ["deeplearning-worker1", "-", "0.0", "1.0", "3.0", "-"]);
+        assert_eq!(row(3), ["deeplearning-worker2", "-", "-", "-", "5.2", "7.0"]);
+    }
+
+    /// The launch time a registration reports is the first phase, and the
+    /// earliest time the summary counts from.
+    #[test]
+    fn the_launch_is_the_first_phase() {
+        let mut t = timeline(&[("w1", 50_000), ("w2", 52_000)]);
+        let r = Register { launched_unix_ms: Some(10_000), booted_unix_ms: Some(30_000), ..reg("i-1") };
+        t.registered(&r, "w2".into(), 52_000);
+        assert_eq!(t.nodes()["i-1"].phases(), [Some(10_000), Some(30_000), None, Some(52_000), None]);
+        assert_eq!(t.origin_ms(), Some(10_000));
+        let s = t.summary();
+        assert_eq!((s["launched"].nodes, s["launched"].slowest_s, s["launched"].slowest.as_str()), (1, 0.0, "w2"));
+        assert_eq!(s["registered"].slowest_s, 42.0);
+        // A master state written before the launch was kept still reads.
+        let old: NodeTimes = serde_json::from_str(
+            r#"{"alias":"w1","booted_ms":1,"agent_started_ms":2,"registered_ms":3,"applied_ms":null}"#,
+        )
+        .unwrap();
+        assert_eq!(old.phases(), [None, Some(1), Some(2), Some(3), None]);
     }
 }

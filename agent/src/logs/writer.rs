@@ -25,7 +25,9 @@ static EARLY: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
 pub fn init_logging(env: &str, default: &str, ansi: bool) {
     use tracing_subscriber::fmt;
     use tracing_subscriber::prelude::*;
-    let spool = fmt::layer().with_writer(SpoolWriter).with_ansi(false).log_internal_errors(false);
+    // No time in the line: each event carries its own timestamp (when it
+    // was written), which CloudWatch and `synth logs` show.
+    let spool = fmt::layer().with_writer(SpoolWriter).with_ansi(false).without_time().log_internal_errors(false);
     tracing_subscriber::registry()
         .with(cli_output::stderr_layer(env, default, ansi))
         .with(spool.with_filter(cli_output::env_filter(env, default)))
@@ -80,17 +82,20 @@ impl Drop for EventWriter {
         if self.0.is_empty() {
             return;
         }
+        // The level comes padded to five characters (" INFO"); the line
+        // starts at the level.
         let text = String::from_utf8_lossy(&self.0);
+        let text = text.trim_start();
         let ts = super::now_ms();
         match SPOOL.get() {
             Some(Some(spool)) => {
-                let _ = spool.append(ts, &text);
+                let _ = spool.append(ts, text);
             }
             Some(None) => {}
             None => {
                 let mut early = EARLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 if early.len() < EARLY_LINES {
-                    early.push((ts, text.into_owned()));
+                    early.push((ts, text.to_owned()));
                 }
             }
         }

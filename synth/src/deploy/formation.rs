@@ -4,10 +4,11 @@
 //! create or update that formed, and by `synth status`.
 //!
 //! The master puts the formation timeline's summary in the signal's data
-//! (agent `cluster::timeline`): per phase (booted, agent started,
-//! registered, applied), how many nodes it knows the time of, the median
-//! and slowest seconds after the earliest time it holds, and the slowest
-//! node. `applied` comes after the signal, so it is not there; `agent
+//! (agent `cluster::timeline`): per phase (launched, booted, agent
+//! started, registered, applied), how many nodes it knows the time of, the
+//! median and slowest seconds after the earliest time it holds (the first
+//! launch; the first boot from an agent that does not report launches),
+//! and the slowest node. `applied` comes after the signal, so it is not there; `agent
 //! status` on the master has it.
 
 use std::collections::BTreeMap;
@@ -23,8 +24,13 @@ pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
 
 /// The phases, in the order a node goes through them, with their names in
 /// the table.
-const PHASES: [(&str, &str); 4] =
-    [("booted", "booted"), ("agent_started", "agent started"), ("registered", "registered"), ("applied", "applied")];
+const PHASES: [(&str, &str); 5] = [
+    ("launched", "launched"),
+    ("booted", "booted"),
+    ("agent_started", "agent started"),
+    ("registered", "registered"),
+    ("applied", "applied"),
+];
 
 /// One phase of the summary, as the master writes it.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -61,7 +67,7 @@ pub fn table(summary: &BTreeMap<String, PhaseSummary>) -> String {
     let rows: Vec<(&str, &PhaseSummary)> =
         known.chain(unknown).filter_map(|(key, name)| summary.get(key).map(|s| (name, s))).collect();
     let mut text = format!(
-        "Formation (seconds after the first boot the master knows of):\n  {:<14} {:>5} {:>9} {:>9}  {}\n",
+        "Formation (seconds after the first launch or boot the master knows of):\n  {:<14} {:>5} {:>9} {:>9}  {}\n",
         "phase", "nodes", "median", "slowest", "slowest node"
     );
     for (name, s) in rows {
@@ -97,13 +103,27 @@ mod tests {
         assert_eq!(summary["registered"].slowest, "deeplearning-worker4");
         assert_eq!(
             table(&summary),
-            "Formation (seconds after the first boot the master knows of):
+            "Formation (seconds after the first launch or boot the master knows of):
   phase          nodes    median   slowest  slowest node
   booted             1      0.0s      0.0s  deeplearning-worker1
   agent started      1     50.0s     50.0s  deeplearning-worker1
   registered         4     61.0s     69.0s  deeplearning-worker4
 "
         );
+    }
+
+    /// The data of the same agent test once nodes report their launch
+    /// (message version 7; recorded): `launched` is the first row.
+    #[test]
+    fn the_launch_is_the_first_row() {
+        let data = r#"{"generation":1,"joined_workers":3,"min_workers":1,"nodes":4,"requested_workers":3,"timeline":{"agent_started":{"median_s":80.0,"nodes":1,"slowest":"deeplearning-worker1","slowest_s":80.0},"booted":{"median_s":30.0,"nodes":1,"slowest":"deeplearning-worker1","slowest_s":30.0},"launched":{"median_s":0.0,"nodes":1,"slowest":"deeplearning-worker1","slowest_s":0.0},"registered":{"median_s":91.0,"nodes":4,"slowest":"deeplearning-worker4","slowest_s":99.0}}}"#;
+        let output = serde_json::json!({ "i-0123456789abcdef0": data }).to_string();
+        let summary = timeline(&outputs(&output)).expect("a timeline");
+        let text = table(&summary);
+        let phases: Vec<&str> =
+            text.lines().skip(2).filter_map(|l| l.split("  ").map(str::trim).find(|c| !c.is_empty())).collect();
+        assert_eq!(phases, ["launched", "booted", "agent started", "registered"], "{text}");
+        assert!(text.contains("  launched           1      0.0s      0.0s  deeplearning-worker1\n"), "{text}");
     }
 
     #[test]

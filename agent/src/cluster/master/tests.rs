@@ -1122,7 +1122,12 @@ fn boot_failures_kept_are_bounded() {
 #[test]
 fn the_success_signal_carries_the_timeline_summary() {
     let size = GroupSize { requested: 3, min: 1 };
-    let me = Register { booted_unix_ms: Some(T0 - 60_000), agent_started_unix_ms: Some(T0 - 10_000), ..master_reg() };
+    let me = Register {
+        launched_unix_ms: Some(T0 - 90_000),
+        booted_unix_ms: Some(T0 - 60_000),
+        agent_started_unix_ms: Some(T0 - 10_000),
+        ..master_reg()
+    };
     let mut s = MasterState::new(&config(30, false), size, me, "ssh-ed25519 AAAA key".into(), T0);
     s.start(T0, 0);
     send(&mut s, register(1), T0 + 1_000);
@@ -1132,16 +1137,18 @@ fn the_success_signal_carries_the_timeline_summary() {
     assert!(f[0].success);
     let data: serde_json::Value = serde_json::from_str(&f[0].data).unwrap();
     let t = &data["timeline"];
-    // Seconds after the master's boot (T0 - 60 s).
+    // Seconds after the master's launch (T0 - 90 s).
     assert_eq!(
-        t["booted"],
+        t["launched"],
         serde_json::json!({"nodes": 1, "median_s": 0.0, "slowest_s": 0.0, "slowest": "deeplearning-worker1"})
     );
-    assert_eq!(t["agent_started"]["median_s"], 50.0);
+    assert_eq!(t["booted"]["median_s"], 30.0);
+    assert_eq!(t["agent_started"]["median_s"], 80.0);
     assert_eq!(
         t["registered"],
-        serde_json::json!({"nodes": 4, "median_s": 61.0, "slowest_s": 69.0, "slowest": "deeplearning-worker4"})
+        serde_json::json!({"nodes": 4, "median_s": 91.0, "slowest_s": 99.0, "slowest": "deeplearning-worker4"})
     );
+    eprintln!("the signal's data: {}", f[0].data);
     assert!(t.get("applied").is_none(), "nothing applied before generation 1 goes out: {t}");
     assert!(crate::aws::cloudformation::signal_body(f[0]).len() < 1_024);
 
@@ -1154,8 +1161,8 @@ fn the_success_signal_carries_the_timeline_summary() {
         assert!(n.registered_ms.is_some_and(|r| r <= T0 + 12_000), "{n:?}");
     }
     let master = &timeline.nodes()["i-master"];
-    assert_eq!(master.phases(), [Some(T0 - 60_000), Some(T0 - 10_000), Some(T0), Some(T0 + 12_000)]);
-    assert_eq!(timeline.summary()["applied"].slowest_s, 72.0);
+    assert_eq!(master.phases(), [Some(T0 - 90_000), Some(T0 - 60_000), Some(T0 - 10_000), Some(T0), Some(T0 + 12_000)]);
+    assert_eq!(timeline.summary()["applied"].slowest_s, 102.0);
     // A restart keeps it (it is in the saved state).
     let resumed: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
     assert_eq!(resumed.timeline(), timeline);
@@ -1166,17 +1173,21 @@ fn the_success_signal_carries_the_timeline_summary() {
     assert!(old.timeline().nodes().is_empty());
 }
 
-/// A worker's own boot and agent start come with its registration.
+/// A worker's own launch, boot and agent start come with its registration.
 #[test]
 fn a_workers_boot_and_start_times_come_with_its_registration() {
     let size = GroupSize { requested: 1, min: 1 };
     let mut s = MasterState::new(&config(30, false), size, master_reg(), "ssh-ed25519 AAAA key".into(), T0);
     s.start(T0, 0);
-    let timed =
-        Register { booted_unix_ms: Some(T0 - 30_000), agent_started_unix_ms: Some(T0 - 5_000), ..worker_reg(1) };
+    let timed = Register {
+        launched_unix_ms: Some(T0 - 70_000),
+        booted_unix_ms: Some(T0 - 30_000),
+        agent_started_unix_ms: Some(T0 - 5_000),
+        ..worker_reg(1)
+    };
     send(&mut s, MasterInbound::Register(timed), T0 + 1_000);
     let worker = &s.timeline().nodes()["i-w1"];
-    assert_eq!(worker.phases(), [Some(T0 - 30_000), Some(T0 - 5_000), Some(T0 + 1_000), None]);
+    assert_eq!(worker.phases(), [Some(T0 - 70_000), Some(T0 - 30_000), Some(T0 - 5_000), Some(T0 + 1_000), None]);
 }
 
 /// One entry per member, however many join and leave: a node that leaves

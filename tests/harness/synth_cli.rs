@@ -1,0 +1,41 @@
+//! `synth`, the program, run as a user runs it, against the local AWS.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::LocalAws;
+
+/// The `synth` binary: `SYNTH_BIN`, else the one next to the test
+/// executable's profile directory (`cargo build -p synth` with the same
+/// `CARGO_TARGET_DIR`).
+pub fn bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("SYNTH_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test executable");
+    let bin = exe.parent().and_then(Path::parent).expect("a target dir").join("synth");
+    assert!(
+        bin.exists(),
+        "{} is missing: `cargo build -p synth` (same CARGO_TARGET_DIR), or set SYNTH_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// A `synth` command in the repository root with `aws`'s endpoint and
+/// `key` as access key id (the launcher logs calls per key), and nothing
+/// from the user's AWS files.
+pub fn command(aws: &LocalAws, key: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.current_dir(crate::repo_root()).args(args);
+    for (k, v) in aws.env() {
+        cmd.env(k, v);
+    }
+    cmd.env("AWS_ACCESS_KEY_ID", key)
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("AWS_PROFILE")
+        .stdin(Stdio::null());
+    cmd
+}
