@@ -65,14 +65,17 @@ pub(super) fn run(args: &LogsArgs) -> ExitCode {
         Err(e) => return cloud::cloud_error(e),
     };
     cloud::block_on(async {
-        let cloud = match cloud::connect(args.aws.region, args.aws.profile.as_deref()).await {
-            Ok(c) => c,
-            Err(code) => return code,
+        let work = async {
+            let cloud = match cloud::connect(args.aws.region, args.aws.profile.as_deref()).await {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            print_logs(&cloud, args, since).await
         };
-        // Ctrl-C at any point (a long first read included) ends it at once;
-        // nothing on the cloud side changes.
+        // Ctrl-C at any point (finding credentials and a long first read
+        // included) ends it at once; nothing on the cloud side changes.
         tokio::select! {
-            code = print_logs(&cloud, args, since) => code,
+            code = work => code,
             _ = tokio::signal::ctrl_c() => ExitCode::Interrupted,
         }
     })
