@@ -163,6 +163,19 @@ pub struct MasterState {
     /// The network check under way, if any.
     #[serde(default)]
     gate: Option<Gate>,
+    /// Workers the network gate's `replace` has terminated so far (see
+    /// [`network_replacement_budget`]). Older state files have none.
+    #[serde(default)]
+    network_replacements: u32,
+}
+
+/// The most workers the network gate's `replace` terminates over the
+/// master's life, for a check of `nodes` nodes: a tenth of them, at least
+/// 3. A replacement that is slow again is replaced again until then; past
+/// it, slow nodes are only named: a cluster that keeps getting slow
+/// instances points at its placement or subnet, not at instances.
+pub fn network_replacement_budget(nodes: usize) -> u32 {
+    u32::try_from(nodes / 10).unwrap_or(u32::MAX).max(3)
 }
 
 impl MasterState {
@@ -207,6 +220,7 @@ impl MasterState {
             timeline,
             network_check: config.network_check.clone(),
             gate: None,
+            network_replacements: 0,
         }
     }
 
@@ -1049,15 +1063,33 @@ impl MasterState {
                 NetworkAction::Warn => {}
                 NetworkAction::Fail => actions.push_str(" (action fail: the cluster had formed, so this only warns)"),
                 NetworkAction::Replace => {
-                    for n in verdict.slow().map(|l| &l.node) {
-                        if n.instance_id == self.master_id {
-                            actions.push_str(&format!(" {} is the master, which is not replaced.", n.alias));
-                        } else {
-                            actions.push_str(&format!(
-                                " {} ({}) is terminated for a replacement.",
-                                n.alias, n.instance_id
-                            ));
-                            fx.push(Effect::TerminateWorker(n.instance_id.clone()));
+                    let slow: Vec<&GateNode> = verdict.slow().map(|l| &l.node).collect();
+                    let nodes = gate.nodes.len();
+                    let budget = network_replacement_budget(nodes);
+                    if slow.len() * 2 > nodes {
+                        actions.push_str(&format!(
+                            " {} of {nodes} nodes are below: that points at the expected bandwidth or the network, \
+                             not at these nodes, so none is replaced.",
+                            slow.len()
+                        ));
+                    } else {
+                        for n in slow {
+                            if n.instance_id == self.master_id {
+                                actions.push_str(&format!(" {} is the master, which is not replaced.", n.alias));
+                            } else if self.network_replacements >= budget {
+                                actions.push_str(&format!(
+                                    " {} ({}) is not replaced: the network check replaced {} workers already, \
+                                     the most for this cluster (check the subnet and placement).",
+                                    n.alias, n.instance_id, self.network_replacements
+                                ));
+                            } else {
+                                self.network_replacements += 1;
+                                actions.push_str(&format!(
+                                    " {} ({}) is terminated for a replacement.",
+                                    n.alias, n.instance_id
+                                ));
+                                fx.push(Effect::TerminateWorker(n.instance_id.clone()));
+                            }
                         }
                     }
                 }

@@ -1,7 +1,7 @@
 //! Unit tests of the master's side of the network gate: when a check
 //! opens, what it holds, how it decides and what each action does.
 
-use node_contract::message::{LinkReport, MasterInbound};
+use node_contract::message::{Leave, LinkReport, MasterInbound};
 use node_contract::{NetworkAction, NetworkCheck};
 
 use super::*;
@@ -124,6 +124,55 @@ fn replace_terminates_slow_workers_but_never_the_master() {
     assert!(f[0].reason.contains("median of the nodes, 0.40"), "{}", f[0].reason);
     assert!(f[0].reason.contains("deeplearning-worker1 is the master, which is not replaced"), "{}", f[0].reason);
     assert!(f[0].reason.contains("deeplearning-worker3 (i-w2) is terminated for a replacement"), "{}", f[0].reason);
+}
+
+/// Most nodes below: the reference is suspect, not the nodes, so nothing
+/// is terminated; and replacements stop at the budget, then only name.
+#[test]
+fn replace_spares_a_slow_majority_and_stops_at_its_budget() {
+    let mut s = gated(3, NetworkAction::Replace, Some(0.4));
+    form(&mut s);
+    let mut fx = Vec::new();
+    for (id, peer) in [("i-master", "i-w1"), ("i-w1", "i-w2"), ("i-w2", "i-w3"), ("i-w3", "i-master")] {
+        fx.extend(send(&mut s, report(id, peer, 1, 0.1), T0 + 4_000));
+    }
+    assert!(terminations(&fx).is_empty(), "{}", logs(&fx));
+    let f = formations(&fx);
+    assert!(f[0].reason.contains("4 of 4 nodes are below"), "{}", f[0].reason);
+    assert!(f[0].reason.contains("none is replaced"), "{}", f[0].reason);
+
+    // The slow worker is replaced, its replacement (a new worker, checked
+    // when it joins) is slow too, and so on: terminated while the budget
+    // lasts (3 for a 4-node cluster), then only named.
+    assert_eq!(network_replacement_budget(4), 3);
+    assert_eq!(network_replacement_budget(1_000), 100);
+    let mut slow = "i-w2".to_string();
+    let mut terminated: Vec<String> = Vec::new();
+    let mut said = String::new();
+    for n in 10..15u32 {
+        let t = T0 + u64::from(n) * 60_000;
+        if terminated.last() == Some(&slow) {
+            let gone = Leave { instance_id: slow.clone(), reason: "terminated".into() };
+            s.on_inbound(MasterInbound::Leave(gone), t, &|_| true);
+            s.on_tick(t + 20_000);
+            slow = format!("i-w{n}");
+        }
+        send(&mut s, MasterInbound::Register(worker_reg(n)), t + 21_000);
+        s.on_tick(t + 40_000);
+        let gate = s.gate.clone().expect("the join opens a check");
+        let mut fx = Vec::new();
+        for node in &gate.nodes {
+            let gbps = if node.instance_id == slow { 0.1 } else { 0.4 };
+            fx.extend(send(&mut s, report(&node.instance_id, "i-master", gate.generation, gbps), t + 41_000));
+        }
+        terminated.extend(terminations(&fx).into_iter().map(str::to_owned));
+        said.push_str(&logs(&fx));
+    }
+    assert_eq!(terminated, ["i-w2", "i-w11", "i-w12"], "{said}");
+    assert!(said.contains("(i-w13) is not replaced: the network check replaced 3 workers already"), "{said}");
+    // The count survives a restart.
+    let resumed: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(resumed.network_replacements, 3);
 }
 
 #[test]
