@@ -499,8 +499,6 @@ async fn node_loop(
     let mut assembly = Assembly::new();
     let register_body = Message::Register(register.clone()).to_body();
     let mut prepared = false;
-    // The network gate's probe of the newest checked generation, if one runs.
-    let mut probing: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         if interrupted.load(Ordering::SeqCst) && !node.is_interrupted() {
             node.interrupted();
@@ -570,18 +568,7 @@ async fn node_loop(
                         warn!("cannot report generation {} applied: {e}", manifest.generation);
                     }
                     if config.network_check.is_some() && netgate::checks(last_applied.as_ref(), &manifest) {
-                        // In its own task: the probe waits for this node's
-                        // phase and sends for seconds, while the loop goes
-                        // on reading manifests. A newer check supersedes
-                        // the older one's probe (the master judges only the
-                        // newest).
-                        if let Some(older) = probing.take() {
-                            older.abort();
-                        }
-                        let (me, manifest, queue) = (me.clone(), manifest.clone(), master_queue.clone());
-                        probing = Some(tokio::spawn(async move {
-                            probe_link(&me, &manifest, publication, &queue).await;
-                        }));
+                        probe_link(me, &manifest, publication, master_queue).await;
                     }
                     last_applied = Some(manifest);
                 }
