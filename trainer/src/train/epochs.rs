@@ -12,11 +12,29 @@
 //! run (its own copy when it began that epoch, a redo; else its current
 //! state), takes `group.source_rank`'s state by broadcast (parameters,
 //! momentum and the epoch/step counters), joins the group and goes on.
+//!
+//! Leaving at a step: a rank whose host was given an interruption notice
+//! raises its leaving flag ([`Rank::leaving`]) in the next step's gradient
+//! all-reduce ([`Stepped::leaving`]); every rank sees the same count after
+//! that same step, and unless it was the epoch's last step every rank stops
+//! there ([`Trained::Stopped`]) and checks in mid-epoch
+//! ([`Membership::at_step`]). The leaver is told to leave at once (exit 0);
+//! the others get a group without it that runs the *rest* of the same
+//! epoch ([`Next::Reformed`] with `step > 0`). No state moves then: the
+//! all-reduce left the same state on every member, so there is no
+//! broadcast and no redo; the epoch keeps its permutation (the generation
+//! it began with) and its remaining global batches are re-sharded over the
+//! new world. A flag raised at the epoch's last step is reported at the
+//! boundary instead, where the leaver leaves the same way. Joins still wait
+//! for an epoch boundary. A collective failure after a mid-epoch re-form
+//! redoes the epoch from its start, as any failure does.
 //! No files or sockets of its own: the membership and the ring have them.
+//!
+//! [`Stepped::leaving`]: super::engine::Stepped::leaving
 
 use super::collective::Group;
 use super::elastic::{Membership, Next, broadcast_state};
-use super::engine::{Engine, EngineError, TrainState};
+use super::engine::{Engine, EngineError, StepStats, TrainState};
 use super::rendezvous::RendezvousError;
 use super::ring::Ring;
 
@@ -36,6 +54,27 @@ impl Shard {
     pub const ALONE: Shard = Shard { rank: 0, world: 1, generation: 0 };
 }
 
+/// Where in an epoch training starts: its first step, or after the steps
+/// an earlier group (or the same one, before a mid-epoch check-in) ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Resume {
+    /// Steps of the epoch already run (0: the whole epoch is to run).
+    pub step: u64,
+    /// Loss and accuracy sums of those steps over every rank: rank 0
+    /// carries them into the epoch's report.
+    pub train: StepStats,
+}
+
+/// How one call of [`Rank::train`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trained<R> {
+    /// The epoch is complete.
+    Epoch(R),
+    /// A rank raised the leaving flag: every rank stopped after the same
+    /// step, before the epoch's end; the epoch goes on from here.
+    Stopped(Resume),
+}
+
 /// What the loop drives: one rank's engine and its work per epoch.
 pub trait Rank {
     /// What a completed epoch reports (passed to [`Rank::completed`]).
@@ -47,16 +86,23 @@ pub trait Rank {
     /// Sums gradients over `group` from now on (`ring` is the group's
     /// connected ring; a GPU engine may use NCCL instead and drop it).
     fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError>;
-    /// Trains `epoch` (0-based) as `shard`. A gradient all-reduce failure
-    /// must come back as [`EngineError::Collective`]: the loop re-forms the
-    /// group and the epoch is redone.
-    fn train(&mut self, epoch: u64, shard: Shard) -> Result<Self::Report, EngineError>;
+    /// Trains `epoch` (0-based) as `shard`, from step `from.step` on
+    /// ([`super::run::train_epoch_from`]), raising [`Rank::leaving`] in
+    /// every step's all-reduce. A gradient all-reduce failure must come back
+    /// as [`EngineError::Collective`]: the loop re-forms the group and the
+    /// epoch is redone.
+    fn train(&mut self, epoch: u64, shard: Shard, from: Resume) -> Result<Trained<Self::Report>, EngineError>;
+    /// Whether this rank is to leave the job: its host was given an
+    /// interruption notice. Once true it stays true. Rank 0 (the master's
+    /// process) never leaves: its `false` is the rendezvous's rule too.
+    fn leaving(&mut self) -> bool;
     /// After `epochs` epochs are complete (1-based count), before the
     /// boundary check-in: rank 0 evaluates, prints, saves a checkpoint.
     fn completed(&mut self, epochs: u64, report: Self::Report) -> Result<(), Self::Error>;
     /// A new group was formed and its state adopted; `epoch` (0-based) runs
-    /// next, as a redo of an interrupted epoch when `redo`.
-    fn regrouped(&mut self, group: &Group, epoch: u64, redo: bool);
+    /// next from its step `step` (0 unless a rank left mid-epoch), as a
+    /// redo of an interrupted epoch when `redo`.
+    fn regrouped(&mut self, group: &Group, epoch: u64, step: u64, redo: bool);
 }
 
 /// How the loop ended well.
@@ -103,7 +149,11 @@ pub fn run<R: Rank>(
         None => (None, None),
     };
     let mut shard = Shard::ALONE;
+    // The generation of the newest group: the shuffle of every epoch it begins.
+    let mut generation = shard.generation;
     let mut epoch = first;
+    // Where in `epoch` training goes on (after a mid-epoch check-in).
+    let mut from = Resume::default();
     // The state at the start of the epoch this rank last began, and which epoch.
     let mut start: Option<(u64, TrainState)> = None;
     loop {
@@ -111,7 +161,17 @@ pub fn run<R: Rank>(
             match decision {
                 Next::Continue => {}
                 Next::Left(reason) => return Ok(Outcome::Left(reason)),
-                Next::Reformed { group, mut ring, epoch: e, redo } => {
+                Next::Reformed { group, ring, epoch: e, step, redo: false } if step > 0 && e == epoch => {
+                    // The rest of the epoch without the leaver: every member
+                    // holds the same state after `step` steps, so none moves;
+                    // the epoch keeps the permutation it began with.
+                    rank.join_group(&group, ring).map_err(step_failed(e + 1))?;
+                    shard = Shard { rank: group.rank, world: group.world_size, generation: shard.generation };
+                    generation = group.generation;
+                    from.step = step;
+                    rank.regrouped(&group, epoch, step, false);
+                }
+                Next::Reformed { group, mut ring, epoch: e, step, redo } => {
                     let engine = rank.engine();
                     let mut current = match start.take() {
                         Some((began, s)) if began == e => s,
@@ -127,29 +187,55 @@ pub fn run<R: Rank>(
                     engine.set_state(&state_from(flat, counters)).map_err(step_failed(e + 1))?;
                     rank.join_group(&group, ring).map_err(step_failed(e + 1))?;
                     shard = Shard { rank: group.rank, world: group.world_size, generation: group.generation };
+                    generation = group.generation;
                     epoch = counters[0];
-                    rank.regrouped(&group, epoch, redo);
+                    // A group formed mid-epoch for a process that was not
+                    // there cannot happen (joins wait for a boundary); were
+                    // it told so, it would not know the sums: it starts over.
+                    from = Resume::default();
+                    if step > 0 {
+                        tracing::warn!(
+                            epoch,
+                            step,
+                            "told to resume mid-epoch from a broadcast state; redoing the epoch"
+                        );
+                    }
+                    rank.regrouped(&group, epoch, 0, redo);
                 }
             }
         }
         if epoch >= epochs {
             return Ok(Outcome::Finished);
         }
-        if membership.is_some() {
-            start = Some((epoch, rank.engine().state().map_err(step_failed(epoch + 1))?));
+        if from.step == 0 {
+            shard.generation = generation;
+            if membership.is_some() {
+                start = Some((epoch, rank.engine().state().map_err(step_failed(epoch + 1))?));
+            }
         }
-        let report = match (rank.train(epoch, shard), membership.as_mut()) {
-            (Ok(report), _) => report,
+        let report = match (rank.train(epoch, shard, from), membership.as_mut()) {
+            (Ok(Trained::Epoch(report)), _) => report,
+            (Ok(Trained::Stopped(at)), m) => {
+                from = at;
+                if let Some(m) = m {
+                    let leaving = rank.leaving();
+                    next = Some(m.at_step(epoch, at.step, leaving)?);
+                }
+                continue;
+            }
             (Err(EngineError::Collective(err)), Some(m)) => {
+                from = Resume::default();
                 next = Some(m.recover(epoch, &err)?);
                 continue;
             }
             (Err(source), _) => return Err(step_failed(epoch + 1)(source)),
         };
+        from = Resume::default();
         epoch += 1;
         rank.completed(epoch, report).map_err(EpochsError::Completed)?;
         if let Some(m) = membership.as_mut() {
-            next = Some(m.at_boundary(epoch - 1)?);
+            let leaving = rank.leaving();
+            next = Some(m.at_boundary(epoch - 1, leaving)?);
         }
     }
 }
