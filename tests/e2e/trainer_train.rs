@@ -203,7 +203,7 @@ fn a_noticed_hosts_rank_leaves_at_the_next_step_without_a_redo() -> TestResult {
         }
     }
     let left_in = left_in.unwrap_or_default();
-    let resumed = wait_for(&cluster, job, "a rank left: continuing epoch", at, minute)?;
+    let resumed = wait_for(&cluster, job, "rank(s); continuing epoch ", at, minute)?;
     let resumed_in = noticed.elapsed();
     cluster.publish(&[0, 1])?;
     let (code, stderr) = finish(child, Duration::from_secs(300))?;
@@ -215,7 +215,7 @@ fn a_noticed_hosts_rank_leaves_at_the_next_step_without_a_redo() -> TestResult {
     assert!(log[..resumed].contains("3 rank(s)") && !log[..resumed].contains("2 rank(s)"), "{log}");
     let line = log[..resumed].lines().last().unwrap_or_default().to_owned()
         + log[resumed..].lines().next().unwrap_or_default();
-    assert!(line.contains(": 2 rank(s); a rank left: continuing epoch "), "left mid-epoch: {line}\n{log}");
+    assert!(line.contains(": 2 rank(s); continuing epoch "), "left mid-epoch: {line}\n{log}");
     let acc = final_accuracy(&log)?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
     println!(

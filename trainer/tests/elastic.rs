@@ -24,11 +24,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use trainer::train::checkpoint::InEpoch;
 use trainer::train::collective::{Collective, Group, Single};
 use trainer::train::data::Dataset;
 use trainer::train::elastic::{ElasticConfig, Membership};
 use trainer::train::engine::{Batch, Engine, EngineError, StepStats, Stepped, TrainState, leaving_count, leaving_flag};
-use trainer::train::epochs::{self, Outcome, Rank, Resume, Shard, Trained};
+use trainer::train::epochs::{self, Outcome, Rank, Resume, Shard, Start, Trained};
 use trainer::train::progress::Progress;
 use trainer::train::rendezvous::{self, HostConfig, Roster};
 use trainer::train::ring::{Ring, RingConfig};
@@ -182,6 +183,11 @@ impl Rank for ToyRank {
         self.notice.as_ref().is_some_and(|p| p.exists())
     }
 
+    fn stopped(&mut self, epoch: u64, at: InEpoch, leaving: bool) -> Result<(), Self::Error> {
+        println!("stopped {epoch} {} leaving {leaving}", at.step);
+        Ok(())
+    }
+
     fn completed(&mut self, epochs: u64, report: EpochReport) -> Result<(), Self::Error> {
         assert_eq!(report.train.samples, SAMPLES, "epoch {epochs}: samples over every rank");
         println!("boundary {}", epochs - 1);
@@ -244,7 +250,7 @@ fn worker(cfg: WorkerConfig) -> i32 {
         progress: Progress::stderr(false),
         notice: cfg.notice.clone().filter(|_| !cfg.host),
     };
-    match epochs::run(&mut rank, Some(membership), 0, EPOCHS) {
+    match epochs::run(&mut rank, Some(membership), Start::default(), EPOCHS) {
         Ok(Outcome::Finished) => {}
         Ok(Outcome::Left(reason)) => {
             println!("left {reason}");

@@ -19,6 +19,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use node_contract::interruption::{NOTICE_FILE_VERSION, NoticeFile, format_utc, from_instance_action};
+use trainer::train::checkpoint::load;
 
 /// What the script does: print where the notice file is, then wait; on
 /// SIGTERM read the deadline from that file, print it, save a checkpoint.
@@ -295,8 +296,10 @@ fn trainer_train_ignores_sigterm_only_while_its_host_has_a_notice() {
 /// Two `trainer train` ranks as `trainer launch` starts them, each under
 /// its own node's root (rank 0 on the master hosts the rendezvous). Rank
 /// 1's host is given a notice mid-epoch: rank 1 leaves at its next step
-/// (exit 0, long before the deadline), and rank 0 runs the rest of the same
-/// epoch alone, with no epoch redone, to the end of the run.
+/// (exit 0, long before the deadline), rank 0 writes a checkpoint there and
+/// runs the rest of the same epoch alone, with no epoch redone, to the end
+/// of the run. Resumed from that checkpoint, alone or launched, a run ends
+/// epoch 2 with exactly the elastic run's state.
 #[test]
 fn a_launched_rank_whose_host_has_a_notice_leaves_at_the_next_step() {
     let dir = tempfile::tempdir().unwrap();
@@ -350,8 +353,74 @@ fn a_launched_rank_whose_host_has_a_notice_leaves_at_the_next_step() {
     assert_eq!(status.code(), Some(0), "{log0}");
     let lines: Vec<String> = std::iter::once(first).chain(lines0.try_iter()).collect();
     assert_eq!(lines.len(), 3, "one line per epoch, none twice: {lines:?}");
-    let resumed = log0.lines().find(|l| l.contains("a rank left")).unwrap_or_else(|| panic!("{log0}"));
-    assert!(resumed.contains(": 1 rank(s); a rank left: continuing epoch 2 at step "), "{log0}");
+    let resumed = log0.lines().find(|l| l.contains("rank(s); continuing epoch ")).unwrap_or_else(|| panic!("{log0}"));
+    assert!(resumed.contains(": 1 rank(s); continuing epoch 2 at step "), "{log0}");
     assert!(!log0.contains("redoing"), "{log0}");
     println!("rank 1 left {left:?} after its host's notice; rank 0: {resumed}");
+
+    // Rank 0 wrote a checkpoint where rank 1 left; a run resumed from it
+    // goes on at the next step with the same samples: its state after
+    // epoch 2 is bit for bit the elastic run's (one rank from there in both).
+    let saved = log0.lines().find(|l| l.contains("a rank is leaving after step")).unwrap_or_else(|| panic!("{log0}"));
+    let path = Path::new(saved.split("; checkpoint ").nth(1).unwrap_or_else(|| panic!("{saved}")));
+    let mid = load(path).unwrap();
+    assert_eq!(mid.state.epoch, 1, "{saved}");
+    assert!(
+        mid.in_epoch.step > 0 && saved.contains(&format!("after step {} of epoch 2", mid.in_epoch.step)),
+        "{saved}"
+    );
+    let again = dir.path().join("resumed");
+    std::fs::create_dir_all(&again).unwrap();
+    std::fs::copy(path, again.join(path.file_name().unwrap())).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+        // The same --epochs: the learning-rate schedule depends on it.
+        .args(["train", "--model", "mlp", "--epochs", "3", "--batch-size", "8", "--threads", "1", "--resume"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--checkpoint-dir")
+        .arg(&again)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("resuming at step {} of epoch 2", mid.in_epoch.step + 1)), "{stderr}");
+    let epochs: Vec<&str> = stdout.lines().filter_map(|l| l.split(" loss").next()).collect();
+    assert_eq!(epochs, ["epoch 2/3", "epoch 3/3"], "{stdout}");
+    // (Epoch 3 is shuffled by each run's own membership generation: not compared.)
+    let name = "checkpoint-epoch-000002.ckpt";
+    let elastic = load(&dir.path().join("checkpoints").join(name)).unwrap();
+    let resumed = load(&again.join(name)).unwrap();
+    assert!(resumed.state == elastic.state, "{name}: the resumed run differs from the elastic run");
+
+    // Resumed as `trainer launch` starts rank 0: the position travels with
+    // the state's broadcast to the first group; the same generation as the
+    // elastic run's, so epoch 3 is the same too.
+    let launched = dir.path().join("launched");
+    std::fs::create_dir_all(&launched).unwrap();
+    std::fs::copy(path, launched.join(path.file_name().unwrap())).unwrap();
+    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args(["train", "--model", "mlp", "--epochs", "3", "--batch-size", "8", "--threads", "1", "--resume"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--checkpoint-dir")
+        .arg(&launched)
+        .arg("--root")
+        .arg(&root0)
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "1")
+        .env("LOCAL_RANK", "0")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let want = format!(": 1 rank(s); continuing epoch 2 at step {}", mid.in_epoch.step + 1);
+    assert!(stderr.contains(&want), "{stderr}");
+    for name in ["checkpoint-epoch-000002.ckpt", "checkpoint-epoch-000003.ckpt"] {
+        let elastic = load(&dir.path().join("checkpoints").join(name)).unwrap();
+        let resumed = load(&launched.join(name)).unwrap();
+        assert!(resumed.state == elastic.state, "{name}: the launched resume differs from the elastic run");
+    }
 }

@@ -219,12 +219,13 @@ impl Membership {
 }
 
 /// Gives every rank `source`'s state: the parameter vector (the same length
-/// everywhere: the same model) and the epoch/step counters.
+/// everywhere: the same model) and the counters (epoch, step, and where in
+/// the epoch: the same number of them everywhere).
 pub fn broadcast_state(
     ring: &mut Ring,
     source: usize,
     state: &mut [f32],
-    counters: &mut [u64; 2],
+    counters: &mut [u64],
 ) -> Result<(), CollectiveError> {
     ring.broadcast(state, source)?;
     // Counters travel as bit patterns in f32 slots, so no value is rounded.

@@ -27,11 +27,19 @@
 //! new world. A flag raised at the epoch's last step is reported at the
 //! boundary instead, where the leaver leaves the same way. Joins still wait
 //! for an epoch boundary. A collective failure after a mid-epoch re-form
-//! redoes the epoch from its start, as any failure does.
+//! redoes the epoch from its start, as any failure does. At such a stop
+//! rank 0 first writes a checkpoint of the state there ([`Rank::stopped`];
+//! the leaver does not wait for it: the rendezvous lets it go on its
+//! report), with the step in the epoch and the generation of the epoch's
+//! permutation ([`InEpoch`]). A run resumed from it ([`Start`]) goes on at
+//! that step, with the same remaining samples; rank 0's broadcast of the
+//! state to a new group carries that position with the counters, and a
+//! redo of an epoch that began mid-way restarts from where it began.
 //! No files or sockets of its own: the membership and the ring have them.
 //!
 //! [`Stepped::leaving`]: super::engine::Stepped::leaving
 
+use super::checkpoint::InEpoch;
 use super::collective::Group;
 use super::elastic::{Membership, Next, broadcast_state};
 use super::engine::{Engine, EngineError, StepStats, TrainState};
@@ -52,6 +60,16 @@ pub struct Shard {
 impl Shard {
     /// One process on its own: rank 0 of 1, generation 0.
     pub const ALONE: Shard = Shard { rank: 0, world: 1, generation: 0 };
+}
+
+/// Where a run starts: after `epoch` epochs and, from a mid-epoch
+/// checkpoint, `in_epoch.step` steps into the next one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Start {
+    /// Epochs completed.
+    pub epoch: u64,
+    /// Where in the next epoch (zero: at its start).
+    pub in_epoch: InEpoch,
 }
 
 /// Where in an epoch training starts: its first step, or after the steps
@@ -99,6 +117,10 @@ pub trait Rank {
     /// After `epochs` epochs are complete (1-based count), before the
     /// boundary check-in: rank 0 evaluates, prints, saves a checkpoint.
     fn completed(&mut self, epochs: u64, report: Self::Report) -> Result<(), Self::Error>;
+    /// Every rank stopped `at.step` steps into epoch `epoch` (0-based)
+    /// because a rank is leaving (this one, when `leaving`), before the
+    /// mid-epoch check-in: rank 0 saves a checkpoint there.
+    fn stopped(&mut self, epoch: u64, at: InEpoch, leaving: bool) -> Result<(), Self::Error>;
     /// A new group was formed and its state adopted; `epoch` (0-based) runs
     /// next from its step `step` (0 unless a rank left mid-epoch), as a
     /// redo of an interrupted epoch when `redo`.
@@ -134,13 +156,14 @@ pub enum EpochsError<E> {
     Completed(E),
 }
 
-/// Runs epochs `first..epochs` (0-based) on `rank`: alone when `membership`
-/// is `None`, else in the groups the rendezvous forms, starting with the
-/// decision [`Membership::join`] returned.
+/// Runs epochs `first.epoch..epochs` (0-based) on `rank`, the first of
+/// them from `first.in_epoch`: alone when `membership` is `None`, else in
+/// the groups the rendezvous forms, starting with the decision
+/// [`Membership::join`] returned.
 pub fn run<R: Rank>(
     rank: &mut R,
     membership: Option<(Membership, Next)>,
-    first: u64,
+    first: Start,
     epochs: u64,
 ) -> Result<Outcome, EpochsError<R::Error>> {
     let step_failed = |epoch: u64| move |source| EpochsError::Step { epoch, source };
@@ -151,11 +174,15 @@ pub fn run<R: Rank>(
     let mut shard = Shard::ALONE;
     // The generation of the newest group: the shuffle of every epoch it begins.
     let mut generation = shard.generation;
-    let mut epoch = first;
-    // Where in `epoch` training goes on (after a mid-epoch check-in).
-    let mut from = Resume::default();
-    // The state at the start of the epoch this rank last began, and which epoch.
-    let mut start: Option<(u64, TrainState)> = None;
+    let mut epoch = first.epoch;
+    // Where in `epoch` training goes on (a mid-epoch check-in or checkpoint).
+    let mut from = Resume { step: first.in_epoch.step, ..Resume::default() };
+    if from.step > 0 {
+        shard.generation = first.in_epoch.generation;
+    }
+    // The state where this rank last began an epoch (its start, or where a
+    // resumed run began it), which epoch, and where in it.
+    let mut start: Option<(u64, TrainState, InEpoch)> = None;
     loop {
         if let (Some(m), Some(decision)) = (membership.as_mut(), next.take()) {
             match decision {
@@ -173,34 +200,44 @@ pub fn run<R: Rank>(
                 }
                 Next::Reformed { group, mut ring, epoch: e, step, redo } => {
                     let engine = rank.engine();
-                    let mut current = match start.take() {
-                        Some((began, s)) if began == e => s,
-                        _ => engine.state().map_err(step_failed(e + 1))?,
+                    let (mut current, at) = match start.take() {
+                        Some((began, s, at)) if began == e => (s, at),
+                        // Its current state: a completed epoch, or a resumed mid-epoch checkpoint.
+                        _ => (
+                            engine.state().map_err(step_failed(e + 1))?,
+                            InEpoch { step: from.step, generation: shard.generation },
+                        ),
                     };
                     let mut flat = std::mem::take(&mut current.params);
                     flat.append(&mut current.momentum);
-                    let mut counters = [e, current.step];
+                    let mut counters = [e, current.step, at.step, at.generation];
                     if let Err(err) = broadcast_state(&mut ring, group.source_rank, &mut flat, &mut counters) {
                         next = Some(m.recover(e, &err)?);
                         continue;
                     }
-                    engine.set_state(&state_from(flat, counters)).map_err(step_failed(e + 1))?;
+                    let [e, steps, in_step, in_generation] = counters;
+                    engine.set_state(&state_from(flat, [e, steps])).map_err(step_failed(e + 1))?;
                     rank.join_group(&group, ring).map_err(step_failed(e + 1))?;
                     shard = Shard { rank: group.rank, world: group.world_size, generation: group.generation };
                     generation = group.generation;
-                    epoch = counters[0];
-                    // A group formed mid-epoch for a process that was not
-                    // there cannot happen (joins wait for a boundary); were
-                    // it told so, it would not know the sums: it starts over.
-                    from = Resume::default();
+                    epoch = e;
+                    // The source's place in the epoch: its start, or where a
+                    // resumed run began it (the sums of the steps before are
+                    // not known; the epoch's line counts the rest).
+                    from = Resume { step: in_step, ..Resume::default() };
+                    if in_step > 0 {
+                        shard.generation = in_generation;
+                    }
                     if step > 0 {
+                        // A group formed mid-epoch for a process that was not
+                        // there cannot happen (joins wait for a boundary).
                         tracing::warn!(
                             epoch,
                             step,
-                            "told to resume mid-epoch from a broadcast state; redoing the epoch"
+                            "told to resume mid-epoch from a broadcast state; going on from the source's place"
                         );
                     }
-                    rank.regrouped(&group, epoch, 0, redo);
+                    rank.regrouped(&group, epoch, in_step, redo);
                 }
             }
         }
@@ -209,16 +246,19 @@ pub fn run<R: Rank>(
         }
         if from.step == 0 {
             shard.generation = generation;
-            if membership.is_some() {
-                start = Some((epoch, rank.engine().state().map_err(step_failed(epoch + 1))?));
-            }
+        }
+        if membership.is_some() && start.as_ref().is_none_or(|(began, ..)| *began != epoch) {
+            let at = InEpoch { step: from.step, generation: shard.generation };
+            start = Some((epoch, rank.engine().state().map_err(step_failed(epoch + 1))?, at));
         }
         let report = match (rank.train(epoch, shard, from), membership.as_mut()) {
             (Ok(Trained::Epoch(report)), _) => report,
             (Ok(Trained::Stopped(at)), m) => {
                 from = at;
+                let leaving = rank.leaving();
+                let place = InEpoch { step: at.step, generation: shard.generation };
+                rank.stopped(epoch, place, leaving).map_err(EpochsError::Completed)?;
                 if let Some(m) = m {
-                    let leaving = rank.leaving();
                     next = Some(m.at_step(epoch, at.step, leaving)?);
                 }
                 continue;

@@ -24,9 +24,13 @@
 //! survivors redo the epoch, as after any lost rank). Without a notice,
 //! SIGTERM ends it as always.
 //!
-//! Not built: rank 0 does not write a checkpoint at a mid-epoch leave (the
-//! checkpoint format holds whole epochs; the next boundary writes one as
-//! always). A node dropped from the manifest for another reason than a
+//! At the stop rank 0 writes a checkpoint of the state there (with the step
+//! in the epoch: [`super::checkpoint::InEpoch`]) before the survivors
+//! re-form. The notice's deadline does not gate it: the leaver is not held
+//! by it (the rendezvous lets the leaver go on its own report), so the
+//! checkpoint costs the survivors its write time, as at any boundary.
+//!
+//! Not built: a node dropped from the manifest for another reason than a
 //! notice leaves at the next epoch boundary, as before (its agent does not
 //! apply the generation without it, so only rank 0's host sees the change).
 

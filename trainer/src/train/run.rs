@@ -16,7 +16,7 @@
 use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
-use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta, Store as CheckpointStore};
+use super::checkpoint::{CheckpointError, DatasetShape, Hyper, InEpoch, Meta, Store as CheckpointStore};
 use super::collective::{Group, Single};
 use super::cpu::{self, CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
@@ -24,7 +24,7 @@ use super::cuda::CudaEngine;
 use super::data::{self, DataError, Dataset, Split};
 use super::elastic::{self, ElasticConfig, Launch};
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
-use super::epochs::{self, EpochsError, Outcome, Rank, Resume, Shard, Trained};
+use super::epochs::{self, EpochsError, Outcome, Rank, Resume, Shard, Start, Trained};
 use super::events::{self, EventWriter, EventsError};
 use super::interruption::NoticeWatch;
 use super::model::{Arch, Model};
@@ -400,8 +400,19 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     };
     let params = cpu::init(&model, args.seed);
     let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
+    // Where in its epoch the starting state is (a checkpoint written when a rank left mid-epoch).
+    let mut in_epoch = InEpoch::default();
     if leader && args.checkpoints.resume {
         match store.resume(&meta)? {
+            Some(c) if c.in_epoch.step > 0 => {
+                cli_output::errln!(
+                    "trainer train: resuming at step {} of epoch {} from {}",
+                    c.in_epoch.step + 1,
+                    c.state.epoch + 1,
+                    store.dir().display()
+                );
+                (state, in_epoch) = (c.state, c.in_epoch);
+            }
             Some(c) => {
                 cli_output::errln!(
                     "trainer train: resuming after epoch {} from {}",
@@ -448,7 +459,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         // Rank 0 never leaves; a rank on its own has nobody to tell.
         notice: launch.as_ref().filter(|l| l.rank != 0).map(|_| NoticeWatch::new(&args.root)),
     };
-    match epochs::run(&mut rank, membership, state.epoch, args.epochs) {
+    match epochs::run(&mut rank, membership, Start { epoch: state.epoch, in_epoch }, args.epochs) {
         Ok(Outcome::Finished) => Ok(crate::EXIT_OK),
         Ok(Outcome::Left(reason)) => {
             cli_output::errln!("trainer train: this node left the job ({reason}); exiting");
@@ -509,6 +520,35 @@ impl Rank for TrainRank<'_> {
         self.notice.as_mut().is_some_and(NoticeWatch::noticed)
     }
 
+    fn stopped(&mut self, epoch: u64, at: InEpoch, leaving: bool) -> Result<(), TrainError> {
+        if leaving {
+            cli_output::errln!(
+                "trainer train: this host was given an interruption notice; leaving after step {} of epoch {}",
+                at.step,
+                epoch + 1
+            );
+        }
+        if !self.leader {
+            return Ok(());
+        }
+        // The leaver is not held by this: the rendezvous lets it go on its own report.
+        let saved = if self.checkpoint {
+            let mut done =
+                self.device.engine().state().map_err(|source| TrainError::Step { epoch: epoch + 1, source })?;
+            done.epoch = epoch;
+            Some(self.store.save_at(self.meta, &done, at)?)
+        } else {
+            None
+        };
+        cli_output::errln!(
+            "trainer train: a rank is leaving after step {} of epoch {}{}",
+            at.step,
+            epoch + 1,
+            saved.map(|p| format!("; checkpoint {}", p.display())).unwrap_or_default()
+        );
+        Ok(())
+    }
+
     fn completed(&mut self, epoch: u64, report: EpochReport) -> Result<(), TrainError> {
         if !self.leader {
             return Ok(());
@@ -553,7 +593,7 @@ impl Rank for TrainRank<'_> {
         }
         if step > 0 {
             cli_output::errln!(
-                "trainer train: generation {}: {} rank(s); a rank left: continuing epoch {} at step {}",
+                "trainer train: generation {}: {} rank(s); continuing epoch {} at step {}",
                 group.generation,
                 group.world_size,
                 epoch + 1,
