@@ -339,7 +339,7 @@ impl Store {
     }
 
     /// The checkpoints in the directory, oldest first, by epoch and step.
-    fn list(&self) -> Result<Vec<((u64, u64), PathBuf)>, CheckpointError> {
+    fn list(&self) -> Result<Vec<(Place, PathBuf)>, CheckpointError> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -376,8 +376,11 @@ impl Store {
     }
 }
 
-/// (epoch, step) from a checkpoint's file name; `None` for any other name.
-fn position_in_name(name: &str) -> Option<(u64, u64)> {
+/// Where a checkpoint file is in the run: (epochs completed, steps into the next).
+type Place = (u64, u64);
+
+/// The [`Place`] in a checkpoint's file name; `None` for any other name.
+fn position_in_name(name: &str) -> Option<Place> {
     let rest = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
     let digits = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<u64>().ok())?;
     match rest.split_once(STEP_INFIX) {
