@@ -499,6 +499,9 @@ async fn node_loop(
     let mut assembly = Assembly::new();
     let register_body = Message::Register(register.clone()).to_body();
     let mut prepared = false;
+    // The network gate's probe in flight: it runs beside this loop, which
+    // keeps reading generations while it waits for its phase and measures.
+    let mut probe: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         if interrupted.load(Ordering::SeqCst) && !node.is_interrupted() {
             node.interrupted();
@@ -568,7 +571,13 @@ async fn node_loop(
                         warn!("cannot report generation {} applied: {e}", manifest.generation);
                     }
                     if config.network_check.is_some() && netgate::checks(last_applied.as_ref(), &manifest) {
-                        probe_link(me, &manifest, publication, master_queue).await;
+                        if let Some(older) = probe.take().filter(|p| !p.is_finished()) {
+                            // A newer generation to check: the older schedule is void.
+                            debug!(generation = manifest.generation, "a newer network check: the previous probe stops");
+                            older.abort();
+                        }
+                        let task = probe_link(me.clone(), manifest.clone(), publication, master_queue.clone());
+                        probe = Some(tokio::spawn(task));
                     }
                     last_applied = Some(manifest);
                 }
@@ -597,10 +606,11 @@ async fn node_loop(
 /// The network gate's probe: in this node's phase of the schedule
 /// ([`netgate::send_at_ms`], from the generation's `publication`), sends
 /// to its ring neighbour in `manifest` for [`netgate::PROBE_MILLIS`] and
-/// reports what it measured (or why it could not) to the master.
-async fn probe_link(me: &Identity, manifest: &message::Manifest, publication: u64, master_queue: &SqsQueue) {
-    let Some(peer) = netgate::ring_peer(manifest, &me.instance_id) else { return };
-    let phase = netgate::phase(manifest, &me.instance_id).unwrap_or_default();
+/// reports what it measured (or why it could not) to the master. Spawned
+/// beside the node loop, so a newer generation is applied while it waits.
+async fn probe_link(me: Identity, manifest: message::Manifest, publication: u64, master_queue: SqsQueue) {
+    let Some(peer) = netgate::ring_peer(&manifest, &me.instance_id) else { return };
+    let phase = netgate::phase(&manifest, &me.instance_id).unwrap_or_default();
     let now = now_ms();
     let wait = netgate::send_at_ms(publication, phase, now).saturating_sub(now);
     debug!(generation = manifest.generation, phase, wait_ms = wait, "the network check's probe waits for its phase");

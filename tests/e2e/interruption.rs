@@ -9,25 +9,91 @@
 //! and does not ask back in. A lifecycle action for the instance that
 //! follows (Auto Scaling terminating the interrupted instance) is completed
 //! once, after every remaining node applied generation 2.
+//!
+//! With the Spot instance action, every node also runs a `trainer train`
+//! rank (as `trainer launch` starts it: the torchrun variables, the node's
+//! root) when the notice comes: the noticed node's rank sees the notice
+//! file the agent wrote and leaves at its next step (exit 0, long before
+//! the deadline); the other ranks run the rest of the same epoch without
+//! it, no epoch redone. The timings (notice served, notice file, rank gone,
+//! survivors' next step) are printed (`--nocapture`).
 
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use e2e::scenario::{applied, logs, plain, removal_reason, send, termination_notification, wait_until};
-use e2e::{Cluster, Report, TestResult};
+use e2e::sshd::trainer_bin;
+use e2e::{AgentProcess, Cluster, Error, Report, TestResult};
 use node_contract::interruption::{NoticeFile, NoticeKind, SpotAction, format_utc};
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
 }
 
+/// MNIST-shaped idx files of `train` and `test` synthetic digits under `dir`.
+fn write_digits(dir: &Path, train: u32, test: u32) -> Result<(), Error> {
+    let idx = |magic: u32, dims: &[u32], payload: &[u8]| {
+        let mut v = magic.to_be_bytes().to_vec();
+        dims.iter().for_each(|d| v.extend_from_slice(&d.to_be_bytes()));
+        v.extend_from_slice(payload);
+        v
+    };
+    for (split, n) in [("train", train), ("t10k", test)] {
+        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        let pixels: Vec<u8> =
+            (0..n * 784).map(|i| if (i % 784) / 78 == (i / 784) % 10 { 200 } else { (i * 37 % 50) as u8 }).collect();
+        for (name, bytes) in [
+            (format!("{split}-images-idx3-ubyte"), idx(0x803, &[n, 28, 28], &pixels)),
+            (format!("{split}-labels-idx1-ubyte"), idx(0x801, &[n], &labels)),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).map_err(Error::io("writing a digits file", &path))?;
+        }
+    }
+    Ok(())
+}
+
+/// One `trainer train` rank per node, master first (rank 0, the
+/// rendezvous), started as `trainer launch` starts them, training for far
+/// longer than the test runs. Each node's config file is written from its
+/// launch template's user data first when the agent has not (the
+/// rendezvous reads it).
+fn start_training(cluster: &Cluster, data: &Path) -> Result<Vec<AgentProcess>, Report> {
+    let trainer = trainer_bin()?;
+    let master_ip = cluster.master().ip().to_string();
+    let world = cluster.nodes().len().to_string();
+    let mut ranks = Vec::new();
+    for (rank, node) in cluster.nodes().iter().enumerate() {
+        let config = node.root().join("etc/deeplearning/node.json");
+        if !config.exists() {
+            let template = if rank == 0 { "MasterLaunchTemplate" } else { "WorkerLaunchTemplate" };
+            let json = cluster.stack().node_config_json(cluster.aws(), template)?;
+            std::fs::create_dir_all(config.parent().unwrap_or(node.root()))
+                .map_err(Error::io("creating the config directory", &config))?;
+            std::fs::write(&config, json).map_err(Error::io("writing the node config", &config))?;
+        }
+        let mut command = node.command(&trainer);
+        command.args(["train", "--model", "mlp", "--epochs", "100000", "--batch-size", "8", "--threads", "1"]);
+        command.arg("--data").arg(data).arg("--root").arg(node.root());
+        command.arg("--checkpoint-dir").arg(cluster.master().root().join("checkpoints"));
+        command.env("RANK", rank.to_string()).env("WORLD_SIZE", &world).env("LOCAL_RANK", "0");
+        command.env("MASTER_ADDR", &master_ip).env("MASTER_PORT", "29500");
+        ranks.push(node.spawn_logged(command, "trainer")?);
+    }
+    Ok(ranks)
+}
+
 /// Forms a cluster of 3 workers, gives worker 2 (`deeplearning-worker3`) a
-/// notice with `give`, and checks everything up to generation 2. Returns
-/// the cluster, its agents and the noticed node's instance id.
+/// notice with `give` (with a `trainer train` rank on every node when
+/// `train`: the noticed one leaves at its next step), and checks everything
+/// up to generation 2. Returns the cluster, its agents and the noticed
+/// node's instance id.
 async fn noticed(
     stack: &str,
     give: impl FnOnce(&e2e::imds::Imds),
     kind: NoticeKind,
     deadline: Option<u64>,
+    train: bool,
 ) -> Result<(Cluster, Vec<e2e::AgentProcess>, String), Report> {
     let cluster = Cluster::start("blueprints/minimal.yaml", stack, 3).await?;
     let agents = cluster.spawn_agents()?;
@@ -42,8 +108,74 @@ async fn noticed(
         cluster.nodes().iter().all(|n| n.imds().notice_polls() >= 2)
     })?;
 
+    let data = tempfile::tempdir().map_err(Error::io("creating a data directory", "/tmp"))?;
+    let mut ranks = Vec::new();
+    if train {
+        write_digits(data.path(), 2000, 100)?;
+        ranks = start_training(&cluster, data.path())?;
+        let mut waited = 0;
+        while !ranks[0].log().contains("epoch 1/100000 ") {
+            waited += 1;
+            if waited > 1200 || ranks.iter_mut().any(|r| r.try_wait().is_ok_and(|s| s.is_some())) {
+                let all: Vec<String> = ranks.iter().map(|r| r.log()).collect();
+                return Err(
+                    Error::Unexpected { what: "rank 0's first epoch".into(), detail: all.join("\n----\n") }.into()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     let noticed_at = Instant::now();
     give(leaving.imds());
+    if train {
+        // Worker 2's rank (rank 2): gone within a step of the notice file.
+        let file = leaving.root().join("var/lib/deeplearning/interruption.json");
+        let (mut file_at, mut gone_at) = (None, None);
+        while gone_at.is_none() {
+            if file_at.is_none() && file.exists() {
+                file_at = Some(noticed_at.elapsed());
+            }
+            if let Some(status) = ranks[2].try_wait()? {
+                gone_at = Some((noticed_at.elapsed(), status));
+            } else if noticed_at.elapsed() > Duration::from_secs(40) {
+                return Err(
+                    Error::Unexpected { what: "the noticed rank to leave".into(), detail: ranks[2].log() }.into()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (gone, status) = gone_at.unwrap_or_default();
+        let file_at = file_at.unwrap_or(gone);
+        let leaver = ranks[2].log();
+        assert_eq!(status.code(), Some(0), "{leaver}");
+        assert!(leaver.contains("this node left the job (its host was given an interruption notice)"), "{leaver}");
+        if let Some(deadline) = deadline {
+            assert!(unix_now() < deadline, "the rank left after the deadline");
+        }
+        assert!(!Path::new(&format!("/proc/{}", ranks[2].pid())).exists(), "the noticed rank is still running");
+        let mut survivors = None;
+        while survivors.is_none() {
+            let log = ranks[0].log();
+            if let Some(line) = log.lines().find(|l| l.contains("rank(s); continuing epoch ")) {
+                survivors = Some((noticed_at.elapsed(), line.to_owned()));
+            } else if noticed_at.elapsed() > Duration::from_secs(60) {
+                return Err(Error::Unexpected { what: "the survivors' next step".into(), detail: log }.into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (next, line) = survivors.unwrap_or_default();
+        assert!(line.contains(": 3 rank(s); continuing epoch "), "{line}");
+        eprintln!(
+            "notice served -> notice file {:.2} s -> the noticed rank exited 0 {:.2} s -> survivors' next step {:.2} s \
+             (rank 0: \"{}\"){}",
+            file_at.as_secs_f64(),
+            gone.as_secs_f64(),
+            next.as_secs_f64(),
+            line.trim(),
+            deadline.map(|d| format!("; {} s left to the deadline", d.saturating_sub(unix_now()))).unwrap_or_default()
+        );
+    }
     let remaining: Vec<_> = cluster.nodes().iter().filter(|n| n.instance_id() != leaving_id).collect();
     let took = wait_until("generation 2 without the noticed worker", Duration::from_secs(40), &refs, || {
         remaining
@@ -89,6 +221,15 @@ async fn noticed(
     let leaving_log = plain(&agents[2].log());
     assert!(leaving_log.contains("EC2 gave this node an interruption notice"), "{leaving_log}");
     assert!(leaving_log.contains("told the master about the interruption notice"), "{leaving_log}");
+    if train {
+        // The survivors trained on all along, with no epoch redone.
+        for (i, r) in ranks.iter_mut().enumerate().filter(|(i, _)| *i != 2) {
+            assert!(r.try_wait()?.is_none(), "rank {i} ended:\n{}", r.log());
+        }
+        let log = ranks[0].log();
+        assert!(!log.contains("redoing"), "{log}");
+        assert!(log.contains("a rank is leaving after step "), "{log}");
+    }
     Ok((cluster, agents, leaving_id))
 }
 
@@ -101,6 +242,7 @@ async fn a_spot_instance_action_removes_the_worker_before_its_deadline() -> Test
         |imds| imds.set_instance_action(Some((SpotAction::Terminate.as_str(), &time))),
         NoticeKind::InstanceAction,
         Some(deadline),
+        true,
     )
     .await?;
 
@@ -138,6 +280,7 @@ async fn a_rebalance_recommendation_removes_the_worker() -> TestResult {
         |imds| imds.set_rebalance_recommendation(Some(&time)),
         NoticeKind::RebalanceRecommendation,
         None,
+        false,
     )
     .await?;
     Ok(())

@@ -12,10 +12,13 @@
 //! - `replace`: that worker is terminated in the local AWS (moto launches
 //!   another in its place: desired capacity stays 3).
 //! - `fail`: formation fails with the reason naming it.
+//!
+//! And the probes do not hold up the nodes' loops: a generation published
+//! while they wait for their phase is applied at once.
 
 use std::time::Duration;
 
-use e2e::scenario::{edit_node_config, logs, read, wait_until};
+use e2e::scenario::{applied, edit_node_config, logs, plain, read, send, termination_notification, wait_until};
 use e2e::{Cluster, TestResult};
 use node_contract::NETWORK_CHECK_PATH;
 
@@ -154,5 +157,61 @@ async fn fail_fails_formation_with_the_reason() -> TestResult {
     assert_only_the_slow_worker_is_named(&o);
     assert!(o.reason.contains("action is fail"), "{}", o.reason);
     assert!(o.master_log.contains("formation failed"), "{}", o.master_log);
+    Ok(())
+}
+
+/// The probe runs beside the node loop: a generation the master publishes
+/// while the nodes still probe generation 1's links (each waits for its
+/// phase, up to [`agent::netgate::SETTLE_MILLIS`] plus two slots, then
+/// sends for [`agent::netgate::PROBE_MILLIS`]) is applied at once, and the
+/// generation 1 probes still finish and report.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generation_published_while_the_nodes_probe_is_applied_at_once() -> TestResult {
+    let stack = "gate-poll";
+    let cluster = Cluster::start("blueprints/minimal.yaml", stack, 3).await?;
+    for node in cluster.nodes() {
+        edit_node_config(node, |c| {
+            c["network_check"] = serde_json::json!({
+                "min_fraction": 0.01,
+                "action": "warn",
+                "timeout_seconds": 30,
+                "expected_gbps": f64::from(FAST_MBIT) / 1000.0,
+            })
+        })?;
+    }
+    let agents = cluster.spawn_agents()?;
+    let refs: Vec<_> = agents.iter().collect();
+    wait_until("generation 1 with 4 nodes everywhere", Duration::from_secs(45), &refs, || {
+        cluster.nodes().iter().all(|n| applied(n.root()).is_some_and(|(g, m)| g == 1 && m.len() == 4))
+    })?;
+    // Worker 3 is terminated through its lifecycle hook: generation 2 at once.
+    let leaving = &cluster.workers()[2];
+    let leaving_id = leaving.instance_id();
+    let group = cluster.stack().worker_group()?.to_string();
+    let notification = termination_notification(&group, &leaving_id, "0a6d1d8e-2c55-4f61-9d51-3a8f3c0e7b11");
+    let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
+    send(cluster.aws(), &master_queue, &notification).await?;
+    agents[3].terminate();
+    let remaining: Vec<_> = cluster.nodes().iter().filter(|n| n.instance_id() != leaving_id).collect();
+    let took = wait_until("generation 2 everywhere else", Duration::from_secs(30), &refs, || {
+        remaining.iter().all(|n| applied(n.root()).is_some_and(|(g, _)| g == 2))
+    })?;
+    // Some generation 1 probe was still to come when generation 2 was applied
+    // (a probe reports what it measured, or that it failed: worker 2's peer is gone).
+    let measured = |i: usize| {
+        let log = plain(&agents[i].log());
+        log.contains("measured ") || log.contains("the network check's probe to ")
+    };
+    let pending: Vec<usize> = (0..3).filter(|&i| !measured(i)).collect();
+    eprintln!(
+        "generation 2 applied by every remaining node {:.2} s after the termination was sent; generation 1 probes \
+         still to report then on nodes {pending:?}",
+        took.as_secs_f64()
+    );
+    assert!(!pending.is_empty(), "every probe was done before generation 2: the test proves nothing");
+    assert!(took < Duration::from_secs(3), "generation 2 waited for the probes: {took:?}\n{}", logs(&refs));
+    wait_until("the pending probes to report", Duration::from_secs(20), &refs, || {
+        pending.iter().all(|&i| measured(i))
+    })?;
     Ok(())
 }

@@ -11,8 +11,10 @@
 //! each with its own agent state files under a temp root:
 //! joins and leaves at boundaries (a joiner waits for its prepare-data
 //! marker), SIGKILL of a peer mid-epoch (the survivors redo the epoch), a
-//! silent peer (SIGSTOP: found by the timeouts), and the death of rank 0
-//! (every other rank fails with a clear message).
+//! silent peer (SIGSTOP: found by the timeouts), the death of rank 0
+//! (every other rank fails with a clear message), and a rank whose host was
+//! given an interruption notice mid-epoch (it leaves at the next step; the
+//! survivors run the rest of the epoch with no step run twice).
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -22,15 +24,16 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use trainer::train::checkpoint::InEpoch;
 use trainer::train::collective::{Collective, Group, Single};
 use trainer::train::data::Dataset;
 use trainer::train::elastic::{ElasticConfig, Membership};
-use trainer::train::engine::{Batch, Engine, EngineError, StepStats, TrainState};
-use trainer::train::epochs::{self, Outcome, Rank, Shard};
+use trainer::train::engine::{Batch, Engine, EngineError, StepStats, Stepped, TrainState, leaving_count, leaving_flag};
+use trainer::train::epochs::{self, Outcome, Rank, Resume, Shard, Start, Trained};
 use trainer::train::progress::Progress;
 use trainer::train::rendezvous::{self, HostConfig, Roster};
 use trainer::train::ring::{Ring, RingConfig};
-use trainer::train::run::{EpochPlan, EpochReport, train_epoch};
+use trainer::train::run::{EpochPlan, EpochReport, train_epoch_from};
 
 const PARAMS: usize = 3001;
 const EPOCHS: u64 = 7;
@@ -53,6 +56,9 @@ struct WorkerConfig {
     /// Where to write the final state.
     out: PathBuf,
     step_ms: u64,
+    /// This rank leaves once this file exists (its host's notice).
+    #[serde(default)]
+    notice: Option<PathBuf>,
 }
 
 /// The gradient of one sample: small integers, exact in f32.
@@ -96,22 +102,31 @@ struct ToyEngine {
 }
 
 impl Engine for ToyEngine {
-    fn step(&mut self, batch: &Batch<'_>, _global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
+    fn step(
+        &mut self,
+        batch: &Batch<'_>,
+        _global_batch: usize,
+        lr: f32,
+        leaving: bool,
+    ) -> Result<Stepped, EngineError> {
         let (epoch, step) = (self.state.step / STEPS, self.state.step % STEPS);
         println!("step {epoch} {step} world {}", self.collective.world_size());
         std::thread::sleep(Duration::from_millis(self.step_ms));
-        let mut g = vec![0f32; PARAMS];
+        // The gradients and, after them, the leaving flag (as the engines carry it).
+        let mut g = vec![0f32; PARAMS + 1];
         for &id in batch.labels {
-            g.iter_mut().enumerate().for_each(|(k, x)| *x += sample_grad(u64::from(id), k));
+            g[..PARAMS].iter_mut().enumerate().for_each(|(k, x)| *x += sample_grad(u64::from(id), k));
         }
+        g[PARAMS] = leaving_flag(leaving);
         self.collective.all_reduce_sum(&mut g)?;
+        let leaving = leaving_count(g[PARAMS]);
         let TrainState { params, momentum, .. } = &mut self.state;
         for ((p, m), g) in params.iter_mut().zip(momentum.iter_mut()).zip(&g) {
             *p += lr * g;
             *m += g;
         }
         self.state.step += 1;
-        Ok(StepStats { samples: batch.labels.len() as u64, ..StepStats::default() })
+        Ok(Stepped { stats: StepStats { samples: batch.labels.len() as u64, ..StepStats::default() }, leaving })
     }
 
     fn evaluate(&mut self, _batch: &Batch<'_>) -> Result<StepStats, EngineError> {
@@ -140,6 +155,7 @@ struct ToyRank {
     engine: ToyEngine,
     data: Dataset,
     progress: Progress,
+    notice: Option<PathBuf>,
 }
 
 impl Rank for ToyRank {
@@ -155,9 +171,21 @@ impl Rank for ToyRank {
         Ok(())
     }
 
-    fn train(&mut self, epoch: u64, shard: Shard) -> Result<EpochReport, EngineError> {
+    fn train(&mut self, epoch: u64, shard: Shard, from: Resume) -> Result<Trained<EpochReport>, EngineError> {
         let plan = EpochPlan { batch_size: GLOBAL_BATCH as usize, lr: toy_lr(epoch), seed: 5, epochs: EPOCHS };
-        train_epoch(&mut self.engine, &self.data, shard, epoch, &plan, &mut self.progress)
+        let notice = self.notice.clone();
+        let mut leaving = || notice.as_ref().is_some_and(|p| p.exists());
+        let (engine, data) = (&mut self.engine, &self.data);
+        train_epoch_from(engine, data, shard, epoch, &plan, &mut self.progress, from, &mut leaving)
+    }
+
+    fn leaving(&mut self) -> bool {
+        self.notice.as_ref().is_some_and(|p| p.exists())
+    }
+
+    fn stopped(&mut self, epoch: u64, at: InEpoch, leaving: bool) -> Result<(), Self::Error> {
+        println!("stopped {epoch} {} leaving {leaving}", at.step);
+        Ok(())
     }
 
     fn completed(&mut self, epochs: u64, report: EpochReport) -> Result<(), Self::Error> {
@@ -166,8 +194,8 @@ impl Rank for ToyRank {
         Ok(())
     }
 
-    fn regrouped(&mut self, group: &Group, epoch: u64, redo: bool) {
-        println!("group rank {} world {} epoch {epoch} redo {redo}", group.rank, group.world_size);
+    fn regrouped(&mut self, group: &Group, epoch: u64, step: u64, redo: bool) {
+        println!("group rank {} world {} epoch {epoch} step {step} redo {redo}", group.rank, group.world_size);
     }
 }
 
@@ -220,8 +248,9 @@ fn worker(cfg: WorkerConfig) -> i32 {
             vec![1.0],
         ),
         progress: Progress::stderr(false),
+        notice: cfg.notice.clone().filter(|_| !cfg.host),
     };
-    match epochs::run(&mut rank, Some(membership), 0, EPOCHS) {
+    match epochs::run(&mut rank, Some(membership), Start::default(), EPOCHS) {
         Ok(Outcome::Finished) => {}
         Ok(Outcome::Left(reason)) => {
             println!("left {reason}");
@@ -301,6 +330,11 @@ impl Cluster {
         std::fs::write(self.efs().join(format!("prepare_data_success_{}", Self::ip(index))), b"").unwrap();
     }
 
+    /// The file whose existence is node `index`'s interruption notice.
+    fn notice(&self, index: u32) -> PathBuf {
+        self.nodes[index as usize - 1].root.join("notice")
+    }
+
     fn out(&self, index: u32) -> PathBuf {
         self.dir.path().join(format!("final-{index}"))
     }
@@ -314,6 +348,7 @@ impl Cluster {
             efs: self.efs(),
             out: self.out(index),
             step_ms,
+            notice: Some(self.notice(index)),
         };
         let mut child = Command::new(std::env::current_exe().unwrap())
             .env("TOY_WORKER", serde_json::to_string(&cfg).unwrap())
@@ -494,6 +529,63 @@ fn silent_peer() {
     println!("silent peer: survivors re-formed {took:?} after SIGSTOP");
 }
 
+/// The (epoch, step) of every step line in `out`, in order.
+fn steps_run(out: &str) -> Vec<(u64, u64)> {
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("out step ")?.split(' ');
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A rank whose host was given an interruption notice mid-epoch leaves at
+/// the next step (exit 0); the survivors re-form and run the rest of the
+/// same epoch: every step of the run exactly once on each survivor (no
+/// redo), and exactly the static run's state.
+fn notice_mid_epoch() {
+    let c = Cluster::new(4);
+    c.publish(1, &[1, 2, 3, 4]);
+    (2..=4).for_each(|i| c.mark_prepared(i));
+    let mut ranks: Vec<Process> = (1..=4).map(|i| c.start(i, 4, 150)).collect();
+    ranks[2].wait_for("step 2 1 ", Duration::from_secs(60));
+    let noticed = Instant::now();
+    std::fs::write(c.notice(3), b"").unwrap();
+    let leaver = ranks.remove(2);
+    let (code, out) = leaver.finish(Duration::from_secs(30));
+    let left = noticed.elapsed();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("out left its host was given an interruption notice"), "{out}");
+    let ran = steps_run(&out);
+    assert!(ran.last().is_some_and(|&(e, s)| e == 2 && s + 1 < STEPS), "left at the epoch's end: {ran:?}");
+    let line = ranks[0].wait_for("out group rank 0 world 3", Duration::from_secs(30));
+    let step: u64 = line
+        .strip_prefix("out group rank 0 world 3 epoch 2 step ")
+        .and_then(|rest| rest.strip_suffix(" redo false"))
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("not the rest of epoch 2 in 3 ranks: {line}"));
+    assert!((1..STEPS).contains(&step), "{line}");
+    assert_eq!(ran.last(), Some(&(2, step - 1)), "the leaver ran up to the stop, no further");
+    ranks[0].wait_for(&format!("out step 2 {step} world 3"), Duration::from_secs(30));
+    let next = noticed.elapsed();
+    let want = expected();
+    let every: Vec<(u64, u64)> = (0..EPOCHS).flat_map(|e| (0..STEPS).map(move |s| (e, s))).collect();
+    for r in ranks {
+        let i = r.index;
+        let (code, out) = r.finish(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "node {i}: {out}");
+        assert!(!out.contains("redo true"), "node {i} redid an epoch: {out}");
+        assert_eq!(steps_run(&out), every, "node {i}: every step once, in order");
+        assert_exact(&c.out(i), &want);
+    }
+    assert!(!c.out(3).exists());
+    println!(
+        "notice mid-epoch: the leaver exited {left:?} after its notice, stopping after step {step} of epoch 3; \
+         the survivors ran that epoch's step {} in 3 ranks {next:?} after it",
+        step + 1
+    );
+}
+
 /// Process 0 (the master) dies: every other rank fails, saying why.
 fn master_death() {
     let c = Cluster::new(3);
@@ -515,11 +607,12 @@ fn main() {
         std::process::exit(worker(serde_json::from_str(&cfg).unwrap()));
     }
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let scenarios: [(&str, fn()); 4] = [
+    let scenarios: [(&str, fn()); 5] = [
         ("join_and_leave_at_boundaries", join_and_leave_at_boundaries),
         ("sigkill_mid_epoch", sigkill_mid_epoch),
         ("silent_peer", silent_peer),
         ("master_death", master_death),
+        ("notice_mid_epoch", notice_mid_epoch),
     ];
     // Run in parallel: they mostly wait on timeouts.
     let handles: Vec<_> = scenarios

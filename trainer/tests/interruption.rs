@@ -9,7 +9,8 @@
 //! a rank started while the notice is there has the deadline in its
 //! environment, and its SIGTERM 10 s later. And `trainer train` started
 //! as `trainer launch` starts it ignores SIGTERM only while there is a
-//! notice (it leaves at its epoch boundary instead).
+//! notice, and a rank (not rank 0) whose host gets a notice leaves at its
+//! next step while rank 0 runs the rest of the epoch without a redo.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,6 +19,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use node_contract::interruption::{NOTICE_FILE_VERSION, NoticeFile, format_utc, from_instance_action};
+use trainer::train::checkpoint::load;
 
 /// What the script does: print where the notice file is, then wait; on
 /// SIGTERM read the deadline from that file, print it, save a checkpoint.
@@ -201,6 +203,12 @@ fn write_digits(dir: &Path, train: u32, test: u32) {
 /// The agent's node config and state file under `root`: one node (this
 /// one, the master, on 127.0.0.1).
 fn write_state(root: &Path) {
+    write_cluster_state(root, 1, 1);
+}
+
+/// The agent's node config and state file under `root` for node `me` of a
+/// cluster of `nodes` nodes, all on 127.0.0.1 (node 1 is the master).
+fn write_cluster_state(root: &Path, me: u32, nodes: u32) {
     let config = serde_json::json!({"version": 3, "cluster": "t",
         "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/t/1", "stack_name": "t",
         "region": "us-east-1", "role": "master", "queues": {"master": "https://sqs/m", "workers": "https://sqs/w"},
@@ -209,10 +217,14 @@ fn write_state(root: &Path) {
         "signals": {"master_resource": "MasterInstance", "formation_handle_url": "https://handle"}});
     std::fs::create_dir_all(root.join("etc/deeplearning")).unwrap();
     std::fs::write(root.join("etc/deeplearning/node.json"), config.to_string()).unwrap();
-    let node = serde_json::json!({"index": 1, "alias": "deeplearning-worker1", "instance_id": "i-1",
-        "private_ip": "127.0.0.1", "hostname": "ip-1", "gpus": 0, "ssh_host_key": "k"});
-    let s = serde_json::json!({"version": 1, "instance_id": "i-1", "generation": 1,
-        "manifest": {"cluster": "t", "generation": 1, "master": "i-1", "nodes": [node], "cluster_public_key": "k"}});
+    let nodes: Vec<_> = (1..=nodes)
+        .map(|i| {
+            serde_json::json!({"index": i, "alias": format!("deeplearning-worker{i}"), "instance_id": format!("i-{i}"),
+                "private_ip": "127.0.0.1", "hostname": format!("ip-{i}"), "gpus": 0, "ssh_host_key": "k"})
+        })
+        .collect();
+    let s = serde_json::json!({"version": 1, "instance_id": format!("i-{me}"), "generation": 1,
+        "manifest": {"cluster": "t", "generation": 1, "master": "i-1", "nodes": nodes, "cluster_public_key": "k"}});
     let dir = root.join("var/lib/deeplearning");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("state.json"), s.to_string()).unwrap();
@@ -249,8 +261,8 @@ fn train_rank(root: &Path) -> (Child, mpsc::Receiver<String>) {
 }
 
 /// A launched `trainer train` rank ignores SIGTERM while its host has a
-/// notice (it leaves at its epoch boundary through the agent's membership;
-/// its supervisor's SIGKILL bounds it), and ends by SIGTERM without one.
+/// notice (a rank other than 0 leaves at its next step; its supervisor's
+/// SIGKILL bounds it), and ends by SIGTERM without one.
 #[test]
 fn trainer_train_ignores_sigterm_only_while_its_host_has_a_notice() {
     use std::os::unix::process::ExitStatusExt;
@@ -279,4 +291,136 @@ fn trainer_train_ignores_sigterm_only_while_its_host_has_a_notice() {
     assert!(later.starts_with("epoch "), "it trains on after the SIGTERM: {later}");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Two `trainer train` ranks as `trainer launch` starts them, each under
+/// its own node's root (rank 0 on the master hosts the rendezvous). Rank
+/// 1's host is given a notice mid-epoch: rank 1 leaves at its next step
+/// (exit 0, long before the deadline), rank 0 writes a checkpoint there and
+/// runs the rest of the same epoch alone, with no epoch redone, to the end
+/// of the run. Resumed from that checkpoint, alone or launched, a run ends
+/// epoch 2 with exactly the elastic run's state.
+#[test]
+fn a_launched_rank_whose_host_has_a_notice_leaves_at_the_next_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    write_digits(&data, 2000, 100);
+    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let start = |rank: u32| {
+        let root = dir.path().join(format!("node{}", rank + 1));
+        write_cluster_state(&root, rank + 1, 2);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_trainer"))
+            .args(["train", "--model", "mlp", "--epochs", "3", "--batch-size", "8", "--threads", "1", "--data"])
+            .arg(&data)
+            .arg("--checkpoint-dir")
+            .arg(dir.path().join("checkpoints"))
+            .arg("--root")
+            .arg(&root)
+            .env("RANK", rank.to_string())
+            .env("WORLD_SIZE", "2")
+            .env("LOCAL_RANK", "0")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(root.join("train.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let rx = stdout_lines(&mut child);
+        (child, rx, root)
+    };
+    let (mut rank0, lines0, root0) = start(0);
+    let (mut rank1, _lines1, root1) = start(1);
+    let log = |root: &Path| std::fs::read_to_string(root.join("train.log")).unwrap_or_default();
+    let first = lines0.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}: {}", log(&root0)));
+    assert!(first.starts_with("epoch 1/3 "), "{first}");
+    let deadline = unix_now() + 120;
+    give_notice(&root1, deadline);
+    let noticed = Instant::now();
+    let status = wait(&mut rank1, Duration::from_secs(30)).unwrap_or_else(|| panic!("rank 1 stayed: {}", log(&root1)));
+    let left = noticed.elapsed();
+    assert_eq!(status.code(), Some(0), "{}", log(&root1));
+    assert!(
+        log(&root1).contains("this node left the job (its host was given an interruption notice)"),
+        "{}",
+        log(&root1)
+    );
+    assert!(unix_now() < deadline);
+    let status =
+        wait(&mut rank0, Duration::from_secs(120)).unwrap_or_else(|| panic!("rank 0 did not end: {}", log(&root0)));
+    let log0 = log(&root0);
+    assert_eq!(status.code(), Some(0), "{log0}");
+    let lines: Vec<String> = std::iter::once(first).chain(lines0.try_iter()).collect();
+    assert_eq!(lines.len(), 3, "one line per epoch, none twice: {lines:?}");
+    let resumed = log0.lines().find(|l| l.contains("rank(s); continuing epoch ")).unwrap_or_else(|| panic!("{log0}"));
+    assert!(resumed.contains(": 1 rank(s); continuing epoch 2 at step "), "{log0}");
+    assert!(!log0.contains("redoing"), "{log0}");
+    println!("rank 1 left {left:?} after its host's notice; rank 0: {resumed}");
+
+    // Rank 0 wrote a checkpoint where rank 1 left; a run resumed from it
+    // goes on at the next step with the same samples: its state after
+    // epoch 2 is bit for bit the elastic run's (one rank from there in both).
+    let saved = log0.lines().find(|l| l.contains("a rank is leaving after step")).unwrap_or_else(|| panic!("{log0}"));
+    let path = Path::new(saved.split("; checkpoint ").nth(1).unwrap_or_else(|| panic!("{saved}")));
+    let mid = load(path).unwrap();
+    assert_eq!(mid.state.epoch, 1, "{saved}");
+    assert!(
+        mid.in_epoch.step > 0 && saved.contains(&format!("after step {} of epoch 2", mid.in_epoch.step)),
+        "{saved}"
+    );
+    let again = dir.path().join("resumed");
+    std::fs::create_dir_all(&again).unwrap();
+    std::fs::copy(path, again.join(path.file_name().unwrap())).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+        // The same --epochs: the learning-rate schedule depends on it.
+        .args(["train", "--model", "mlp", "--epochs", "3", "--batch-size", "8", "--threads", "1", "--resume"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--checkpoint-dir")
+        .arg(&again)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("resuming at step {} of epoch 2", mid.in_epoch.step + 1)), "{stderr}");
+    let epochs: Vec<&str> = stdout.lines().filter_map(|l| l.split(" loss").next()).collect();
+    assert_eq!(epochs, ["epoch 2/3", "epoch 3/3"], "{stdout}");
+    // (Epoch 3 is shuffled by each run's own membership generation: not compared.)
+    let name = "checkpoint-epoch-000002.ckpt";
+    let elastic = load(&dir.path().join("checkpoints").join(name)).unwrap();
+    let resumed = load(&again.join(name)).unwrap();
+    assert!(resumed.state == elastic.state, "{name}: the resumed run differs from the elastic run");
+
+    // Resumed as `trainer launch` starts rank 0: the position travels with
+    // the state's broadcast to the first group; the same generation as the
+    // elastic run's, so epoch 3 is the same too.
+    let launched = dir.path().join("launched");
+    std::fs::create_dir_all(&launched).unwrap();
+    std::fs::copy(path, launched.join(path.file_name().unwrap())).unwrap();
+    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args(["train", "--model", "mlp", "--epochs", "3", "--batch-size", "8", "--threads", "1", "--resume"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--checkpoint-dir")
+        .arg(&launched)
+        .arg("--root")
+        .arg(&root0)
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "1")
+        .env("LOCAL_RANK", "0")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let want = format!(": 1 rank(s); continuing epoch 2 at step {}", mid.in_epoch.step + 1);
+    assert!(stderr.contains(&want), "{stderr}");
+    for name in ["checkpoint-epoch-000002.ckpt", "checkpoint-epoch-000003.ckpt"] {
+        let elastic = load(&dir.path().join("checkpoints").join(name)).unwrap();
+        let resumed = load(&launched.join(name)).unwrap();
+        assert!(resumed.state == elastic.state, "{name}: the launched resume differs from the elastic run");
+    }
 }

@@ -53,8 +53,8 @@ fn malformed_input_is_refused_with_a_reason_and_the_host_keeps_serving() {
     for (line, want) in [
         (&b"garbage\n"[..], "malformed rendezvous message"),
         (b"{\"v\":9,\"type\":\"boundary\",\"round\":1,\"epoch\":0}\n", "protocol version Some(9)"),
-        (b"{\"v\":1,\"type\":\"boundary\",\"round\":1,\"epoch\":0}\n", "the first message must be a hello"),
-        (b"{\"v\":1,\"type\":\"hello\",\"alias\":3}\n", "invalid type"),
+        (b"{\"v\":2,\"type\":\"boundary\",\"round\":1,\"epoch\":0}\n", "the first message must be a hello"),
+        (b"{\"v\":2,\"type\":\"hello\",\"alias\":3}\n", "invalid type"),
     ] {
         let answer = refused(addr, line);
         assert!(answer.contains("\"type\":\"refused\"") && answer.contains(want), "{answer}");
@@ -137,7 +137,7 @@ fn a_slow_rank_0_at_a_boundary_is_waited_for_not_dropped() {
                         // Longer than the host's 2 s report timeout.
                         std::thread::sleep(Duration::from_secs(3));
                     }
-                    format!("{:?}", m.at_boundary(0))
+                    format!("{:?}", m.at_boundary(0, false))
                 })
             })
             .collect();

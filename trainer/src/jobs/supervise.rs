@@ -41,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::jobdir::JOB_VAR;
 use crate::jobs::process;
 use crate::jobs::torchrun::{self, Place};
+use crate::train::interruption::{boot_id, read_notice};
 
 /// Where supervisors keep their pid files, as on a node: `<dir>/<job>/<rank>.pid`.
 pub const RUN_DIR: &str = "/run/deeplearning-trainer";
@@ -72,23 +73,6 @@ const NOTICE_STARTUP: Duration = Duration::from_secs(10);
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
-}
-
-/// The kernel's boot id (under `root` when there is one there, as the agent
-/// reads it), to tell this boot's notice from a stale one.
-fn boot_id(root: &Path) -> Option<String> {
-    const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
-    std::fs::read_to_string(root.join(BOOT_ID))
-        .or_else(|_| std::fs::read_to_string(Path::new("/").join(BOOT_ID)))
-        .ok()
-        .map(|id| id.trim().to_owned())
-}
-
-/// This boot's notice in `path`, if there is one (a file the agent has not
-/// finished, of another version, or of an earlier boot counts as none).
-fn read_notice(path: &Path, boot: Option<&str>) -> Option<NoticeFile> {
-    let notice = NoticeFile::parse(&std::fs::read_to_string(path).ok()?).ok()?;
-    boot.is_none_or(|b| b == notice.boot_id).then_some(notice)
 }
 
 /// Resolves once this boot's notice is in `path`; with the notice that was

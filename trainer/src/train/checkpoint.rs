@@ -2,7 +2,10 @@
 //! directory (default `$EFS_MOUNT/trainer/<job>/checkpoints`, see
 //! [`jobdir`](crate::jobdir)), and resume from the newest valid one.
 //!
-//! One file per epoch, `checkpoint-epoch-NNNNNN.ckpt`; the last K are kept.
+//! One file per epoch, `checkpoint-epoch-NNNNNN.ckpt` (after NNNNNN
+//! epochs), and one per mid-epoch leave, `checkpoint-epoch-NNNNNN-step-SSSSSSSSS.ckpt`
+//! (SSSSSSSSS steps into the epoch after NNNNNN, written when a rank left
+//! there: [`super::epochs`]); the last K of all of them are kept.
 //! A write is atomic: a hidden temp file in the same directory, fsync, rename
 //! over the final name, fsync of the directory; so a reader sees either the
 //! whole new file or none of it, even when the writer is killed. Every file is
@@ -19,9 +22,16 @@
 //! body:
 //!   meta_len u32, meta (JSON: model, dataset shape, hyper-parameters)
 //!   epoch u64, step u64
+//!   epoch_step u64, generation u64       (version 2 only)
 //!   params_len u64, params (f32 each)
 //!   momentum_len u64, momentum (f32 each)
 //! ```
+//!
+//! `epoch_step` is how many steps of the epoch after `epoch` the state has
+//! run (0 at a boundary), and `generation` the membership generation whose
+//! permutation that epoch follows, so a resume goes on with the same
+//! remaining samples. A version 1 file (written before mid-epoch leaves)
+//! still loads, as a boundary checkpoint.
 //!
 //! Files touched: the checkpoint directory only (created when missing).
 
@@ -33,8 +43,8 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::TrainState;
 
-/// The format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this build writes (it reads this one and version 1).
+pub const FORMAT_VERSION: u32 = 2;
 /// Checkpoints kept when `--keep-checkpoints` is not given.
 pub const DEFAULT_KEEP: usize = 3;
 
@@ -44,6 +54,8 @@ const PREFIX: &str = "checkpoint-epoch-";
 const SUFFIX: &str = ".ckpt";
 /// Temp files start with this (hidden, and never matching [`PREFIX`]).
 const TEMP_PREFIX: &str = ".checkpoint-epoch-";
+/// Between the epoch and the step in a mid-epoch checkpoint's name.
+const STEP_INFIX: &str = "-step-";
 
 /// The checkpoint flags of `trainer train` (flatten into its `Args`).
 #[derive(Debug, Clone, clap::Args)]
@@ -129,13 +141,25 @@ pub struct Meta {
     pub hyper: Hyper,
 }
 
-/// A checkpoint: what it is of, and the state.
+/// Where in the epoch after `state.epoch` a checkpoint was taken: after
+/// `step` steps, of the permutation of `generation`. Zero at a boundary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InEpoch {
+    /// Steps of the epoch already run (0: none, a boundary checkpoint).
+    pub step: u64,
+    /// The membership generation whose permutation the epoch follows.
+    pub generation: u64,
+}
+
+/// A checkpoint: what it is of, the state, and where in its epoch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checkpoint {
     /// What it is of.
     pub meta: Meta,
     /// The training state.
     pub state: TrainState,
+    /// Where in the epoch (zero for a boundary checkpoint).
+    pub in_epoch: InEpoch,
 }
 
 /// A checkpoint could not be written or used.
@@ -175,7 +199,7 @@ pub enum CheckpointError {
     },
     /// The file is intact but in a format this build does not know.
     #[error(
-        "checkpoint {path} has format version {found}; this trainer reads version {FORMAT_VERSION}: resume with the trainer that wrote it, or use another --checkpoint-dir"
+        "checkpoint {path} has format version {found}; this trainer reads versions 1 to {FORMAT_VERSION}: resume with the trainer that wrote it, or use another --checkpoint-dir"
     )]
     Version {
         /// The file.
@@ -236,14 +260,34 @@ impl Store {
         self.dir.join(format!("{PREFIX}{epoch:06}{SUFFIX}"))
     }
 
+    /// The file a checkpoint `in_epoch.step` steps into the epoch after
+    /// `epoch` is named (the boundary's name for step 0).
+    pub fn path_at(&self, epoch: u64, in_epoch: InEpoch) -> PathBuf {
+        match in_epoch.step {
+            0 => self.path_for(epoch),
+            step => self.dir.join(format!("{PREFIX}{epoch:06}{STEP_INFIX}{step:09}{SUFFIX}")),
+        }
+    }
+
     /// Writes `state` atomically as the checkpoint of `state.epoch` (replacing
     /// one of the same epoch), then deletes all but the newest K checkpoints
     /// and temp files left by writers that were killed. Returns the file.
     pub fn save(&self, meta: &Meta, state: &TrainState) -> Result<PathBuf, CheckpointError> {
+        self.save_at(meta, state, InEpoch::default())
+    }
+
+    /// [`save`](Self::save) of a state `in_epoch.step` steps into the epoch
+    /// after `state.epoch` (a mid-epoch leave), under [`path_at`](Self::path_at).
+    pub fn save_at(&self, meta: &Meta, state: &TrainState, in_epoch: InEpoch) -> Result<PathBuf, CheckpointError> {
         fs::create_dir_all(&self.dir).map_err(|source| CheckpointError::Dir { path: self.dir.clone(), source })?;
-        let path = self.path_for(state.epoch);
-        let temp = self.dir.join(format!("{TEMP_PREFIX}{:06}{SUFFIX}.tmp.{}", state.epoch, std::process::id()));
-        let bytes = encode(meta, state);
+        let path = self.path_at(state.epoch, in_epoch);
+        let temp = self.dir.join(format!(
+            "{TEMP_PREFIX}{:06}{STEP_INFIX}{}{SUFFIX}.tmp.{}",
+            state.epoch,
+            in_epoch.step,
+            std::process::id()
+        ));
+        let bytes = encode(meta, state, in_epoch);
         let written = write_synced(&temp, &bytes).and_then(|()| fs::rename(&temp, &path));
         if let Err(source) = written {
             let _ = fs::remove_file(&temp);
@@ -294,8 +338,8 @@ impl Store {
         Ok(Some(checkpoint))
     }
 
-    /// The checkpoints in the directory, oldest first, by epoch.
-    fn list(&self) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {
+    /// The checkpoints in the directory, oldest first, by epoch and step.
+    fn list(&self) -> Result<Vec<(Place, PathBuf)>, CheckpointError> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -305,9 +349,8 @@ impl Store {
         for entry in entries {
             let entry = entry.map_err(|source| CheckpointError::Dir { path: self.dir.clone(), source })?;
             let name = entry.file_name();
-            let epoch = name.to_str().and_then(|n| n.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?.parse::<u64>().ok());
-            if let Some(epoch) = epoch {
-                found.push((epoch, entry.path()));
+            if let Some(at) = name.to_str().and_then(position_in_name) {
+                found.push((at, entry.path()));
             }
         }
         found.sort();
@@ -330,6 +373,19 @@ impl Store {
             }
         }
         Ok(())
+    }
+}
+
+/// Where a checkpoint file is in the run: (epochs completed, steps into the next).
+type Place = (u64, u64);
+
+/// The [`Place`] in a checkpoint's file name; `None` for any other name.
+fn position_in_name(name: &str) -> Option<Place> {
+    let rest = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let digits = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<u64>().ok())?;
+    match rest.split_once(STEP_INFIX) {
+        None => Some((digits(rest)?, 0)),
+        Some((epoch, step)) => Some((digits(epoch)?, digits(step)?)).filter(|&(_, s)| s > 0),
     }
 }
 
@@ -360,10 +416,10 @@ pub fn load(path: &Path) -> Result<Checkpoint, CheckpointError> {
     })
 }
 
-/// The whole file for `meta` and `state`.
-pub fn encode(meta: &Meta, state: &TrainState) -> Vec<u8> {
+/// The whole file for `meta`, `state` and where in its epoch.
+pub fn encode(meta: &Meta, state: &TrainState, in_epoch: InEpoch) -> Vec<u8> {
     let meta = serde_json::to_vec(meta).expect("the checkpoint metadata is plain data and always serialises");
-    let body_len = 4 + meta.len() + 8 + 8 + 8 + 4 * state.params.len() + 8 + 4 * state.momentum.len();
+    let body_len = 4 + meta.len() + 8 + 8 + 8 + 8 + 8 + 4 * state.params.len() + 8 + 4 * state.momentum.len();
     let mut out = Vec::with_capacity(HEADER_LEN + body_len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -373,6 +429,8 @@ pub fn encode(meta: &Meta, state: &TrainState) -> Vec<u8> {
     out.extend_from_slice(&meta);
     out.extend_from_slice(&state.epoch.to_le_bytes());
     out.extend_from_slice(&state.step.to_le_bytes());
+    out.extend_from_slice(&in_epoch.step.to_le_bytes());
+    out.extend_from_slice(&in_epoch.generation.to_le_bytes());
     for values in [&state.params, &state.momentum] {
         out.extend_from_slice(&(values.len() as u64).to_le_bytes());
         out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
@@ -414,7 +472,7 @@ fn decode(bytes: &[u8]) -> Result<Checkpoint, Decode> {
         return Err(corrupt(format!("checksum mismatch (stored {stored:08x}, computed {actual:08x})")));
     }
     // Checked after the checksum: a damaged version field is corruption, not a newer format.
-    if version != FORMAT_VERSION {
+    if version != 1 && version != FORMAT_VERSION {
         return Err(Decode::Version(version));
     }
     let mut body = Reader { bytes: &bytes[HEADER_LEN..], at: HEADER_LEN };
@@ -423,12 +481,14 @@ fn decode(bytes: &[u8]) -> Result<Checkpoint, Decode> {
         .map_err(|e| corrupt(format!("metadata at offset {HEADER_LEN}: {e}")))?;
     let epoch = body.u64()?;
     let step = body.u64()?;
+    let in_epoch =
+        if version == 1 { InEpoch::default() } else { InEpoch { step: body.u64()?, generation: body.u64()? } };
     let params = body.floats()?;
     let momentum = body.floats()?;
     if body.at != bytes.len() {
         return Err(corrupt(format!("{} unread bytes at offset {}", bytes.len() - body.at, body.at)));
     }
-    Ok(Checkpoint { meta, state: TrainState { params, momentum, epoch, step } })
+    Ok(Checkpoint { meta, state: TrainState { params, momentum, epoch, step }, in_epoch })
 }
 
 /// A cursor over a byte slice that reports where it ran short.
@@ -496,7 +556,7 @@ mod tests {
         }
         let (path, got) = store.latest().unwrap().unwrap();
         assert_eq!(path, store.path_for(2));
-        assert_eq!(got, Checkpoint { meta: meta("mlp"), state: state(2, 1000) });
+        assert_eq!(got, Checkpoint { meta: meta("mlp"), state: state(2, 1000), in_epoch: InEpoch::default() });
         assert_eq!(store.resume(&meta("mlp")).unwrap().unwrap().state, state(2, 1000));
     }
 
@@ -541,7 +601,7 @@ mod tests {
         store.save(&meta("mlp"), &state(1, 10)).unwrap();
         // What a writer killed before its rename leaves: a whole-looking newer file under the temp name.
         let leftover = dir.path().join(format!("{TEMP_PREFIX}000002{SUFFIX}.tmp.4242"));
-        fs::write(&leftover, encode(&meta("mlp"), &state(2, 10))).unwrap();
+        fs::write(&leftover, encode(&meta("mlp"), &state(2, 10), InEpoch::default())).unwrap();
         assert_eq!(store.latest().unwrap().unwrap().1.state.epoch, 1);
         store.save(&meta("mlp"), &state(3, 10)).unwrap();
         assert!(!leftover.exists(), "the next save removes it");
@@ -582,12 +642,71 @@ mod tests {
         let store = Store::new(dir.path(), 3);
         let path = store.save(&meta("mlp"), &state(1, 4)).unwrap();
         let mut b = fs::read(&path).unwrap();
-        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        b[8..12].copy_from_slice(&3u32.to_le_bytes());
         let crc = checksum(&b);
         b[20..24].copy_from_slice(&crc.to_le_bytes());
         fs::write(&path, b).unwrap();
         let err = store.latest().unwrap_err().to_string();
-        assert!(err.contains("format version 2") && err.contains("reads version 1"), "{err}");
+        assert!(err.contains("format version 3") && err.contains("reads versions 1 to 2"), "{err}");
+    }
+
+    /// A version 1 file, as the trainer before mid-epoch checkpoints wrote it.
+    fn encode_v1(meta: &Meta, state: &TrainState) -> Vec<u8> {
+        let v2 = encode(meta, state, InEpoch::default());
+        let meta_len = u32::from_le_bytes(v2[HEADER_LEN..HEADER_LEN + 4].try_into().unwrap()) as usize;
+        // Drop the two u64 after epoch and step; fix the version, length and checksum.
+        let cut = HEADER_LEN + 4 + meta_len + 16;
+        let mut v1 = [&v2[..cut], &v2[cut + 16..]].concat();
+        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let body_len = (v1.len() - HEADER_LEN) as u64;
+        v1[12..20].copy_from_slice(&body_len.to_le_bytes());
+        let crc = checksum(&v1);
+        v1[20..24].copy_from_slice(&crc.to_le_bytes());
+        v1
+    }
+
+    #[test]
+    fn a_version_1_file_still_loads_as_a_boundary_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path(), 3);
+        fs::write(store.path_for(4), encode_v1(&meta("mlp"), &state(4, 50))).unwrap();
+        let (_, got) = store.latest().unwrap().unwrap();
+        assert_eq!(got, Checkpoint { meta: meta("mlp"), state: state(4, 50), in_epoch: InEpoch::default() });
+    }
+
+    /// A mid-epoch checkpoint sorts after its epoch's boundary and before
+    /// the next; it round-trips its place in the epoch; pruning counts it.
+    #[test]
+    fn mid_epoch_checkpoints_order_between_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path(), 3);
+        store.save(&meta("mlp"), &state(2, 8)).unwrap();
+        let at = InEpoch { step: 17, generation: 5 };
+        let mid = store.save_at(&meta("mlp"), &state(2, 8), at).unwrap();
+        assert_eq!(mid.file_name().unwrap(), "checkpoint-epoch-000002-step-000000017.ckpt");
+        let (path, got) = store.latest().unwrap().unwrap();
+        assert_eq!((path, got.in_epoch, got.state), (mid.clone(), at, state(2, 8)));
+        store.save(&meta("mlp"), &state(3, 8)).unwrap();
+        assert_eq!(store.latest().unwrap().unwrap().0, store.path_for(3));
+        store.save(&meta("mlp"), &state(4, 8)).unwrap();
+        let mut names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        let want = [
+            "checkpoint-epoch-000002-step-000000017.ckpt",
+            "checkpoint-epoch-000003.ckpt",
+            "checkpoint-epoch-000004.ckpt",
+        ];
+        assert_eq!(names, want);
+        for (name, want) in [
+            ("checkpoint-epoch-000002.ckpt", Some((2, 0))),
+            ("checkpoint-epoch-000002-step-000000017.ckpt", Some((2, 17))),
+            ("checkpoint-epoch-000002-step-000000000.ckpt", None),
+            ("checkpoint-epoch-000002-step-.ckpt", None),
+            ("checkpoint-epoch--1.ckpt", None),
+            ("checkpoint-epoch-+2.ckpt", None),
+        ] {
+            assert_eq!(position_in_name(name), want, "{name}");
+        }
     }
 
     #[test]

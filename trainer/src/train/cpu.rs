@@ -7,7 +7,7 @@
 //! when the elastic layer re-forms the group). No files or sockets of its own.
 
 use super::collective::Collective;
-use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
+use super::engine::{Batch, Engine, EngineError, StepStats, Stepped, TrainState, leaving_count, leaving_flag};
 use super::model::{Model, Workspace, softmax_cross_entropy};
 use super::optim::Sgd;
 
@@ -67,7 +67,8 @@ impl CpuEngine {
             collective,
             pool,
             ws: Workspace::default(),
-            grads: vec![0.0; n],
+            // One more slot after the gradients: the leaving flag.
+            grads: vec![0.0; n + 1],
             d_logits: Vec::new(),
         })
     }
@@ -85,9 +86,12 @@ impl CpuEngine {
 }
 
 impl Engine for CpuEngine {
-    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
+    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32, leaving: bool) -> Result<Stepped, EngineError> {
         let n = self.samples(batch);
+        let params = self.state.params.len();
         let Self { model, state, ws, grads, d_logits, pool, .. } = self;
+        let (grads, flag) = grads.split_at_mut(params);
+        flag[0] = leaving_flag(leaving);
         let stats = pool.install(|| {
             if n == 0 {
                 // A rank with no samples in this batch still takes part in the all-reduce.
@@ -100,10 +104,11 @@ impl Engine for CpuEngine {
             stats
         });
         self.collective.all_reduce_sum(&mut self.grads)?;
+        let (grads, flag) = self.grads.split_at(params);
         let scale = 1.0 / global_batch.max(1) as f32;
-        self.sgd.update(lr, &mut self.state.params, &mut self.state.momentum, &self.grads, scale);
+        self.sgd.update(lr, &mut self.state.params, &mut self.state.momentum, grads, scale);
         self.state.step += 1;
-        Ok(stats)
+        Ok(Stepped { stats, leaving: leaving_count(flag[0]) })
     }
 
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {

@@ -2,7 +2,8 @@
 //! check in at every epoch boundary, and recover after a collective failure.
 //!
 //! The training loop calls [`Membership::join`] once, then after every epoch
-//! [`Membership::at_boundary`], and after an [`EngineError::Collective`]
+//! [`Membership::at_boundary`], after a step where a rank raised its
+//! leaving flag [`Membership::at_step`], and after an [`EngineError::Collective`]
 //! (a peer left, died or went silent) [`Membership::recover`]. Each returns a
 //! [`Next`]: go on with the same group, train in a new group (take the state
 //! from `group.source_rank` by broadcast; on a redo, the state at the start
@@ -67,6 +68,11 @@ pub enum Next {
     /// `epoch`: the copy it took when it began `epoch`, if it did (it failed
     /// during it, or finished it while another rank failed: a redo);
     /// otherwise its current state (it completed `epoch - 1`).
+    ///
+    /// With `step > 0` the group was formed mid-epoch after a rank left
+    /// ([`Membership::at_step`]): every member already holds the state
+    /// after `step` steps of `epoch`, so nothing is broadcast and the rest
+    /// of the epoch runs from there.
     Reformed {
         /// The new group.
         group: Group,
@@ -76,6 +82,8 @@ pub enum Next {
         epoch: u64,
         /// The epoch is a redo: the source sends the state at its start.
         redo: bool,
+        /// Steps of `epoch` the previous group already ran (0: all to run).
+        step: u64,
     },
     /// This process is no longer a member: exit 0.
     Left(String),
@@ -126,9 +134,22 @@ impl Membership {
         self.round
     }
 
-    /// Reports that this rank completed `epoch` and returns what to do next.
-    pub fn at_boundary(&mut self, epoch: u64) -> Result<Next, RendezvousError> {
-        self.report(&Report::Boundary { round: self.round, epoch })?;
+    /// Reports that this rank completed `epoch` (and whether it is
+    /// `leaving`: its host was given an interruption notice) and returns
+    /// what to do next.
+    pub fn at_boundary(&mut self, epoch: u64, leaving: bool) -> Result<Next, RendezvousError> {
+        self.report(&Report::Boundary { round: self.round, epoch, leaving })?;
+        self.decide(Some(self.config.decision_timeout))
+    }
+
+    /// Reports that every rank stopped after `step` steps of `epoch`
+    /// because a rank raised its leaving flag (this one, when `leaving`),
+    /// and returns what to do next: `Left` for the leaver (at once, without
+    /// waiting for the others), the group without it (the rest of `epoch`
+    /// from `step`), or `Continue` (nobody left after all).
+    pub fn at_step(&mut self, epoch: u64, step: u64, leaving: bool) -> Result<Next, RendezvousError> {
+        info!(round = self.round, epoch, step, leaving, "a rank is leaving: mid-epoch check-in");
+        self.report(&Report::Stopped { round: self.round, epoch, step, leaving })?;
         self.decide(Some(self.config.decision_timeout))
     }
 
@@ -180,12 +201,12 @@ impl Membership {
                     return Ok(Next::Left(reason));
                 }
                 Decision::Refused { reason } => return Err(RendezvousError::Refused(reason)),
-                Decision::Group { round, generation, rank, peers, source_rank, nccl_id, epoch, redo } => {
+                Decision::Group { round, generation, rank, peers, source_rank, nccl_id, epoch, redo, step } => {
                     let group = Group { generation, rank, world_size: peers.len(), peers, nccl_id, source_rank };
                     self.round = round;
-                    info!(round, generation, rank, world_size = group.world_size, epoch, redo, "new group");
+                    info!(round, generation, rank, world_size = group.world_size, epoch, step, redo, "new group");
                     match Ring::connect(&group, round, &self.listener, &self.config.ring) {
-                        Ok(ring) => return Ok(Next::Reformed { group, ring, epoch, redo }),
+                        Ok(ring) => return Ok(Next::Reformed { group, ring, epoch, redo, step }),
                         Err(e) => {
                             warn!(round, "cannot connect the new group's ring: {e}; re-forming");
                             self.report(&Report::Failed { round, epoch, error: e.to_string() })?;
@@ -198,12 +219,13 @@ impl Membership {
 }
 
 /// Gives every rank `source`'s state: the parameter vector (the same length
-/// everywhere: the same model) and the epoch/step counters.
+/// everywhere: the same model) and the counters (epoch, step, and where in
+/// the epoch: the same number of them everywhere).
 pub fn broadcast_state(
     ring: &mut Ring,
     source: usize,
     state: &mut [f32],
-    counters: &mut [u64; 2],
+    counters: &mut [u64],
 ) -> Result<(), CollectiveError> {
     ring.broadcast(state, source)?;
     // Counters travel as bit patterns in f32 slots, so no value is rounded.

@@ -58,6 +58,32 @@ impl StepStats {
     }
 }
 
+/// What one step did: this rank's sums over its samples, and how many
+/// ranks raised the leaving flag with the step's gradients.
+///
+/// The flag travels as one more `f32` at the end of the gradient buffer
+/// that the step all-reduces anyway (no extra round trip), so every rank
+/// learns the same count after the same step: the point where a rank whose
+/// host was given an interruption notice leaves ([`super::epochs`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Stepped {
+    /// This rank's loss and accuracy sums for the step.
+    pub stats: StepStats,
+    /// Ranks that raised the leaving flag (summed over the group).
+    pub leaving: u32,
+}
+
+/// The leaving flag as the all-reduced buffer carries it.
+pub fn leaving_flag(leaving: bool) -> f32 {
+    if leaving { 1.0 } else { 0.0 }
+}
+
+/// The count of leaving ranks from the all-reduced flag (a sum of ones and
+/// zeros, exact in `f32` far beyond any world size).
+pub fn leaving_count(sum: f32) -> u32 {
+    if sum.is_finite() && sum > 0.0 { sum.round() as u32 } else { 0 }
+}
+
 /// Everything needed to continue training exactly: the parameters, the
 /// optimiser's momentum, and where in the schedule training is.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,8 +115,10 @@ pub trait Engine {
     /// One SGD step: this rank computes gradients on `batch` (its part of a
     /// global batch of `global_batch` samples), the gradients are summed over
     /// all ranks and divided by `global_batch`, and every rank applies the
-    /// same update with learning rate `lr`.
-    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError>;
+    /// same update with learning rate `lr`. `leaving` is this rank's
+    /// leaving flag, summed over the ranks in the same all-reduce as the
+    /// gradients ([`Stepped::leaving`]).
+    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32, leaving: bool) -> Result<Stepped, EngineError>;
     /// Loss and accuracy on `batch`, without changing anything.
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError>;
     /// `stats` summed over all ranks, through the gradients' collective (an
@@ -100,4 +128,20 @@ pub trait Engine {
     fn state(&self) -> Result<TrainState, EngineError>;
     /// Replaces the state (resume, or a survivor's state after re-forming).
     fn set_state(&mut self, state: &TrainState) -> Result<(), EngineError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leaving_flag_counts_ranks_through_a_sum() {
+        let sum: f32 = [true, false, true, true].into_iter().map(leaving_flag).sum();
+        assert_eq!(leaving_count(sum), 3);
+        assert_eq!(leaving_count(leaving_flag(false)), 0);
+        // Nothing a broken peer could send turns into a leave or a panic.
+        for odd in [f32::NAN, f32::NEG_INFINITY, f32::INFINITY, -2.0] {
+            assert_eq!(leaving_count(odd), 0, "{odd}");
+        }
+    }
 }

@@ -1,21 +1,31 @@
 //! The job's rendezvous: a small TCP service hosted by rank 0 (the process
 //! on the master, listening on `MASTER_ADDR:MASTER_PORT`) that assigns ranks
-//! per membership round and decides, at every epoch boundary and after every
-//! collective failure, who trains next.
+//! per membership round and decides, at every epoch boundary, after every
+//! step where a rank raised its leaving flag, and after every collective
+//! failure, who trains next.
 //!
 //! Every process (rank 0's included, over loopback) opens one control
 //! connection and keeps it for the life of the job: its end of file is how
 //! the host learns that a process died. On it a process says who it is
 //! ([`Hello`]: instance id, alias and worker index from the agent's state
 //! file, its data-plane address, the epoch/step of the state it holds), then
-//! reports boundaries and failures; the host answers with a [`Decision`].
+//! reports boundaries, mid-epoch stops and failures; the host answers with
+//! a [`Decision`].
+//!
+//! A report may say the process is *leaving* (its host was given an
+//! interruption notice): the host tells it `Left` at once, without waiting
+//! for the others' reports (it holds nothing the group still needs: the
+//! step's all-reduce and the epoch's sums are done), and the others go on
+//! without it: at a boundary as after any leave, after a mid-epoch stop in a
+//! group that runs the rest of the same epoch (`Group` with `step > 0`, no
+//! state moved). Rank 0 never leaves. Joins still wait for a boundary.
 //!
 //! Inputs: the agent's state file `/var/lib/deeplearning/state.json` (the
 //! generation and its manifest) and node config `/etc/deeplearning/node.json`
 //! (EFS mount, prepare-data script) under a filesystem root ([`Roster`]);
 //! the prepare-data markers `$EFS_MOUNT/prepare_data_success_<ip>`.
 //!
-//! Wire format: one JSON object per line, `{"v": 1, "type": ..., ...}`; a
+//! Wire format: one JSON object per line, `{"v": 2, "type": ..., ...}`; a
 //! line longer than [`MAX_LINE`] bytes, unknown version or malformed JSON is
 //! a [`RendezvousError`], never a panic. The elastic rules themselves (who
 //! joins or leaves, when) are in [`Host`]'s decision functions; the client
@@ -34,7 +44,9 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 /// The rendezvous protocol this build speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version 2 added leaving: `leaving` in `boundary`, the `stopped` report
+/// and `step` in `group`.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Longest control line accepted, in bytes.
 pub const MAX_LINE: u64 = 1 << 20;
 
@@ -158,6 +170,22 @@ pub enum Report {
         round: u64,
         /// The epoch just completed.
         epoch: u64,
+        /// This process leaves (its host was given an interruption notice).
+        #[serde(default)]
+        leaving: bool,
+    },
+    /// The group formed in `round` stopped after `step` steps of epoch
+    /// `epoch`: a rank raised its leaving flag in that step's all-reduce.
+    Stopped {
+        /// The round of the group it trained in.
+        round: u64,
+        /// The epoch it stopped in.
+        epoch: u64,
+        /// Steps of the epoch completed (by every member: the same all-reduce).
+        step: u64,
+        /// This process is the one leaving (or one of them).
+        #[serde(default)]
+        leaving: bool,
     },
     /// A collective of the group formed in `round` failed during epoch `epoch`.
     Failed {
@@ -192,8 +220,12 @@ pub enum Decision {
         epoch: u64,
         /// The epoch is a redo after a failure: restore its starting state.
         redo: bool,
+        /// Steps of `epoch` already run by the members (a group formed
+        /// mid-epoch after a leave: no state moves); 0 otherwise.
+        #[serde(default)]
+        step: u64,
     },
-    /// Same group, next epoch.
+    /// Same group, next epoch (or, after a mid-epoch stop, the rest of the epoch).
     Continue {
         /// The current round.
         round: u64,
@@ -379,9 +411,11 @@ enum Event {
 }
 
 /// How a member of the current round last reported.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Reported {
     Boundary(u64),
+    /// Stopped after (epoch, step) for a leave.
+    Stopped(u64, u64),
     Failed(u64),
 }
 
@@ -545,11 +579,12 @@ impl Host {
     }
 
     fn on_report(&mut self, id: ConnId, report: Report) {
-        let (round, reported) = match &report {
-            Report::Boundary { round, epoch } => (*round, Reported::Boundary(*epoch)),
+        let (round, reported, leaving) = match &report {
+            Report::Boundary { round, epoch, leaving } => (*round, Reported::Boundary(*epoch), *leaving),
+            Report::Stopped { round, epoch, step, leaving } => (*round, Reported::Stopped(*epoch, *step), *leaving),
             Report::Failed { round, epoch, error } => {
                 warn!(process = %self.name(id), round, epoch, "collective failed: {error}");
-                (*round, Reported::Failed(*epoch))
+                (*round, Reported::Failed(*epoch), false)
             }
             Report::Hello(_) => return,
         };
@@ -566,6 +601,23 @@ impl Host {
             return;
         }
         self.first_report.get_or_insert_with(Instant::now);
+        if leaving && self.members.first() != Some(&id) {
+            // It holds nothing the others still need: let it go now, not
+            // after the slowest report (rank 0's checkpoint, say).
+            let reason = "its host was given an interruption notice".to_owned();
+            info!(process = %self.name(id), round, ?reported, "leaves: {reason}");
+            self.tell(id, &Decision::Left { reason });
+            self.members.retain(|&m| m != id);
+            self.reports.remove(&id);
+            // Forgotten now, so the next boundary cannot take it back in
+            // while its manifest entry is still there.
+            self.conns.remove(&id);
+            self.lost = true;
+            return;
+        }
+        if leaving {
+            warn!(process = %self.name(id), "rank 0 (the master's process) reported leaving; it never leaves");
+        }
         self.reports.insert(id, reported);
     }
 
@@ -637,11 +689,11 @@ impl Host {
             );
         }
         let epoch = ready.iter().map(|id| self.conns[id].hello.epoch).max().unwrap_or(0);
-        self.form(snap.generation, ready, epoch, false, "first formation");
+        self.form(snap.generation, ready, (epoch, 0), false, "first formation");
     }
 
     /// Announces a new group of `members` (rank order) to each of them.
-    fn form(&mut self, generation: u64, members: Vec<ConnId>, epoch: u64, redo: bool, why: &str) {
+    fn form(&mut self, generation: u64, members: Vec<ConnId>, (epoch, step): (u64, u64), redo: bool, why: &str) {
         self.round += 1;
         self.generation = generation;
         self.members = members;
@@ -650,7 +702,7 @@ impl Host {
         self.lost = false;
         let peers: Vec<SocketAddr> = self.members.iter().map(|id| self.conns[id].hello.data_addr).collect();
         let nccl_id = self.config.nccl_id.as_ref().map(|f| f());
-        info!(round = self.round, generation, epoch, redo, world_size = self.members.len(), members = %self.names(&self.members), "group formed: {why}");
+        info!(round = self.round, generation, epoch, step, redo, world_size = self.members.len(), members = %self.names(&self.members), "group formed: {why}");
         // Rank 0 last: its process hosts us, and may exit (job done) as soon as
         // it has its answer; everyone else's must be on the wire by then.
         for (rank, id) in self.members.clone().into_iter().enumerate().rev() {
@@ -666,6 +718,7 @@ impl Host {
                 nccl_id: nccl_id.clone(),
                 epoch,
                 redo,
+                step,
             };
             self.tell(id, &decision);
         }
@@ -707,7 +760,16 @@ impl Host {
         if let Some(epoch) = failed {
             // A redo: survivors only; joins and manifest changes wait for a boundary.
             let survivors = self.members.clone();
-            self.form(self.generation, survivors, epoch, true, "a collective failed: redoing the epoch");
+            self.form(self.generation, survivors, (epoch, 0), true, "a collective failed: redoing the epoch");
+            return;
+        }
+        let stops: Vec<(u64, u64)> = self
+            .reports
+            .values()
+            .filter_map(|r| if let Reported::Stopped(e, s) = r { Some((*e, *s)) } else { None })
+            .collect();
+        if let Some(&at) = stops.first() {
+            self.decide_stopped(at, stops.len());
             return;
         }
         let epoch =
@@ -740,7 +802,73 @@ impl Host {
             }
             return;
         }
-        self.form(generation, next, epoch + 1, false, "membership changed at an epoch boundary");
+        self.form(generation, next, (epoch + 1, 0), false, "membership changed at an epoch boundary");
+    }
+
+    /// Every member stopped after `at` (epoch, step) for a leave (`stops`
+    /// of the reports say so): the leavers are gone already; the others run
+    /// the rest of the epoch in a group without them, or go on as they
+    /// were when nobody left. Members out of the manifest leave too (the
+    /// master never does); joiners wait for the boundary.
+    fn decide_stopped(&mut self, at: (u64, u64), stops: usize) {
+        let (epoch, step) = at;
+        let agree = stops == self.reports.len() && self.reports.values().all(|r| *r == Reported::Stopped(epoch, step));
+        if !agree {
+            // Every member saw the same sum after the same step, so this is a
+            // bug or a stale report; the safe answer is a redo from the epoch's start.
+            let first = self
+                .reports
+                .values()
+                .map(|r| match r {
+                    Reported::Boundary(e) => e + 1,
+                    Reported::Stopped(e, _) | Reported::Failed(e) => *e,
+                })
+                .min()
+                .unwrap_or(epoch);
+            warn!(round = self.round, reports = ?self.reports.values().collect::<Vec<_>>(), "members disagree on where they stopped");
+            let survivors = self.members.clone();
+            self.form(
+                self.generation,
+                survivors,
+                (first, 0),
+                true,
+                "members stopped at different steps: redoing the epoch",
+            );
+            return;
+        }
+        let generation = match self.roster.read() {
+            Ok(snap) => {
+                for id in self.members.clone() {
+                    let master = self.members.first() == Some(&id);
+                    let listed =
+                        self.conns.get(&id).is_some_and(|c| snap.manifest.node(&c.hello.instance_id).is_some());
+                    if !master && !listed {
+                        let reason = format!("not in the manifest of generation {}", snap.generation);
+                        info!(process = %self.name(id), generation = snap.generation, "leaves mid-epoch: {reason}");
+                        self.tell(id, &Decision::Left { reason });
+                        self.members.retain(|&m| m != id);
+                        self.lost = true;
+                    }
+                }
+                snap.generation
+            }
+            Err(e) => {
+                warn!("{e}; keeping the previous membership");
+                self.generation
+            }
+        };
+        if !self.lost {
+            self.reports.clear();
+            self.first_report = None;
+            let round = self.round;
+            info!(round, epoch = epoch + 1, step, "nobody left after all: continue the epoch");
+            for id in self.members.clone().into_iter().rev() {
+                self.tell(id, &Decision::Continue { round });
+            }
+            return;
+        }
+        let survivors = self.members.clone();
+        self.form(generation, survivors, (epoch, step), false, "a member left mid-epoch: the rest of the epoch");
     }
 }
 
@@ -751,15 +879,22 @@ mod tests {
     #[test]
     fn lines_round_trip_and_bad_ones_are_errors() {
         let mut buf = Vec::new();
-        send(&mut buf, &Report::Boundary { round: 3, epoch: 2 }).unwrap();
-        assert_eq!(String::from_utf8_lossy(&buf), "{\"v\":1,\"type\":\"boundary\",\"round\":3,\"epoch\":2}\n");
+        send(&mut buf, &Report::Boundary { round: 3, epoch: 2, leaving: false }).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&buf),
+            "{\"v\":2,\"type\":\"boundary\",\"round\":3,\"epoch\":2,\"leaving\":false}\n"
+        );
         let got: Report = receive(&mut buf.as_slice(), "t").unwrap().unwrap();
-        assert_eq!(got, Report::Boundary { round: 3, epoch: 2 });
+        assert_eq!(got, Report::Boundary { round: 3, epoch: 2, leaving: false });
+        // `leaving` and `step` may be left out (they default to false and 0).
+        let line = "{\"v\":2,\"type\":\"stopped\",\"round\":4,\"epoch\":1,\"step\":7}\n";
+        let got: Report = receive(&mut line.as_bytes(), "t").unwrap().unwrap();
+        assert_eq!(got, Report::Stopped { round: 4, epoch: 1, step: 7, leaving: false });
 
         for (line, want) in [
-            ("{\"v\":2,\"type\":\"boundary\",\"round\":3,\"epoch\":2}\n", "protocol version Some(2)"),
+            ("{\"v\":1,\"type\":\"boundary\",\"round\":3,\"epoch\":2}\n", "protocol version Some(1)"),
             ("{\"type\":\"boundary\"}\n", "protocol version None"),
-            ("{\"v\":1,\"type\":\"dance\"}\n", "unknown variant"),
+            ("{\"v\":2,\"type\":\"dance\"}\n", "unknown variant"),
             ("not json\n", "expected"),
         ] {
             match receive::<Report>(&mut line.as_bytes(), "peer") {

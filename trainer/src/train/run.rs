@@ -16,7 +16,7 @@
 use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
-use super::checkpoint::{CheckpointError, DatasetShape, Hyper, Meta, Store as CheckpointStore};
+use super::checkpoint::{CheckpointError, DatasetShape, Hyper, InEpoch, Meta, Store as CheckpointStore};
 use super::collective::{Group, Single};
 use super::cpu::{self, CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
@@ -24,8 +24,9 @@ use super::cuda::CudaEngine;
 use super::data::{self, DataError, Dataset, Split};
 use super::elastic::{self, ElasticConfig, Launch};
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
-use super::epochs::{self, EpochsError, Outcome, Rank, Shard};
+use super::epochs::{self, EpochsError, Outcome, Rank, Resume, Shard, Start, Trained};
 use super::events::{self, EventWriter, EventsError};
+use super::interruption::NoticeWatch;
 use super::model::{Arch, Model};
 use super::optim::Sgd;
 use super::progress::{Progress, Snapshot};
@@ -148,16 +149,50 @@ pub fn train_epoch(
     plan: &EpochPlan,
     progress: &mut Progress,
 ) -> Result<EpochReport, EngineError> {
+    let mut from = Resume::default();
+    loop {
+        // Nobody here raises the leaving flag; should a peer, the epoch goes on.
+        match train_epoch_from(engine, data, shard, epoch, plan, progress, from, &mut || false)? {
+            Trained::Epoch(report) => return Ok(report),
+            Trained::Stopped(at) => from = at,
+        }
+    }
+}
+
+/// The rest of an epoch from `from.step` (0: all of it), as
+/// [`train_epoch`], with this rank's leaving flag from `leaving` raised in
+/// every step's all-reduce. When any rank raised it and steps remain, every
+/// rank stops after that same step: the sums so far are added over the
+/// ranks (one all-reduce, in which the leaver still takes part) and
+/// returned as [`Trained::Stopped`], where the group (or the one re-formed
+/// without the leaver) goes on. After a stop the remaining global batches
+/// are the same ones (the permutation of the generation the epoch began
+/// with, `shard.generation`), re-sharded over the new world: no sample is
+/// skipped or repeated. Rank 0 carries `from.train`, the sums of the steps
+/// run before, into the epoch's report.
+#[allow(clippy::too_many_arguments)]
+pub fn train_epoch_from(
+    engine: &mut dyn Engine,
+    data: &Dataset,
+    shard: Shard,
+    epoch: u64,
+    plan: &EpochPlan,
+    progress: &mut Progress,
+    from: Resume,
+    leaving: &mut dyn FnMut() -> bool,
+) -> Result<Trained<EpochReport>, EngineError> {
     let start = Instant::now();
     let order = data::permutation(data.len(), plan.seed, epoch, shard.generation);
     let steps = order.len().div_ceil(plan.batch_size);
     let (mut images, mut labels) = (Vec::new(), Vec::new());
-    let mut total = StepStats::default();
+    let mut total = if shard.rank == 0 { from.train } else { StepStats::default() };
     let mut global_samples = 0usize;
-    for (step, global) in order.chunks(plan.batch_size).enumerate() {
+    let first = usize::try_from(from.step).unwrap_or(usize::MAX);
+    for (step, global) in order.chunks(plan.batch_size).enumerate().skip(first) {
         let mine = &global[data::shard(global.len(), shard.rank, shard.world)];
         data.gather(mine, &mut images, &mut labels);
-        total += engine.step(&Batch { images: &images, labels: &labels }, global.len(), plan.lr)?;
+        let done = engine.step(&Batch { images: &images, labels: &labels }, global.len(), plan.lr, leaving())?;
+        total += done.stats;
         global_samples += global.len();
         progress.update(&Snapshot {
             epoch: (epoch + 1, plan.epochs),
@@ -166,10 +201,19 @@ pub fn train_epoch(
             accuracy: accuracy(&total),
             samples_per_sec: global_samples as f64 / start.elapsed().as_secs_f64(),
         });
+        if done.leaving > 0 && step + 1 < steps {
+            let train = engine.sum_over_ranks(total)?;
+            progress.clear();
+            return Ok(Trained::Stopped(Resume { step: step as u64 + 1, train }));
+        }
     }
     let train = engine.sum_over_ranks(total)?;
     progress.clear();
-    Ok(EpochReport { epoch, train, samples_per_sec: global_samples as f64 / start.elapsed().as_secs_f64() })
+    Ok(Trained::Epoch(EpochReport {
+        epoch,
+        train,
+        samples_per_sec: global_samples as f64 / start.elapsed().as_secs_f64(),
+    }))
 }
 
 /// Loss and accuracy of the engine's current parameters on all of `data`.
@@ -356,8 +400,19 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     };
     let params = cpu::init(&model, args.seed);
     let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
+    // Where in its epoch the starting state is (a checkpoint written when a rank left mid-epoch).
+    let mut in_epoch = InEpoch::default();
     if leader && args.checkpoints.resume {
         match store.resume(&meta)? {
+            Some(c) if c.in_epoch.step > 0 => {
+                cli_output::errln!(
+                    "trainer train: resuming at step {} of epoch {} from {}",
+                    c.in_epoch.step + 1,
+                    c.state.epoch + 1,
+                    store.dir().display()
+                );
+                (state, in_epoch) = (c.state, c.in_epoch);
+            }
             Some(c) => {
                 cli_output::errln!(
                     "trainer train: resuming after epoch {} from {}",
@@ -401,8 +456,10 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         store: &store,
         meta: &meta,
         checkpoint: saves,
+        // Rank 0 never leaves; a rank on its own has nobody to tell.
+        notice: launch.as_ref().filter(|l| l.rank != 0).map(|_| NoticeWatch::new(&args.root)),
     };
-    match epochs::run(&mut rank, membership, state.epoch, args.epochs) {
+    match epochs::run(&mut rank, membership, Start { epoch: state.epoch, in_epoch }, args.epochs) {
         Ok(Outcome::Finished) => Ok(crate::EXIT_OK),
         Ok(Outcome::Left(reason)) => {
             cli_output::errln!("trainer train: this node left the job ({reason}); exiting");
@@ -431,6 +488,8 @@ struct TrainRank<'a> {
     meta: &'a Meta,
     /// Save a checkpoint after every epoch (on a cluster, or when asked).
     checkpoint: bool,
+    /// This host's interruption notice, for a rank that may leave.
+    notice: Option<NoticeWatch>,
 }
 
 impl Rank for TrainRank<'_> {
@@ -445,13 +504,49 @@ impl Rank for TrainRank<'_> {
         self.device.join_group(group, ring)
     }
 
-    fn train(&mut self, epoch: u64, shard: Shard) -> Result<EpochReport, EngineError> {
+    fn train(&mut self, epoch: u64, shard: Shard, from: Resume) -> Result<Trained<EpochReport>, EngineError> {
         let plan = EpochPlan { lr: self.args.lr_schedule.rate(self.args.lr, epoch, self.args.epochs), ..self.plan };
-        let report = train_epoch(self.device.engine(), self.train, shard, epoch, &plan, &mut self.progress);
+        let notice = &mut self.notice;
+        let mut leaving = || notice.as_mut().is_some_and(NoticeWatch::noticed);
+        let engine = self.device.engine();
+        let report = train_epoch_from(engine, self.train, shard, epoch, &plan, &mut self.progress, from, &mut leaving);
         if report.is_err() {
             self.progress.clear();
         }
         report
+    }
+
+    fn leaving(&mut self) -> bool {
+        self.notice.as_mut().is_some_and(NoticeWatch::noticed)
+    }
+
+    fn stopped(&mut self, epoch: u64, at: InEpoch, leaving: bool) -> Result<(), TrainError> {
+        if leaving {
+            cli_output::errln!(
+                "trainer train: this host was given an interruption notice; leaving after step {} of epoch {}",
+                at.step,
+                epoch + 1
+            );
+        }
+        if !self.leader {
+            return Ok(());
+        }
+        // The leaver is not held by this: the rendezvous lets it go on its own report.
+        let saved = if self.checkpoint {
+            let mut done =
+                self.device.engine().state().map_err(|source| TrainError::Step { epoch: epoch + 1, source })?;
+            done.epoch = epoch;
+            Some(self.store.save_at(self.meta, &done, at)?)
+        } else {
+            None
+        };
+        cli_output::errln!(
+            "trainer train: a rank is leaving after step {} of epoch {}{}",
+            at.step,
+            epoch + 1,
+            saved.map(|p| format!("; checkpoint {}", p.display())).unwrap_or_default()
+        );
+        Ok(())
     }
 
     fn completed(&mut self, epoch: u64, report: EpochReport) -> Result<(), TrainError> {
@@ -492,8 +587,19 @@ impl Rank for TrainRank<'_> {
         printed.map_err(TrainError::Output)
     }
 
-    fn regrouped(&mut self, group: &Group, epoch: u64, redo: bool) {
-        if self.leader {
+    fn regrouped(&mut self, group: &Group, epoch: u64, step: u64, redo: bool) {
+        if !self.leader {
+            return;
+        }
+        if step > 0 {
+            cli_output::errln!(
+                "trainer train: generation {}: {} rank(s); continuing epoch {} at step {}",
+                group.generation,
+                group.world_size,
+                epoch + 1,
+                step + 1
+            );
+        } else {
             cli_output::errln!(
                 "trainer train: generation {}: {} rank(s); {} epoch {}",
                 group.generation,
@@ -521,4 +627,118 @@ fn nccl_id_maker(nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send
 #[cfg(not(feature = "cuda"))]
 fn nccl_id_maker(_nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::engine::Stepped;
+
+    /// Records the samples (labels are sample ids) of every step and says
+    /// the group raised the leaving flag at step `leave_at` of its calls.
+    struct Recorder {
+        seen: Vec<u8>,
+        steps: usize,
+        leave_at: Option<usize>,
+        state: TrainState,
+    }
+
+    impl Recorder {
+        fn new(leave_at: Option<usize>) -> Self {
+            let state = TrainState { params: vec![], momentum: vec![], epoch: 0, step: 0 };
+            Self { seen: Vec::new(), steps: 0, leave_at, state }
+        }
+    }
+
+    impl Engine for Recorder {
+        fn step(&mut self, batch: &Batch<'_>, _: usize, _: f32, _: bool) -> Result<Stepped, EngineError> {
+            self.seen.extend_from_slice(batch.labels);
+            let leaving = u32::from(self.leave_at == Some(self.steps));
+            self.steps += 1;
+            let stats = StepStats { samples: batch.labels.len() as u64, ..StepStats::default() };
+            Ok(Stepped { stats, leaving })
+        }
+        fn evaluate(&mut self, _: &Batch<'_>) -> Result<StepStats, EngineError> {
+            Ok(StepStats::default())
+        }
+        fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError> {
+            Ok(stats)
+        }
+        fn state(&self) -> Result<TrainState, EngineError> {
+            Ok(self.state.clone())
+        }
+        fn set_state(&mut self, state: &TrainState) -> Result<(), EngineError> {
+            self.state.clone_from(state);
+            Ok(())
+        }
+    }
+
+    fn dataset(n: u8) -> Dataset {
+        Dataset::from_parts((1, 1, 1), vec![0; n as usize], (0..n).collect(), vec![0.0], vec![1.0])
+    }
+
+    const PLAN: EpochPlan = EpochPlan { batch_size: 10, lr: 0.1, seed: 4, epochs: 3 };
+
+    /// A leave after the second of five steps: three ranks stop there,
+    /// then two run the rest of the epoch re-sharded; every sample of the
+    /// epoch is trained on exactly once, and rank 0's report counts them all.
+    #[test]
+    fn a_leave_stops_every_rank_after_the_same_step_and_the_rest_is_resharded() {
+        let data = dataset(50);
+        let mut progress = Progress::stderr(false);
+        let mut seen = Vec::new();
+        let mut stopped = Vec::new();
+        for rank in 0..3 {
+            let mut engine = Recorder::new(Some(1));
+            let shard = Shard { rank, world: 3, generation: 7 };
+            let mut leaving = || rank == 2;
+            let done =
+                train_epoch_from(&mut engine, &data, shard, 1, &PLAN, &mut progress, Resume::default(), &mut leaving);
+            match done.unwrap() {
+                Trained::Stopped(at) => stopped.push(at),
+                other => panic!("rank {rank}: {other:?}"),
+            }
+            assert_eq!(engine.steps, 2, "rank {rank} ran past the stop");
+            seen.extend(engine.seen);
+        }
+        // Each rank's sums are its own here (no collective): all stopped at step 2.
+        assert!(stopped.iter().all(|at| at.step == 2), "{stopped:?}");
+        let carried = StepStats { samples: 20, ..StepStats::default() };
+        let mut reported = 0;
+        for rank in 0..2 {
+            let mut engine = Recorder::new(None);
+            // The epoch keeps the permutation of the generation it began with.
+            let shard = Shard { rank, world: 2, generation: 7 };
+            let from = Resume { step: 2, train: carried };
+            let done = train_epoch_from(&mut engine, &data, shard, 1, &PLAN, &mut progress, from, &mut || false);
+            match done.unwrap() {
+                Trained::Epoch(report) => reported += report.train.samples,
+                other => panic!("rank {rank}: {other:?}"),
+            }
+            assert_eq!(engine.steps, 3);
+            seen.extend(engine.seen);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..50).collect::<Vec<u8>>(), "every sample of the epoch exactly once");
+        // Rank 0 carried the 20 samples before the stop; the two ranks ran 30 more.
+        assert_eq!(reported, 50);
+    }
+
+    /// A flag raised at the epoch's last step does not stop it: the epoch
+    /// completes and the leave happens at the boundary.
+    #[test]
+    fn a_flag_at_the_last_step_completes_the_epoch() {
+        let data = dataset(50);
+        let mut progress = Progress::stderr(false);
+        let mut engine = Recorder::new(Some(4));
+        let done =
+            train_epoch_from(&mut engine, &data, Shard::ALONE, 0, &PLAN, &mut progress, Resume::default(), &mut || {
+                true
+            });
+        assert!(matches!(done.unwrap(), Trained::Epoch(r) if r.train.samples == 50));
+        // And `train_epoch` goes through a peer's stop without one of its own.
+        let mut engine = Recorder::new(Some(0));
+        let report = train_epoch(&mut engine, &data, Shard::ALONE, 0, &PLAN, &mut progress).unwrap();
+        assert_eq!((report.train.samples, engine.steps), (50, 5));
+    }
 }

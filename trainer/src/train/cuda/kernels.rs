@@ -367,8 +367,9 @@ impl Kernels {
         let Sgd { momentum, weight_decay } = sgd;
         let mut launch = self.stream.launch_builder(&self.sgd);
         launch.arg(w).arg(v).arg(g).arg(&t).arg(&lr).arg(&momentum).arg(&weight_decay).arg(&scale);
-        // SAFETY: (float*, float*, const float*, int, float x4); the three buffers have `total`
-        // floats (the engine allocates them together) and each thread touches one index < total.
+        // SAFETY: (float*, float*, const float*, int, float x4); the three buffers have at least
+        // `total` floats (the engine allocates them together; the gradients have one more, the
+        // leaving flag) and each thread touches one index < total.
         unsafe { launch.launch(grid(total)) }.map_err(call("the SGD update kernel"))?;
         Ok(())
     }

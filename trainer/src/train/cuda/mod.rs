@@ -40,7 +40,7 @@ use super::model::Model;
 use super::optim::Sgd;
 
 use super::collective::{Collective, Single};
-use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
+use super::engine::{Batch, Engine, EngineError, StepStats, Stepped, TrainState, leaving_count, leaving_flag};
 
 /// A GPU library is missing, or a CUDA call failed.
 #[derive(Debug, thiserror::Error)]
@@ -262,12 +262,14 @@ impl CudaEngine {
 }
 
 impl Engine for CudaEngine {
-    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32) -> Result<StepStats, EngineError> {
+    fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32, leaving: bool) -> Result<Stepped, EngineError> {
         let stats = self.net.forward_backward(batch)?;
+        self.net.set_leaving_flag(leaving_flag(leaving))?;
         self.collective.all_reduce_sum(self.net.grads_mut())?;
         self.net.update(lr, 1.0 / global_batch.max(1) as f32)?;
+        let leaving = leaving_count(self.net.leaving_flag()?);
         self.step += 1;
-        Ok(stats)
+        Ok(Stepped { stats, leaving })
     }
 
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {

@@ -179,7 +179,9 @@ impl Net {
         let kernels = Kernels::load(&stream)?;
         let blas = CudaBlas::new(stream.clone()).map_err(call("creating the cuBLAS handle"))?;
         let zeros = || stream.alloc_zeros::<f32>(count).map_err(call("allocating device memory"));
-        let (params, grads, momentum) = (zeros()?, zeros()?, zeros()?);
+        let (params, momentum) = (zeros()?, zeros()?);
+        // One more slot after the gradients: the leaving flag, all-reduced with them.
+        let grads = stream.alloc_zeros::<f32>(count + 1).map_err(call("allocating device memory"))?;
         let buffers = Buffers::new(&stream, &layers, 1)?;
         Ok(Self { stream, blas, kernels, layers, sgd, params, grads, momentum, buffers })
     }
@@ -190,6 +192,25 @@ impl Net {
 
     pub(super) fn grads_mut(&mut self) -> &mut CudaSlice<f32> {
         &mut self.grads
+    }
+
+    /// Writes this rank's leaving flag into the slot after the gradients
+    /// (after [`Net::forward_backward`], which may zero the whole buffer).
+    pub(super) fn set_leaving_flag(&mut self, flag: f32) -> Result<(), CudaError> {
+        let n = self.params.len();
+        self.stream
+            .memcpy_htod(&[flag][..], &mut self.grads.slice_mut(n..n + 1))
+            .map_err(call("copying the leaving flag to the device"))
+    }
+
+    /// The leaving flag's slot after the all-reduce (the group's sum).
+    pub(super) fn leaving_flag(&self) -> Result<f32, CudaError> {
+        let n = self.params.len();
+        let host = self
+            .stream
+            .clone_dtoh(&self.grads.slice(n..n + 1))
+            .map_err(call("copying the leaving flag to the host"))?;
+        Ok(host.first().copied().unwrap_or_default())
     }
 
     pub(super) fn download(&self) -> Result<(Vec<f32>, Vec<f32>), CudaError> {
