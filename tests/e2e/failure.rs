@@ -127,7 +127,6 @@ async fn a_failed_prepare_data_script_is_named_in_the_reason() -> TestResult {
         logs = synth(&logs_args);
         logs.1.lines().any(|l| l.ends_with(" | [prepare-data] shard 7: checksum mismatch"))
     })?;
-    drop(agents);
     drop((master, worker));
     let delete_args = ["delete", stack, "--yes", "--region", REGION];
     let (code, deleted) = synth(&delete_args);
