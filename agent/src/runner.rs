@@ -501,7 +501,7 @@ async fn node_loop(
     let mut prepared = false;
     // The network gate's probe in flight: it runs beside this loop, which
     // keeps reading generations while it waits for its phase and measures.
-    let mut probe: Option<tokio::task::JoinHandle<()>> = None;
+    let mut probe: Option<ProbeTask> = None;
     loop {
         if interrupted.load(Ordering::SeqCst) && !node.is_interrupted() {
             node.interrupted();
@@ -571,13 +571,13 @@ async fn node_loop(
                         warn!("cannot report generation {} applied: {e}", manifest.generation);
                     }
                     if config.network_check.is_some() && netgate::checks(last_applied.as_ref(), &manifest) {
-                        if let Some(older) = probe.take().filter(|p| !p.is_finished()) {
-                            // A newer generation to check: the older schedule is void.
+                        if probe.take().is_some_and(|older| !older.0.is_finished()) {
+                            // A newer generation to check: the older schedule
+                            // is void (dropping its task stopped it).
                             debug!(generation = manifest.generation, "a newer network check: the previous probe stops");
-                            older.abort();
                         }
                         let task = probe_link(me.clone(), manifest.clone(), publication, master_queue.clone());
-                        probe = Some(tokio::spawn(task));
+                        probe = Some(ProbeTask(tokio::spawn(task)));
                     }
                     last_applied = Some(manifest);
                 }
@@ -600,6 +600,17 @@ async fn node_loop(
         if pause > 0 {
             tokio::time::sleep(Duration::from_millis(pause)).await;
         }
+    }
+}
+
+/// The network gate's probe task, stopped when dropped: when a newer
+/// check replaces it, and when the node loop ends (SIGTERM, an
+/// interruption), rather than left running detached.
+struct ProbeTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ProbeTask {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

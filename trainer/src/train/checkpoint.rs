@@ -327,6 +327,19 @@ impl Store {
                 wanted: format!("model `{}` on {}", wanted.model, wanted.dataset),
             });
         }
+        // Mid-epoch, the place is a count of steps of one shuffle: another
+        // batch size or seed would skip or repeat samples.
+        let (was, now) = (&found.hyper, &wanted.hyper);
+        if checkpoint.in_epoch.step > 0 && (was.batch_size != now.batch_size || was.seed != now.seed) {
+            return Err(CheckpointError::Mismatch {
+                path,
+                found: format!(
+                    "a stop {} steps into an epoch with batch size {} and seed {}",
+                    checkpoint.in_epoch.step, was.batch_size, was.seed
+                ),
+                wanted: format!("batch size {} and seed {}", now.batch_size, now.seed),
+            });
+        }
         if found.hyper != wanted.hyper {
             tracing::warn!(
                 path = %path.display(),
@@ -634,6 +647,19 @@ mod tests {
         let mut other_lr = meta("lenet");
         other_lr.hyper.lr = 0.1;
         assert!(store.resume(&other_lr).unwrap().is_some());
+        // So are another batch size or seed at an epoch's boundary; but a
+        // stop mid-epoch counts steps of one shuffle, so there they would
+        // skip or repeat samples: refused.
+        let mut other_batch = meta("lenet");
+        other_batch.hyper.batch_size += 1;
+        assert!(store.resume(&other_batch).unwrap().is_some());
+        store.save_at(&meta("lenet"), &state(1, 6), InEpoch { step: 2, generation: 1 }).unwrap();
+        assert_eq!(store.resume(&other_lr).unwrap().unwrap().in_epoch.step, 2);
+        let err = store.resume(&other_batch).unwrap_err().to_string();
+        assert!(err.contains("2 steps into an epoch") && err.contains("without --resume"), "{err}");
+        let mut other_seed = meta("lenet");
+        other_seed.hyper.seed += 1;
+        assert!(store.resume(&other_seed).is_err());
     }
 
     #[test]

@@ -200,8 +200,10 @@ pub fn run<R: Rank>(
                 }
                 Next::Reformed { group, mut ring, epoch: e, step, redo } => {
                     let engine = rank.engine();
-                    let (mut current, at) = match start.take() {
-                        Some((began, s, at)) if began == e => (s, at),
+                    // A copy: the epoch's start must outlive a broadcast
+                    // that fails (the redo after it puts it back again).
+                    let (mut current, at) = match start.as_ref() {
+                        Some((began, s, at)) if *began == e => (s.clone(), *at),
                         // Its current state: a completed epoch, or a resumed mid-epoch checkpoint.
                         _ => (
                             engine.state().map_err(step_failed(e + 1))?,
