@@ -767,8 +767,8 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
     let effects = state.start(now_ms(), sent.through);
     execute(opts, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals).await?;
     state_file.save(&state)?;
-    // Receives in flight per turn: 1, or DRAIN_RECEIVES while the queue
-    // has a backlog (the last turn's receives all came back full).
+    // Receives in flight per turn: 1 (a long poll), more while the queue
+    // has a backlog ([`next_fan_out`]).
     let mut fan_out = 1;
     // The previous turn's deletes, still running while this turn receives.
     let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
@@ -780,7 +780,7 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
             .min(LONG_POLL);
         let started = std::time::Instant::now();
         let received = receive_turn(master_queue, fan_out, wait).await;
-        fan_out = if received.len() >= 10 * fan_out { DRAIN_RECEIVES } else { 1 };
+        fan_out = next_fan_out(fan_out, received.len());
         let read = started.elapsed();
         let mut effects = Vec::new();
         for r in &received {
@@ -832,11 +832,31 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
     }
 }
 
-/// Receives in flight at once while the master queue has a backlog: at
-/// formation it holds two messages per node (register, applied), and reading
-/// them 10 at a time, one receive after the other, is what made the master
-/// retire a 256-node manifest seconds after the last node applied it.
-const DRAIN_RECEIVES: usize = 4;
+/// The most receives in flight at once while the master queue has a
+/// backlog (320 messages a turn). At formation the queue holds two messages
+/// a node (register, applied) and one more register for every
+/// [`crate::cluster::REGISTER_RETRY_MS`] a node waits to be admitted: 67 a
+/// second at 1,000 nodes. Reading them 10 at a time, one receive after the
+/// other, is what made the master retire a 256-node manifest seconds after
+/// the last node applied it; a fixed 4 at a time (40 a turn, each turn
+/// paying for a save of the master's state) drained a 1,000-node queue more
+/// slowly than the waiting workers filled it with their repeated registers.
+const MAX_DRAIN_RECEIVES: usize = 32;
+
+/// The receives of the next turn, in proportion to the backlog the last
+/// turn saw: twice as many when every receive came back full (the queue
+/// holds at least that many more), up to [`MAX_DRAIN_RECEIVES`]; else as
+/// many as the last turn's messages filled, down to one (a long poll).
+/// Each receive still brings 10 messages while the backlog lasts, so the
+/// calls per message do not grow; what shrinks is the number of turns, and
+/// with it the saves of the master's state.
+fn next_fan_out(fan_out: usize, received: usize) -> usize {
+    if received >= 10 * fan_out {
+        (fan_out * 2).min(MAX_DRAIN_RECEIVES)
+    } else {
+        received.div_ceil(10).clamp(1, MAX_DRAIN_RECEIVES)
+    }
+}
 
 /// One turn's messages: one receive waiting up to `wait`, or with
 /// `fan_out` > 1 that many receives at once that do not wait (the queue has
@@ -1099,6 +1119,52 @@ mod tests {
             ssh_host_key: "ssh-ed25519 AAAA".into(),
             gpus: 0,
         }
+    }
+
+    #[test]
+    fn receives_follow_the_backlog_and_fall_back_to_one_long_poll() {
+        // (receives this turn, messages they brought) -> receives next turn
+        for (fan_out, received, next) in [
+            (1, 0, 1),
+            (1, 9, 1),
+            (1, 10, 2),
+            (2, 20, 4),
+            (4, 40, 8),
+            (16, 160, 32),
+            (32, 320, MAX_DRAIN_RECEIVES),
+            (32, 95, 10),
+            (8, 41, 5),
+            (4, 3, 1),
+        ] {
+            assert_eq!(next_fan_out(fan_out, received), next, "{fan_out} receives brought {received}");
+        }
+    }
+
+    /// The master queue at a 1,000-node formation: 2,000 messages waiting,
+    /// and 33 more arriving a turn (registrations repeated every 15 s by
+    /// 1,000 waiting nodes, a turn taking half a second). Read in proportion
+    /// to the backlog, the master catches up (the backlog is down to what
+    /// arrives in a turn) in a dozen turns; with four receives a turn (40
+    /// messages) it gains 7 messages a turn and has not caught up after 200.
+    #[test]
+    fn a_formation_backlog_is_caught_up_in_a_few_turns() {
+        const ARRIVALS: usize = 33;
+        fn turns_to_catch_up(mut fan_out: impl FnMut(usize, usize) -> usize) -> Option<usize> {
+            let (mut backlog, mut receives) = (2000usize, 1usize);
+            for turn in 1..=200 {
+                let got = backlog.min(10 * receives);
+                backlog = backlog - got + ARRIVALS;
+                if backlog <= ARRIVALS {
+                    return Some(turn);
+                }
+                receives = fan_out(receives, got);
+            }
+            None
+        }
+        let proportional = turns_to_catch_up(next_fan_out);
+        assert!(proportional.is_some_and(|t| t <= 15), "{proportional:?} turns");
+        let fixed = turns_to_catch_up(|_, got| if got >= 10 { 4 } else { 1 });
+        assert_eq!(fixed, None);
     }
 
     fn file(instance_id: &str, boot_id: &str) -> files::notice::NoticeFile {

@@ -103,10 +103,13 @@
 //!    each (EFA-only interfaces take none), so a single-zone EFA cluster of
 //!    `p5.48xlarge` can run out of a /18 well before 4,000 nodes.
 //! 4. **The master's work per generation**: it reads one `applied` a node,
-//!    10 a receive, 4 receives at once while there is a backlog, and saves
-//!    its state (about 600 bytes a node) once per turn: at 4,000 nodes
-//!    about 100 turns writing 2.4 MB each, so a formation writes O(N²)
-//!    bytes (about 240 MB at 4,000, 16 MB at 1,000). This is the first
+//!    10 a receive, up to 32 receives at once in proportion to the backlog
+//!    (doubling while every receive comes back full), and saves its state
+//!    (about 600 bytes a node) once per turn: at 4,000 nodes, with 4
+//!    receives a turn, about 100 turns writing 2.4 MB each, so a formation
+//!    writes O(N²) bytes (about 240 MB at 4,000, 16 MB at 1,000); reading in
+//!    proportion to the backlog cuts the turns, and these bytes, by up to 8
+//!    while acknowledgements queue up. This is the first
 //!    limit of the protocol itself; the fix, when needed, is to keep
 //!    acknowledgements out of the saved state (a restarted master can ask
 //!    again) or to save them as a log. Two more costs grow with the

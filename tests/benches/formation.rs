@@ -43,7 +43,17 @@
 //!   its start up to and including its first `ReceiveMessage` that arrived
 //!   after the master retired the manifest (its first `DeleteMessage` on
 //!   the worker queue): from there on the worker sits in 20 s long polls,
-//!   which is its idle cost, not formation's. **master calls**: every
+//!   which is its idle cost, not formation's. The log shipper's CloudWatch
+//!   Logs calls (`CreateLogStream`, `PutLogEvents`: a round a second while
+//!   there are lines, and the stream is named again once the node has its
+//!   alias) are in the same window but counted apart (`+ logs calls`): they
+//!   are what shipping the node's log costs, not what forming does.
+//! - **idle CPU**: once every worker idles, every agent's CPU time (user +
+//!   system, `/proc/<pid>/stat`) over a window (`FORMATION_IDLE_SECS`,
+//!   default 10 s), in milliseconds a second: median and largest agent, and
+//!   all agents together in cores. The master's and a worker's process ids
+//!   are printed when the window opens, for `strace -f -c -p`.
+//!   **master calls**: every
 //!   request signed with the master's key until the last worker's window
 //!   closed. The formation wait condition signal (an unsigned PUT to a
 //!   presigned URL) is not among them.
@@ -87,6 +97,36 @@
 //! send wakes one in 64 ms). A 1,000-node figure needs more cores than this
 //! machine has, or agents that cost less while they wait.
 //!
+//! The ten wake-ups a second were the SDK's upload stalled-stream
+//! protection: while a long poll waits for its answer it re-arms a 100 ms
+//! timer, though the request body went out at once. It is off for receives
+//! (`agent::aws::sqs::long_poll_stall_protection`, 2026-11-26): one idle
+//! agent (`FORMATION_IDLE_SECS=60`, 2 nodes) went from 3.00 to 0.67 ms of
+//! CPU a second, `strace -f -c -p` over 10 s from 875 system calls to 133
+//! (what is left: the log shipper's round every second, the interruption
+//! poll every 5 s). After formation (10 s windows): 64 agents 0.03 cores
+//! together, 256 agents 0.08.
+//!
+//! The master also reads its queue in proportion to its backlog now (up
+//! to 32 receives a turn, `next_fan_out` in agent/src/runner.rs), where it
+//! read at most 40 messages a turn. One run at 1,000 with both
+//! (2026-11-26, load 2 at the start, 134 to 214 during it with another
+//! session's builds): 999 of 999 workers admitted 81 s after their start
+//! (1,826 duplicate registrations meanwhile; 3,719 in 260 s before), the
+//! 1,000-node manifest published in one part (269 KB) and the signal sent
+//! 0.2 s after the last admission; 580 nodes applied it within 32 s, 629
+//! within 62 s, and then moto stopped answering (1,820 threads, connects
+//! timing out after 5 s). A second run (load 2 at the start, up to 372
+//! with another session's tests) went the same way: 999 admitted in 86 s
+//! (1,694 duplicates), 590 applied within 57 s of the publication, then
+//! no answers (`410 of 1000 nodes did not apply the 1000-node manifest
+//! within 260s`, every one of them timing out on SQS: 40 s long polls,
+//! 5 s connects). What binds there is serving the manifest: every
+//! worker's receive returns the 269 KB part, 1,000 of them about 270 MB of
+//! JSON from one Python process holding a quarter of two cores, while the
+//! still-waiting workers' retries pile up. The benchmark then hung reading
+//! moto's call log; that read is bounded now ([`CALLS_TIMEOUT`]).
+//!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
 //! wait is bounded.
@@ -114,8 +154,17 @@ const TARGET_SECONDS_AT: usize = 64;
 const LARGE_TARGET_SECONDS: f64 = 5.0;
 /// The size that target is set for.
 const LARGE_TARGET_AT: usize = 1000;
+/// The credential scope of CloudWatch Logs, whose calls (the node's log
+/// shipper) are counted apart from formation's.
+const LOGS_SERVICE: &str = "logs";
 /// Target: AWS calls per worker for formation.
 const TARGET_WORKER_CALLS: usize = 5;
+/// How long the formed cluster's agents are watched idling, for their CPU
+/// (`FORMATION_IDLE_SECS` overrides). CPU time is counted in clock ticks
+/// (10 ms), so an agent's figure is good to 1 ms/s at 10 s.
+const IDLE_WINDOW: Duration = Duration::from_secs(10);
+/// How long reading the local AWS's call log may take.
+const CALLS_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the agents' memory is read while they form.
 const RSS_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the master may take to reach its first long poll.
@@ -354,13 +403,24 @@ fn rss_kib(pid: u32) -> u64 {
 struct Call {
     t: f64,
     key: String,
+    /// The credential scope's service: `sqs`, `autoscaling`, `cloudformation`, `logs`.
+    service: String,
     action: String,
     queue: String,
     kind: String,
 }
 
 fn calls(aws: &LocalAws) -> BenchResult<Vec<Call>> {
-    let text = ureq::get(format!("{}/_calls", aws.endpoint())).call()?.body_mut().read_to_string()?;
+    // Bounded: a local AWS that stopped answering (it did at 1,000 nodes)
+    // must end the benchmark with the reason, not hang it.
+    let text = ureq::get(format!("{}/_calls", aws.endpoint()))
+        .config()
+        .timeout_global(Some(CALLS_TIMEOUT))
+        .build()
+        .call()
+        .map_err(|e| format!("reading the local AWS's call log (GET /_calls): {e}"))?
+        .body_mut()
+        .read_to_string()?;
     let list: Vec<serde_json::Value> = serde_json::from_str(&text)?;
     let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
     Ok(list
@@ -368,6 +428,7 @@ fn calls(aws: &LocalAws) -> BenchResult<Vec<Call>> {
         .map(|c| Call {
             t: c["t"].as_f64().unwrap_or_default(),
             key: s(&c["key"]),
+            service: s(&c["service"]),
             action: s(&c["action"]),
             queue: s(&c["queue"]),
             kind: s(&c["kind"]),
@@ -396,6 +457,9 @@ struct Row {
     seconds: f64,
     worker_calls_median: usize,
     worker_calls_max: usize,
+    /// The log shipper's calls per worker (CloudWatch Logs) in the same window.
+    logs_calls_median: usize,
+    logs_calls_max: usize,
     master_calls: usize,
     /// Whether every worker reached its idle long poll (else its window
     /// was cut at the settle deadline).
@@ -408,7 +472,56 @@ struct Row {
     /// Peak RSS of the master, and the largest of any agent's.
     master_rss_mib: f64,
     agent_rss_mib: f64,
+    /// Every agent's CPU while the formed cluster idles.
+    idle: IdleCpu,
     details: String,
+}
+
+/// What the agents of a formed cluster cost while they wait: milliseconds
+/// of CPU (user + system) per second of the window, per agent.
+struct IdleCpu {
+    /// The window's length.
+    seconds: f64,
+    median_ms: f64,
+    max_ms: f64,
+    /// All agents together, as a share of one core.
+    total_cores: f64,
+}
+
+/// The idle window after formation: `FORMATION_IDLE_SECS` (0 for none), else [`IDLE_WINDOW`].
+fn idle_window() -> BenchResult<Duration> {
+    match std::env::var("FORMATION_IDLE_SECS") {
+        Ok(v) => Ok(Duration::from_secs(v.trim().parse().map_err(|e| format!("FORMATION_IDLE_SECS {v:?}: {e}"))?)),
+        Err(_) => Ok(IDLE_WINDOW),
+    }
+}
+
+/// Reads every agent's CPU time, waits `window`, reads it again. The
+/// master's and the first worker's process ids are printed first, to attach
+/// `strace` or `perf` to while it waits.
+fn idle_cpu(agents: &[AgentGuard], window: Duration) -> IdleCpu {
+    if window.is_zero() {
+        return IdleCpu { seconds: 0.0, median_ms: 0.0, max_ms: 0.0, total_cores: 0.0 };
+    }
+    eprintln!(
+        "idle window: {} s; master pid {}, worker pid {}",
+        window.as_secs(),
+        agents[0].child.id(),
+        agents.get(1).map_or(0, |a| a.child.id())
+    );
+    let start = Instant::now();
+    let before: Vec<f64> = agents.iter().map(|a| cpu_seconds(a.child.id())).collect();
+    std::thread::sleep(window);
+    let after: Vec<f64> = agents.iter().map(|a| cpu_seconds(a.child.id())).collect();
+    let seconds = start.elapsed().as_secs_f64();
+    let mut ms: Vec<f64> = before.iter().zip(&after).map(|(b, a)| (a - b) * 1000.0 / seconds).collect();
+    ms.sort_by(f64::total_cmp);
+    IdleCpu {
+        seconds,
+        median_ms: ms[ms.len() / 2],
+        max_ms: ms[ms.len() - 1],
+        total_cores: ms.iter().sum::<f64>() / 1000.0,
+    }
 }
 
 async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
@@ -548,6 +661,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     for a in &agents {
         peak_agent_kib = peak_agent_kib.max(a.rss_kib());
     }
+    let idle = idle_cpu(&agents, idle_window()?);
     master_peak_kib = master_peak_kib.max(agents[0].rss_kib());
     let phases = phase_table(&nodes[0].root.path().join("var/lib/deeplearning/master.json"));
     drop(agents);
@@ -566,14 +680,20 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         .collect::<Result<Vec<f64>, _>>()?
         .into_iter()
         .fold(f64::MIN, f64::max);
-    let mut per_worker: Vec<usize> = worker_keys
-        .iter()
-        .map(|k| {
-            let end = windows.get(k).copied().unwrap_or(cut);
-            log.iter().filter(|c| c.key == *k && c.t <= end).count()
-        })
-        .collect();
-    per_worker.sort_unstable();
+    // Formation's calls and the log shipper's (CloudWatch Logs), counted apart.
+    let count_calls = |logs: bool| {
+        let mut counts: Vec<usize> = worker_keys
+            .iter()
+            .map(|k| {
+                let end = windows.get(k).copied().unwrap_or(cut);
+                log.iter().filter(|c| c.key == *k && c.t <= end && (c.service == LOGS_SERVICE) == logs).count()
+            })
+            .collect();
+        counts.sort_unstable();
+        counts
+    };
+    let per_worker = count_calls(false);
+    let logs_per_worker = count_calls(true);
     let window_end = windows.values().copied().fold(f64::MIN, f64::max).max(if settled { f64::MIN } else { cut });
     let master_log: Vec<&Call> = log.iter().filter(|c| c.key == master_key && c.t <= window_end).collect();
 
@@ -592,7 +712,8 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let details = format!(
         "workers spawned in {spawn_secs:.2} s; first register +{:.2} s, last register +{:.2} s, first applied \
          +{:.2} s, all applied +{:.2} s, manifest retired {} (seconds after the workers' start)\n\
-         calls per worker (sorted): min {} median {} max {}; all workers' calls by action: {worker_actions:?}\n\
+         calls per worker without CloudWatch Logs (sorted): min {} median {} max {}; all workers' calls by \
+         action: {worker_actions:?}\n\
          master calls {} by action: {by_action:?}\n\
          RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}\n{phases}",
         first_register(&log, &worker_keys) - workers_started,
@@ -619,12 +740,15 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         seconds: all_applied - last_register,
         worker_calls_median: per_worker[per_worker.len() / 2],
         worker_calls_max: per_worker[per_worker.len() - 1],
+        logs_calls_median: logs_per_worker[logs_per_worker.len() / 2],
+        logs_calls_max: logs_per_worker[logs_per_worker.len() - 1],
         master_calls: master_log.len(),
         manifest_bytes,
         parts,
         master_cpu,
         master_rss_mib: master_peak_kib as f64 / 1024.0,
         agent_rss_mib: peak_agent_kib as f64 / 1024.0,
+        idle,
         settled,
         details,
     })
@@ -685,15 +809,17 @@ fn verdict(ok: bool) -> &'static str {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:>5}  {:>28}  {:>22}  {:>16}  {:>12}  {:>17}  {:>18}  {:>14}",
+        "{:>5}  {:>28}  {:>22}  {:>16}  {:>17}  {:>12}  {:>17}  {:>18}  {:>14}  {:>29}",
         "nodes",
         "last register -> all applied",
         "calls/worker med / max",
         "worker target",
+        "+ logs calls/worker",
         "master calls",
         "manifest B (parts)",
         "master CPU s / MiB",
-        "agent MiB max"
+        "agent MiB max",
+        "idle CPU ms/s med / max (cores)"
     );
     for r in rows {
         let time_target = if r.nodes <= TARGET_SECONDS_AT {
@@ -705,17 +831,23 @@ fn print_table(rows: &[Row]) {
         };
         let calls_ok = r.worker_calls_max <= TARGET_WORKER_CALLS && r.settled;
         println!(
-            "{:>5}  {:>7.3} s {:>19}  {:>10} / {:<10}  {:>16}  {:>12}  {:>17}  {:>18}  {:>14.1}",
+            "{:>5}  {:>7.3} s {:>19}  {:>10} / {:<10}  {:>16}  {:>17}  {:>12}  {:>17}  {:>18}  {:>14.1}  {:>29}",
             r.nodes,
             r.seconds,
             time_target,
             r.worker_calls_median,
             r.worker_calls_max,
             format!("<= {TARGET_WORKER_CALLS} {}", verdict(calls_ok)),
+            format!("{} / {}", r.logs_calls_median, r.logs_calls_max),
             r.master_calls,
             format!("{} ({})", r.manifest_bytes, r.parts),
             format!("{:.2} / {:.1}", r.master_cpu, r.master_rss_mib),
             r.agent_rss_mib,
+            if r.idle.seconds > 0.0 {
+                format!("{:.2} / {:.2} ({:.2})", r.idle.median_ms, r.idle.max_ms, r.idle.total_cores)
+            } else {
+                "(not measured)".into()
+            },
         );
     }
 }
