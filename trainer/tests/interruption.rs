@@ -237,17 +237,38 @@ fn train_rank(root: &Path) -> (Child, mpsc::Receiver<String>) {
     std::fs::create_dir_all(&data).unwrap();
     write_digits(&data, 2000, 100);
     write_state(root);
-    // Free on every address: the rendezvous listens on 0.0.0.0.
-    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
+    spawn_rank(&["--epochs", "100000"], &data, &root.join("checkpoints"), root, (0, 1), port)
+}
+
+/// A port free on every address: the rendezvous listens on 0.0.0.0.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `trainer train --model mlp --threads 1 ARGS` on `data` as `trainer
+/// launch` starts rank `rank.0` of `rank.1` (the rendezvous on
+/// 127.0.0.1:`port`), with `root` as its node's root and its stderr in
+/// `root/train.log`; and its stdout lines.
+fn spawn_rank(
+    args: &[&str],
+    data: &Path,
+    checkpoints: &Path,
+    root: &Path,
+    (rank, world): (u32, u32),
+    port: u16,
+) -> (Child, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_trainer"))
-        .args(["train", "--model", "mlp", "--epochs", "100000", "--threads", "1", "--data"])
-        .arg(&data)
+        .args(["train", "--model", "mlp", "--threads", "1"])
+        .args(args)
+        .arg("--data")
+        .arg(data)
         .arg("--checkpoint-dir")
-        .arg(root.join("checkpoints"))
+        .arg(checkpoints)
         .arg("--root")
         .arg(root)
-        .env("RANK", "0")
-        .env("WORLD_SIZE", "1")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
         .env("LOCAL_RANK", "0")
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", port.to_string())
@@ -306,28 +327,12 @@ fn a_launched_rank_whose_host_has_a_notice_leaves_at_the_next_step() {
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     write_digits(&data, 2000, 100);
-    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let start = |rank: u32| {
         let root = dir.path().join(format!("node{}", rank + 1));
         write_cluster_state(&root, rank + 1, 2);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_trainer"))
-            .args(["train", "--model", "mlp", "--epochs", "3", "--batch-size", "8", "--threads", "1", "--data"])
-            .arg(&data)
-            .arg("--checkpoint-dir")
-            .arg(dir.path().join("checkpoints"))
-            .arg("--root")
-            .arg(&root)
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", "2")
-            .env("LOCAL_RANK", "0")
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(root.join("train.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let rx = stdout_lines(&mut child);
+        let args = ["--epochs", "3", "--batch-size", "8"];
+        let (child, rx) = spawn_rank(&args, &data, &dir.path().join("checkpoints"), &root, (rank, 2), port);
         (child, rx, root)
     };
     let (mut rank0, lines0, root0) = start(0);
@@ -398,7 +403,7 @@ fn a_launched_rank_whose_host_has_a_notice_leaves_at_the_next_step() {
     let launched = dir.path().join("launched");
     std::fs::create_dir_all(&launched).unwrap();
     std::fs::copy(path, launched.join(path.file_name().unwrap())).unwrap();
-    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
         .args(["train", "--model", "mlp", "--epochs", "3", "--batch-size", "8", "--threads", "1", "--resume"])
         .arg("--data")
