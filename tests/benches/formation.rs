@@ -138,7 +138,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agent::cluster::timeline::{self, Timeline};
+use agent::cluster::timeline::Timeline;
 use e2e::moto::{ACCOUNT, REGION, SECRET_KEY};
 use e2e::{ClusterStack, Identity, Imds, LocalAws};
 
@@ -755,31 +755,23 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
 }
 
 /// The master's formation timeline (its state file) as the phase table
-/// `synth deploy` prints: per phase, the nodes whose time the master knows,
-/// the median and slowest seconds after the first launch, and the slowest
-/// node. `launched` is when a node's metadata stand-in started, `booted`
-/// when its root was made (both whole seconds), both before the workers'
-/// agents start together.
+/// `synth deploy` prints (`synth::deploy::formation::table`, from the
+/// summary as JSON, the way the signal carries it): per phase, the nodes
+/// whose time the master knows, the median and slowest seconds after the
+/// first launch, and the slowest node. `launched` is when a node's
+/// metadata stand-in started, `booted` when its root was made (both whole
+/// seconds), both before the workers' agents start together.
 fn phase_table(master_state: &Path) -> String {
-    let timeline = std::fs::read_to_string(master_state)
+    let summary = std::fs::read_to_string(master_state)
         .ok()
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|v| serde_json::from_value::<Timeline>(v["timeline"].clone()).ok());
-    let Some(timeline) = timeline else { return format!("no timeline in {}", master_state.display()) };
-    let summary = timeline.summary();
-    let mut text = format!(
-        "formation phases (seconds after the first launch):\n  {:<14} {:>5} {:>9} {:>9}  slowest node\n",
-        "phase", "nodes", "median", "slowest"
-    );
-    for phase in timeline::PHASES {
-        if let Some(p) = summary.get(phase) {
-            text.push_str(&format!(
-                "  {phase:<14} {:>5} {:>8.1}s {:>8.1}s  {}\n",
-                p.nodes, p.median_s, p.slowest_s, p.slowest
-            ));
-        }
+        .and_then(|v| serde_json::from_value::<Timeline>(v["timeline"].clone()).ok())
+        .and_then(|timeline| serde_json::to_value(timeline.summary()).ok())
+        .and_then(|json| serde_json::from_value(json).ok());
+    match summary {
+        Some(summary) => synth::deploy::formation::table(&summary),
+        None => format!("no timeline in {}", master_state.display()),
     }
-    text
 }
 
 fn first_register(log: &[Call], keys: &[&str]) -> f64 {

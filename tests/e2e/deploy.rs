@@ -15,12 +15,9 @@ use e2e::moto::LocalAws;
 use e2e::stack::{IMAGE_PARAMETER, ensure_image_parameter};
 use e2e::synth_cli::{bin as synth_bin, command as synth};
 use e2e::{Cluster, ClusterStack, Network};
+use synth::deploy::monitor::now_ms;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-fn repo() -> PathBuf {
-    e2e::repo_root()
-}
 
 /// A running `synth`, its stdout and stderr in files.
 struct Running {
@@ -142,7 +139,7 @@ fn staging_bucket(aws: &LocalAws) -> (String, bool, bool, usize, Vec<String>) {
 
 /// A blueprint file: minimal.yaml with `edit` applied to its text.
 fn blueprint(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> String {
-    let text = std::fs::read_to_string(repo().join("blueprints/minimal.yaml")).unwrap();
+    let text = std::fs::read_to_string(e2e::repo_root().join("blueprints/minimal.yaml")).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, edit(text)).unwrap();
     path.display().to_string()
@@ -257,7 +254,7 @@ fn debug_package() -> PathBuf {
         .iter()
         .all(|b| matches!((modified(&deb), modified(&target.join("debug").join(b))), (Some(d), Some(b)) if d >= b));
     if !fresh {
-        let out = Command::new(repo().join("packaging/build"))
+        let out = Command::new(e2e::repo_root().join("packaging/build"))
             .arg("--debug")
             .env("CARGO_TARGET_DIR", &target)
             .output()
@@ -496,7 +493,7 @@ fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
     let mut line = vec![synth_bin().display().to_string()];
     line.extend(resize.get_args().map(|a| a.to_string_lossy().into_owned()));
     let mut script = Command::new("script");
-    script.args(["-qfec", &line.join(" "), "/dev/null"]).current_dir(repo()).stdin(Stdio::piped());
+    script.args(["-qfec", &line.join(" "), "/dev/null"]).current_dir(e2e::repo_root()).stdin(Stdio::piped());
     for (k, v) in resize.get_envs() {
         match v {
             Some(v) => script.env(k, v),
@@ -624,15 +621,10 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
         std::thread::sleep(Duration::from_millis(200));
     }
     // An earlier stack of the same name left a group too: the newest is read.
-    put_lines(
-        &aws,
-        "/deeplearning-cluster/gone/a-earlier-run",
-        "master-i-0999",
-        &[(synth::deploy::monitor::now_ms(), "earlier stack")],
-    );
+    put_lines(&aws, "/deeplearning-cluster/gone/a-earlier-run", "master-i-0999", &[(now_ms(), "earlier stack")]);
     std::thread::sleep(Duration::from_millis(20));
     let group = "/deeplearning-cluster/gone/b-this-run";
-    let t = synth::deploy::monitor::now_ms() - 60_000;
+    let t = now_ms() - 60_000;
     put_lines(
         &aws,
         group,
@@ -728,7 +720,7 @@ fn format_rfc3339(ms: i64) -> String {
 fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
     let group = "/deeplearning-cluster/live/run-1";
-    let t = synth::deploy::monitor::now_ms() - 30_000;
+    let t = now_ms() - 30_000;
     put_lines(&aws, group, "master-i-0aaa", &[(t, "master: up")]);
     put_lines(&aws, group, "worker2-i-0bbb", &[(t + 1_000, "worker2: registered")]);
     let running = Running::start(synth(&aws, "follower", &["logs", "live", "--region", "us-east-1", "-f"]));
@@ -744,7 +736,7 @@ fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
         }
     };
     wait_for(2);
-    let now = synth::deploy::monitor::now_ms();
+    let now = now_ms();
     put_lines(&aws, group, "worker3-i-0ccc", &[(now, "worker3: registered")]);
     put_lines(&aws, group, "master-i-0aaa", &[(now + 1, "master: formed")]);
     wait_for(4);

