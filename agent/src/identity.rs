@@ -280,9 +280,17 @@ fn describe(path: &str, err: &ImdsError) -> IdentityError {
 
 /// The kernel's boot time (`btime` in `proc/stat`, unix seconds) under
 /// `root`, or the host's own when `root` has none, in unix milliseconds;
-/// `None` when neither can be read (the formation timeline then has no
-/// `booted` for this node).
+/// `None`, with a warning, when neither can be read (the formation
+/// timeline then has no `booted` for this node).
 pub fn booted_ms(root: &Path) -> Option<u64> {
+    let booted = btime_ms(root);
+    if booted.is_none() {
+        tracing::warn!("no boot time (btime) in proc/stat: the formation timeline has no `booted` for this node");
+    }
+    booted
+}
+
+fn btime_ms(root: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(root.join(PROC_STAT))
         .or_else(|_| std::fs::read_to_string(Path::new("/").join(PROC_STAT)))
         .ok()?;

@@ -178,7 +178,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         // The formation timeline's `launched`, `booted` and `agent started`
         // (the master registers itself too).
         launched_unix_ms: crate::identity::launched_ms(&imds).await,
-        booted_unix_ms: booted_ms(&opts.root),
+        booted_unix_ms: crate::identity::booted_ms(&opts.root),
         agent_started_unix_ms: Some(started_ms),
     };
 
@@ -576,8 +576,17 @@ async fn node_loop(
                             // is void (dropping its task stopped it).
                             debug!(generation = manifest.generation, "a newer network check: the previous probe stops");
                         }
-                        let task = probe_link(me.clone(), manifest.clone(), publication, master_queue.clone());
-                        probe = Some(ProbeTask(tokio::spawn(task)));
+                        // The task takes only what it needs: its peer and
+                        // place in the ring, not the whole manifest.
+                        if let Some(peer) = netgate::ring_peer(&manifest, &me.instance_id) {
+                            let link = Link {
+                                me: me.instance_id.clone(),
+                                generation: manifest.generation,
+                                peer: peer.clone(),
+                                phase: netgate::phase(&manifest, &me.instance_id).unwrap_or_default(),
+                            };
+                            probe = Some(ProbeTask(tokio::spawn(probe_link(link, publication, master_queue.clone()))));
+                        }
                     }
                     last_applied = Some(manifest);
                 }
@@ -614,17 +623,25 @@ impl Drop for ProbeTask {
     }
 }
 
+/// What a probe measures: this node's link to its ring neighbour in one
+/// generation, and its phase of the schedule.
+struct Link {
+    me: String,
+    generation: u64,
+    peer: message::ManifestNode,
+    phase: u64,
+}
+
 /// The network gate's probe: in this node's phase of the schedule
 /// ([`netgate::send_at_ms`], from the generation's `publication`), sends
-/// to its ring neighbour in `manifest` for [`netgate::PROBE_MILLIS`] and
-/// reports what it measured (or why it could not) to the master. Spawned
-/// beside the node loop, so a newer generation is applied while it waits.
-async fn probe_link(me: Identity, manifest: message::Manifest, publication: u64, master_queue: SqsQueue) {
-    let Some(peer) = netgate::ring_peer(&manifest, &me.instance_id) else { return };
-    let phase = netgate::phase(&manifest, &me.instance_id).unwrap_or_default();
+/// to its ring neighbour for [`netgate::PROBE_MILLIS`] and reports what it
+/// measured (or why it could not) to the master. Spawned beside the node
+/// loop, so a newer generation is applied while it waits.
+async fn probe_link(link: Link, publication: u64, master_queue: SqsQueue) {
+    let Link { me, generation, peer, phase } = link;
     let now = now_ms();
     let wait = netgate::send_at_ms(publication, phase, now).saturating_sub(now);
-    debug!(generation = manifest.generation, phase, wait_ms = wait, "the network check's probe waits for its phase");
+    debug!(generation, phase, wait_ms = wait, "the network check's probe waits for its phase");
     tokio::time::sleep(Duration::from_millis(wait)).await;
     let measured = netgate::measure(&peer.private_ip, netgate::PROBE_PORT, netgate::PROBE_MILLIS).await;
     let (bytes, millis, error) = match measured {
@@ -634,16 +651,10 @@ async fn probe_link(me: Identity, manifest: message::Manifest, publication: u64,
             (0, 0, Some(e))
         }
     };
-    let report = message::LinkReport {
-        instance_id: me.instance_id.clone(),
-        generation: manifest.generation,
-        peer: peer.instance_id.clone(),
-        bytes,
-        millis,
-        error,
-    };
+    let report =
+        message::LinkReport { instance_id: me, generation, peer: peer.instance_id.clone(), bytes, millis, error };
     if let Some(gbps) = report.gbps() {
-        info!(generation = manifest.generation, peer = %peer.alias, bytes, millis, "measured {gbps:.3} Gbit/s");
+        info!(generation, peer = %peer.alias, bytes, millis, "measured {gbps:.3} Gbit/s");
     }
     let body = Message::LinkReport(report).to_body();
     if let Err(e) = retry("report the measured link", || master_queue.send(&body)).await {
@@ -716,16 +727,6 @@ fn apply(
         "applied the manifest"
     );
     Ok(())
-}
-
-/// The kernel's boot time for the formation timeline, warning once when it
-/// cannot be read.
-fn booted_ms(root: &std::path::Path) -> Option<u64> {
-    let booted = crate::identity::booted_ms(root);
-    if booted.is_none() {
-        warn!("no boot time (btime) in proc/stat: the formation timeline has no `booted` for this node");
-    }
-    booted
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -18,13 +18,15 @@
 //! is in [`state`]; interruption notices (Spot instance actions, rebalance
 //! recommendations) and the file that tells `trainer` about one are in
 //! [`interruption`]. Where each node's log lines live in CloudWatch Logs is
-//! in [`logs`].
+//! in [`logs`]; the formation timeline's summary the success signal
+//! carries, in [`timeline`].
 
 pub mod interruption;
 pub mod logs;
 pub mod message;
 pub mod parts;
 pub mod state;
+pub mod timeline;
 
 use serde::{Deserialize, Deserializer, Serialize};
 

@@ -755,8 +755,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
 }
 
 /// The master's formation timeline (its state file) as the phase table
-/// `synth deploy` prints (`synth::deploy::formation::table`, from the
-/// summary as JSON, the way the signal carries it): per phase, the nodes
+/// `synth deploy` prints (`synth::deploy::formation::table`): per phase, the nodes
 /// whose time the master knows, the median and slowest seconds after the
 /// first launch, and the slowest node. `launched` is when a node's
 /// metadata stand-in started, `booted` when its root was made (both whole
@@ -766,8 +765,7 @@ fn phase_table(master_state: &Path) -> String {
         .ok()
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         .and_then(|v| serde_json::from_value::<Timeline>(v["timeline"].clone()).ok())
-        .and_then(|timeline| serde_json::to_value(timeline.summary()).ok())
-        .and_then(|json| serde_json::from_value(json).ok());
+        .map(|timeline| timeline.summary().into_iter().map(|(phase, s)| (phase.to_string(), s)).collect());
     match summary {
         Some(summary) => synth::deploy::formation::table(&summary),
         None => format!("no timeline in {}", master_state.display()),

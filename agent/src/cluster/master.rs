@@ -1037,7 +1037,7 @@ impl MasterState {
             "verdict": verdict,
         });
         fx.push(Effect::WriteNetworkCheck(record.to_string()));
-        let any_slow = verdict.slow().next().is_some();
+        let slow: Vec<&GateNode> = verdict.slow().map(|l| &l.node).collect();
         let nanos = u128::from(now_ms) * 1_000_000;
         for l in verdict.slow() {
             fx.push(Effect::AppendHostLog(format!(
@@ -1048,7 +1048,7 @@ impl MasterState {
             )));
         }
         if check.action == NetworkAction::Fail
-            && any_slow
+            && !slow.is_empty()
             && let Some(held) = &gate.held
         {
             self.phase = Phase::Failed;
@@ -1057,50 +1057,49 @@ impl MasterState {
             return;
         }
         // What the action did, each sentence after a space.
-        let mut actions = String::new();
-        if any_slow {
-            match check.action {
-                NetworkAction::Warn => {}
-                NetworkAction::Fail => actions.push_str(" (action fail: the cluster had formed, so this only warns)"),
-                NetworkAction::Replace => {
-                    let slow: Vec<&GateNode> = verdict.slow().map(|l| &l.node).collect();
-                    let nodes = gate.nodes.len();
-                    let budget = network_replacement_budget(nodes);
-                    if slow.len() * 2 > nodes {
-                        actions.push_str(&format!(
-                            " {} of {nodes} nodes are below: that points at the expected bandwidth or the network, \
-                             not at these nodes, so none is replaced.",
-                            slow.len()
-                        ));
-                    } else {
-                        for n in slow {
-                            if n.instance_id == self.master_id {
-                                actions.push_str(&format!(" {} is the master, which is not replaced.", n.alias));
-                            } else if self.network_replacements >= budget {
-                                actions.push_str(&format!(
-                                    " {} ({}) is not replaced: the network check replaced {} workers already, \
-                                     the most for this cluster (check the subnet and placement).",
-                                    n.alias, n.instance_id, self.network_replacements
-                                ));
-                            } else {
-                                self.network_replacements += 1;
-                                actions.push_str(&format!(
-                                    " {} ({}) is terminated for a replacement.",
-                                    n.alias, n.instance_id
-                                ));
-                                fx.push(Effect::TerminateWorker(n.instance_id.clone()));
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let actions = match check.action {
+            _ if slow.is_empty() => String::new(),
+            NetworkAction::Warn => String::new(),
+            NetworkAction::Fail => " (action fail: the cluster had formed, so this only warns)".to_string(),
+            NetworkAction::Replace => self.replace_slow(&slow, gate.nodes.len(), fx),
+        };
         if !actions.is_empty() {
             fx.push(Effect::Log(actions.trim_start().to_string()));
         }
         if let Some(held) = gate.held {
             self.signal(true, format!("{} {summary}{actions}", held.reason), held.data, fx);
         }
+    }
+
+    /// The network gate's `replace` for the `slow` nodes of a check of
+    /// `nodes`: terminates each slow worker while the budget lasts, unless
+    /// most nodes are slow. Returns what it did, each sentence after a space.
+    fn replace_slow(&mut self, slow: &[&GateNode], nodes: usize, fx: &mut Vec<Effect>) -> String {
+        if slow.len() * 2 > nodes {
+            return format!(
+                " {} of {nodes} nodes are below: that points at the expected bandwidth or the network, not at \
+                 these nodes, so none is replaced.",
+                slow.len()
+            );
+        }
+        let budget = network_replacement_budget(nodes);
+        let mut actions = String::new();
+        for n in slow {
+            if n.instance_id == self.master_id {
+                actions.push_str(&format!(" {} is the master, which is not replaced.", n.alias));
+            } else if self.network_replacements >= budget {
+                actions.push_str(&format!(
+                    " {} ({}) is not replaced: the network check replaced {} workers already, the most for this \
+                     cluster (check the subnet and placement).",
+                    n.alias, n.instance_id, self.network_replacements
+                ));
+            } else {
+                self.network_replacements += 1;
+                actions.push_str(&format!(" {} ({}) is terminated for a replacement.", n.alias, n.instance_id));
+                fx.push(Effect::TerminateWorker(n.instance_id.clone()));
+            }
+        }
+        actions
     }
 
     fn fail(&mut self, why: String, fx: &mut Vec<Effect>) {

@@ -24,8 +24,7 @@ use std::collections::BTreeMap;
 use node_contract::message::Register;
 use serde::{Deserialize, Serialize};
 
-/// The phases, in the order a node goes through them.
-pub const PHASES: [&str; 5] = ["launched", "booted", "agent_started", "registered", "applied"];
+pub use node_contract::timeline::{PHASES, PhaseSummary};
 
 /// One node's times (unix milliseconds); `None`: not known to the master.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,19 +51,6 @@ impl NodeTimes {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timeline {
     nodes: BTreeMap<String, NodeTimes>,
-}
-
-/// One phase of [`Timeline::summary`]: seconds after the earliest time the
-/// timeline holds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PhaseSummary {
-    /// How many nodes have this phase's time.
-    pub nodes: usize,
-    /// The median (the lower of the middle two for an even count).
-    pub median_s: f64,
-    pub slowest_s: f64,
-    /// The slowest node's alias (the first by alias among equals).
-    pub slowest: String,
 }
 
 impl Timeline {

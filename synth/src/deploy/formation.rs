@@ -22,28 +22,8 @@ use super::port::Output;
 /// `Fn::GetAtt [<WaitCondition>, Data]`.
 pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
 
-/// The phases, in the order a node goes through them, with their names in
-/// the table.
-const PHASES: [(&str, &str); 5] = [
-    ("launched", "launched"),
-    ("booted", "booted"),
-    ("agent_started", "agent started"),
-    ("registered", "registered"),
-    ("applied", "applied"),
-];
-
-/// One phase of the summary, as the master writes it.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-pub struct PhaseSummary {
-    /// How many nodes have this phase's time.
-    pub nodes: usize,
-    /// The median, in seconds after the earliest time.
-    pub median_s: f64,
-    /// The slowest, in seconds after the earliest time.
-    pub slowest_s: f64,
-    /// The slowest node's alias.
-    pub slowest: String,
-}
+use node_contract::timeline::PHASES;
+pub use node_contract::timeline::PhaseSummary;
 
 /// The timeline summary in the stack's outputs, by phase; `None` when
 /// there is none (a stack from an older synth, a master that has not
@@ -62,9 +42,9 @@ pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
 /// The phase table: one line per phase the summary has, in phase order
 /// (phases this synth does not know follow, by name).
 pub fn table(summary: &BTreeMap<String, PhaseSummary>) -> String {
-    let known = PHASES.iter().map(|(key, name)| (*key, *name));
-    let unknown = summary.keys().filter(|k| !PHASES.iter().any(|(p, _)| p == k)).map(|k| (k.as_str(), k.as_str()));
-    let rows: Vec<(&str, &PhaseSummary)> =
+    let known = PHASES.iter().map(|key| (*key, key.replace('_', " ")));
+    let unknown = summary.keys().filter(|k| !PHASES.contains(&k.as_str())).map(|k| (k.as_str(), k.clone()));
+    let rows: Vec<(String, &PhaseSummary)> =
         known.chain(unknown).filter_map(|(key, name)| summary.get(key).map(|s| (name, s))).collect();
     let mut text = format!(
         "Formation (seconds after the first launch or boot the master knows of):\n  {:<14} {:>5} {:>9} {:>9}  {}\n",
