@@ -105,7 +105,10 @@ pub const EXIT_USAGE: u8 = 2;
 /// Runs a parsed command line on a new async runtime, prints what failed
 /// (an error and its causes, one per line), and returns the exit code.
 pub fn main(cli: Cli) -> u8 {
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Two worker threads whatever the instance: the agent waits on the
+    // network and the disk, and a 96-vCPU GPU node would otherwise get 96.
+    // (Multi-threaded, not current-thread: file writes use `block_in_place`.)
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             cli_output::errln!("error: cannot start the async runtime: {e}");

@@ -165,6 +165,8 @@ const TARGET_WORKER_CALLS: usize = 5;
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
 /// How long reading the local AWS's call log may take.
 const CALLS_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a progress line is printed while the nodes form.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 /// How often the agents' memory is read while they form.
 const RSS_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the master may take to reach its first long poll.
@@ -389,6 +391,53 @@ fn cpu_seconds(pid: u32) -> f64 {
     if hz > 0.0 { ticks / hz } else { 0.0 }
 }
 
+/// A line every [`PROGRESS_INTERVAL`] while the nodes form: how many applied,
+/// and where the machine's CPU went since the last line (moto, the agents,
+/// this benchmark with its metadata stand-ins), in cores.
+struct Progress {
+    moto: u32,
+    last: Instant,
+    cpu: [f64; 3],
+}
+
+impl Progress {
+    fn start(moto: u32, agents: &[AgentGuard]) -> Progress {
+        let mut p = Progress { moto, last: Instant::now(), cpu: [0.0; 3] };
+        p.cpu = p.sample(agents);
+        p
+    }
+
+    fn sample(&self, agents: &[AgentGuard]) -> [f64; 3] {
+        [
+            cpu_seconds(self.moto),
+            agents.iter().map(|a| cpu_seconds(a.child.id())).sum(),
+            cpu_seconds(std::process::id()),
+        ]
+    }
+
+    fn report(&mut self, started: f64, applied: &[Option<f64>], agents: &[AgentGuard]) {
+        if self.last.elapsed() < PROGRESS_INTERVAL {
+            return;
+        }
+        let cpu = self.sample(agents);
+        let secs = self.last.elapsed().as_secs_f64();
+        let [moto, agent, bench] = [0, 1, 2].map(|i| (cpu[i] - self.cpu[i]) / secs);
+        let threads = std::fs::read_to_string(format!("/proc/{}/status", self.moto))
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:")).map(|v| v.trim().to_owned()))
+            .unwrap_or_default();
+        eprintln!(
+            "  +{:.0} s: {} of {} applied; cores used: moto {moto:.2} ({threads} threads), agents {agent:.2}, \
+             bench {bench:.2}",
+            unix_now() - started,
+            applied.iter().flatten().count(),
+            applied.len()
+        );
+        self.cpu = cpu;
+        self.last = Instant::now();
+    }
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -580,6 +629,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let mut peak_agent_kib = 0u64;
     let mut master_peak_kib = 0u64;
     let mut last_rss = Instant::now() - RSS_INTERVAL;
+    let mut progress = Progress::start(aws.pid(), &agents);
     while applied.iter().any(Option::is_none) {
         for (i, node) in nodes.iter().enumerate() {
             if applied[i].is_some() {
@@ -601,11 +651,16 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
             peak_agent_kib = rss.iter().copied().fold(peak_agent_kib, u64::max);
             master_peak_kib = master_peak_kib.max(rss[0]);
         }
+        progress.report(workers_started, &applied, &agents);
         if Instant::now() > deadline {
             let missing: Vec<usize> = (0..n).filter(|&i| applied[i].is_none()).collect();
             let first = missing[0];
             // The workers the master never heard from are the likelier cause.
-            let log = calls(aws)?;
+            // moto may be past answering by now: the nodes' logs are still worth printing.
+            let log = calls(aws).unwrap_or_else(|e| {
+                eprintln!("{e}; every worker is counted as unregistered below");
+                Vec::new()
+            });
             let unregistered: Vec<usize> =
                 (1..n).filter(|&i| !log.iter().any(|c| c.key == nodes[i].key && c.kind == "register")).collect();
             let shown: Vec<String> = unregistered

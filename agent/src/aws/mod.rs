@@ -66,6 +66,7 @@ pub fn config_loader(region: &str) -> ConfigLoader {
     aws_config::defaults(BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_owned()))
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS))
+        .stalled_stream_protection(stall_protection())
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
@@ -73,6 +74,31 @@ pub fn config_loader(region: &str) -> ConfigLoader {
                 .operation_timeout(ATTEMPT_TIMEOUT * MAX_ATTEMPTS + Duration::from_secs(10))
                 .build(),
         )
+}
+
+/// Stalled-stream protection for every call: on for response bodies, off
+/// for request bodies.
+///
+/// The SDK's upload protection watches a request body's throughput with a
+/// timer that fires every 100 ms (a tenth of its 1 s window) for as long as
+/// the response has not come, whether or not the body has all been sent.
+/// Every request the agent makes has a small body written at once (the
+/// largest, a manifest part, is 256 KiB), so there is no upload to stall,
+/// and each call is cut off by its attempt timeout ([`ATTEMPT_TIMEOUT`],
+/// [`long_poll_timeouts`]) when the service stops answering. Left on, it
+/// wakes the node's runtime ten times a second per call in flight: through
+/// a 20 s long poll 200 wake-ups for nothing (about 1.3 ms of CPU a second
+/// for an idle agent), and with a slow service, where every node has a
+/// send, a long poll and a log upload waiting, about 30 wake-ups a second
+/// per node (at 1,000 nodes on two cores the agents took 1.6 of them while
+/// the local AWS starved; the formation benchmark's progress lines). A
+/// response body that stalls is still caught by the download protection.
+/// <https://docs.aws.amazon.com/sdk-for-rust/latest/dg/stalled-stream-protection.html>
+pub fn stall_protection() -> aws_config::stalled_stream_protection::StalledStreamProtectionConfig {
+    aws_config::stalled_stream_protection::StalledStreamProtectionConfig::enabled()
+        .upload_enabled(false)
+        .download_enabled(true)
+        .build()
 }
 
 /// The SDK clients for `region`, from the standard config sources.

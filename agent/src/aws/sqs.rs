@@ -56,11 +56,7 @@ impl Queue for SqsQueue {
         }
         let output = request
             .customize()
-            .config_override(
-                aws_sdk_sqs::config::Builder::default()
-                    .timeout_config(super::long_poll_timeouts(wait))
-                    .stalled_stream_protection(long_poll_stall_protection()),
-            )
+            .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(super::long_poll_timeouts(wait)))
             .send()
             .await
             .map_err(|e| from_sdk(&format!("SQS ReceiveMessage from {}", self.url), &e))?;
@@ -160,24 +156,6 @@ impl Queue for SqsQueue {
     }
 }
 
-/// Stalled-stream protection for a long poll: on for the response body,
-/// off for the request body.
-///
-/// The SDK's upload protection watches the request body's throughput with a
-/// timer that fires every 100 ms (a tenth of its 1 s window) for as long as
-/// the response has not come, whether or not the body has all been sent:
-/// through a 20 s long poll that is 200 wake-ups of the node's runtime for
-/// nothing, the largest part of what an idle agent costs (about 1.3 ms of
-/// CPU a second each; 1,000 agents on two cores took half the machine). A
-/// receive's request body is a few hundred bytes of JSON, written at once,
-/// so there is no upload to stall; a service that stops answering is still
-/// cut off by the attempt timeout ([`super::long_poll_timeouts`]), and a
-/// response body that stalls by the download protection, which stays on.
-/// <https://docs.aws.amazon.com/sdk-for-rust/latest/dg/stalled-stream-protection.html>
-pub fn long_poll_stall_protection() -> aws_sdk_sqs::config::StalledStreamProtectionConfig {
-    aws_sdk_sqs::config::StalledStreamProtectionConfig::enabled().upload_enabled(false).download_enabled(true).build()
-}
-
 /// The most entries one `DeleteMessageBatch` takes.
 pub const MAX_BATCH: usize = 10;
 
@@ -190,7 +168,7 @@ mod tests {
     use std::task::{Context, Poll};
 
     use super::*;
-    use crate::aws::test_server::{Reply, TestServer, sdk_config};
+    use crate::aws::test_server::{Reply, TestServer};
 
     /// Counts how often the future it wraps is polled: once at the start,
     /// then once for every wake-up of its task.
@@ -207,34 +185,54 @@ mod tests {
         }
     }
 
-    /// A receive waiting on the service is not woken while it waits. The SDK's
-    /// upload stalled-stream protection, left on, re-arms a 100 ms timer for
-    /// the whole wait (it checks the request body's throughput even after
-    /// the body is sent): ten wake-ups a second for every idle node.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_long_poll_sleeps_while_the_service_holds_it() {
-        const HELD: Duration = Duration::from_millis(2000);
-        let server = TestServer::start(|_| {
+    /// How long the stand-in holds every request before it answers.
+    const HELD: Duration = Duration::from_millis(2000);
+
+    /// A queue on a stand-in that holds every request for [`HELD`], with the
+    /// agent's own SDK configuration ([`crate::aws::config_loader`]).
+    async fn held_queue(reply: &'static str) -> (TestServer, SqsQueue) {
+        let server = TestServer::start(move |_| {
             std::thread::sleep(HELD);
-            Reply::new(200, r#"{"Messages":[{"Body":"b","ReceiptHandle":"r","MessageId":"m"}]}"#)
-                .header("content-type", "application/x-amz-json-1.0")
+            Reply::new(200, reply).header("content-type", "application/x-amz-json-1.0")
         });
-        let queue = SqsQueue::new(
-            aws_sdk_sqs::Client::new(&sdk_config(&server.url())),
-            "https://sqs.us-east-1.amazonaws.com/123456789012/q",
-        );
+        let config = crate::aws::config_loader("us-east-1")
+            .endpoint_url(server.url())
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new("testing", "testing", None, None, "test"))
+            .load()
+            .await;
+        let queue =
+            SqsQueue::new(aws_sdk_sqs::Client::new(&config), "https://sqs.us-east-1.amazonaws.com/123456789012/q");
+        (server, queue)
+    }
+
+    /// Runs `call` and returns its output and how often it was polled.
+    async fn polls<T>(call: impl Future<Output = T>) -> (T, usize) {
         let count = Arc::new(AtomicUsize::new(0));
         let started = std::time::Instant::now();
-        let received =
-            Polls { inner: Box::pin(queue.receive(10, Duration::from_secs(20), None)), count: count.clone() }
-                .await
-                .unwrap();
+        let out = Polls { inner: Box::pin(call), count: count.clone() }.await;
         assert!(started.elapsed() >= HELD);
-        assert_eq!(received, vec![Received { body: "b".into(), receipt: "r".into() }]);
-        assert_eq!(server.requests().len(), 1);
-        // Connecting, sending and reading take a handful of polls; a 100 ms
-        // timer would add 20.
-        let polls = count.load(Ordering::SeqCst);
-        assert!(polls <= 8, "the receive was polled {polls} times in {HELD:?}");
+        (out, count.load(Ordering::SeqCst))
+    }
+
+    /// A call waiting on the service is not woken while it waits. The SDK's
+    /// upload stalled-stream protection, left on, re-arms a 100 ms timer for
+    /// the whole wait (it checks the request body's throughput even after
+    /// the body is sent): ten wake-ups a second for an idle node's long
+    /// poll, and as many for every send while the service is slow.
+    /// Connecting, sending and reading take a handful of polls; a 100 ms
+    /// timer would add 20.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_call_sleeps_while_the_service_holds_it() {
+        let (server, queue) = held_queue(r#"{"Messages":[{"Body":"b","ReceiptHandle":"r","MessageId":"m"}]}"#).await;
+        let (received, count) = polls(queue.receive(10, Duration::from_secs(20), None)).await;
+        assert_eq!(received.unwrap(), vec![Received { body: "b".into(), receipt: "r".into() }]);
+        assert!(count <= 8, "the receive was polled {count} times in {HELD:?}");
+
+        let (server2, queue) =
+            held_queue(r#"{"MessageId":"m","MD5OfMessageBody":"92eb5ffee6ae2fec3ad71c777531578f"}"#).await;
+        let (sent, count) = polls(queue.send("b")).await;
+        sent.unwrap();
+        assert!(count <= 8, "the send was polled {count} times in {HELD:?}");
+        assert_eq!((server.requests().len(), server2.requests().len()), (1, 1));
     }
 }

@@ -650,6 +650,17 @@ impl MasterState {
             fx.push(Effect::Log(format!("duplicate registration from {id} ignored")));
             return;
         }
+        if self.retired_through < generation && self.resend_due_ms.is_none() {
+            // Its parts are in the worker queue, visible to every receive, so
+            // the node has them coming (a slow service, a node that is
+            // behind). Sending another copy would not reach it sooner and
+            // would add the whole generation again to every node's receives.
+            fx.push(Effect::Log(format!(
+                "{id} registered again without having applied generation {generation}; its parts are still in the \
+                 worker queue"
+            )));
+            return;
+        }
         if self.last_republish_ms.is_some_and(|t| now_ms >= t && now_ms - t < REPUBLISH_INTERVAL_MS) {
             fx.push(Effect::Log(format!(
                 "{id} registered again without having applied generation {generation}; it was re-published less \

@@ -11,8 +11,11 @@
 //! idempotent and every message carries what it needs to be judged alone.
 //!
 //! 1. **Register.** Every node, the master included, sends `register` to the
-//!    master's queue at start and then every [`REGISTER_RETRY_MS`] until it
-//!    has applied a manifest that contains it ([`NodeState::should_register`]).
+//!    master's queue at start and then again until it has applied a manifest
+//!    that contains it ([`NodeState::should_register`]): while it waits for
+//!    the formation after [`FORMING_REGISTER_RETRY_MS`], doubling up to
+//!    [`FORMING_REGISTER_RETRY_MAX_MS`]; once it has seen a manifest
+//!    without it, every [`REGISTER_RETRY_MS`].
 //!    The `boot_id` tells a duplicate (same boot) from a reboot (new boot).
 //! 2. **Formation.** The master admits every registration that arrives before
 //!    formation and gives it the lowest free index (the master is always 1).
@@ -55,8 +58,8 @@
 //!    receive that finds them retired and becomes its idle long poll), 5
 //!    when the master retires later than the pause, at any size up to 10
 //!    parts (about 9,000 nodes). The master handles two messages a node at
-//!    formation (register, applied; one more register for every 15 s a node
-//!    waits for formation), with one receive and one batch delete for every
+//!    formation (register, applied; one more register after a wait of 30 s
+//!    for the formation, another at 90 s, then one a minute), with one receive and one batch delete for every
 //!    1 to 10 of them: between 0.4 and 4 calls a node (0.4 when messages
 //!    queue up, as acknowledgements do; more when registrations trickle in
 //!    one at a time), plus per generation one send a part, a retirement
@@ -111,8 +114,16 @@ use node_contract::message::Manifest;
 
 use crate::ports::Formation;
 
-/// A node re-sends `register` this often until it is in an applied manifest.
+/// A node joining a formed cluster re-sends `register` this often until it
+/// is in an applied manifest ([`NodeState::register_retry_ms`]).
 pub const REGISTER_RETRY_MS: u64 = 15_000;
+
+/// A node waiting for the formation sends `register` again this long after
+/// its first, then twice as long each time ([`NodeState::register_retry_ms`]).
+pub const FORMING_REGISTER_RETRY_MS: u64 = 30_000;
+
+/// The longest a node waiting for the formation goes without registering.
+pub const FORMING_REGISTER_RETRY_MAX_MS: u64 = 60_000;
 
 /// After formation, admissions (and reboots that change a node's address or
 /// keys) within this window are published together as one generation.

@@ -14,7 +14,10 @@
 use node_contract::message::Manifest;
 use serde::{Deserialize, Serialize};
 
-use super::{APPLIED_BACKOFF_PER_NODE_MS, IDLE_BACKOFF_MAX_MS, IDLE_BACKOFF_MIN_MS, REGISTER_RETRY_MS};
+use super::{
+    APPLIED_BACKOFF_PER_NODE_MS, FORMING_REGISTER_RETRY_MAX_MS, FORMING_REGISTER_RETRY_MS, IDLE_BACKOFF_MAX_MS,
+    IDLE_BACKOFF_MIN_MS, REGISTER_RETRY_MS,
+};
 
 /// What to do with a manifest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +44,9 @@ pub struct NodeState {
     /// When `register` was last sent in this run (a restart registers at once).
     #[serde(skip)]
     last_register_ms: Option<u64>,
+    /// How many times `register` was sent again in this run.
+    #[serde(skip)]
+    register_retries: u32,
     /// The last idle back-off handed out.
     #[serde(skip)]
     backoff_ms: u64,
@@ -60,6 +66,7 @@ impl NodeState {
             member: applied_generation.is_some(),
             not_member_through: None,
             last_register_ms: None,
+            register_retries: 0,
             backoff_ms: 0,
             interrupted: false,
         }
@@ -133,9 +140,9 @@ impl NodeState {
         }
     }
 
-    /// Whether to (re-)send `register` now: immediately at start, then every
-    /// [`REGISTER_RETRY_MS`] until this node is in an applied manifest; again
-    /// at once when a newer manifest no longer contains it.
+    /// Whether to (re-)send `register` now: immediately at start, then again
+    /// until this node is in an applied manifest ([`Self::register_retry_ms`]
+    /// apart); again at once when a newer manifest no longer contains it.
     pub fn should_register(&mut self, now_ms: u64) -> bool {
         if self.interrupted {
             return false;
@@ -144,12 +151,37 @@ impl NodeState {
             None => true,
             Some(_) if self.member => false,
             // A clock that went backwards must not silence a node for long.
-            Some(last) => now_ms < last || now_ms - last >= REGISTER_RETRY_MS,
+            Some(last) => now_ms < last || now_ms - last >= self.register_retry_ms(),
         };
         if due {
+            if self.last_register_ms.is_some() {
+                self.register_retries = self.register_retries.saturating_add(1);
+            }
             self.last_register_ms = Some(now_ms);
         }
         due
+    }
+
+    /// How long after its last `register` a node that is not a member sends
+    /// it again.
+    ///
+    /// A node that has seen no manifest yet is waiting for the formation:
+    /// the master keeps every registration it read (in its saved state) and
+    /// publishes nothing until it decides, so a copy only helps when one was
+    /// lost, and every copy is one more message for the master to read
+    /// while a thousand nodes wait. Such a node sends it again after
+    /// [`FORMING_REGISTER_RETRY_MS`], then twice as long each time, up to
+    /// [`FORMING_REGISTER_RETRY_MAX_MS`]: 2 registrations for a wait of up
+    /// to 90 s, where a fixed 15 s gave 6 (at 1,000 waiting nodes, 17
+    /// messages a second for the master instead of 67). A node that has seen a manifest
+    /// without it is joining a formed cluster, where the master may be
+    /// waiting for its prepare-data marker and checks it at each
+    /// registration: every [`REGISTER_RETRY_MS`].
+    pub fn register_retry_ms(&self) -> u64 {
+        if self.applied_generation.is_some() || self.not_member_through.is_some() {
+            return REGISTER_RETRY_MS;
+        }
+        FORMING_REGISTER_RETRY_MS.saturating_mul(1 << self.register_retries.min(16)).min(FORMING_REGISTER_RETRY_MAX_MS)
     }
 
     /// The pause after applying a generation of `nodes` nodes, before the
@@ -278,20 +310,38 @@ mod tests {
     }
 
     #[test]
-    fn registers_at_start_then_every_15_s_until_applied() {
+    fn registers_at_start_then_less_and_less_often_until_formed() {
         let t0 = 1_000_000;
         let mut node = NodeState::new("i-me".into(), None);
         assert!(node.should_register(t0));
         assert!(!node.should_register(t0 + 1));
-        assert!(!node.should_register(t0 + REGISTER_RETRY_MS - 1));
-        assert!(node.should_register(t0 + REGISTER_RETRY_MS));
-        assert!(!node.should_register(t0 + REGISTER_RETRY_MS + 10));
+        // 30 s, then 60 s apart.
+        let mut t = t0;
+        for gap in [30_000, 60_000, 60_000, 60_000] {
+            assert!(!node.should_register(t + gap - 1), "{gap}");
+            assert!(node.should_register(t + gap), "{gap}");
+            t += gap;
+        }
         // A clock that jumps back does not silence it.
         assert!(node.should_register(t0 - 60_000));
         assert_eq!(node.on_manifest(&manifest(1, &["i-master", "i-me"])), NodeDecision::Apply);
         node.applied(1);
         assert!(!node.should_register(t0 + 10 * REGISTER_RETRY_MS));
         assert!(node.is_member());
+    }
+
+    #[test]
+    fn a_node_joining_a_formed_cluster_registers_every_15_s() {
+        let mut node = NodeState::new("i-me".into(), None);
+        assert!(node.should_register(0));
+        // The cluster formed without it (or before it started).
+        assert_eq!(node.on_manifest(&manifest(3, &["i-master"])), NodeDecision::NotMember);
+        let mut t = 0;
+        for _ in 0..5 {
+            assert!(!node.should_register(t + REGISTER_RETRY_MS - 1));
+            t += REGISTER_RETRY_MS;
+            assert!(node.should_register(t));
+        }
     }
 
     #[test]

@@ -508,7 +508,14 @@ fn applied_from_the_future_or_from_strangers_changes_nothing() {
 fn a_registering_member_without_the_manifest_gets_it_again_at_most_every_10_s() {
     let (mut s, _) = master(1, 0, false);
     send(&mut s, register(1), T0);
-    let t = T0 + 15_000;
+    // While the generation's parts are in the worker queue, a copy would
+    // reach nobody sooner: nothing is sent.
+    let fx = send(&mut s, register(1), T0 + 15_000);
+    assert!(actions(&fx).is_empty(), "{fx:?}");
+    assert!(logs(&fx).contains("still in the worker queue"), "{fx:?}");
+    // Once it was retired without this node's acknowledgement, it is sent again.
+    assert_eq!(retirements(&s.on_tick(T0 + ACK_TIMEOUT_MS)), vec![1]);
+    let t = T0 + ACK_TIMEOUT_MS + 15_000;
     let fx = send(&mut s, register(1), t);
     let m = published(&fx);
     assert_eq!(m.len(), 1);
@@ -780,22 +787,25 @@ fn a_generation_keeps_its_publication_id_and_the_next_gets_a_new_one() {
     let (mut s, _) = master(1, 0, false);
     let first = publications(&send(&mut s, register(1), T0 + 5));
     assert_eq!(first, vec![(1, T0 + 5)]);
-    let again = publications(&send(&mut s, register(1), T0 + 20_000));
+    // Retired without the worker's acknowledgement, then asked for again.
+    let t = T0 + 5 + ACK_TIMEOUT_MS;
+    assert_eq!(retirements(&s.on_tick(t)), vec![1]);
+    let again = publications(&send(&mut s, register(1), t + 20_000));
     assert_eq!(again, first);
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    assert_eq!(publications(&s.start(T0 + 30_000, 1)), first);
-    ack_all(&mut s, T0 + 31_000);
+    assert_eq!(publications(&s.start(t + 30_000, 1)), first);
+    ack_all(&mut s, t + 31_000);
     // A clock that went back still gives the next generation a new id.
-    send(&mut s, register(2), T0 + 40_000);
-    let next = publications(&s.on_tick(T0 + 40_000 + BATCH_WINDOW_MS));
-    assert_eq!(next, vec![(2, T0 + 40_000 + BATCH_WINDOW_MS)]);
-    send(&mut s, register(3), T0 + 50_000);
-    let fx = s.on_tick(T0 + 50_000 + BATCH_WINDOW_MS);
+    send(&mut s, register(2), t + 40_000);
+    let next = publications(&s.on_tick(t + 40_000 + BATCH_WINDOW_MS));
+    assert_eq!(next, vec![(2, t + 40_000 + BATCH_WINDOW_MS)]);
+    send(&mut s, register(3), t + 50_000);
+    let fx = s.on_tick(t + 50_000 + BATCH_WINDOW_MS);
     assert_eq!(publications(&fx)[0].0, 3);
     let mut back = s.clone();
     back.on_inbound(register(4), T0, &|_| true);
     let fx = back.on_tick(T0 + BATCH_WINDOW_MS);
-    assert_eq!(publications(&fx), vec![(4, T0 + 50_000 + BATCH_WINDOW_MS + 1)]);
+    assert_eq!(publications(&fx), vec![(4, t + 50_000 + BATCH_WINDOW_MS + 1)]);
 }
 
 /// "retire" and "publish" in the order they appear among `fx`.
