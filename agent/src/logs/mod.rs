@@ -19,9 +19,17 @@
 //!   forms.
 //!
 //! The stream is `<label>-<instance id>`: `master`; a worker ships to
-//! `worker-<id>` until the manifest it applied gives it an index, then to
-//! `worker<N>-<id>`, so a worker that fails before it registers still has
-//! its lines shipped (`synth logs` merges a node's streams by instance id).
+//! `worker<N>-<id>` once the manifest it applied gives it an index. Until
+//! then it holds its lines ([`hold_first_lines`]): most workers form within
+//! seconds, and then one stream and one upload carry everything they logged
+//! up to their first manifest (two CloudWatch Logs calls, where shipping at
+//! once cost a stream `worker-<id>`, a second stream once the index came,
+//! and an upload a second in between: about five calls a worker, 5,000 in
+//! a minute at 1,000 nodes, far above CloudWatch Logs' per-account rate for
+//! `CreateLogStream`). A worker that logged a warning or an error, or has
+//! waited [`FIRST_LINES_HOLD`], ships to `worker-<id>` at once, so a worker
+//! that fails before it joins still has its lines shipped (`synth logs`
+//! merges a node's streams by instance id).
 
 pub mod batch;
 pub mod source;
@@ -54,6 +62,19 @@ pub fn boot_log(root: &Path) -> PathBuf {
 pub const INTERVAL: Duration = Duration::from_secs(1);
 /// The longest wait between attempts while CloudWatch Logs fails.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
+/// How long a worker without an index holds its lines at most
+/// ([`hold_first_lines`]).
+pub const FIRST_LINES_HOLD: Duration = Duration::from_secs(60);
+
+/// Whether the shipper holds a node's lines a while longer before its first
+/// upload: a worker that has no index yet (`indexed`: the manifest it
+/// applied lists it), has logged no warning or error (`warned`), and has
+/// been shipping for less than [`FIRST_LINES_HOLD`] (`since_start`). The
+/// master ships at once, and so does every node once it has uploaded
+/// anything.
+pub fn hold_first_lines(role: Role, indexed: bool, warned: bool, since_start: Duration) -> bool {
+    role == Role::Worker && !indexed && !warned && since_start < FIRST_LINES_HOLD
+}
 
 /// Now, in unix milliseconds, as CloudWatch Logs stamps events.
 pub(crate) fn now_ms() -> i64 {
@@ -182,12 +203,29 @@ impl<L: LogStreams> Shipper<L> {
         }
     }
 
-    /// Ships forever: a round every [`INTERVAL`], backing off up to
-    /// [`MAX_BACKOFF`] while rounds fail. One warning when shipping starts
-    /// failing, one line when it works again.
+    /// Whether this node's stream is named with its index already.
+    fn indexed(&mut self) -> bool {
+        let unindexed = stream_name(&node_label(self.role == Role::Master, None), &self.instance_id);
+        self.stream() != unindexed
+    }
+
+    /// Ships forever: a round every [`INTERVAL`] (after [`hold_first_lines`]
+    /// lets the first one go), backing off up to [`MAX_BACKOFF`] while
+    /// rounds fail. One warning when shipping starts failing, one line when
+    /// it works again.
     pub async fn run(mut self) {
+        let started = std::time::Instant::now();
+        let mut holding = true;
         let mut delay = INTERVAL;
         loop {
+            if holding {
+                let indexed = self.indexed();
+                holding = hold_first_lines(self.role, indexed, writer::warned(), started.elapsed());
+                if holding {
+                    tokio::time::sleep(INTERVAL).await;
+                    continue;
+                }
+            }
             match self.round().await {
                 Ok(sent) => {
                     if self.failing > 0 {

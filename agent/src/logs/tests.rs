@@ -163,3 +163,13 @@ async fn a_master_ships_as_master() {
     assert_eq!(shipper.round().await, Ok(1));
     assert_eq!(logs.messages("master-i-0000000000000000a"), ["forming"]);
 }
+
+#[test]
+fn a_worker_holds_its_first_lines_until_it_has_an_index_or_a_warning_or_a_minute() {
+    let early = Duration::from_secs(5);
+    assert!(hold_first_lines(Role::Worker, false, false, early));
+    assert!(!hold_first_lines(Role::Worker, true, false, early));
+    assert!(!hold_first_lines(Role::Worker, false, true, early));
+    assert!(!hold_first_lines(Role::Worker, false, false, FIRST_LINES_HOLD));
+    assert!(!hold_first_lines(Role::Master, false, false, early));
+}

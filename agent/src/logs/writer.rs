@@ -8,6 +8,7 @@
 //! file per event.
 
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::spool::Spool;
@@ -17,6 +18,15 @@ use super::spool::Spool;
 pub const EARLY_LINES: usize = 1_000;
 
 static SPOOL: OnceLock<Option<Arc<Spool>>> = OnceLock::new();
+/// Whether a warning or an error was logged (see [`warned`]).
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the agent logged a warning or an error since it started: the
+/// shipper sends such lines at once rather than holding them for the
+/// worker's index ([`super::hold_first_lines`]).
+pub fn warned() -> bool {
+    WARNED.load(Ordering::Relaxed)
+}
 static EARLY: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
 
 /// Starts `tracing` on stderr (`cli_output`'s layer) and into the spool:
@@ -86,6 +96,9 @@ impl Drop for EventWriter {
         // starts at the level.
         let text = String::from_utf8_lossy(&self.0);
         let text = text.trim_start();
+        if text.starts_with("WARN") || text.starts_with("ERROR") {
+            WARNED.store(true, Ordering::Relaxed);
+        }
         let ts = super::now_ms();
         match SPOOL.get() {
             Some(Some(spool)) => {
