@@ -44,10 +44,13 @@
 //!   after the master retired the manifest (its first `DeleteMessage` on
 //!   the worker queue): from there on the worker sits in 20 s long polls,
 //!   which is its idle cost, not formation's. The log shipper's CloudWatch
-//!   Logs calls (`CreateLogStream`, `PutLogEvents`: a round a second while
-//!   there are lines, and the stream is named again once the node has its
-//!   alias) are in the same window but counted apart (`+ logs calls`): they
-//!   are what shipping the node's log costs, not what forming does.
+//!   Logs calls (`CreateLogStream`, `PutLogEvents`) are counted apart
+//!   (`+ logs calls`), over the whole run: a worker holds its lines until
+//!   it has its index and then waits a share of `nodes / 50` seconds (at
+//!   most 30) before its first upload (`agent::logs`), so they come after
+//!   the formation window; the benchmark waits for every worker's first
+//!   upload (at most 40 s after the idle window). They are what shipping
+//!   the node's log costs, not what forming does.
 //! - **idle CPU**: once every worker idles, every agent's CPU time (user +
 //!   system, `/proc/<pid>/stat`) over a window (`FORMATION_IDLE_SECS`,
 //!   default 10 s), in milliseconds a second: median and largest agent, and
@@ -163,6 +166,8 @@ const TARGET_WORKER_CALLS: usize = 5;
 /// (`FORMATION_IDLE_SECS` overrides). CPU time is counted in clock ticks
 /// (10 ms), so an agent's figure is good to 1 ms/s at 10 s.
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
+/// How long, after the idle window, every worker's first log upload may take.
+const LOGS_TIMEOUT: Duration = Duration::from_secs(40);
 /// How long reading the local AWS's call log may take.
 const CALLS_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often a progress line is printed while the nodes form.
@@ -682,6 +687,9 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // What each agent spent from its start to here (every node applied).
+    let mut formation_cpu: Vec<f64> = agents[1..].iter().map(|a| cpu_seconds(a.child.id())).collect();
+    formation_cpu.sort_by(f64::total_cmp);
     let all_applied = applied.iter().flatten().fold(f64::MIN, |a, &b| a.max(b));
     let first_applied = applied.iter().flatten().fold(f64::MAX, |a, &b| a.min(b));
     let moto_rss_kib = rss_kib(aws.pid());
@@ -717,6 +725,19 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         peak_agent_kib = peak_agent_kib.max(a.rss_kib());
     }
     let idle = idle_cpu(&agents, idle_window()?);
+    // Each worker's first upload of its lines comes up to 30 s after it has
+    // its index (`agent::logs::first_upload_spread`): the log shipper's
+    // calls are counted over the whole run, once every worker uploaded.
+    let logs_deadline = Instant::now() + LOGS_TIMEOUT;
+    let full_log = loop {
+        let log = calls(aws)?;
+        let uploaded: std::collections::BTreeSet<&str> =
+            log.iter().filter(|c| c.action == "PutLogEvents").map(|c| c.key.as_str()).collect();
+        if worker_keys.iter().all(|k| uploaded.contains(k)) || Instant::now() > logs_deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
     master_peak_kib = master_peak_kib.max(agents[0].rss_kib());
     let phases = phase_table(&nodes[0].root.path().join("var/lib/deeplearning/master.json"));
     drop(agents);
@@ -735,13 +756,17 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         .collect::<Result<Vec<f64>, _>>()?
         .into_iter()
         .fold(f64::MIN, f64::max);
-    // Formation's calls and the log shipper's (CloudWatch Logs), counted apart.
+    // Formation's calls (up to the worker's idle long poll) and the log
+    // shipper's (CloudWatch Logs, the whole run), counted apart.
     let count_calls = |logs: bool| {
         let mut counts: Vec<usize> = worker_keys
             .iter()
             .map(|k| {
+                if logs {
+                    return full_log.iter().filter(|c| c.key == *k && c.service == LOGS_SERVICE).count();
+                }
                 let end = windows.get(k).copied().unwrap_or(cut);
-                log.iter().filter(|c| c.key == *k && c.t <= end && (c.service == LOGS_SERVICE) == logs).count()
+                log.iter().filter(|c| c.key == *k && c.t <= end && c.service != LOGS_SERVICE).count()
             })
             .collect();
         counts.sort_unstable();
@@ -770,6 +795,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
          calls per worker without CloudWatch Logs (sorted): min {} median {} max {}; all workers' calls by \
          action: {worker_actions:?}\n\
          master calls {} by action: {by_action:?}\n\
+         worker CPU from start to every node applied: median {:.0} ms, max {:.0} ms\n\
          RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}\n{phases}",
         first_register(&log, &worker_keys) - workers_started,
         last_register - workers_started,
@@ -780,6 +806,8 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         per_worker[per_worker.len() / 2],
         per_worker[per_worker.len() - 1],
         master_log.len(),
+        formation_cpu[formation_cpu.len() / 2] * 1000.0,
+        formation_cpu[formation_cpu.len() - 1] * 1000.0,
         peak_rss_kib as f64 / 1024.0,
         peak_rss_kib as f64 / 1024.0 / n as f64,
         moto_rss_kib as f64 / 1024.0,

@@ -256,6 +256,48 @@ fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or_default()
 }
 
+/// CPU seconds (user + system) of process `pid` and of its children that
+/// it reaped: an sshd listener's figure grows by every session's CPU once
+/// the session ends.
+fn cpu_with_reaped(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    // After the command: state is field 3; utime, stime, cutime, cstime are 14 to 17 (1-based).
+    let ticks: f64 = (11..=14).filter_map(|i| fields.get(i)?.parse::<f64>().ok()).sum();
+    // SAFETY: sysconf has no memory effects.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// CPU seconds of this process's children that it reaped (and of theirs).
+fn reaped_children_cpu() -> f64 {
+    // SAFETY: getrusage writes only into the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// The CPU the SSH client side (this benchmark's children: ssh clients, the
+/// launcher) and the server side (the sshd and its sessions) spent from
+/// [`CpuSplit::start`] to [`CpuSplit::end`], once the work's processes exited.
+struct CpuSplit {
+    sshd: u32,
+    client: f64,
+    server: f64,
+}
+
+impl CpuSplit {
+    fn start(site: &Site) -> CpuSplit {
+        let sshd = site.sshd.as_ref().map_or(0, Child::id);
+        CpuSplit { sshd, client: reaped_children_cpu(), server: cpu_with_reaped(sshd) }
+    }
+
+    /// (client, server) CPU seconds since the start.
+    fn end(&self) -> (f64, f64) {
+        (reaped_children_cpu() - self.client, cpu_with_reaped(self.sshd) - self.server)
+    }
+}
+
 /// Seconds until no process of `job` is left.
 fn until_gone(job: &str) -> BenchResult<f64> {
     let start = Instant::now();
@@ -307,6 +349,7 @@ fn bench() -> BenchResult<()> {
     // The reference: a plain `ssh HOST true` to every host, as many at once
     // as the launcher sets up (--ssh-concurrency, 32): what the sessions
     // themselves cost here.
+    let cpu = CpuSplit::start(&site);
     let t = Instant::now();
     let reference = site
         .command("sh")?
@@ -317,8 +360,12 @@ fn bench() -> BenchResult<()> {
     if !reference.success() {
         return Err("the reference ssh logins failed".into());
     }
+    // The listener reaps a session's process just after its client exits.
+    std::thread::sleep(Duration::from_millis(500));
+    let (reference_client, reference_server) = cpu.end();
 
     // Launch, then Ctrl-C.
+    let cpu = CpuSplit::start(&site);
     let (mut launcher, t0) = site.launch(&trainer, &job)?;
     let up = site.all_up(&job, t0)?;
     std::thread::sleep(Duration::from_secs(1));
@@ -326,6 +373,8 @@ fn bench() -> BenchResult<()> {
     unsafe { libc::kill(launcher.id() as i32, libc::SIGINT) };
     let stopped = until_gone(&job)?;
     let status = launcher.wait()?;
+    std::thread::sleep(Duration::from_millis(500));
+    let (launch_client, launch_server) = cpu.end();
     let note = std::fs::read_to_string(site.path(&format!("{job}.err")))?;
     let up_line = note.lines().find(|l| l.contains("ranks up in")).unwrap_or("(no 'ranks up' line)").to_owned();
     let kept = std::env::temp_dir().join("launch-bench-launcher.err");
@@ -362,6 +411,21 @@ fn bench() -> BenchResult<()> {
         up / reference_secs
     );
     println!("   again (second launch)                 {up2:>6.2} s   launcher: {up_line}");
+    let per = |secs: f64| secs * 1000.0 / hosts as f64;
+    println!(
+        "CPU a host, client side / sshd side      reference {:.0} / {:.0} ms, launch to stop {:.0} / {:.0} ms",
+        per(reference_client),
+        per(reference_server),
+        per(launch_client),
+        per(launch_server)
+    );
+    println!(
+        "   on a cluster (an sshd on every host) the master's share alone: {:.2} s of CPU for {hosts} hosts, \
+         {:.2} s on 2 cores, {:.2} s on 8",
+        launch_client,
+        launch_client / 2.0,
+        launch_client / 8.0
+    );
     println!(
         "Ctrl-C -> nothing of the job left        {stopped:>6.2} s   (goal < {} s) {}  launcher exit {:?}",
         STOP_GOAL.as_secs(),

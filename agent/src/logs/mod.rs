@@ -19,8 +19,10 @@
 //!   forms.
 //!
 //! The stream is `<label>-<instance id>`: `master`; a worker ships to
-//! `worker<N>-<id>` once the manifest it applied gives it an index. Until
-//! then it holds its lines ([`hold_first_lines`]): most workers form within
+//! `worker<N>-<id>` once the manifest it applied gives it an index, after a
+//! pause that spreads a cluster's new streams over time
+//! ([`first_upload_spread`]). Until then it holds its lines
+//! ([`hold_first_lines`]): most workers form within
 //! seconds, and then one stream and one upload carry everything they logged
 //! up to their first manifest (two CloudWatch Logs calls, where shipping at
 //! once cost a stream `worker-<id>`, a second stream once the index came,
@@ -74,6 +76,30 @@ pub const FIRST_LINES_HOLD: Duration = Duration::from_secs(60);
 /// anything.
 pub fn hold_first_lines(role: Role, indexed: bool, warned: bool, since_start: Duration) -> bool {
     role == Role::Worker && !indexed && !warned && since_start < FIRST_LINES_HOLD
+}
+
+/// CloudWatch Logs throttles `CreateLogStream` above 50 calls a second per
+/// account and Region (its API reference, CreateLogStream).
+pub const CREATE_STREAM_PER_SECOND: u64 = 50;
+/// The longest [`first_upload_spread`].
+pub const MAX_SPREAD: Duration = Duration::from_secs(30);
+
+/// How long a worker that just got its index (from a manifest of `nodes`
+/// nodes) waits before its first upload: a share, fixed by its instance id,
+/// of `nodes / 50` seconds (at most [`MAX_SPREAD`]). A cluster forms at
+/// once, and without it every worker would create its stream in the same
+/// second: 1,000 at once where CloudWatch Logs takes
+/// [`CREATE_STREAM_PER_SECOND`] a second; spread, they come at about that
+/// rate (64 nodes within 1.3 s, 1,000 within 20 s).
+pub fn first_upload_spread(instance_id: &str, nodes: usize) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let window_ms = (nodes as u64 * 1000 / CREATE_STREAM_PER_SECOND).min(MAX_SPREAD.as_millis() as u64);
+    if window_ms == 0 {
+        return Duration::ZERO;
+    }
+    let mut hasher = std::hash::DefaultHasher::new();
+    instance_id.hash(&mut hasher);
+    Duration::from_millis(hasher.finish() % window_ms)
 }
 
 /// Now, in unix milliseconds, as CloudWatch Logs stamps events.
@@ -203,6 +229,11 @@ impl<L: LogStreams> Shipper<L> {
         }
     }
 
+    /// How many nodes the manifest this node applied last lists (0 when none).
+    fn cluster_size(&self) -> usize {
+        crate::files::state::read(&self.root).ok().flatten().map_or(0, |s| s.manifest.nodes.len())
+    }
+
     /// Whether this node's stream is named with its index already.
     fn indexed(&mut self) -> bool {
         let unindexed = stream_name(&node_label(self.role == Role::Master, None), &self.instance_id);
@@ -220,10 +251,14 @@ impl<L: LogStreams> Shipper<L> {
         loop {
             if holding {
                 let indexed = self.indexed();
-                holding = hold_first_lines(self.role, indexed, writer::warned(), started.elapsed());
+                let warned = writer::warned();
+                holding = hold_first_lines(self.role, indexed, warned, started.elapsed());
                 if holding {
                     tokio::time::sleep(INTERVAL).await;
                     continue;
+                }
+                if indexed && !warned && self.role == Role::Worker {
+                    tokio::time::sleep(first_upload_spread(&self.instance_id, self.cluster_size())).await;
                 }
             }
             match self.round().await {

@@ -173,3 +173,23 @@ fn a_worker_holds_its_first_lines_until_it_has_an_index_or_a_warning_or_a_minute
     assert!(!hold_first_lines(Role::Worker, false, false, FIRST_LINES_HOLD));
     assert!(!hold_first_lines(Role::Master, false, false, early));
 }
+
+#[test]
+fn first_uploads_spread_at_about_the_create_stream_rate() {
+    assert_eq!(first_upload_spread("i-0123", 0), Duration::ZERO);
+    for nodes in [64usize, 256, 1000, 4000] {
+        let window = Duration::from_millis(nodes as u64 * 1000 / CREATE_STREAM_PER_SECOND).min(MAX_SPREAD);
+        let spreads: Vec<Duration> =
+            (0..nodes).map(|i| first_upload_spread(&format!("i-{i:017x}"), nodes)).collect();
+        assert!(spreads.iter().all(|d| *d < window), "{nodes}");
+        // The same node waits the same; the cluster's streams come at about the rate.
+        assert_eq!(spreads[7], first_upload_spread(&format!("i-{:017x}", 7), nodes));
+        let seconds = window.as_secs().max(1) as usize;
+        let mut per_second = vec![0usize; seconds + 1];
+        for d in &spreads {
+            per_second[d.as_secs() as usize] += 1;
+        }
+        let busiest = per_second.into_iter().max().unwrap();
+        assert!(busiest <= 2 * nodes.div_ceil(seconds), "{nodes} nodes: {busiest} in one second");
+    }
+}
