@@ -41,7 +41,16 @@
 //!   the supervisors notice their ssh sessions closing.
 //! - **reference**: `ssh HOST true` to every host, 32 at once (as many as
 //!   the launcher sets up at once), before the launches: what the SSH
-//!   sessions alone cost on this machine; launch is shown against it.
+//!   sessions alone cost on this machine; launch is shown against it. Once
+//!   with ssh's own key exchange and once with curve25519-sha256 first,
+//!   what the launcher's `--ssh-kex fast` (its default) picks with OpenSSH
+//!   9.2 (trainer's `jobs::ssh::SshKex`).
+//! - **CPU a host**: the SSH client side (this benchmark's reaped children:
+//!   the ssh clients, the launcher) and the server side (the sshd
+//!   listener's reaped children: every session, with the supervisors and
+//!   commands under it), divided by the hosts. On a cluster every host has
+//!   its own sshd, so only the client side lands on the master: it is
+//!   printed as the master's share of a launch.
 //! - **`trainer kill`** over all hosts after that (nothing to stop: it
 //!   checks every host) and **`trainer doctor`** over all hosts: their run
 //!   times and exit codes.
@@ -349,20 +358,30 @@ fn bench() -> BenchResult<()> {
     // The reference: a plain `ssh HOST true` to every host, as many at once
     // as the launcher sets up (--ssh-concurrency, 32): what the sessions
     // themselves cost here.
-    let cpu = CpuSplit::start(&site);
-    let t = Instant::now();
-    let reference = site
-        .command("sh")?
-        .arg("-c")
-        .arg(format!("xargs -P 32 -I@ ssh {} @ true < {}", site.ssh_options().join(" "), site.path("hosts").display()))
-        .status()?;
-    let reference_secs = t.elapsed().as_secs_f64();
-    if !reference.success() {
-        return Err("the reference ssh logins failed".into());
-    }
-    // The listener reaps a session's process just after its client exits.
-    std::thread::sleep(Duration::from_millis(500));
-    let (reference_client, reference_server) = cpu.end();
+    let reference = |extra: &str| -> BenchResult<(f64, f64, f64)> {
+        let cpu = CpuSplit::start(&site);
+        let t = Instant::now();
+        let status = site
+            .command("sh")?
+            .arg("-c")
+            .arg(format!(
+                "xargs -P 32 -I@ ssh {} {extra} @ true < {}",
+                site.ssh_options().join(" "),
+                site.path("hosts").display()
+            ))
+            .status()?;
+        let secs = t.elapsed().as_secs_f64();
+        if !status.success() {
+            return Err("the reference ssh logins failed".into());
+        }
+        // The listener reaps a session's process just after its client exits.
+        std::thread::sleep(Duration::from_millis(500));
+        let (client, server) = cpu.end();
+        Ok((secs, client, server))
+    };
+    let (reference_secs, reference_client, reference_server) = reference("")?;
+    // What the launcher's `--ssh-kex fast` picks with OpenSSH 9.2 (trainer's jobs::ssh::fast_kex).
+    let (fast_secs, fast_client, fast_server) = reference("-o KexAlgorithms=^curve25519-sha256")?;
 
     // Launch, then Ctrl-C.
     let cpu = CpuSplit::start(&site);
@@ -403,7 +422,18 @@ fn bench() -> BenchResult<()> {
 
     println!();
     println!("{hosts} hosts, 1 rank each, one sshd in one namespace, {} cores", std::thread::available_parallelism()?);
-    println!("reference: ssh HOST true to every host   {reference_secs:>6.2} s   (32 at once)");
+    let per = |secs: f64| secs * 1000.0 / hosts as f64;
+    println!(
+        "reference: ssh HOST true to every host   {reference_secs:>6.2} s   (32 at once; CPU a host: client {:.0} ms, \
+         sshd {:.0} ms)",
+        per(reference_client),
+        per(reference_server)
+    );
+    println!(
+        "   the same, curve25519 key exchange     {fast_secs:>6.2} s   (CPU a host: client {:.0} ms, sshd {:.0} ms)",
+        per(fast_client),
+        per(fast_server)
+    );
     println!(
         "launch -> every rank's command running   {up:>6.2} s   (goal < {} s) {}  {:.2}x the reference",
         LAUNCH_GOAL.as_secs(),
@@ -411,11 +441,9 @@ fn bench() -> BenchResult<()> {
         up / reference_secs
     );
     println!("   again (second launch)                 {up2:>6.2} s   launcher: {up_line}");
-    let per = |secs: f64| secs * 1000.0 / hosts as f64;
     println!(
-        "CPU a host, client side / sshd side      reference {:.0} / {:.0} ms, launch to stop {:.0} / {:.0} ms",
-        per(reference_client),
-        per(reference_server),
+        "CPU a host, launch to stop               client {:.0} ms (launcher and ssh), sshd {:.0} ms (sessions, \
+         supervisors, commands)",
         per(launch_client),
         per(launch_server)
     );

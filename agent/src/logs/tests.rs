@@ -179,8 +179,7 @@ fn first_uploads_spread_at_about_the_create_stream_rate() {
     assert_eq!(first_upload_spread("i-0123", 0), Duration::ZERO);
     for nodes in [64usize, 256, 1000, 4000] {
         let window = Duration::from_millis(nodes as u64 * 1000 / CREATE_STREAM_PER_SECOND).min(MAX_SPREAD);
-        let spreads: Vec<Duration> =
-            (0..nodes).map(|i| first_upload_spread(&format!("i-{i:017x}"), nodes)).collect();
+        let spreads: Vec<Duration> = (0..nodes).map(|i| first_upload_spread(&format!("i-{i:017x}"), nodes)).collect();
         assert!(spreads.iter().all(|d| *d < window), "{nodes}");
         // The same node waits the same; the cluster's streams come at about the rate.
         assert_eq!(spreads[7], first_upload_spread(&format!("i-{:017x}", 7), nodes));
