@@ -443,6 +443,15 @@ impl Progress {
     }
 }
 
+/// The system (kernel) part of [`cpu_seconds`].
+fn system_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    let ticks: f64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no memory effects.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -690,6 +699,8 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     // What each agent spent from its start to here (every node applied).
     let mut formation_cpu: Vec<f64> = agents[1..].iter().map(|a| cpu_seconds(a.child.id())).collect();
     formation_cpu.sort_by(f64::total_cmp);
+    let mut formation_sys: Vec<f64> = agents[1..].iter().map(|a| system_cpu_seconds(a.child.id())).collect();
+    formation_sys.sort_by(f64::total_cmp);
     let all_applied = applied.iter().flatten().fold(f64::MIN, |a, &b| a.max(b));
     let first_applied = applied.iter().flatten().fold(f64::MAX, |a, &b| a.min(b));
     let moto_rss_kib = rss_kib(aws.pid());
@@ -795,7 +806,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
          calls per worker without CloudWatch Logs (sorted): min {} median {} max {}; all workers' calls by \
          action: {worker_actions:?}\n\
          master calls {} by action: {by_action:?}\n\
-         worker CPU from start to every node applied: median {:.0} ms, max {:.0} ms\n\
+         worker CPU from start to every node applied: median {:.0} ms (system {:.0} ms), max {:.0} ms\n\
          RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}\n{phases}",
         first_register(&log, &worker_keys) - workers_started,
         last_register - workers_started,
@@ -807,6 +818,7 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         per_worker[per_worker.len() - 1],
         master_log.len(),
         formation_cpu[formation_cpu.len() / 2] * 1000.0,
+        formation_sys[formation_sys.len() / 2] * 1000.0,
         formation_cpu[formation_cpu.len() - 1] * 1000.0,
         peak_rss_kib as f64 / 1024.0,
         peak_rss_kib as f64 / 1024.0 / n as f64,
