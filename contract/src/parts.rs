@@ -15,8 +15,9 @@
 //! nodes, numbered `part` of `parts`. A node holds the parts it has seen
 //! ([`Assembly`]) and applies the generation once it has all of them.
 //!
-//! Sizes: a part holds up to 256 KiB, so about 950 nodes with ed25519 host
-//! keys; 1,000 nodes are 2 parts and 4,000 nodes 5 parts. Every part of the
+//! Sizes: a part holds up to 256 KiB, so about 950 to 1,000 nodes with
+//! ed25519 host keys (the formation benchmark's 1,000 nodes, with short
+//! host names, fit one part of 259,088 bytes); 4,000 nodes are 5 parts. Every part of the
 //! current generation stays visible in the worker queue until the master
 //! retires it, and one `ReceiveMessage` returns up to 10 messages, so up to
 //! about 9,000 nodes a node gets a whole generation with the same one

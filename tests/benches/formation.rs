@@ -103,7 +103,7 @@
 //! The ten wake-ups a second were the SDK's upload stalled-stream
 //! protection: while a long poll waits for its answer it re-arms a 100 ms
 //! timer, though the request body went out at once. It is off for receives
-//! (`agent::aws::sqs::long_poll_stall_protection`, 2026-11-26): one idle
+//! (2026-11-26; for every call since, below): one idle
 //! agent (`FORMATION_IDLE_SECS=60`, 2 nodes) went from 3.00 to 0.67 ms of
 //! CPU a second, `strace -f -c -p` over 10 s from 875 system calls to 133
 //! (what is left: the log shipper's round every second, the interruption
@@ -129,6 +129,45 @@
 //! JSON from one Python process holding a quarter of two cores, while the
 //! still-waiting workers' retries pile up. The benchmark then hung reading
 //! moto's call log; that read is bounded now ([`CALLS_TIMEOUT`]).
+//!
+//! # 1,000 nodes form (2026-11-26, a quiet machine, load under 1 at the start)
+//!
+//! The progress lines (every 10 s: applied, and the cores moto, the agents
+//! and the benchmark used) showed the agents taking 1.5 to 1.7 of the 2
+//! cores while 759 of 1,000 had applied and moto got 0.2: strace of one
+//! agent, 30 wake-ups a second. The upload stalled-stream protection was
+//! still on for every call but receives, and with a slow service every
+//! agent had a send (`applied`, a re-register) and a log upload waiting,
+//! each re-arming its 100 ms timer. Off for every call
+//! (`agent::aws::stall_protection`; a test holds a send and a receive 2 s
+//! each and counts the polls: 42 for the receive with it on, at most 8
+//! off). That run formed: all 1,000 applied 21.9 s after the last
+//! registration, but the master never retired within the 30 s settle (it
+//! re-published the 259 KB generation three times for members that
+//! registered again while waiting for their copy, so every receive then
+//! returned it twice or more, and waiting workers sent 1,836 registrations).
+//! Now a member that registers again while the generation's parts are
+//! still in the worker queue gets no re-publication (only after a
+//! retirement without its acknowledgement), a node waiting for the
+//! formation registers again after 30 s and then once a minute, and a
+//! worker holds its log lines until it has its index and then spreads its
+//! first upload over `nodes / 50` seconds (CloudWatch Logs' rate for
+//! `CreateLogStream`): one stream and one upload a worker instead of two
+//! streams and an upload a second. Three runs at 1,000 then: 17.9, 18.4
+//! and 17.6 s from the last registration to all applied (the last with the
+//! node roots on tmpfs, `TMPDIR=/dev/shm`: the same, so the disk's fsyncs
+//! do not bind), manifest retired 7 to 10 s after, every worker settled,
+//! calls per worker median 6, max 7 or 8 (1.02 registrations, 3.7 to 3.9
+//! receives: the workers start over 34 s here, one long poll per 20 s of
+//! waiting), log shipper 2 calls median. What binds is the machine: in
+//! the window the agents use about 1 core and moto 0.6 (`perf record -a`
+//! over 12 s of it: agents 50 % of the samples, parsing the 259 KB part
+//! and writing the files, a worker 40 ms of CPU from its start to every
+//! node applied; moto 31 %; the benchmark with its 1,000 metadata
+//! stand-ins 11 %). On a cluster each agent has its own machine, and what
+//! is left is the local AWS, one Python process serving 1,000 receives of
+//! 259 KB (4.6 ms of CPU each, 1.6 ms for an empty one), 1,000
+//! `applied` and the master's reads.
 //!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
