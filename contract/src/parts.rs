@@ -36,7 +36,10 @@
 //! - **Losses**: a part that one receive does not return stays visible and
 //!   comes with a later one. A part the master could not send at all is sent
 //!   again (the master re-publishes the whole generation after a failed
-//!   send, and for a node that registers again without having applied it).
+//!   send, and for a node that registers again without having applied it
+//!   once the generation was retired without its acknowledgement; while
+//!   the parts are still in the worker queue a copy would reach no one
+//!   sooner and would add the whole generation to every receive).
 //!   A node that never completes a generation does not acknowledge it, so
 //!   the master sees it lagging and retires the generation at its ack
 //!   deadline all the same, as before.
