@@ -28,8 +28,9 @@
 //! once cost a stream `worker-<id>`, a second stream once the index came,
 //! and an upload a second in between: about five calls a worker, 5,000 in
 //! a minute at 1,000 nodes, far above CloudWatch Logs' per-account rate for
-//! `CreateLogStream`). A worker that logged a warning or an error, or has
-//! waited [`FIRST_LINES_HOLD`], ships to `worker-<id>` at once, so a worker
+//! `CreateLogStream`). A worker that logged a warning or an error
+//! ([`WARNING_GRACE`] ago and still no index), or has waited
+//! [`FIRST_LINES_HOLD`], ships to `worker-<id>` at once, so a worker
 //! that fails before it joins still has its lines shipped (`synth logs`
 //! merges a node's streams by instance id).
 
@@ -68,14 +69,24 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
 /// ([`hold_first_lines`]).
 pub const FIRST_LINES_HOLD: Duration = Duration::from_secs(60);
 
+/// How long after its first warning or error a worker without an index
+/// still holds its lines: a warning while it applies its first manifest is
+/// followed by the index within milliseconds, and then its lines need only
+/// the one stream.
+pub const WARNING_GRACE: Duration = Duration::from_secs(2);
+
 /// Whether the shipper holds a node's lines a while longer before its first
 /// upload: a worker that has no index yet (`indexed`: the manifest it
-/// applied lists it), has logged no warning or error (`warned`), and has
-/// been shipping for less than [`FIRST_LINES_HOLD`] (`since_start`). The
-/// master ships at once, and so does every node once it has uploaded
+/// applied lists it), logged no warning or error more than
+/// [`WARNING_GRACE`] ago (`since_warning`: how long ago its first was), and
+/// has been shipping for less than [`FIRST_LINES_HOLD`] (`since_start`).
+/// The master ships at once, and so does every node once it has uploaded
 /// anything.
-pub fn hold_first_lines(role: Role, indexed: bool, warned: bool, since_start: Duration) -> bool {
-    role == Role::Worker && !indexed && !warned && since_start < FIRST_LINES_HOLD
+pub fn hold_first_lines(role: Role, indexed: bool, since_warning: Option<Duration>, since_start: Duration) -> bool {
+    role == Role::Worker
+        && !indexed
+        && since_warning.is_none_or(|d| d < WARNING_GRACE)
+        && since_start < FIRST_LINES_HOLD
 }
 
 /// CloudWatch Logs throttles `CreateLogStream` above 50 calls a second per
@@ -251,13 +262,14 @@ impl<L: LogStreams> Shipper<L> {
         loop {
             if holding {
                 let indexed = self.indexed();
-                let warned = writer::warned();
-                holding = hold_first_lines(self.role, indexed, warned, started.elapsed());
+                let since_warning = writer::warned_at_ms()
+                    .map(|at| Duration::from_millis(u64::try_from(now_ms().saturating_sub(at)).unwrap_or(0)));
+                holding = hold_first_lines(self.role, indexed, since_warning, started.elapsed());
                 if holding {
                     tokio::time::sleep(INTERVAL).await;
                     continue;
                 }
-                if indexed && !warned && self.role == Role::Worker {
+                if indexed && self.role == Role::Worker {
                     tokio::time::sleep(first_upload_spread(&self.instance_id, self.cluster_size())).await;
                 }
             }

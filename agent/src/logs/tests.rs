@@ -165,13 +165,15 @@ async fn a_master_ships_as_master() {
 }
 
 #[test]
-fn a_worker_holds_its_first_lines_until_it_has_an_index_or_a_warning_or_a_minute() {
+fn a_worker_holds_its_first_lines_until_it_has_an_index_or_warned_2_s_ago_or_a_minute() {
     let early = Duration::from_secs(5);
-    assert!(hold_first_lines(Role::Worker, false, false, early));
-    assert!(!hold_first_lines(Role::Worker, true, false, early));
-    assert!(!hold_first_lines(Role::Worker, false, true, early));
-    assert!(!hold_first_lines(Role::Worker, false, false, FIRST_LINES_HOLD));
-    assert!(!hold_first_lines(Role::Master, false, false, early));
+    assert!(hold_first_lines(Role::Worker, false, None, early));
+    assert!(!hold_first_lines(Role::Worker, true, None, early));
+    // A warning while it applies its first manifest: the index follows at once.
+    assert!(hold_first_lines(Role::Worker, false, Some(Duration::from_millis(10)), early));
+    assert!(!hold_first_lines(Role::Worker, false, Some(WARNING_GRACE), early));
+    assert!(!hold_first_lines(Role::Worker, false, None, FIRST_LINES_HOLD));
+    assert!(!hold_first_lines(Role::Master, false, None, early));
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! file per event.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::spool::Spool;
@@ -18,14 +18,15 @@ use super::spool::Spool;
 pub const EARLY_LINES: usize = 1_000;
 
 static SPOOL: OnceLock<Option<Arc<Spool>>> = OnceLock::new();
-/// Whether a warning or an error was logged (see [`warned`]).
-static WARNED: AtomicBool = AtomicBool::new(false);
+/// When the first warning or error was logged, in unix milliseconds; 0
+/// before any (see [`warned_at_ms`]).
+static WARNED_AT_MS: AtomicI64 = AtomicI64::new(0);
 
-/// Whether the agent logged a warning or an error since it started: the
-/// shipper sends such lines at once rather than holding them for the
+/// When the agent logged its first warning or error, in unix milliseconds:
+/// the shipper sends its lines soon after rather than holding them for the
 /// worker's index ([`super::hold_first_lines`]).
-pub fn warned() -> bool {
-    WARNED.load(Ordering::Relaxed)
+pub fn warned_at_ms() -> Option<i64> {
+    Some(WARNED_AT_MS.load(Ordering::Relaxed)).filter(|&t| t > 0)
 }
 static EARLY: Mutex<Vec<(i64, String)>> = Mutex::new(Vec::new());
 
@@ -96,10 +97,10 @@ impl Drop for EventWriter {
         // starts at the level.
         let text = String::from_utf8_lossy(&self.0);
         let text = text.trim_start();
-        if text.starts_with("WARN") || text.starts_with("ERROR") {
-            WARNED.store(true, Ordering::Relaxed);
-        }
         let ts = super::now_ms();
+        if text.starts_with("WARN") || text.starts_with("ERROR") {
+            let _ = WARNED_AT_MS.compare_exchange(0, ts.max(1), Ordering::Relaxed, Ordering::Relaxed);
+        }
         match SPOOL.get() {
             Some(Some(spool)) => {
                 let _ = spool.append(ts, text);
