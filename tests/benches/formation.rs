@@ -169,6 +169,18 @@
 //! 259 KB (4.6 ms of CPU each, 1.6 ms for an empty one), 1,000
 //! `applied` and the master's reads.
 //!
+//! Those runs started the workers over 34 s: each spawn forked this
+//! process, with its 2,000 metadata threads, for the parent-death signal
+//! (35 ms a spawn at 1,000, 13 ms at 256). The agents are now started
+//! through `setpriv --pdeathsig KILL` (posix_spawn): 1,000 in 9 s, as the
+//! method means ("all workers are started at once"). The burst is harder
+//! on the one moto: two runs, 31.3 and 24.6 s from the last registration
+//! to all applied, the master reading the registrations 9 s after they
+//! were sent and retiring 27 s after the last node applied (394 of 999
+//! workers reached their idle long poll within the 30 s settle), calls per
+//! worker median 6, max 7; 256 nodes 3.4 s (1.8 s with the slow start),
+//! 64 nodes 0.45 s.
+//!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
 //! wait is bounded.
