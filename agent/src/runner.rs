@@ -257,7 +257,18 @@ fn start_shipping(opts: &Options, config: &NodeConfig, me: &Identity, clients: &
     writer::attach(spool.clone());
     let streams = crate::aws::CloudWatchLogs::new(clients.logs.clone(), logs.group.clone());
     let mut shipper = Shipper::new(streams, spool, &opts.root, config.role, &me.instance_id, prepare_log(&opts.root));
-    info!(group = %logs.group, stream = %shipper.stream(), "shipping this node's lines to CloudWatch Logs");
+    let stream = shipper.stream();
+    let unindexed = node_contract::logs::stream_name(&node_contract::logs::node_label(false, None), &me.instance_id);
+    if config.role == Role::Worker && stream == unindexed {
+        info!(
+            group = %logs.group,
+            stream = %node_contract::logs::stream_name("worker<index>", &me.instance_id),
+            "shipping this node's lines to CloudWatch Logs once the manifest gives it its index (to {stream} if it \
+             warns first or has none within a minute)"
+        );
+    } else {
+        info!(group = %logs.group, stream = %stream, "shipping this node's lines to CloudWatch Logs");
+    }
     tokio::spawn(shipper.run());
 }
 
