@@ -258,8 +258,7 @@ fn start_shipping(opts: &Options, config: &NodeConfig, me: &Identity, clients: &
     let streams = crate::aws::CloudWatchLogs::new(clients.logs.clone(), logs.group.clone());
     let mut shipper = Shipper::new(streams, spool, &opts.root, config.role, &me.instance_id, prepare_log(&opts.root));
     let stream = shipper.stream();
-    let unindexed = node_contract::logs::stream_name(&node_contract::logs::node_label(false, None), &me.instance_id);
-    if config.role == Role::Worker && stream == unindexed {
+    if !shipper.indexed() {
         info!(
             group = %logs.group,
             stream = %node_contract::logs::stream_name("worker<index>", &me.instance_id),

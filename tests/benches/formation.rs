@@ -193,6 +193,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent::cluster::timeline::Timeline;
 use e2e::moto::{ACCOUNT, REGION, SECRET_KEY};
+use e2e::proc_cpu::ProcCpu;
 use e2e::{ClusterStack, Identity, Imds, LocalAws};
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -436,13 +437,7 @@ fn manifest_size(state: &Path) -> BenchResult<(usize, usize)> {
 
 /// User plus system CPU seconds of a process so far (`/proc/<pid>/stat`).
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
-    // After the command: state is field 3, utime 14 and stime 15 (1-based).
-    let ticks: f64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<f64>().ok()).sum();
-    // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    if hz > 0.0 { ticks / hz } else { 0.0 }
+    ProcCpu::of(pid).own()
 }
 
 /// A line every [`PROGRESS_INTERVAL`] while the nodes form: how many applied,
@@ -490,15 +485,6 @@ impl Progress {
         self.cpu = cpu;
         self.last = Instant::now();
     }
-}
-
-/// The system (kernel) part of [`cpu_seconds`].
-fn system_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
-    let ticks: f64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no memory effects.
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -746,10 +732,13 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         std::thread::sleep(Duration::from_millis(100));
     }
     // What each agent spent from its start to here (every node applied).
-    let mut formation_cpu: Vec<f64> = agents[1..].iter().map(|a| cpu_seconds(a.child.id())).collect();
-    formation_cpu.sort_by(f64::total_cmp);
-    let mut formation_sys: Vec<f64> = agents[1..].iter().map(|a| system_cpu_seconds(a.child.id())).collect();
-    formation_sys.sort_by(f64::total_cmp);
+    let worker_cpu: Vec<ProcCpu> = agents[1..].iter().map(|a| ProcCpu::of(a.child.id())).collect();
+    let sorted = |f: fn(&ProcCpu) -> f64| {
+        let mut v: Vec<f64> = worker_cpu.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (formation_cpu, formation_sys) = (sorted(ProcCpu::own), sorted(|c| c.system));
     let all_applied = applied.iter().flatten().fold(f64::MIN, |a, &b| a.max(b));
     let first_applied = applied.iter().flatten().fold(f64::MAX, |a, &b| a.min(b));
     let moto_rss_kib = rss_kib(aws.pid());

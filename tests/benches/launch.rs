@@ -60,6 +60,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use e2e::netns::run;
+use e2e::proc_cpu::ProcCpu;
 use e2e::sshd::{job_processes, trainer_bin};
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -269,12 +270,8 @@ fn unix_now() -> f64 {
 /// it reaped: an sshd listener's figure grows by every session's CPU once
 /// the session ends.
 fn cpu_with_reaped(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
-    // After the command: state is field 3; utime, stime, cutime, cstime are 14 to 17 (1-based).
-    let ticks: f64 = (11..=14).filter_map(|i| fields.get(i)?.parse::<f64>().ok()).sum();
-    // SAFETY: sysconf has no memory effects.
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    let cpu = ProcCpu::of(pid);
+    cpu.own() + cpu.reaped
 }
 
 /// CPU seconds of this process's children that it reaped (and of theirs).

@@ -30,6 +30,7 @@ pub mod imds;
 pub mod moto;
 pub mod netns;
 pub mod node;
+pub mod proc_cpu;
 pub mod proxy;
 pub mod scenario;
 pub mod sshd;

@@ -13,7 +13,7 @@
 //! 1. **Register.** Every node, the master included, sends `register` to the
 //!    master's queue at start and then again until it has applied a manifest
 //!    that contains it ([`NodeState::should_register`]): while it waits for
-//!    the formation after [`FORMING_REGISTER_RETRY_MS`], doubling up to
+//!    the formation after [`FORMING_REGISTER_RETRY_MS`], then every
 //!    [`FORMING_REGISTER_RETRY_MAX_MS`]; once it has seen a manifest
 //!    without it, every [`REGISTER_RETRY_MS`].
 //!    The `boot_id` tells a duplicate (same boot) from a reboot (new boot).
@@ -119,10 +119,10 @@ use crate::ports::Formation;
 pub const REGISTER_RETRY_MS: u64 = 15_000;
 
 /// A node waiting for the formation sends `register` again this long after
-/// its first, then twice as long each time ([`NodeState::register_retry_ms`]).
+/// its first ([`NodeState::register_retry_ms`]).
 pub const FORMING_REGISTER_RETRY_MS: u64 = 30_000;
 
-/// The longest a node waiting for the formation goes without registering.
+/// After its second, a node waiting for the formation registers this often.
 pub const FORMING_REGISTER_RETRY_MAX_MS: u64 = 60_000;
 
 /// After formation, admissions (and reboots that change a node's address or

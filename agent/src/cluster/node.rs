@@ -44,9 +44,9 @@ pub struct NodeState {
     /// When `register` was last sent in this run (a restart registers at once).
     #[serde(skip)]
     last_register_ms: Option<u64>,
-    /// How many times `register` was sent again in this run.
+    /// Whether `register` was sent again in this run.
     #[serde(skip)]
-    register_retries: u32,
+    registered_again: bool,
     /// The last idle back-off handed out.
     #[serde(skip)]
     backoff_ms: u64,
@@ -66,7 +66,7 @@ impl NodeState {
             member: applied_generation.is_some(),
             not_member_through: None,
             last_register_ms: None,
-            register_retries: 0,
+            registered_again: false,
             backoff_ms: 0,
             interrupted: false,
         }
@@ -154,9 +154,7 @@ impl NodeState {
             Some(last) => now_ms < last || now_ms - last >= self.register_retry_ms(),
         };
         if due {
-            if self.last_register_ms.is_some() {
-                self.register_retries = self.register_retries.saturating_add(1);
-            }
+            self.registered_again |= self.last_register_ms.is_some();
             self.last_register_ms = Some(now_ms);
         }
         due
@@ -170,18 +168,18 @@ impl NodeState {
     /// publishes nothing until it decides, so a copy only helps when one was
     /// lost, and every copy is one more message for the master to read
     /// while a thousand nodes wait. Such a node sends it again after
-    /// [`FORMING_REGISTER_RETRY_MS`], then twice as long each time, up to
+    /// [`FORMING_REGISTER_RETRY_MS`], then every
     /// [`FORMING_REGISTER_RETRY_MAX_MS`]: 2 registrations for a wait of up
     /// to 90 s, where a fixed 15 s gave 6 (at 1,000 waiting nodes, 17
-    /// messages a second for the master instead of 67). A node that has seen a manifest
-    /// without it is joining a formed cluster, where the master may be
-    /// waiting for its prepare-data marker and checks it at each
-    /// registration: every [`REGISTER_RETRY_MS`].
+    /// messages a second for the master instead of 67). A node that has
+    /// seen a manifest without it is joining a formed cluster, where the
+    /// master may be waiting for its prepare-data marker and checks it at
+    /// each registration: every [`REGISTER_RETRY_MS`].
     pub fn register_retry_ms(&self) -> u64 {
         if self.applied_generation.is_some() || self.not_member_through.is_some() {
             return REGISTER_RETRY_MS;
         }
-        FORMING_REGISTER_RETRY_MS.saturating_mul(1 << self.register_retries.min(16)).min(FORMING_REGISTER_RETRY_MAX_MS)
+        if self.registered_again { FORMING_REGISTER_RETRY_MAX_MS } else { FORMING_REGISTER_RETRY_MS }
     }
 
     /// The pause after applying a generation of `nodes` nodes, before the

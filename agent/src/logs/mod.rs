@@ -118,18 +118,30 @@ pub(crate) fn now_ms() -> i64 {
     crate::runner::now_ms() as i64
 }
 
-/// The node's label now: `master`; a worker's index from the manifest it
-/// applied last (its state file), or none yet.
-pub fn label(root: &Path, role: Role, instance_id: &str) -> String {
-    let index = match role {
-        Role::Master => None,
-        Role::Worker => crate::files::state::read(root)
-            .ok()
-            .flatten()
-            .filter(|s| s.instance_id == instance_id)
-            .and_then(|s| s.manifest.node(instance_id).map(|n| n.index)),
-    };
-    node_label(role == Role::Master, index)
+/// Where a node's lines go now, from the manifest it applied last (its
+/// state file, read once each time it changes).
+#[derive(Clone, Debug)]
+struct Placement {
+    /// `<label>-<instance id>`: `master`, `worker<N>` with the worker's
+    /// index, or `worker` before it has one.
+    stream: String,
+    /// Whether a worker's stream carries its index (always for the master).
+    indexed: bool,
+    /// How many nodes that manifest lists (0 before any).
+    nodes: usize,
+}
+
+impl Placement {
+    fn read(root: &Path, role: Role, instance_id: &str) -> Placement {
+        let state = crate::files::state::read(root).ok().flatten().filter(|s| s.instance_id == instance_id);
+        let nodes = state.as_ref().map_or(0, |s| s.manifest.nodes.len());
+        let index = match role {
+            Role::Master => None,
+            Role::Worker => state.and_then(|s| s.manifest.node(instance_id).map(|n| n.index)),
+        };
+        let stream = stream_name(&node_label(role == Role::Master, index), instance_id);
+        Placement { stream, indexed: role == Role::Master || index.is_some(), nodes }
+    }
 }
 
 /// Ships one node's lines to its stream.
@@ -143,10 +155,10 @@ pub struct Shipper<L> {
     instance_id: String,
     /// The stream created last (a new label needs a new stream).
     created: Option<String>,
-    /// The stream for the state file's modification time it was worked out
-    /// from: the state is read again only when it changed (a worker's index
-    /// can change when it leaves and joins again).
-    current: Option<(Option<std::time::SystemTime>, String)>,
+    /// Where the lines go, for the state file's modification time it was
+    /// worked out from: the state is read again only when it changed (a
+    /// worker's index can change when it leaves and joins again).
+    current: Option<(Option<std::time::SystemTime>, Placement)>,
     /// Failing since this many attempts (for one warning per outage).
     failing: u32,
 }
@@ -179,17 +191,23 @@ impl<L: LogStreams> Shipper<L> {
 
     /// The stream the node writes now.
     pub fn stream(&mut self) -> String {
+        self.placement().stream.clone()
+    }
+
+    /// Whether this node's stream is named with its index already (the
+    /// master's always is).
+    pub fn indexed(&mut self) -> bool {
+        self.placement().indexed
+    }
+
+    fn placement(&mut self) -> &Placement {
         let changed = std::fs::metadata(crate::files::under(&self.root, crate::files::state::PATH))
             .and_then(|m| m.modified())
             .ok();
-        match &self.current {
-            Some((at, stream)) if *at == changed => stream.clone(),
-            _ => {
-                let stream = stream_name(&label(&self.root, self.role, &self.instance_id), &self.instance_id);
-                self.current = Some((changed, stream.clone()));
-                stream
-            }
+        if self.current.as_ref().is_some_and(|(at, _)| *at != changed) {
+            self.current = None;
         }
+        &self.current.get_or_insert_with(|| (changed, Placement::read(&self.root, self.role, &self.instance_id))).1
     }
 
     /// One round: follows the files, enforces the cap, and sends every
@@ -240,17 +258,6 @@ impl<L: LogStreams> Shipper<L> {
         }
     }
 
-    /// How many nodes the manifest this node applied last lists (0 when none).
-    fn cluster_size(&self) -> usize {
-        crate::files::state::read(&self.root).ok().flatten().map_or(0, |s| s.manifest.nodes.len())
-    }
-
-    /// Whether this node's stream is named with its index already.
-    fn indexed(&mut self) -> bool {
-        let unindexed = stream_name(&node_label(self.role == Role::Master, None), &self.instance_id);
-        self.stream() != unindexed
-    }
-
     /// Ships forever: a round every [`INTERVAL`] (after [`hold_first_lines`]
     /// lets the first one go), backing off up to [`MAX_BACKOFF`] while
     /// rounds fail. One warning when shipping starts failing, one line when
@@ -270,7 +277,8 @@ impl<L: LogStreams> Shipper<L> {
                     continue;
                 }
                 if indexed && self.role == Role::Worker {
-                    tokio::time::sleep(first_upload_spread(&self.instance_id, self.cluster_size())).await;
+                    let nodes = self.placement().nodes;
+                    tokio::time::sleep(first_upload_spread(&self.instance_id, nodes)).await;
                 }
             }
             match self.round().await {
