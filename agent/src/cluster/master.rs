@@ -1202,8 +1202,11 @@ impl MasterState {
         // the last when the clock stands still or went back).
         self.publication = now_ms.max(self.publication + 1);
         fx.push(Effect::Log(format!("publishing generation {generation}: {} nodes", next.nodes.len())));
-        fx.push(Effect::PublishManifest { manifest: next.clone(), publication: self.publication });
+        // The host log first: a script watching it learns of a change no
+        // later than any node applies it (the lines are written whether or
+        // not the send then succeeds, as before).
         fx.extend(lines.into_iter().map(Effect::AppendHostLog));
+        fx.push(Effect::PublishManifest { manifest: next.clone(), publication: self.publication });
         self.manifest = Some(next);
         self.resend_due_ms = None;
         self.ack_deadline_ms = Some(now_ms + ACK_TIMEOUT_MS);
