@@ -38,8 +38,9 @@
 #      `trainer launch` read the agent's node config and state, and `ssh
 #      localhost` must work in BatchMode), trains through `trainer launch` on
 #      one GPU and on all of them (NCCL all-reduce) with the same global batch
-#      and compares the two the same way. With one GPU it says SKIP: the
-#      multi-GPU part needs a node with several GPUs.
+#      and compares the two the same way; then `trainer bench --device cuda`
+#      over all of them prints NCCL's all-reduce table. With one GPU it says
+#      SKIP: the multi-GPU part needs a node with several GPUs.
 #
 # Usage: scripts/gpu-check.sh [--data DIR] [--epochs N] [--batch-size N] [--bin-dir DIR] [--lib-dir DIR]...
 #        scripts/gpu-check.sh --build-only DIR
@@ -273,8 +274,20 @@ for model in mlp lenet; do
     compare "$model-cuda-launched" "$model-cuda-$gpus"
   fi
 done
-if [ "$gpus" -le 1 ]; then
-  echo "SKIP multi-GPU (NCCL all-reduce across ranks, trainer launch): needs a node with several GPUs; this host has $gpus"
+if [ "$gpus" -gt 1 ]; then
+  echo "== trainer bench --device cuda: NCCL all-reduce bandwidth between $gpus GPUs through trainer launch"
+  echo localhost >"$work/hosts"
+  if "$trainer" launch --hosts "$work/hosts" --nproc-per-node auto --job gpu-check-bench -- \
+    "$trainer" bench --device cuda --min-bytes 1048576 --max-bytes 268435456 >"$work/bench.out" 2>&1 &&
+    grep -q '^\[[^]]*\] # all-reduce (sum, f32), NCCL' "$work/bench.out"; then
+    sed -n 's/^\[[^]]*\] //p' "$work/bench.out" | grep -E '^ *(#|[0-9])' || true
+    result PASS "trainer bench --device cuda: NCCL table over $gpus ranks"
+  else
+    tail -20 "$work/bench.out"
+    result FAIL "trainer bench --device cuda (see above)"
+  fi
+else
+  echo "SKIP multi-GPU (NCCL all-reduce across ranks, trainer launch, trainer bench --device cuda): needs a node with several GPUs; this host has $gpus"
 fi
 
 echo "gpu-check: $passed passed, $failed failed"

@@ -30,9 +30,12 @@
 //! node while the gate is on), the sender ([`measure`]), and the master's
 //! pure decision ([`judge`], [`Verdict`]), which the master's state machine
 //! ([`crate::cluster::master`]) calls. The probe is plain TCP in tokio, the
-//! same transport `trainer bench` and `trainer train` use on CPU nodes;
-//! NCCL between GPUs is not measured (no seam for it is built yet: the
-//! agent has no CUDA).
+//! same transport `trainer bench` and `trainer train` use on CPU nodes.
+//! NCCL between GPUs (over EFA where the profile enables it) is not
+//! measured here: the agent has no CUDA, and NCCL needs every rank's GPU
+//! and one communicator; `trainer launch -- trainer bench --device cuda`
+//! measures it once the cluster formed (docs/ARCHITECTURE.md, "The network
+//! gate", says what running it from the gate would take).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -60,7 +60,7 @@ pub enum Command {
     Launch(launch::Args),
     /// Stop a job's processes on every host (after a launcher died by kill -9).
     Kill(kill::Args),
-    /// Measure all-reduce bandwidth between the ranks (run it under `trainer launch`).
+    /// Measure all-reduce bandwidth between the ranks (run it under `trainer launch`; `--device cuda`: NCCL between GPUs).
     Bench(bench::Args),
     /// Check every host: SSH, agent generation, GPUs, NCCL, shared EFS, clocks (`--local`: this host's install only).
     Doctor(doctor::Args),

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use super::args::{Args, Device as DeviceArg};
 use super::checkpoint::{CheckpointError, DatasetShape, Hyper, InEpoch, Meta, Store as CheckpointStore};
-use super::collective::{Group, Single};
+use super::collective::{Group, Single, nccl_id_maker};
 use super::cpu::{self, CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
 use super::cuda::CudaEngine;
@@ -609,24 +609,6 @@ impl Rank for TrainRank<'_> {
             );
         }
     }
-}
-
-#[cfg(feature = "cuda")]
-fn nccl_id_maker(nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
-    // A failure here shows up on every rank as NCCL refusing an empty id.
-    nccl.then(|| {
-        std::sync::Arc::new(|| {
-            super::cuda::new_nccl_id().unwrap_or_else(|e| {
-                tracing::error!("cannot make the NCCL unique id: {e}");
-                Vec::new()
-            })
-        }) as std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>
-    })
-}
-
-#[cfg(not(feature = "cuda"))]
-fn nccl_id_maker(_nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
-    None
 }
 
 #[cfg(test)]

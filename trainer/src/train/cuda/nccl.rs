@@ -23,6 +23,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use super::{CudaError, Library, call, probe};
+use crate::train::bench::Timed;
 use crate::train::collective::{Collective, CollectiveError, Group};
 
 /// Bytes in NCCL's unique id (`ncclUniqueId`).
@@ -155,6 +156,50 @@ impl Collective<CudaSlice<f32>> for Nccl {
         let root = i32::try_from(root).map_err(device)?;
         self.comm()?.broadcast_in_place(buf, root).map(drop).map_err(device)?;
         self.finish("broadcast")
+    }
+}
+
+/// `trainer bench --device cuda`: NCCL all-reduces of a buffer on this
+/// rank's GPU, each waited for as the training step waits for its own.
+pub struct DeviceBench {
+    nccl: Nccl,
+    stream: Arc<CudaStream>,
+}
+
+impl DeviceBench {
+    /// Joins `group`'s NCCL communicator on `stream`'s device.
+    pub fn join(stream: &Arc<CudaStream>, group: &Group) -> Result<Self, CudaError> {
+        Ok(Self { nccl: Nccl::from_group(stream, group)?, stream: stream.clone() })
+    }
+}
+
+impl Timed for DeviceBench {
+    fn rank(&self) -> usize {
+        self.nccl.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.nccl.world_size
+    }
+
+    fn time_all_reduce(&mut self, floats: usize, warmup: u32, iters: u32) -> Result<f64, CollectiveError> {
+        let mut buf = self.stream.clone_htod(&vec![1.0f32; floats]).map_err(device)?;
+        for _ in 0..warmup {
+            self.nccl.all_reduce_sum(&mut buf)?;
+        }
+        let t = Instant::now();
+        for _ in 0..iters.max(1) {
+            self.nccl.all_reduce_sum(&mut buf)?;
+        }
+        Ok(t.elapsed().as_secs_f64() / f64::from(iters.max(1)))
+    }
+
+    fn sum_host(&mut self, values: &mut [f32]) -> Result<(), CollectiveError> {
+        let mut buf = self.stream.clone_htod(values).map_err(device)?;
+        self.nccl.all_reduce_sum(&mut buf)?;
+        let host = self.stream.clone_dtoh(&buf).map_err(device)?;
+        values.copy_from_slice(&host);
+        Ok(())
     }
 }
 
