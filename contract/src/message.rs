@@ -27,13 +27,17 @@
 //! agent reads it as before; a `notice` is written as version 3
 //! ([`Message::version`]), so an agent of the version-2 release refuses it
 //! by its version, with what to do ([`Unusable::UnsupportedVersion`]),
-//! rather than as a malformed body. This build reads versions 2 to 4 and
+//! rather than as a malformed body. This build reads versions 2 to 8 and
 //! refuses any other before it looks at the rest, so agents of different
 //! releases in one cluster say so instead of misreading each other; a kind
 //! it does not know within those versions is refused by name
 //! ([`Unusable::UnknownKind`]). Version 4 added `boot_failure` the same
 //! way: it is written as version 4, everything else as before. Version 5
-//! added `link_report` the same way.
+//! added `link_report` the same way; versions 6 and 7 added fields to
+//! `register`. Version 8 sends a `manifest_part`'s nodes deflated
+//! (`nodes_deflated`, [`crate::parts`]): written as version 8, so an agent
+//! of an earlier release refuses it by its version; this build still reads
+//! a part with plain `nodes`.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -71,8 +75,14 @@ pub const REGISTER_TIMES_VERSION: u32 = 6;
 /// ([`Register::launched_unix_ms`]) is written with, for the same reason.
 pub const REGISTER_LAUNCHED_VERSION: u32 = 7;
 
+/// The version a `manifest_part` is written with since its nodes travel
+/// deflated ([`crate::parts`], "On the wire"): an agent of an earlier
+/// release refuses it by its version instead of as malformed. This build
+/// still reads a version-2 part with plain `nodes`.
+pub const MANIFEST_DEFLATED_VERSION: u32 = 8;
+
 /// The newest message version this crate reads.
-pub const NEWEST_MESSAGE_VERSION: u32 = 7;
+pub const NEWEST_MESSAGE_VERSION: u32 = 8;
 
 /// The kinds this crate knows, for the error about one it does not.
 const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report"];
@@ -370,6 +380,7 @@ impl Message {
             Message::Notice(_) => NOTICE_VERSION,
             Message::BootFailure(_) => BOOT_FAILURE_VERSION,
             Message::LinkReport(_) => LINK_REPORT_VERSION,
+            Message::ManifestPart(_) => MANIFEST_DEFLATED_VERSION,
             Message::Register(r) if r.launched_unix_ms.is_some() => REGISTER_LAUNCHED_VERSION,
             Message::Register(r) if r.booted_unix_ms.is_some() || r.agent_started_unix_ms.is_some() => {
                 REGISTER_TIMES_VERSION
@@ -626,6 +637,7 @@ mod tests {
                 Message::Notice(_) => 3,
                 Message::BootFailure(_) => 4,
                 Message::LinkReport(_) => 5,
+                Message::ManifestPart(_) => 8,
                 _ => 2,
             };
             assert_eq!(v["version"], version);
@@ -683,7 +695,7 @@ mod tests {
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":8,"kind":"notice"}"#.into(), "versions 2 to 7"),
+            (r#"{"version":9,"kind":"notice"}"#.into(), "versions 2 to 8"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":3,"kind":"notice","instance_id":"i-1"}"#.into(), "malformed"),
@@ -717,7 +729,7 @@ mod tests {
         assert_eq!(parse_master_queue(&old_register.to_string()).unwrap_err(), Unusable::UnsupportedVersion(1));
         // What a version-1 reader checks first: the number.
         let v: serde_json::Value = serde_json::from_str(&Message::ManifestPart(part()).to_body()).unwrap();
-        assert_eq!(v["version"], 2);
+        assert_eq!(v["version"], 8);
         assert_eq!(v["kind"], "manifest_part");
     }
 
@@ -735,11 +747,8 @@ mod tests {
         assert_eq!(v["notice"], "instance_action");
         assert_eq!(v["action"], "terminate");
         assert_eq!(v["deadline_unix"], 1_795_636_800_u64);
-        for m in [
-            Message::Register(register()),
-            Message::ManifestPart(part()),
-            Message::Applied(Applied { instance_id: "i-1".into(), generation: 4 }),
-        ] {
+        for m in [Message::Register(register()), Message::Applied(Applied { instance_id: "i-1".into(), generation: 4 })]
+        {
             let v: serde_json::Value = serde_json::from_str(&m.to_body()).unwrap();
             assert_eq!(v["version"], 2, "{m:?}");
         }
@@ -789,7 +798,60 @@ mod tests {
         assert_eq!((v["version"].as_u64(), v["launched_unix_ms"].as_u64()), (Some(7), Some(500)));
         assert_eq!(parse_master_queue(&body), Ok(MasterInbound::Register(with)));
         const { assert!(REGISTER_LAUNCHED_VERSION > REGISTER_TIMES_VERSION) };
-        assert_eq!(NEWEST_MESSAGE_VERSION, REGISTER_LAUNCHED_VERSION);
+    }
+
+    /// A `manifest_part` is version 8, its nodes deflated: a reader of
+    /// version 7 refuses it by its version ("update the older one"), not as
+    /// malformed; this build reads it, and still reads a version-2 part
+    /// with plain `nodes`; a part with both, neither, or `nodes_deflated`
+    /// that is not base64, does not inflate, inflates past the bound or is
+    /// not a node list is malformed, with the reason.
+    #[test]
+    fn a_manifest_part_is_version_8_with_its_nodes_deflated_and_version_2_is_still_read() {
+        let body = Message::ManifestPart(part()).to_body();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(8), Some("manifest_part")));
+        assert!(v.get("nodes").is_none() && v["nodes_deflated"].is_string(), "{v}");
+        assert_eq!(NEWEST_MESSAGE_VERSION, MANIFEST_DEFLATED_VERSION);
+        assert_eq!(parse_worker_queue(&body).unwrap(), part());
+        // What a version-7 reader says: refused by the number.
+        let e = Unusable::UnsupportedVersion(8).to_string();
+        assert!(e.contains("update the older one"), "{e}");
+
+        let mut plain = v.clone();
+        let fields = plain.as_object_mut().unwrap();
+        fields.remove("nodes_deflated");
+        fields.insert("nodes".into(), serde_json::to_value(&part().nodes).unwrap());
+        fields.insert("version".into(), 2.into());
+        assert_eq!(parse_worker_queue(&plain.to_string()).unwrap(), part());
+
+        use base64::Engine;
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let deflated = |json: &[u8]| {
+            use std::io::Write;
+            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+            z.write_all(json).unwrap();
+            b64(&z.finish().unwrap())
+        };
+        let with = |edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+            let mut w = v.clone();
+            edit(w.as_object_mut().unwrap());
+            w.to_string()
+        };
+        let bomb = deflated(&vec![b' '; crate::parts::MAX_INFLATED_BYTES + 10]);
+        let cases: Vec<(String, &str)> = vec![
+            (with(&|o| drop(o.insert("nodes".into(), serde_json::json!([])))), "both"),
+            (with(&|o| drop(o.remove("nodes_deflated"))), "neither"),
+            (with(&|o| drop(o.insert("nodes_deflated".into(), "%%%".into()))), "not base64"),
+            (with(&|o| drop(o.insert("nodes_deflated".into(), b64(b"\xff\xff\xff\xff").into()))), "does not inflate"),
+            (with(&|o| drop(o.insert("nodes_deflated".into(), bomb.clone().into()))), "inflates to more than"),
+            (with(&|o| drop(o.insert("nodes_deflated".into(), deflated(b"{\"a\":1}").into()))), "not a list of nodes"),
+        ];
+        for (body, needle) in cases {
+            assert!(body.len() <= MAX_BODY_BYTES, "{needle}: {} bytes", body.len());
+            let e = parse_worker_queue(&body).unwrap_err();
+            assert!(matches!(e, Unusable::Malformed(_)) && e.to_string().contains(needle), "{needle:?} not in {e}");
+        }
     }
 
     /// The output is cut to the last lines and bytes, never inside a

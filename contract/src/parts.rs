@@ -15,13 +15,33 @@
 //! nodes, numbered `part` of `parts`. A node holds the parts it has seen
 //! ([`Assembly`]) and applies the generation once it has all of them.
 //!
-//! Sizes: a part holds up to 256 KiB, so about 950 to 1,000 nodes with
-//! ed25519 host keys (the formation benchmark's 1,000 nodes, with short
-//! host names, fit one part of 259,088 bytes); 4,000 nodes are 5 parts. Every part of the
+//! # On the wire
+//!
+//! A part's nodes travel deflated: the JSON array of its nodes, raw
+//! deflate (RFC 1951, flate2's default level), standard base64, in the
+//! field `nodes_deflated` of a version-8 message
+//! ([`crate::message::MANIFEST_DEFLATED_VERSION`]). A node entry's field
+//! names, alias, host-name pattern and key prefix repeat from node to
+//! node; what does not compress is the host key's 32 random bytes and the
+//! instance id. Measured (`a_1000_and_a_4000_node_manifest_travel_in_parts_within_the_cap`,
+//! ap-southeast-2 host names, ed25519 keys): 1,000 nodes are 274,116 bytes
+//! of JSON and one body of 81,733 bytes (it was 2 parts, 274 KB, sent
+//! plain); 4,000 nodes are 2 parts of about 163 KB (5 parts before).
+//! Why it matters beyond the cap: every node receives every part, and SQS
+//! bills each 64 KiB of a message as one request; the local AWS's CPU per
+//! receive followed the bytes (4.6 ms for 255 KB, 2.6 ms for 109 KB, in
+//! the formation benchmark's moto). A part that does not inflate, or
+//! inflates past [`MAX_INFLATED_BYTES`], is malformed (a deflate bomb
+//! costs at most that much); [`split`] keeps every part within both
+//! bounds. A version-2 part with plain `nodes` is still read.
+//!
+//! Sizes: a part holds up to 256 KiB on the wire and 1 MiB of JSON, so
+//! about 3,000 nodes with ed25519 host keys; 16,000 nodes are 6 parts
+//! (bound by the JSON). Every part of the
 //! current generation stays visible in the worker queue until the master
 //! retires it, and one `ReceiveMessage` returns up to 10 messages, so up to
-//! about 9,000 nodes a node gets a whole generation with the same one
-//! receive as before. Beyond 10 parts it takes more receives; nothing else
+//! about 30,000 nodes a node gets a whole generation with the same one
+//! receive. Beyond 10 parts it takes more receives; nothing else
 //! changes. Each node entry is bounded ([`check_register`]: host names 253
 //! bytes, host keys 8 KiB, ...), so any single node fits in a part.
 //!
@@ -73,12 +93,14 @@
 //!   out of index order): the whole publication is dropped with the reason
 //!   ([`PartError`]), and the next delivery starts it afresh.
 //! - **Memory**: a node keeps parts of at most [`MAX_PUBLICATIONS`]
-//!   publications, newest generations first; [`MAX_PARTS`] bounds each.
-//! - **Versions**: parts are messages of version 2 (kind `manifest_part`);
-//!   an agent that reads version 1 (one whole `manifest` a generation)
-//!   refuses them with "message version 2 is not supported ... update the
-//!   agent", and this one refuses version 1 bodies the same way: every node
-//!   of a cluster runs the same agent release.
+//!   publications, newest generations first; [`MAX_PARTS`] bounds each,
+//!   and [`MAX_INFLATED_BYTES`] each part's nodes.
+//! - **Versions**: parts are messages of version 8 (kind `manifest_part`,
+//!   nodes deflated); an agent that reads up to version 7 (plain `nodes`)
+//!   refuses them with "message version 8 is not supported ... update the
+//!   older one", and version 1 (one whole `manifest` a generation) is
+//!   refused the same way: every node of a cluster runs the same agent
+//!   release. This build reads version-2 parts too.
 
 //!
 //! # To 4,000 nodes
@@ -124,11 +146,13 @@
 //!    action each make a generation at once), so a scale-in of `k` nodes at
 //!    once is `k` generations, each read whole by every node (item 5).
 //! 5. **Bytes delivered**: every node reads every part of every
-//!    generation, N × 270 bytes × N: 270 MB a formation at 1,000 nodes,
-//!    4.4 GB at 4,000, and again for every later generation (a join at
-//!    4,000 nodes is another 4.4 GB). SQS bills each 64 KiB of a message as
-//!    one request, so a receive of a 4,000-node generation is 18 billed
-//!    requests (about 72,000 for the whole cluster, a few cents). Sending
+//!    generation, N × about 82 bytes (deflated, base64) × N: 82 MB a
+//!    formation at 1,000 nodes, 1.3 GB at 4,000, and again for every later
+//!    generation (a join at 4,000 nodes is another 1.3 GB; 4.4 GB when
+//!    parts were plain JSON). SQS bills each 64 KiB of a message as
+//!    one request, so a receive of a 4,000-node generation is 6 billed
+//!    requests (18 plain; about 24,000 for the whole cluster, a cent or
+//!    so). Sending
 //!    only the changed nodes (deltas against the generation a node holds,
 //!    with these parts as the full resync) would make a join O(N) instead
 //!    of O(N²); not needed at these sizes.
@@ -138,13 +162,13 @@
 //!    are never in flight), and bodies up to 1 MiB where this contract
 //!    sends 256 KiB
 //!    (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>).
-//!    A generation of 4,000 nodes is 5 parts: one receive.
+//!    A generation of 4,000 nodes is 2 parts: one receive.
 //! 7. **EFS**: one mount target per zone, and up to 25,000 NFS client
 //!    connections per file system
 //!    (<https://docs.aws.amazon.com/efs/latest/ug/limits.html>).
 //!
 //! What a worker pays does not grow with the cluster: register, one
-//! receive for the parts (up to 10 parts, about 9,000 nodes), `applied`,
+//! receive for the parts (up to 10 parts, about 30,000 nodes), `applied`,
 //! and after a pause that grows with the cluster (1 to 8 s, the agent's
 //! `NodeState::applied_backoff_ms`) the receive that finds the generation
 //! retired and becomes its idle long poll: 4 calls, 5 when the master
@@ -174,10 +198,13 @@ pub const MAX_HOST_KEY_BYTES: usize = 8 * 1024;
 /// The longest instance id, IP, instance type, Availability Zone or boot id.
 pub const MAX_SHORT_FIELD_BYTES: usize = 64;
 
-/// One part of a manifest; on the wire `{"version": 2, "kind":
-/// "manifest_part", ...}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One part of a manifest; on the wire (message version
+/// [`crate::message::MANIFEST_DEFLATED_VERSION`]) `{"version": 8, "kind":
+/// "manifest_part", ...header, "nodes_deflated": "<base64>"}`, its nodes as
+/// a JSON array, raw deflate, standard base64 (see the module docs, "On the
+/// wire"). A version-2 part with a plain `nodes` array is read too.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "PartWire")]
 pub struct ManifestPart {
     /// The cluster name.
     pub cluster: String,
@@ -197,6 +224,114 @@ pub struct ManifestPart {
     pub cluster_public_key: String,
     /// This part's run of the manifest's nodes, in manifest order.
     pub nodes: Vec<ManifestNode>,
+}
+
+/// A part as it travels: the header, and the nodes either deflated
+/// (written) or plain (version 2, read only).
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PartWire {
+    cluster: String,
+    generation: u64,
+    publication: u64,
+    part: u32,
+    parts: u32,
+    node_count: u32,
+    master: String,
+    cluster_public_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nodes: Option<Vec<ManifestNode>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nodes_deflated: Option<String>,
+}
+
+impl TryFrom<PartWire> for ManifestPart {
+    type Error = String;
+
+    fn try_from(w: PartWire) -> Result<Self, String> {
+        let nodes = match (w.nodes, w.nodes_deflated) {
+            (Some(nodes), None) => nodes,
+            (None, Some(z)) => inflate_nodes(&z)?,
+            (Some(_), Some(_)) => return Err("a manifest part has both `nodes` and `nodes_deflated`".into()),
+            (None, None) => return Err("a manifest part has neither `nodes` nor `nodes_deflated`".into()),
+        };
+        Ok(ManifestPart {
+            cluster: w.cluster,
+            generation: w.generation,
+            publication: w.publication,
+            part: w.part,
+            parts: w.parts,
+            node_count: w.node_count,
+            master: w.master,
+            cluster_public_key: w.cluster_public_key,
+            nodes,
+        })
+    }
+}
+
+impl Serialize for ManifestPart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.wire(deflate_nodes(&self.nodes)).serialize(s)
+    }
+}
+
+impl ManifestPart {
+    /// This part's header on the wire with `nodes_deflated` as its nodes.
+    fn wire(&self, nodes_deflated: String) -> PartWire {
+        PartWire {
+            cluster: self.cluster.clone(),
+            generation: self.generation,
+            publication: self.publication,
+            part: self.part,
+            parts: self.parts,
+            node_count: self.node_count,
+            master: self.master.clone(),
+            cluster_public_key: self.cluster_public_key.clone(),
+            nodes: None,
+            nodes_deflated: Some(nodes_deflated),
+        }
+    }
+}
+
+/// The most bytes a part's nodes may take as JSON, before deflating and
+/// after inflating: four times a body. [`split`] keeps every part within
+/// it, and a part that inflates to more is refused (a deflate bomb costs a
+/// node at most this much, [`MAX_PARTS`] × [`MAX_PUBLICATIONS`] times).
+pub const MAX_INFLATED_BYTES: usize = 4 * MAX_BODY_BYTES;
+
+/// `nodes` as a JSON array, deflated, base64.
+fn deflate_nodes(nodes: &[ManifestNode]) -> String {
+    deflate(&serde_json::to_vec(nodes).unwrap_or_default())
+}
+
+/// Raw deflate, standard base64.
+fn deflate(json: &[u8]) -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut z = flate2::write::DeflateEncoder::new(Vec::with_capacity(json.len() / 2), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = z.write_all(json);
+    let bytes = z.finish().unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The nodes of a `nodes_deflated` field; at most [`MAX_INFLATED_BYTES`]
+/// are inflated.
+fn inflate_nodes(z: &str) -> Result<Vec<ManifestNode>, String> {
+    use base64::Engine;
+    use std::io::Read;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(z)
+        .map_err(|e| format!("`nodes_deflated` is not base64: {e}"))?;
+    let mut json = Vec::new();
+    flate2::read::DeflateDecoder::new(bytes.as_slice())
+        .take(MAX_INFLATED_BYTES as u64 + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| format!("`nodes_deflated` does not inflate: {e}"))?;
+    if json.len() > MAX_INFLATED_BYTES {
+        return Err(format!("`nodes_deflated` inflates to more than {MAX_INFLATED_BYTES} bytes"));
+    }
+    serde_json::from_slice(&json).map_err(|e| format!("`nodes_deflated` is not a list of nodes: {e}"))
 }
 
 /// Splitting a manifest failed.
@@ -283,6 +418,12 @@ pub fn split(manifest: &Manifest, publication: u64) -> Result<Vec<ManifestPart>,
 /// [`split`] with bodies of at most `max_body` bytes (at most
 /// [`MAX_BODY_BYTES`]); tests use a small limit to get many parts out of a
 /// small manifest.
+///
+/// How: the whole node list is one part when it fits; otherwise it is cut
+/// into as many runs of equal length as its deflated size says it needs
+/// (with a margin), and a run that still does not fit (deflate does not
+/// divide evenly) is cut in two, until every run fits. Each part's body is
+/// within `max_body` and its nodes within [`MAX_INFLATED_BYTES`] as JSON.
 pub fn split_within(manifest: &Manifest, publication: u64, max_body: usize) -> Result<Vec<ManifestPart>, SplitError> {
     let max_body = max_body.min(MAX_BODY_BYTES);
     let header = |part: u32, parts: u32, nodes: Vec<ManifestNode>| ManifestPart {
@@ -296,35 +437,56 @@ pub fn split_within(manifest: &Manifest, publication: u64, max_body: usize) -> R
         cluster_public_key: manifest.cluster_public_key.clone(),
         nodes,
     };
-    // The body of a part with no nodes, with the widest part numbers: adding
-    // n nodes to it adds their JSON and n - 1 commas, exactly.
-    let empty = Message::ManifestPart(header(u32::MAX, u32::MAX, Vec::new())).to_body().len();
-    let mut runs: Vec<Vec<ManifestNode>> = Vec::new();
-    let mut run: Vec<ManifestNode> = Vec::new();
-    let mut size = empty;
-    for node in &manifest.nodes {
-        let bytes = serde_json::to_string(node).map(|s| s.len()).unwrap_or(usize::MAX / 2);
-        if empty + bytes > max_body {
-            let instance_id = node.instance_id.clone();
-            return Err(SplitError::NodeTooLarge { instance_id, bytes: empty + bytes, limit: max_body });
+    // The body of a part with no nodes, with the widest part numbers and an
+    // empty `nodes_deflated`: the base64 adds its length, exactly (base64
+    // needs no JSON escapes).
+    let empty =
+        Message::ManifestPart(header(u32::MAX, u32::MAX, Vec::new())).to_body().len() - deflate_nodes(&[]).len();
+    // The body size of a run and its JSON size, or why even one node is too large.
+    let measure = |run: &[ManifestNode]| {
+        let json = serde_json::to_vec(run).unwrap_or_default();
+        (empty + deflate(&json).len(), json.len())
+    };
+    let fits = |(body, json): (usize, usize)| body <= max_body && json <= MAX_INFLATED_BYTES;
+    let nodes = &manifest.nodes;
+    let whole = measure(nodes);
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    if fits(whole) {
+        runs.push(0..nodes.len());
+    } else {
+        let room = max_body.saturating_sub(empty).max(1);
+        let by_body = (whole.0 - empty) * 11 / 10 / room + 1;
+        let by_json = whole.1 * 11 / 10 / MAX_INFLATED_BYTES + 1;
+        let k = by_body.max(by_json).clamp(1, nodes.len().max(1));
+        // Runs of equal length (the first ones one longer), each checked;
+        // one that does not fit is cut in two, in place, until all do.
+        let mut todo: Vec<std::ops::Range<usize>> = (0..k)
+            .rev()
+            .map(|i| (i * nodes.len() / k)..((i + 1) * nodes.len() / k))
+            .filter(|r| !r.is_empty())
+            .collect();
+        while let Some(run) = todo.pop() {
+            if fits(measure(&nodes[run.clone()])) {
+                runs.push(run);
+            } else if run.len() == 1 {
+                let node = &nodes[run.start];
+                return Err(SplitError::NodeTooLarge {
+                    instance_id: node.instance_id.clone(),
+                    bytes: measure(&nodes[run]).0,
+                    limit: max_body,
+                });
+            } else {
+                let mid = run.start + run.len() / 2;
+                todo.push(mid..run.end);
+                todo.push(run.start..mid);
+            }
+            if runs.len() > MAX_PARTS as usize {
+                return Err(SplitError::TooManyParts { parts: runs.len() + todo.len() });
+            }
         }
-        let added = bytes + usize::from(!run.is_empty());
-        if size + added > max_body {
-            runs.push(std::mem::take(&mut run));
-            size = empty;
-            run.push(node.clone());
-            size += bytes;
-        } else {
-            run.push(node.clone());
-            size += added;
-        }
-    }
-    runs.push(run);
-    if runs.len() > MAX_PARTS as usize {
-        return Err(SplitError::TooManyParts { parts: runs.len() });
     }
     let parts = runs.len() as u32;
-    Ok(runs.into_iter().enumerate().map(|(i, nodes)| header(i as u32, parts, nodes)).collect())
+    Ok(runs.into_iter().enumerate().map(|(i, run)| header(i as u32, parts, nodes[run].to_vec())).collect())
 }
 
 /// The parts of one publication seen so far.
@@ -526,25 +688,26 @@ mod tests {
         }
     }
 
-    /// The message-size path at 1,000 and 4,000 nodes, with no processes:
-    /// the bodies the master would send are all within the cap, parse as
-    /// parts, and put back together in any order, with duplicates, give the
-    /// manifest back.
+    /// The message-size path at 1,000 and 4,000 nodes (and past them), with
+    /// no processes: the bodies the master would send are all within the
+    /// cap, parse as parts, and put back together in any order, with
+    /// duplicates, give the manifest back.
     #[test]
     fn a_1000_and_a_4000_node_manifest_travel_in_parts_within_the_cap() {
-        for (nodes, expected_parts) in [(1, 1), (900, 1), (1_000, 2), (4_000, 5)] {
+        for (nodes, expected_parts) in [(0, 1), (1, 1), (900, 1), (1_000, 1), (2_500, 1), (4_000, 2), (16_000, 6)] {
             let m = manifest(nodes, 7, u64::from(nodes));
             let whole = serde_json::to_string(&m).unwrap().len();
             let parts = split(&m, 42).unwrap();
-            assert_eq!(parts.len(), expected_parts, "{nodes} nodes, {whole} bytes whole");
             let bodies: Vec<String> = parts.iter().map(|p| Message::ManifestPart(p.clone()).to_body()).collect();
+            let sizes: Vec<usize> = bodies.iter().map(String::len).collect();
+            eprintln!("{nodes} nodes: {whole} bytes of JSON, {} parts of {sizes:?} bytes", parts.len());
+            assert_eq!(parts.len(), expected_parts, "{nodes} nodes, {whole} bytes whole: {sizes:?}");
             for b in &bodies {
                 assert!(b.len() <= MAX_BODY_BYTES, "{nodes} nodes: a {}-byte body", b.len());
             }
-            // The parts are full but for the last: as few as possible.
-            for b in &bodies[..bodies.len() - 1] {
-                assert!(b.len() > MAX_BODY_BYTES - 1_000, "{nodes} nodes: a part of only {} bytes", b.len());
-            }
+            // As few parts as the bytes need, give or take one.
+            let total: usize = sizes.iter().sum();
+            assert!(parts.len() <= total / MAX_BODY_BYTES + 2, "{nodes} nodes: {sizes:?}");
             let mut rng = Rng(u64::from(nodes));
             for _ in 0..20 {
                 let mut arrivals: Vec<&String> = bodies.iter().chain(bodies.iter().take(rng.below(3))).collect();
@@ -575,17 +738,33 @@ mod tests {
             gpus: u32::MAX,
             ssh_host_key: long(MAX_HOST_KEY_BYTES),
         };
+        // Host keys that do not compress (random base64), and ones that do.
+        let mut rng = Rng(9);
+        const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut random = |n: usize| -> String { (0..n).map(|_| B64[rng.below(64)] as char).collect() };
         let mut m = manifest(0, 1, 0);
-        m.nodes = (0..200u32).map(|i| ManifestNode { index: i + 1, ..big.clone() }).collect();
-        m.cluster_public_key = long(MAX_HOST_KEY_BYTES);
+        m.nodes = (0..200u32)
+            .map(|i| ManifestNode { index: i + 1, ssh_host_key: random(MAX_HOST_KEY_BYTES), ..big.clone() })
+            .collect();
+        m.cluster_public_key = random(MAX_HOST_KEY_BYTES);
         let parts = split(&m, 1).unwrap();
         assert!(parts.len() > 1);
         for p in &parts {
             assert!(Message::ManifestPart(p.clone()).to_body().len() <= MAX_BODY_BYTES);
         }
-        // Larger than a registration may be: refused, not sent oversized.
-        m.nodes[5].ssh_host_key = long(MAX_BODY_BYTES);
+        let mut compressible = m.clone();
+        compressible.nodes.iter_mut().for_each(|n| n.ssh_host_key = long(MAX_HOST_KEY_BYTES));
+        let parts = split(&compressible, 1).unwrap();
+        for p in &parts {
+            let json = serde_json::to_vec(&p.nodes).unwrap().len();
+            assert!(json <= MAX_INFLATED_BYTES, "a part of {json} bytes of JSON");
+        }
+        // Larger than a registration may be: refused, not sent oversized,
+        // whether it is over the body (random) or the inflated bound.
+        m.nodes[5].ssh_host_key = random(MAX_BODY_BYTES);
         assert!(matches!(split(&m, 1), Err(SplitError::NodeTooLarge { .. })));
+        compressible.nodes[5].ssh_host_key = long(MAX_INFLATED_BYTES);
+        assert!(matches!(split(&compressible, 1), Err(SplitError::NodeTooLarge { .. })));
     }
 
     #[test]
@@ -645,7 +824,10 @@ mod tests {
     #[test]
     fn impossible_or_inconsistent_parts_are_refused_with_the_reason() {
         let m = manifest(1_000, 3, 5);
-        let parts = split(&m, 9).unwrap();
+        // Two parts: the second completes the publication, so a count that
+        // does not add up is seen.
+        let parts = split_within(&m, 9, 48 * 1024).unwrap();
+        assert_eq!(parts.len(), 2);
         // `kept`: publications still held after the refusal (a part with
         // impossible numbering is refused alone; parts that disagree drop
         // their whole publication).
@@ -662,9 +844,9 @@ mod tests {
         };
         refused(&|p| p.parts = 0, "1 to 64 parts", 1);
         refused(&|p| p.parts = MAX_PARTS + 1, "1 to 64 parts", 1);
-        refused(&|p| p.part = 2, "not below the part count", 1);
+        refused(&|p| p.part = p.parts, "not below the part count", 1);
         refused(&|p| p.master = "i-other".into(), "disagree", 0);
-        refused(&|p| p.parts = 3, "disagree", 0);
+        refused(&|p| p.parts += 1, "disagree", 0);
         refused(&|p| p.node_count += 1, "disagree", 0);
         refused(&|p| p.nodes.pop().map(drop).unwrap_or(()), "nodes in the parts", 0);
         refused(&|p| p.nodes.swap(0, 1), "index order", 0);
@@ -688,6 +870,7 @@ mod tests {
     #[test]
     fn held_parts_are_bounded_and_superseded() {
         let mut assembly = Assembly::new();
+        let split = |m: &Manifest, publication| split_within(m, publication, 64 * 1024);
         for generation in 1..=20 {
             let parts = split(&manifest(1_000, generation, generation), generation).unwrap();
             assert!(assembly.add(parts[0].clone()).unwrap().is_none());

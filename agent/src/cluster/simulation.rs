@@ -18,14 +18,33 @@
 
 use std::collections::BTreeMap;
 
-use node_contract::message::{Applied, Leave, Manifest, MasterInbound, Register};
-use node_contract::parts::{Assembly, ManifestPart, split_within};
+use node_contract::message::{Applied, Leave, Manifest, ManifestNode, MasterInbound, Register};
+use node_contract::parts::{Assembly, ManifestPart, split};
 
 use super::testkit::{SplitMix64, T0, config, master_reg, worker_reg};
 use super::{Effect, MasterState, NodeDecision, NodeState};
 
-/// A part body limit that makes a 5-to-7-node manifest 4 to 6 parts.
-const PART_LIMIT: usize = 1_100;
+/// The parts of `manifest` as publication `publication`, one node each (a
+/// manifest of 5 to 7 nodes is 5 to 7 parts), so that losses, duplicates
+/// and reordering hit parts often: the master's own split
+/// (`node_contract::parts::split`) sends a manifest this small as one
+/// deflated part. Built as the split builds them (one header, runs of
+/// nodes in manifest order), and checked against it.
+fn parts_of(manifest: &Manifest, publication: u64) -> Vec<ManifestPart> {
+    let whole = split(manifest, publication).unwrap();
+    assert_eq!(whole.len(), 1, "a simulated manifest is one part on the wire");
+    let header = ManifestPart { nodes: Vec::new(), ..whole[0].clone() };
+    let runs: Vec<Vec<ManifestNode>> = if manifest.nodes.is_empty() {
+        vec![Vec::new()]
+    } else {
+        manifest.nodes.chunks(1).map(<[_]>::to_vec).collect()
+    };
+    let parts = runs.len() as u32;
+    runs.into_iter()
+        .enumerate()
+        .map(|(i, nodes)| ManifestPart { part: i as u32, parts, nodes, ..header.clone() })
+        .collect()
+}
 
 struct Node {
     registration: Register,
@@ -208,7 +227,7 @@ impl World {
                         manifest.nodes.iter().map(|n| n.instance_id.clone()).collect::<Vec<_>>()
                     );
                     let mut failed = false;
-                    for part in split_within(&manifest, publication, PART_LIMIT).unwrap() {
+                    for part in parts_of(&manifest, publication) {
                         if self.chance(self.faults.failed_part) {
                             failed = true;
                             continue;
