@@ -181,6 +181,26 @@
 //! worker median 6, max 7; 256 nodes 3.4 s (1.8 s with the slow start),
 //! 64 nodes 0.45 s.
 //!
+//! # Deflated manifest parts (2026-11-26, message version 8)
+//!
+//! A part's nodes now travel deflated and base64'd
+//! (`node_contract::parts`, "On the wire"): the 1,000-node manifest is one
+//! 84,256-byte body instead of 259,088, so moto serves each receive for
+//! about 2.6 ms of CPU instead of 4.6 and the SDK reads a third of the
+//! bytes. Same machine and method, workers started at once: 64 nodes
+//! 0.307 s (0.453 before), calls 4 / 4; 256 nodes 1.638 s (3.378), calls
+//! 4 / 4 (4 / 5); 1,000 nodes 18.0 s (24.6 and 31.3 before), calls per
+//! worker median 4, max 6 (6 / 7), log shipper 2 / 2 (4 / 9), master 516
+//! calls, 0.52 s of CPU and 27.9 MiB (the largest agent; workers 18.0 MiB
+//! on average), the manifest retired 3.7 s after the last node applied.
+//! The window is still the machine's: from the first node applied
+//! (2.6 s after the last registration) to the last took 15.4 s, with the
+//! agents at 1.2 cores and moto at 0.5 (progress lines). A `perf record
+//! -a` over a whole 256-node run put 67 % of the agents' samples in user
+//! space, spread thin (the largest: parsing the system's CA certificates
+//! when an HTTPS client is built, 7.5 %), 31 % in the kernel (process
+//! start, sockets, futexes, fsync).
+//!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
 //! wait is bounded.
@@ -426,13 +446,14 @@ impl Drop for AgentGuard {
     }
 }
 
-/// The size of the manifest in a state file as compact JSON, and how many
-/// messages (parts) it is sent as.
+/// The bytes the manifest in a state file is sent as (every part's
+/// message body, its nodes deflated), and how many messages (parts).
 fn manifest_size(state: &Path) -> BenchResult<(usize, usize)> {
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(state)?)?;
     let manifest: node_contract::message::Manifest = serde_json::from_value(v["manifest"].clone())?;
-    let parts = node_contract::parts::split(&manifest, 1)?.len();
-    Ok((serde_json::to_string(&manifest)?.len(), parts))
+    let parts = node_contract::parts::split(&manifest, 1)?;
+    let bytes = parts.iter().map(|p| node_contract::message::Message::ManifestPart(p.clone()).to_body().len()).sum();
+    Ok((bytes, parts.len()))
 }
 
 /// User plus system CPU seconds of a process so far (`/proc/<pid>/stat`).
@@ -562,7 +583,7 @@ struct Row {
     /// Whether every worker reached its idle long poll (else its window
     /// was cut at the settle deadline).
     settled: bool,
-    /// The manifest's size as compact JSON, and the messages it is sent as.
+    /// The manifest's bytes on the wire (its parts' bodies), and the messages it is sent as.
     manifest_bytes: usize,
     parts: usize,
     /// The master's CPU time (user + system) from its start to the end of the window.
