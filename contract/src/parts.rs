@@ -451,13 +451,18 @@ pub fn split_within(manifest: &Manifest, publication: u64, max_body: usize) -> R
     let nodes = &manifest.nodes;
     let whole = measure(nodes);
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    if fits(whole) {
+    // A manifest with no nodes is one part whatever its size (its header
+    // is bounded by what a node config and a key may hold).
+    if nodes.is_empty() || fits(whole) {
         runs.push(0..nodes.len());
     } else {
         let room = max_body.saturating_sub(empty).max(1);
         let by_body = (whole.0 - empty) * 11 / 10 / room + 1;
         let by_json = whole.1 * 11 / 10 / MAX_INFLATED_BYTES + 1;
-        let k = by_body.max(by_json).clamp(1, nodes.len().max(1));
+        let k = by_body.max(by_json).clamp(1, nodes.len());
+        if k > MAX_PARTS as usize {
+            return Err(SplitError::TooManyParts { parts: k });
+        }
         // Runs of equal length (the first ones one longer), each checked;
         // one that does not fit is cut in two, in place, until all do.
         let mut todo: Vec<std::ops::Range<usize>> = (0..k)
@@ -765,6 +770,16 @@ mod tests {
         assert!(matches!(split(&m, 1), Err(SplitError::NodeTooLarge { .. })));
         compressible.nodes[5].ssh_host_key = long(MAX_INFLATED_BYTES);
         assert!(matches!(split(&compressible, 1), Err(SplitError::NodeTooLarge { .. })));
+    }
+
+    /// A generation that would need more than [`MAX_PARTS`] parts is
+    /// refused, not sent; a manifest with no nodes is one part.
+    #[test]
+    fn more_parts_than_a_generation_may_have_are_refused() {
+        let m = manifest(1_000, 2, 3);
+        assert!(matches!(split_within(&m, 1, 1_000), Err(SplitError::TooManyParts { parts }) if parts > 64));
+        let none = manifest(0, 2, 3);
+        assert_eq!(split_within(&none, 1, 10).unwrap().len(), 1);
     }
 
     #[test]
