@@ -174,11 +174,13 @@
 //! retired and becomes its idle long poll: 4 calls, 5 when the master
 //! retires late; and one more long poll for every 20 s it waits for the
 //! other nodes (20 s is the longest wait SQS allows, and a node must be
-//! polling to apply a generation within a second of its publication): a
+//! polling to apply a generation within a second of its publication), and
+//! one more `register` after 30 s of waiting and every minute after: a
 //! worker that waits `w` seconds for the formation pays `4 + floor(w / 20)`
-//! calls. In the formation benchmark (workers started over 10 s) that is 4
-//! at the median at 64, 256 and 1,000 nodes, and 6 for the 1,000-node
-//! workers that waited longest.
+//! calls, plus `1 + floor((w - 30) / 60)` when `w` is over 30. In the
+//! formation benchmark (workers started over 10 s) that is 4 at the median
+//! at 64, 256 and 1,000 nodes, and 6 for the 1,000-node workers that
+//! waited longest.
 //!
 //! What the master pays per formation of `N` nodes: it reads two messages
 //! a node (`register`, `applied`) with receives of up to 10 and deletes
