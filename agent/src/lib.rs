@@ -20,6 +20,7 @@
 //!   [`interruption`]: the watcher for Spot and rebalance notices.
 //! - [`netgate`]: the network gate's bandwidth probe and its judgement.
 //! - [`logs`]: the node's lines shipped to its CloudWatch Logs stream.
+//! - [`memory`]: freed heap given back to the system after bursts.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
 pub mod aws;
@@ -32,6 +33,7 @@ pub mod gpu;
 pub mod identity;
 pub mod interruption;
 pub mod logs;
+pub mod memory;
 pub mod netgate;
 pub mod ports;
 pub mod runner;

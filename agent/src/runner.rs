@@ -78,17 +78,23 @@ fn prepare_marker(root: &Path, config: &NodeConfig, ip: &str) -> PathBuf {
 
 /// The master's state file, written only when the state changed: most loop
 /// turns (an idle long poll) change nothing, and need no read or fsync.
+/// What was written last is kept as its length and hash, not its text (at
+/// 1,000 nodes the state is about a megabyte).
 struct StateFile {
     path: PathBuf,
-    last: String,
+    last: Option<(usize, u64)>,
 }
 
 impl StateFile {
     fn save(&mut self, state: &MasterState) -> anyhow::Result<()> {
+        use std::hash::{Hash, Hasher};
         let text = serde_json::to_string(state)?;
-        if text != self.last {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let now = Some((text.len(), hasher.finish()));
+        if now != self.last {
             files::atomic::write_if_changed(&self.path, &text, 0o600)?;
-            self.last = text;
+            self.last = now;
         }
         Ok(())
     }
@@ -730,6 +736,8 @@ fn apply(
     let interface = crate::fabric::interface_with(&me.private_ip);
     let fabric = crate::fabric::environment(config.efa.as_ref(), Some(&me.instance_type), interface.as_deref());
     let changed = files::apply_manifest(&opts.root, manifest, &me.instance_id, config, key, &fabric)?;
+    // The manifest's text, checks and rendered files are freed by now.
+    crate::memory::release_free_heap();
     info!(
         generation = manifest.generation,
         nodes = manifest.nodes.len(),
@@ -773,7 +781,7 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
             MasterState::new(config, size, me, key.public_openssh.clone(), now_ms())
         }
     };
-    let mut state_file = StateFile { path, last: String::new() };
+    let mut state_file = StateFile { path, last: None };
     let mut sent = SentMark::load(&opts.root);
     let effects = state.start(now_ms(), sent.through);
     execute(opts, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals).await?;
@@ -781,6 +789,8 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
     // Receives in flight per turn: 1 (a long poll), more while the queue
     // has a backlog ([`next_fan_out`]).
     let mut fan_out = 1;
+    // Freed heap goes back to the system after busy turns (crate::memory).
+    let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(1));
     // The previous turn's deletes, still running while this turn receives.
     let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
     loop {
@@ -807,6 +817,9 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         execute(opts, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals).await?;
         let handled = started.elapsed();
         state_file.save(&state)?;
+        if !received.is_empty() {
+            trimmer.after_work();
+        }
         debug!(
             messages = received.len(),
             receive_ms = read.as_millis() as u64,
