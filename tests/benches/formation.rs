@@ -201,6 +201,18 @@
 //! when an HTTPS client is built, 7.5 %), 31 % in the kernel (process
 //! start, sockets, futexes, fsync).
 //!
+//! Memory: `/proc/<pid>/smaps_rollup` of the master and a worker through a
+//! 1,000-node run: of the master's 28 MiB RSS, 15 MiB were its binary's
+//! pages (shared by every agent: its proportional share 0.25 MiB) and
+//! 13 MiB private, grown from 1.9 MiB at its start; a worker 18.8 MiB, 4.2
+//! private. The agent now gives freed heap back after a manifest and after
+//! the master's busy turns (`agent::memory`): two runs at 1,000 nodes,
+//! master RSS 22.6 and 22.7 MiB (private peak 9 MiB), workers 17.5 MiB on
+//! average, and 13.0 and 12.9 s from the last registration to all applied,
+//! calls per worker 4 / 5 (two runs before it: 18.0 and 18.3 s, 4 / 6; the
+//! workers' spawn took 8.7 and 8.8 s in the later runs, 10.0 and 11.7 s in
+//! the earlier, so not all of the difference is the change).
+//!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
 //! wait is bounded.
