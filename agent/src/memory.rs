@@ -30,27 +30,48 @@ pub fn release_free_heap() {
 
 /// [`release_free_heap`] after work, at most once per `every`: the master
 /// trims after each turn that handled messages, and a formation has a turn
-/// every few milliseconds.
+/// every few milliseconds; work not followed by a trim yet is trimmed when
+/// the loop goes idle ([`Trimmer::idle`]), so what a burst freed does not
+/// stay for the days the agent idles after it.
 #[derive(Debug)]
 pub struct Trimmer {
     every: Duration,
     last: Option<Instant>,
+    /// Work was done since the last trim.
+    pending: bool,
 }
 
 impl Trimmer {
     /// Trims at most once per `every`.
     pub fn new(every: Duration) -> Self {
-        Trimmer { every, last: None }
+        Trimmer { every, last: None, pending: false }
     }
 
-    /// Trims unless it did less than `every` ago; returns whether it did.
+    /// After work: trims unless it did less than `every` ago; returns
+    /// whether it did.
     pub fn after_work(&mut self) -> bool {
+        self.pending = true;
         if self.last.is_some_and(|t| t.elapsed() < self.every) {
             return false;
         }
+        self.trim();
+        true
+    }
+
+    /// When the loop has nothing to do: trims if work came after the last
+    /// trim; returns whether it did.
+    pub fn idle(&mut self) -> bool {
+        if !self.pending {
+            return false;
+        }
+        self.trim();
+        true
+    }
+
+    fn trim(&mut self) {
         release_free_heap();
         self.last = Some(Instant::now());
-        true
+        self.pending = false;
     }
 }
 
@@ -95,8 +116,11 @@ mod tests {
         assert!(trimmer.after_work());
         let after = anonymous_kib();
         assert!(after + 16 * 1024 < before, "{before} KiB before the trim, {after} KiB after");
-        // Rate-limited: a second call within the period does nothing.
+        // Rate-limited: a second call within the period does nothing, and
+        // the work it stands for is trimmed once the loop is idle, once.
         assert!(!trimmer.after_work());
+        assert!(trimmer.idle());
+        assert!(!trimmer.idle());
         assert_eq!(kept.len(), 313);
     }
 }

@@ -817,7 +817,9 @@ async fn master_loop<G: WorkerGroup, S: StackSignals>(
         execute(opts, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals).await?;
         let handled = started.elapsed();
         state_file.save(&state)?;
-        if !received.is_empty() {
+        if received.is_empty() {
+            trimmer.idle();
+        } else {
             trimmer.after_work();
         }
         debug!(
