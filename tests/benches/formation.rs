@@ -206,12 +206,17 @@
 //! pages (shared by every agent: its proportional share 0.25 MiB) and
 //! 13 MiB private, grown from 1.9 MiB at its start; a worker 18.8 MiB, 4.2
 //! private. The agent now gives freed heap back after a manifest and after
-//! the master's busy turns (`agent::memory`): two runs at 1,000 nodes,
-//! master RSS 22.6 and 22.7 MiB (private peak 9 MiB), workers 17.5 MiB on
-//! average, and 13.0 and 12.9 s from the last registration to all applied,
-//! calls per worker 4 / 5 (two runs before it: 18.0 and 18.3 s, 4 / 6; the
-//! workers' spawn took 8.7 and 8.8 s in the later runs, 10.0 and 11.7 s in
-//! the earlier, so not all of the difference is the change).
+//! the master's busy turns (`agent::memory`): four runs at 1,000 nodes,
+//! master RSS 22.1 to 22.7 MiB (private peak 8 to 9 MiB), workers 17.5 to
+//! 17.8 MiB on average.
+//!
+//! The machine's state moves the 1,000-node figures more than these
+//! changes do: runs started right after a CI run (load 8, 13 GB of the
+//! 24 GB in page cache, which the kernel must reclaim for 17.5 GB of
+//! agents) took 16.2 to 18.3 s from the last registration to all applied,
+//! with calls per worker 4 / 6 or 5 / 6 (the master retired late); runs on
+//! a settled machine, or after `sync; echo 1 > /proc/sys/vm/drop_caches`,
+//! 12.9 to 13.0 s, 4 / 5. Drop the caches first for figures to compare.
 //!
 //! Every process is killed on the way out, panics included (drop guards,
 //! and `PR_SET_PDEATHSIG` for when the benchmark itself is killed); every
