@@ -315,7 +315,9 @@ pub fn nodes(manifest: &Manifest) -> Result<Vec<Node<'_>>, FilesError> {
             short_name: first_label(&n.hostname).filter(|s| shorts[s] == 1 && !names.contains(s)),
         })
         .collect();
-    nodes.sort_by_key(|n| (!n.is_master, n.node.index, n.node.instance_id.clone()));
+    nodes.sort_by(|a, b| {
+        (!a.is_master, a.node.index, &a.node.instance_id).cmp(&(!b.is_master, b.node.index, &b.node.instance_id))
+    });
     for n in &nodes {
         check_node(n.node)?;
     }
@@ -327,31 +329,34 @@ pub fn nodes(manifest: &Manifest) -> Result<Vec<Node<'_>>, FilesError> {
 /// host name or instance id. One pass with a set per field: a manifest of
 /// a thousand nodes is checked in microseconds.
 fn unique(manifest: &Manifest) -> Result<(), FilesError> {
-    type Field = (&'static str, fn(&ManifestNode) -> String);
+    use std::borrow::Cow;
+    type Field = (&'static str, for<'a> fn(&'a ManifestNode) -> Cow<'a, str>);
     let fields: [Field; 5] = [
-        ("index", |n| n.index.to_string()),
-        ("alias", |n| n.alias.clone()),
-        ("private_ip", |n| n.private_ip.clone()),
-        ("hostname", |n| n.hostname.clone()),
-        ("instance_id", |n| n.instance_id.clone()),
+        ("index", |n| Cow::Owned(n.index.to_string())),
+        ("alias", |n| Cow::Borrowed(&n.alias)),
+        ("private_ip", |n| Cow::Borrowed(&n.private_ip)),
+        ("hostname", |n| Cow::Borrowed(&n.hostname)),
+        ("instance_id", |n| Cow::Borrowed(&n.instance_id)),
     ];
     for (field, value_of) in fields {
-        let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+        let mut seen: std::collections::HashMap<Cow<'_, str>, &str> =
+            std::collections::HashMap::with_capacity(manifest.nodes.len());
         for n in &manifest.nodes {
             let value = value_of(n);
             // A node without a host name has nothing to clash.
             if value.is_empty() {
                 continue;
             }
-            if let Some(first) = seen.insert(value.clone(), &n.instance_id) {
+            if let Some(first) = seen.get(&value) {
                 return Err(FilesError::Duplicate {
                     generation: manifest.generation,
                     field,
-                    value,
-                    first: first.to_owned(),
+                    value: value.into_owned(),
+                    first: (*first).to_owned(),
                     second: n.instance_id.clone(),
                 });
             }
+            seen.insert(value, &n.instance_id);
         }
     }
     Ok(())
