@@ -1070,11 +1070,10 @@ async fn publish(
     manifest: &message::Manifest,
     publication: u64,
 ) -> Result<usize, PublishError> {
-    let parts = node_contract::parts::split(manifest, publication)?;
-    let count = parts.len();
-    for part in parts {
-        let (number, body) = (part.part, Message::ManifestPart(part).to_body());
-        retry("publish the manifest", || worker_queue.send(&body))
+    let bodies = node_contract::parts::bodies(manifest, publication)?;
+    let count = bodies.len();
+    for (number, body) in bodies.iter().enumerate() {
+        retry("publish the manifest", || worker_queue.send(body))
             .await
             .map_err(|e| PublishError::Send(PortError::Transient(format!("part {} of {count}: {e}", number + 1))))?;
     }

@@ -196,7 +196,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{MAX_BODY_BYTES, Manifest, ManifestNode, Message, Register};
+use crate::message::{MANIFEST_DEFLATED_VERSION, MAX_BODY_BYTES, Manifest, ManifestNode, Register};
 
 /// The most parts one generation may have: 64 parts of 256 KiB (16 MiB)
 /// hold far more than the largest cluster Auto Scaling can give one group.
@@ -426,25 +426,42 @@ pub fn check_register(r: &Register) -> Result<(), String> {
     Ok(())
 }
 
-/// The message bodies of `manifest` as publication `publication`: as few
-/// parts as keep every body within [`MAX_BODY_BYTES`], nodes in manifest
-/// order. A manifest with no nodes is one part.
+/// The parts of `manifest` as publication `publication`: as few parts as
+/// keep every body within [`MAX_BODY_BYTES`], nodes in manifest order. A
+/// manifest with no nodes is one part.
 pub fn split(manifest: &Manifest, publication: u64) -> Result<Vec<ManifestPart>, SplitError> {
     split_within(manifest, publication, MAX_BODY_BYTES)
+}
+
+/// The message bodies of [`split`]'s parts, in part order, each part's
+/// nodes deflated once (the same bytes as `Message::ManifestPart(part).to_body()`,
+/// which deflates again): what the master sends.
+pub fn bodies(manifest: &Manifest, publication: u64) -> Result<Vec<String>, SplitError> {
+    let runs = runs(manifest, publication, MAX_BODY_BYTES)?;
+    let parts = runs.len() as u32;
+    Ok(runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, run)| wire_body(&header(manifest, publication, i as u32, parts, Vec::new()), run.deflated))
+        .collect())
 }
 
 /// [`split`] with bodies of at most `max_body` bytes (at most
 /// [`MAX_BODY_BYTES`]); tests use a small limit to get many parts out of a
 /// small manifest.
-///
-/// How: the whole node list is one part when it fits; otherwise it is cut
-/// into as many runs of equal length as its deflated size says it needs
-/// (with a margin), and a run that still does not fit (deflate does not
-/// divide evenly) is cut in two, until every run fits. Each part's body is
-/// within `max_body` and its nodes within [`MAX_INFLATED_BYTES`] as JSON.
 pub fn split_within(manifest: &Manifest, publication: u64, max_body: usize) -> Result<Vec<ManifestPart>, SplitError> {
-    let max_body = max_body.min(MAX_BODY_BYTES);
-    let header = |part: u32, parts: u32, nodes: Vec<ManifestNode>| ManifestPart {
+    let runs = runs(manifest, publication, max_body)?;
+    let parts = runs.len() as u32;
+    Ok(runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, run)| header(manifest, publication, i as u32, parts, manifest.nodes[run.range].to_vec()))
+        .collect())
+}
+
+/// Part `part` of `parts` of `manifest`'s publication `publication`, with `nodes`.
+fn header(manifest: &Manifest, publication: u64, part: u32, parts: u32, nodes: Vec<ManifestNode>) -> ManifestPart {
+    ManifestPart {
         cluster: manifest.cluster.clone(),
         generation: manifest.generation,
         publication,
@@ -454,62 +471,86 @@ pub fn split_within(manifest: &Manifest, publication: u64, max_body: usize) -> R
         master: manifest.master.clone(),
         cluster_public_key: manifest.cluster_public_key.clone(),
         nodes,
-    };
+    }
+}
+
+/// The message body of `part`'s header with `nodes_deflated` as its nodes:
+/// what `Message::ManifestPart(part).to_body()` writes.
+fn wire_body(part: &ManifestPart, nodes_deflated: String) -> String {
+    #[derive(Serialize)]
+    struct Body {
+        version: u32,
+        kind: &'static str,
+        #[serde(flatten)]
+        part: PartWire,
+    }
+    let body = Body { version: MANIFEST_DEFLATED_VERSION, kind: "manifest_part", part: part.wire(nodes_deflated) };
+    // Strings and numbers always serialize.
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
+/// One part's run of a manifest's nodes, and those nodes deflated.
+struct Run {
+    range: std::ops::Range<usize>,
+    deflated: String,
+}
+
+/// How [`split_within`] cuts `manifest`: the whole node list is one part
+/// when it fits; otherwise it is cut into as many runs of equal length as
+/// its deflated size says it needs (with a margin), and a run that still
+/// does not fit (deflate does not divide evenly) is cut in two, until every
+/// run fits. Each part's body is within `max_body` and its nodes within
+/// [`MAX_INFLATED_BYTES`] as JSON.
+fn runs(manifest: &Manifest, publication: u64, max_body: usize) -> Result<Vec<Run>, SplitError> {
+    let max_body = max_body.min(MAX_BODY_BYTES);
     // The body of a part with no nodes, with the widest part numbers and an
     // empty `nodes_deflated`: the base64 adds its length, exactly (base64
     // needs no JSON escapes).
-    let empty =
-        Message::ManifestPart(header(u32::MAX, u32::MAX, Vec::new())).to_body().len() - deflate_nodes(&[]).len();
-    // The body size of a run and its JSON size, or why even one node is too large.
-    let measure = |run: &[ManifestNode]| {
-        let json = serde_json::to_vec(run).unwrap_or_default();
-        (empty + deflate(&json).len(), json.len())
+    let empty = wire_body(&header(manifest, publication, u32::MAX, u32::MAX, Vec::new()), String::new()).len();
+    // A run deflated, its body size, and its JSON size.
+    let measure = |range: std::ops::Range<usize>| {
+        let json = serde_json::to_vec(&manifest.nodes[range.clone()]).unwrap_or_default();
+        let deflated = deflate(&json);
+        let sizes = (empty + deflated.len(), json.len());
+        (Run { range, deflated }, sizes)
     };
     let fits = |(body, json): (usize, usize)| body <= max_body && json <= MAX_INFLATED_BYTES;
-    let nodes = &manifest.nodes;
-    let whole = measure(nodes);
-    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    let n = manifest.nodes.len();
+    let (whole, sizes) = measure(0..n);
     // A manifest with no nodes is one part whatever its size (its header
     // is bounded by what a node config and a key may hold).
-    if nodes.is_empty() || fits(whole) {
-        runs.push(0..nodes.len());
-    } else {
-        let room = max_body.saturating_sub(empty).max(1);
-        let by_body = (whole.0 - empty) * 11 / 10 / room + 1;
-        let by_json = whole.1 * 11 / 10 / MAX_INFLATED_BYTES + 1;
-        let k = by_body.max(by_json).clamp(1, nodes.len());
-        if k > MAX_PARTS as usize {
-            return Err(SplitError::TooManyParts { parts: k });
+    if n == 0 || fits(sizes) {
+        return Ok(vec![whole]);
+    }
+    let room = max_body.saturating_sub(empty).max(1);
+    let by_body = (sizes.0 - empty) * 11 / 10 / room + 1;
+    let by_json = sizes.1 * 11 / 10 / MAX_INFLATED_BYTES + 1;
+    let k = by_body.max(by_json).clamp(1, n);
+    if k > MAX_PARTS as usize {
+        return Err(SplitError::TooManyParts { parts: k });
+    }
+    // Runs of equal length (the first ones one longer), each checked; one
+    // that does not fit is cut in two, in place, until all do.
+    let mut todo: Vec<std::ops::Range<usize>> =
+        (0..k).rev().map(|i| (i * n / k)..((i + 1) * n / k)).filter(|r| !r.is_empty()).collect();
+    let mut runs = Vec::new();
+    while let Some(range) = todo.pop() {
+        let (run, sizes) = measure(range);
+        if fits(sizes) {
+            runs.push(run);
+        } else if run.range.len() == 1 {
+            let instance_id = manifest.nodes[run.range.start].instance_id.clone();
+            return Err(SplitError::NodeTooLarge { instance_id, bytes: sizes.0, limit: max_body });
+        } else {
+            let mid = run.range.start + run.range.len() / 2;
+            todo.push(mid..run.range.end);
+            todo.push(run.range.start..mid);
         }
-        // Runs of equal length (the first ones one longer), each checked;
-        // one that does not fit is cut in two, in place, until all do.
-        let mut todo: Vec<std::ops::Range<usize>> = (0..k)
-            .rev()
-            .map(|i| (i * nodes.len() / k)..((i + 1) * nodes.len() / k))
-            .filter(|r| !r.is_empty())
-            .collect();
-        while let Some(run) = todo.pop() {
-            if fits(measure(&nodes[run.clone()])) {
-                runs.push(run);
-            } else if run.len() == 1 {
-                let node = &nodes[run.start];
-                return Err(SplitError::NodeTooLarge {
-                    instance_id: node.instance_id.clone(),
-                    bytes: measure(&nodes[run]).0,
-                    limit: max_body,
-                });
-            } else {
-                let mid = run.start + run.len() / 2;
-                todo.push(mid..run.end);
-                todo.push(run.start..mid);
-            }
-            if runs.len() > MAX_PARTS as usize {
-                return Err(SplitError::TooManyParts { parts: runs.len() + todo.len() });
-            }
+        if runs.len() > MAX_PARTS as usize {
+            return Err(SplitError::TooManyParts { parts: runs.len() + todo.len() });
         }
     }
-    let parts = runs.len() as u32;
-    Ok(runs.into_iter().enumerate().map(|(i, run)| header(i as u32, parts, nodes[run].to_vec())).collect())
+    Ok(runs)
 }
 
 /// The parts of one publication seen so far.
@@ -654,7 +695,7 @@ fn inconsistent(part: &ManifestPart, reason: String) -> PartError {
 mod tests {
     use super::*;
     use crate::Role;
-    use crate::message::{Unusable, parse_worker_queue, worker_alias};
+    use crate::message::{Message, Unusable, parse_worker_queue, worker_alias};
 
     /// A small deterministic PRNG (SplitMix64).
     struct Rng(u64);
@@ -722,6 +763,7 @@ mod tests {
             let whole = serde_json::to_string(&m).unwrap().len();
             let parts = split(&m, 42).unwrap();
             let bodies: Vec<String> = parts.iter().map(|p| Message::ManifestPart(p.clone()).to_body()).collect();
+            assert_eq!(super::bodies(&m, 42).unwrap(), bodies, "{nodes} nodes: what the master sends");
             let sizes: Vec<usize> = bodies.iter().map(String::len).collect();
             eprintln!("{nodes} nodes: {whole} bytes of JSON, {} parts of {sizes:?} bytes", parts.len());
             assert_eq!(parts.len(), expected_parts, "{nodes} nodes, {whole} bytes whole: {sizes:?}");

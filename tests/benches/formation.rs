@@ -468,9 +468,8 @@ impl Drop for AgentGuard {
 fn manifest_size(state: &Path) -> BenchResult<(usize, usize)> {
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(state)?)?;
     let manifest: node_contract::message::Manifest = serde_json::from_value(v["manifest"].clone())?;
-    let parts = node_contract::parts::split(&manifest, 1)?;
-    let bytes = parts.iter().map(|p| node_contract::message::Message::ManifestPart(p.clone()).to_body().len()).sum();
-    Ok((bytes, parts.len()))
+    let bodies = node_contract::parts::bodies(&manifest, 1)?;
+    Ok((bodies.iter().map(String::len).sum(), bodies.len()))
 }
 
 /// User plus system CPU seconds of a process so far (`/proc/<pid>/stat`).

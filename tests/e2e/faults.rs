@@ -45,8 +45,7 @@ fn applied_generations(agent: &AgentProcess) -> Vec<u64> {
 
 /// The message bodies of `manifest`'s parts.
 fn part_bodies(manifest: &node_contract::message::Manifest) -> Vec<String> {
-    let parts = node_contract::parts::split(manifest, 1).expect("a small manifest splits");
-    parts.into_iter().map(|p| node_contract::message::Message::ManifestPart(p).to_body()).collect()
+    node_contract::parts::bodies(manifest, 1).expect("a small manifest splits")
 }
 
 fn still_running(agents: &mut [AgentProcess]) {
