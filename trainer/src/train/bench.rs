@@ -145,19 +145,29 @@ impl<C: Collective<[f32]>> Timed for Host<C> {
 
     fn time_all_reduce(&mut self, floats: usize, warmup: u32, iters: u32) -> Result<f64, CollectiveError> {
         let mut buf = vec![1.0f32; floats];
-        for _ in 0..warmup {
-            self.0.all_reduce_sum(&mut buf)?;
-        }
-        let t = Instant::now();
-        for _ in 0..iters.max(1) {
-            self.0.all_reduce_sum(&mut buf)?;
-        }
-        Ok(t.elapsed().as_secs_f64() / f64::from(iters.max(1)))
+        mean_seconds(warmup, iters, || self.0.all_reduce_sum(&mut buf))
     }
 
     fn sum_host(&mut self, values: &mut [f32]) -> Result<(), CollectiveError> {
         self.0.all_reduce_sum(values)
     }
+}
+
+/// `warmup` untimed calls of `op`, then the mean seconds of `iters` (at
+/// least 1) timed ones.
+pub(crate) fn mean_seconds(
+    warmup: u32,
+    iters: u32,
+    mut op: impl FnMut() -> Result<(), CollectiveError>,
+) -> Result<f64, CollectiveError> {
+    for _ in 0..warmup {
+        op()?;
+    }
+    let t = Instant::now();
+    for _ in 0..iters.max(1) {
+        op()?;
+    }
+    Ok(t.elapsed().as_secs_f64() / f64::from(iters.max(1)))
 }
 
 /// Measures every size on `c`; every rank gets the same rows.
@@ -244,20 +254,20 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
     let Next::Reformed { group, ring, .. } = next else {
         return Err(BenchError::Usage("the rendezvous did not give this process a rank".into()));
     };
-    let sizes = sizes(args.min_bytes, args.max_bytes);
     #[cfg(feature = "cuda")]
-    let (rows, how) = match gpu {
+    let (mut timed, how): (Box<dyn Timed>, _) = match gpu {
         Some(stream) => {
             // NCCL carries the sums; the ring only formed the group.
             drop(ring);
-            let mut nccl = crate::train::cuda::DeviceBench::join(&stream, &group)
+            let nccl = crate::train::cuda::DeviceBench::join(&stream, &group)
                 .map_err(|e| BenchError::Device(e.to_string()))?;
-            (measure(&mut nccl, &sizes, args.warmup, args.iters)?, "NCCL")
+            (Box::new(nccl), "NCCL")
         }
-        None => (measure(&mut Host(ring), &sizes, args.warmup, args.iters)?, "TCP ring"),
+        None => (Box::new(Host(ring)), "TCP ring"),
     };
     #[cfg(not(feature = "cuda"))]
-    let (rows, how) = (measure(&mut Host(ring), &sizes, args.warmup, args.iters)?, "TCP ring");
+    let (mut timed, how): (Box<dyn Timed>, _) = (Box::new(Host(ring)), "TCP ring");
+    let rows = measure(timed.as_mut(), &sizes(args.min_bytes, args.max_bytes), args.warmup, args.iters)?;
     if group.rank == 0 {
         cli_output::print(&table(&rows, group.world_size, how)).map_err(BenchError::Output)?;
     }

@@ -23,7 +23,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use super::{CudaError, Library, call, probe};
-use crate::train::bench::Timed;
+use crate::train::bench::{Timed, mean_seconds};
 use crate::train::collective::{Collective, CollectiveError, Group};
 
 /// Bytes in NCCL's unique id (`ncclUniqueId`).
@@ -184,14 +184,7 @@ impl Timed for DeviceBench {
 
     fn time_all_reduce(&mut self, floats: usize, warmup: u32, iters: u32) -> Result<f64, CollectiveError> {
         let mut buf = self.stream.clone_htod(&vec![1.0f32; floats]).map_err(device)?;
-        for _ in 0..warmup {
-            self.nccl.all_reduce_sum(&mut buf)?;
-        }
-        let t = Instant::now();
-        for _ in 0..iters.max(1) {
-            self.nccl.all_reduce_sum(&mut buf)?;
-        }
-        Ok(t.elapsed().as_secs_f64() / f64::from(iters.max(1)))
+        mean_seconds(warmup, iters, || self.nccl.all_reduce_sum(&mut buf))
     }
 
     fn sum_host(&mut self, values: &mut [f32]) -> Result<(), CollectiveError> {
