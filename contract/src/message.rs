@@ -827,12 +827,7 @@ mod tests {
 
         use base64::Engine;
         let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-        let deflated = |json: &[u8]| {
-            use std::io::Write;
-            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
-            z.write_all(json).unwrap();
-            b64(&z.finish().unwrap())
-        };
+        let deflated = crate::parts::deflate;
         let with = |edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
             let mut w = v.clone();
             edit(w.as_object_mut().unwrap());

@@ -323,7 +323,7 @@ fn deflate_nodes(nodes: &[ManifestNode]) -> String {
 }
 
 /// Raw deflate, standard base64.
-fn deflate(json: &[u8]) -> String {
+pub(crate) fn deflate(json: &[u8]) -> String {
     use base64::Engine;
     use std::io::Write;
     let mut z = flate2::write::DeflateEncoder::new(Vec::with_capacity(json.len() / 2), flate2::Compression::default());
