@@ -79,7 +79,10 @@ fn prepare_marker(root: &Path, config: &NodeConfig, ip: &str) -> PathBuf {
 /// The master's state file, written only when the state changed: most loop
 /// turns (an idle long poll) change nothing, and need no read or fsync.
 /// What was written last is kept as its length and hash, not its text (at
-/// 1,000 nodes the state is about a megabyte).
+/// 1,000 nodes the state is about a megabyte); a state that differs from it
+/// is written without reading the file back first. The first save compares
+/// with the file (a restarted master whose state did not change writes
+/// nothing).
 struct StateFile {
     path: PathBuf,
     last: Option<(usize, u64)>,
@@ -92,10 +95,15 @@ impl StateFile {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         text.hash(&mut hasher);
         let now = Some((text.len(), hasher.finish()));
-        if now != self.last {
-            files::atomic::write_if_changed(&self.path, &text, 0o600)?;
-            self.last = now;
+        if now == self.last {
+            return Ok(());
         }
+        if self.last.is_none() {
+            files::atomic::write_if_changed(&self.path, &text, 0o600)?;
+        } else {
+            files::atomic::write(&self.path, &text, 0o600)?;
+        }
+        self.last = now;
         Ok(())
     }
 }
