@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Lints CloudFormation templates with cfn-lint (all five regions) and checkov:
+# Lints CloudFormation templates with cfn-lint (all five regions), checkov,
+# and every IAM policy in them with parliament (tests/lint-iam.py):
 #  - every insta snapshot in SNAPSHOT_DIR (default: snapshots/templates, the
 #    cluster templates, and snapshots/images, the `synth image` templates), whose
 #    body (after the YAML header between `---` lines) is the template;
 #  - the templates `synth build` makes from freshly generated random blueprints
 #    (synth/examples/random_blueprints.rs). A generated blueprint is valid by
 #    construction, so `synth build` rejecting one is a failure too.
-# Any cfn-lint error or warning, any failed checkov check, a template that does
-# not parse, or no snapshots at all fails the run (exit 1).
+# Any cfn-lint error or warning, any failed checkov check, any parliament
+# finding (its community auditors included), a template that does not parse, or
+# no snapshots at all fails the run (exit 1). Before the templates, parliament
+# must find the three mistakes planted in tests/fixtures/lint-iam/findings.json,
+# so a lint that silently checks nothing fails too.
 #
 # Usage: tests/lint-templates.sh [SNAPSHOT_DIR]
 # Environment:
@@ -37,6 +41,8 @@ if [ -x "$root/.venv/bin/cfn-lint" ]; then
 fi
 command -v cfn-lint >/dev/null || die "cfn-lint not found (scripts/test installs it into .venv)"
 command -v checkov >/dev/null || die "checkov not found (scripts/test installs it into .venv)"
+command -v python3 >/dev/null && python3 -c 'import parliament' 2>/dev/null ||
+  die "parliament not found for python3 (scripts/test installs it into .venv)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/lint-templates.XXXXXX")
 failed=0
@@ -141,6 +147,24 @@ if (( rc != 0 || check_failed > 0 || parse_errors > 0 )) || [ "$seen" != "${reso
     "$parse_errors parsing errors, $seen of ${resources:-?} resources seen (exit code $rc)"
 else
   echo "checkov: ${#templates[@]} templates, $passed passed, 0 failed"
+fi
+
+# 6. parliament on every IAM policy: first the planted mistakes (a wrong
+# resource type, a misspelt action, s3:GetObject on "*"), which must give
+# exactly three findings, then the templates, which must give none.
+rc=0
+out=$(python3 "$root/tests/lint-iam.py" "$root/tests/fixtures/lint-iam/findings.json" 2>&1) || rc=$?
+if [ "$rc" != 1 ] || ! grep -q '^parliament: 1 templates, 1 policies, 3 findings$' <<<"$out"; then
+  failed=1
+  printf '%s\n' "$out"
+  echo "FAIL: parliament did not find the 3 planted findings in tests/fixtures/lint-iam/findings.json (exit code $rc)"
+fi
+rc=0
+out=$(python3 "$root/tests/lint-iam.py" "${templates[@]}" 2>&1) || rc=$?
+printf '%s\n' "$out" | sed "s|$work/templates/||"
+if [ "$rc" != 0 ]; then
+  failed=1
+  echo "FAIL: parliament: findings in the templates' IAM policies (exit code $rc)"
 fi
 
 if [ "$failed" != 0 ]; then
