@@ -390,7 +390,7 @@ impl Template {
         } else if json.len() > LIMIT_BODY_BYTES {
             warnings.push(format!(
                 "the template is {} bytes, over the {LIMIT_BODY_BYTES}-byte limit for a template passed inline; \
-                 upload it as a file in the console (it goes through S3) or pass --template-url",
+                 upload it as a file in the console, which passes it through S3 (`synth deploy` does the same)",
                 json.len()
             ));
         }

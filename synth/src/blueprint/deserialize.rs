@@ -226,6 +226,15 @@ fn type_help(expected: &str, found: &Found<'_>) -> String {
     }
 }
 
+/// `field` of the mapping at `parent` (`""`: the top level) is required and
+/// missing. Pointed at the key of the mapping it belongs in; for the top
+/// level, at the first key.
+pub(crate) fn missing_field(parent: &str, field: &str, map: &SourceMap) -> Diagnostic {
+    let at = if parent.is_empty() { map.value("") } else { map.key(parent) };
+    Diagnostic::error(join(parent, field), at, "this required field is missing")
+        .with_help(missing_help(field, split(parent).1))
+}
+
 /// What to add for a missing required field, with an example value.
 fn missing_help(field: &str, parent: &str) -> String {
     let example = match field {
@@ -299,11 +308,7 @@ fn type_error(
         |message: String, help: String| Diagnostic::error(path.clone(), location.clone(), message).with_help(help);
 
     if let Some(field) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
-        let full = join(&path, field);
-        // The key of the mapping it belongs in; for the top level, the first key.
-        let at = if path.is_empty() { map.value("") } else { map.key(&path) };
-        return Diagnostic::error(full, at, "this required field is missing")
-            .with_help(missing_help(field, split(&path).1));
+        return missing_field(&path, field, map);
     }
     if let Some(rest) = message.strip_prefix("invalid type: ") {
         let (found, exp) = rest.rsplit_once(", expected ").unwrap_or((rest, ""));
@@ -446,11 +451,13 @@ mod tests {
     }
 
     #[test]
-    fn missing_fields_point_at_the_parent_key() {
-        let d = error(&format!("{BASE}workers:\n  instance_type: p3.2xlarge\n"));
-        assert_eq!(d.path, "workers.count");
-        assert_eq!((d.line, d.column), (3, 1));
-        assert!(d.help.unwrap().contains("under `workers:`"));
+    fn a_missing_required_field_does_not_stop_deserializing() {
+        // `validate` reports it (see the blueprint module's tests), with the
+        // other problems of the file.
+        let (b, unknown) = load(&format!("{BASE}workers:\n  instance_type: p3.2xlarge\n  cuont: 2\n"));
+        let workers = b.expect("deserialized").workers.expect("workers");
+        assert_eq!(workers.count, None);
+        assert_eq!(unknown.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["workers.cuont"]);
     }
 
     #[test]
@@ -474,7 +481,7 @@ mod tests {
         ));
         let b = b.unwrap();
         assert_eq!(b.region.as_deref(), Some("007"));
-        assert_eq!(b.workers.count, 16);
+        assert_eq!(b.workers.as_ref().and_then(|w| w.count), Some(16));
         let tags = b.tags.unwrap();
         assert_eq!(tags["v"], "1.10");
         assert_eq!(tags["on"], "yes");

@@ -136,6 +136,52 @@ workers:
     }
 
     #[test]
+    fn missing_fields_point_at_the_parent_key() {
+        let e = load("name: x\nmaster: { instance_type: p3.2xlarge }\nworkers:\n  instance_type: p3.2xlarge\n", "t.yaml", None)
+            .expect_err("should fail");
+        let [d] = &e.items[..] else { panic!("{:?}", e.items) };
+        assert_eq!(d.path, "workers.count");
+        assert_eq!((d.line, d.column), (3, 1));
+        assert!(d.help.as_deref().unwrap().contains("under `workers:`"));
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_one_pass_whatever_is_missing() {
+        // One mistake of each kind: a typo in a required field (so it is
+        // missing too), a missing required field and section, an unknown
+        // instance type, a bad CIDR, a value out of range, a bad enum value.
+        let text = "\
+master:
+  instance_type: p3.2xlarge
+workers:
+  instance_type: p9.mega
+  cuont: 2
+  max: 5000
+network:
+  vpc_cidr: 10.0.0.0/33
+formation:
+  network_check:
+    action: explode
+";
+        let e = load(text, "t.yaml", None).expect_err("should fail");
+        let paths: Vec<&str> = e.items.iter().map(|d| d.path.as_str()).collect();
+        for expected in [
+            "name",
+            "workers.count",
+            "workers.cuont",
+            "workers.instance_type",
+            "workers.max",
+            "network.vpc_cidr",
+            "formation.network_check.action",
+        ] {
+            assert!(paths.contains(&expected), "{expected} not reported: {paths:?}\n{e}");
+        }
+        // Every missing section is reported once, not field by field.
+        let e = load("name: x\n", "t.yaml", None).expect_err("should fail");
+        assert_eq!(e.items.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["master", "workers"]);
+    }
+
+    #[test]
     fn the_region_argument_selects_or_conflicts() {
         assert_eq!(ok(MINIMAL, Some(Region::EuWest1)).spec.region, Some(Region::EuWest1));
         let pinned = format!("{MINIMAL}region: us-east-2\n");

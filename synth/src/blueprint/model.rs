@@ -25,13 +25,14 @@ use serde::{Deserialize, Deserializer};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[schemars(title = "Cluster blueprint")]
+#[schemars(transform = required_blueprint_fields)]
 pub struct Blueprint {
     /// The cluster's name: lower-case letters, digits and `-`, starting with a
     /// letter, at most 32 characters. It prefixes resource names and tags.
-    #[serde(deserialize_with = "text")]
+    #[serde(default, deserialize_with = "present_text")]
     #[schemars(with = "String")]
     #[schemars(regex(pattern = r"^[a-z][a-z0-9-]*$"), length(min = 1, max = 32))]
-    pub name: String,
+    pub name: Option<String>,
     /// The AWS region the template is for. Omit it to build one template that
     /// works in all five supported regions.
     #[schemars(extend("enum" = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "ap-southeast-2", null]))]
@@ -40,9 +41,13 @@ pub struct Blueprint {
     /// AMI (Ubuntu 22.04) through its public SSM parameter.
     pub image: Option<Image>,
     /// The master instance (always `deeplearning-worker1`).
-    pub master: Master,
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Master")]
+    pub master: Option<Master>,
     /// The worker Auto Scaling group.
-    pub workers: Workers,
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Workers")]
+    pub workers: Option<Workers>,
     /// Disks and the shared file system.
     pub storage: Option<Storage>,
     /// The VPC, subnets, placement group and Elastic Fabric Adapter.
@@ -116,11 +121,12 @@ pub enum ImageFamily {
 /// The master instance.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
+#[schemars(transform = required_master_fields)]
 pub struct Master {
     /// The EC2 instance type, for example `p3.2xlarge`.
-    #[serde(deserialize_with = "text")]
+    #[serde(default, deserialize_with = "present_text")]
     #[schemars(with = "String")]
-    pub instance_type: String,
+    pub instance_type: Option<String>,
     /// `true` (default): a public subnet and an Elastic IP. `false`: the
     /// workers' private subnet, reached through Session Manager.
     #[schemars(extend("default" = true))]
@@ -130,14 +136,17 @@ pub struct Master {
 /// The worker Auto Scaling group.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
+#[schemars(transform = required_workers_fields)]
 pub struct Workers {
     /// The EC2 instance type, for example `p4d.24xlarge`.
-    #[serde(deserialize_with = "text")]
+    #[serde(default, deserialize_with = "present_text")]
     #[schemars(with = "String")]
-    pub instance_type: String,
+    pub instance_type: Option<String>,
     /// How many workers to launch. May be 0 (a master-only cluster).
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u32")]
     #[schemars(range(max = 1000))]
-    pub count: u32,
+    pub count: Option<u32>,
     /// The cluster forms once at least this many workers have joined
     /// (default 0). At most `count`.
     #[schemars(extend("default" = 0))]
@@ -388,6 +397,46 @@ pub struct Logs {
     /// 2192, 2557, 2922, 3288 or 3653.
     #[schemars(extend("enum" = crate::spec::LOG_RETENTION_DAYS, "default" = 14))]
     pub retention_days: Option<u32>,
+}
+
+/// Lists `fields` as required in a struct's schema. The required fields are
+/// `Option`s with a serde default (see [`present`]), which schemars would
+/// otherwise describe as optional.
+fn require(schema: &mut schemars::Schema, fields: &[&str]) {
+    let required = schema.ensure_object().entry("required").or_insert_with(|| serde_json::json!([]));
+    if let Some(list) = required.as_array_mut() {
+        for field in fields {
+            if !list.iter().any(|v| v == field) {
+                list.push(serde_json::json!(field));
+            }
+        }
+    }
+}
+
+fn required_blueprint_fields(schema: &mut schemars::Schema) {
+    require(schema, &["name", "master", "workers"]);
+}
+
+fn required_master_fields(schema: &mut schemars::Schema) {
+    require(schema, &["instance_type"]);
+}
+
+fn required_workers_fields(schema: &mut schemars::Schema) {
+    require(schema, &["instance_type", "count"]);
+}
+
+/// A required field that is written: its value. A required field is an
+/// `Option` only so that one that is left out does not stop serde (and with
+/// it every other check): `validate` reports it as missing (`#[serde(default)]`
+/// gives `None` then), beside whatever else is wrong. A field written with no
+/// value (`master:`) is still the type error it was.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// [`present`] for a required text field.
+fn present_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    text(deserializer).map(Some)
 }
 
 /// A required text field: serde_yaml_ng reads an empty value (`name:`) as

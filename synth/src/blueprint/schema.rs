@@ -41,6 +41,8 @@ mod tests {
         }
         let required: Vec<_> = s["required"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
         assert_eq!(required, ["name", "master", "workers"]);
+        assert_eq!(s["$defs"]["Master"]["required"], serde_json::json!(["instance_type"]));
+        assert_eq!(s["$defs"]["Workers"]["required"], serde_json::json!(["instance_type", "count"]));
         assert_eq!(s["additionalProperties"], serde_json::Value::Bool(false));
         assert!(props["name"]["description"].as_str().unwrap().contains("lower-case"));
         let workers = &s["$defs"]["Workers"];

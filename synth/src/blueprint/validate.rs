@@ -74,7 +74,7 @@ pub(crate) fn validate(
     let mut c = Checker { map, diagnostics: Vec::new() };
     let spec = c.run(blueprint, region_arg);
     let has_errors = c.diagnostics.iter().any(|d| d.severity == super::Severity::Error);
-    (if has_errors { None } else { Some(spec) }, c.diagnostics)
+    (if has_errors { None } else { spec }, c.diagnostics)
 }
 
 struct Checker<'m> {
@@ -113,21 +113,51 @@ impl Checker<'_> {
         self.diagnostics.push(Diagnostic::warning(path, location, message).with_help(help));
     }
 
-    fn run(&mut self, bp: Blueprint, region_arg: Option<Region>) -> ClusterSpec {
-        self.name(&bp.name);
+    /// `value` of the required `parent.field`; when it is left out, says so
+    /// (and the checks that need it are skipped, every other one runs).
+    fn required<T>(&mut self, parent: &str, field: &str, value: Option<T>) -> Option<T> {
+        if value.is_none() {
+            self.diagnostics.push(super::deserialize::missing_field(parent, field, self.map));
+        }
+        value
+    }
+
+    /// Every check, whatever is missing; the spec when every required field
+    /// is there (the caller drops it when any check found an error).
+    fn run(&mut self, bp: Blueprint, region_arg: Option<Region>) -> Option<ClusterSpec> {
+        let name = self.required("", "name", bp.name);
+        if let Some(name) = &name {
+            self.name(name);
+        }
         let region = self.region(bp.region.as_deref(), region_arg);
         let targets: Vec<Region> = match region {
             Some(r) => vec![r],
             None => Region::ALL.to_vec(),
         };
 
-        let master_type = self.instance_type("master.instance_type", &bp.master.instance_type, region, &targets);
-        let worker_type = self.instance_type("workers.instance_type", &bp.workers.instance_type, region, &targets);
-        let master_public = bp.master.public.unwrap_or(true);
+        let master = self.required("", "master", bp.master);
+        let master_type_name =
+            master.as_ref().and_then(|m| m.instance_type.clone()).or_else(|| self.missing_in(&master, "master", "instance_type"));
+        let master_type = match &master_type_name {
+            Some(t) => self.instance_type("master.instance_type", t, region, &targets),
+            None => None,
+        };
+        let mut bp_workers = self.required("", "workers", bp.workers);
+        let worker_type_name = bp_workers
+            .as_mut()
+            .and_then(|w| w.instance_type.take())
+            .or_else(|| self.missing_in(&bp_workers, "workers", "instance_type"));
+        let worker_type = match &worker_type_name {
+            Some(t) => self.instance_type("workers.instance_type", t, region, &targets),
+            None => None,
+        };
+        let master_public = master.as_ref().and_then(|m| m.public).unwrap_or(true);
 
         let (image, gpu_dlami) = self.image(bp.image, region, &targets);
-        let worker_type_name = bp.workers.instance_type.clone();
-        let workers = self.workers(bp.workers);
+        let workers = bp_workers.and_then(|w| {
+            let count = self.required("workers", "count", w.count);
+            self.workers(w, count)
+        });
 
         let storage = bp.storage.unwrap_or(super::model::Storage { root_volume_gb: None, efs: None });
         let root_volume_gb = self.root_volume(storage.root_volume_gb, &image);
@@ -143,7 +173,9 @@ impl Checker<'_> {
         let network_spec = self.network(network.vpc_cidr, network.existing, master_public, placement_group);
         self.placement(placement_group, master_type, worker_type);
         let efa = self.efa(network.efa.unwrap_or_default(), master_type, worker_type, master_public);
-        self.subnet_capacity(&network_spec, &workers, master_public, placement_group || efa);
+        if let Some(workers) = &workers {
+            self.subnet_capacity(&network_spec, workers, master_public, placement_group || efa);
+        }
 
         let access = self.access(bp.access, master_public);
         let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
@@ -154,12 +186,12 @@ impl Checker<'_> {
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
 
-        ClusterSpec {
-            name: bp.name,
+        Some(ClusterSpec {
+            name: name?,
             region,
             image,
-            master: MasterSpec { instance_type: bp.master.instance_type, public: master_public },
-            workers: WorkerSpec { instance_type: worker_type_name, ..workers },
+            master: MasterSpec { instance_type: master_type_name?, public: master_public },
+            workers: WorkerSpec { instance_type: worker_type_name?, ..workers? },
             root_volume_gb,
             efs,
             network: network_spec,
@@ -171,7 +203,16 @@ impl Checker<'_> {
             network_check,
             log_retention_days,
             tags,
+        })
+    }
+
+    /// Reports `parent.field` missing when the section `parent` is there
+    /// (a missing section was reported already); `None` either way.
+    fn missing_in<S, T>(&mut self, section: &Option<S>, parent: &str, field: &str) -> Option<T> {
+        if section.is_some() {
+            self.required::<T>(parent, field, None);
         }
+        None
     }
 
     /// The gate's settings; without the blueprint's `expected_gbps`, the
@@ -499,41 +540,18 @@ impl Checker<'_> {
         out
     }
 
-    fn workers(&mut self, w: super::model::Workers) -> WorkerSpec {
-        let count = w.count;
+    /// The workers' sizes, or `None` when `count` is missing (reported by
+    /// the caller; the checks that do not need it still run).
+    fn workers(&mut self, w: super::model::Workers, count: Option<u32>) -> Option<WorkerSpec> {
         let min = w.min.unwrap_or(0);
-        let max = w.max.unwrap_or(count);
-        if min > count {
+        if let Some(written_max) = w.max
+            && written_max > MAX_WORKERS
+        {
             self.error(
-                "workers.min",
+                "workers.max",
                 At::Value,
-                format!("min is {min} but count is {count}; min may not be more than count"),
-                format!("lower `min` to at most {count}, or raise `count`"),
-            );
-        }
-        if let Some(written_max) = w.max {
-            if count > written_max {
-                self.error(
-                    "workers.count",
-                    At::Value,
-                    format!("count is {count} but max is {written_max}; count may not be more than max"),
-                    format!("raise `max` to at least {count}, or lower `count`"),
-                );
-            }
-            if written_max > MAX_WORKERS {
-                self.error(
-                    "workers.max",
-                    At::Value,
-                    format!("{written_max} workers is more than the {MAX_WORKERS} allowed"),
-                    format!("set `max` to {MAX_WORKERS} or fewer"),
-                );
-            }
-        } else if count > MAX_WORKERS {
-            self.error(
-                "workers.count",
-                At::Value,
-                format!("{count} workers is more than the {MAX_WORKERS} allowed"),
-                format!("set `count` to {MAX_WORKERS} or fewer"),
+                format!("{written_max} workers is more than the {MAX_WORKERS} allowed"),
+                format!("set `max` to {MAX_WORKERS} or fewer"),
             );
         }
         let spot = w.spot.unwrap_or(false);
@@ -545,7 +563,32 @@ impl Checker<'_> {
                 "set `min: 0`, or use on-demand workers (`spot: false`) when the cluster must reach min",
             );
         }
-        WorkerSpec { instance_type: String::new(), count, min, max, spot }
+        let count = count?;
+        let max = w.max.unwrap_or(count);
+        if min > count {
+            self.error(
+                "workers.min",
+                At::Value,
+                format!("min is {min} but count is {count}; min may not be more than count"),
+                format!("lower `min` to at most {count}, or raise `count`"),
+            );
+        }
+        match w.max {
+            Some(written_max) if count > written_max => self.error(
+                "workers.count",
+                At::Value,
+                format!("count is {count} but max is {written_max}; count may not be more than max"),
+                format!("raise `max` to at least {count}, or lower `count`"),
+            ),
+            None if count > MAX_WORKERS => self.error(
+                "workers.count",
+                At::Value,
+                format!("{count} workers is more than the {MAX_WORKERS} allowed"),
+                format!("set `count` to {MAX_WORKERS} or fewer"),
+            ),
+            _ => {}
+        }
+        Some(WorkerSpec { instance_type: String::new(), count, min, max, spot })
     }
 
     fn root_volume(&mut self, written: Option<u32>, image: &ImageSpec) -> u32 {
