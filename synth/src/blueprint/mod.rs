@@ -137,8 +137,12 @@ workers:
 
     #[test]
     fn missing_fields_point_at_the_parent_key() {
-        let e = load("name: x\nmaster: { instance_type: p3.2xlarge }\nworkers:\n  instance_type: p3.2xlarge\n", "t.yaml", None)
-            .expect_err("should fail");
+        let e = load(
+            "name: x\nmaster: { instance_type: p3.2xlarge }\nworkers:\n  instance_type: p3.2xlarge\n",
+            "t.yaml",
+            None,
+        )
+        .expect_err("should fail");
         let [d] = &e.items[..] else { panic!("{:?}", e.items) };
         assert_eq!(d.path, "workers.count");
         assert_eq!((d.line, d.column), (3, 1));

@@ -136,8 +136,10 @@ impl Checker<'_> {
         };
 
         let master = self.required("", "master", bp.master);
-        let master_type_name =
-            master.as_ref().and_then(|m| m.instance_type.clone()).or_else(|| self.missing_in(&master, "master", "instance_type"));
+        let master_type_name = master
+            .as_ref()
+            .and_then(|m| m.instance_type.clone())
+            .or_else(|| self.missing_in(&master, "master", "instance_type"));
         let master_type = match &master_type_name {
             Some(t) => self.instance_type("master.instance_type", t, region, &targets),
             None => None,

@@ -133,7 +133,11 @@ pub(super) fn master(
     // The network gate's `replace` terminates a slow worker in its group
     // (keeping the desired capacity, so Auto Scaling launches another): only
     // a stack that asks for it gets the right to.
-    let mut group_actions = vec!["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"];
+    let mut group_actions = vec![
+        "autoscaling:SetDesiredCapacity",
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    ];
     if ctx.spec.network_check.as_ref().is_some_and(|check| check.action == node_contract::NetworkAction::Replace) {
         group_actions.push("autoscaling:TerminateInstanceInAutoScalingGroup");
     }
