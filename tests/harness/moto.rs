@@ -279,7 +279,7 @@ impl LocalAws {
 
     /// Calls a query-protocol API (EC2, SSM's JSON aside) with a form POST
     /// and returns the XML body. The tests stay off aws-sdk-ec2: it costs
-    /// minutes and gigabytes per cold build (TESTING.md).
+    /// minutes and gigabytes per cold build (docs/TESTING.md, "Build output and cost").
     pub fn query(&self, service: &str, params: &[(&str, &str)]) -> Result<String> {
         let action = params.iter().find(|(k, _)| *k == "Action").map(|(_, v)| *v).unwrap_or("?");
         let mut response = self

@@ -1,6 +1,6 @@
 //! Several hosts on one machine: a bridge in the root namespace and one
 //! network namespace per node, each with a veth to the bridge and its own
-//! address, `lo` up (TESTING.md, "Several hosts on one machine").
+//! address, `lo` up (docs/TESTING.md, "Namespaces, the bridge and addresses").
 //!
 //! Each [`Network`] claims a number `k` (1..=250) unique on the machine, so
 //! tests in parallel, in this process or another checkout's, do not collide:

@@ -2,7 +2,7 @@
 //! per host ([`Network`]), each with its own root directory holding the
 //! files the agent's own code ([`agent::files::apply_manifest`])
 //! writes for a manifest of these hosts, and a real sshd listening on the
-//! host's address (TESTING.md, "Several hosts on one machine").
+//! host's address (docs/TESTING.md, "Real sshd on every host").
 //!
 //! Host `i` is `deeplearning-worker<i+1>` (host 0 is the master) at
 //! [`Network::node_ip`]`(i)`. Its root, under `/var/lib/dl-e2e` (root-owned,

@@ -6,7 +6,7 @@
 //! `trainer kill`, and stops the whole group when its parent goes away:
 //!
 //! - its stdin closes (the launcher closed it, or ssh died and sshd closed
-//!   the session: the portable signal, TESTING.md);
+//!   the session: the portable signal, docs/TESTING.md, "When an SSH session ends");
 //! - SIGTERM, SIGHUP or SIGINT, including the `PR_SET_PDEATHSIG` SIGTERM the
 //!   kernel sends when the sshd session process exits;
 //! - an interruption notice for this host: the agent wrote
