@@ -68,14 +68,17 @@ done
 built=0
 if [ "$random_count" -gt 0 ]; then
   echo "random blueprints: $random_count, seed $seed (LINT_SEED=$seed reproduces them)"
-  cargo build --quiet --locked -p synth --bin synth
+  # The binary and the example as `cargo test --workspace` builds them (it
+  # builds every binary and example), so that after the tests nothing is
+  # compiled again: `cargo build -p synth` resolves other features and
+  # compiled tokio, the AWS SDK and synth a second time.
+  cargo test --quiet --locked --workspace --no-run
   # The target directory as cargo sees it (CARGO_TARGET_DIR, config, or default).
   target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
   synth=$target_dir/debug/synth
   [ -x "$synth" ] || die "synth binary not found at $synth"
-  cargo run --quiet --locked -p synth --example random_blueprints -- \
-    --seed "$seed" --count "$random_count" --out "$work/blueprints"
+  "$target_dir/debug/examples/random_blueprints" --seed "$seed" --count "$random_count" --out "$work/blueprints"
   for bp in "$work/blueprints"/*.yaml; do
     name=$(basename "$bp" .yaml)
     if "$synth" build "$bp" >"$work/templates/$name.json" 2>"$work/errors/$name.txt"; then
