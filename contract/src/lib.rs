@@ -19,8 +19,10 @@
 //! recommendations) and the file that tells `trainer` about one are in
 //! [`interruption`]. Where each node's log lines live in CloudWatch Logs is
 //! in [`logs`]; the formation timeline's summary the success signal
-//! carries, in [`timeline`].
+//! carries, in [`timeline`]; the one clock every loop reads the time from
+//! (unix milliseconds, as every time here), in [`clock`].
 
+pub mod clock;
 pub mod interruption;
 pub mod logs;
 pub mod message;
