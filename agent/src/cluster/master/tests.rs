@@ -2,8 +2,11 @@
 
 use std::collections::BTreeSet;
 
+use node_contract::Role;
 use node_contract::message::{Applied, Leave, LifecycleAction, Manifest, MasterInbound};
 
+use super::formation::BOOT_FAILURES_KEPT;
+use crate::cluster::timing::*;
 use super::*;
 use crate::cluster::testkit::{SplitMix64, T0, actions, config, formations, logs, master_reg, published, worker_reg};
 
