@@ -19,8 +19,12 @@
 //! recommendations) and the file that tells `trainer` about one are in
 //! [`interruption`]. Where each node's log lines live in CloudWatch Logs is
 //! in [`logs`]; the formation timeline's summary the success signal
-//! carries, in [`timeline`].
+//! carries, in [`timeline`]; the one clock every loop reads the time from
+//! (unix milliseconds, as every time here), in [`clock`].
 
+pub mod clock;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod interruption;
 pub mod logs;
 pub mod message;
@@ -495,30 +499,8 @@ pub fn config_from_user_data(script: &str) -> Result<&str, ContractError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> NodeConfig {
-        NodeConfig {
-            version: NODE_CONFIG_VERSION,
-            cluster: "demo".into(),
-            stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
-            stack_name: "demo".into(),
-            region: "us-east-1".into(),
-            role: Role::Master,
-            queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
-            worker_group: Some("demo-workers".into()),
-            efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
-            default_user: "ubuntu".into(),
-            formation_timeout_seconds: 1800,
-            elastic: Elastic::default(),
-            signals: Some(Signals {
-                master_resource: "MasterInstance".into(),
-                formation_handle_url: "https://handle".into(),
-            }),
-            efa: None,
-            network_check: None,
-            logs: None,
-        }
-    }
+    // The node config every test starts from, shared with the agent's tests.
+    use crate::fixtures::node_config as sample;
 
     #[test]
     fn round_trips_through_the_user_data_script() {

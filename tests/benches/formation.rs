@@ -111,7 +111,7 @@
 //! together, 256 agents 0.08.
 //!
 //! The master also reads its queue in proportion to its backlog now (up
-//! to 32 receives a turn, `next_fan_out` in agent/src/runner.rs), where it
+//! to 32 receives a turn, `next_fan_out` in agent/src/runner/master_loop.rs), where it
 //! read at most 40 messages a turn. One run at 1,000 with both
 //! (2026-11-26, load 2 at the start, 134 to 214 during it with another
 //! session's builds): 999 of 999 workers admitted 81 s after their start

@@ -154,7 +154,7 @@ async fn bad_messages_in_both_queues_change_nothing() -> TestResult {
         assert!(master_log.contains(expected), "the master's log lacks {expected:?}:\n{master_log}");
     }
     // The two remaining workers share the worker queue, and the master
-    // retires manifests of applied generations from it (runner::retire): the
+    // retires manifests of applied generations from it (runner::effects): the
     // stale copies may be deleted before any worker receives them, so
     // "manifest ignored" is not required here (seen missing under load); that
     // they change nothing is what the generation watch above asserts.

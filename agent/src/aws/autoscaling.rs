@@ -8,7 +8,7 @@
 
 use aws_sdk_autoscaling::types::{Activity, AutoScalingGroup, ScalingActivityStatusCode};
 
-use super::error::from_sdk;
+use super::error::SdkResult;
 use crate::ports::{GroupSize, LifecycleResult, PortError, WorkerGroup};
 
 /// How many recent scaling activities [`WorkerGroup::launch_failures`] reads (one page, the API's maximum).
@@ -39,7 +39,7 @@ impl AsgWorkerGroup {
             .auto_scaling_group_names(&self.name)
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeAutoScalingGroups on group {}", self.name), &e))?;
+            .or_port_error(|| format!("Auto Scaling DescribeAutoScalingGroups on group {}", self.name))?;
         output.auto_scaling_groups().first().cloned().ok_or_else(|| {
             PortError::Permanent(format!("Auto Scaling DescribeAutoScalingGroups: no group named {}", self.name))
         })
@@ -63,7 +63,7 @@ impl WorkerGroup for AsgWorkerGroup {
             .honor_cooldown(false)
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("Auto Scaling SetDesiredCapacity on group {}", self.name), &e))?;
+            .or_port_error(|| format!("Auto Scaling SetDesiredCapacity on group {}", self.name))?;
         Ok(())
     }
 
@@ -87,11 +87,8 @@ impl WorkerGroup for AsgWorkerGroup {
             .lifecycle_action_result(result)
             .send()
             .await
-            .map_err(|e| {
-                from_sdk(
-                    &format!("Auto Scaling CompleteLifecycleAction ({hook}, {instance_id}) on group {}", self.name),
-                    &e,
-                )
+            .or_port_error(|| {
+                format!("Auto Scaling CompleteLifecycleAction ({hook}, {instance_id}) on group {}", self.name)
             })?;
         Ok(())
     }
@@ -106,7 +103,7 @@ impl WorkerGroup for AsgWorkerGroup {
             .should_decrement_desired_capacity(false)
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("Auto Scaling TerminateInstanceInAutoScalingGroup ({instance_id})"), &e))?;
+            .or_port_error(|| format!("Auto Scaling TerminateInstanceInAutoScalingGroup ({instance_id})"))?;
         Ok(())
     }
 
@@ -119,7 +116,7 @@ impl WorkerGroup for AsgWorkerGroup {
             .max_records(ACTIVITIES_READ)
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeScalingActivities on group {}", self.name), &e))?;
+            .or_port_error(|| format!("Auto Scaling DescribeScalingActivities on group {}", self.name))?;
         Ok(failure_messages(output.activities()))
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aws_sdk_cloudformation::types::ResourceSignalStatus;
 
-use super::error::{from_sdk, from_status, from_ureq};
+use super::error::{SdkResult, from_status, from_ureq};
 use crate::ports::{Formation, PortError, StackSignals};
 
 /// How long the wait condition PUT may take to connect.
@@ -44,11 +44,8 @@ impl StackSignals for CfnSignals {
             .status(ResourceSignalStatus::Success)
             .send()
             .await
-            .map_err(|e| {
-                from_sdk(
-                    &format!("CloudFormation SignalResource ({}) on stack {}", self.master_resource, self.stack),
-                    &e,
-                )
+            .or_port_error(|| {
+                format!("CloudFormation SignalResource ({}) on stack {}", self.master_resource, self.stack)
             })?;
         Ok(())
     }

@@ -73,6 +73,24 @@ where
     }
 }
 
+/// The step every SDK call of the ports ends with: the call's result, its
+/// error mapped to a [`PortError`] by [`from_sdk`]. `action` names the call
+/// and what it was on (for example "SQS SendMessage to <url>"); it is only
+/// built when the call failed.
+pub trait SdkResult<T> {
+    /// `Ok` as it is; an SDK error as a [`PortError`] that names `action`.
+    fn or_port_error(self, action: impl FnOnce() -> String) -> Result<T, PortError>;
+}
+
+impl<T, E> SdkResult<T> for Result<T, SdkError<E>>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    fn or_port_error(self, action: impl FnOnce() -> String) -> Result<T, PortError> {
+        self.map_err(|e| from_sdk(&action(), &e))
+    }
+}
+
 /// Maps an HTTP answer outside 2xx to a [`PortError`]: 5xx, 408 and 429 may clear, the rest will not.
 pub fn from_status(action: &str, status: u16, body: &str) -> PortError {
     let described = format!("{action} failed: HTTP {status}: {}", excerpt(body));
@@ -99,19 +117,12 @@ pub fn from_ureq(action: &str, err: &ureq::Error) -> PortError {
     }
 }
 
-/// An error and its sources on one line, `outer: inner: root`, without repeats
-/// (the SDK's wrappers often repeat their source's text).
+/// An error and its sources on one line, `outer: inner: root`, without a
+/// source whose text is already there (the SDK's wrappers often repeat
+/// their source's text): the chain [`cli_output::report`] writes, one cause
+/// a line, joined into one line for a log line or a signal's reason.
 pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = vec![err.to_string()];
-    let mut source = err.source();
-    while let Some(next) = source {
-        let text = next.to_string();
-        if !parts.last().is_some_and(|last| last.contains(&text)) {
-            parts.push(text);
-        }
-        source = next.source();
-    }
-    parts.join(": ")
+    cli_output::report(err).replace("\n  caused by: ", ": ")
 }
 
 /// The start of a response body, on one line, for an error message.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_cloudwatchlogs::error::ProvideErrorMetadata;
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 
-use super::error::from_sdk;
+use super::error::{SdkResult, from_sdk};
 use crate::ports::{LogEvent, LogStreams, PortError, PutOutcome};
 
 /// How long one call may take: a batch is at most 1 MiB.
@@ -35,7 +35,7 @@ impl CloudWatchLogs {
             .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(1))
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
-                    .connect_timeout(super::CONNECT_TIMEOUT)
+                    .connect_timeout(super::sdk_config::CONNECT_TIMEOUT)
                     .operation_attempt_timeout(CALL_TIMEOUT)
                     .operation_timeout(CALL_TIMEOUT)
                     .build(),
@@ -71,7 +71,7 @@ impl LogStreams for CloudWatchLogs {
             .set_log_events(Some(events))
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("CloudWatch Logs PutLogEvents to {stream} in {}", self.group), &e))?;
+            .or_port_error(|| format!("CloudWatch Logs PutLogEvents to {stream} in {}", self.group))?;
         // The refused events are a prefix (too old, or past retention: up to
         // an end index) and a suffix (too new: from a start index); the
         // count is for the shipper's warning only.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::error::from_sdk;
+use super::error::SdkResult;
 use crate::ports::{PortError, Queue, Received};
 
 /// The longest long poll SQS allows.
@@ -38,7 +38,7 @@ impl Queue for SqsQueue {
             .message_body(body)
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("SQS SendMessage to {}", self.url), &e))?;
+            .or_port_error(|| format!("SQS SendMessage to {}", self.url))?;
         Ok(())
     }
 
@@ -56,10 +56,12 @@ impl Queue for SqsQueue {
         }
         let output = request
             .customize()
-            .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(super::long_poll_timeouts(wait)))
+            .config_override(
+                aws_sdk_sqs::config::Builder::default().timeout_config(super::sdk_config::long_poll_timeouts(wait)),
+            )
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("SQS ReceiveMessage from {}", self.url), &e))?;
+            .or_port_error(|| format!("SQS ReceiveMessage from {}", self.url))?;
         let received: Vec<Received> = output
             .messages
             .unwrap_or_default()
@@ -85,7 +87,7 @@ impl Queue for SqsQueue {
             .receipt_handle(receipt)
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("SQS DeleteMessage from {}", self.url), &e))?;
+            .or_port_error(|| format!("SQS DeleteMessage from {}", self.url))?;
         Ok(())
     }
 
@@ -98,18 +100,9 @@ impl Queue for SqsQueue {
         if receipts.is_empty() {
             return Ok(0);
         }
-        let entries = receipts
-            .iter()
-            .take(MAX_BATCH)
-            .enumerate()
-            .map(|(i, receipt)| {
-                aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(*receipt)
-                    .build()
-                    .expect("id and receipt handle are set")
-            })
-            .collect();
+        let entries = batch_entries(receipts, |id, receipt| {
+            aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder().id(id).receipt_handle(receipt).build()
+        });
         let output = self
             .client
             .delete_message_batch()
@@ -117,11 +110,11 @@ impl Queue for SqsQueue {
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("SQS DeleteMessageBatch from {}", self.url), &e))?;
+            .or_port_error(|| format!("SQS DeleteMessageBatch from {}", self.url))?;
         for failed in output.failed() {
             tracing::debug!(id = failed.id(), code = failed.code(), "a message of the batch was not deleted");
         }
-        Ok(output.failed().len() + receipts.len().saturating_sub(MAX_BATCH))
+        Ok(not_done(output.failed().len(), receipts))
     }
 
     /// `ChangeMessageVisibilityBatch` to 0 seconds.
@@ -131,19 +124,13 @@ impl Queue for SqsQueue {
         if receipts.is_empty() {
             return Ok(0);
         }
-        let entries = receipts
-            .iter()
-            .take(MAX_BATCH)
-            .enumerate()
-            .map(|(i, receipt)| {
-                aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(*receipt)
-                    .visibility_timeout(0)
-                    .build()
-                    .expect("id and receipt handle are set")
-            })
-            .collect();
+        let entries = batch_entries(receipts, |id, receipt| {
+            aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry::builder()
+                .id(id)
+                .receipt_handle(receipt)
+                .visibility_timeout(0)
+                .build()
+        });
         let output = self
             .client
             .change_message_visibility_batch()
@@ -151,13 +138,30 @@ impl Queue for SqsQueue {
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| from_sdk(&format!("SQS ChangeMessageVisibilityBatch on {}", self.url), &e))?;
-        Ok(output.failed().len() + receipts.len().saturating_sub(MAX_BATCH))
+            .or_port_error(|| format!("SQS ChangeMessageVisibilityBatch on {}", self.url))?;
+        Ok(not_done(output.failed().len(), receipts))
     }
 }
 
 /// The most entries one `DeleteMessageBatch` takes.
 pub const MAX_BATCH: usize = 10;
+
+/// The entries of one batch call: the first [`MAX_BATCH`] receipts, each
+/// with its position as its id (`entry(id, receipt)` builds one).
+fn batch_entries<T, E: std::fmt::Debug>(receipts: &[&str], entry: impl Fn(String, &str) -> Result<T, E>) -> Vec<T> {
+    receipts
+        .iter()
+        .take(MAX_BATCH)
+        .enumerate()
+        .map(|(i, receipt)| entry(i.to_string(), receipt).expect("id and receipt handle are set"))
+        .collect()
+}
+
+/// How many of `receipts` a batch call left undone: the `failed` entries it
+/// reported, and the receipts past [`MAX_BATCH`] it was not given.
+fn not_done(failed: usize, receipts: &[&str]) -> usize {
+    failed + receipts.len().saturating_sub(MAX_BATCH)
+}
 
 #[cfg(test)]
 mod tests {

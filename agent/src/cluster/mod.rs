@@ -100,118 +100,21 @@
 //! [`MasterState::start`], which numbers the next generation above it.
 //!
 //! Modules: [`membership`] (members, indices, manifest building and the host
-//! log), [`master`] (the master's state machine), [`node`] (a node's view).
+//! log), [`master`] (the master's state machine), [`node`] (a node's view),
+//! [`timeline`] (when each member reached each phase), [`timing`] (the
+//! protocol's timings) and [`effect`] (what the runner is asked to do).
 
+pub mod effect;
 pub mod master;
 pub mod membership;
 pub mod node;
 pub mod timeline;
+pub mod timing;
 
+pub use effect::Effect;
 pub use master::MasterState;
 pub use node::{NodeDecision, NodeState};
-
-use node_contract::message::Manifest;
-
-use crate::ports::Formation;
-
-/// A node joining a formed cluster re-sends `register` this often until it
-/// is in an applied manifest ([`NodeState::register_retry_ms`]).
-pub const REGISTER_RETRY_MS: u64 = 15_000;
-
-/// A node waiting for the formation sends `register` again this long after
-/// its first ([`NodeState::register_retry_ms`]).
-pub const FORMING_REGISTER_RETRY_MS: u64 = 30_000;
-
-/// After its second, a node waiting for the formation registers this often.
-pub const FORMING_REGISTER_RETRY_MAX_MS: u64 = 60_000;
-
-/// After formation, admissions (and reboots that change a node's address or
-/// keys) within this window are published together as one generation.
-pub const BATCH_WINDOW_MS: u64 = 2_000;
-
-/// How long the master waits for every node to acknowledge a generation
-/// before it retires the manifest anyway (and completes a pending lifecycle
-/// action anyway).
-pub const ACK_TIMEOUT_MS: u64 = 60_000;
-
-/// The current manifest is re-published for a registering member that has
-/// not applied it at most this often.
-pub const REPUBLISH_INTERVAL_MS: u64 = 10_000;
-
-/// How long the master waits for the answer to [`Effect::FetchLaunchFailures`]
-/// before it signals the formation failure without them.
-pub const LAUNCH_FAILURES_TIMEOUT_MS: u64 = 60_000;
-
-/// A `register` from the same boot of a node that left within this window is
-/// taken as a delayed copy, not as a wish to rejoin. A node that really
-/// wants back keeps re-sending every [`REGISTER_RETRY_MS`], so it is
-/// admitted once the window has passed.
-pub const REJOIN_AFTER_LEAVE_MS: u64 = 60_000;
-
-/// The first idle back-off of a node whose receive returned nothing new.
-pub const IDLE_BACKOFF_MIN_MS: u64 = 1_000;
-
-/// The longest idle back-off.
-pub const IDLE_BACKOFF_MAX_MS: u64 = 8_000;
-
-/// The pause after applying a generation, per node in it (see
-/// [`NodeState::applied_backoff_ms`]). Each node costs the queue service
-/// about 4 calls at formation (its ack, the master's share of reading acks
-/// 10 at a time, its own receives); one local AWS (moto) serves about 200
-/// calls a second, so 8 ms a node; real SQS is faster, so the pause errs on
-/// the long side, which costs only latency for a generation that follows
-/// within it (nodes in a long poll see a new generation at once).
-pub const APPLIED_BACKOFF_PER_NODE_MS: u64 = 8;
-
-/// Something the runner should do, in the order given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Effect {
-    /// Signal the master's creation policy: the master's agent is up.
-    SignalMasterUp,
-    /// Signal the formation wait condition.
-    SignalFormation(Formation),
-    /// Send this manifest to the worker queue, as the parts
-    /// [`node_contract::parts::split`] makes of it; when a part cannot be
-    /// sent, tell [`MasterState::on_publish_failed`].
-    PublishManifest {
-        /// The manifest.
-        manifest: Manifest,
-        /// Its publication id, which every part carries.
-        publication: u64,
-    },
-    /// Delete manifests with a generation up to and including this one from
-    /// the worker queue.
-    RetireManifests {
-        /// The newest generation to delete.
-        through_generation: u64,
-    },
-    /// Set the worker group's desired capacity.
-    SetDesiredCapacity(u32),
-    /// Read the worker group's launch failures and instances and pass them
-    /// to [`MasterState::on_launch_failures`] (an empty list, or no
-    /// instances, when reading failed).
-    FetchLaunchFailures,
-    /// Complete an Auto Scaling lifecycle action with `CONTINUE`.
-    CompleteLifecycle {
-        /// The lifecycle hook's name.
-        hook: String,
-        /// The lifecycle action token.
-        token: String,
-        /// The instance.
-        instance_id: String,
-    },
-    /// Terminate this worker in its Auto Scaling group without lowering the
-    /// desired capacity, so the group launches another (the network gate's
-    /// `replace`).
-    TerminateWorker(String),
-    /// Write the network gate's verdict (JSON) to
-    /// `/var/lib/deeplearning/network-check.json` for `trainer doctor`.
-    WriteNetworkCheck(String),
-    /// Append this line (no newline) to the host log on EFS.
-    AppendHostLog(String),
-    /// Worth an info line in the agent's log.
-    Log(String),
-}
+pub use timing::*;
 
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -14,7 +14,7 @@
 use node_contract::message::Manifest;
 use serde::{Deserialize, Serialize};
 
-use super::{
+use super::timing::{
     APPLIED_BACKOFF_PER_NODE_MS, FORMING_REGISTER_RETRY_MAX_MS, FORMING_REGISTER_RETRY_MS, IDLE_BACKOFF_MAX_MS,
     IDLE_BACKOFF_MIN_MS, REGISTER_RETRY_MS,
 };

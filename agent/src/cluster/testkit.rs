@@ -1,7 +1,7 @@
 //! Test fixtures shared by the cluster modules' unit tests.
 
 use node_contract::message::{Manifest, Register};
-use node_contract::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
+use node_contract::{Elastic, NodeConfig, Role};
 
 use super::Effect;
 use crate::ports::Formation;
@@ -45,25 +45,13 @@ pub fn worker_reg(n: u32) -> Register {
     }
 }
 
-/// A master's node config.
+/// A master's node config: the contract's fixture with a formation of
+/// `timeout_minutes` and, with `prepare_data`, a prepare-data script.
 pub fn config(timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
     NodeConfig {
-        version: NODE_CONFIG_VERSION,
-        cluster: "demo".into(),
-        stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
-        stack_name: "demo".into(),
-        region: "us-east-1".into(),
-        role: Role::Master,
-        queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
-        worker_group: Some("demo-workers".into()),
-        efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
-        default_user: "ubuntu".into(),
         formation_timeout_seconds: timeout_minutes * 60,
         elastic: Elastic { prepare_data_script: prepare_data.then(|| "/efs/prepare.sh".into()) },
-        signals: Some(Signals { master_resource: "MasterInstance".into(), formation_handle_url: "https://h".into() }),
-        efa: None,
-        network_check: None,
-        logs: None,
+        ..node_contract::fixtures::node_config()
     }
 }
 

@@ -19,7 +19,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use super::FilesError;
+use super::error::FilesError;
 
 /// Writes `content` to `path` with `mode`, unless it is already there.
 ///

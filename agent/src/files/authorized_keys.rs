@@ -8,7 +8,9 @@
 
 use std::path::PathBuf;
 
-use super::{FilesError, home_path, known_hosts};
+use super::error::FilesError;
+use super::known_hosts;
+use super::paths::home_path;
 
 /// The file, relative to the user's home.
 pub const IN_HOME: &str = ".ssh/authorized_keys";

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use ssh_key::rand_core::OsRng;
 use ssh_key::{Algorithm, LineEnding, PrivateKey};
 
-use super::{FilesError, atomic, under};
+use super::atomic;
+use super::error::FilesError;
+use super::paths::under;
 
 /// The key file, as on the node.
 pub const PATH: &str = "/var/lib/deeplearning/cluster_key";

@@ -16,7 +16,11 @@ use std::process::Command;
 
 use node_contract::NodeConfig;
 
-use super::{Content, FilesError, Plan, PlannedFile, apply, atomic, under};
+use super::apply::apply;
+use super::atomic;
+use super::error::FilesError;
+use super::paths::under;
+use super::plan::{Content, Plan, PlannedFile};
 
 /// The file, as on the node.
 pub const FSTAB_PATH: &str = "/etc/fstab";

@@ -13,7 +13,9 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{FilesError, atomic, under};
+use super::atomic;
+use super::error::FilesError;
+use super::paths::under;
 
 /// The log under `root` for the file system mounted at `efs_mount`.
 pub fn path(root: &Path, efs_mount: &str) -> PathBuf {

@@ -4,7 +4,7 @@
 //! A node without GPUs gets one slot, so CPU-only clusters still run one
 //! process per node.
 
-use super::Node;
+use super::nodes::Node;
 
 /// The file, as on the node.
 pub const PATH: &str = "/opt/deeplearning/hostfile";

@@ -8,7 +8,7 @@
 
 use node_contract::message::MASTER_ALIAS;
 
-use super::Node;
+use super::nodes::Node;
 
 /// The file, as on the node.
 pub const PATH: &str = "/etc/hosts";

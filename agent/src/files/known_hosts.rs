@@ -9,7 +9,8 @@
 
 use node_contract::message::MASTER_ALIAS;
 
-use super::{FilesError, Node};
+use super::error::FilesError;
+use super::nodes::Node;
 
 /// The file, as on the node (OpenSSH's global known hosts file).
 pub const PATH: &str = "/etc/ssh/ssh_known_hosts";

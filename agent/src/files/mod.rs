@@ -19,16 +19,16 @@
 //! | `$EFS_MOUNT/deeplearning/hosts.log` | [`host_log`] | one line per membership change, shared by all nodes (and `<generation> SLOW <ip> <unix-nanos> <fraction>` per node the network gate found slow) |
 //! | `/var/lib/deeplearning/network-check.json`, master only | [`network_check_path`] | the network gate's last verdict, for `trainer doctor` |
 //!
-//! The first eight rows come from [`plan`]: a pure, deterministic function
+//! The first eight rows come from [`plan()`]: a pure, deterministic function
 //! of the manifest, this node's instance id and its config. [`render`] shows
 //! what the files would hold (merging our blocks into the current content of
-//! shared files), and [`apply`] writes what changed ([`atomic`]: temp file,
+//! shared files), and [`apply()`] writes what changed ([`atomic`]: temp file,
 //! fsync, rename, in place only when the target is a mount point). The cluster
 //! key, the state file, the host log and the EFS mount are written by the
 //! runner through their own modules.
 //!
-//! The default user's files are planned as `~user/...` paths because [`plan`]
-//! sees no file system: [`render`] and [`apply`] resolve the home directory
+//! The default user's files are planned as `~user/...` paths because [`plan()`]
+//! sees no file system: [`render`] and [`apply()`] resolve the home directory
 //! from `<root>/etc/passwd` (else `/home/<user>`, see [`passwd`]). Files with
 //! an owner are chowned to the user's uid and gid from that passwd, and so is
 //! their directory (`~/.ssh`, mode 0700); a user missing from passwd gets
@@ -38,374 +38,45 @@
 //! go into a file: IPs parse as IPs, aliases and host names are host names,
 //! SSH keys parse as OpenSSH public keys. A bad value is an error that names
 //! the node, and nothing is written.
+//!
+//! Here: [`plan()`] and [`apply_manifest`]. The steps have rooms of their
+//! own: [`nodes`] (the checked node list), [`plan`] (what a plan holds),
+//! [`apply`] (render and write), [`paths`] (where under the root),
+//! [`error`] (what failed).
 
+pub mod apply;
 pub mod atomic;
 pub mod authorized_keys;
 pub mod cluster_key;
 pub mod efs;
+pub mod error;
 pub mod host_log;
 pub mod hostfile;
 pub mod hosts;
 pub mod known_hosts;
 pub mod managed_block;
+pub mod nodes;
 pub mod notice;
 pub mod passwd;
+pub mod paths;
+pub mod plan;
 pub mod profile;
 pub mod ssh_client;
 pub mod state;
 pub mod workers;
 
-use std::collections::BTreeMap;
-use std::fs;
-use std::net::IpAddr;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use node_contract::NodeConfig;
+use node_contract::message::Manifest;
+
+pub use apply::{apply, render};
+pub use error::FilesError;
+pub use nodes::{Node, nodes};
+pub use paths::{network_check_path, under};
+pub use plan::{Content, Plan, PlannedFile};
 
 use crate::fabric::Variable;
-use node_contract::message::{MASTER_ALIAS, Manifest, ManifestNode};
-
-/// The files for one manifest as seen by one node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
-    /// In the order they are written.
-    pub files: Vec<PlannedFile>,
-}
-
-/// One file of a [`Plan`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlannedFile {
-    /// Absolute as on the node (`/etc/hosts`), or `~user/...` for a file in a
-    /// user's home, resolved against `<root>/etc/passwd` when rendered.
-    pub path: PathBuf,
-    /// What goes in it.
-    pub content: Content,
-    /// Permission bits, for example `0o644`.
-    pub mode: u32,
-    /// The owning user's name; `None` for root.
-    pub owner: Option<String>,
-}
-
-/// What a planned file holds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Content {
-    /// The whole file is ours.
-    Whole(String),
-    /// The body of our managed block inside a shared file (see [`managed_block`]).
-    Block(String),
-}
-
-/// A file step failed. Every variant names the file or the node.
-#[derive(Debug, thiserror::Error)]
-pub enum FilesError {
-    /// Reading a file failed.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file, under the root.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Writing a file failed; the old file is intact.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file, under the root.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Creating a directory failed.
-    #[error("cannot create the directory {path}: {source}")]
-    CreateDir {
-        /// The directory, under the root.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Changing a file's owner failed.
-    #[error("cannot give {path} to {user}: {source}")]
-    Chown {
-        /// The file, under the root.
-        path: PathBuf,
-        /// The new owner.
-        user: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// This node is not in the manifest it is asked to apply.
-    #[error("this node ({instance_id}) is not in manifest generation {generation}; it is not applied")]
-    NotInManifest {
-        /// This node.
-        instance_id: String,
-        /// The manifest's generation.
-        generation: u64,
-    },
-    /// The manifest's master is not among its nodes.
-    #[error("manifest generation {generation} names master {master}, which is not among its nodes")]
-    MasterNotInManifest {
-        /// The master's instance id.
-        master: String,
-        /// The manifest's generation.
-        generation: u64,
-    },
-    /// A node's field cannot go into the files.
-    #[error("node {node} has an unusable {field} {value:?}: {reason}")]
-    BadNode {
-        /// Instance id.
-        node: String,
-        /// Which field.
-        field: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong.
-        reason: &'static str,
-    },
-    /// Two nodes share what must be unique (an index, alias, address, host
-    /// name or instance id): /etc/hosts would map one name to two addresses.
-    #[error("manifest generation {generation} gives {field} {value:?} to two nodes, {first} and {second}")]
-    Duplicate {
-        /// The manifest's generation.
-        generation: u64,
-        /// Which field.
-        field: &'static str,
-        /// The shared value.
-        value: String,
-        /// The first node's instance id.
-        first: String,
-        /// The second node's instance id.
-        second: String,
-    },
-    /// The manifest is another cluster's (a queue or file mix-up).
-    #[error("manifest generation {generation} is for cluster {manifest:?}, and this node is in cluster {config:?}")]
-    OtherCluster {
-        /// The manifest's generation.
-        generation: u64,
-        /// The cluster the manifest names.
-        manifest: String,
-        /// The cluster of this node's config.
-        config: String,
-    },
-    /// A node's SSH host key is not an OpenSSH public key.
-    #[error("the SSH host key of {node} is unusable: {reason}")]
-    BadHostKey {
-        /// Alias and instance id.
-        node: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The cluster key in the manifest (or given to the master) is unusable.
-    #[error("the cluster SSH key is unusable: {reason}")]
-    BadClusterKey {
-        /// What is wrong.
-        reason: String,
-    },
-    /// The cluster key file could not be made or used.
-    #[error(
-        "the cluster key {path} {reason}; move it away to have a new one created (every node then needs the next manifest)"
-    )]
-    ClusterKey {
-        /// The key file, under the root.
-        path: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The state file is not valid JSON of the expected shape.
-    #[error("the state file {path} is not valid: {source}")]
-    ParseState {
-        /// The file, under the root.
-        path: PathBuf,
-        /// Why.
-        source: serde_json::Error,
-    },
-    /// The state file has a version this build does not read.
-    #[error(
-        "the state file {path} has version {found:?}, and this agent reads version {supported} only; \
-         remove it to have the next manifest applied from scratch"
-    )]
-    StateVersion {
-        /// The file, under the root.
-        path: PathBuf,
-        /// The version in the file, if any.
-        found: Option<u64>,
-        /// The version this build reads.
-        supported: u32,
-    },
-    /// The interruption notice file is not one this build can use.
-    #[error("the interruption notice file {path} is not usable: {source}")]
-    ParseNotice {
-        /// The file, under the root.
-        path: PathBuf,
-        /// Why.
-        source: node_contract::interruption::NoticeError,
-    },
-    /// Mounting EFS failed.
-    #[error("cannot mount EFS at {target}: {reason}")]
-    Mount {
-        /// The mount point, under the root.
-        target: PathBuf,
-        /// Why, and what to check.
-        reason: String,
-    },
-}
-
-/// A manifest node as the files see it.
-#[derive(Clone, Copy, Debug)]
-pub struct Node<'a> {
-    /// The node.
-    pub node: &'a ManifestNode,
-    /// Whether it is the master (which also answers to `deeplearning-master`).
-    pub is_master: bool,
-    /// Its host name's first label, when no other node of the manifest has
-    /// that first label or that name (two nodes never share a name in
-    /// `/etc/hosts` or the known hosts).
-    pub short_name: Option<&'a str>,
-}
-
-impl<'a> Node<'a> {
-    /// The names this node answers to besides its alias (and
-    /// `deeplearning-master`) and its IP: the host name the metadata gave
-    /// (`ip-10-0-1-5.ec2.internal`), then its short name, each only when it
-    /// adds a name.
-    pub fn host_names(&self) -> Vec<&'a str> {
-        let mut names: Vec<&'a str> = Vec::new();
-        for name in [Some(self.node.hostname.as_str()), self.short_name].into_iter().flatten() {
-            let taken = name == self.node.alias || name == MASTER_ALIAS || name == self.node.private_ip;
-            if !name.is_empty() && !taken && !names.contains(&name) {
-                names.push(name);
-            }
-        }
-        names
-    }
-}
-
-/// The first label of a node's host name (`ip-10-0-1-5` of
-/// `ip-10-0-1-5.ec2.internal`: what `hostname` prints on Ubuntu images and
-/// what users copy into host files); none for a one-label name or an IP.
-fn first_label(hostname: &str) -> Option<&str> {
-    if hostname.parse::<IpAddr>().is_ok() {
-        return None;
-    }
-    hostname.split_once('.').map(|(short, _)| short).filter(|s| !s.is_empty())
-}
-
-/// The manifest's nodes, master first, then by index, each checked.
-pub fn nodes(manifest: &Manifest) -> Result<Vec<Node<'_>>, FilesError> {
-    if manifest.node(&manifest.master).is_none() {
-        return Err(FilesError::MasterNotInManifest {
-            master: manifest.master.clone(),
-            generation: manifest.generation,
-        });
-    }
-    // A short name is given only when it names one node and nothing else.
-    let mut shorts: BTreeMap<&str, usize> = BTreeMap::new();
-    for n in &manifest.nodes {
-        if let Some(short) = first_label(&n.hostname) {
-            *shorts.entry(short).or_default() += 1;
-        }
-    }
-    let names: std::collections::BTreeSet<&str> =
-        manifest.nodes.iter().flat_map(|n| [n.alias.as_str(), n.hostname.as_str(), n.private_ip.as_str()]).collect();
-    let mut nodes: Vec<Node<'_>> = manifest
-        .nodes
-        .iter()
-        .map(|n| Node {
-            node: n,
-            is_master: n.instance_id == manifest.master,
-            short_name: first_label(&n.hostname).filter(|s| shorts[s] == 1 && !names.contains(s)),
-        })
-        .collect();
-    nodes.sort_by(|a, b| {
-        (!a.is_master, a.node.index, &a.node.instance_id).cmp(&(!b.is_master, b.node.index, &b.node.instance_id))
-    });
-    for n in &nodes {
-        check_node(n.node)?;
-    }
-    unique(manifest)?;
-    Ok(nodes)
-}
-
-/// Refuses a manifest in which two nodes share an index, alias, address,
-/// host name or instance id. One pass with a set per field: a manifest of
-/// a thousand nodes is checked in microseconds.
-fn unique(manifest: &Manifest) -> Result<(), FilesError> {
-    use std::borrow::Cow;
-    type Field = (&'static str, for<'a> fn(&'a ManifestNode) -> Cow<'a, str>);
-    let fields: [Field; 5] = [
-        ("index", |n| Cow::Owned(n.index.to_string())),
-        ("alias", |n| Cow::Borrowed(&n.alias)),
-        ("private_ip", |n| Cow::Borrowed(&n.private_ip)),
-        ("hostname", |n| Cow::Borrowed(&n.hostname)),
-        ("instance_id", |n| Cow::Borrowed(&n.instance_id)),
-    ];
-    for (field, value_of) in fields {
-        let mut seen: std::collections::HashMap<Cow<'_, str>, &str> =
-            std::collections::HashMap::with_capacity(manifest.nodes.len());
-        for n in &manifest.nodes {
-            let value = value_of(n);
-            // A node without a host name has nothing to clash.
-            if value.is_empty() {
-                continue;
-            }
-            if let Some(first) = seen.get(&value) {
-                return Err(FilesError::Duplicate {
-                    generation: manifest.generation,
-                    field,
-                    value: value.into_owned(),
-                    first: (*first).to_owned(),
-                    second: n.instance_id.clone(),
-                });
-            }
-            seen.insert(value, &n.instance_id);
-        }
-    }
-    Ok(())
-}
-
-fn check_node(n: &ManifestNode) -> Result<(), FilesError> {
-    let bad = |field: &'static str, value: &str, reason: &'static str| FilesError::BadNode {
-        node: n.instance_id.clone(),
-        field,
-        value: value.to_owned(),
-        reason,
-    };
-    if n.private_ip.parse::<IpAddr>().is_err() {
-        return Err(bad("private_ip", &n.private_ip, "not an IP address"));
-    }
-    if !is_host_name(&n.alias) {
-        return Err(bad("alias", &n.alias, "not a host name"));
-    }
-    if !n.hostname.is_empty() && !is_host_name(&n.hostname) {
-        return Err(bad("hostname", &n.hostname, "not a host name"));
-    }
-    Ok(())
-}
-
-/// Letters, digits, `-`, `.` and `_` (seen in some private DNS setups), not
-/// starting with `-` or `.`: anything else could break or inject into
-/// `/etc/hosts` and known hosts lines.
-fn is_host_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && !s.starts_with(['-', '.'])
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
-}
-
-/// The network gate's verdict file under `root` (the master writes it).
-pub fn network_check_path(root: &Path) -> PathBuf {
-    under(root, node_contract::NETWORK_CHECK_PATH)
-}
-
-/// `root.join(path)` for an absolute node path.
-pub fn under(root: &Path, path: impl AsRef<Path>) -> PathBuf {
-    let path = path.as_ref();
-    root.join(path.strip_prefix("/").unwrap_or(path))
-}
-
-/// `~user/<in_home>`: a file in a user's home, resolved when rendered.
-fn home_path(user: &str, in_home: &str) -> PathBuf {
-    PathBuf::from(format!("~{user}/{in_home}"))
-}
 
 /// The files for `manifest` as seen by the node `me` (instance id).
 /// `cluster_private_key` is `Some` on the master only; `fabric` is this
@@ -455,31 +126,6 @@ pub fn plan(
     Ok(Plan { files })
 }
 
-/// What each file would contain after [`apply`] (shared files merged with
-/// their current content under `root`), without writing. Paths are as on
-/// the node, with `~user` resolved.
-pub fn render(plan: &Plan, root: &Path) -> Result<Vec<(PathBuf, String)>, FilesError> {
-    let mut users = Users::new(root);
-    plan.files.iter().map(|f| render_one(f, root, &mut users)).collect()
-}
-
-fn render_one(file: &PlannedFile, root: &Path, users: &mut Users) -> Result<(PathBuf, String), FilesError> {
-    let path = users.resolve(&file.path)?;
-    let content = match &file.content {
-        Content::Whole(text) => text.clone(),
-        Content::Block(body) => {
-            let on_disk = under(root, &path);
-            let current = match fs::read_to_string(&on_disk) {
-                Ok(text) => text,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-                Err(source) => return Err(FilesError::Read { path: on_disk, source }),
-            };
-            managed_block::merge(&current, body)
-        }
-    };
-    Ok((path, content))
-}
-
 /// What the agent does with a manifest on node `me`: [`plan`] its files,
 /// [`apply`] them under `root`, then record the generation in the state
 /// file. Returns the paths that changed, as [`apply`] does.
@@ -502,144 +148,13 @@ pub fn apply_manifest(
     Ok(changed)
 }
 
-/// Writes what changed and returns those paths (as on the node, `~user`
-/// resolved): content, mode or owner. A re-run returns an empty list and
-/// touches nothing. Stops at the first error; files before it stay written
-/// (each is complete on its own), the failed one keeps its old content.
-pub fn apply(plan: &Plan, root: &Path) -> Result<Vec<PathBuf>, FilesError> {
-    let mut users = Users::new(root);
-    let mut changed = Vec::new();
-    // `/etc/hosts` goes last: when another file cannot be written (a
-    // read-only or full file system), the node keeps resolving the names of
-    // the generation it fully applied, instead of a hosts file that is ahead
-    // of its workers file and known hosts.
-    // The changed files are still reported in the plan's order.
-    let (hosts, others): (Vec<_>, Vec<_>) =
-        plan.files.iter().enumerate().partition(|(_, f)| f.path == Path::new(hosts::PATH));
-    for (position, file) in others.into_iter().chain(hosts) {
-        let (path, content) = render_one(file, root, &mut users)?;
-        let on_disk = under(root, &path);
-        let owner = match &file.owner {
-            Some(name) => users.lookup(name)?.map(|u| Owner {
-                name,
-                uid: u.uid,
-                gid: u.gid,
-                home: under(root, passwd::home(Some(u), name)),
-            }),
-            None => None,
-        };
-        let mut this_changed = false;
-        if let (Some(_), Some(dir)) = (&file.owner, on_disk.parent()) {
-            this_changed |= private_dir(dir, owner.as_ref())?;
-        }
-        this_changed |= atomic::write_if_changed(&on_disk, &content, file.mode)?;
-        if let Some(owner) = &owner {
-            this_changed |= chown_if_needed(&on_disk, owner)?;
-        } else if let Some(name) = &file.owner {
-            tracing::warn!(
-                path = %path.display(),
-                user = %name,
-                "the user is not in etc/passwd under the root; the file stays owned by root"
-            );
-        }
-        if this_changed {
-            tracing::info!(path = %path.display(), "updated");
-            changed.push((position, path));
-        }
-    }
-    changed.sort();
-    Ok(changed.into_iter().map(|(_, path)| path).collect())
-}
-
-/// Who owns a user's file, with the home directory under the root.
-struct Owner<'a> {
-    name: &'a str,
-    uid: u32,
-    gid: u32,
-    home: PathBuf,
-}
-
-/// Ensures `dir` exists, is mode 0700 and belongs to `owner` (when the user
-/// is known). Missing directories inside the user's home (the home itself,
-/// when the image has not created it yet) are given to the user too; those
-/// outside stay root's.
-fn private_dir(dir: &Path, owner: Option<&Owner<'_>>) -> Result<bool, FilesError> {
-    let mut missing = Vec::new();
-    let mut cursor = Some(dir);
-    while let Some(d) = cursor {
-        if d.exists() {
-            break;
-        }
-        missing.push(d.to_owned());
-        cursor = d.parent();
-    }
-    let mut changed = !missing.is_empty();
-    atomic::create_dirs(dir)?;
-    if let Some(owner) = owner {
-        for d in missing.iter().rev().filter(|d| d.starts_with(&owner.home)) {
-            chown_if_needed(d, owner)?;
-        }
-    }
-    let meta = fs::metadata(dir).map_err(|source| FilesError::Read { path: dir.to_owned(), source })?;
-    if meta.permissions().mode() & 0o7777 != 0o700 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-            .map_err(|source| FilesError::Write { path: dir.to_owned(), source })?;
-        changed = true;
-    }
-    if let Some(owner) = owner {
-        changed |= chown_if_needed(dir, owner)?;
-    }
-    Ok(changed)
-}
-
-fn chown_if_needed(path: &Path, owner: &Owner<'_>) -> Result<bool, FilesError> {
-    let meta = fs::metadata(path).map_err(|source| FilesError::Read { path: path.to_owned(), source })?;
-    if (meta.uid(), meta.gid()) == (owner.uid, owner.gid) {
-        return Ok(false);
-    }
-    std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid)).map_err(|source| FilesError::Chown {
-        path: path.to_owned(),
-        user: owner.name.to_owned(),
-        source,
-    })?;
-    Ok(true)
-}
-
-/// Users read from `<root>/etc/passwd`, once per render or apply.
-struct Users<'a> {
-    root: &'a Path,
-    known: BTreeMap<String, Option<passwd::User>>,
-}
-
-impl<'a> Users<'a> {
-    fn new(root: &'a Path) -> Self {
-        Users { root, known: BTreeMap::new() }
-    }
-
-    fn lookup(&mut self, name: &str) -> Result<Option<&passwd::User>, FilesError> {
-        if !self.known.contains_key(name) {
-            let user = passwd::lookup(self.root, name)?;
-            self.known.insert(name.to_owned(), user);
-        }
-        Ok(self.known.get(name).and_then(Option::as_ref))
-    }
-
-    /// `~user/rest` to `<home>/rest`; other paths as they are.
-    fn resolve(&mut self, path: &Path) -> Result<PathBuf, FilesError> {
-        let text = path.to_string_lossy();
-        let Some(rest) = text.strip_prefix('~') else { return Ok(path.to_owned()) };
-        let (name, in_home) = rest.split_once('/').unwrap_or((rest, ""));
-        let home = passwd::home(self.lookup(name)?, name);
-        Ok(if in_home.is_empty() { home } else { home.join(in_home) })
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::os::unix::fs::MetadataExt;
+    use std::fs;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     use node_contract::Role;
-    use node_contract::message::worker_alias;
+    use node_contract::message::{ManifestNode, worker_alias};
 
     use super::*;
 

@@ -10,7 +10,9 @@ use std::path::Path;
 
 pub use node_contract::interruption::{NOTICE_FILE_VERSION, NOTICE_PATH as PATH, NoticeFile};
 
-use super::{FilesError, atomic, under};
+use super::atomic;
+use super::error::FilesError;
+use super::paths::under;
 
 /// The notice under `root`; `None` when there is none.
 pub fn read(root: &Path) -> Result<Option<NoticeFile>, FilesError> {

@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{FilesError, under};
+use super::error::FilesError;
+use super::paths::under;
 
 /// One line of `/etc/passwd`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,8 @@
 use node_contract::NodeConfig;
 use node_contract::message::Manifest;
 
-use super::{Node, hostfile, workers};
+use super::nodes::Node;
+use super::{hostfile, workers};
 use crate::fabric::Variable;
 
 /// The file, as on the node.

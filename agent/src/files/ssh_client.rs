@@ -23,7 +23,9 @@
 
 use std::path::PathBuf;
 
-use super::{FilesError, Node, home_path};
+use super::error::FilesError;
+use super::nodes::Node;
+use super::paths::home_path;
 
 /// Nodes whose names share one `Host` line (each adds at most about 85
 /// characters: an IP and a full and a short host name).

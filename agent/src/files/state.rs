@@ -11,7 +11,9 @@ use std::path::Path;
 use node_contract::state::StateError;
 pub use node_contract::state::{STATE_PATH as PATH, STATE_VERSION, State};
 
-use super::{FilesError, atomic, under};
+use super::atomic;
+use super::error::FilesError;
+use super::paths::under;
 
 /// The state under `root`; `None` before the first manifest was applied.
 pub fn read(root: &Path) -> Result<Option<State>, FilesError> {

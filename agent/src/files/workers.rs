@@ -2,7 +2,7 @@
 //! order. `$DEEPLEARNING_WORKERS_PATH` points here; the format is what
 //! MXNet's `launch.py -H` reads, so the file has no comments.
 
-use super::Node;
+use super::nodes::Node;
 
 /// The file, as on the node.
 pub const PATH: &str = "/opt/deeplearning/workers";

@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use node_contract::Role;
+use node_contract::clock::Clock;
 use node_contract::logs::{node_label, stream_name};
 use tracing::{info, warn};
 
@@ -113,11 +114,6 @@ pub fn first_upload_spread(instance_id: &str, nodes: usize) -> Duration {
     Duration::from_millis(hasher.finish() % window_ms)
 }
 
-/// Now, in unix milliseconds, as CloudWatch Logs stamps events.
-pub(crate) fn now_ms() -> i64 {
-    crate::runner::now_ms() as i64
-}
-
 /// Where a node's lines go now, from the manifest it applied last (its
 /// state file, read once each time it changes).
 #[derive(Clone, Debug)]
@@ -161,11 +157,14 @@ pub struct Shipper<L> {
     current: Option<(Option<std::time::SystemTime>, Placement)>,
     /// Failing since this many attempts (for one warning per outage).
     failing: u32,
+    /// Where the time of the copied lines and of the first warning comes from.
+    clock: Clock,
 }
 
 impl<L: LogStreams> Shipper<L> {
     /// A shipper for the node `instance_id` of `role`, whose agent runs
-    /// under `root`, following the boot output and `prepare_log`.
+    /// under `root`, following the boot output and `prepare_log`, reading
+    /// the time from `clock`.
     pub fn new(
         streams: L,
         spool: Arc<Spool>,
@@ -173,6 +172,7 @@ impl<L: LogStreams> Shipper<L> {
         role: Role,
         instance_id: &str,
         prepare_log: PathBuf,
+        clock: Clock,
     ) -> Self {
         let dir = spool_dir(root);
         let sources = vec![Source::new("boot", boot_log(root), &dir), Source::new("prepare-data", prepare_log, &dir)];
@@ -186,6 +186,7 @@ impl<L: LogStreams> Shipper<L> {
             created: None,
             current: None,
             failing: 0,
+            clock,
         }
     }
 
@@ -198,6 +199,11 @@ impl<L: LogStreams> Shipper<L> {
     /// master's always is).
     pub fn indexed(&mut self) -> bool {
         self.placement().indexed
+    }
+
+    /// Now, in unix milliseconds, as CloudWatch Logs stamps events.
+    fn now_ms(&self) -> i64 {
+        (self.clock)() as i64
     }
 
     fn placement(&mut self) -> &Placement {
@@ -213,7 +219,7 @@ impl<L: LogStreams> Shipper<L> {
     /// One round: follows the files, enforces the cap, and sends every
     /// unacknowledged line; returns how many lines CloudWatch Logs accepted.
     pub async fn round(&mut self) -> Result<usize, PortError> {
-        let now = now_ms();
+        let now = self.now_ms();
         for source in &mut self.sources {
             if let Err(e) = source.collect(&self.spool, now) {
                 warn!(source = source.name, "cannot copy new lines into the log spool: {e}");
@@ -270,7 +276,7 @@ impl<L: LogStreams> Shipper<L> {
             if holding {
                 let indexed = self.indexed();
                 let since_warning = writer::warned_at_ms()
-                    .map(|at| Duration::from_millis(u64::try_from(now_ms().saturating_sub(at)).unwrap_or(0)));
+                    .map(|at| Duration::from_millis(u64::try_from(self.now_ms().saturating_sub(at)).unwrap_or(0)));
                 holding = hold_first_lines(self.role, indexed, since_warning, started.elapsed());
                 if holding {
                     tokio::time::sleep(INTERVAL).await;

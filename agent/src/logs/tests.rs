@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use node_contract::clock;
 use node_contract::message::{Manifest, ManifestNode};
 use node_contract::state::State;
 
@@ -88,7 +89,7 @@ const WORKER: &str = "i-0123456789abcdef0";
 fn shipper(root: &Path, logs: &FakeLogs) -> (Arc<Spool>, Shipper<FakeLogs>) {
     let spool = Arc::new(Spool::open(&spool_dir(root), spool::DEFAULT_CAP).unwrap());
     let prepare = root.join("var/log/deeplearning/prepare-data.log");
-    (spool.clone(), Shipper::new(logs.clone(), spool, root, Role::Worker, WORKER, prepare))
+    (spool.clone(), Shipper::new(logs.clone(), spool, root, Role::Worker, WORKER, prepare, clock::system))
 }
 
 #[tokio::test]
@@ -158,6 +159,7 @@ async fn a_master_ships_as_master() {
         Role::Master,
         "i-0000000000000000a",
         root.path().join("none"),
+        clock::system,
     );
     spool.append(1, "forming").unwrap();
     assert_eq!(shipper.round().await, Ok(1));

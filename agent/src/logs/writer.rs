@@ -97,7 +97,9 @@ impl Drop for EventWriter {
         // starts at the level.
         let text = String::from_utf8_lossy(&self.0);
         let text = text.trim_start();
-        let ts = super::now_ms();
+        // A global sink, set up before any loop takes a clock: it stamps
+        // lines with the system clock, as CloudWatch Logs stamps events.
+        let ts = node_contract::clock::system() as i64;
         if text.starts_with("WARN") || text.starts_with("ERROR") {
             let _ = WARNED_AT_MS.compare_exchange(0, ts.max(1), Ordering::Relaxed, Ordering::Relaxed);
         }

@@ -2,10 +2,13 @@
 
 use std::collections::BTreeSet;
 
+use node_contract::Role;
 use node_contract::message::{Applied, Leave, LifecycleAction, Manifest, MasterInbound};
 
+use super::formation::BOOT_FAILURES_KEPT;
 use super::*;
 use crate::cluster::testkit::{SplitMix64, T0, actions, config, formations, logs, master_reg, published, worker_reg};
+use crate::cluster::timing::*;
 
 const MINUTE: u64 = 60_000;
 

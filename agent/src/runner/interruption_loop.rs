@@ -1,0 +1,78 @@
+//! The interruption watcher, beside the node loop on every node: every
+//! [`interruption::POLL_INTERVAL`] it asks IMDS for a Spot instance action
+//! or a rebalance recommendation ([`crate::interruption`]), and on a new one
+//! it writes the notice file for `trainer`, stops the node loop from
+//! registering again, and sends `notice` to the master, which removes the
+//! node at once.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use node_contract::clock::Clock;
+use node_contract::message::Message;
+use tracing::{error, info, warn};
+
+use super::retry::retry;
+use crate::aws::SqsQueue;
+use crate::files;
+use crate::identity::Identity;
+use crate::interruption::{self, FailureLog, Watcher};
+use crate::ports::Queue;
+
+/// Polls IMDS for interruption notices every [`interruption::POLL_INTERVAL`]
+/// (the first poll at once); on a new one writes the notice file, tells the
+/// node loop to stop registering, and sends `notice` to the master. Never
+/// returns: IMDS and SQS failures are logged, and it polls again.
+pub(super) async fn interruption_loop(
+    root: &Path,
+    imds: &aws_config::imds::Client,
+    me: &Identity,
+    master_queue: &SqsQueue,
+    interrupted: &AtomicBool,
+    mut watcher: Watcher,
+    clock: Clock,
+) -> anyhow::Result<()> {
+    let mut failures = FailureLog::default();
+    let mut ticks = tokio::time::interval(interruption::POLL_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A `notice` that could not be sent even after retries is sent again at
+    // every poll until it goes out: the master must hear of it. A notice of
+    // this boot found at start is sent again too (the agent may have stopped
+    // between writing the file and sending it; a duplicate changes nothing).
+    let mut unsent: Option<String> = watcher.current().map(|n| Message::Notice(n.clone()).to_body());
+    loop {
+        ticks.tick().await;
+        if let Some(body) = &unsent
+            && master_queue.send(body).await.is_ok()
+        {
+            info!("told the master about the interruption notice");
+            unsent = None;
+        }
+        let result = interruption::poll(imds, &me.instance_id).await;
+        failures.record(&result);
+        let Ok(seen) = result else { continue };
+        let Some(notice) = watcher.observe(seen) else { continue };
+        warn!(notice = %notice.describe(), "EC2 gave this node an interruption notice: it leaves the cluster");
+        interrupted.store(true, Ordering::SeqCst);
+        let file = files::notice::NoticeFile {
+            version: files::notice::NOTICE_FILE_VERSION,
+            interruption: notice.clone(),
+            boot_id: me.boot_id.clone(),
+            noticed_unix_ms: clock(),
+        };
+        if let Err(e) = tokio::task::block_in_place(|| files::notice::write(root, &file)) {
+            error!("cannot write the interruption notice file (trainer will not see the notice): {e}");
+        }
+        let body = Message::Notice(notice).to_body();
+        match retry("report the interruption notice", || master_queue.send(&body)).await {
+            Ok(()) => {
+                info!("told the master about the interruption notice");
+                unsent = None;
+            }
+            Err(e) => {
+                warn!("cannot tell the master about the interruption notice yet, trying again at every poll: {e}");
+                unsent = Some(body);
+            }
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The loops that tie the agent together, and the boot steps before them.
+//!
+//! Every node runs the node loop ([`node_loop`]): register until it appears
+//! in a manifest, long-poll the worker queue for manifests (visibility 0: a
+//! manifest stays visible to every node until the master retires it), apply
+//! the newest one to disk, and report `applied`. The master also runs the
+//! master loop ([`master_loop`]): long-poll its queue, feed each message to
+//! [`crate::cluster::MasterState`], carry out the effects it asks for
+//! ([`effects`]: publish, retire, signal, resize, complete lifecycle
+//! actions, host log), and persist the state after every step
+//! ([`state_file`]) so a restarted agent resumes where it was.
+//!
+//! Every node also runs the interruption watcher ([`interruption_loop`],
+//! [`crate::interruption`]): every 5 s it asks IMDS for a Spot instance
+//! action or a rebalance recommendation, and on a new one it writes the
+//! notice file for `trainer`, stops the node loop from registering again,
+//! and sends `notice` to the master, which removes the node at once.
+//!
+//! Before the loops, [`run`] takes the [`boot`] steps: log shipping, the EFS
+//! mount, the notice of this boot; a worker's prepare-data script runs at
+//! the top of its node loop. The loops read the time from the one
+//! [`Clock`] they are given (the system clock in [`run`]).
+//!
+//! AWS errors never end the agent: transient ones are retried with backoff
+//! ([`retry`]), permanent ones are logged with what failed, and the loop
+//! goes on. Nor do local files that cannot be written (a read-only or full
+//! file system): the error names the file, the manifest is tried again, and
+//! nothing is acknowledged until it is written.
+
+mod boot;
+mod effects;
+mod interruption_loop;
+mod master_loop;
+mod node_loop;
+mod probe;
+mod retry;
+mod state_file;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+use node_contract::clock::Clock;
+use node_contract::message::Register;
+use node_contract::{NodeConfig, Role};
+use tracing::{error, info};
+
+use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
+use crate::files;
+use crate::netgate;
+pub(crate) use state_file::master_state_path;
+
+/// How `agent run` was asked to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Every file is written under this directory (`/` in production).
+    pub root: PathBuf,
+    /// The node config file; default: the one the user data wrote under `root`.
+    pub config: Option<PathBuf>,
+    /// Mount EFS (off in containers and tests, where only the fstab line is written).
+    pub mount: bool,
+}
+
+/// Loads the config: the file when it exists, else the instance's user data.
+pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> anyhow::Result<NodeConfig> {
+    let path = opts.config.clone().unwrap_or_else(|| crate::config::path_under(&opts.root));
+    if path.exists() || opts.config.is_some() {
+        return Ok(crate::config::from_file(&path)?);
+    }
+    info!(path = %path.display(), "no node config file yet; reading it from the user data");
+    let script = crate::identity::user_data(imds).await?;
+    Ok(crate::config::from_user_data(&script)?)
+}
+
+/// Runs the agent until SIGTERM or Ctrl-C.
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let clock: Clock = node_contract::clock::system;
+    // The formation timeline's "agent started".
+    let started_ms = clock();
+    let imds = crate::identity::imds_client();
+    let config = load_config(&opts, &imds).await?;
+    let gpus = crate::gpu::count();
+    let me = crate::identity::discover(&imds, &opts.root, gpus).await.context("finding out who this node is")?;
+    info!(instance = %me.instance_id, ip = %me.private_ip, role = ?config.role, gpus, "agent starting");
+    let clients = crate::aws::clients(&config.region).await;
+    boot::start_shipping(&opts.root, &config, &me, &clients, clock);
+    boot::mount_efs(&opts.root, &config, opts.mount).await?;
+
+    let master_queue = SqsQueue::new(clients.sqs.clone(), config.queues.master.clone());
+    let worker_queue = SqsQueue::new(clients.sqs.clone(), config.queues.workers.clone());
+    let cluster_key = match config.role {
+        Role::Master => Some(files::cluster_key::load_or_create(&opts.root)?),
+        Role::Worker => None,
+    };
+    let register = Register {
+        instance_id: me.instance_id.clone(),
+        private_ip: me.private_ip.clone(),
+        hostname: me.hostname.clone(),
+        role: config.role,
+        gpus: me.gpus,
+        instance_type: me.instance_type.clone(),
+        availability_zone: me.availability_zone.clone(),
+        ssh_host_key: me.ssh_host_key.clone(),
+        boot_id: me.boot_id.clone(),
+        // The formation timeline's `launched`, `booted` and `agent started`
+        // (the master registers itself too).
+        launched_unix_ms: crate::identity::launched_ms(&imds).await,
+        booted_unix_ms: crate::identity::booted_ms(&opts.root),
+        agent_started_unix_ms: Some(started_ms),
+    };
+
+    // The network gate's listener, for the predecessor's probe; it lives
+    // as long as the agent.
+    let _probe_listener = config.network_check.as_ref().map(|_| {
+        tokio::spawn(async {
+            if let Err(e) = netgate::serve(netgate::PROBE_PORT).await {
+                error!("the network check's probe listener cannot listen on port {}: {e}", netgate::PROBE_PORT);
+            }
+        })
+    });
+    let (watcher, interrupted) = boot::restore_notice(&opts.root, &me);
+    let interrupted = AtomicBool::new(interrupted);
+    let watch =
+        interruption_loop::interruption_loop(&opts.root, &imds, &me, &master_queue, &interrupted, watcher, clock);
+    let node = node_loop::node_loop(
+        &opts.root,
+        &config,
+        &me,
+        &register,
+        cluster_key.as_ref(),
+        &master_queue,
+        &worker_queue,
+        &interrupted,
+        clock,
+    );
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+        info!("stopping on request");
+        anyhow::Ok(())
+    };
+    match (config.role, cluster_key.as_ref(), &config.signals, &config.worker_group) {
+        (Role::Master, Some(key), Some(signals), Some(group)) => {
+            let group = AsgWorkerGroup::new(clients.autoscaling.clone(), group.clone());
+            let signals = CfnSignals {
+                client: clients.cloudformation.clone(),
+                stack: config.stack_id.clone(),
+                master_resource: signals.master_resource.clone(),
+                handle_url: signals.formation_handle_url.clone(),
+            };
+            let master = master_loop::master_loop(
+                &opts.root,
+                &config,
+                register.clone(),
+                key,
+                &master_queue,
+                &worker_queue,
+                &group,
+                &signals,
+                clock,
+            );
+            tokio::select! {
+                r = node => r,
+                r = master => r,
+                r = watch => r,
+                r = shutdown => r,
+            }
+        }
+        (Role::Master, ..) => {
+            anyhow::bail!("this node is the master, but its node config lacks the worker group or the signals to send")
+        }
+        (Role::Worker, ..) => tokio::select! {
+            r = node => r,
+            r = watch => r,
+            r = shutdown => r,
+        },
+    }
+}

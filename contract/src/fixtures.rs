@@ -1,0 +1,33 @@
+//! Fixtures for the tests of the crates that read the contract: one node
+//! config that every test starts from (and changes what it is about), so a
+//! new field of [`NodeConfig`] is filled in one place. Compiled for this
+//! crate's own tests, and for others with the `fixtures` feature, which
+//! they enable in their `[dev-dependencies]` only.
+
+use crate::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
+
+/// The master's node config of a cluster `demo` in us-east-1: a 30-minute
+/// formation, no prepare-data script, no EFA, network check or log group.
+pub fn node_config() -> NodeConfig {
+    NodeConfig {
+        version: NODE_CONFIG_VERSION,
+        cluster: "demo".into(),
+        stack_id: "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1".into(),
+        stack_name: "demo".into(),
+        region: "us-east-1".into(),
+        role: Role::Master,
+        queues: Queues { master: "https://sqs/m".into(), workers: "https://sqs/w".into() },
+        worker_group: Some("demo-workers".into()),
+        efs: Efs { file_system_id: "fs-12345678".into(), mount: "/efs".into() },
+        default_user: "ubuntu".into(),
+        formation_timeout_seconds: 1800,
+        elastic: Elastic::default(),
+        signals: Some(Signals {
+            master_resource: "MasterInstance".into(),
+            formation_handle_url: "https://handle".into(),
+        }),
+        efa: None,
+        network_check: None,
+        logs: None,
+    }
+}
