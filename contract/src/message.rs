@@ -1,4 +1,4 @@
-//! The messages nodes exchange over SQS (docs/ARCHITECTURE.md, "Messages"), and the
+//! The messages nodes exchange over SQS (docs/ARCHITECTURE.md, "Messages (JSON on SQS)"), and the
 //! Auto Scaling lifecycle notifications that arrive in the master's queue.
 //!
 //! Our own messages are JSON objects with a `version` and a `kind`:

@@ -4,7 +4,7 @@
 //! everything the outside world should do comes back as [`Effect`]s that the
 //! runner carries out with the ports in [`crate::ports`].
 //!
-//! # The protocol (docs/ARCHITECTURE.md, "Messages" and "Membership rules")
+//! # The protocol (docs/ARCHITECTURE.md, "Messages (JSON on SQS)" and "Membership rules")
 //!
 //! Two SQS standard queues: at-least-once delivery, no ordering. Duplicates,
 //! reordering and stale generations are normal, so every step below is

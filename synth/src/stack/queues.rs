@@ -1,4 +1,4 @@
-//! The two SQS queues of the node contract (docs/ARCHITECTURE.md, "Messages"):
+//! The two SQS queues of the node contract (docs/ARCHITECTURE.md, "Messages (JSON on SQS)"):
 //! registrations and lifecycle notifications go to the master's queue,
 //! manifests to the workers' queue.
 //!
