@@ -184,9 +184,20 @@ fn main() {
         for (name, arch) in [("mlp", Arch::Mlp), ("lenet", Arch::Lenet)] {
             let key = format!("{name}_{batch}");
             let (rate, other) = (ours[&key], torch(&format!("{key}_samples_per_sec")));
-            println!("{:<34} {:>12.0} {:>12.0} {:>8.2}", format!("{name} batch {batch} samples/s"), rate, other, rate / other);
+            println!(
+                "{:<34} {:>12.0} {:>12.0} {:>8.2}",
+                format!("{name} batch {batch} samples/s"),
+                rate,
+                other,
+                rate / other
+            );
             let flops = step_flops(&Model::new(arch, (1, 28, 28)));
-            println!("{:<34} {:>12.2} {:>12.2}", format!("{name} batch {batch} step GFLOP/s"), rate * flops / 1e9, other * flops / 1e9);
+            println!(
+                "{:<34} {:>12.2} {:>12.2}",
+                format!("{name} batch {batch} step GFLOP/s"),
+                rate * flops / 1e9,
+                other * flops / 1e9
+            );
         }
     }
     for &(m, k, n) in &SHAPES {

@@ -38,7 +38,6 @@ use train::bench;
 pub use error::Error;
 use exit::{EXIT_OK, EXIT_USAGE};
 
-
 /// Runs training commands across the cluster.
 #[derive(Debug, Parser)]
 #[command(name = "trainer", version, about)]

@@ -31,9 +31,9 @@ use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::exit::{EXIT_FAILED, EXIT_OK};
 use crate::jobs::ssh::{self, SshArgs};
 use crate::jobs::{hosts, profile};
-use crate::exit::{EXIT_FAILED, EXIT_OK};
 
 /// Where the NVIDIA driver lists GPUs, one directory each.
 pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
@@ -182,7 +182,9 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         None => {}
     }
     match profile::efs_mount(&args.root) {
-        None => line(format!("efs_error=no EFS_MOUNT in {}", crate::fsroot::under(&args.root, profile::PATH).display())),
+        None => {
+            line(format!("efs_error=no EFS_MOUNT in {}", crate::fsroot::under(&args.root, profile::PATH).display()))
+        }
         Some(efs) => {
             let dir = probe_dir(&efs, &args.probe);
             let write = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join(&args.host), &args.host));

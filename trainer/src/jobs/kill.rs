@@ -13,12 +13,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::exit::{EXIT_FAILED, EXIT_OK};
 use crate::jobdir::JOB_VAR;
 use crate::jobs::hosts;
 use crate::jobs::process;
 use crate::jobs::ssh::{self, SshArgs};
 use crate::jobs::supervise::RUN_DIR;
-use crate::exit::{EXIT_FAILED, EXIT_OK};
 
 /// Arguments of `trainer kill`.
 #[derive(Debug, clap::Args)]

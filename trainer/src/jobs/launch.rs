@@ -42,13 +42,13 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::agent_state;
 use crate::error::{Error, Result};
+use crate::exit::EXIT_USAGE;
 use crate::jobs::hosts::{self, Nproc, Rank};
 use crate::jobs::ssh::{self, SshArgs};
 use crate::jobs::supervise::STARTED_LINE;
 use crate::jobs::{error_file, process, torchrun};
-use crate::agent_state;
-use crate::exit::EXIT_USAGE;
 
 /// How long stopped ranks get to end by themselves (their supervisors give
 /// CMD 1.5 s between SIGTERM and SIGKILL) before their ssh clients are killed.

@@ -316,7 +316,8 @@ impl Roster {
             .map_err(|e| RendezvousError::ReadConfig { path: path.clone(), reason: e.to_string() })?;
         let config = node_contract::NodeConfig::from_json(&text)
             .map_err(|e| RendezvousError::ReadConfig { path, reason: e.to_string() })?;
-        let markers = config.elastic.prepare_data_script.as_ref().map(|_| crate::fsroot::under(root, &config.efs.mount));
+        let markers =
+            config.elastic.prepare_data_script.as_ref().map(|_| crate::fsroot::under(root, &config.efs.mount));
         Ok(Self::new(root, markers))
     }
 
