@@ -10,7 +10,8 @@
 //! (default 2), `BENCH_BATCHES` (default `64,256,1024`), `BENCH_ROUNDS`
 //! (default 3, alternating the two sides; best of each), `BENCH_PYTHON`
 //! (default `.venv/bin/python` of the workspace). The PyTorch side is
-//! `benches/torch_reference.py` (same data, model, optimiser and batch).
+//! `benches/torch_reference.py` (same data, model, optimiser and batch),
+//! started with `OMP_WAIT_POLICY=PASSIVE` (see [`torch_side`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -77,6 +78,11 @@ fn torch_side(python: &Path, script: &Path, dir: &Path, batches: &str, threads: 
         .args([dir.to_str().unwrap(), &EPOCHS.to_string(), batches, &threads.to_string(), "cpu"])
         .env("OMP_NUM_THREADS", threads.to_string())
         .env("MKL_NUM_THREADS", threads.to_string())
+        // OpenMP's idle threads spin by default: on a machine whose cores
+        // other processes also want (this benchmark's own other side, a
+        // build), that made PyTorch ten times slower here. Sleeping idle
+        // threads, as the trainer's rayon pool has, give it its best case.
+        .env("OMP_WAIT_POLICY", "PASSIVE")
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}; run scripts/bench-train", python.display()));
     assert!(out.status.success(), "the PyTorch reference failed: {}", String::from_utf8_lossy(&out.stderr));
