@@ -11,7 +11,8 @@
 # Either a Rust toolchain with the crates in ~/.cargo (it builds), or
 # binaries built elsewhere: on any x86-64 Linux machine with Rust and the
 # internet, `scripts/gpu-check.sh --build-only DIR` puts the release
-# `trainer`, the `gpu_kernels` checks and the MNIST fixture into DIR; copy
+# `trainer`, the `gpu_kernels` checks, the PyTorch reference script and the
+# MNIST fixture into DIR; copy
 # DIR over and pass `--bin-dir DIR`.
 #
 # What it checks, one PASS or FAIL line each:
@@ -23,10 +24,14 @@
 #      64, a partial one of 32, a larger one of 80), layer by layer (the
 #      cuBLAS GEMMs);
 #   2. for the MLP and LeNet on the MNIST fixture: trains with --device cpu
-#      and --device cuda (same seed, epochs and batch) and compares the last
-#      epoch's loss (within LOSS_TOL, relative), test accuracy (ACC_TOL
-#      points) and final weights from the last checkpoints (relative L2 within
-#      WEIGHT_TOL). Float sums on a GPU run in another order, and training is
+#      and --device cuda (same seed, epochs and batch) and compares, with
+#      `trainer compare` (the trainer's own checkpoint and epoch-line readers;
+#      trainer/tests/compare_runs.rs runs the same comparison on CPU runs in
+#      CI, so a format change fails there first), the last epoch's loss
+#      (within LOSS_TOL, relative), test accuracy (ACC_TOL points) and final
+#      weights from the last checkpoints (relative L2 within WEIGHT_TOL). A
+#      comparison that cannot run (a run that failed, a checkpoint that cannot
+#      be read) is a FAIL with the reason. Float sums on a GPU run in another order, and training is
 #      chaotic: a last-bit difference can send a run onto a nearby path (on
 #      the fixture, a CPU run with the learning rate 3 roundings off ends
 #      2 % away in weights after one epoch of batch 64, and matches the GPU
@@ -34,7 +39,13 @@
 #      rate a few roundings off, measure the drift a last bit causes, and a
 #      quantity also passes within twice the largest. Prints both runs'
 #      images/s;
-#   3. with more than one GPU (a node of a formed cluster: ranks started by
+#   3. speed, side by side: samples/s of `trainer train --device cuda` for
+#      the MLP and LeNet at batch 64, 256 and 1024 on the fixture tiled to
+#      60,000 images (3 epochs, the last one's figure), against the same
+#      models, optimiser, batch and data in PyTorch eager on the same GPU
+#      (trainer/benches/torch_reference.py) when `python3 -c 'import torch'`
+#      works here (PYTHON overrides python3); a table with ratios, no verdict;
+#   4. with more than one GPU (a node of a formed cluster: ranks started by
 #      `trainer launch` read the agent's node config and state, and `ssh
 #      localhost` must work in BatchMode), trains through `trainer launch` on
 #      one GPU and on all of them (NCCL all-reduce) with the same global batch
@@ -89,7 +100,8 @@ build() {
 if [ -n "$build_only" ]; then
   build
   mkdir -p "$build_only/mnist"
-  cp "$CARGO_TARGET_DIR/release/trainer" "$CARGO_TARGET_DIR/release/examples/gpu_kernels" "$build_only/"
+  cp "$CARGO_TARGET_DIR/release/trainer" "$CARGO_TARGET_DIR/release/examples/gpu_kernels" \
+    trainer/benches/torch_reference.py "$build_only/"
   cp "$(scripts/mnist-fixture)"/*-ubyte "$build_only/mnist/"
   echo "gpu-check: built into $build_only; on the GPU machine: scripts/gpu-check.sh --bin-dir $build_only --data $build_only/mnist"
   exit 0
@@ -129,7 +141,7 @@ result() {
 }
 
 if [ -n "$bin_dir" ]; then
-  trainer=$bin_dir/trainer kernels=$bin_dir/gpu_kernels
+  trainer=$bin_dir/trainer kernels=$bin_dir/gpu_kernels reference=$bin_dir/torch_reference.py
   [ -x "$trainer" ] && [ -x "$kernels" ] || {
     echo "gpu-check: $bin_dir has no trainer and gpu_kernels: make it with --build-only" >&2
     exit 2
@@ -137,6 +149,7 @@ if [ -n "$bin_dir" ]; then
   result PASS "build: binaries from $bin_dir"
 elif build; then
   trainer=$CARGO_TARGET_DIR/release/trainer kernels=$CARGO_TARGET_DIR/release/examples/gpu_kernels
+  reference=trainer/benches/torch_reference.py
   result PASS "build: cargo build --release (trainer, gpu_kernels)"
 else
   result FAIL "build: cargo build --release failed (above)"
@@ -167,92 +180,48 @@ case $status in
   *) result FAIL "kernel checks: gpu_kernels died (exit $status): $(tail -3 "$work/kernels.out" | tr '\n' ' ')" ;;
 esac
 
-# train NAME MODEL DEVICE [launch...]: one run; its epoch lines go to $work/NAME.out.
+# train NAME MODEL DEVICE [launch...]: one run into $work/NAME: its stdout
+# (the epoch lines), stderr and checkpoints, as `trainer compare` reads them.
 train() {
   local name=$1 model=$2 device=$3
   shift 3
-  if "$@" "$trainer" train --model "$model" --data "$data" --epochs "$EPOCHS" --batch-size "$BATCH" \
-    --lr "${RUN_LR:-$LR}" --seed "$SEED" --device "$device" --checkpoint-dir "$work/$name/checkpoints" \
-    --tb-dir "$work/$name/tb" >"$work/$name.out" 2>"$work/$name.err"; then
-    echo "  $name: $(tail -1 "$work/$name.out")"
+  mkdir -p "$work/$name"
+  if "$@" "$trainer" train --model "$model" --data "${RUN_DATA:-$data}" --epochs "$EPOCHS" \
+    --batch-size "${RUN_BATCH:-$BATCH}" --lr "${RUN_LR:-$LR}" --seed "$SEED" --device "$device" \
+    --checkpoint-dir "$work/$name/checkpoints" --tb-dir "$work/$name/tb" \
+    >"$work/$name/stdout" 2>"$work/$name/stderr"; then
+    echo "  $name: $(tail -1 "$work/$name/stdout")"
   else
-    result FAIL "$name: trainer train failed: $(tail -3 "$work/$name.err" | tr '\n' ' ')"
+    result FAIL "$name: trainer train failed: $(tail -3 "$work/$name/stderr" | tr '\n' ' ')"
     return 1
   fi
 }
 
-# compare A B [C...]: the last epoch lines and the newest checkpoints of runs
-# A and B, one PASS or FAIL line per quantity; then both runs' images/s.
-# Training is chaotic: a last-bit difference in one step (a ReLU input or a
-# max-pool tie on the other side of zero) can move a run onto a nearby
-# trajectory, and the gap grows with the epochs. So with runs C (A's device
-# with the learning rate a few roundings off), a quantity also passes when
-# B is no further from A than twice the furthest C: the GPU run differs from
-# the CPU run by no more than the CPU run differs from itself.
+# compare A B [C...]: `trainer compare` of runs A and B (C: A's device with
+# the learning rate a few roundings off, see trainer/src/train/compare.rs),
+# one PASS or FAIL line per quantity, then both runs' samples/s. Anything
+# but its report (it died, printed no verdict) is a FAIL: a check that
+# cannot run is never a pass.
 compare() {
-  TOLERANCES="$LOSS_TOL $ACC_TOL $WEIGHT_TOL" python3 "$work/compare.py" "$work" "$@" >"$work/compare.out" || true
+  local a=$1 b=$2
+  shift 2
+  local drift=()
+  for c in "$@"; do drift+=(--drift "$work/$c"); done
+  set +e
+  "$trainer" compare "$work/$a" "$work/$b" "${drift[@]}" --loss-tol "$LOSS_TOL" --acc-tol "$ACC_TOL" \
+    --weight-tol "$WEIGHT_TOL" >"$work/compare.out" 2>&1
+  local status=$?
+  set -e
   cat "$work/compare.out"
-  passed=$((passed + $(grep -c '^PASS ' "$work/compare.out" || true)))
-  failed=$((failed + $(grep -c '^FAIL ' "$work/compare.out" || true)))
+  local pass fail
+  pass=$(grep -c '^PASS ' "$work/compare.out" || true)
+  fail=$(grep -c '^FAIL ' "$work/compare.out" || true)
+  passed=$((passed + pass))
+  failed=$((failed + fail))
+  if [ "$status" -gt 1 ] || [ $((pass + fail)) -eq 0 ] || { [ "$status" -eq 1 ] && [ "$fail" -eq 0 ]; }; then
+    result FAIL "$a vs $b: trainer compare gave no verdict (exit $status)"
+  fi
 }
-cat >"$work/compare.py" <<'EOF'
-import functools, glob, math, os, re, struct, sys
-from array import array
-
-work, a, b = sys.argv[1:4]
-nudged = sys.argv[4:]
-loss_tol, acc_tol, weight_tol = map(float, os.environ["TOLERANCES"].split())
-
-# Each run's files are read once, however many comparisons use them.
-@functools.lru_cache(maxsize=None)
-def last_epoch(name):
-    # `epoch 3/10 loss 0.1234 train-acc 96.10% test-acc 97.20% samples/s 8123`, maybe
-    # after `trainer launch`'s host/rank prefix.
-    line = [l for l in open(os.path.join(work, name + ".out")) if re.search(r"epoch \d+/\d+ loss ", l)][-1]
-    return tuple(float(re.search(p, line).group(1)) for p in (r"loss (\S+)", r"test-acc (\S+)%", r"samples/s (\S+)"))
-
-@functools.lru_cache(maxsize=None)
-def params(name):
-    # trainer/src/train/checkpoint.rs: 24-byte header, meta, epoch, step, params, momentum.
-    path = sorted(glob.glob(os.path.join(work, name, "checkpoints", "checkpoint-epoch-*.ckpt")))[-1]
-    raw = open(path, "rb").read()
-    at = 24
-    (meta_len,) = struct.unpack_from("<I", raw, at)
-    at += 4 + meta_len + 16
-    (n,) = struct.unpack_from("<Q", raw, at)
-    values = array("f")
-    values.frombytes(raw[at + 8 : at + 8 + 4 * n])
-    return values
-
-def dist(wa, wb):
-    if len(wa) != len(wb):
-        return math.inf
-    return math.sqrt(sum((x - y) ** 2 for x, y in zip(wa, wb))) / math.sqrt(sum(x * x for x in wa))
-
-def differences(a, b):
-    (la, aa, _), (lb, ab, _) = last_epoch(a), last_epoch(b)
-    return [abs(la - lb) / max(abs(la), 1e-12), abs(aa - ab), dist(params(a), params(b))]
-
-try:
-    (la, aa, ra), (lb, ab, rb) = last_epoch(a), last_epoch(b)
-    diffs = differences(a, b)
-    drift = [max(d) for d in zip(*(differences(a, c) for c in nudged))] if nudged else None
-    na, nb = len(params(a)), len(params(b))
-except (OSError, IndexError, AttributeError, struct.error) as e:
-    print(f"FAIL {a} vs {b}: could not read the runs' results: {e!r}")
-    sys.exit(0)
-checks = [
-    ("loss", loss_tol, f"{la:.4f} vs {lb:.4f}"),
-    ("test accuracy", acc_tol, f"{aa:.2f}% vs {ab:.2f}%"),
-    ("weights", weight_tol, f"{na} vs {nb} parameters"),
-]
-for i, (what, tol, detail) in enumerate(checks):
-    diff = diffs[i]
-    allowed = tol if drift is None else max(tol, 2 * drift[i])
-    also = "" if drift is None else f"; {a} vs its nudged runs: up to {drift[i]:.5f}, so up to {allowed:.5f}"
-    print(f"{'PASS' if diff <= allowed else 'FAIL'} {a} vs {b}: {what}: {detail}: difference {diff:.5f} (tolerance {tol}{also})")
-print(f"  images/s (last epoch): {a} {ra:.0f}, {b} {rb:.0f} ({rb / max(ra, 1e-9):.2f}x {a})")
-EOF
 
 cores=$(nproc)
 for model in mlp lenet; do
@@ -274,6 +243,56 @@ for model in mlp lenet; do
     compare "$model-cuda-launched" "$model-cuda-$gpus"
   fi
 done
+# The speed table: the fixture tiled to 60,000 images (as many as MNIST's
+# training split), so that an epoch at batch 1024 is 59 steps.
+echo "== speed on GPU 0: samples/s, last of 3 epochs, fixture tiled to 60,000 images"
+tiled=$work/tiled
+mkdir -p "$tiled"
+PYTHON=${PYTHON:-python3}
+if "$PYTHON" - "$data" "$tiled" 60000 <<'PY'
+import shutil, struct, sys
+src, dst, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for kind in ("images-idx3", "labels-idx1"):
+    raw = open(f"{src}/train-{kind}-ubyte", "rb").read()
+    dims = raw[3]
+    shape = list(struct.unpack(">" + "I" * dims, raw[4 : 4 + 4 * dims]))
+    body = raw[4 + 4 * dims :]
+    per = len(body) // shape[0]
+    reps = -(-count // shape[0])
+    shape[0] = count
+    with open(f"{dst}/train-{kind}-ubyte", "wb") as f:
+        f.write(raw[:4] + struct.pack(">" + "I" * dims, *shape) + (body * reps)[: count * per])
+for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+    shutil.copy(f"{src}/{name}", f"{dst}/{name}")
+PY
+then
+  speed_data=$tiled
+else
+  echo "  (could not tile the fixture with $PYTHON: the fixture as it is)"
+  speed_data=$data
+fi
+if "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  CUDA_VISIBLE_DEVICES=0 "$PYTHON" "$reference" "$speed_data" 3 64,256,1024 "$cores" cuda >"$work/torch.out" 2>"$work/torch.err" ||
+    echo "  the PyTorch reference failed: $(tail -3 "$work/torch.err" | tr '\n' ' ')"
+  echo "  PyTorch $(sed -n 's/^torch_version //p' "$work/torch.out") on $(sed -n 's/^device //p' "$work/torch.out")"
+else
+  echo "  no PyTorch with CUDA for $PYTHON here: the trainer's column only"
+  : >"$work/torch.out"
+fi
+printf '  %-6s %6s %14s %14s %7s\n' model batch trainer pytorch ratio
+for batch in 64 256 1024; do
+  for model in mlp lenet; do
+    ours=-
+    if RUN_DATA=$speed_data RUN_BATCH=$batch EPOCHS=3 train "speed-$model-$batch" "$model" cuda \
+      env CUDA_VISIBLE_DEVICES=0; then
+      ours=$(sed -n 's/.*samples\/s \([0-9.]*\).*/\1/p' "$work/speed-$model-$batch/stdout" | tail -1)
+    fi
+    theirs=$(sed -n "s/^${model}_${batch}_samples_per_sec //p" "$work/torch.out")
+    ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
+    printf '  %-6s %6s %14.0f %14.0f %7s\n' "$model" "$batch" "${ours/-/0}" "${theirs:-0}" "$ratio"
+  done
+done
+
 if [ "$gpus" -gt 1 ]; then
   echo "== trainer bench --device cuda: NCCL all-reduce bandwidth between $gpus GPUs through trainer launch"
   echo localhost >"$work/hosts"

@@ -1,31 +1,33 @@
 //! Benchmark (not a test): training throughput of one rank of `trainer
 //! train` (MLP and LeNet on the MNIST fixture) against the same models in
-//! NumPy on OpenBLAS at the same thread count, and the achieved GFLOP/s of
-//! the training step against OpenBLAS sgemm, printed side by side.
+//! PyTorch (eager, on the CPU) at the same thread count and batch sizes,
+//! and gemm against PyTorch's sgemm (`torch.mm`) on the shapes the models
+//! use, printed side by side with ratios.
 //!
-//! Run with `scripts/bench-train` (makes the fixture, puts the pinned numpy
-//! into .venv, runs `cargo bench -p trainer --bench throughput`). Inputs:
-//! `DL_MNIST_DIR` (the fixture), `BENCH_THREADS` (default 2), `BENCH_ROUNDS`
+//! Run with `scripts/bench-train` (makes the fixture, puts the pinned
+//! PyTorch into .venv when missing, runs `cargo bench -p trainer --bench
+//! throughput`). Inputs: `DL_MNIST_DIR` (the fixture), `BENCH_THREADS`
+//! (default 2), `BENCH_BATCHES` (default `64,256,1024`), `BENCH_ROUNDS`
 //! (default 3, alternating the two sides; best of each), `BENCH_PYTHON`
-//! (default `.venv/bin/python` of the workspace). The NumPy side is
-//! `benches/numpy_reference.py`, started with `OPENBLAS_NUM_THREADS` set.
+//! (default `.venv/bin/python` of the workspace). The PyTorch side is
+//! `benches/torch_reference.py` (same data, model, optimiser and batch),
+//! started with `OMP_WAIT_POLICY=PASSIVE` (see [`torch_side`]).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use trainer::train::collective::Single;
 use trainer::train::cpu::{self, CpuEngine};
-use trainer::train::data::{self, Split};
+use trainer::train::data::{self, Dataset, Split};
 use trainer::train::epochs::Shard;
 use trainer::train::model::{Arch, Layer, Model};
 use trainer::train::optim::Sgd;
 use trainer::train::progress::Progress;
 use trainer::train::run::{EpochPlan, train_epoch};
 
-const EPOCHS: u64 = 2;
-const BATCH: usize = 64;
+const EPOCHS: u64 = 3;
 /// The matrix shapes (m x k by k x n) timed on both sides: the MLP's first
 /// layer, LeNet's two convolutions as im2col GEMMs over a batch of 64, and a
 /// square reference.
@@ -54,18 +56,38 @@ fn step_flops(model: &Model) -> f64 {
     flops
 }
 
-fn rust_rate(arch: Arch, dir: &std::path::Path, threads: usize) -> f64 {
-    let train = data::load(dir, None, Split::Train).expect("fixture");
+/// The best epoch's samples/s of `trainer train`'s CPU engine (the same
+/// loop `trainer train` runs, progress line off) over [`EPOCHS`] epochs.
+fn rust_rate(arch: Arch, train: &Dataset, threads: usize, batch: usize) -> f64 {
     let model = Model::new(arch, (1, 28, 28));
     let params = cpu::init(&model, 0);
     let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
     let mut engine = CpuEngine::new(model, params, sgd, threads, Box::new(Single)).unwrap();
-    let plan = EpochPlan { batch_size: BATCH, lr: 0.05, seed: 0, epochs: EPOCHS };
+    let plan = EpochPlan { batch_size: batch, lr: 0.05, seed: 0, epochs: EPOCHS };
     let shard = Shard { rank: 0, world: 1, generation: 0 };
     let mut progress = Progress::stderr(false);
     (0..EPOCHS)
-        .map(|e| train_epoch(&mut engine, &train, shard, e, &plan, &mut progress).unwrap().samples_per_sec)
+        .map(|e| train_epoch(&mut engine, train, shard, e, &plan, &mut progress).unwrap().samples_per_sec)
         .fold(0.0, f64::max)
+}
+
+/// One run of the PyTorch side: its `key value` lines.
+fn torch_side(python: &Path, script: &Path, dir: &Path, batches: &str, threads: usize) -> Vec<(String, String)> {
+    let out = Command::new(python)
+        .arg(script)
+        .args([dir.to_str().unwrap(), &EPOCHS.to_string(), batches, &threads.to_string(), "cpu"])
+        .env("OMP_NUM_THREADS", threads.to_string())
+        .env("MKL_NUM_THREADS", threads.to_string())
+        // OpenMP's idle threads spin by default: on a machine whose cores
+        // other processes also want (this benchmark's own other side, a
+        // build), that made PyTorch ten times slower here. Sleeping idle
+        // threads, as the trainer's rayon pool has, give it its best case.
+        .env("OMP_WAIT_POLICY", "PASSIVE")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}; run scripts/bench-train", python.display()));
+    assert!(out.status.success(), "the PyTorch reference failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().filter_map(|l| l.split_once(' ')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
 }
 
 fn gemm_gflops(pool: &rayon::ThreadPool, (m, k, n): (usize, usize, usize)) -> f64 {
@@ -117,64 +139,76 @@ fn main() {
             "DL_MNIST_DIR is not set: run scripts/bench-train, or export DL_MNIST_DIR=$(scripts/mnist-fixture)",
         ));
     let threads: usize = std::env::var("BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2);
+    let batches_arg = std::env::var("BENCH_BATCHES").unwrap_or_else(|_| "64,256,1024".to_owned());
+    let batches: Vec<usize> = batches_arg
+        .split(',')
+        .map(|b| b.trim().parse().unwrap_or_else(|_| panic!("BENCH_BATCHES: {b:?} is not a number")))
+        .collect();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let python = std::env::var_os("BENCH_PYTHON").map_or_else(|| root.join(".venv/bin/python"), PathBuf::from);
+    let script = root.join("trainer/benches/torch_reference.py");
+    let train = data::load(&dir, None, Split::Train).expect("fixture");
 
     // Rounds alternate the two sides, and each figure is the best of its
     // rounds, so that load from other processes on the machine (which slows
     // whichever side it lands on) distorts the ratios less.
     let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|t| t.parse().ok()).unwrap_or(3);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-    let (mut mlp, mut lenet, mut ours) = (0.0f64, 0.0f64, vec![0.0f64; SHAPES.len()]);
-    let mut np: HashMap<String, String> = HashMap::new();
+    let mut ours: HashMap<String, f64> = HashMap::new();
+    let mut theirs: HashMap<String, String> = HashMap::new();
+    let best = |map: &mut HashMap<String, f64>, key: String, v: f64| {
+        let e = map.entry(key).or_insert(0.0);
+        *e = e.max(v);
+    };
+    let mut torch_best: HashMap<String, f64> = HashMap::new();
     for _ in 0..rounds {
-        mlp = mlp.max(rust_rate(Arch::Mlp, &dir, threads));
-        lenet = lenet.max(rust_rate(Arch::Lenet, &dir, threads));
-        for (best, &shape) in ours.iter_mut().zip(&SHAPES) {
-            *best = best.max(gemm_gflops(&pool, shape));
+        for &batch in &batches {
+            for (name, arch) in [("mlp", Arch::Mlp), ("lenet", Arch::Lenet)] {
+                best(&mut ours, format!("{name}_{batch}"), rust_rate(arch, &train, threads, batch));
+            }
         }
-        let out = Command::new(&python)
-            .arg(root.join("trainer/benches/numpy_reference.py"))
-            .args([dir.to_str().unwrap(), &EPOCHS.to_string(), &BATCH.to_string()])
-            .env("OPENBLAS_NUM_THREADS", threads.to_string())
-            .env("OMP_NUM_THREADS", threads.to_string())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}; run scripts/bench-train", python.display()));
-        assert!(out.status.success(), "numpy reference failed: {}", String::from_utf8_lossy(&out.stderr));
-        for (k, v) in String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_once(' ')) {
-            let better = match (np.get(k).and_then(|o| o.parse::<f64>().ok()), v.parse::<f64>()) {
-                (Some(old), Ok(new)) => new > old,
-                _ => true,
-            };
-            if better {
-                np.insert(k.to_owned(), v.to_owned());
+        for &shape in &SHAPES {
+            best(&mut ours, format!("sgemm_{}x{}x{}", shape.0, shape.1, shape.2), gemm_gflops(&pool, shape));
+        }
+        for (k, v) in torch_side(&python, &script, &dir, &batches_arg, threads) {
+            match v.parse::<f64>() {
+                Ok(x) => best(&mut torch_best, k, x),
+                Err(_) => {
+                    theirs.insert(k, v);
+                }
             }
         }
     }
-    let num = |k: &str| np.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or_else(|| panic!("no {k} from numpy"));
-
-    let square = num("sgemm_1024x1024x1024_gflops");
+    let torch = |k: &str| *torch_best.get(k).unwrap_or_else(|| panic!("no {k} from the PyTorch reference"));
     println!(
-        "trainer train throughput, 1 rank, {threads} threads, batch {BATCH}, MNIST fixture (4,000 digits), \
-         best of {rounds} rounds x {EPOCHS} epochs"
+        "trainer train against PyTorch {} eager on the CPU ({threads} threads each), 1 rank, MNIST fixture \
+         (4,000 digits), SGD momentum 0.9, best of {rounds} rounds x {EPOCHS} epochs",
+        theirs.get("torch_version").map_or("?", |v| v)
     );
-    println!("numpy {} (OpenBLAS, OPENBLAS_NUM_THREADS={threads})", np.get("numpy_version").map_or("?", |v| v));
-    println!("{:<34} {:>12} {:>12} {:>8}", "measure", "trainer", "numpy", "ratio");
-    for (name, arch, rate) in [("mlp", Arch::Mlp, mlp), ("lenet", Arch::Lenet, lenet)] {
-        let theirs = num(&format!("{name}_samples_per_sec"));
-        println!("{:<34} {:>12.0} {:>12.0} {:>8.2}", format!("{name} samples/s"), rate, theirs, rate / theirs);
-        let flops = step_flops(&Model::new(arch, (1, 28, 28)));
-        let (g_ours, g_np) = (rate * flops / 1e9, theirs * flops / 1e9);
-        println!("{:<34} {:>12.2} {:>12.2} {:>8.2}", format!("{name} step GFLOP/s"), g_ours, g_np, g_ours / g_np);
-        println!(
-            "{:<34} {:>12.3} {:>12.3}",
-            format!("{name} step / OpenBLAS sgemm 1024^3"),
-            g_ours / square,
-            g_np / square
-        );
+    println!("{:<34} {:>12} {:>12} {:>8}", "measure", "trainer", "pytorch", "ratio");
+    for &batch in &batches {
+        for (name, arch) in [("mlp", Arch::Mlp), ("lenet", Arch::Lenet)] {
+            let key = format!("{name}_{batch}");
+            let (rate, other) = (ours[&key], torch(&format!("{key}_samples_per_sec")));
+            println!(
+                "{:<34} {:>12.0} {:>12.0} {:>8.2}",
+                format!("{name} batch {batch} samples/s"),
+                rate,
+                other,
+                rate / other
+            );
+            let flops = step_flops(&Model::new(arch, (1, 28, 28)));
+            println!(
+                "{:<34} {:>12.2} {:>12.2}",
+                format!("{name} batch {batch} step GFLOP/s"),
+                rate * flops / 1e9,
+                other * flops / 1e9
+            );
+        }
     }
-    for (&(m, k, n), g) in SHAPES.iter().zip(&ours) {
-        let theirs = num(&format!("sgemm_{m}x{k}x{n}_gflops"));
-        println!("{:<34} {:>12.1} {:>12.1} {:>8.2}", format!("sgemm {m}x{k}x{n} GFLOP/s"), g, theirs, g / theirs);
+    for &(m, k, n) in &SHAPES {
+        let key = format!("sgemm_{m}x{k}x{n}");
+        let (g, other) = (ours[&key], torch(&format!("{key}_gflops")));
+        println!("{:<34} {:>12.1} {:>12.1} {:>8.2}", format!("sgemm {m}x{k}x{n} GFLOP/s"), g, other, g / other);
     }
 }

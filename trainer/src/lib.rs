@@ -6,10 +6,14 @@
 //!   hosts, ssh, process and profile pieces they share).
 //! - [`train`], the native data-parallel trainer: `trainer train` (MLP and
 //!   LeNet on MNIST or CIFAR-10, a TCP ring on CPUs, NCCL on GPUs) and
-//!   `trainer bench` (all-reduce bandwidth over the same collectives).
+//!   `trainer bench` (all-reduce bandwidth over the same collectives) and
+//!   `trainer compare` (whether two finished runs agree, read through the
+//!   trainer's own checkpoint reader).
 //!
-//! What both read, at the top: [`agent_state`] (the agent's state file) and
-//! [`jobdir`] (a job's directory on EFS and the variable naming the job).
+//! What both read, at the top, in leaf modules: [`agent_state`] (the
+//! agent's state file), [`jobdir`] (a job's directory on EFS and the
+//! variable naming the job), [`exit`] (the exit codes) and [`fsroot`] (the
+//! filesystem root node paths are under).
 //! Arrows run one way: `jobs` may use `train` (doctor asks the CUDA probe
 //! whether the GPU libraries load), `train` never uses `jobs`.
 //!
@@ -20,11 +24,11 @@
 
 pub mod agent_state;
 pub mod error;
+pub mod exit;
+pub mod fsroot;
 pub mod jobdir;
 pub mod jobs;
 pub mod train;
-
-use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
@@ -32,17 +36,7 @@ use jobs::{doctor, install_check, kill, launch, supervise};
 use train::bench;
 
 pub use error::Error;
-
-/// Success.
-pub const EXIT_OK: u8 = 0;
-/// The checked thing failed (a rank failed, a host is unreachable).
-pub const EXIT_FAILED: u8 = 1;
-/// Usage or internal error, or output that could not be written.
-pub const EXIT_USAGE: u8 = 2;
-/// A job (`launch`, `train`) ended early because its stdout was closed by
-/// the reader: 128 + SIGPIPE, what a shell shows for a tool that signal
-/// ended. The commands that only print (`doctor`, `kill`, `bench`) end with 0.
-pub const EXIT_STDOUT_CLOSED: u8 = 128 + 13;
+use exit::{EXIT_OK, EXIT_USAGE};
 
 /// Runs training commands across the cluster.
 #[derive(Debug, Parser)]
@@ -67,6 +61,9 @@ pub enum Command {
     /// Train an MLP or LeNet on MNIST or CIFAR-10, data-parallel over the ranks
     /// `trainer launch` starts.
     Train(train::args::Args),
+    /// Compare two finished `trainer train` runs (last epoch's loss and test accuracy, final
+    /// checkpoint's weights); exit 1 when they differ or cannot be compared.
+    Compare(train::compare::Args),
     /// Remote half of `doctor`: reports this host's facts.
     #[command(hide = true)]
     DoctorLocal(doctor::LocalArgs),
@@ -106,6 +103,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Doctor(args) if args.local => install_check::run(&args.root)?,
         Command::Doctor(args) => runtime.block_on(doctor::run(args))?,
         Command::DoctorLocal(args) => doctor::run_local(&args)?,
+        Command::Compare(args) => train::compare::run(&args)?,
         Command::Train(args) => train::run::run(&args).unwrap_or_else(|e| {
             if !matches!(e, train::run::TrainError::Output(cli_output::Closed::ReaderGone)) {
                 cli_output::errln!("trainer train: error: {}", cli_output::report(&e));
@@ -116,11 +114,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     // Reader threads blocked on stdin must not keep the process alive.
     runtime.shutdown_background();
     Ok(code)
-}
-
-/// `path` (absolute, as on a node) under the filesystem root `root`.
-pub fn under(root: &Path, path: &str) -> PathBuf {
-    root.join(path.trim_start_matches('/'))
 }
 
 #[cfg(test)]

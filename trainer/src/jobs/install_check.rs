@@ -19,8 +19,9 @@ use std::process::Command;
 use node_contract::AGENT_UNIT;
 use node_contract::state::STATE_PATH;
 
+use crate::exit::{EXIT_FAILED, EXIT_OK};
+use crate::fsroot::under;
 use crate::jobs::doctor::{gpu_count, nccl_check};
-use crate::{EXIT_FAILED, EXIT_OK, under};
 
 /// Where systemd looks for units, most specific first; Debian packages put
 /// theirs in `/lib/systemd/system` (`/usr/lib/...` after the usr merge).

@@ -13,12 +13,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::exit::{EXIT_FAILED, EXIT_OK};
 use crate::jobdir::JOB_VAR;
 use crate::jobs::hosts;
 use crate::jobs::process;
 use crate::jobs::ssh::{self, SshArgs};
 use crate::jobs::supervise::RUN_DIR;
-use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Arguments of `trainer kill`.
 #[derive(Debug, clap::Args)]
@@ -97,7 +97,7 @@ pub async fn run(args: Args) -> Result<u8> {
 
 /// Stops this host's ranks from their pid files; prints one line per rank.
 pub fn run_local(args: &LocalArgs) -> Result<u8> {
-    let base = crate::under(&args.root, RUN_DIR);
+    let base = crate::fsroot::under(&args.root, RUN_DIR);
     let jobs: Vec<String> = match &args.job {
         Some(job) => vec![job.clone()],
         None => match std::fs::read_dir(&base) {

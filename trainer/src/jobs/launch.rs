@@ -42,12 +42,13 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::agent_state;
 use crate::error::{Error, Result};
+use crate::exit::EXIT_USAGE;
 use crate::jobs::hosts::{self, Nproc, Rank};
 use crate::jobs::ssh::{self, SshArgs};
 use crate::jobs::supervise::STARTED_LINE;
 use crate::jobs::{error_file, process, torchrun};
-use crate::{EXIT_USAGE, agent_state};
 
 /// How long stopped ranks get to end by themselves (their supervisors give
 /// CMD 1.5 s between SIGTERM and SIGKILL) before their ssh clients are killed.
@@ -551,7 +552,7 @@ impl Membership {
     fn read(root: &Path) -> Result<Membership> {
         match agent_state::read(root)? {
             Some(state) => Ok(Membership { generation: state.generation, nodes: state.manifest.nodes }),
-            None => Err(Error::NoMembership { path: crate::under(root, node_contract::state::STATE_PATH) }),
+            None => Err(Error::NoMembership { path: crate::fsroot::under(root, node_contract::state::STATE_PATH) }),
         }
     }
 
@@ -691,7 +692,7 @@ impl Output {
         self.stdout_closed = true;
         Some(match closed {
             cli_output::Closed::ReaderGone => Failure {
-                code: crate::EXIT_STDOUT_CLOSED,
+                code: crate::exit::EXIT_STDOUT_CLOSED,
                 what: "standard output was closed by its reader".into(),
                 rank: None,
             },

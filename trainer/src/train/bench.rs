@@ -21,11 +21,11 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::exit::{EXIT_FAILED, EXIT_OK};
 use crate::train::args::Device;
 use crate::train::collective::{Collective, CollectiveError, nccl_id_maker};
 use crate::train::elastic::{self, ElasticConfig, Launch, Next};
 use crate::train::rendezvous::{HostConfig, RendezvousError, Roster};
-use crate::{EXIT_FAILED, EXIT_OK};
 
 /// Arguments of `trainer bench`.
 #[derive(Debug, clap::Args)]

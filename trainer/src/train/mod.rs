@@ -16,6 +16,7 @@
 //! - [`interruption`]: SIGTERM while the host has an interruption notice (leave at the boundary);
 //! - [`checkpoint`]: atomic, checksummed checkpoints and resume;
 //! - [`events`]: TensorBoard event files;
+//! - [`compare`]: whether two finished runs agree (`trainer compare`);
 //! - [`progress`]: the live progress line;
 //! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
 
@@ -23,6 +24,7 @@ pub mod args;
 pub mod bench;
 pub mod checkpoint;
 pub mod collective;
+pub mod compare;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -9,8 +9,9 @@
 //! Matrix products go through the `gemm` crate (threaded with rayon: call
 //! from inside a rayon pool to choose the thread count); convolutions are
 //! im2col + GEMM. Between convolution layers activations are kept
-//! channel-last (`N x H x W x C`), which makes every convolution one GEMM
-//! over the whole batch (`(N*OH*OW) x (K*K*C)` by `(K*K*C) x OC`) with no
+//! channel-last (`N x H x W x C`), which makes a convolution one GEMM per
+//! block of samples (`(m*OH*OW) x (K*K*C)` by `(K*K*C) x OC`, a block sized
+//! to stay in cache, one task each; see [`CONV_BLOCK_FLOATS`]) with no
 //! per-sample products, and im2col columns in `(ky, kx, c)` order, whose
 //! in-bounds runs are contiguous in the input (slice copies, no per-element
 //! index arithmetic); the filters are reordered to match for each product
@@ -268,7 +269,7 @@ impl Model {
             let p = &params[self.offsets[i]..];
             match *layer {
                 Layer::Linear { inputs, outputs } => linear_forward(p, inputs, outputs, input, out, n),
-                Layer::Conv(s) => conv_forward(p, s, input, out, n, &mut ws.cols[i], &mut ws.conv),
+                Layer::Conv(s) => conv_forward(p, s, input, out, &mut ws.conv),
                 Layer::Relu { .. } => out.iter_mut().zip(input).for_each(|(o, &v)| *o = v.max(0.0)),
                 Layer::MaxPool { c, h, w } => pool_forward(c, h, w, input, out, &mut ws.argmax[i]),
                 Layer::Transpose { rows, cols } => transpose(input, out, rows, cols),
@@ -313,7 +314,7 @@ impl Model {
                     dense_backward(p, input, (n, inputs, outputs), &delta, g, need_dx.then_some(&mut d_in[..]));
                 }
                 Layer::Conv(s) => {
-                    conv_backward(p, s, &ws.cols[i], &delta, g, need_dx.then_some(&mut d_in[..]), &mut ws.conv);
+                    conv_backward(p, s, input, &delta, g, need_dx.then_some(&mut d_in[..]), &mut ws.conv);
                 }
                 Layer::Relu { .. } if need_dx => {
                     for ((d, &dy), &x) in d_in.iter_mut().zip(&delta).zip(input) {
@@ -341,8 +342,6 @@ impl Model {
 pub struct Workspace {
     /// `acts[i]` is layer `i`'s input; the last one is the logits.
     acts: Vec<Vec<f32>>,
-    /// im2col matrices of the convolution layers (by layer index).
-    cols: Vec<Vec<f32>>,
     /// Where each max-pool output came from, as an index into its input (by layer index).
     argmax: Vec<Vec<u32>>,
     /// Scratch of the convolution layers (shared by all of them).
@@ -355,7 +354,6 @@ pub struct Workspace {
 impl Workspace {
     fn prepare(&mut self, layers: usize) {
         self.acts.resize_with(layers + 1, Vec::new);
-        self.cols.resize_with(layers, Vec::new);
         self.argmax.resize_with(layers, Vec::new);
     }
 }
@@ -383,6 +381,21 @@ impl<'a> View<'a> {
 
 /// `dst (m x n, row-major) = [dst +] a (m x k) * b (k x n)`, threaded over the current rayon pool.
 fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], accumulate: bool, a: View<'_>, b: View<'_>) {
+    matmul_on(m, n, k, dst, accumulate, a, b, Parallelism::Rayon(0));
+}
+
+/// [`matmul`] with the given parallelism (`None` inside a task that is itself one of many).
+#[allow(clippy::too_many_arguments)]
+fn matmul_on(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    accumulate: bool,
+    a: View<'_>,
+    b: View<'_>,
+    parallelism: Parallelism,
+) {
     assert!(dst.len() >= m * n && a.fits(m, k) && b.fits(k, n), "matmul shapes: {m}x{k} by {k}x{n}");
     if m == 0 || n == 0 {
         return;
@@ -417,7 +430,7 @@ fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], accumulate: bool, a: Vi
             false,
             false,
             false,
-            Parallelism::Rayon(0),
+            parallelism,
         );
     }
 }
@@ -441,9 +454,8 @@ fn linear_forward(p: &[f32], inputs: usize, outputs: usize, x: &[f32], out: &mut
     matmul(n, outputs, inputs, out, true, View::rows(x, inputs), View::transposed(w, inputs));
 }
 
-/// The backward pass of `Y = A W^T + b` (`A` is `rows x inputs`, `W` is
-/// `outputs x inputs`), shared by Linear (`A` = the input) and Conv (`A` =
-/// the im2col matrix): `dW = dY^T A`, `db` = column sums of `dY`, and, when
+/// The backward pass of Linear, `Y = A W^T + b` (`A` is `rows x inputs`, `W`
+/// is `outputs x inputs`): `dW = dY^T A`, `db` = column sums of `dY`, and, when
 /// asked, `dA = dY W`.
 fn dense_backward(
     p: &[f32],
@@ -496,24 +508,66 @@ fn for_each_run(s: ConvShape, mut f: impl FnMut(usize, std::ops::Range<usize>, s
     }
 }
 
-/// Fills `cols` (`(n*OH*OW) x (K*K*C)`, columns in `(ky, kx, c)` order) from channel-last `x`.
-pub(crate) fn im2col(s: ConvShape, x: &[f32], n: usize, cols: &mut Vec<f32>) {
-    let per_sample = s.out_h() * s.out_w() * s.patch();
-    cols.clear();
-    cols.resize(n * per_sample, 0.0);
-    cols.par_chunks_mut(per_sample).zip(x.par_chunks(s.h * s.w * s.in_c)).for_each(|(cols, x)| {
-        for_each_run(s, |row, col, pixel| cols[row..][col].copy_from_slice(&x[pixel]));
+/// Fills one sample's zeroed im2col rows (`(OH*OW) x (K*K*C)`, columns in
+/// `(ky, kx, c)` order) from its channel-last pixels `x`.
+pub(crate) fn im2col_sample(s: ConvShape, x: &[f32], cols: &mut [f32]) {
+    for_each_run(s, |row, col, pixel| copy_run(&mut cols[row..][col], &x[pixel]));
+}
+
+/// `dst.copy_from_slice(src)` for the short runs of im2col (a 5x5 kernel on
+/// one channel copies runs of 5 floats, thousands per sample): a copy of a
+/// length known at compile time is a few moves, where a length known only
+/// at run time is a call to `memcpy`, which costs more than the copy.
+#[inline(always)]
+fn copy_run(dst: &mut [f32], src: &[f32]) {
+    macro_rules! fixed {
+        ($($n:literal)*) => {
+            match src.len() {
+                $($n => dst[..$n].copy_from_slice(&src[..$n]),)*
+                _ => dst.copy_from_slice(src),
+            }
+        };
+    }
+    fixed!(1 2 3 4 5 6 7 8)
+}
+
+/// The adjoint of [`im2col_sample`]: adds each entry of one sample's im2col
+/// gradient back to the pixel it came from.
+pub(crate) fn col2im_sample(s: ConvShape, cols: &[f32], dx: &mut [f32]) {
+    for_each_run(s, |row, col, pixel| {
+        dx[pixel].iter_mut().zip(&cols[row..][col]).for_each(|(d, &v)| *d += v);
     });
 }
 
-/// The adjoint of [`im2col`]: adds each column entry back to the pixel it came from.
-pub(crate) fn col2im(s: ConvShape, d_cols: &[f32], dx: &mut [f32]) {
-    let per_sample = s.out_h() * s.out_w() * s.patch();
-    dx.par_chunks_mut(s.h * s.w * s.in_c).zip(d_cols.par_chunks(per_sample)).for_each(|(dx, cols)| {
-        for_each_run(s, |row, col, pixel| {
-            dx[pixel].iter_mut().zip(&cols[row..][col]).for_each(|(d, &v)| *d += v);
-        });
-    });
+/// Floats of im2col matrix per block of samples that one task convolves:
+/// small enough that a block's matrix, its input and output stay in a
+/// core's cache between the im2col, the GEMM and (backward) the col2im.
+/// Materialising the whole batch's matrix instead (80 MB for LeNet's first
+/// convolution at batch 1,024) made every pass over it a trip to memory.
+const CONV_BLOCK_FLOATS: usize = 1 << 16;
+
+/// Samples per block of a convolution (see [`CONV_BLOCK_FLOATS`]): fixed by
+/// the shape alone, so that the weight gradient's sum over blocks runs in
+/// the same order (and gives the same result) on any thread count.
+fn conv_block(s: ConvShape) -> usize {
+    (CONV_BLOCK_FLOATS / (s.out_h() * s.out_w() * s.patch()).max(1)).max(1)
+}
+
+thread_local! {
+    /// One block's im2col matrix and its gradient, reused by each compute thread.
+    static BLOCK_COLS: std::cell::RefCell<(Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Runs `f` with this thread's two block buffers, zeroed and `len` long each.
+fn with_block_cols<R>(len: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
+    BLOCK_COLS.with(|cell| {
+        let (cols, d_cols) = &mut *cell.borrow_mut();
+        for v in [&mut *cols, &mut *d_cols] {
+            v.clear();
+            v.resize(len, 0.0);
+        }
+        f(cols, d_cols)
+    })
 }
 
 /// Scratch space of the convolution layers.
@@ -521,10 +575,8 @@ pub(crate) fn col2im(s: ConvShape, d_cols: &[f32], dx: &mut [f32]) {
 struct ConvScratch {
     /// The weights with each filter in `(ky, kx, c)` order, as the im2col columns.
     w: Vec<f32>,
-    /// Weight and bias gradients in that order.
-    g: Vec<f32>,
-    /// Gradient w.r.t. the im2col matrix.
-    d_cols: Vec<f32>,
+    /// Each block's weight gradient, in that order (summed in block order).
+    parts: Vec<f32>,
 }
 
 /// Copies the `[out_c][in_c][ky][kx]` weights (the parameter layout) into
@@ -535,50 +587,84 @@ fn tap_major(s: ConvShape, w: &[f32], out: &mut Vec<f32>) {
     transpose(&w[..out.len()], out, s.in_c, s.k * s.k);
 }
 
-fn conv_forward(
-    p: &[f32],
-    s: ConvShape,
-    x: &[f32],
-    out: &mut [f32],
-    n: usize,
-    cols: &mut Vec<f32>,
-    tmp: &mut ConvScratch,
-) {
+/// The convolution over the batch, block by block ([`conv_block`] samples
+/// each, one task per block on the pool): a block's im2col matrix, then one
+/// GEMM `(m*OH*OW) x (K*K*C)` by `(K*K*C) x OC` into its output rows.
+fn conv_forward(p: &[f32], s: ConvShape, x: &[f32], out: &mut [f32], tmp: &mut ConvScratch) {
     let patch = s.patch();
     tap_major(s, p, &mut tmp.w);
-    im2col(s, x, n, cols);
-    fill_bias(out, &p[s.out_c * patch..][..s.out_c]);
-    let rows = n * s.out_h() * s.out_w();
-    matmul(rows, s.out_c, patch, out, true, View::rows(cols, patch), View::transposed(&tmp.w, patch));
+    let (bias, w) = (&p[s.out_c * patch..][..s.out_c], &tmp.w[..]);
+    let (block, in_len, positions) = (conv_block(s), s.h * s.w * s.in_c, s.out_h() * s.out_w());
+    out.par_chunks_mut(block * positions * s.out_c).zip(x.par_chunks(block * in_len)).for_each(|(out, x)| {
+        let rows = out.len() / s.out_c;
+        with_block_cols(rows * patch, |cols, _| {
+            for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
+                im2col_sample(s, x, cols);
+            }
+            fill_bias(out, bias);
+            let (a, b) = (View::rows(cols, patch), View::transposed(w, patch));
+            matmul_on(rows, s.out_c, patch, out, true, a, b, Parallelism::None);
+        });
+    });
 }
 
+/// The convolution's backward pass, block by block as [`conv_forward`]
+/// (the im2col matrix is rebuilt from the layer's input `x`, in cache,
+/// rather than kept from the forward pass): each block's weight gradient
+/// into its own part, summed in block order; when asked, the input gradient
+/// through the block's im2col gradient and col2im.
 fn conv_backward(
     p: &[f32],
     s: ConvShape,
-    cols: &[f32],
+    x: &[f32],
     delta: &[f32],
     g: &mut [f32],
     dx: Option<&mut [f32]>,
     tmp: &mut ConvScratch,
 ) {
-    let (rows, weights) = (delta.len() / s.out_c, s.out_c * s.patch());
-    let shape = (rows, s.patch(), s.out_c);
-    tmp.g.clear();
-    tmp.g.resize(g.len(), 0.0);
-    match dx {
+    let (patch, weights) = (s.patch(), s.out_c * s.patch());
+    let (block, in_len, positions) = (conv_block(s), s.h * s.w * s.in_c, s.out_h() * s.out_w());
+    let n = x.len() / in_len;
+    if dx.is_some() {
         // The weights are read only for the input gradient.
-        None => dense_backward(&[], cols, shape, delta, &mut tmp.g, None),
-        Some(dx) => {
-            tap_major(s, p, &mut tmp.w);
-            tmp.d_cols.clear();
-            tmp.d_cols.resize(rows * s.patch(), 0.0);
-            dense_backward(&tmp.w, cols, shape, delta, &mut tmp.g, Some(&mut tmp.d_cols));
-            col2im(s, &tmp.d_cols, dx);
-        }
+        tap_major(s, p, &mut tmp.w);
     }
-    // Back to the parameter layout: each filter from (ky, kx, c) to (c, ky, kx).
-    transpose(&tmp.g[..weights], &mut g[..weights], s.k * s.k, s.in_c);
-    g[weights..].copy_from_slice(&tmp.g[weights..]);
+    tmp.parts.clear();
+    tmp.parts.resize(n.div_ceil(block) * weights, 0.0);
+    let w = &tmp.w[..];
+    let work = |part: &mut [f32], x: &[f32], delta: &[f32], dx: Option<&mut [f32]>| {
+        let rows = delta.len() / s.out_c;
+        with_block_cols(rows * patch, |cols, d_cols| {
+            for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
+                im2col_sample(s, x, cols);
+            }
+            let (d, c) = (View::transposed(delta, s.out_c), View::rows(cols, patch));
+            matmul_on(s.out_c, patch, rows, part, false, d, c, Parallelism::None);
+            if let Some(dx) = dx {
+                let (d, w) = (View::rows(delta, s.out_c), View::rows(w, patch));
+                matmul_on(rows, patch, s.out_c, d_cols, false, d, w, Parallelism::None);
+                for (d_cols, dx) in d_cols.chunks_exact(positions * patch).zip(dx.chunks_exact_mut(in_len)) {
+                    col2im_sample(s, d_cols, dx);
+                }
+            }
+        });
+    };
+    let blocks = tmp.parts.par_chunks_mut(weights).zip(x.par_chunks(block * in_len));
+    let blocks = blocks.zip(delta.par_chunks(block * positions * s.out_c));
+    match dx {
+        None => blocks.for_each(|((part, x), delta)| work(part, x, delta, None)),
+        Some(dx) => blocks.zip(dx.par_chunks_mut(block * in_len)).for_each(|(((part, x), delta), dx)| {
+            work(part, x, delta, Some(dx));
+        }),
+    }
+    // The blocks' sum, in block order, then back to the parameter layout:
+    // each filter from (ky, kx, c) to (c, ky, kx).
+    let (first, rest) = tmp.parts.split_at_mut(weights);
+    for part in rest.chunks_exact(weights) {
+        first.iter_mut().zip(part).for_each(|(g, &v)| *g += v);
+    }
+    transpose(first, &mut g[..weights], s.k * s.k, s.in_c);
+    bias_grad(delta, &mut g[weights..]);
 }
 
 fn pool_forward(c: usize, h: usize, w: usize, x: &[f32], out: &mut [f32], argmax: &mut Vec<u32>) {

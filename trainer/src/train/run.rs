@@ -32,7 +32,7 @@ use super::optim::Sgd;
 use super::progress::{Progress, Snapshot};
 use super::rendezvous::{HostConfig, RendezvousError, Roster};
 use super::ring::Ring;
-use crate::{EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{EXIT_FAILED, EXIT_USAGE};
 
 /// Test samples evaluated per forward pass (bounds the im2col memory).
 const EVAL_CHUNK: usize = 500;
@@ -102,7 +102,7 @@ impl TrainError {
     pub fn exit_code(&self) -> u8 {
         match self {
             // Ended like a Unix tool killed by SIGPIPE: the run did not finish.
-            TrainError::Output(cli_output::Closed::ReaderGone) => crate::EXIT_STDOUT_CLOSED,
+            TrainError::Output(cli_output::Closed::ReaderGone) => crate::exit::EXIT_STDOUT_CLOSED,
             TrainError::Step { .. } | TrainError::Rendezvous(_) | TrainError::Checkpoint(_) | TrainError::Events(_) => {
                 EXIT_FAILED
             }
@@ -245,6 +245,36 @@ pub fn epoch_line(report: &EpochReport, epochs: u64, test: Option<&StepStats>) -
         test,
         report.samples_per_sec
     )
+}
+
+/// The figures of one [`epoch_line`] that a comparison of runs needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpochFigures {
+    /// The epoch's mean training loss.
+    pub loss: f64,
+    /// Test accuracy in percent, when the run had a test split.
+    pub test_accuracy: Option<f64>,
+    /// Samples per second over the epoch.
+    pub samples_per_sec: f64,
+}
+
+/// Reads back a line [`epoch_line`] wrote (after any prefix, such as
+/// `trainer launch`'s host and rank); `None` for any other line.
+pub fn parse_epoch_line(line: &str) -> Option<EpochFigures> {
+    let at = line.find("epoch ")?;
+    let words: Vec<&str> = line[at..].split_whitespace().collect();
+    let value = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).copied();
+    let percent = |v: &str| v.strip_suffix('%').and_then(|v| v.parse::<f64>().ok());
+    // `epoch N/M` must be there, so that a progress or log line is never taken for one.
+    value("epoch")?.split_once('/')?;
+    Some(EpochFigures {
+        loss: value("loss")?.parse().ok()?,
+        test_accuracy: match value("test-acc")? {
+            "-" => None,
+            v => Some(percent(v)?),
+        },
+        samples_per_sec: value("samples/s")?.parse().ok()?,
+    })
 }
 
 fn env_number<T: std::str::FromStr>(var: &'static str) -> Result<Option<T>, TrainError> {
@@ -460,10 +490,10 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         notice: launch.as_ref().filter(|l| l.rank != 0).map(|_| NoticeWatch::new(&args.root)),
     };
     match epochs::run(&mut rank, membership, Start { epoch: state.epoch, in_epoch }, args.epochs) {
-        Ok(Outcome::Finished) => Ok(crate::EXIT_OK),
+        Ok(Outcome::Finished) => Ok(crate::exit::EXIT_OK),
         Ok(Outcome::Left(reason)) => {
             cli_output::errln!("trainer train: this node left the job ({reason}); exiting");
-            Ok(crate::EXIT_OK)
+            Ok(crate::exit::EXIT_OK)
         }
         Err(EpochsError::Rendezvous(e)) => Err(e.into()),
         Err(EpochsError::Step { epoch, source }) => Err(TrainError::Step { epoch, source }),
@@ -657,6 +687,20 @@ mod tests {
 
     fn dataset(n: u8) -> Dataset {
         Dataset::from_parts((1, 1, 1), vec![0; n as usize], (0..n).collect(), vec![0.0], vec![1.0])
+    }
+
+    #[test]
+    fn epoch_lines_read_back() {
+        let train = StepStats { loss_sum: 25.0, correct: 90, samples: 100 };
+        let report = EpochReport { epoch: 2, train, samples_per_sec: 8123.4 };
+        let test = StepStats { loss_sum: 0.0, correct: 972, samples: 1000 };
+        let line = format!("[host-1 rank 0] {}", epoch_line(&report, 10, Some(&test)));
+        let read = parse_epoch_line(&line).unwrap();
+        assert_eq!(read, EpochFigures { loss: 0.25, test_accuracy: Some(97.2), samples_per_sec: 8123.0 });
+        assert_eq!(parse_epoch_line(&epoch_line(&report, 10, None)).unwrap().test_accuracy, None);
+        for other in ["epoch 3/10 step 4/5 loss 0.2 acc 9% 10 samples/s", "loss 0.1", "", "epoch x loss 1"] {
+            assert_eq!(parse_epoch_line(other), None, "{other}");
+        }
     }
 
     const PLAN: EpochPlan = EpochPlan { batch_size: 10, lr: 0.1, seed: 4, epochs: 3 };

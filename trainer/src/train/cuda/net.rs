@@ -127,6 +127,10 @@ struct Buffers {
     argmax: Vec<CudaSlice<i32>>,
     col: CudaSlice<f32>,
     dcol: CudaSlice<f32>,
+    /// Per-sample convolution weight gradients, summed by one GEMM with `ones`.
+    wpart: CudaSlice<f32>,
+    /// `capacity` ones.
+    ones: CudaSlice<f32>,
     labels: CudaSlice<u8>,
     loss: CudaSlice<f32>,
     correct: CudaSlice<i32>,
@@ -145,6 +149,9 @@ impl Buffers {
             argmax.push(stream.alloc_zeros::<i32>(pooled.max(1)).map_err(call("allocating device memory"))?);
         }
         let col_len = layers.iter().map(Layer::col_len).max().unwrap_or(0) * capacity;
+        let weights = |l: &Layer| if matches!(l.op, Op::Conv { .. }) { l.weight.len() } else { 0 };
+        let wpart_len = layers.iter().map(weights).max().unwrap_or(0) * capacity;
+        let ones = stream.clone_htod(&vec![1.0f32; capacity.max(1)]).map_err(call("copying to the device"))?;
         Ok(Self {
             capacity,
             acts,
@@ -152,6 +159,8 @@ impl Buffers {
             argmax,
             col: zeros(col_len)?,
             dcol: zeros(col_len)?,
+            wpart: zeros(wpart_len)?,
+            ones,
             labels: stream.alloc_zeros::<u8>(capacity.max(1)).map_err(call("allocating device memory"))?,
             loss: zeros(capacity)?,
             correct: stream.alloc_zeros::<i32>(capacity.max(1)).map_err(call("allocating device memory"))?,
@@ -378,17 +387,27 @@ impl Net {
                     let (rows, p) = (c * ks * ks, oh * ow);
                     // The scratch im2col matrix was overwritten by later convolutions: rebuild it.
                     k.im2col(x, &mut b.col, n, [c, h, w, ks, pad, oh, ow])?;
-                    for s in 0..n {
-                        // Row-major dW (oc x rows) += dY_s (oc x p) COL_s^T (p x rows).
-                        // Column-major: dW^T (rows x oc) += COL_s (rows x p) dY_s^T (p x oc); COL_s's
-                        // buffer is COL_s^T (ld p), so transpose it; dY_s's is dY_s^T (ld p).
-                        let cfg = gemm_cfg(true, false, rows, oc, p, p, p, if s == 0 { 0.0 } else { 1.0 }, rows);
-                        let col_s = b.col.slice(s * rows * p..(s + 1) * rows * p);
-                        let dy_s = dy.slice(s * oc * p..(s + 1) * oc * p);
-                        // SAFETY: the views have rows*p and oc*p floats, the weight gradient oc*rows.
-                        unsafe { blas.gemm(cfg, &col_s, &dy_s, &mut gw) }
-                            .map_err(call("convolution weight gradient (SGEMM)"))?;
-                    }
+                    // Per sample, row-major dW_s (oc x rows) = dY_s (oc x p) COL_s^T (p x rows),
+                    // all samples in one batched call into `wpart` (n of them, oc*rows apart).
+                    // Column-major: dW_s^T (rows x oc) = COL_s (rows x p) dY_s^T (p x oc); COL_s's
+                    // buffer is COL_s^T (ld p), so transpose it; dY_s's is dY_s^T (ld p).
+                    let cfg = StridedBatchedConfig {
+                        gemm: gemm_cfg(true, false, rows, oc, p, p, p, 0.0, rows),
+                        batch_size: n as i32,
+                        stride_a: (rows * p) as i64,
+                        stride_b: (oc * p) as i64,
+                        stride_c: (oc * rows) as i64,
+                    };
+                    // SAFETY: col holds n*rows*p floats, dy n*oc*p, wpart n*oc*rows, as the strides say.
+                    unsafe { blas.gemm_strided_batched(cfg, &b.col, &*dy, &mut b.wpart) }
+                        .map_err(call("convolution weight gradient (cuBLAS batched SGEMM)"))?;
+                    // Then dW = the sum of the n parts, one GEMM with the ones vector: column-major
+                    // dW (oc*rows x 1) = WPART (oc*rows x n, ld oc*rows) ONES (n x 1). No launch
+                    // per sample, whatever the batch.
+                    let cfg = gemm_cfg(false, false, oc * rows, 1, n, oc * rows, n, 0.0, oc * rows);
+                    // SAFETY: wpart holds n*oc*rows floats, ones at least n, the weight gradient oc*rows.
+                    unsafe { blas.gemm(cfg, &b.wpart, &b.ones, &mut gw) }
+                        .map_err(call("convolution weight gradient sum (cuBLAS SGEMM)"))?;
                     k.bias_grad(dy, &mut gb, n, oc, p)?;
                     if !first {
                         // Per sample, row-major dCOL (rows x p) = W^T (rows x oc) dY (oc x p).

@@ -96,8 +96,12 @@ fn column_entries(s: ConvShape, n: usize) -> impl Iterator<Item = (usize, usize)
 
 /// The device's im2col matrix of channel-first `x` (`im2col`).
 pub(crate) fn im2col(s: ConvShape, x: &[f32], n: usize) -> Vec<f32> {
-    let mut cols = Vec::new();
-    model::im2col(s, &to_channel_last(x, s.in_c, s.h * s.w), n, &mut cols);
+    let per_sample = s.out_h() * s.out_w() * s.in_c * s.k * s.k;
+    let mut cols = vec![0.0; n * per_sample];
+    let x = to_channel_last(x, s.in_c, s.h * s.w);
+    for (cols, x) in cols.chunks_exact_mut(per_sample).zip(x.chunks_exact(s.in_c * s.h * s.w)) {
+        model::im2col_sample(s, x, cols);
+    }
     let mut out = vec![0.0; cols.len()];
     for (cpu, device) in column_entries(s, n) {
         out[device] = cols[cpu];
@@ -112,7 +116,10 @@ pub(crate) fn col2im(s: ConvShape, dcol: &[f32], n: usize) -> Vec<f32> {
         cols[cpu] = dcol[device];
     }
     let mut dx = vec![0.0; n * s.in_c * s.h * s.w];
-    model::col2im(s, &cols, &mut dx);
+    let per_sample = cols.len() / n.max(1);
+    for (cols, dx) in cols.chunks_exact(per_sample.max(1)).zip(dx.chunks_exact_mut(s.in_c * s.h * s.w)) {
+        model::col2im_sample(s, cols, dx);
+    }
     to_channel_first(&dx, s.in_c, s.h * s.w)
 }
 

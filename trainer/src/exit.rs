@@ -1,0 +1,15 @@
+//! The process exit codes of every `trainer` subcommand, in one leaf
+//! module that [`jobs`](crate::jobs) and [`train`](crate::train) both
+//! import (neither imports the other for them, nor the crate root).
+
+/// Success.
+pub const EXIT_OK: u8 = 0;
+/// The checked thing failed (a rank failed, a host is unreachable, two
+/// runs disagree).
+pub const EXIT_FAILED: u8 = 1;
+/// Usage or internal error, or output that could not be written.
+pub const EXIT_USAGE: u8 = 2;
+/// A job (`launch`, `train`) ended early because its stdout was closed by
+/// the reader: 128 + SIGPIPE, what a shell shows for a tool that signal
+/// ended. The commands that only print (`doctor`, `kill`, `bench`) end with 0.
+pub const EXIT_STDOUT_CLOSED: u8 = 128 + 13;
