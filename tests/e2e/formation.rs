@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use e2e::scenario::{managed_block as block, read};
 use e2e::{Cluster, TestResult};
@@ -28,7 +28,7 @@ fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> 
 }
 
 fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    node_contract::clock::system()
 }
 
 /// The master's timeline entries (`var/lib/deeplearning/master.json`), by

@@ -28,7 +28,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::exit::{EXIT_FAILED, EXIT_OK};
@@ -102,7 +102,7 @@ pub struct LocalArgs {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    node_contract::clock::system() as i64
 }
 
 /// The generation in the agent's state file under `root`.
