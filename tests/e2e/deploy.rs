@@ -705,6 +705,57 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
     Ok(())
 }
 
+/// The stack commands write through cli-output, as `synth build` does:
+/// into a pipe whose reader has gone they end quietly (exit 0), onto a full
+/// disk they say what they could not write (exit 2), and a report that
+/// could not be written on stderr turns exit 1 into 2; never a panic.
+#[test]
+fn stack_commands_into_a_closed_pipe_or_onto_a_full_disk() -> TestResult {
+    use cli_output::testkit::{closed_pipe, full_disk, run_case, stderr_to, stdout_to};
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let template = r#"{"Description": "Built by synth, for the hostile rows",
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {"QueueUrl": {"Value": {"Ref": "Queue"}}}}"#;
+    runtime().block_on(aws.cloudformation().create_stack().stack_name("piped").template_body(template).send())?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stack_status(&aws, "piped").as_deref() != Some("CREATE_COMPLETE") {
+        assert!(Instant::now() < deadline, "stack piped is not created");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    put_lines(&aws, "/deeplearning-cluster/piped/run-1", "master-i-0aaa", &[(now_ms(), "master: up")]);
+    type Place = fn() -> Stdio;
+    let (closed_pipe, full_disk): ((&str, Place), (&str, Place)) =
+        (("a closed pipe", closed_pipe), ("/dev/full", full_disk));
+    let rows: [(&[&str], (&str, Place), i32, &str); 12] = [
+        (&["logs", "piped"], closed_pipe, 0, ""),
+        (&["logs", "piped"], full_disk, 2, "error: cannot write the lines to standard output: No space left on device"),
+        (&["events", "piped"], closed_pipe, 0, ""),
+        (&["events", "piped"], full_disk, 2, "error: cannot write the events to standard output: No space left"),
+        (&["status", "piped"], closed_pipe, 0, ""),
+        (&["status", "piped"], full_disk, 2, "error: cannot write the status to standard output: No space left"),
+        (&["status"], closed_pipe, 0, ""),
+        (&["status"], full_disk, 2, "error: cannot write the stacks to standard output: No space left"),
+        (&["outputs", "piped"], closed_pipe, 0, ""),
+        (&["outputs", "piped", "--json"], full_disk, 2, "error: cannot write the outputs to standard output"),
+        (&["logs", "never"], closed_pipe, 1, "error: no logs for stack never"),
+        (&["events", "never"], full_disk, 2, "error: no stack never in us-east-1"),
+    ];
+    for (args, (place, to), code, says) in rows {
+        let mut all = args.to_vec();
+        all.extend(["--region", "us-east-1"]);
+        let mut cmd = stdout_to(synth(&aws, "hostile", &all), to());
+        cmd.stderr(Stdio::piped());
+        let name = format!("synth {} into {place}", all.join(" "));
+        run_case(&mut cmd, Duration::from_secs(60), &name, code, says);
+    }
+    // The report of a stack without logs (exit 1) cannot be written: exit 2.
+    let mut cmd = stderr_to(synth(&aws, "hostile", &["logs", "never", "--region", "us-east-1"]), (full_disk.1)());
+    cmd.stdout(Stdio::piped());
+    let out = run_case(&mut cmd, Duration::from_secs(60), "synth logs never 2> /dev/full", 2, "");
+    assert!(out.stdout.is_empty());
+    Ok(())
+}
+
 /// `2026-11-25T20:00:01.500Z` for unix milliseconds (through the SDK's
 /// date type, as synth formats them).
 fn format_rfc3339(ms: i64) -> String {

@@ -1,6 +1,7 @@
 //! The formation phase table: what the master's success signal reported
 //! (the formation wait condition's data, which the template exposes as the
-//! output [`FORMATION_DATA_OUTPUT`]), printed by `synth deploy` after a
+//! output [`FORMATION_DATA_OUTPUT`], named where the template is built:
+//! [`crate::stack`]), printed by `synth deploy` after a
 //! create or update that formed, and by `synth status`.
 //!
 //! The master puts the formation timeline's summary in the signal's data
@@ -17,13 +18,10 @@ use serde::Deserialize;
 
 use super::port::Output;
 
-/// The stack output with the formation wait condition's data:
-/// `{"<master's instance id>": "<the signal's data, JSON>"}`, as AWS gives
-/// `Fn::GetAtt [<WaitCondition>, Data]`.
-pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
-
 use node_contract::timeline::PHASES;
 pub use node_contract::timeline::PhaseSummary;
+
+pub use crate::stack::FORMATION_DATA_OUTPUT;
 
 /// The timeline summary in the stack's outputs, by phase; `None` when
 /// there is none (a stack from an older synth, a master that has not

@@ -47,8 +47,10 @@ pub enum CloudError {
     },
 }
 
+/// What the credentials provider said, under the message (it may be an
+/// error chain of several lines, as `cli_output::report` writes them).
 fn detail_suffix(detail: &str) -> String {
-    if detail.is_empty() { String::new() } else { format!(" ({detail})") }
+    if detail.is_empty() { String::new() } else { format!("\n  caused by: {detail}") }
 }
 
 /// What every method returns.
