@@ -76,8 +76,11 @@ fn package(dir: &Path) -> PathBuf {
 /// Waits until the stack's formation handle exists and PUTs `status` with `reason` to it.
 fn signal(aws: &LocalAws, stack: &str, status: &str, reason: &str) {
     let url = format!("{}/_waitcondition/123456789012/us-east-1/{stack}/FormationHandle", aws.endpoint());
+    // The counts the master's success signal always carries (agent
+    // `cluster::formation`): synth claims a formation only from them.
+    let data = r#"{"generation":1,"joined_workers":2,"min_workers":2,"nodes":3,"requested_workers":2}"#;
     let body =
-        serde_json::json!({"Status": status, "Reason": reason, "UniqueId": "i-master", "Data": "{}"}).to_string();
+        serde_json::json!({"Status": status, "Reason": reason, "UniqueId": "i-master", "Data": data}).to_string();
     let deadline = Instant::now() + Duration::from_secs(60);
     while ureq::put(&url).send(&body).is_err() {
         assert!(Instant::now() < deadline, "no stack {stack} to signal");
@@ -179,7 +182,7 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("Creating") && err.contains("stack minimal in us-east-1"), "{err}");
     assert!(err.contains("Ready network"), "phases are reported: {err}");
-    assert!(err.contains("Formed the cluster"), "{err}");
+    assert!(err.contains("Formed the cluster: 3 nodes, 2 of 2 workers joined (the master's signal)"), "{err}");
     assert!(err.contains("Created staging bucket deeplearning-cluster-staging-123456789012-us-east-1"), "{err}");
     for output in ["MasterAddress", "SshCommand", "FileSystemId", "WorkerGroupName"] {
         assert!(out.lines().any(|l| l.starts_with(output)), "{output} not in stdout:\n{out}");
@@ -305,7 +308,7 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     let logs = || boots.iter().map(|b| format!("--- {}\n{}", b.log_path().display(), b.log())).collect::<String>();
     assert_eq!(code, 0, "{err}\n{}", logs());
     assert!(err.contains("Uploaded agent package deeplearning-agent_0.1.0-1_amd64.deb"), "{err}");
-    assert!(err.contains("Formed the cluster"), "{err}");
+    assert!(err.contains("Formed the cluster: 3 nodes, 2 of 2 workers joined (the master's signal)"), "{err}");
     assert!(out.lines().any(|l| l.starts_with("MasterAddress")), "{out}");
     assert_eq!(stack_status(cluster.aws(), "minimal").as_deref(), Some("CREATE_COMPLETE"));
     // The phase table, from the timeline summary in the master's signal:

@@ -5,15 +5,13 @@
 //! and the stack's outputs printed.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 
 use super::console::{Console, Display, fail};
 use super::formation;
 use super::monitor::{self, Watched, region_flag, report_ending};
 use super::port::{Cloud, StackRequest};
-use super::prepare::{Prepared, template_source};
+use super::prepare::{Prepared, create_plan, resource_count, template_source};
 use super::status::outputs_text;
-use super::template::{Pseudo, parameter_values, resolve};
 use super::time::now_ms;
 use super::update::{Decision, Update, decide_update, not_updatable, unless_interrupted};
 use super::watch::{Operation, Planned, Watcher, clock};
@@ -69,20 +67,14 @@ async fn deploy_inner<K: Console, C: Cloud>(
     };
     let (op, id, boundary, plan) = match &existing {
         None => {
-            let values = parameter_values(&p.template, &p.parameters);
-            let pseudo = Pseudo { region: cloud.region().to_owned(), stack_name: p.stack.clone(), account_id: None };
-            let plan: BTreeMap<String, Planned> = resolve(&p.template, &values, &pseudo)
-                .resources
-                .into_iter()
-                .map(|(id, r)| (id, Planned { resource_type: r.resource_type, optional: r.maybe }))
-                .collect();
+            let plan = create_plan(p, cloud.region());
             display.line(
                 "Creating",
                 &format!(
-                    "stack {} in {}: {} resources{}",
+                    "stack {} in {}: {}{}",
                     p.stack,
                     cloud.region(),
-                    plan.len(),
+                    resource_count(p, &plan),
                     if options.keep_on_failure { ", kept if it fails" } else { "" }
                 ),
             );
@@ -132,23 +124,41 @@ async fn deploy_inner<K: Console, C: Cloud>(
     report_ending(console, ending, &watcher, &display, watched)?;
     let stack = cloud.stack(&id).await.map_err(|e| fail(console, e))?.unwrap_or_default();
     console.noteln(&format!("{:>12} stack {} {} in {}", "Finished", p.stack, stack.status, clock(now_ms() - started)));
-    // The cluster formed in this operation: how long each phase took.
-    let formed = watcher
+    // The formation wait condition completed in this operation: the
+    // cluster formed if the master's signal says so, with its counts.
+    let completed = watcher
         .events()
         .iter()
         .any(|e| e.resource_type == "AWS::CloudFormation::WaitCondition" && e.status.ends_with("_COMPLETE"));
-    if formed && let Some(summary) = formation::timeline(&stack.outputs) {
-        console.note(&formation::table(&summary));
+    if completed {
+        match formation::signal(&stack.outputs) {
+            Some(s) => console.noteln(&format!(
+                "{:>12} the cluster: {} nodes, {} of {} workers joined (the master's signal)",
+                "Formed", s.nodes, s.joined_workers, s.requested_workers
+            )),
+            None => console.noteln(&format!(
+                "note: the formation wait condition completed, but the stack holds no signal from the master \
+                 ({} has no data): that the cluster formed is not confirmed; see `synth logs {} {flag} --node master`",
+                formation::FORMATION_DATA_OUTPUT,
+                p.stack
+            )),
+        }
+        if let Some(summary) = formation::timeline(&stack.outputs) {
+            console.note(&formation::table(&summary));
+        }
     }
     Ok(printed(console.print(&outputs_text(&stack.outputs)), "the outputs", ExitCode::Success))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::deploy::console::Display;
     use crate::deploy::fake::{AtPrompt, FakeCloud, FakeConsole};
     use crate::deploy::port::{Change, ChangeSet, Output, Stack};
+    use crate::deploy::watch::tests::ev;
     use crate::spec::ClusterSpec;
 
     const ID: &str = "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1";
@@ -267,5 +277,67 @@ mod tests {
         assert!(console.stderr().ends_with("Nothing was changed (the change set was deleted).\n"));
         assert_eq!(cloud.calls_named("execute_change_set"), 0);
         assert!(cloud.open_change_sets.lock().unwrap().is_empty());
+    }
+
+    /// A create whose formation wait condition completes: the cluster is
+    /// said to have formed only when the stack holds the master's signal,
+    /// with its counts (the local AWS completes one nobody signalled).
+    #[tokio::test(start_paused = true)]
+    async fn a_create_claims_the_formation_only_from_the_masters_signal() {
+        let data = r#"{"i-0aa":"{\"generation\":1,\"joined_workers\":3,\"min_workers\":1,\"nodes\":4,\"requested_workers\":3}"}"#;
+        for (formation_data, formed) in [("{}", false), (data, true)] {
+            let cloud = FakeCloud::default();
+            let output = Output { key: "FormationData".into(), value: formation_data.into(), description: None };
+            *cloud.outputs_after_create.lock().unwrap() = vec![output];
+            let (stack, wait) = ("AWS::CloudFormation::Stack", "AWS::CloudFormation::WaitCondition");
+            {
+                let mut script = cloud.event_script.lock().unwrap();
+                script.push_back(vec![ev(1, 1, "demo", stack, "CREATE_IN_PROGRESS", Some("User Initiated"))]);
+                script.push_back(vec![
+                    ev(4, 9, "demo", stack, "CREATE_COMPLETE", None),
+                    ev(3, 8, "FormationWaitCondition", wait, "CREATE_COMPLETE", None),
+                    ev(2, 2, "FormationWaitCondition", wait, "CREATE_IN_PROGRESS", None),
+                ]);
+            }
+            let console = FakeConsole::default();
+            let p = prepared(|_| {});
+            let display = console.display();
+            let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+            assert_eq!(deploy(&console, &cloud, &p, options, &display).await, ExitCode::Success);
+            let err = console.stderr();
+            let count = resource_count(&p, &create_plan(&p, "us-east-1"));
+            assert!(err.contains(&format!("Creating stack demo in us-east-1: {count}\n")), "{err}");
+            if formed {
+                assert!(
+                    err.contains("Formed the cluster: 4 nodes, 3 of 3 workers joined (the master's signal)"),
+                    "{err}"
+                );
+            } else {
+                assert!(!err.contains("Formed"), "{err}");
+                assert!(err.contains("the stack holds no signal from the master (FormationData has no data)"), "{err}");
+            }
+            // `synth diff` of a stack that is not there yet says the same count.
+            let fresh = (FakeCloud::default(), FakeConsole::default());
+            assert_eq!(crate::deploy::update::diff(&fresh.1, &fresh.0, &p).await, Ok(ExitCode::Success));
+            assert!(fresh.1.stdout().contains(&format!("would create it ({count}).")), "{}", fresh.1.stdout());
+        }
+    }
+
+    /// The count leaves out what the template's conditions leave out, and says so.
+    #[test]
+    fn the_resource_count_says_what_conditions_leave_out() {
+        let mut p = prepared(|_| {});
+        let plan = create_plan(&p, "us-east-1");
+        let all = p.template["Resources"].as_object().unwrap().len();
+        assert_eq!(resource_count(&p, &plan), format!("{} resources", plan.len()));
+        assert_eq!(plan.len(), all, "the sample's conditions all hold");
+        p.parameters.insert("SshCidr".into(), String::new());
+        let fewer = create_plan(&p, "us-east-1");
+        let left = all - fewer.len();
+        assert!(left > 0, "no SSH rule without a range");
+        assert_eq!(
+            resource_count(&p, &fewer),
+            format!("{} resources (the template's {all}, less {left} its conditions leave out)", fewer.len())
+        );
     }
 }

@@ -77,7 +77,14 @@ async fn delete_inner<K: Console, C: Cloud>(
         }
     }
     for (id, why) in kept {
-        console.noteln(&format!("{:>12} {id}: {why}; delete it yourself when you no longer need it", "Retained"));
+        // Its name, as AWS gave it (the log group's, the file system's id).
+        let physical = resources
+            .iter()
+            .find(|r| r.logical_id == id)
+            .and_then(|r| r.physical_id.clone())
+            .or_else(|| monitor::physical_id(watcher.events(), &id));
+        let named = physical.map(|p| format!("{id} ({p})")).unwrap_or(id);
+        console.noteln(&format!("{:>12} {named}: {why}; delete it yourself when you no longer need it", "Retained"));
     }
     Ok(ExitCode::Success)
 }
@@ -94,5 +101,47 @@ mod tests {
             "Q": {"Type": "AWS::SQS::Queue"}
         }});
         assert_eq!(retained(&t), vec![("Fs".to_owned(), "its DeletionPolicy is Retain".to_owned())]);
+    }
+
+    /// `delete --yes` names what it keeps by the name AWS gave it.
+    #[tokio::test(start_paused = true)]
+    async fn a_retained_resource_is_named() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        use crate::deploy::port::{Resource, Stack};
+        use crate::deploy::watch::tests::ev;
+        let cloud = FakeCloud::default();
+        let stack =
+            Stack { name: "demo".into(), id: "demo-id".into(), status: "CREATE_COMPLETE".into(), ..Stack::default() };
+        cloud.stacks.lock().unwrap().insert("demo".into(), stack);
+        let group = Resource {
+            logical_id: "NodeLogGroup".into(),
+            physical_id: Some("/deeplearning-cluster/demo/run-1".into()),
+            resource_type: "AWS::Logs::LogGroup".into(),
+            ..Resource::default()
+        };
+        cloud.resources.lock().unwrap().insert("demo".into(), vec![group]);
+        let template =
+            r#"{"Resources": {"NodeLogGroup": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain"}}}"#;
+        cloud.templates.lock().unwrap().insert("demo".into(), template.into());
+        let stack_type = "AWS::CloudFormation::Stack";
+        {
+            let mut script = cloud.event_script.lock().unwrap();
+            script.push_back(vec![]);
+            script.push_back(vec![
+                ev(3, 9, "demo", stack_type, "DELETE_COMPLETE", None),
+                ev(2, 5, "NodeLogGroup", "AWS::Logs::LogGroup", "DELETE_SKIPPED", None),
+                ev(1, 1, "demo", stack_type, "DELETE_IN_PROGRESS", Some("User Initiated")),
+            ]);
+        }
+        let console = FakeConsole::default();
+        assert_eq!(delete(&console, &cloud, "demo", true).await, ExitCode::Success);
+        let err = console.stderr();
+        assert!(
+            err.contains(
+                "    Retained NodeLogGroup (/deeplearning-cluster/demo/run-1): its DeletionPolicy is Retain; \
+                 delete it yourself"
+            ),
+            "{err}"
+        );
     }
 }

@@ -39,6 +39,9 @@ pub(crate) struct FakeCloud {
     pub change_set_answer: Mutex<Option<ChangeSet>>,
     /// The change sets made and not yet executed or deleted.
     pub open_change_sets: Mutex<BTreeSet<String>>,
+    /// The outputs a stack made by `create_stack` has (it is there at once,
+    /// `CREATE_COMPLETE`; the events script tells the story).
+    pub outputs_after_create: Mutex<Vec<Output>>,
 }
 
 impl FakeCloud {
@@ -90,7 +93,17 @@ impl Cloud for FakeCloud {
     }
     async fn create_stack(&self, request: &StackRequest) -> CloudResult<String> {
         self.call("create_stack");
-        Ok(format!("arn:aws:cloudformation:us-east-1:123456789012:stack/{}/1", request.name))
+        let id = format!("arn:aws:cloudformation:us-east-1:123456789012:stack/{}/1", request.name);
+        let outputs = self.outputs_after_create.lock().unwrap().clone();
+        let stack = Stack {
+            name: request.name.clone(),
+            id: id.clone(),
+            status: "CREATE_COMPLETE".into(),
+            outputs,
+            ..Stack::default()
+        };
+        self.stacks.lock().unwrap().insert(request.name.clone(), stack);
+        Ok(id)
     }
     async fn create_change_set(&self, _request: &StackRequest, change_set: &str) -> CloudResult<String> {
         self.call("create_change_set");

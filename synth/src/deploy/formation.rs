@@ -37,6 +37,35 @@ pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
     })
 }
 
+/// What the master's success signal reported about the formation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signal {
+    /// Nodes in the cluster, the master included.
+    pub nodes: u64,
+    /// Workers that joined.
+    pub joined_workers: u64,
+    /// Workers requested.
+    pub requested_workers: u64,
+}
+
+/// The master's signal in the stack's outputs, `None` when no signal with
+/// the master's data is there: the local AWS completes a wait condition
+/// that nobody signalled, and its `FormationData` is then `{}`, or holds
+/// data without the counts the master always sends.
+pub fn signal(outputs: &[Output]) -> Option<Signal> {
+    let output = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT)?;
+    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).ok()?;
+    by_signal.values().find_map(|data| {
+        let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
+        let count = |key: &str| data.get(key).and_then(serde_json::Value::as_u64);
+        Some(Signal {
+            nodes: count("nodes")?,
+            joined_workers: count("joined_workers")?,
+            requested_workers: count("requested_workers")?,
+        })
+    })
+}
+
 /// The phase table: one line per phase the summary has, in phase order
 /// (phases this synth does not know follow, by name).
 pub fn table(summary: &BTreeMap<String, PhaseSummary>) -> String {
@@ -102,6 +131,18 @@ mod tests {
             text.lines().skip(2).filter_map(|l| l.split("  ").map(str::trim).find(|c| !c.is_empty())).collect();
         assert_eq!(phases, ["launched", "booted", "agent started", "registered"], "{text}");
         assert!(text.contains("  launched           1      0.0s      0.0s  deeplearning-worker1\n"), "{text}");
+    }
+
+    #[test]
+    fn the_formation_is_claimed_only_from_the_masters_signal() {
+        let claimed = Signal { nodes: 4, joined_workers: 3, requested_workers: 3 };
+        assert_eq!(signal(&outputs(RECORDED)), Some(claimed));
+        // What the local AWS leaves when nobody signalled, or a signal
+        // without the master's data.
+        for value in ["{}", "", r#"{"i-1":"{}"}"#, r#"{"i-1":"{\"nodes\":3}"}"#, r#"{"i-1":7}"#] {
+            assert_eq!(signal(&outputs(value)), None, "{value}");
+        }
+        assert_eq!(signal(&outputs(RECORDED)[..1]), None, "no FormationData output");
     }
 
     #[test]

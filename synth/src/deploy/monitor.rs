@@ -170,9 +170,12 @@ pub fn physical_id(events: &[Event], logical_id: &str) -> Option<String> {
 
 fn show(display: &Display, note: &Note) {
     match note {
-        Note::PhaseDone { phase: Phase::Formation, elapsed_ms, .. } => {
-            display.line("Formed", &format!("the cluster, {} after the master was up", clock(*elapsed_ms)))
-        }
+        // Only the master's signal says the cluster formed (see
+        // `formation::signal`); here the wait condition completed.
+        Note::PhaseDone { phase: Phase::Formation, elapsed_ms, .. } => display.line(
+            "Ready",
+            &format!("formation: the wait condition completed {} after the master was up", clock(*elapsed_ms)),
+        ),
         Note::PhaseDone { phase, elapsed_ms, resources } => display.line(
             "Ready",
             &format!(

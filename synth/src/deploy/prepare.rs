@@ -13,6 +13,8 @@ use serde_json::Value as Json;
 use super::console::{Console, Display, fail};
 use super::port::{Cloud, TemplateSource};
 use super::staging::{self, Staging, Upload};
+use super::template::{Pseudo, parameter_values, resolve};
+use super::watch::Planned;
 use crate::blueprint::{self, Diagnostic, MISSING_AGENT_PATH};
 use crate::exit::ExitCode;
 use crate::region::Region;
@@ -80,6 +82,29 @@ pub fn valid_stack_name(name: &str) -> bool {
     name.len() <= 128
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// What a create of `p` in `region` makes: every resource whose condition
+/// holds (or cannot be decided: `optional`) with the parameters given.
+pub fn create_plan(p: &Prepared, region: &str) -> BTreeMap<String, Planned> {
+    let values = parameter_values(&p.template, &p.parameters);
+    let pseudo = Pseudo { region: region.to_owned(), stack_name: p.stack.clone(), account_id: None };
+    resolve(&p.template, &values, &pseudo)
+        .resources
+        .into_iter()
+        .map(|(id, r)| (id, Planned { resource_type: r.resource_type, optional: r.maybe }))
+        .collect()
+}
+
+/// "42 resources", and when the template has more (`synth validate`
+/// counts them all), how many its conditions leave out, so that deploy,
+/// diff and validate tell one story.
+pub fn resource_count(p: &Prepared, plan: &BTreeMap<String, Planned>) -> String {
+    let all = p.template.get("Resources").and_then(serde_json::Value::as_object).map_or(0, |r| r.len());
+    match all.saturating_sub(plan.len()) {
+        0 => format!("{} resources", plan.len()),
+        left => format!("{} resources (the template's {all}, less {left} its conditions leave out)", plan.len()),
+    }
 }
 
 /// Loads the blueprint, connects (`connect` gets the region to use, `None`:

@@ -17,7 +17,7 @@ use super::change::{Preview, preview};
 use super::console::{Answer, Console, Display, confirm, fail};
 use super::monitor::region_flag;
 use super::port::{ChangeSet, Cloud, Stack, StackRequest, TemplateSource};
-use super::prepare::Prepared;
+use super::prepare::{Prepared, create_plan, resource_count};
 use super::staging;
 use super::template::{Pseudo, parameter_values};
 use super::time::now_ms;
@@ -226,9 +226,9 @@ fn image_is_ssm(template: &Json) -> bool {
 pub async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) -> Result<ExitCode, ExitCode> {
     let flag = region_flag(cloud);
     let Some(existing) = cloud.stack(&p.stack).await.map_err(|e| fail(console, e))? else {
-        let count = p.template["Resources"].as_object().map_or(0, |r| r.len());
+        let count = resource_count(p, &create_plan(p, cloud.region()));
         let text = format!(
-            "Stack {} does not exist in {}: `synth deploy` would create it ({count} resources).\n",
+            "Stack {} does not exist in {}: `synth deploy` would create it ({count}).\n",
             p.stack,
             cloud.region()
         );
