@@ -340,4 +340,20 @@ mod tests {
             format!("{} resources (the template's {all}, less {left} its conditions leave out)", fewer.len())
         );
     }
+
+    /// Off a terminal without --yes nobody can answer: exit 2, and the
+    /// change set is deleted, not left behind.
+    #[tokio::test(start_paused = true)]
+    async fn an_update_nobody_can_confirm_deletes_its_change_set() {
+        let cloud = running(&[("WorkerGroup", "AWS::AutoScaling::AutoScalingGroup")]);
+        let console = FakeConsole::default();
+        assert!(!console.can_ask());
+        assert_eq!(run(&console, &cloud, &prepared(|s| s.workers.count = 6), false).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(err.contains("Standard input is not a terminal, so nobody can answer: pass --yes"), "{err}");
+        assert!(err.ends_with("Nothing was changed (the change set was deleted).\n"), "{err}");
+        assert_eq!(cloud.calls_named("execute_change_set"), 0);
+        assert_eq!(cloud.calls_named("delete_change_set"), 1);
+        assert!(cloud.open_change_sets.lock().unwrap().is_empty());
+    }
 }

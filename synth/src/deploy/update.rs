@@ -165,10 +165,13 @@ pub async fn decide_update<K: Console, C: Cloud>(
         );
         return Err(ExitCode::Invalid);
     }
-    if confirm(console, &format!("Apply these changes to stack {}?", stack.name), how.yes).await? != Answer::Yes {
+    // Not confirmed, or nobody could be asked (standard input is not a
+    // terminal): the change set goes either way.
+    let answer = confirm(console, &format!("Apply these changes to stack {}?", stack.name), how.yes).await;
+    if answer != Ok(Answer::Yes) {
         let _ = cloud.delete_change_set(&set.id).await;
         console.noteln("Nothing was changed (the change set was deleted).");
-        return Err(ExitCode::Invalid);
+        return Err(answer.err().unwrap_or(ExitCode::Invalid));
     }
     // From here the change set is executed, not deleted, whatever happens.
     created.borrow_mut().take();
