@@ -133,6 +133,14 @@ where
     };
     let mut loaded = load(region)?;
     let overrides = parse_parameters(&target.parameters).map_err(|e| fail(console, e))?;
+    // Parameter names are the template's whatever the region and the
+    // package: checked before any AWS call.
+    let compiled = crate::stack::compile(&loaded.spec)
+        .render()
+        .map_err(|e| fail(console, format!("internal error, please report it: {e}")))?;
+    let template: Json = serde_json::from_str(&compiled.json)
+        .map_err(|e| fail(console, format!("internal error, please report it: the template is not JSON: {e}")))?;
+    check_parameters(console, &template, &overrides)?;
     let region = region.or(loaded.spec.region);
     let cloud = connect(region).await?;
     if region.is_none() {
@@ -168,6 +176,16 @@ where
         .map_err(|e| fail(console, format!("internal error, please report it: {e}")))?;
     let template: Json = serde_json::from_str(&rendered.json)
         .map_err(|e| fail(console, format!("internal error, please report it: the template is not JSON: {e}")))?;
+    check_parameters(console, &template, &overrides)?;
+    Ok((cloud, Prepared::new(&stack, template, overrides)))
+}
+
+/// Refuses an override the template has no parameter for, naming those it has.
+fn check_parameters<K: Console>(
+    console: &K,
+    template: &Json,
+    overrides: &BTreeMap<String, String>,
+) -> Result<(), ExitCode> {
     let known: Vec<&String> =
         template.get("Parameters").and_then(Json::as_object).map(|m| m.keys().collect()).unwrap_or_default();
     for key in overrides.keys() {
@@ -179,7 +197,7 @@ where
             ));
         }
     }
-    Ok((cloud, Prepared::new(&stack, template, overrides)))
+    Ok(())
 }
 
 /// Reads the agent package `file` and, when `upload`, puts it into the
@@ -309,5 +327,28 @@ mod tests {
         for bad in ["", "1abc", "a_b", "a b", &"a".repeat(129)] {
             assert!(!valid_stack_name(bad), "{bad}");
         }
+    }
+
+    /// An unknown --parameter is refused before any AWS call: the
+    /// connection is never made, nothing is read from S3.
+    #[tokio::test]
+    async fn an_unknown_parameter_is_refused_before_any_aws_call() {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../blueprints/minimal.yaml")).unwrap();
+        let blueprint = Blueprint { text: &text, path: "minimal.yaml", region: Some(Region::UsEast1) };
+        let target = Target { parameters: vec!["WorkerCont=8".into()], ..Target::default() };
+        let console = crate::deploy::fake::FakeConsole::default();
+        let connected = std::cell::Cell::new(false);
+        let connect = |_| {
+            connected.set(true);
+            std::future::ready(Ok(crate::deploy::fake::FakeCloud::default()))
+        };
+        let display = Display::plain(|_| {});
+        let result = prepare(&console, blueprint, &target, true, &display, connect).await;
+        assert_eq!(result.err(), Some(ExitCode::Error));
+        assert!(!connected.get(), "no connection, so no AWS call");
+        let err = console.stderr();
+        assert!(err.starts_with("error: --parameter WorkerCont: the template has no such parameter; it has "), "{err}");
+        assert!(err.contains("WorkerCount"), "{err}");
     }
 }
