@@ -34,7 +34,10 @@ pub async fn print_events<K: Console, C: Cloud>(console: &K, cloud: &C, name: &s
             Err(e) => return fail(console, e),
         };
         first = false;
-        fresh.sort_by_key(|e| e.at_ms);
+        // The service lists them newest first: oldest first as returned,
+        // then by full-precision time (a stable sort keeps ties so).
+        fresh.reverse();
+        fresh.sort_by_key(|e| e.at_ns);
         let text: String = fresh.iter().map(|e| line(e) + "\n").collect();
         if let Err(closed) = console.print(&text) {
             return printed(Err(closed), "the events", ExitCode::Success);
@@ -126,5 +129,33 @@ mod tests {
         let console = FakeConsole::default();
         assert_eq!(print_events(&console, &FakeCloud::default(), "gone", false).await, ExitCode::Error);
         assert_eq!(console.stderr(), "error: no stack gone in us-east-1\n");
+    }
+
+    /// Events of one second (one millisecond, even) print in the order the
+    /// service's full-precision times give, oldest first; events of the
+    /// very same time keep the order they were returned in, oldest first.
+    #[tokio::test]
+    async fn events_of_one_second_are_ordered_by_their_full_time() {
+        let cloud = FakeCloud::default();
+        let stack =
+            Stack { name: "demo".into(), id: "demo-id".into(), status: "CREATE_COMPLETE".into(), ..Stack::default() };
+        cloud.stacks.lock().unwrap().insert("demo".into(), stack);
+        let at = |n: u32, id: &str, ns: i128| Event {
+            at_ns: 5_000_000_000 + ns,
+            ..ev(n, 5, id, "AWS::SQS::Queue", "CREATE_COMPLETE", None)
+        };
+        // Newest first, as DescribeStackEvents lists them.
+        cloud.event_script.lock().unwrap().push_back(vec![
+            at(5, "Fifth", 900_000),
+            at(4, "Fourth", 300_000),
+            at(3, "Third", 300_000),
+            at(2, "Second", 250_000),
+            at(1, "First", 100),
+        ]);
+        let console = FakeConsole::default();
+        assert_eq!(print_events(&console, &cloud, "demo", false).await, ExitCode::Success);
+        let out = console.stdout();
+        let ids: Vec<&str> = out.lines().map(|l| l.split_whitespace().nth(2).unwrap()).collect();
+        assert_eq!(ids, ["First", "Second", "Third", "Fourth", "Fifth"], "{out}");
     }
 }

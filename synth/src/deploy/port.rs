@@ -95,6 +95,9 @@ pub struct Event {
     pub id: String,
     /// When it happened (unix milliseconds).
     pub at_ms: i64,
+    /// When it happened to the precision the service gives (unix
+    /// nanoseconds): what orders events of one second or millisecond.
+    pub at_ns: i128,
     /// The resource's logical id (the stack's name for the stack's own events).
     pub logical_id: String,
     /// The resource's physical id, when it has one.
