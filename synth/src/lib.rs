@@ -9,6 +9,7 @@ pub mod blueprint;
 pub mod catalog;
 pub mod cli;
 pub mod deploy;
+pub mod exit;
 pub mod image_build;
 pub mod region;
 pub mod spec;

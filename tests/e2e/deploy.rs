@@ -76,8 +76,11 @@ fn package(dir: &Path) -> PathBuf {
 /// Waits until the stack's formation handle exists and PUTs `status` with `reason` to it.
 fn signal(aws: &LocalAws, stack: &str, status: &str, reason: &str) {
     let url = format!("{}/_waitcondition/123456789012/us-east-1/{stack}/FormationHandle", aws.endpoint());
+    // The counts the master's success signal always carries (agent
+    // `cluster::formation`): synth claims a formation only from them.
+    let data = r#"{"generation":1,"joined_workers":2,"min_workers":2,"nodes":3,"requested_workers":2}"#;
     let body =
-        serde_json::json!({"Status": status, "Reason": reason, "UniqueId": "i-master", "Data": "{}"}).to_string();
+        serde_json::json!({"Status": status, "Reason": reason, "UniqueId": "i-master", "Data": data}).to_string();
     let deadline = Instant::now() + Duration::from_secs(60);
     while ureq::put(&url).send(&body).is_err() {
         assert!(Instant::now() < deadline, "no stack {stack} to signal");
@@ -179,7 +182,7 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("Creating") && err.contains("stack minimal in us-east-1"), "{err}");
     assert!(err.contains("Ready network"), "phases are reported: {err}");
-    assert!(err.contains("Formed the cluster"), "{err}");
+    assert!(err.contains("Formed the cluster: 3 nodes, 2 of 2 workers joined (the master's signal)"), "{err}");
     assert!(err.contains("Created staging bucket deeplearning-cluster-staging-123456789012-us-east-1"), "{err}");
     for output in ["MasterAddress", "SshCommand", "FileSystemId", "WorkerGroupName"] {
         assert!(out.lines().any(|l| l.starts_with(output)), "{output} not in stdout:\n{out}");
@@ -305,7 +308,7 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     let logs = || boots.iter().map(|b| format!("--- {}\n{}", b.log_path().display(), b.log())).collect::<String>();
     assert_eq!(code, 0, "{err}\n{}", logs());
     assert!(err.contains("Uploaded agent package deeplearning-agent_0.1.0-1_amd64.deb"), "{err}");
-    assert!(err.contains("Formed the cluster"), "{err}");
+    assert!(err.contains("Formed the cluster: 3 nodes, 2 of 2 workers joined (the master's signal)"), "{err}");
     assert!(out.lines().any(|l| l.starts_with("MasterAddress")), "{out}");
     assert_eq!(stack_status(cluster.aws(), "minimal").as_deref(), Some("CREATE_COMPLETE"));
     // The phase table, from the timeline summary in the master's signal:
@@ -702,6 +705,57 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
         "error: no logs for stack never in region us-east-1: no log group starts with /deeplearning-cluster/never/ \
          (was the stack created by an older synth, or in another region?)"
     );
+    Ok(())
+}
+
+/// The stack commands write through cli-output, as `synth build` does:
+/// into a pipe whose reader has gone they end quietly (exit 0), onto a full
+/// disk they say what they could not write (exit 2), and a report that
+/// could not be written on stderr turns exit 1 into 2; never a panic.
+#[test]
+fn stack_commands_into_a_closed_pipe_or_onto_a_full_disk() -> TestResult {
+    use cli_output::testkit::{closed_pipe, full_disk, run_case, stderr_to, stdout_to};
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let template = r#"{"Description": "Built by synth, for the hostile rows",
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {"QueueUrl": {"Value": {"Ref": "Queue"}}}}"#;
+    runtime().block_on(aws.cloudformation().create_stack().stack_name("piped").template_body(template).send())?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stack_status(&aws, "piped").as_deref() != Some("CREATE_COMPLETE") {
+        assert!(Instant::now() < deadline, "stack piped is not created");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    put_lines(&aws, "/deeplearning-cluster/piped/run-1", "master-i-0aaa", &[(now_ms(), "master: up")]);
+    type Place = fn() -> Stdio;
+    let (closed_pipe, full_disk): ((&str, Place), (&str, Place)) =
+        (("a closed pipe", closed_pipe), ("/dev/full", full_disk));
+    let rows: [(&[&str], (&str, Place), i32, &str); 12] = [
+        (&["logs", "piped"], closed_pipe, 0, ""),
+        (&["logs", "piped"], full_disk, 2, "error: cannot write the lines to standard output: No space left on device"),
+        (&["events", "piped"], closed_pipe, 0, ""),
+        (&["events", "piped"], full_disk, 2, "error: cannot write the events to standard output: No space left"),
+        (&["status", "piped"], closed_pipe, 0, ""),
+        (&["status", "piped"], full_disk, 2, "error: cannot write the status to standard output: No space left"),
+        (&["status"], closed_pipe, 0, ""),
+        (&["status"], full_disk, 2, "error: cannot write the stacks to standard output: No space left"),
+        (&["outputs", "piped"], closed_pipe, 0, ""),
+        (&["outputs", "piped", "--json"], full_disk, 2, "error: cannot write the outputs to standard output"),
+        (&["logs", "never"], closed_pipe, 1, "error: no logs for stack never"),
+        (&["events", "never"], full_disk, 2, "error: no stack never in us-east-1"),
+    ];
+    for (args, (place, to), code, says) in rows {
+        let mut all = args.to_vec();
+        all.extend(["--region", "us-east-1"]);
+        let mut cmd = stdout_to(synth(&aws, "hostile", &all), to());
+        cmd.stderr(Stdio::piped());
+        let name = format!("synth {} into {place}", all.join(" "));
+        run_case(&mut cmd, Duration::from_secs(60), &name, code, says);
+    }
+    // The report of a stack without logs (exit 1) cannot be written: exit 2.
+    let mut cmd = stderr_to(synth(&aws, "hostile", &["logs", "never", "--region", "us-east-1"]), (full_disk.1)());
+    cmd.stdout(Stdio::piped());
+    let out = run_case(&mut cmd, Duration::from_secs(60), "synth logs never 2> /dev/full", 2, "");
+    assert!(out.stdout.is_empty());
     Ok(())
 }
 

@@ -73,7 +73,7 @@ pub(crate) fn validate(
 ) -> (Option<ClusterSpec>, Vec<Diagnostic>) {
     let mut c = Checker { map, diagnostics: Vec::new() };
     let spec = c.run(blueprint, region_arg);
-    let has_errors = c.diagnostics.iter().any(|d| d.severity == super::Severity::Error);
+    let has_errors = c.diagnostics.iter().any(|d| d.severity == super::diagnostic::Severity::Error);
     (if has_errors { None } else { spec }, c.diagnostics)
 }
 

@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use cli_output::{err, errln};
 
+use super::input::Input;
 use super::output::Destination;
-use super::{ExitCode, Input, printed};
 use crate::blueprint;
+use crate::exit::{ExitCode, printed};
 
 /// Arguments of `synth build`.
 #[derive(Debug, clap::Args)]
@@ -105,7 +106,7 @@ pub(super) fn emit(input: &Input, output: Option<&std::path::Path>, kind: crate:
     };
     err!("{notes}");
     match destination {
-        None => printed(cli_output::print(&json), "the template"),
+        None => printed(cli_output::print(&json), "the template", ExitCode::Success),
         Some(file) => match file.write(&json) {
             Ok(()) => {
                 errln!("wrote {} ({} bytes)", file.path().display(), json.len());

@@ -2,10 +2,12 @@
 //! deleted afterwards; nothing is executed and nothing is uploaded.
 
 use super::cloud;
-use super::deploy::{DeployTarget, change_set, no_changes, not_updatable, prepare, preview_update, unless_interrupted};
-use super::{ExitCode, Input};
-use crate::deploy::monitor::Display;
-use crate::deploy::port::{Cloud, StackRequest, TemplateSource};
+use super::deploy::{DeployTarget, prepared};
+use super::input::Input;
+use super::terminal::Terminal;
+use crate::deploy::console::Console;
+use crate::deploy::update;
+use crate::exit::ExitCode;
 
 /// Arguments of `synth diff`.
 #[derive(Debug, clap::Args)]
@@ -29,68 +31,17 @@ pub struct DiffArgs {
     target: DeployTarget,
 }
 
-/// Runs `synth diff`.
+/// Runs `synth diff` (the flow is `crate::deploy::update::diff`).
 pub(super) fn run(args: &DiffArgs) -> ExitCode {
     cloud::block_on(async {
-        match diff(args).await {
+        let display = Terminal.display();
+        let (cloud, p) = match prepared(&args.input, &args.target, false, &display).await {
+            Ok(ready) => ready,
+            Err(code) => return code,
+        };
+        display.finish();
+        match update::diff(&Terminal, &cloud, &p).await {
             Ok(code) | Err(code) => code,
         }
     })
-}
-
-async fn diff(args: &DiffArgs) -> Result<ExitCode, ExitCode> {
-    let display = Display::new();
-    let (cloud, p) = prepare(&args.input, &args.target, false, &display).await?;
-    display.finish();
-    let flag = cloud::region_flag(&cloud);
-    let Some(existing) = cloud.stack(&p.stack).await.map_err(cloud::cloud_error)? else {
-        let count = p.template["Resources"].as_object().map_or(0, |r| r.len());
-        println!(
-            "Stack {} does not exist in {}: `synth deploy` would create it ({count} resources).",
-            p.stack,
-            cloud.region()
-        );
-        return Ok(ExitCode::Success);
-    };
-    if let Some(why) = not_updatable(&existing, &flag) {
-        eprintln!("error: {why}");
-        return Err(ExitCode::Error);
-    }
-    if p.compact.len() > crate::deploy::staging::INLINE_TEMPLATE_LIMIT {
-        eprintln!(
-            "error: the template is {} bytes, over the inline limit; `synth diff` uploads nothing, so run \
-             `synth deploy` (it stages the template and previews the same change set before applying it)",
-            p.compact.len()
-        );
-        return Err(ExitCode::Error);
-    }
-    let request = StackRequest {
-        name: p.stack.clone(),
-        template: TemplateSource::Body(p.compact.clone()),
-        parameters: p.parameters.clone(),
-        keep_on_failure: false,
-    };
-    let created = std::cell::RefCell::new(None);
-    let set = unless_interrupted(&cloud, &created, change_set(&cloud, &request, &created)).await?;
-    let deleted = cloud.delete_change_set(&set.id).await;
-    if no_changes(&set) {
-        println!("Stack {}: no changes.", p.stack);
-        return Ok(ExitCode::Success);
-    }
-    if set.status == "FAILED" {
-        eprintln!(
-            "error: CloudFormation cannot make the change set: {}",
-            set.reason.as_deref().unwrap_or("no reason given")
-        );
-        return Err(ExitCode::Error);
-    }
-    let preview = preview_update(&cloud, &existing, &p, &set).await?;
-    print!("{}", preview.render(&p.stack));
-    for r in preview.refusals() {
-        println!("would be refused: {}", r.render());
-    }
-    if let Err(e) = deleted {
-        eprintln!("warning: the preview's change set could not be deleted ({e}); it is never executed");
-    }
-    Ok(ExitCode::Success)
 }

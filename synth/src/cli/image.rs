@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use super::build::emit;
-use super::{ExitCode, Input};
+use super::input::Input;
+use crate::exit::ExitCode;
 
 /// Arguments of `synth image`.
 #[derive(Debug, clap::Args)]

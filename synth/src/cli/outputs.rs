@@ -1,7 +1,8 @@
 //! `synth outputs`: a stack's outputs on stdout, as text or JSON.
 
-use super::ExitCode;
 use super::cloud::{self, StackArgs};
+use super::terminal::Terminal;
+use crate::exit::ExitCode;
 
 /// Arguments of `synth outputs`.
 #[derive(Debug, clap::Args)]
@@ -17,20 +18,10 @@ pub struct OutputsArgs {
     json: bool,
 }
 
-/// Runs `synth outputs`.
+/// Runs `synth outputs` (the flow is `crate::deploy::status::outputs`).
 pub(super) fn run(args: &OutputsArgs) -> ExitCode {
-    cloud::block_on(async {
-        let (_, stack) = match cloud::connect_to_stack(&args.stack).await {
-            Ok(found) => found,
-            Err(code) => return code,
-        };
-        if args.json {
-            let map: serde_json::Map<String, serde_json::Value> =
-                stack.outputs.iter().map(|o| (o.key.clone(), o.value.clone().into())).collect();
-            println!("{}", serde_json::Value::Object(map));
-        } else {
-            cloud::print_outputs(&stack.outputs);
-        }
-        ExitCode::Success
+    let name = &args.stack.stack;
+    cloud::with_cloud(&args.stack.aws, |cloud| async move {
+        crate::deploy::status::outputs(&Terminal, &cloud, name, args.json).await
     })
 }

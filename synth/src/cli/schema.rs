@@ -1,6 +1,6 @@
 //! `synth schema`: the blueprint's JSON Schema.
 
-use super::{ExitCode, printed};
+use crate::exit::{ExitCode, printed};
 
 /// Arguments of `synth schema`.
 #[derive(Debug, clap::Args)]
@@ -13,5 +13,5 @@ pub struct SchemaArgs {}
 pub(super) fn run(_args: &SchemaArgs) -> ExitCode {
     let mut text = serde_json::to_string_pretty(&crate::blueprint::json_schema()).unwrap_or_default();
     text.push('\n');
-    printed(cli_output::print(&text), "the schema")
+    printed(cli_output::print(&text), "the schema", ExitCode::Success)
 }

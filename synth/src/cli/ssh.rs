@@ -4,9 +4,13 @@
 
 use std::os::unix::process::CommandExt;
 
-use super::ExitCode;
+use cli_output::errln;
+
 use super::cloud::{self, StackArgs};
-use crate::deploy::port::Cloud;
+use super::terminal::Terminal;
+use crate::deploy::console::fail;
+use crate::deploy::status::find;
+use crate::exit::ExitCode;
 
 /// Arguments of `synth ssh`.
 #[derive(Debug, clap::Args)]
@@ -43,15 +47,13 @@ pub fn command_line(ssh_command: &str, worker: Option<u32>) -> Result<String, St
 async fn ssh_output(args: &SshArgs) -> Result<String, ExitCode> {
     let cloud = cloud::connect(args.stack.aws.region, args.stack.aws.profile.as_deref()).await?;
     let name = &args.stack.stack;
-    let Some(stack) = cloud.stack(name).await.map_err(cloud::cloud_error)? else {
-        return Err(cloud::cloud_error(format!("no stack {name} in {}", cloud.region())));
-    };
+    let stack = find(&Terminal, &cloud, name).await?;
     match stack.outputs.iter().find(|o| o.key == "SshCommand") {
         Some(o) => Ok(o.value.clone()),
-        None => Err(cloud::cloud_error(format!(
-            "stack {name} has no SshCommand output yet (status {}): see `synth status {name}`",
-            stack.status
-        ))),
+        None => Err(fail(
+            &Terminal,
+            format!("stack {name} has no SshCommand output yet (status {}): see `synth status {name}`", stack.status),
+        )),
     }
 }
 
@@ -62,18 +64,17 @@ pub(super) fn run(args: &SshArgs) -> ExitCode {
         Err(code) => return code,
     };
     if ssh.starts_with("none") {
-        eprintln!("error: {ssh}");
-        return ExitCode::Error;
+        return fail(&Terminal, ssh);
     }
     let line = match command_line(&ssh, args.worker) {
         Ok(l) => l,
-        Err(e) => return cloud::cloud_error(e),
+        Err(e) => return fail(&Terminal, e),
     };
-    eprintln!("{line}");
+    errln!("{line}");
     // The output is the stack's own command, written for a shell (the
     // ProxyCommand of a private master is quoted for one).
     let e = std::process::Command::new("sh").arg("-c").arg(&line).exec();
-    eprintln!("error: cannot run ssh: {e}");
+    errln!("error: cannot run ssh: {e}");
     ExitCode::Error
 }
 

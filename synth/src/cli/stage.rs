@@ -5,11 +5,14 @@
 
 use std::path::PathBuf;
 
-use super::ExitCode;
 use super::cloud::{self, AwsArgs};
-use super::deploy::stage_package;
-use crate::deploy::monitor::Display;
+use super::terminal::Terminal;
+use crate::deploy::console::Console;
+use crate::deploy::port::Cloud;
+use crate::deploy::prepare::stage_package;
 use crate::deploy::staging;
+use crate::exit::ExitCode;
+use crate::exit::printed;
 use crate::spec::AgentPackage;
 
 /// Arguments of `synth stage`.
@@ -42,27 +45,22 @@ fn blueprint_lines(package: &AgentPackage) -> String {
 
 /// Runs `synth stage`.
 pub(super) fn run(args: &StageArgs) -> ExitCode {
-    cloud::block_on(async {
-        let cloud = match cloud::connect(args.aws.region, args.aws.profile.as_deref()).await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+    cloud::with_cloud(&args.aws, |cloud| async move {
         let file = args.package.clone().unwrap_or_else(|| {
             staging::package_dir().join(staging::package_file_name(node_contract::PackageFormat::Deb))
         });
-        let display = Display::new();
-        let package = match stage_package(&cloud, &file, true, &display).await {
+        let display = Terminal.display();
+        let package = match stage_package(&Terminal, &cloud, &file, true, &display).await {
             Ok(p) => p,
             Err(code) => return code,
         };
         display.finish();
-        eprintln!(
+        Terminal.noteln(&format!(
             "Add these lines to the blueprint (under its `image:` if it has one), then \
              `synth build BLUEPRINT --region {}`:",
-            crate::deploy::port::Cloud::region(&cloud)
-        );
-        print!("{}", blueprint_lines(&package));
-        ExitCode::Success
+            cloud.region()
+        ));
+        printed(Terminal.print(&blueprint_lines(&package)), "the blueprint lines", ExitCode::Success)
     })
 }
 

@@ -4,7 +4,8 @@
 use cli_output::{err, errln};
 
 use super::build::{Compiled, compile};
-use super::{ExitCode, Input};
+use super::input::Input;
+use crate::exit::ExitCode;
 use crate::region::Region;
 
 /// Arguments of `synth validate`.

@@ -1,9 +1,17 @@
 //! An in-memory [`Cloud`] for unit tests: buckets and objects kept in
-//! maps, stack events served from a script, every call counted.
+//! maps, stacks, templates and change sets as a test sets them, stack
+//! events served from a script, every call counted. And an in-memory
+//! [`Console`]: what a flow prints, kept; the answer at its prompt, or a
+//! Ctrl-C there, injected; its standard output failing as a closed pipe or
+//! a full disk does.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Mutex;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 
+use cli_output::Closed;
+
+use super::console::{Answer, Console, Display};
 use super::port::*;
 
 /// Records calls; serves scripted events.
@@ -21,6 +29,19 @@ pub(crate) struct FakeCloud {
     pub log_groups: Mutex<BTreeMap<String, Vec<LogEvent>>>,
     /// Events per `log_events` page (0: all in one).
     pub log_page_size: Mutex<usize>,
+    /// The stacks there are, by name (found by name or id).
+    pub stacks: Mutex<BTreeMap<String, Stack>>,
+    /// Each stack's current template (default `{}`).
+    pub templates: Mutex<BTreeMap<String, String>>,
+    /// Each stack's resources.
+    pub resources: Mutex<BTreeMap<String, Vec<Resource>>>,
+    /// What `change_set` answers, but for the id (default: complete, no changes).
+    pub change_set_answer: Mutex<Option<ChangeSet>>,
+    /// The change sets made and not yet executed or deleted.
+    pub open_change_sets: Mutex<BTreeSet<String>>,
+    /// The outputs a stack made by `create_stack` has (it is there at once,
+    /// `CREATE_COMPLETE`; the events script tells the story).
+    pub outputs_after_create: Mutex<Vec<Output>>,
 }
 
 impl FakeCloud {
@@ -41,9 +62,10 @@ impl Cloud for FakeCloud {
         self.call("account_id");
         Ok("123456789012".into())
     }
-    async fn stack(&self, _name: &str) -> CloudResult<Option<Stack>> {
+    async fn stack(&self, name: &str) -> CloudResult<Option<Stack>> {
         self.call("stack");
-        Ok(None)
+        let stacks = self.stacks.lock().unwrap();
+        Ok(stacks.values().find(|s| s.name == name || s.id == name).cloned())
     }
     async fn stacks(&self) -> CloudResult<Vec<Stack>> {
         self.call("stacks");
@@ -61,32 +83,47 @@ impl Cloud for FakeCloud {
         }
         Ok(EventPage { events: self.events_so_far.lock().unwrap().clone(), next: None })
     }
-    async fn template(&self, _stack: &str) -> CloudResult<String> {
+    async fn template(&self, stack: &str) -> CloudResult<String> {
         self.call("template");
-        Ok("{}".into())
+        Ok(self.templates.lock().unwrap().get(stack).cloned().unwrap_or_else(|| "{}".into()))
     }
-    async fn resources(&self, _stack: &str) -> CloudResult<Vec<Resource>> {
+    async fn resources(&self, stack: &str) -> CloudResult<Vec<Resource>> {
         self.call("resources");
-        Ok(Vec::new())
+        Ok(self.resources.lock().unwrap().get(stack).cloned().unwrap_or_default())
     }
     async fn create_stack(&self, request: &StackRequest) -> CloudResult<String> {
         self.call("create_stack");
-        Ok(format!("arn:aws:cloudformation:us-east-1:123456789012:stack/{}/1", request.name))
+        let id = format!("arn:aws:cloudformation:us-east-1:123456789012:stack/{}/1", request.name);
+        let outputs = self.outputs_after_create.lock().unwrap().clone();
+        let stack = Stack {
+            name: request.name.clone(),
+            id: id.clone(),
+            status: "CREATE_COMPLETE".into(),
+            outputs,
+            ..Stack::default()
+        };
+        self.stacks.lock().unwrap().insert(request.name.clone(), stack);
+        Ok(id)
     }
     async fn create_change_set(&self, _request: &StackRequest, change_set: &str) -> CloudResult<String> {
         self.call("create_change_set");
+        self.open_change_sets.lock().unwrap().insert(change_set.to_owned());
         Ok(change_set.to_owned())
     }
     async fn change_set(&self, id: &str) -> CloudResult<ChangeSet> {
         self.call("change_set");
-        Ok(ChangeSet { id: id.to_owned(), status: "CREATE_COMPLETE".into(), ..ChangeSet::default() })
+        let answer = self.change_set_answer.lock().unwrap().clone();
+        let answer = answer.unwrap_or(ChangeSet { status: "CREATE_COMPLETE".into(), ..ChangeSet::default() });
+        Ok(ChangeSet { id: id.to_owned(), ..answer })
     }
-    async fn execute_change_set(&self, _id: &str) -> CloudResult<()> {
+    async fn execute_change_set(&self, id: &str) -> CloudResult<()> {
         self.call("execute_change_set");
+        self.open_change_sets.lock().unwrap().remove(id);
         Ok(())
     }
-    async fn delete_change_set(&self, _id: &str) -> CloudResult<()> {
+    async fn delete_change_set(&self, id: &str) -> CloudResult<()> {
         self.call("delete_change_set");
+        self.open_change_sets.lock().unwrap().remove(id);
         Ok(())
     }
     async fn delete_stack(&self, _name: &str) -> CloudResult<()> {
@@ -155,5 +192,92 @@ impl Cloud for FakeCloud {
         self.call("put_object");
         self.objects.lock().unwrap().insert((bucket.to_owned(), key.to_owned()), body);
         Ok(())
+    }
+}
+
+/// What the fake console's user does at a prompt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum AtPrompt {
+    /// Answers no (or just presses Enter).
+    #[default]
+    No,
+    /// Answers yes.
+    Yes,
+    /// Presses Ctrl-C instead of answering.
+    CtrlC,
+}
+
+/// Keeps what a flow prints; answers its prompt as told.
+#[derive(Default)]
+pub(crate) struct FakeConsole {
+    out: Mutex<String>,
+    err: Arc<Mutex<String>>,
+    /// Standard output fails with this error (a closed pipe, a full disk).
+    pub print_fails: Mutex<Option<std::io::ErrorKind>>,
+    /// Whether anybody can answer (standard input is a terminal).
+    pub terminal: bool,
+    /// What the user does at a prompt.
+    pub at_prompt: AtPrompt,
+    /// The questions asked.
+    pub questions: Mutex<Vec<String>>,
+    interrupt: tokio::sync::Notify,
+}
+
+impl FakeConsole {
+    /// A console on a terminal whose user does `at_prompt`.
+    pub fn answering(at_prompt: AtPrompt) -> FakeConsole {
+        FakeConsole { terminal: true, at_prompt, ..FakeConsole::default() }
+    }
+
+    /// Everything printed on standard output.
+    pub fn stdout(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Everything written to standard error (progress lines included).
+    pub fn stderr(&self) -> String {
+        self.err.lock().unwrap().clone()
+    }
+
+    /// Ctrl-C now: the next (or pending) `interrupted` resolves.
+    pub fn interrupt(&self) {
+        self.interrupt.notify_one();
+    }
+}
+
+impl Console for FakeConsole {
+    fn print(&self, text: &str) -> Result<(), Closed> {
+        match *self.print_fails.lock().unwrap() {
+            Some(std::io::ErrorKind::BrokenPipe) => Err(Closed::ReaderGone),
+            Some(kind) => Err(Closed::Failed(kind.into())),
+            None => {
+                self.out.lock().unwrap().push_str(text);
+                Ok(())
+            }
+        }
+    }
+    fn note(&self, text: &str) {
+        self.err.lock().unwrap().push_str(text);
+    }
+    fn display(&self) -> Display {
+        let err = Arc::clone(&self.err);
+        Display::plain(move |text| err.lock().unwrap().push_str(text))
+    }
+    fn can_ask(&self) -> bool {
+        self.terminal
+    }
+    async fn ask(&self, question: &str) -> Answer {
+        self.questions.lock().unwrap().push(question.to_owned());
+        match self.at_prompt {
+            AtPrompt::Yes => Answer::Yes,
+            AtPrompt::No => Answer::No,
+            AtPrompt::CtrlC => {
+                self.interrupt();
+                std::future::pending().await
+            }
+        }
+    }
+    fn interrupted(&self) -> impl Future<Output = ()> {
+        self.interrupt.notified()
     }
 }

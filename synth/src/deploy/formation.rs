@@ -1,6 +1,7 @@
 //! The formation phase table: what the master's success signal reported
 //! (the formation wait condition's data, which the template exposes as the
-//! output [`FORMATION_DATA_OUTPUT`]), printed by `synth deploy` after a
+//! output [`FORMATION_DATA_OUTPUT`], named where the template is built:
+//! [`crate::stack`]), printed by `synth deploy` after a
 //! create or update that formed, and by `synth status`.
 //!
 //! The master puts the formation timeline's summary in the signal's data
@@ -17,13 +18,10 @@ use serde::Deserialize;
 
 use super::port::Output;
 
-/// The stack output with the formation wait condition's data:
-/// `{"<master's instance id>": "<the signal's data, JSON>"}`, as AWS gives
-/// `Fn::GetAtt [<WaitCondition>, Data]`.
-pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
-
 use node_contract::timeline::PHASES;
 pub use node_contract::timeline::PhaseSummary;
+
+pub use crate::stack::FORMATION_DATA_OUTPUT;
 
 /// The timeline summary in the stack's outputs, by phase; `None` when
 /// there is none (a stack from an older synth, a master that has not
@@ -36,6 +34,35 @@ pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
         let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
         let summary: BTreeMap<String, PhaseSummary> = BTreeMap::deserialize(data.get("timeline")?).ok()?;
         (!summary.is_empty()).then_some(summary)
+    })
+}
+
+/// What the master's success signal reported about the formation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signal {
+    /// Nodes in the cluster, the master included.
+    pub nodes: u64,
+    /// Workers that joined.
+    pub joined_workers: u64,
+    /// Workers requested.
+    pub requested_workers: u64,
+}
+
+/// The master's signal in the stack's outputs, `None` when no signal with
+/// the master's data is there: the local AWS completes a wait condition
+/// that nobody signalled, and its `FormationData` is then `{}`, or holds
+/// data without the counts the master always sends.
+pub fn signal(outputs: &[Output]) -> Option<Signal> {
+    let output = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT)?;
+    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).ok()?;
+    by_signal.values().find_map(|data| {
+        let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
+        let count = |key: &str| data.get(key).and_then(serde_json::Value::as_u64);
+        Some(Signal {
+            nodes: count("nodes")?,
+            joined_workers: count("joined_workers")?,
+            requested_workers: count("requested_workers")?,
+        })
     })
 }
 
@@ -104,6 +131,18 @@ mod tests {
             text.lines().skip(2).filter_map(|l| l.split("  ").map(str::trim).find(|c| !c.is_empty())).collect();
         assert_eq!(phases, ["launched", "booted", "agent started", "registered"], "{text}");
         assert!(text.contains("  launched           1      0.0s      0.0s  deeplearning-worker1\n"), "{text}");
+    }
+
+    #[test]
+    fn the_formation_is_claimed_only_from_the_masters_signal() {
+        let claimed = Signal { nodes: 4, joined_workers: 3, requested_workers: 3 };
+        assert_eq!(signal(&outputs(RECORDED)), Some(claimed));
+        // What the local AWS leaves when nobody signalled, or a signal
+        // without the master's data.
+        for value in ["{}", "", r#"{"i-1":"{}"}"#, r#"{"i-1":"{\"nodes\":3}"}"#, r#"{"i-1":7}"#] {
+            assert_eq!(signal(&outputs(value)), None, "{value}");
+        }
+        assert_eq!(signal(&outputs(RECORDED)[..1]), None, "no FormationData output");
     }
 
     #[test]

@@ -14,13 +14,16 @@
 //! [`Seen::LOOKBACK_MS`] of lines, whatever the group holds.
 
 use std::collections::{HashSet, VecDeque};
-use std::io::Write;
 
 use aws_sdk_cloudwatchlogs::primitives::{DateTime, DateTimeFormat};
+use cli_output::Closed;
 use node_contract::logs::parse_stream_name;
 
-use super::monitor::stamp;
+use super::console::{Console, fail};
 use super::port::{Cloud, CloudError, LogEvent, LogQuery};
+use super::time::stamp;
+use super::watch::Backoff;
+use crate::exit::{ExitCode, printed};
 
 /// The most streams one `FilterLogEvents` call may name (AWS's limit).
 pub const MAX_STREAMS_PER_QUERY: usize = 100;
@@ -252,15 +255,15 @@ impl Seen {
 }
 
 /// Reads every page `query` selects, printing each line not [`Seen`]
-/// before to `out`, in time order within each page; returns how many were
-/// printed. A reader that went away (`synth logs x | head`) ends it with
-/// the write error.
-pub async fn read_new<C: Cloud, W: Write>(
+/// before on the console, in time order within each page; returns how many
+/// were printed. A reader that went away (`synth logs x | head`) ends it
+/// with the write error.
+pub async fn read_new<C: Cloud, K: Console>(
     cloud: &C,
     query: &LogQuery,
     seen: &mut Seen,
     format: &mut LineFormat,
-    out: &mut W,
+    console: &K,
 ) -> Result<usize, ReadError> {
     let mut printed = 0;
     let mut page = None;
@@ -270,15 +273,17 @@ pub async fn read_new<C: Cloud, W: Write>(
         // one order run after run.
         p.events
             .sort_by(|a, b| a.at_ms.cmp(&b.at_ms).then_with(|| a.stream.cmp(&b.stream)).then_with(|| a.id.cmp(&b.id)));
+        let mut text = String::new();
         for e in &p.events {
             if seen.fresh(e) {
                 for line in format.lines(e) {
-                    writeln!(out, "{line}").map_err(ReadError::Write)?;
+                    text.push_str(&line);
+                    text.push('\n');
                 }
                 printed += 1;
             }
         }
-        out.flush().map_err(ReadError::Write)?;
+        console.print(&text).map_err(ReadError::Write)?;
         match p.next {
             Some(next) => page = Some(next),
             None => return Ok(printed),
@@ -292,15 +297,113 @@ pub enum ReadError {
     /// A CloudWatch Logs call failed.
     #[error(transparent)]
     Cloud(CloudError),
-    /// Standard output could not be written.
-    #[error("cannot write the lines: {0}")]
-    Write(std::io::Error),
+    /// Standard output could not be written, or its reader went away.
+    #[error(transparent)]
+    Write(Closed),
+}
+
+/// What `synth logs` reads.
+#[derive(Clone, Debug, Default)]
+pub struct Request<'a> {
+    /// The stack's name (running, rolled back or deleted).
+    pub stack: &'a str,
+    /// `--node`: only this node's streams; `None`: every node.
+    pub node: Option<&'a str>,
+    /// Only lines at or after this time (unix milliseconds).
+    pub since: Option<i64>,
+    /// Keep printing new lines until the console is interrupted.
+    pub follow: bool,
+}
+
+/// `synth logs`: prints the lines of the newest log group of the stack
+/// `request` names (with `follow`, then new ones until Ctrl-C); the exit
+/// code says how it ended.
+pub async fn print_logs<K: Console, C: Cloud>(console: &K, cloud: &C, request: &Request<'_>) -> ExitCode {
+    // Ctrl-C at any point (a long first read included) ends it at once;
+    // nothing on the cloud side changes.
+    tokio::select! {
+        code = print_logs_inner(console, cloud, request) => code,
+        _ = console.interrupted() => ExitCode::Interrupted,
+    }
+}
+
+async fn print_logs_inner<K: Console, C: Cloud>(console: &K, cloud: &C, request: &Request<'_>) -> ExitCode {
+    let since = request.since;
+    // Every stack of this name left a group (a stack created again after a
+    // rollback or a delete gets a new one): the newest is this stack's.
+    let prefix = node_contract::logs::log_group_prefix(request.stack);
+    let groups = match cloud.log_groups(&prefix).await {
+        Ok(groups) => groups,
+        Err(e) => return failed(console, e.into()),
+    };
+    let Some(newest) = groups.iter().max_by(|a, b| (a.created_ms, &a.name).cmp(&(b.created_ms, &b.name))) else {
+        let stack = request.stack.to_owned();
+        return failed(console, LogsError::NoGroup { stack, region: cloud.region().to_owned(), prefix });
+    };
+    let mut query = LogQuery { group: newest.name.clone(), streams: Vec::new(), start_ms: since };
+    if groups.len() > 1 {
+        console.noteln(&format!(
+            "note: {} earlier stack(s) named {} left logs too; these lines are from the newest, {} \
+             (the others: `aws logs tail GROUP`, with GROUP from `aws logs describe-log-groups \
+             --log-group-name-prefix {prefix}`)",
+            groups.len() - 1,
+            request.stack,
+            query.group
+        ));
+    }
+    let mut format = match narrow(cloud, request.node, &mut query).await {
+        Ok(all) => LineFormat::for_streams(&all),
+        Err(e) => return failed(console, e),
+    };
+    let mut seen = Seen::default();
+    let mut backoff = Backoff::default();
+    loop {
+        let printed = match read_new(cloud, &query, &mut seen, &mut format, console).await {
+            Ok(n) => n,
+            Err(ReadError::Write(closed)) => return printed(Err(closed), "the lines", ExitCode::Success),
+            Err(ReadError::Cloud(e)) => return failed(console, e.into()),
+        };
+        if !request.follow {
+            return ExitCode::Success;
+        }
+        tokio::time::sleep(backoff.next(printed > 0)).await;
+        // A node's stream changes name when the master numbers it
+        // (`worker-<id>`, then `worker3-<id>`): look again each round.
+        if request.node.is_some()
+            && let Err(e) = narrow(cloud, request.node, &mut query).await
+        {
+            return failed(console, e);
+        }
+        query.start_ms = seen.resume_ms(since);
+    }
+}
+
+/// Lists the query's group's streams and narrows the query to `node`'s;
+/// returns every stream (for the label column's width).
+async fn narrow<C: Cloud>(cloud: &C, node: Option<&str>, query: &mut LogQuery) -> Result<Vec<String>, LogsError> {
+    let all = cloud.log_streams(&query.group, MAX_STREAMS_LISTED).await?;
+    if let Some(node) = node {
+        query.streams = select_streams(&all, node, &query.group)?;
+    }
+    Ok(all)
+}
+
+/// Prints why and returns the exit code: 1 when there is nothing to read,
+/// 2 for an AWS error.
+fn failed<K: Console>(console: &K, e: LogsError) -> ExitCode {
+    match e {
+        LogsError::Cloud(_) => fail(console, e),
+        _ => {
+            console.noteln(&format!("error: {e}"));
+            ExitCode::Invalid
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deploy::fake::FakeCloud;
+    use crate::deploy::fake::{FakeCloud, FakeConsole};
 
     const GROUP: &str = "/deeplearning-cluster/demo";
     const T0: i64 = 1_795_636_800_000; // 2026-11-25T20:00:00Z
@@ -399,9 +502,9 @@ mod tests {
 
     async fn read(cloud: &FakeCloud, query: &LogQuery, seen: &mut Seen) -> (usize, Vec<String>) {
         let mut format = LineFormat::for_streams(&node_streams());
-        let mut out = Vec::new();
-        let n = read_new(cloud, query, seen, &mut format, &mut out).await.unwrap();
-        (n, String::from_utf8(out).unwrap().lines().map(str::to_owned).collect())
+        let console = FakeConsole::default();
+        let n = read_new(cloud, query, seen, &mut format, &console).await.unwrap();
+        (n, console.stdout().lines().map(str::to_owned).collect())
     }
 
     #[tokio::test]
@@ -456,5 +559,41 @@ mod tests {
         let query = LogQuery { group: GROUP.into(), streams: vec![], start_ms: Some(T0 + 30_000) };
         let (_, lines) = read(&cloud, &query, &mut Seen::default()).await;
         assert!(lines.len() == 2 && lines.iter().all(|l| l.ends_with("new")), "{lines:?}");
+    }
+
+    /// `synth logs` into a closed pipe ends quietly (exit 0), onto a full
+    /// disk with exit 2; a stack without logs, or a node without lines, is
+    /// exit 1 with the reason.
+    #[tokio::test]
+    async fn print_logs_answers_write_failures_and_missing_logs() {
+        let request = Request { stack: "demo", ..Request::default() };
+        let cloud_with = |events: Vec<LogEvent>, _| {
+            let cloud = FakeCloud::default();
+            cloud.log_groups.lock().unwrap().insert("/deeplearning-cluster/demo/run-1".into(), events);
+            cloud
+        };
+        for (kind, code) in
+            [(std::io::ErrorKind::BrokenPipe, ExitCode::Success), (std::io::ErrorKind::StorageFull, ExitCode::Error)]
+        {
+            let cloud = cloud_with(vec![event("master-i-0aa", T0, "e1", "up")], 0);
+            let console = FakeConsole::default();
+            *console.print_fails.lock().unwrap() = Some(kind);
+            assert_eq!(print_logs(&console, &cloud, &Request { follow: true, ..request.clone() }).await, code);
+        }
+        let cloud = cloud_with(vec![event("master-i-0aa", T0, "e1", "up")], 0);
+        let console = FakeConsole::default();
+        assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::Success);
+        assert_eq!(console.stdout(), "2026-11-25T20:00:00.000Z    master | up\n");
+        let console = FakeConsole::default();
+        let other = Request { stack: "other", ..request.clone() };
+        assert_eq!(print_logs(&console, &cloud, &other).await, ExitCode::Invalid);
+        assert!(
+            console.stderr().starts_with("error: no logs for stack other in region us-east-1"),
+            "{}",
+            console.stderr()
+        );
+        let console = FakeConsole::default();
+        assert_eq!(print_logs(&console, &cloud, &Request { node: Some("7"), ..request }).await, ExitCode::Invalid);
+        assert!(console.stderr().starts_with("error: no logs from node 7 in "), "{}", console.stderr());
     }
 }

@@ -1,5 +1,5 @@
 //! A cluster's whole life from a terminal: `synth deploy`, `diff`, `status`,
-//! `events`, `outputs`, `ssh`, `delete`.
+//! `events`, `logs`, `outputs`, `delete`.
 //!
 //! A pure core reads recorded AWS answers and returns text and decisions:
 //! [`phase`] (which resources a user thinks of as network, storage, ...),
@@ -12,14 +12,26 @@
 //! (the phase table from the master's formation signal), [`logs`] (which
 //! streams `synth logs --node` means, its lines, reading each once).
 //!
+//! The flows, generic over the two ports: [`prepare`] (the blueprint to a
+//! template, the agent package staged), [`apply`] (create, or update
+//! through [`update`]: the change set previewed, refused, confirmed or
+//! deleted; `synth diff`), [`delete`], [`status`], [`events`] and
+//! [`logs`]. They decide every exit code and write only through the
+//! [`console::Console`], so each decision is tested on the fakes.
+//!
 //! One port does every AWS call ([`port::Cloud`]); [`sdk`] implements it with
-//! the AWS SDK. [`monitor`] is the edge that polls through the port, feeds
-//! the watcher and shows progress (a live line on a terminal, timestamped
-//! plain lines otherwise).
+//! the AWS SDK. The other is the terminal ([`console::Console`]): the command
+//! line implements it with `cli-output`, the prompt and Ctrl-C. [`monitor`]
+//! is the edge that polls through the port, feeds the watcher and shows
+//! progress (a live line on a terminal, timestamped plain lines otherwise).
 
+pub mod apply;
 pub mod cause;
 pub mod change;
+pub mod console;
 pub mod create_only;
+pub mod delete;
+pub mod events;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod formation;
@@ -27,7 +39,11 @@ pub mod logs;
 pub mod monitor;
 pub mod phase;
 pub mod port;
+pub mod prepare;
 pub mod sdk;
 pub mod staging;
+pub mod status;
 pub mod template;
+pub mod time;
+pub mod update;
 pub mod watch;

@@ -4,15 +4,15 @@
 //! a terminal (indicatif), or timestamped plain lines when stderr is not a
 //! terminal (a CI log, a pipe). Ctrl-C stops watching, never the stack.
 
-use std::io::IsTerminal;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::future::Future;
+use std::time::Duration;
 
-use aws_sdk_cloudformation::primitives::{DateTime, DateTimeFormat};
-use indicatif::{ProgressBar, ProgressStyle};
-
+use super::cause::diagnose;
+use super::console::Console;
 use super::phase::Phase;
 use super::port::{Cloud, CloudResult, Event};
 use super::watch::{Backoff, Note, Watcher, clock};
+use crate::exit::ExitCode;
 
 /// At most this many pages of events are read per poll (100 events each);
 /// a longer backlog is read on the next polls.
@@ -30,63 +30,8 @@ pub enum Ending {
     Interrupted,
 }
 
-/// Progress on stderr: a live line on a terminal, plain timestamped lines otherwise.
-pub struct Display {
-    bar: Option<ProgressBar>,
-}
-
-impl Default for Display {
-    fn default() -> Self {
-        Display::new()
-    }
-}
-
-impl Display {
-    /// A live line when stderr is a terminal.
-    pub fn new() -> Display {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
-        Display { bar }
-    }
-
-    /// One line of the story: a right-aligned verb, as cargo prints them.
-    pub fn line(&self, verb: &str, text: &str) {
-        match &self.bar {
-            Some(bar) => bar.println(format!("{verb:>12} {text}")),
-            None => eprintln!("{} {verb:>12} {text}", stamp(now_ms())),
-        }
-    }
-
-    /// What is in progress (terminal only).
-    pub fn live(&self, text: &str) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(text.to_owned());
-        }
-    }
-
-    /// Removes the live line.
-    pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-/// Unix milliseconds now.
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-/// `2025-01-02T03:04:05Z`.
-pub fn stamp(ms: i64) -> String {
-    DateTime::from_secs(ms / 1000).fmt(DateTimeFormat::DateTime).unwrap_or_else(|_| ms.to_string())
-}
+pub use super::console::Display;
+pub use super::time::{now_ms, stamp};
 
 /// The events newer than what the watcher has seen and than `boundary`
 /// (the newest event before the operation began), newest first.
@@ -122,21 +67,21 @@ pub async fn newest_event<C: Cloud>(cloud: &C, stack: &str) -> CloudResult<Optio
 }
 
 /// Watches `stack` (its id: a deleted stack is found by id only) until it
-/// settles or the user presses Ctrl-C.
+/// settles or `interrupted` resolves (the user pressed Ctrl-C).
 pub async fn watch<C: Cloud>(
     cloud: &C,
     stack: &str,
     watcher: &mut Watcher,
     boundary: Option<&str>,
     display: &Display,
+    interrupted: impl Future<Output = ()>,
 ) -> CloudResult<Ending> {
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    tokio::pin!(interrupted);
     let mut backoff = Backoff::default();
     let mut last_group_poll: Option<i64> = None;
     loop {
         let fresh = tokio::select! {
-            _ = &mut ctrl_c => return Ok(Ending::Interrupted),
+            _ = &mut interrupted => return Ok(Ending::Interrupted),
             fresh = fetch_new(cloud, stack, watcher, boundary) => fresh?,
         };
         let news = !fresh.is_empty();
@@ -159,10 +104,63 @@ pub async fn watch<C: Cloud>(
         display.live(&watcher.live_line(now_ms()));
         let wait = backoff.next(news);
         tokio::select! {
-            _ = &mut ctrl_c => return Ok(Ending::Interrupted),
+            _ = &mut interrupted => return Ok(Ending::Interrupted),
             _ = tokio::time::sleep(wait) => {}
         }
     }
+}
+
+/// The operation watched, for what is said when it ends.
+#[derive(Clone, Copy, Debug)]
+pub struct Watched<'a> {
+    /// The stack's name.
+    pub stack: &'a str,
+    /// `--region R`, for the commands suggested.
+    pub flag: &'a str,
+    /// A failed create keeps what it made (no rollback).
+    pub kept: bool,
+    /// When the operation began (unix milliseconds).
+    pub started_ms: i64,
+}
+
+/// What to tell the user after watching: on Ctrl-C, that the stack goes on
+/// (exit 130); on failure, the diagnosis (exit 1); on success, `Ok(())`.
+pub fn report_ending<K: Console>(
+    console: &K,
+    ending: Ending,
+    watcher: &Watcher,
+    display: &Display,
+    watched: Watched<'_>,
+) -> Result<(), ExitCode> {
+    let Watched { stack, flag, kept, started_ms } = watched;
+    display.finish();
+    match ending {
+        Ending::Interrupted => {
+            console.noteln(&format!(
+                "Stopped watching; the stack goes on, nothing was cancelled. Follow it with \
+                 `synth events {stack} {flag} --follow`, or see `synth status {stack} {flag}`."
+            ));
+            Err(ExitCode::Interrupted)
+        }
+        Ending::Settled if watcher.succeeded() => Ok(()),
+        Ending::Settled => {
+            let (status, _) = watcher.settled().unwrap_or(("UNKNOWN", None));
+            let text = diagnose(watcher.events()).render(status, kept, &format!("synth delete {stack} {flag}"));
+            console.note(&text);
+            console.noteln(&format!(
+                "{:>12} {stack} {status} after {} (all events: synth events {stack} {flag})",
+                "Failed",
+                clock(now_ms() - started_ms)
+            ));
+            Err(ExitCode::Invalid)
+        }
+    }
+}
+
+/// `--region R`, so that a printed command works as it is whether or not
+/// the region was in the user's command.
+pub fn region_flag<C: Cloud>(cloud: &C) -> String {
+    format!("--region {}", cloud.region())
 }
 
 /// The physical id of a resource, from the events.
@@ -172,9 +170,12 @@ pub fn physical_id(events: &[Event], logical_id: &str) -> Option<String> {
 
 fn show(display: &Display, note: &Note) {
     match note {
-        Note::PhaseDone { phase: Phase::Formation, elapsed_ms, .. } => {
-            display.line("Formed", &format!("the cluster, {} after the master was up", clock(*elapsed_ms)))
-        }
+        // Only the master's signal says the cluster formed (see
+        // `formation::signal`); here the wait condition completed.
+        Note::PhaseDone { phase: Phase::Formation, elapsed_ms, .. } => display.line(
+            "Ready",
+            &format!("formation: the wait condition completed {} after the master was up", clock(*elapsed_ms)),
+        ),
         Note::PhaseDone { phase, elapsed_ms, resources } => display.line(
             "Ready",
             &format!(
@@ -219,16 +220,11 @@ mod tests {
         let plan =
             BTreeMap::from([("Vpc".to_owned(), Planned { resource_type: "AWS::EC2::VPC".into(), optional: false })]);
         let mut watcher = Watcher::new(Operation::Create, plan);
-        let display = Display { bar: None };
-        let ending = watch(&cloud, "demo", &mut watcher, None, &display).await.unwrap();
+        let display = Display::plain(|_| {});
+        let ending = watch(&cloud, "demo", &mut watcher, None, &display, std::future::pending()).await.unwrap();
         assert_eq!(ending, Ending::Settled);
         assert!(watcher.succeeded());
         assert_eq!(watcher.events().len(), 4);
         assert_eq!(cloud.calls_named("events"), 5);
-    }
-
-    #[test]
-    fn stamps_are_utc_seconds() {
-        assert_eq!(stamp(1_700_000_000_123), "2023-11-14T22:13:20Z");
     }
 }

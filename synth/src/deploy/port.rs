@@ -47,8 +47,10 @@ pub enum CloudError {
     },
 }
 
+/// What the credentials provider said, under the message (it may be an
+/// error chain of several lines, as `cli_output::report` writes them).
 fn detail_suffix(detail: &str) -> String {
-    if detail.is_empty() { String::new() } else { format!(" ({detail})") }
+    if detail.is_empty() { String::new() } else { format!("\n  caused by: {detail}") }
 }
 
 /// What every method returns.
@@ -93,6 +95,9 @@ pub struct Event {
     pub id: String,
     /// When it happened (unix milliseconds).
     pub at_ms: i64,
+    /// When it happened to the precision the service gives (unix
+    /// nanoseconds): what orders events of one second or millisecond.
+    pub at_ns: i128,
     /// The resource's logical id (the stack's name for the stack's own events).
     pub logical_id: String,
     /// The resource's physical id, when it has one.

@@ -11,6 +11,7 @@
 //! need, since their host names carry no bucket.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_cloudformation::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -87,21 +88,7 @@ async fn check_credentials(config: &SdkConfig) -> Result<(), CloudError> {
     let Some(provider) = config.credentials_provider() else {
         return Err(CloudError::NoCredentials(String::new()));
     };
-    provider.provide_credentials().await.map(|_| ()).map_err(|e| CloudError::NoCredentials(chain(&e)))
-}
-
-/// An error and its sources on one line, without repeats.
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = vec![err.to_string()];
-    let mut source = err.source();
-    while let Some(next) = source {
-        let text = next.to_string();
-        if !parts.last().is_some_and(|last| last.contains(&text)) {
-            parts.push(text);
-        }
-        source = next.source();
-    }
-    parts.join(": ")
+    provider.provide_credentials().await.map(|_| ()).map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))
 }
 
 /// Maps an SDK error from `what` to a [`CloudError`].
@@ -129,6 +116,42 @@ where
         }
         _ => CloudError::Unavailable { what: what.to_owned(), message: DisplayErrorContext(&err).to_string() },
     }
+}
+
+/// Sends one SDK request (`call`: its `send()`) and maps its error into the
+/// port's with [`from_sdk`]; `what` names the call in that message. The one
+/// place every method's AWS call goes through.
+async fn send<T, E>(what: impl FnOnce() -> String, call: impl Future<Output = Result<T, SdkError<E>>>) -> CloudResult<T>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    call.await.map_err(|e| from_sdk(&what(), e))
+}
+
+/// Reads page after page (`page` gets the previous page's token and gives
+/// its items and the next token; an empty token, as CloudWatch Logs may
+/// send, ends it too) until there is no next page or `enough` items are
+/// there.
+async fn every_page<T, F, Fut>(enough: usize, mut page: F) -> CloudResult<Vec<T>>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = CloudResult<(Vec<T>, Option<String>)>>,
+{
+    let mut all = Vec::new();
+    let mut token = None;
+    loop {
+        let (items, next) = page(token).await?;
+        all.extend(items);
+        match next.filter(|t| !t.is_empty()) {
+            Some(next) if all.len() < enough => token = Some(next),
+            _ => return Ok(all),
+        }
+    }
+}
+
+/// A page's next token, owned.
+fn next(token: Option<&str>) -> Option<String> {
+    token.map(str::to_owned)
 }
 
 fn millis(t: Option<&aws_sdk_cloudformation::primitives::DateTime>) -> Option<i64> {
@@ -160,6 +183,58 @@ fn stack_of(s: &aws_sdk_cloudformation::types::Stack) -> Stack {
     }
 }
 
+fn event_of(e: &aws_sdk_cloudformation::types::StackEvent) -> Event {
+    Event {
+        id: e.event_id().unwrap_or_default().to_owned(),
+        at_ms: millis(e.timestamp()).unwrap_or(0),
+        at_ns: e.timestamp().map_or(0, |t| i128::from(t.secs()) * 1_000_000_000 + i128::from(t.subsec_nanos())),
+        logical_id: e.logical_resource_id().unwrap_or_default().to_owned(),
+        physical_id: e.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
+        resource_type: e.resource_type().unwrap_or_default().to_owned(),
+        status: e.resource_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
+        reason: e.resource_status_reason().map(str::to_owned),
+    }
+}
+
+fn resource_of(r: &aws_sdk_cloudformation::types::StackResourceSummary) -> Resource {
+    Resource {
+        logical_id: r.logical_resource_id().unwrap_or_default().to_owned(),
+        physical_id: r.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
+        resource_type: r.resource_type().unwrap_or_default().to_owned(),
+        status: r.resource_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
+        reason: r.resource_status_reason().map(str::to_owned),
+    }
+}
+
+fn change_of(r: &aws_sdk_cloudformation::types::ResourceChange) -> Change {
+    Change {
+        action: r.action().map(|a| a.as_str().to_owned()).unwrap_or_default(),
+        logical_id: r.logical_resource_id().unwrap_or_default().to_owned(),
+        resource_type: r.resource_type().unwrap_or_default().to_owned(),
+        replacement: r.replacement().map(|x| x.as_str().to_owned()),
+        details: r
+            .details()
+            .iter()
+            .filter_map(|d| {
+                let target = d.target()?;
+                Some((
+                    target.name().unwrap_or_else(|| target.attribute().map(|a| a.as_str()).unwrap_or("?")).to_owned(),
+                    target.requires_recreation().map(|x| x.as_str().to_owned()).unwrap_or_default(),
+                ))
+            })
+            .collect(),
+    }
+}
+
+fn log_event_of(e: &aws_sdk_cloudwatchlogs::types::FilteredLogEvent) -> LogEvent {
+    LogEvent {
+        stream: e.log_stream_name().unwrap_or_default().to_owned(),
+        at_ms: e.timestamp().unwrap_or_default(),
+        id: e.event_id().unwrap_or_default().to_owned(),
+        message: e.message().unwrap_or_default().to_owned(),
+    }
+}
+
 fn parameters(values: &BTreeMap<String, String>) -> Vec<Parameter> {
     values.iter().map(|(k, v)| Parameter::builder().parameter_key(k).parameter_value(v).build()).collect()
 }
@@ -176,105 +251,53 @@ impl Cloud for SdkCloud {
 
     #[tracing::instrument(skip(self))]
     async fn account_id(&self) -> CloudResult<String> {
-        let out = self.sts.get_caller_identity().send().await.map_err(|e| from_sdk("STS GetCallerIdentity", e))?;
+        let out = send(|| "STS GetCallerIdentity".into(), self.sts.get_caller_identity().send()).await?;
         Ok(out.account().unwrap_or_default().to_owned())
     }
 
     #[tracing::instrument(skip(self))]
     async fn stack(&self, name: &str) -> CloudResult<Option<Stack>> {
-        let what = format!("CloudFormation DescribeStacks on stack {name}");
-        match self.cloudformation.describe_stacks().stack_name(name).send().await {
+        let what = || format!("CloudFormation DescribeStacks on stack {name}");
+        match send(what, self.cloudformation.describe_stacks().stack_name(name).send()).await {
             Ok(out) => Ok(out.stacks().first().map(stack_of)),
-            Err(e) => {
-                let e = from_sdk(&what, e);
-                if is_missing_stack(&e) { Ok(None) } else { Err(e) }
-            }
+            Err(e) if is_missing_stack(&e) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
     #[tracing::instrument(skip(self))]
     async fn stacks(&self) -> CloudResult<Vec<Stack>> {
-        let mut all = Vec::new();
-        let mut token = None;
-        loop {
-            let out = self
-                .cloudformation
-                .describe_stacks()
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| from_sdk("CloudFormation DescribeStacks", e))?;
-            all.extend(out.stacks().iter().map(stack_of));
-            token = out.next_token().map(str::to_owned);
-            if token.is_none() {
-                return Ok(all);
-            }
-        }
+        every_page(usize::MAX, |token| async move {
+            let call = self.cloudformation.describe_stacks().set_next_token(token).send();
+            let out = send(|| "CloudFormation DescribeStacks".into(), call).await?;
+            Ok((out.stacks().iter().map(stack_of).collect(), next(out.next_token())))
+        })
+        .await
     }
 
     #[tracing::instrument(skip(self))]
     async fn events(&self, stack: &str, page: Option<String>) -> CloudResult<EventPage> {
-        let out = self
-            .cloudformation
-            .describe_stack_events()
-            .stack_name(stack)
-            .set_next_token(page)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("CloudFormation DescribeStackEvents on stack {stack}"), e))?;
-        let events = out
-            .stack_events()
-            .iter()
-            .map(|e| Event {
-                id: e.event_id().unwrap_or_default().to_owned(),
-                at_ms: millis(e.timestamp()).unwrap_or(0),
-                logical_id: e.logical_resource_id().unwrap_or_default().to_owned(),
-                physical_id: e.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
-                resource_type: e.resource_type().unwrap_or_default().to_owned(),
-                status: e.resource_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
-                reason: e.resource_status_reason().map(str::to_owned),
-            })
-            .collect();
-        Ok(EventPage { events, next: out.next_token().map(str::to_owned) })
+        let what = || format!("CloudFormation DescribeStackEvents on stack {stack}");
+        let out = send(what, self.cloudformation.describe_stack_events().stack_name(stack).set_next_token(page).send())
+            .await?;
+        Ok(EventPage { events: out.stack_events().iter().map(event_of).collect(), next: next(out.next_token()) })
     }
 
     #[tracing::instrument(skip(self))]
     async fn template(&self, stack: &str) -> CloudResult<String> {
-        let out = self
-            .cloudformation
-            .get_template()
-            .stack_name(stack)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("CloudFormation GetTemplate on stack {stack}"), e))?;
+        let what = || format!("CloudFormation GetTemplate on stack {stack}");
+        let out = send(what, self.cloudformation.get_template().stack_name(stack).send()).await?;
         Ok(out.template_body().unwrap_or_default().to_owned())
     }
 
     #[tracing::instrument(skip(self))]
     async fn resources(&self, stack: &str) -> CloudResult<Vec<Resource>> {
-        let mut all = Vec::new();
-        let mut token = None;
-        loop {
-            let out = self
-                .cloudformation
-                .list_stack_resources()
-                .stack_name(stack)
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| from_sdk(&format!("CloudFormation ListStackResources on stack {stack}"), e))?;
-            all.extend(out.stack_resource_summaries().iter().map(|r| Resource {
-                logical_id: r.logical_resource_id().unwrap_or_default().to_owned(),
-                physical_id: r.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
-                resource_type: r.resource_type().unwrap_or_default().to_owned(),
-                status: r.resource_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
-                reason: r.resource_status_reason().map(str::to_owned),
-            }));
-            token = out.next_token().map(str::to_owned);
-            if token.is_none() {
-                return Ok(all);
-            }
-        }
+        every_page(usize::MAX, |token| async move {
+            let call = self.cloudformation.list_stack_resources().stack_name(stack).set_next_token(token).send();
+            let out = send(|| format!("CloudFormation ListStackResources on stack {stack}"), call).await?;
+            Ok((out.stack_resource_summaries().iter().map(resource_of).collect(), next(out.next_token())))
+        })
+        .await
     }
 
     #[tracing::instrument(skip(self, request), fields(stack = %request.name))]
@@ -291,10 +314,7 @@ impl Cloud for SdkCloud {
             TemplateSource::Body(body) => call.template_body(body),
             TemplateSource::Url(url) => call.template_url(url),
         };
-        let out = call
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("CloudFormation CreateStack on stack {}", request.name), e))?;
+        let out = send(|| format!("CloudFormation CreateStack on stack {}", request.name), call.send()).await?;
         Ok(out.stack_id().unwrap_or_default().to_owned())
     }
 
@@ -313,176 +333,98 @@ impl Cloud for SdkCloud {
             TemplateSource::Body(body) => call.template_body(body),
             TemplateSource::Url(url) => call.template_url(url),
         };
-        let out = call
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("CloudFormation CreateChangeSet on stack {}", request.name), e))?;
+        let out = send(|| format!("CloudFormation CreateChangeSet on stack {}", request.name), call.send()).await?;
         Ok(out.id().unwrap_or(change_set).to_owned())
     }
 
     #[tracing::instrument(skip(self))]
     async fn change_set(&self, id: &str) -> CloudResult<ChangeSet> {
-        let mut set = ChangeSet { id: id.to_owned(), ..ChangeSet::default() };
-        let mut token = None;
-        loop {
-            let out = self
-                .cloudformation
-                .describe_change_set()
-                .change_set_name(id)
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| from_sdk("CloudFormation DescribeChangeSet", e))?;
-            set.status = out.status().map(|s| s.as_str().to_owned()).unwrap_or_default();
-            set.reason = out.status_reason().map(str::to_owned);
-            for c in out.changes() {
-                let Some(r) = c.resource_change() else { continue };
-                set.changes.push(Change {
-                    action: r.action().map(|a| a.as_str().to_owned()).unwrap_or_default(),
-                    logical_id: r.logical_resource_id().unwrap_or_default().to_owned(),
-                    resource_type: r.resource_type().unwrap_or_default().to_owned(),
-                    replacement: r.replacement().map(|x| x.as_str().to_owned()),
-                    details: r
-                        .details()
-                        .iter()
-                        .filter_map(|d| {
-                            let target = d.target()?;
-                            Some((
-                                target
-                                    .name()
-                                    .unwrap_or_else(|| target.attribute().map(|a| a.as_str()).unwrap_or("?"))
-                                    .to_owned(),
-                                target.requires_recreation().map(|x| x.as_str().to_owned()).unwrap_or_default(),
-                            ))
-                        })
-                        .collect(),
-                });
-            }
-            token = out.next_token().map(str::to_owned);
-            if token.is_none() {
-                return Ok(set);
-            }
-        }
+        // Every page repeats the status; the changes are spread over them.
+        let pages = every_page(usize::MAX, |token| async move {
+            let call = self.cloudformation.describe_change_set().change_set_name(id).set_next_token(token).send();
+            let out = send(|| "CloudFormation DescribeChangeSet".into(), call).await?;
+            let status = out.status().map(|s| s.as_str().to_owned()).unwrap_or_default();
+            let changes = out.changes().iter().filter_map(|c| c.resource_change()).map(change_of).collect();
+            let page = ChangeSet { id: id.to_owned(), status, reason: out.status_reason().map(str::to_owned), changes };
+            Ok((vec![page], next(out.next_token())))
+        })
+        .await?;
+        Ok(pages
+            .into_iter()
+            .reduce(|mut set, page| {
+                set.changes.extend(page.changes);
+                ChangeSet { changes: set.changes, ..page }
+            })
+            .unwrap_or_else(|| ChangeSet { id: id.to_owned(), ..ChangeSet::default() }))
     }
 
     #[tracing::instrument(skip(self))]
     async fn execute_change_set(&self, id: &str) -> CloudResult<()> {
-        self.cloudformation
-            .execute_change_set()
-            .change_set_name(id)
-            .send()
-            .await
-            .map_err(|e| from_sdk("CloudFormation ExecuteChangeSet", e))?;
-        Ok(())
+        let call = self.cloudformation.execute_change_set().change_set_name(id).send();
+        send(|| "CloudFormation ExecuteChangeSet".into(), call).await.map(drop)
     }
 
     #[tracing::instrument(skip(self))]
     async fn delete_change_set(&self, id: &str) -> CloudResult<()> {
-        self.cloudformation
-            .delete_change_set()
-            .change_set_name(id)
-            .send()
-            .await
-            .map_err(|e| from_sdk("CloudFormation DeleteChangeSet", e))?;
-        Ok(())
+        let call = self.cloudformation.delete_change_set().change_set_name(id).send();
+        send(|| "CloudFormation DeleteChangeSet".into(), call).await.map(drop)
     }
 
     #[tracing::instrument(skip(self))]
     async fn delete_stack(&self, name: &str) -> CloudResult<()> {
-        self.cloudformation
-            .delete_stack()
-            .stack_name(name)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("CloudFormation DeleteStack on stack {name}"), e))?;
-        Ok(())
+        let call = self.cloudformation.delete_stack().stack_name(name).send();
+        send(|| format!("CloudFormation DeleteStack on stack {name}"), call).await.map(drop)
     }
 
     #[tracing::instrument(skip(self))]
     async fn log_groups(&self, prefix: &str) -> CloudResult<Vec<LogGroupInfo>> {
-        let mut groups = Vec::new();
-        let mut token = None;
-        loop {
-            let out = self
-                .logs
-                .describe_log_groups()
-                .log_group_name_prefix(prefix)
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| from_sdk(&format!("CloudWatch Logs DescribeLogGroups for {prefix}"), e))?;
-            groups.extend(out.log_groups().iter().filter_map(|g| {
+        every_page(usize::MAX, |token| async move {
+            let call = self.logs.describe_log_groups().log_group_name_prefix(prefix).set_next_token(token).send();
+            let out = send(|| format!("CloudWatch Logs DescribeLogGroups for {prefix}"), call).await?;
+            let groups = out.log_groups().iter().filter_map(|g| {
                 let name = g.log_group_name()?.to_owned();
                 Some(LogGroupInfo { name, created_ms: g.creation_time().unwrap_or_default() })
-            }));
-            match out.next_token() {
-                Some(next) if !next.is_empty() => token = Some(next.to_owned()),
-                _ => return Ok(groups),
-            }
-        }
+            });
+            Ok((groups.collect(), next(out.next_token())))
+        })
+        .await
     }
 
     #[tracing::instrument(skip(self))]
     async fn log_streams(&self, group: &str, limit: usize) -> CloudResult<Vec<String>> {
-        let mut names = Vec::new();
-        let mut token = None;
-        loop {
-            let out = self
-                .logs
-                .describe_log_streams()
-                .log_group_name(group)
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| from_sdk(&format!("CloudWatch Logs DescribeLogStreams in {group}"), e))?;
-            names.extend(out.log_streams().iter().filter_map(|s| s.log_stream_name().map(str::to_owned)));
-            match out.next_token() {
-                Some(next) if !next.is_empty() && names.len() < limit => token = Some(next.to_owned()),
-                _ => {
-                    names.truncate(limit);
-                    return Ok(names);
-                }
-            }
-        }
+        let mut names = every_page(limit, |token| async move {
+            let call = self.logs.describe_log_streams().log_group_name(group).set_next_token(token).send();
+            let out = send(|| format!("CloudWatch Logs DescribeLogStreams in {group}"), call).await?;
+            let names = out.log_streams().iter().filter_map(|s| s.log_stream_name().map(str::to_owned));
+            Ok((names.collect(), next(out.next_token())))
+        })
+        .await?;
+        names.truncate(limit);
+        Ok(names)
     }
 
     #[tracing::instrument(skip(self))]
     async fn log_events(&self, query: &LogQuery, page: Option<String>) -> CloudResult<LogPage> {
         let streams = (!query.streams.is_empty()).then(|| query.streams.clone());
-        let out = self
+        let call = self
             .logs
             .filter_log_events()
             .log_group_name(&query.group)
             .set_log_stream_names(streams)
             .set_start_time(query.start_ms)
             .set_next_token(page)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("CloudWatch Logs FilterLogEvents in {}", query.group), e))?;
+            .send();
+        let out = send(|| format!("CloudWatch Logs FilterLogEvents in {}", query.group), call).await?;
         Ok(LogPage {
-            events: out
-                .events()
-                .iter()
-                .map(|e| LogEvent {
-                    stream: e.log_stream_name().unwrap_or_default().to_owned(),
-                    at_ms: e.timestamp().unwrap_or_default(),
-                    id: e.event_id().unwrap_or_default().to_owned(),
-                    message: e.message().unwrap_or_default().to_owned(),
-                })
-                .collect(),
+            events: out.events().iter().map(log_event_of).collect(),
             next: out.next_token().filter(|t| !t.is_empty()).map(str::to_owned),
         })
     }
 
     #[tracing::instrument(skip(self))]
     async fn group(&self, name: &str) -> CloudResult<Option<GroupState>> {
-        let out = self
-            .autoscaling
-            .describe_auto_scaling_groups()
-            .auto_scaling_group_names(name)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("Auto Scaling DescribeAutoScalingGroups on group {name}"), e))?;
+        let call = self.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(name).send();
+        let out = send(|| format!("Auto Scaling DescribeAutoScalingGroups on group {name}"), call).await?;
         Ok(out.auto_scaling_groups().first().map(|g| GroupState {
             desired: g.desired_capacity().and_then(|d| u32::try_from(d).ok()).unwrap_or(0),
             in_service: g
@@ -525,21 +467,15 @@ impl Cloud for SdkCloud {
                     .build(),
             );
         }
-        create.send().await.map_err(|e| from_sdk(&what("CreateBucket"), e))?;
-        self.s3
-            .put_public_access_block()
-            .bucket(bucket)
-            .public_access_block_configuration(
-                PublicAccessBlockConfiguration::builder()
-                    .block_public_acls(true)
-                    .ignore_public_acls(true)
-                    .block_public_policy(true)
-                    .restrict_public_buckets(true)
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(|e| from_sdk(&what("PutPublicAccessBlock"), e))?;
+        send(|| what("CreateBucket"), create.send()).await?;
+        let block = PublicAccessBlockConfiguration::builder()
+            .block_public_acls(true)
+            .ignore_public_acls(true)
+            .block_public_policy(true)
+            .restrict_public_buckets(true)
+            .build();
+        let call = self.s3.put_public_access_block().bucket(bucket).public_access_block_configuration(block).send();
+        send(|| what("PutPublicAccessBlock"), call).await?;
         let sse = ServerSideEncryptionByDefault::builder()
             .sse_algorithm(ServerSideEncryption::Aes256)
             .build()
@@ -548,13 +484,9 @@ impl Cloud for SdkCloud {
             .rules(ServerSideEncryptionRule::builder().apply_server_side_encryption_by_default(sse).build())
             .build()
             .map_err(|e| invalid("PutBucketEncryption", e))?;
-        self.s3
-            .put_bucket_encryption()
-            .bucket(bucket)
-            .server_side_encryption_configuration(encryption)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&what("PutBucketEncryption"), e))?;
+        let call =
+            self.s3.put_bucket_encryption().bucket(bucket).server_side_encryption_configuration(encryption).send();
+        send(|| what("PutBucketEncryption"), call).await?;
         let ownership = OwnershipControls::builder()
             .rules(
                 OwnershipControlsRule::builder()
@@ -564,23 +496,11 @@ impl Cloud for SdkCloud {
             )
             .build()
             .map_err(|e| invalid("PutBucketOwnershipControls", e))?;
-        self.s3
-            .put_bucket_ownership_controls()
-            .bucket(bucket)
-            .ownership_controls(ownership)
-            .send()
-            .await
-            .map_err(|e| from_sdk(&what("PutBucketOwnershipControls"), e))?;
-        self.s3
-            .put_bucket_versioning()
-            .bucket(bucket)
-            .versioning_configuration(
-                VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build(),
-            )
-            .send()
-            .await
-            .map_err(|e| from_sdk(&what("PutBucketVersioning"), e))?;
-        Ok(())
+        let call = self.s3.put_bucket_ownership_controls().bucket(bucket).ownership_controls(ownership).send();
+        send(|| what("PutBucketOwnershipControls"), call).await?;
+        let versioning = VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
+        let call = self.s3.put_bucket_versioning().bucket(bucket).versioning_configuration(versioning).send();
+        send(|| what("PutBucketVersioning"), call).await.map(drop)
     }
 
     #[tracing::instrument(skip(self))]
@@ -596,14 +516,7 @@ impl Cloud for SdkCloud {
 
     #[tracing::instrument(skip(self, body), fields(bytes = body.len()))]
     async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> CloudResult<()> {
-        self.s3
-            .put_object()
-            .bucket(bucket)
-            .key(key)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| from_sdk(&format!("S3 PutObject on s3://{bucket}/{key}"), e))?;
-        Ok(())
+        let call = self.s3.put_object().bucket(bucket).key(key).body(ByteStream::from(body)).send();
+        send(|| format!("S3 PutObject on s3://{bucket}/{key}"), call).await.map(drop)
     }
 }

@@ -304,6 +304,7 @@ pub(crate) mod tests {
         Event {
             id: format!("e{n}"),
             at_ms: s * 1000,
+            at_ns: i128::from(s) * 1_000_000_000,
             logical_id: id.into(),
             physical_id: None,
             resource_type: ty.into(),

@@ -19,12 +19,13 @@ use cfn::resources::{autoscaling, cloudformation, ec2};
 use cfn::{Attributes, CreationPolicy, Expr, Handle, Template};
 use node_contract::Role;
 
+use super::context::Ctx;
 use super::logs::LogGroup;
 use super::node_config::{self, Refs};
 use super::queues::Queues;
 use super::security::Groups;
 use super::storage::FileSystem;
-use super::{Ctx, identity, network::Network, parameters::Inputs};
+use super::{identity, network::Network, parameters::Inputs};
 
 /// The logical id of the master; the node config names it for `SignalResource`.
 pub(super) const MASTER_ID: &str = "MasterInstance";

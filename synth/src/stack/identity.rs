@@ -11,9 +11,9 @@ use cfn::resources::{autoscaling, iam};
 use cfn::{Expr, Handle, Pseudo, Template};
 use serde_json::{Value as Json, json};
 
+use super::context::{Ctx, arn};
 use super::logs::LogGroup;
 use super::queues::Queues;
-use super::{Ctx, arn};
 
 /// The managed policy Session Manager needs on an instance (`arn` takes it).
 pub(crate) const SSM_CORE: &str = "iam::aws:policy/AmazonSSMManagedInstanceCore";
@@ -49,7 +49,7 @@ fn agent_package(ctx: &Ctx) -> Option<iam::Policy> {
             "Sid": "InstallAgentAtBoot",
             "Effect": "Allow",
             "Action": "s3:GetObject",
-            "Resource": arn(&format!("s3:::{bucket}/{}", super::sub_literal(key)))
+            "Resource": arn(&format!("s3:::{bucket}/{}", super::context::sub_literal(key)))
         })]),
     })
 }

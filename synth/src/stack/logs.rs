@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use cfn::{Attributes, Expr, Handle, Pseudo, Template};
 use node_contract::logs::LOG_GROUP_PREFIX;
 
-use super::{Ctx, checkov_skip, sub_literal};
+use super::context::{Ctx, checkov_skip, sub_literal};
 
 /// The group; its `Ref` is its name, its `Arn` attribute covers its streams.
 pub(super) struct LogGroup {

@@ -13,6 +13,7 @@
 //! limit) are caught by [`cfn::Template::render`].
 
 mod compute;
+mod context;
 pub(crate) mod identity;
 mod logs;
 mod network;
@@ -23,51 +24,15 @@ mod queues;
 mod security;
 mod storage;
 
-use cfn::{Expr, Tag, Template};
+pub use context::CLUSTER_TAG;
+pub(crate) use context::{arn, checkov_skip};
+pub use outputs::FORMATION_DATA_OUTPUT;
+
+use cfn::Template;
+
+use context::Ctx;
 
 use crate::spec::ClusterSpec;
-
-/// The tag every resource carries, naming the cluster.
-pub const CLUSTER_TAG: &str = "deeplearning:cluster";
-
-/// What every builder needs: the spec, and how to tag things.
-struct Ctx<'a> {
-    spec: &'a ClusterSpec,
-}
-
-impl Ctx<'_> {
-    /// Tags for a resource: `Name` (`<cluster>-<what>`), the cluster tag, and the blueprint's tags.
-    fn tags(&self, what: &str) -> Vec<Tag> {
-        let mut tags =
-            vec![Tag::new("Name", format!("{}-{what}", self.spec.name)), Tag::new(CLUSTER_TAG, self.spec.name.clone())];
-        tags.extend(self.spec.tags.iter().map(|(k, v)| Tag::new(k.clone(), v.clone())));
-        tags
-    }
-
-    /// All nodes in one Availability Zone: a cluster placement group or EFA
-    /// (EFA's OS-bypass traffic does not leave its subnet).
-    fn single_az(&self) -> bool {
-        self.spec.placement_group || self.spec.efa
-    }
-}
-
-/// Escapes a literal for use inside `Fn::Sub` text (`${` would start a reference).
-fn sub_literal(text: &str) -> String {
-    text.replace("${", "${!")
-}
-
-/// Resource metadata that tells checkov a check is accepted as failing, and why.
-/// The reason travels in the template, where a reviewer sees it.
-pub(crate) fn checkov_skip(checks: &[(&str, &str)]) -> serde_json::Value {
-    let skips: Vec<serde_json::Value> =
-        checks.iter().map(|(id, why)| serde_json::json!({"id": id, "comment": why})).collect();
-    serde_json::json!({"checkov": {"skip": skips}})
-}
-
-/// `arn:${AWS::Partition}:...`: an ARN that works in every partition.
-pub(crate) fn arn(rest: &str) -> Expr {
-    Expr::sub(format!("arn:${{AWS::Partition}}:{rest}"))
-}
 
 /// Compiles a validated cluster into a template (not yet checked or printed:
 /// call [`cfn::Template::render`]).

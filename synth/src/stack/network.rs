@@ -11,7 +11,7 @@
 use cfn::resources::ec2;
 use cfn::{Attributes, Dependency, Expr, Pseudo, Template};
 
-use super::Ctx;
+use super::context::Ctx;
 use crate::spec::NetworkSpec;
 
 /// Where things go, for the other builders.

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use cfn::Expr;
 use node_contract::{Efa, Efs, Elastic, Logs, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
 
-use super::{Ctx, sub_literal};
+use super::context::{Ctx, sub_literal};
 
 /// Logical ids and expressions the config refers to.
 pub(super) struct Refs {

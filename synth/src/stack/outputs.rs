@@ -6,10 +6,16 @@
 use cfn::{Expr, Output, Template};
 
 use super::compute::Cluster;
+use super::context::{Ctx, sub_literal};
 use super::parameters::Inputs;
 use super::security::Groups;
 use super::storage::FileSystem;
-use super::{Ctx, sub_literal};
+
+/// The stack output with the formation wait condition's data:
+/// `{"<master's instance id>": "<the signal's data, JSON>"}`, as AWS gives
+/// `Fn::GetAtt [<WaitCondition>, Data]`. The lifecycle commands read it
+/// (`crate::deploy::formation`) by this name.
+pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
 
 pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluster, fs: &FileSystem, groups: &Groups) {
     let spec = ctx.spec;
@@ -93,7 +99,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluste
     // cfn-lint has no per-output exception, hence the template-wide one.
     t.metadata("cfn-lint", serde_json::json!({"config": {"ignore_checks": ["E6101"]}}));
     t.output(
-        crate::deploy::formation::FORMATION_DATA_OUTPUT,
+        FORMATION_DATA_OUTPUT,
         out(
             "What the master reported when the cluster formed (JSON by its instance id: workers joined, per-phase timeline)",
             cluster.formation.attr("Data"),

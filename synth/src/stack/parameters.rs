@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use cfn::{ConditionHandle, Expr, ParamHandle, Parameter, ParameterType, Pseudo, Rule, Template};
 use serde_json::json;
 
-use super::Ctx;
+use super::context::Ctx;
 use crate::region::Region;
 use crate::spec::ImageSource;
 

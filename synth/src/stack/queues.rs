@@ -11,7 +11,7 @@
 use cfn::resources::sqs;
 use cfn::{Attributes, Handle, Template};
 
-use super::{Ctx, checkov_skip};
+use super::context::{Ctx, checkov_skip};
 
 /// The queues.
 pub(super) struct Queues {

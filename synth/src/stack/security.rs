@@ -16,7 +16,7 @@
 use cfn::resources::ec2::{self, Rule};
 use cfn::{Attributes, Expr, Template};
 
-use super::Ctx;
+use super::context::Ctx;
 use super::network::Network;
 use super::parameters::Inputs;
 

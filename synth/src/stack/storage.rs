@@ -10,7 +10,7 @@
 use cfn::resources::efs;
 use cfn::{Attributes, Dependency, Expr, Template};
 
-use super::Ctx;
+use super::context::Ctx;
 use super::network::Network;
 use super::parameters::Inputs;
 use super::security::Groups;

@@ -1,0 +1,70 @@
+//! The blueprint argument `build`, `validate`, `image`, `deploy` and `diff`
+//! share: a file or standard input, read with a bound, and `--region`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::region::Region;
+
+/// The blueprint and region arguments `build` and `validate` share.
+#[derive(Debug, clap::Args)]
+pub struct Input {
+    /// The blueprint file (YAML); `-` reads standard input.
+    #[arg(value_name = "BLUEPRINT")]
+    pub blueprint: PathBuf,
+
+    /// Build for this region only (us-east-1, us-east-2, us-west-2, eu-west-1,
+    /// ap-southeast-2). Without it, the blueprint's `region` is used; a
+    /// blueprint without one gives a template that works in all five.
+    #[arg(long, short = 'r', value_name = "REGION")]
+    pub region: Option<Region>,
+}
+
+/// The largest blueprint read: real ones are a few KB; a stream that goes on
+/// past this (`synth validate - < /dev/zero`) is stopped here, not read into
+/// memory until it runs out.
+pub const MAX_BLUEPRINT_BYTES: u64 = 1024 * 1024;
+
+impl Input {
+    /// The name used in messages.
+    pub(super) fn display_path(&self) -> String {
+        if self.is_stdin() { "<stdin>".to_owned() } else { self.blueprint.display().to_string() }
+    }
+
+    fn is_stdin(&self) -> bool {
+        self.blueprint == Path::new("-")
+    }
+
+    /// The blueprint's text, at most [`MAX_BLUEPRINT_BYTES`] of UTF-8.
+    pub(super) fn read(&self) -> Result<String, String> {
+        let fail = |why: String| format!("error: cannot read the blueprint {}: {why}", self.display_path());
+        let mut bytes = Vec::new();
+        let result = if self.is_stdin() {
+            std::io::stdin().lock().take(MAX_BLUEPRINT_BYTES + 1).read_to_end(&mut bytes)
+        } else {
+            std::fs::File::open(&self.blueprint).and_then(|f| f.take(MAX_BLUEPRINT_BYTES + 1).read_to_end(&mut bytes))
+        };
+        result.map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > MAX_BLUEPRINT_BYTES {
+            return Err(fail(format!(
+                "it is larger than {} KiB (reading stopped there); a blueprint is a few KB of YAML",
+                MAX_BLUEPRINT_BYTES / 1024
+            )));
+        }
+        tracing::debug!(path = %self.display_path(), bytes = bytes.len(), "read the blueprint");
+        String::from_utf8(bytes).map_err(|e| {
+            fail(format!("it is not UTF-8 text (byte {} is not); save it as UTF-8", e.utf8_error().valid_up_to()))
+        })
+    }
+
+    /// The blueprint file's identity, so that `-o` can refuse to overwrite it.
+    pub(super) fn metadata(&self) -> Option<std::fs::Metadata> {
+        if self.is_stdin() {
+            use std::os::fd::AsFd;
+            let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+            std::fs::File::from(fd).metadata().ok()
+        } else {
+            std::fs::metadata(&self.blueprint).ok()
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! What `synth deploy` and `synth diff` do before they touch a stack: the
+//! blueprint loaded for the region the stack goes to, the stack's name and
+//! parameter overrides checked, the agent package staged (uploaded only by
+//! `deploy`), the template compiled, and where CloudFormation reads it
+//! (inline, or from the staging bucket when it is too large).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use super::console::{Console, Display, fail};
+use super::port::{Cloud, TemplateSource};
+use super::staging::{self, Staging, Upload};
+use super::template::{Pseudo, parameter_values, resolve};
+use super::watch::Planned;
+use crate::blueprint::{self, Diagnostic, MISSING_AGENT_PATH};
+use crate::exit::ExitCode;
+use crate::region::Region;
+use crate::spec::{AgentPackage, ClusterSpec};
+
+/// The blueprint as the user gave it.
+#[derive(Clone, Copy, Debug)]
+pub struct Blueprint<'a> {
+    /// Its text.
+    pub text: &'a str,
+    /// Its name in messages (`<stdin>` for standard input).
+    pub path: &'a str,
+    /// `--region`, which overrides the blueprint's `region`.
+    pub region: Option<Region>,
+}
+
+/// What `deploy` and `diff` share besides the blueprint.
+#[derive(Clone, Debug, Default)]
+pub struct Target {
+    /// The stack's name (default: the blueprint's `name`).
+    pub stack: Option<String>,
+    /// `KEY=VALUE` overrides of the template's parameters.
+    pub parameters: Vec<String>,
+    /// The agent package nodes install at boot (default: the one
+    /// packaging/build made, when the image needs one).
+    pub agent_package: Option<PathBuf>,
+}
+
+/// A template ready to send.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The stack's name.
+    pub stack: String,
+    /// The template.
+    pub template: Json,
+    /// The template as sent (compact JSON).
+    pub compact: String,
+    /// The parameter overrides.
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl Prepared {
+    /// A prepared `template` for `stack` with `parameters`.
+    pub fn new(stack: &str, template: Json, parameters: BTreeMap<String, String>) -> Prepared {
+        let compact = template.to_string();
+        Prepared { stack: stack.to_owned(), template, compact, parameters }
+    }
+}
+
+/// Parses `KEY=VALUE` options.
+pub fn parse_parameters(items: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for item in items {
+        let (k, v) = item
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .ok_or_else(|| format!("--parameter {item:?}: write KEY=VALUE, e.g. --parameter WorkerCount=8"))?;
+        out.insert(k.to_owned(), v.to_owned());
+    }
+    Ok(out)
+}
+
+/// A stack name CloudFormation accepts.
+pub fn valid_stack_name(name: &str) -> bool {
+    name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// What a create of `p` in `region` makes: every resource whose condition
+/// holds (or cannot be decided: `optional`) with the parameters given.
+pub fn create_plan(p: &Prepared, region: &str) -> BTreeMap<String, Planned> {
+    let values = parameter_values(&p.template, &p.parameters);
+    let pseudo = Pseudo { region: region.to_owned(), stack_name: p.stack.clone(), account_id: None };
+    resolve(&p.template, &values, &pseudo)
+        .resources
+        .into_iter()
+        .map(|(id, r)| (id, Planned { resource_type: r.resource_type, optional: r.maybe }))
+        .collect()
+}
+
+/// "42 resources", and when the template has more (`synth validate`
+/// counts them all), how many its conditions leave out, so that deploy,
+/// diff and validate tell one story.
+pub fn resource_count(p: &Prepared, plan: &BTreeMap<String, Planned>) -> String {
+    let all = p.template.get("Resources").and_then(serde_json::Value::as_object).map_or(0, |r| r.len());
+    match all.saturating_sub(plan.len()) {
+        0 => format!("{} resources", plan.len()),
+        left => format!("{} resources (the template's {all}, less {left} its conditions leave out)", plan.len()),
+    }
+}
+
+/// Loads the blueprint, connects (`connect` gets the region to use, `None`:
+/// the standard chain's), stages the agent package (uploading it only when
+/// `upload`), and builds the template. Errors are printed.
+pub async fn prepare<K, C, F, Fut>(
+    console: &K,
+    blueprint: Blueprint<'_>,
+    target: &Target,
+    upload: bool,
+    display: &Display,
+    connect: F,
+) -> Result<(C, Prepared), ExitCode>
+where
+    K: Console,
+    C: Cloud,
+    F: FnOnce(Option<Region>) -> Fut,
+    Fut: Future<Output = Result<C, ExitCode>>,
+{
+    let Blueprint { text, path, region } = blueprint;
+    let load = |region: Option<Region>| {
+        blueprint::load(text, path, region).map_err(|problems| {
+            console.note(&problems.to_string());
+            ExitCode::Invalid
+        })
+    };
+    let mut loaded = load(region)?;
+    let overrides = parse_parameters(&target.parameters).map_err(|e| fail(console, e))?;
+    // Parameter names are the template's whatever the region and the
+    // package: checked before any AWS call.
+    let compiled = crate::stack::compile(&loaded.spec)
+        .render()
+        .map_err(|e| fail(console, format!("internal error, please report it: {e}")))?;
+    let template: Json = serde_json::from_str(&compiled.json)
+        .map_err(|e| fail(console, format!("internal error, please report it: the template is not JSON: {e}")))?;
+    check_parameters(console, &template, &overrides)?;
+    let region = region.or(loaded.spec.region);
+    let cloud = connect(region).await?;
+    if region.is_none() {
+        // The template is checked for the region it goes to.
+        let r: Region = cloud
+            .region()
+            .parse()
+            .map_err(|e| fail(console, format!("the AWS region {}: {e}; pass --region", cloud.region())))?;
+        loaded = load(Some(r))?;
+    }
+    let stack = target.stack.clone().unwrap_or_else(|| loaded.spec.name.clone());
+    if !valid_stack_name(&stack) {
+        return Err(fail(
+            console,
+            format!("{stack:?} is not a stack name: a letter, then letters, digits and hyphens, at most 128"),
+        ));
+    }
+    let mut spec = loaded.spec.clone();
+    let needs_package = loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH);
+    if needs_package || target.agent_package.is_some() {
+        let file = match &target.agent_package {
+            Some(f) => f.clone(),
+            None => staging::package_dir().join(staging::package_file_name(spec.image.package_format)),
+        };
+        let package = stage_package(console, &cloud, &file, upload, display).await?;
+        install_at_boot(&mut spec, &mut loaded.warnings, package);
+    }
+    if !loaded.warnings.is_empty() {
+        console.note(&blueprint::render_all(&loaded.warnings, text, path));
+    }
+    let rendered = crate::stack::compile(&spec)
+        .render()
+        .map_err(|e| fail(console, format!("internal error, please report it: {e}")))?;
+    let template: Json = serde_json::from_str(&rendered.json)
+        .map_err(|e| fail(console, format!("internal error, please report it: the template is not JSON: {e}")))?;
+    check_parameters(console, &template, &overrides)?;
+    Ok((cloud, Prepared::new(&stack, template, overrides)))
+}
+
+/// Refuses an override the template has no parameter for, naming those it has.
+fn check_parameters<K: Console>(
+    console: &K,
+    template: &Json,
+    overrides: &BTreeMap<String, String>,
+) -> Result<(), ExitCode> {
+    let known: Vec<&String> =
+        template.get("Parameters").and_then(Json::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+    for key in overrides.keys() {
+        if !known.contains(&key) {
+            let names: Vec<&str> = known.iter().map(|k| k.as_str()).collect();
+            return Err(fail(
+                console,
+                format!("--parameter {key}: the template has no such parameter; it has {}", names.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the agent package `file` and, when `upload`, puts it into the
+/// staging bucket (created when missing), saying what it did; returns what
+/// the nodes download. Without `upload` (a preview) nothing is written.
+pub async fn stage_package<K: Console, C: Cloud>(
+    console: &K,
+    cloud: &C,
+    file: &Path,
+    upload: bool,
+    display: &Display,
+) -> Result<AgentPackage, ExitCode> {
+    let package = staging::read_package(file).map_err(|e| {
+        fail(
+            console,
+            format!(
+                "{e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
+                 `packaging/build`, or pass --agent-package FILE (or bake an image: see the README)"
+            ),
+        )
+    })?;
+    let account = cloud.account_id().await.map_err(|e| fail(console, e))?;
+    let key = staging::package_key(&package.sha256, &package.file_name);
+    let bucket = if upload {
+        let (staging, created) = Staging::ensure(cloud, &account).await.map_err(|e| fail(console, e))?;
+        if created {
+            display.line("Created", &format!("staging bucket {} (private, encrypted, versioned)", staging.bucket));
+        }
+        match staging.put_once(cloud, &key, &package.bytes).await.map_err(|e| fail(console, e))? {
+            Upload::Uploaded => display.line(
+                "Uploaded",
+                &format!(
+                    "agent package {} ({} bytes) to {}",
+                    package.file_name,
+                    package.bytes.len(),
+                    staging.s3_url(&key)
+                ),
+            ),
+            Upload::AlreadyThere => display.line("Reusing", &format!("agent package {}", staging.s3_url(&key))),
+        }
+        staging
+    } else {
+        Staging { bucket: staging::bucket_name(&account, cloud.region()), region: cloud.region().to_owned() }
+    };
+    Ok(AgentPackage { url: bucket.s3_url(&key), sha256: package.sha256 })
+}
+
+/// The blueprint as deploy builds it: every node installs `package` at
+/// boot, so the warning that the image has no agent no longer holds.
+pub fn install_at_boot(spec: &mut ClusterSpec, warnings: &mut Vec<Diagnostic>, package: AgentPackage) {
+    spec.image.agent_package = Some(package);
+    warnings.retain(|w| w.path != MISSING_AGENT_PATH);
+}
+
+/// Where CloudFormation reads the template: inline, or from the staging
+/// bucket when too large.
+pub async fn template_source<K: Console, C: Cloud>(
+    console: &K,
+    cloud: &C,
+    p: &Prepared,
+    display: &Display,
+) -> Result<TemplateSource, ExitCode> {
+    if p.compact.len() <= staging::INLINE_TEMPLATE_LIMIT {
+        return Ok(TemplateSource::Body(p.compact.clone()));
+    }
+    let account = cloud.account_id().await.map_err(|e| fail(console, e))?;
+    let (staging, _) = Staging::ensure(cloud, &account).await.map_err(|e| fail(console, e))?;
+    let key = staging::template_key(&p.stack, &staging::sha256_hex(p.compact.as_bytes()));
+    staging.put_once(cloud, &key, p.compact.as_bytes()).await.map_err(|e| fail(console, e))?;
+    display.line(
+        "Staged",
+        &format!(
+            "the template ({} bytes, over the {}-byte inline limit) as {}",
+            p.compact.len(),
+            staging::INLINE_TEMPLATE_LIMIT,
+            staging.s3_url(&key)
+        ),
+    );
+    Ok(TemplateSource::Url(staging::template_url(&staging.bucket, &staging.region, &key)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_key_value() {
+        let ok = parse_parameters(&["WorkerCount=8".into(), "SshCidr=1.2.3.4/32".into(), "KeyName=".into()]).unwrap();
+        assert_eq!(ok["WorkerCount"], "8");
+        assert_eq!(ok["KeyName"], "");
+        for bad in ["WorkerCount", "=8"] {
+            let e = parse_parameters(&[bad.into()]).unwrap_err();
+            assert!(e.contains("KEY=VALUE"), "{e}");
+        }
+    }
+
+    /// The terminal route: every example blueprint, deployed with a staged
+    /// package, has no "would fail to form" warning and its nodes' user data
+    /// installs that package.
+    #[test]
+    fn every_example_blueprint_deployed_installs_the_package_and_forms() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../blueprints");
+        let mut staged = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path.display().to_string();
+            let mut loaded = blueprint::load(&text, &name, Some(Region::UsEast1)).unwrap();
+            let mut spec = loaded.spec.clone();
+            if loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH) {
+                let url = format!("s3://bucket/agent/{}/pkg", "c".repeat(64));
+                install_at_boot(&mut spec, &mut loaded.warnings, AgentPackage { url, sha256: "c".repeat(64) });
+                staged += 1;
+            }
+            assert!(loaded.warnings.iter().all(|w| w.path != MISSING_AGENT_PATH), "{name}");
+            let template = crate::stack::compile(&spec).render().unwrap().json;
+            let package = spec.image.agent_package.as_ref().expect("every example installs a package or has one");
+            // The user data (`Fn::Base64` of an `Fn::Sub` text) checks exactly that package.
+            assert!(template.contains(&format!("echo '{}  '", package.sha256)), "{name}");
+        }
+        assert_eq!(staged, 7, "the examples on the stock image");
+    }
+
+    #[test]
+    fn stack_names() {
+        assert!(valid_stack_name("resnet-training"));
+        for bad in ["", "1abc", "a_b", "a b", &"a".repeat(129)] {
+            assert!(!valid_stack_name(bad), "{bad}");
+        }
+    }
+
+    /// An unknown --parameter is refused before any AWS call: the
+    /// connection is never made, nothing is read from S3.
+    #[tokio::test]
+    async fn an_unknown_parameter_is_refused_before_any_aws_call() {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../blueprints/minimal.yaml")).unwrap();
+        let blueprint = Blueprint { text: &text, path: "minimal.yaml", region: Some(Region::UsEast1) };
+        let target = Target { parameters: vec!["WorkerCont=8".into()], ..Target::default() };
+        let console = crate::deploy::fake::FakeConsole::default();
+        let connected = std::cell::Cell::new(false);
+        let connect = |_| {
+            connected.set(true);
+            std::future::ready(Ok(crate::deploy::fake::FakeCloud::default()))
+        };
+        let display = Display::plain(|_| {});
+        let result = prepare(&console, blueprint, &target, true, &display, connect).await;
+        assert_eq!(result.err(), Some(ExitCode::Error));
+        assert!(!connected.get(), "no connection, so no AWS call");
+        let err = console.stderr();
+        assert!(err.starts_with("error: --parameter WorkerCont: the template has no such parameter; it has "), "{err}");
+        assert!(err.contains("WorkerCount"), "{err}");
+    }
+}

@@ -1,0 +1,26 @@
+//! Time as the lifecycle commands read and print it: the wall clock in
+//! unix milliseconds, and UTC stamps to the second.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aws_sdk_cloudformation::primitives::{DateTime, DateTimeFormat};
+
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// `2025-01-02T03:04:05Z`.
+pub fn stamp(ms: i64) -> String {
+    DateTime::from_secs(ms / 1000).fmt(DateTimeFormat::DateTime).unwrap_or_else(|_| ms.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_are_utc_seconds() {
+        assert_eq!(stamp(1_700_000_000_123), "2023-11-14T22:13:20Z");
+    }
+}

@@ -1,0 +1,33 @@
+//! How `synth` ends: the exit codes every command returns, as named
+//! constants (cfn-guard, ripgrep), and how printing data decides one. Its own module, beside [`crate::cli`]
+//! and [`crate::deploy`], because the lifecycle flows in `deploy` decide
+//! them and the command line only passes them on.
+
+/// How `synth` ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCode {
+    /// Everything worked.
+    Success = 0,
+    /// The blueprint has problems (they were printed), the stack failed, or
+    /// there is nothing to read (`synth logs` of a stack without logs).
+    Invalid = 1,
+    /// A usage error or an internal error (a file that cannot be read or
+    /// written, a bug), or an AWS error (no credentials, access denied).
+    Error = 2,
+    /// Ctrl-C stopped watching a stack (the stack goes on).
+    Interrupted = 130,
+}
+
+/// How a command that printed data on stdout ends: `code` when it was
+/// written or its reader went away (`synth build x | head`, `synth events x
+/// | head`: not a failure); any other write error (a full disk) is said on
+/// stderr (`what`: "the template") and is exit 2.
+pub fn printed(result: Result<(), cli_output::Closed>, what: &str, code: ExitCode) -> ExitCode {
+    match result {
+        Ok(()) | Err(cli_output::Closed::ReaderGone) => code,
+        Err(closed) => {
+            closed.report(what);
+            ExitCode::Error
+        }
+    }
+}
