@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use e2e::scenario::{applied, edit_node_config, logs, plain, read, send, termination_notification, wait_until};
+use e2e::scenario::{applied, edit_node_config, logs, plain, read, send_as_auto_scaling, termination_notification, wait_until};
 use e2e::{Cluster, TestResult};
 use node_contract::NETWORK_CHECK_PATH;
 
@@ -189,8 +189,7 @@ async fn a_generation_published_while_the_nodes_probe_is_applied_at_once() -> Te
     let leaving_id = leaving.instance_id();
     let group = cluster.stack().worker_group()?.to_string();
     let notification = termination_notification(&group, &leaving_id, "0a6d1d8e-2c55-4f61-9d51-3a8f3c0e7b11");
-    let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
-    send(cluster.aws(), &master_queue, &notification).await?;
+    send_as_auto_scaling(cluster.aws(), cluster.stack(), &notification).await?;
     agents[3].terminate();
     let remaining: Vec<_> = cluster.nodes().iter().filter(|n| n.instance_id() != leaving_id).collect();
     let took = wait_until("generation 2 everywhere else", Duration::from_secs(30), &refs, || {

@@ -22,6 +22,7 @@ pub struct Cluster {
     // Field order is drop order: agents' nodes, then moto, then the network.
     nodes: Vec<Node>,
     worker_user_data: String,
+    worker_profile: String,
     stack: ClusterStack,
     aws: LocalAws,
     network: Network,
@@ -78,11 +79,13 @@ impl Cluster {
                 ),
             });
         }
+        let worker_profile = stack.resource("WorkerInstanceProfile")?.to_string();
         let mut nodes = Vec::new();
         let master = NodeSpec {
             instance_id: stack.master_instance_id()?.to_string(),
             instance_type: INSTANCE_TYPE.into(),
             user_data: Some(master_user_data),
+            instance_profile: Some(stack.resource("MasterInstanceProfile")?.to_string()),
         };
         nodes.push(Node::create(&network, 0, &aws, master)?);
         for (i, id) in worker_ids.into_iter().enumerate() {
@@ -90,10 +93,11 @@ impl Cluster {
                 instance_id: id,
                 instance_type: INSTANCE_TYPE.into(),
                 user_data: Some(worker_user_data.clone()),
+                instance_profile: Some(worker_profile.clone()),
             };
             nodes.push(Node::create(&network, i + 1, &aws, spec)?);
         }
-        Ok(Cluster { nodes, worker_user_data, stack, aws, network })
+        Ok(Cluster { nodes, worker_user_data, worker_profile, stack, aws, network })
     }
 
     /// Makes a node for worker instance `instance_id` (one moto launched
@@ -110,6 +114,7 @@ impl Cluster {
             instance_id: instance_id.to_string(),
             instance_type: INSTANCE_TYPE.into(),
             user_data: Some(self.worker_user_data.clone()),
+            instance_profile: Some(self.worker_profile.clone()),
         };
         self.nodes.push(Node::create(&self.network, index, &self.aws, spec)?);
         Ok(&self.nodes[index])

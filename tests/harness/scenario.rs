@@ -221,6 +221,25 @@ pub async fn send(aws: &crate::LocalAws, url: &str, body: &str) -> Result<()> {
     Ok(())
 }
 
+/// Sends `body` to the master queue of `stack` as Auto Scaling sends a
+/// lifecycle notification there: with the credentials of the stack's
+/// `LifecycleHookRole`, assumed as `autoscaling.amazonaws.com` (the only
+/// principal its trust policy names), so the role's policy is what allows it.
+pub async fn send_as_auto_scaling(aws: &crate::LocalAws, stack: &crate::ClusterStack, body: &str) -> Result<()> {
+    let role_arn = format!("arn:aws:iam::{}:role/{}", crate::moto::ACCOUNT, stack.resource("LifecycleHookRole")?);
+    let who = crate::moto::AssumedBy::Service { service: "autoscaling.amazonaws.com", role_arn: &role_arn };
+    let credentials = aws.service_credentials(&who, 900)?;
+    let url = stack.resource("MasterQueue")?;
+    aws_sdk_sqs::Client::new(&aws.sdk_config_as(&credentials))
+        .send_message()
+        .queue_url(url)
+        .message_body(body)
+        .send()
+        .await
+        .map_err(|e| Error::aws(format!("SendMessage {url} as {role_arn}"), &e))?;
+    Ok(())
+}
+
 /// The notification Auto Scaling sends to the master queue (the group's
 /// `worker-terminating` lifecycle hook target) when `instance_id` of
 /// `group` is about to terminate, with lifecycle action token `token`.

@@ -130,6 +130,13 @@ pub(super) fn master(
             .into(),
         [("Group".to_owned(), group.r#ref())].into(),
     );
+    // The network gate's `replace` terminates a slow worker in its group
+    // (keeping the desired capacity, so Auto Scaling launches another): only
+    // a stack that asks for it gets the right to.
+    let mut group_actions = vec!["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"];
+    if ctx.spec.network_check.as_ref().is_some_and(|check| check.action == node_contract::NetworkAction::Replace) {
+        group_actions.push("autoscaling:TerminateInstanceInAutoScalingGroup");
+    }
     let policy = iam::Policy {
         policy_name: "cluster-formation".into(),
         policy_document: document(vec![
@@ -142,7 +149,7 @@ pub(super) fn master(
             json!({
                 "Sid": "WorkerGroup",
                 "Effect": "Allow",
-                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
+                "Action": group_actions,
                 "Resource": group_arn
             }),
             json!({
