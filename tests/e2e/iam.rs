@@ -276,8 +276,10 @@ const SERVICES: [(&str, &str); 6] = [
 /// `src/client/<operation>.rs` in its crate), with the service's name.
 fn sdk_operations() -> BTreeMap<String, Vec<&'static str>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Only this platform's packages: the others' (Windows crates) may not be downloaded.
+    let platform = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
     let out = std::process::Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["metadata", "--format-version", "1", "--offline", "--filter-platform", &platform])
         .current_dir(repo_root())
         .output()
         .expect("cargo metadata runs");

@@ -879,20 +879,22 @@ def extra_routes(app):
             create_principals()
             return answer
         call = record_call(environ)
-        if call is not None and environ.get("HTTP_X_AMZ_TARGET"):
-            # Patch (t7): a refusal in the JSON protocol's shape.
-            return json_protocol_refusals(route(app, call), environ, start_response)
+        if call is not None and call["service"] not in ("ec2", "s3"):
+            # Patch (t7): a refusal in the shape of the service's protocol.
+            return refusals_as_aws_sends_them(route(app, call), environ, start_response)
         return route(app, call)(environ, start_response)
 
     return wrapped
 
 
-def json_protocol_refusals(inner, environ, start_response):
-    """Runs `inner`; when it refuses a JSON-protocol request (SQS, CloudWatch
-    Logs) with moto's XML error (a refused signature or credentials, a call
-    no policy allows), answers the JSON error AWS sends instead
-    (`{"__type": ..., "message": ...}`, and SQS's `x-amzn-query-error`), which
-    the SDK reads the error code from."""
+def refusals_as_aws_sends_them(inner, environ, start_response):
+    """Runs `inner`; when it refuses a request (a refused signature or
+    credentials, a call no policy allows) with moto's EC2-shaped XML error
+    (`<ErrorResponse><Errors><Error>`), answers what AWS sends instead, which
+    the SDK reads the error code from: for the JSON protocol (SQS,
+    CloudWatch Logs) `{"__type": ..., "message": ...}` (and SQS's
+    `x-amzn-query-error`), for the query protocol (Auto Scaling,
+    CloudFormation, STS) `<ErrorResponse><Error>...</Error></ErrorResponse>`."""
     answer = {}
 
     def keep(status, headers, exc_info=None):
@@ -906,12 +908,18 @@ def json_protocol_refusals(inner, environ, start_response):
         code = re.search(r"<Code>([^<]*)</Code>", text)
         message = re.search(r"<Message>([^<]*)</Message>", text)
         code = code.group(1) if code else "AccessDenied"
-        data = json.dumps({"__type": code, "message": message.group(1) if message else ""}).encode()
-        headers = [
-            ("Content-Type", "application/x-amz-json-1.0"),
-            ("Content-Length", str(len(data))),
-            ("x-amzn-query-error", f"{code};Sender"),
-        ]
+        message = message.group(1) if message else ""
+        if environ.get("HTTP_X_AMZ_TARGET"):
+            data = json.dumps({"__type": code, "message": message}).encode()
+            headers = [("Content-Type", "application/x-amz-json-1.0"), ("x-amzn-query-error", f"{code};Sender")]
+        else:
+            data = (
+                '<ErrorResponse><Error><Type>Sender</Type>'
+                f"<Code>{code}</Code><Message>{message}</Message></Error>"
+                f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>"
+            ).encode()
+            headers = [("Content-Type", "text/xml")]
+        headers.append(("Content-Length", str(len(data))))
         start_response(status, headers)
         return [data]
     start_response(status, answer.get("headers", []))
@@ -1002,6 +1010,9 @@ SqsMessage.delayed = property(message_delayed)
 #      parsed the form), which differs from the SDK's encoding in which
 #      characters are escaped: a large CreateStack from the Rust SDK was
 #      refused (SignatureDoesNotMatch). It is checked against the bytes sent.
+# (t7) Those refusals come in EC2's XML shape (`<Errors><Error>`) for every
+#      service; the SDK finds no error code in them. They are answered in
+#      the service's own protocol (refusals_as_aws_sends_them).
 # (t5) moto cannot assume a role for a service: a user assuming a role whose
 #      trust names only a `Service` principal crashes its trust check
 #      (TypeError, HTTP 500). POST /_service_credentials gives what the
