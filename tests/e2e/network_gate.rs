@@ -54,7 +54,18 @@ struct Outcome {
 }
 
 async fn run_gate(stack: &str, action: &str) -> e2e::Result<Outcome> {
-    let cluster = Cluster::start("blueprints/minimal.yaml", stack, 3).await?;
+    // The gate is in the blueprint, as a user sets it: the template's node
+    // config and the master's role follow from it (with `replace`, the
+    // right to terminate in the worker group; IAM is enforced). The test
+    // then shortens the timeout and sets the expected bandwidth to the
+    // shaped links'.
+    let minimal = std::fs::read_to_string(e2e::repo_root().join("blueprints/minimal.yaml"))
+        .map_err(e2e::Error::io("reading", "blueprints/minimal.yaml"))?;
+    let dir = tempfile::tempdir().map_err(e2e::Error::io("a temp dir", "/tmp"))?;
+    let blueprint = dir.path().join(format!("{stack}.yaml"));
+    let text = format!("{minimal}formation:\n  network_check: {{ min_fraction: 0.5, action: {action} }}\n");
+    std::fs::write(&blueprint, text).map_err(e2e::Error::io("writing", &blueprint))?;
+    let cluster = Cluster::start(&blueprint.to_string_lossy(), stack, 3).await?;
     for node in cluster.nodes() {
         edit_node_config(node, |c| {
             c["network_check"] = serde_json::json!({

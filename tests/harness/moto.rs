@@ -448,8 +448,22 @@ impl LocalAws {
     }
 }
 
+impl LocalAws {
+    /// The calls the local AWS refused so far (a policy that does not allow
+    /// them, unknown or expired credentials), one line each:
+    /// `REFUSED <principal> <service>:<Action> <code>: <message>`.
+    pub fn refused(&self) -> Vec<String> {
+        self.log_text().lines().filter(|l| l.starts_with("REFUSED ")).map(str::to_owned).collect()
+    }
+}
+
 impl Drop for LocalAws {
     fn drop(&mut self) {
+        // Every refusal is shown with the test's output: a refused call an
+        // agent retries, or one a test meant, is seen either way.
+        for line in self.refused() {
+            eprintln!("local AWS: {line}");
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
