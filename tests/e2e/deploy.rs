@@ -377,7 +377,8 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     }
 
     // The watcher's calls, from CreateStack to the end, per minute.
-    let calls: Vec<serde_json::Value> = cluster.aws().calls()?.into_iter().filter(|c| c["principal"] == format!("user/{key}")).collect();
+    let calls: Vec<serde_json::Value> =
+        cluster.aws().calls()?.into_iter().filter(|c| c["principal"] == format!("user/{key}")).collect();
     let start = calls.iter().find(|c| c["action"] == "CreateStack").and_then(|c| c["t"].as_f64()).unwrap_or(0.0);
     let watched: Vec<&serde_json::Value> = calls.iter().filter(|c| c["t"].as_f64().unwrap_or(0.0) > start).collect();
     let span = watched.last().and_then(|c| c["t"].as_f64()).unwrap_or(start) - start;

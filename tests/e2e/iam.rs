@@ -57,10 +57,8 @@ async fn stacks(blueprint: &str, name: &str) -> Result<Stacks, e2e::Report> {
     let workers = ours.worker_instance_ids(&aws).await?;
     let worker = node(ours.resource("WorkerInstanceProfile")?, &workers[0])?;
     let hook_role = format!("arn:aws:iam::{ACCOUNT}:role/{}", ours.resource("LifecycleHookRole")?);
-    let hook = aws.service_credentials(
-        &AssumedBy::Service { service: "autoscaling.amazonaws.com", role_arn: &hook_role },
-        900,
-    )?;
+    let hook = aws
+        .service_credentials(&AssumedBy::Service { service: "autoscaling.amazonaws.com", role_arn: &hook_role }, 900)?;
     let (master, worker, hook) = (aws.sdk_config_as(&master), aws.sdk_config_as(&worker), aws.sdk_config_as(&hook));
     Ok(Stacks { aws, ours, theirs, master, worker, hook })
 }
@@ -128,13 +126,8 @@ async fn a_worker_cannot_manage_the_cluster_or_read_what_is_not_its_own() -> Tes
         .message("not ours")
         .build()
         .map_err(|e| Error::Setup(e.to_string()))?;
-    let put = logs
-        .put_log_events()
-        .log_group_name(&other_group)
-        .log_stream_name(&workers[0])
-        .log_events(event)
-        .send()
-        .await;
+    let put =
+        logs.put_log_events().log_group_name(&other_group).log_stream_name(&workers[0]).log_events(event).send().await;
     assert_denied("a worker writes another stack's log group", put);
     Ok(())
 }
@@ -219,7 +212,8 @@ async fn the_lifecycle_hook_role_can_only_send_to_the_masters_queue() -> TestRes
     assert_denied("the hook role sets the desired capacity", set);
     // Only Auto Scaling may assume it: EC2 (an instance given it) may not.
     let role_arn = format!("arn:aws:iam::{ACCOUNT}:role/{}", s.ours.resource("LifecycleHookRole")?);
-    let as_ec2 = s.aws.service_credentials(&AssumedBy::Service { service: "ec2.amazonaws.com", role_arn: &role_arn }, 900);
+    let as_ec2 =
+        s.aws.service_credentials(&AssumedBy::Service { service: "ec2.amazonaws.com", role_arn: &role_arn }, 900);
     let refused = as_ec2.expect_err("EC2 assumed the lifecycle hook role").to_string();
     assert!(refused.contains("403") && refused.contains("does not trust ec2.amazonaws.com"), "{refused}");
     Ok(())
@@ -362,10 +356,9 @@ fn table_rows() -> BTreeMap<(String, String), Vec<String>> {
         let cells: Vec<String> = line.trim_matches('|').split(" | ").map(|c| c.trim().to_owned()).collect();
         // The first cell: `Operation` (Service).
         let first = &cells[0];
-        let (Some(op), Some(service)) = (
-            first.split('`').nth(1),
-            first.split_once('(').and_then(|(_, rest)| rest.split_once(')')).map(|(s, _)| s),
-        ) else {
+        let (Some(op), Some(service)) =
+            (first.split('`').nth(1), first.split_once('(').and_then(|(_, rest)| rest.split_once(')')).map(|(s, _)| s))
+        else {
             continue;
         };
         rows.insert((service.to_owned(), op.to_owned()), cells);

@@ -18,7 +18,9 @@
 
 use std::time::Duration;
 
-use e2e::scenario::{applied, edit_node_config, logs, plain, read, send_as_auto_scaling, termination_notification, wait_until};
+use e2e::scenario::{
+    applied, edit_node_config, logs, plain, read, send_as_auto_scaling, termination_notification, wait_until,
+};
 use e2e::{Cluster, TestResult};
 use node_contract::NETWORK_CHECK_PATH;
 

@@ -7,7 +7,9 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use e2e::scenario::{applied, applied_indices, removal_reason, send_as_auto_scaling, termination_notification, wait_until};
+use e2e::scenario::{
+    applied, applied_indices, removal_reason, send_as_auto_scaling, termination_notification, wait_until,
+};
 use e2e::{Cluster, TestResult};
 
 #[tokio::test(flavor = "multi_thread")]

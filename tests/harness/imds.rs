@@ -338,14 +338,24 @@ fn answer(request: &Request, state: &State) -> (&'static str, Vec<(&'static str,
     {
         state.notice_polls.fetch_add(1, Ordering::SeqCst);
     }
-    if path == "/latest/meta-data/iam/security-credentials" || path.starts_with("/latest/meta-data/iam/security-credentials/")
+    if path == "/latest/meta-data/iam/security-credentials"
+        || path.starts_with("/latest/meta-data/iam/security-credentials/")
     {
         return role_answer(state, &identity.instance_id, path);
     }
     let found = match path {
         "/latest/meta-data" => Some(
-            ["ami-id", "hostname", "iam/", "instance-id", "instance-type", "local-hostname", "local-ipv4", "placement/"]
-                .join("\n"),
+            [
+                "ami-id",
+                "hostname",
+                "iam/",
+                "instance-id",
+                "instance-type",
+                "local-hostname",
+                "local-ipv4",
+                "placement/",
+            ]
+            .join("\n"),
         ),
         "/latest/meta-data/instance-id" => Some(identity.instance_id.clone()),
         "/latest/meta-data/local-ipv4" => Some(identity.local_ipv4.to_string()),
@@ -377,7 +387,8 @@ fn current_credentials(state: &State, instance_id: &str) -> Result<Option<RoleCr
     let fresh = role.served.as_ref().is_some_and(|s| Instant::now() + renew_before < s.expires);
     if !fresh {
         let who = AssumedBy::Ec2 { instance_profile: &role.role.instance_profile, instance_id };
-        let credentials = crate::moto::service_credentials_at(&role.role.aws_endpoint, &who, role.role.lifetime_seconds)?;
+        let credentials =
+            crate::moto::service_credentials_at(&role.role.aws_endpoint, &who, role.role.lifetime_seconds)?;
         role.served = Some(Served { credentials, expires: Instant::now() + lifetime });
         role.issued += 1;
     }

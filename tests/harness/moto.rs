@@ -380,11 +380,8 @@ impl LocalAws {
     /// minutes and gigabytes per cold build (TESTING.md).
     pub fn query(&self, service: &str, params: &[(&str, &str)]) -> Result<String> {
         let action = params.iter().find(|(k, _)| *k == "Action").map(|(_, v)| *v).unwrap_or("?");
-        let form: String = params
-            .iter()
-            .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
-            .collect::<Vec<_>>()
-            .join("&");
+        let form: String =
+            params.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v))).collect::<Vec<_>>().join("&");
         let headers = [("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")];
         let (status, body) = self.signed_post(service, &headers, form.as_bytes())?;
         if !(200..300).contains(&status) {
@@ -464,6 +461,27 @@ impl Drop for LocalAws {
         for line in self.refused() {
             eprintln!("local AWS: {line}");
         }
+        // E2E_PRINT_CALLS=1: which principal made which calls (for
+        // docs/ARCHITECTURE.md's IAM table), one line per kind of principal.
+        if std::env::var_os("E2E_PRINT_CALLS").is_some() {
+            let mut made: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+            for call in self.calls().unwrap_or_default() {
+                let principal = call["principal"].as_str().unwrap_or("?");
+                // `assumed-role/<stack>-MasterRole-<suffix>/<session>` -> MasterRole.
+                let kind = match principal.strip_prefix("assumed-role/") {
+                    Some(role) => {
+                        role.split('/').next().unwrap_or_default().rsplit('-').nth(1).unwrap_or("?").to_owned()
+                    }
+                    None => principal.to_owned(),
+                };
+                let action =
+                    format!("{}:{}", call["service"].as_str().unwrap_or("?"), call["action"].as_str().unwrap_or("?"));
+                made.entry(kind).or_default().insert(action);
+            }
+            for (kind, actions) in made {
+                eprintln!("local AWS calls by {kind}: {}", actions.into_iter().collect::<Vec<_>>().join(" "));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -528,5 +546,12 @@ pub fn service_credentials_at(endpoint: &str, who: &AssumedBy<'_>, seconds: u32)
     if let Some(map) = document.as_object_mut() {
         map.remove("RoleName");
     }
-    Ok(RoleCredentials { role_name, access_key_id, secret_access_key, token, expiration, document: document.to_string() })
+    Ok(RoleCredentials {
+        role_name,
+        access_key_id,
+        secret_access_key,
+        token,
+        expiration,
+        document: document.to_string(),
+    })
 }

@@ -23,7 +23,18 @@ Extra routes, served next to moto's own:
   POST /_fail_resource  makes the next creation of a logical id fail (JSON:
        LogicalResourceId, Reason), as a resource failing in AWS does (patch (i));
   POST /_hold_dispatcher?seconds=N  holds moto's request dispatcher lock for
-       N seconds (at most 10), for the self-test of patch (s).
+       N seconds (at most 10), for the self-test of patch (s);
+  POST /_service_credentials  a role's temporary credentials as the service
+       that assumes it gets them (JSON: Service, InstanceProfile or RoleArn,
+       SessionName, DurationSeconds), as the instance metadata serves them
+       (patch (t5));
+  POST /_users/<name>  makes IAM user <name> (administrator policy) once and
+       answers its access key (a deploying user; patch (t)).
+
+IAM is enforced from the first request (patch (t)); the administrator
+e2e-admin (key AKIAE2EADMINISTRATOR) is made at start and after each reset.
+Every refused call is written to stderr as `REFUSED <principal>
+<service>:<Action> <code>: <message>`.
 """
 
 import argparse
