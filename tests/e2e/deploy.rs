@@ -130,8 +130,7 @@ fn staging_bucket(aws: &LocalAws) -> (String, bool, bool, usize, Vec<String>) {
         let versions = s3.list_object_versions().bucket(BUCKET).send().await.unwrap();
         let keys = versions.versions().iter().filter_map(|v| v.key().map(str::to_owned)).collect::<Vec<_>>();
         // moto's GetBucketVersioning answer has a root element the SDK rejects: read the XML.
-        let url = format!("{}/{BUCKET}?versioning", aws.endpoint());
-        let xml = ureq::get(&url).call().unwrap().body_mut().read_to_string().unwrap();
+        let xml = aws.signed_get("s3", &format!("/{BUCKET}?versioning")).unwrap();
         let versioning = if xml.contains("<Status>Enabled</Status>") { "Enabled".to_owned() } else { xml };
         (versioning, encryption, block, keys.len(), keys)
     })

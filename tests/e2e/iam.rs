@@ -63,6 +63,43 @@ async fn stacks(blueprint: &str, name: &str) -> Result<Stacks, e2e::Report> {
     Ok(Stacks { aws, ours, theirs, master, worker, hook })
 }
 
+type AutoScaling<T, E> = Result<T, aws_sdk_autoscaling::error::SdkError<E>>;
+
+/// `TerminateInstanceInAutoScalingGroup` of `instance` (the group keeps its capacity).
+async fn terminate(
+    autoscaling: &aws_sdk_autoscaling::Client,
+    instance: &str,
+) -> AutoScaling<
+    aws_sdk_autoscaling::operation::terminate_instance_in_auto_scaling_group::TerminateInstanceInAutoScalingGroupOutput,
+    aws_sdk_autoscaling::operation::terminate_instance_in_auto_scaling_group::TerminateInstanceInAutoScalingGroupError,
+> {
+    autoscaling
+        .terminate_instance_in_auto_scaling_group()
+        .instance_id(instance)
+        .should_decrement_desired_capacity(false)
+        .send()
+        .await
+}
+
+/// `CompleteLifecycleAction` CONTINUE of `instance` in `group`'s terminating hook.
+async fn complete_lifecycle_action(
+    autoscaling: &aws_sdk_autoscaling::Client,
+    group: &str,
+    instance: &str,
+) -> AutoScaling<
+    aws_sdk_autoscaling::operation::complete_lifecycle_action::CompleteLifecycleActionOutput,
+    aws_sdk_autoscaling::operation::complete_lifecycle_action::CompleteLifecycleActionError,
+> {
+    autoscaling
+        .complete_lifecycle_action()
+        .auto_scaling_group_name(group)
+        .lifecycle_hook_name("worker-terminating")
+        .instance_id(instance)
+        .lifecycle_action_result("CONTINUE")
+        .send()
+        .await
+}
+
 async fn log_group(aws: &LocalAws, stack: &ClusterStack) -> e2e::Result<String> {
     aws.log_group_of(&stack.name).await
 }
@@ -75,21 +112,8 @@ async fn a_worker_cannot_manage_the_cluster_or_read_what_is_not_its_own() -> Tes
     let autoscaling = aws_sdk_autoscaling::Client::new(&s.worker);
     let set = autoscaling.set_desired_capacity().auto_scaling_group_name(group).desired_capacity(3).send().await;
     assert_denied("a worker sets its group's desired capacity", set);
-    let terminate = autoscaling
-        .terminate_instance_in_auto_scaling_group()
-        .instance_id(&workers[0])
-        .should_decrement_desired_capacity(false)
-        .send()
-        .await;
-    assert_denied("a worker terminates an instance of its group", terminate);
-    let complete = autoscaling
-        .complete_lifecycle_action()
-        .auto_scaling_group_name(group)
-        .lifecycle_hook_name("worker-terminating")
-        .instance_id(&workers[0])
-        .lifecycle_action_result("CONTINUE")
-        .send()
-        .await;
+    assert_denied("a worker terminates an instance of its group", terminate(&autoscaling, &workers[0]).await);
+    let complete = complete_lifecycle_action(&autoscaling, group, &workers[0]).await;
     assert_denied("a worker completes a lifecycle action of its group", complete);
 
     let signal = aws_sdk_cloudformation::Client::new(&s.worker)
@@ -148,22 +172,9 @@ async fn the_master_cannot_touch_another_stacks_group_queues_or_signals() -> Tes
     let set = autoscaling.set_desired_capacity().auto_scaling_group_name(theirs).desired_capacity(3).send().await;
     assert_denied("the master sets another stack's desired capacity", set);
     let their_workers = s.theirs.worker_instance_ids(&s.aws).await?;
-    let complete = autoscaling
-        .complete_lifecycle_action()
-        .auto_scaling_group_name(theirs)
-        .lifecycle_hook_name("worker-terminating")
-        .instance_id(&their_workers[0])
-        .lifecycle_action_result("CONTINUE")
-        .send()
-        .await;
+    let complete = complete_lifecycle_action(&autoscaling, theirs, &their_workers[0]).await;
     assert_denied("the master completes another stack's lifecycle action", complete);
-    let terminate = autoscaling
-        .terminate_instance_in_auto_scaling_group()
-        .instance_id(&their_workers[0])
-        .should_decrement_desired_capacity(false)
-        .send()
-        .await;
-    assert_denied("the master terminates another stack's worker", terminate);
+    assert_denied("the master terminates another stack's worker", terminate(&autoscaling, &their_workers[0]).await);
 
     let sqs = aws_sdk_sqs::Client::new(&s.master);
     for queue in ["MasterQueue", "WorkerQueue"] {

@@ -211,8 +211,11 @@ pub async fn desired_capacity(aws: &crate::LocalAws, group: &str) -> Result<i32>
 
 /// Sends `body` to the queue at `url`.
 pub async fn send(aws: &crate::LocalAws, url: &str, body: &str) -> Result<()> {
-    aws.sqs()
-        .send_message()
+    send_with(&aws.sqs(), url, body).await
+}
+
+async fn send_with(sqs: &aws_sdk_sqs::Client, url: &str, body: &str) -> Result<()> {
+    sqs.send_message()
         .queue_url(url)
         .message_body(body)
         .send()
@@ -230,14 +233,7 @@ pub async fn send_as_auto_scaling(aws: &crate::LocalAws, stack: &crate::ClusterS
     let who = crate::moto::AssumedBy::Service { service: "autoscaling.amazonaws.com", role_arn: &role_arn };
     let credentials = aws.service_credentials(&who, 900)?;
     let url = stack.resource("MasterQueue")?;
-    aws_sdk_sqs::Client::new(&aws.sdk_config_as(&credentials))
-        .send_message()
-        .queue_url(url)
-        .message_body(body)
-        .send()
-        .await
-        .map_err(|e| Error::aws(format!("SendMessage {url} as {role_arn}"), &e))?;
-    Ok(())
+    send_with(&aws_sdk_sqs::Client::new(&aws.sdk_config_as(&credentials)), url, body).await
 }
 
 /// The notification Auto Scaling sends to the master queue (the group's
