@@ -23,11 +23,16 @@
 //!   loopback address `127.77.x.y` (all of 127/8 is loopback on Linux): its
 //!   metadata server listens there and reports it as `local-ipv4`, so every
 //!   node registers a distinct IP. All agents reach moto on 127.0.0.1.
-//! - Every agent signs with its own access key id, `node0000` (the master)
-//!   to `node0255`; the launcher logs every signed request as (time, access
-//!   key, action, queue, message kind) and serves the log at `GET /_calls`
-//!   (tests/moto/README.md). That is how calls are counted and how the
-//!   registrations are timed: at the local AWS, when the request arrived.
+//! - Every agent calls as its node's role, as on EC2: its metadata server
+//!   serves the credentials of the instance profile the template gave the
+//!   node (the master's or the workers'), assumed for that instance (the
+//!   session name is its instance id), and moto enforces the role's
+//!   policies (tests/moto/README.md, patch (t)). The launcher logs every
+//!   signed request as (time, access key, principal, action, queue, message
+//!   kind) and serves the log at `GET /_calls`; a call is a node's when its
+//!   principal's session is the node's instance id. That is how calls are
+//!   counted and how the registrations are timed: at the local AWS, when
+//!   the request arrived.
 //!
 //! # The measurement
 //!
@@ -229,7 +234,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent::cluster::timeline::Timeline;
-use e2e::moto::{ACCOUNT, REGION, SECRET_KEY};
+use e2e::imds::Role;
+use e2e::moto::{ACCOUNT, REGION};
+use e2e::node::CREDENTIALS_SECONDS;
 use e2e::proc_cpu::ProcCpu;
 use e2e::{ClusterStack, Identity, Imds, LocalAws};
 
@@ -338,7 +345,9 @@ fn agent_bin() -> BenchResult<PathBuf> {
     Ok(agent)
 }
 
-/// One simulated node: root directory, metadata server, access key.
+/// One simulated node: root directory, metadata server (serving its
+/// role's credentials), and the key its calls are logged under (its
+/// instance id: the session name of its role credentials).
 struct SimNode {
     key: String,
     root: tempfile::TempDir,
@@ -351,7 +360,7 @@ fn node_ip(i: usize) -> Ipv4Addr {
 }
 
 impl SimNode {
-    fn create(i: usize, instance_id: &str, user_data: &str) -> BenchResult<SimNode> {
+    fn create(i: usize, instance_id: &str, user_data: &str, role: Role) -> BenchResult<SimNode> {
         let ip = node_ip(i);
         let identity = Identity {
             instance_id: instance_id.to_string(),
@@ -365,9 +374,10 @@ impl SimNode {
         };
         let hostname = identity.local_hostname();
         let imds = Imds::start(SocketAddr::new(ip.into(), 0), identity)?;
+        imds.set_role(role);
         let root = tempfile::Builder::new().prefix(&format!("formation-bench-{i:04}-")).tempdir()?;
         populate_root(root.path(), ip, &hostname)?;
-        Ok(SimNode { key: format!("node{i:04}"), root, imds })
+        Ok(SimNode { key: instance_id.to_string(), root, imds })
     }
 
     fn state_file(&self) -> PathBuf {
@@ -393,8 +403,8 @@ impl SimNode {
         }
         command
             .env("AWS_ENDPOINT_URL", endpoint)
-            .env("AWS_ACCESS_KEY_ID", &self.key)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            .env("AWS_CONFIG_FILE", "/dev/null")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
             .env("AWS_REGION", REGION)
             .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", self.imds.endpoint())
             .env("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv4")
@@ -562,7 +572,12 @@ fn calls(aws: &LocalAws) -> BenchResult<Vec<Call>> {
         .iter()
         .map(|c| Call {
             t: c["t"].as_f64().unwrap_or_default(),
-            key: s(&c["key"]),
+            // The node's instance id (its role session), else the access key.
+            key: c["principal"]
+                .as_str()
+                .and_then(|p| p.strip_prefix("assumed-role/"))
+                .and_then(|p| p.split('/').nth(1))
+                .map_or_else(|| s(&c["key"]), str::to_owned),
             service: s(&c["service"]),
             action: s(&c["action"]),
             queue: s(&c["queue"]),
@@ -670,9 +685,16 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         return Err(format!("moto launched {} workers, expected {}", worker_ids.len(), n - 1).into());
     }
     let stack_secs = setup.elapsed().as_secs_f64();
-    let mut nodes = vec![SimNode::create(0, stack.master_instance_id()?, &master_data)?];
+    let role = |profile: &str| Role {
+        aws_endpoint: aws.endpoint(),
+        instance_profile: profile.to_string(),
+        lifetime_seconds: CREDENTIALS_SECONDS,
+    };
+    let worker_role = role(stack.resource("WorkerInstanceProfile")?);
+    let master_role = role(stack.resource("MasterInstanceProfile")?);
+    let mut nodes = vec![SimNode::create(0, stack.master_instance_id()?, &master_data, master_role)?];
     for (i, id) in worker_ids.iter().enumerate() {
-        nodes.push(SimNode::create(i + 1, id, &worker_data)?);
+        nodes.push(SimNode::create(i + 1, id, &worker_data, worker_role.clone())?);
     }
     eprintln!(
         "stack created in {stack_secs:.1} s, {n} node roots in {:.1} s",

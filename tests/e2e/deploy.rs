@@ -111,7 +111,7 @@ fn physical_id(aws: &LocalAws, stack: &str, logical: &str) -> String {
 }
 
 fn count_calls(aws: &LocalAws, key: &str, action: &str) -> usize {
-    aws.calls().unwrap().iter().filter(|c| c["key"] == key && c["action"] == action).count()
+    aws.calls().unwrap().iter().filter(|c| c["principal"] == format!("user/{key}") && c["action"] == action).count()
 }
 
 const BUCKET: &str = "deeplearning-cluster-staging-123456789012-us-east-1";
@@ -133,8 +133,7 @@ fn staging_bucket(aws: &LocalAws) -> (String, bool, bool, usize, Vec<String>) {
         let versions = s3.list_object_versions().bucket(BUCKET).send().await.unwrap();
         let keys = versions.versions().iter().filter_map(|v| v.key().map(str::to_owned)).collect::<Vec<_>>();
         // moto's GetBucketVersioning answer has a root element the SDK rejects: read the XML.
-        let url = format!("{}/{BUCKET}?versioning", aws.endpoint());
-        let xml = ureq::get(&url).call().unwrap().body_mut().read_to_string().unwrap();
+        let xml = aws.signed_get("s3", &format!("/{BUCKET}?versioning")).unwrap();
         let versioning = if xml.contains("<Status>Enabled</Status>") { "Enabled".to_owned() } else { xml };
         (versioning, encryption, block, keys.len(), keys)
     })
@@ -380,7 +379,8 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     }
 
     // The watcher's calls, from CreateStack to the end, per minute.
-    let calls: Vec<serde_json::Value> = cluster.aws().calls()?.into_iter().filter(|c| c["key"] == key).collect();
+    let calls: Vec<serde_json::Value> =
+        cluster.aws().calls()?.into_iter().filter(|c| c["principal"] == format!("user/{key}")).collect();
     let start = calls.iter().find(|c| c["action"] == "CreateStack").and_then(|c| c["t"].as_f64()).unwrap_or(0.0);
     let watched: Vec<&serde_json::Value> = calls.iter().filter(|c| c["t"].as_f64().unwrap_or(0.0) > start).collect();
     let span = watched.last().and_then(|c| c["t"].as_f64()).unwrap_or(start) - start;
@@ -551,10 +551,10 @@ fn ctrl_c_stops_watching_not_the_stack() -> TestResult {
     }
     let watch_start = Instant::now();
     let before: Vec<String> =
-        aws.calls()?.iter().filter(|c| c["key"] == "watcher").map(|c| c["action"].to_string()).collect();
+        aws.calls()?.iter().filter(|c| c["principal"] == "user/watcher").map(|c| c["action"].to_string()).collect();
     std::thread::sleep(Duration::from_secs(45));
     let during: Vec<String> =
-        aws.calls()?.iter().filter(|c| c["key"] == "watcher").map(|c| c["action"].to_string()).collect();
+        aws.calls()?.iter().filter(|c| c["principal"] == "user/watcher").map(|c| c["action"].to_string()).collect();
     let watched = watch_start.elapsed().as_secs_f64();
     let calls = during.len() - before.len();
     eprintln!(
@@ -693,7 +693,7 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
 
     // Found by name alone: not one CloudFormation call.
     let calls = aws.calls()?;
-    let ours: Vec<&serde_json::Value> = calls.iter().filter(|c| c["key"] == key).collect();
+    let ours: Vec<&serde_json::Value> = calls.iter().filter(|c| c["principal"] == format!("user/{key}")).collect();
     assert!(ours.iter().any(|c| c["action"] == "FilterLogEvents"), "{ours:?}");
     assert!(ours.iter().all(|c| c["service"] != "cloudformation"), "{ours:?}");
 

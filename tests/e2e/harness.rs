@@ -5,7 +5,7 @@
 
 use aws_sdk_cloudformation::types::ResourceSignalStatus;
 use e2e::imds::Identity;
-use e2e::moto::REGION;
+use e2e::moto::{AssumedBy, REGION};
 use e2e::node::NodeSpec;
 use e2e::{Cluster, ClusterStack, Error, Imds, LocalAws, Network, Node, TestResult};
 use node_contract::{NodeConfig, Role};
@@ -412,6 +412,7 @@ async fn nodes_in_namespaces_reach_moto_and_their_metadata_and_are_cleaned_up() 
             instance_id: id.into(),
             instance_type: "g4dn.xlarge".into(),
             user_data: Some("#!/bin/bash\n".into()),
+            instance_profile: None,
         };
         let nodes = [
             Node::create(&network, 0, &aws, spec("i-00000000000000001"))?,
@@ -510,5 +511,155 @@ async fn a_cluster_gives_each_instance_a_node_with_its_user_data() -> TestResult
     assert_eq!(signals.len(), 1, "{signals:?}");
     assert_eq!(signals[0]["Status"], "FAILURE");
     assert_eq!(signals[0]["LogicalResourceId"], "FormationWaitCondition");
+    Ok(())
+}
+
+/// The error code of a refused call, or what came instead.
+fn error_code<T: std::fmt::Debug, E: aws_sdk_sqs::error::ProvideErrorMetadata + std::fmt::Debug>(
+    result: Result<T, E>,
+) -> String {
+    match result {
+        Ok(out) => format!("allowed: {out:?}"),
+        Err(e) => e.code().map_or_else(|| format!("no error code: {e:?}"), str::to_owned),
+    }
+}
+
+/// The moto log's request lines answered 403 (a refused signature,
+/// unknown or expired credentials, or a call a policy does not allow).
+fn refused_requests(aws: &LocalAws) -> Vec<String> {
+    let log = std::fs::read_to_string(aws.log_path()).unwrap_or_default();
+    log.lines().filter(|l| l.contains("HTTP/1.1\" 403")).map(str::to_owned).collect()
+}
+
+/// Launcher patch (t): IAM is enforced from the first request, and the
+/// template's scoped statements allow what AWS allows. Without (t1) the
+/// master's calls on its group, its stack and its log group are denied;
+/// without (t2) its log stream is; without (t3) every role's call is an
+/// HTTP 500; without (t5) no role credentials can be had.
+#[tokio::test(flavor = "multi_thread")]
+async fn moto_enforces_iam_as_aws_does() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    // Keys moto does not know are refused: nothing is let through unchecked.
+    let unknown = aws_sdk_sqs::config::Credentials::new("testing", "testing", None, None, "e2e");
+    let config = aws
+        .sdk_config()
+        .to_builder()
+        .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(unknown))
+        .build();
+    let refused = aws_sdk_sqs::Client::new(&config).list_queues().send().await;
+    assert_eq!(error_code(refused), "InvalidClientTokenId");
+
+    let stack = ClusterStack::create(&aws, "blueprints/minimal.yaml", "enforced", 1, &[]).await?;
+    let who = AssumedBy::Ec2 {
+        instance_profile: stack.resource("MasterInstanceProfile")?,
+        instance_id: stack.master_instance_id()?,
+    };
+    let master = aws.service_credentials(&who, 900)?;
+    assert_eq!(master.role_name, stack.resource("MasterRole")?);
+    assert!(master.access_key_id.starts_with("ASIA") && !master.token.is_empty(), "{master:?}");
+    let as_master = aws.sdk_config_as(&master);
+    // (t1) Auto Scaling: the statement on the group's ARN allows it.
+    aws_sdk_autoscaling::Client::new(&as_master)
+        .set_desired_capacity()
+        .auto_scaling_group_name(stack.worker_group()?)
+        .desired_capacity(1)
+        .send()
+        .await
+        .map_err(|e| Error::aws("SetDesiredCapacity as the master", &e))?;
+    // (t1) CloudFormation: the statement on the stack id allows it.
+    aws_sdk_cloudformation::Client::new(&as_master)
+        .signal_resource()
+        .stack_name(&stack.name)
+        .logical_resource_id("MasterInstance")
+        .unique_id(stack.master_instance_id()?)
+        .status(ResourceSignalStatus::Success)
+        .send()
+        .await
+        .map_err(|e| Error::aws("SignalResource as the master", &e))?;
+    // (t1, t2) CloudWatch Logs: the statement on the group's `Arn` (`...:*`) covers its streams.
+    let group = aws.log_group_of(&stack.name).await?;
+    let logs = aws_sdk_cloudwatchlogs::Client::new(&as_master);
+    logs.create_log_stream()
+        .log_group_name(&group)
+        .log_stream_name("master")
+        .send()
+        .await
+        .map_err(|e| Error::aws("CreateLogStream as the master", &e))?;
+    let event = aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+        .timestamp(1_700_000_000_000)
+        .message("hello")
+        .build()
+        .map_err(|e| unexpected("a log event", e))?;
+    logs.put_log_events()
+        .log_group_name(&group)
+        .log_stream_name("master")
+        .log_events(event)
+        .send()
+        .await
+        .map_err(|e| Error::aws("PutLogEvents as the master", &e))?;
+    // What the role does not grant is denied, with AccessDenied.
+    let listed = aws_sdk_sqs::Client::new(&as_master).list_queues().send().await;
+    assert_eq!(error_code(listed), "AccessDenied");
+    // (t5) Only the services a role trusts get its credentials.
+    let master_role = format!("arn:aws:iam::123456789012:role/{}", stack.resource("MasterRole")?);
+    let as_auto_scaling = AssumedBy::Service { service: "autoscaling.amazonaws.com", role_arn: &master_role };
+    let refused = aws.service_credentials(&as_auto_scaling, 900).expect_err("Auto Scaling assumed the master's role");
+    assert!(refused.to_string().contains("403"), "{refused}");
+    // A deploying user is allowed everything, and its calls are logged as its.
+    let (key, _) = aws.user("deployer")?;
+    assert!(key.starts_with("AKIA"), "{key}");
+    let calls = aws.calls()?;
+    let principals: Vec<&str> = calls.iter().filter_map(|c| c["principal"].as_str()).collect();
+    assert!(principals.contains(&"user/e2e-admin"), "{principals:?}");
+    let session = format!("assumed-role/{}/{}", master.role_name, stack.master_instance_id()?);
+    assert!(principals.contains(&session.as_str()), "{principals:?}");
+    Ok(())
+}
+
+/// A node's role credentials, served by its metadata, rotate under a
+/// running agent (here every 40 s: they live 60 s and are replaced 20 s
+/// before they expire) without a single refused call; the first ones are
+/// refused once expired (launcher patch (t4)), as AWS refuses them.
+#[tokio::test(flavor = "multi_thread")]
+async fn node_credentials_rotate_under_a_running_agent() -> TestResult {
+    let mut cluster = Cluster::start("blueprints/minimal.yaml", "rotation", 1).await?;
+    // The first credentials are used once more after they expired (below).
+    cluster.allow_refusals("InvalidClientTokenId");
+    let mut first = Vec::new();
+    for node in cluster.nodes() {
+        node.set_credentials_lifetime(60);
+        first.push(node.imds().role_credentials()?.ok_or_else(|| unexpected("role credentials", "none"))?);
+        // The node's processes get no keys: only the metadata has them.
+        assert!(!node.env().iter().any(|(k, _)| k == "AWS_ACCESS_KEY_ID" || k == "AWS_SECRET_ACCESS_KEY"));
+    }
+    let agents = cluster.spawn_agents()?;
+    let refs: Vec<_> = agents.iter().collect();
+    e2e::scenario::wait_until("generation 1 with 2 nodes", std::time::Duration::from_secs(60), &refs, || {
+        cluster.nodes().iter().all(|n| e2e::scenario::applied(n.root()).is_some_and(|(g, m)| g == 1 && m.len() == 2))
+    })?;
+    e2e::scenario::wait_until("two rotations on every node", std::time::Duration::from_secs(150), &refs, || {
+        cluster.nodes().iter().all(|n| n.imds().credentials_issued() >= 3)
+    })?;
+    // Each node called with at least two of its sets of credentials.
+    let calls = cluster.aws().calls()?;
+    for (node, first) in cluster.nodes().iter().zip(&first) {
+        let session = format!("assumed-role/{}/{}", first.role_name, node.instance_id());
+        let keys: std::collections::BTreeSet<&str> =
+            calls.iter().filter(|c| c["principal"] == session.as_str()).filter_map(|c| c["key"].as_str()).collect();
+        assert!(keys.len() >= 2, "{session} called with {keys:?}");
+    }
+    let refused = refused_requests(cluster.aws());
+    assert!(refused.is_empty(), "refused requests while the credentials rotated:\n{}", refused.join("\n"));
+    for agent in &agents {
+        let log = agent.log();
+        assert!(!log.contains("InvalidClientTokenId") && !log.contains("AccessDenied"), "{log}");
+    }
+    // The first credentials expired 60 s after they were issued: refused.
+    let expired = aws_sdk_sqs::Client::new(&cluster.aws().sdk_config_as(&first[1]))
+        .receive_message()
+        .queue_url(cluster.stack().resource("WorkerQueue")?)
+        .send()
+        .await;
+    assert_eq!(error_code(expired), "InvalidClientTokenId");
     Ok(())
 }

@@ -21,7 +21,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use e2e::scenario::{applied, logs, plain, removal_reason, send, termination_notification, wait_until};
+use e2e::scenario::{applied, logs, plain, removal_reason, send_as_auto_scaling, termination_notification, wait_until};
 use e2e::sshd::trainer_bin;
 use e2e::{AgentProcess, Cluster, Error, Report, TestResult};
 use node_contract::interruption::{NoticeFile, NoticeKind, SpotAction, format_utc};
@@ -230,9 +230,8 @@ async fn a_spot_instance_action_removes_the_worker_before_its_deadline() -> Test
     let group = cluster.stack().worker_group()?.to_string();
     let token = "5b0e8c4e-8a7e-4c55-9a57-1f1d1e2c3b4a";
     let notification = termination_notification(&group, &leaving_id, token);
-    let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
-    send(cluster.aws(), &master_queue, &notification).await?;
-    send(cluster.aws(), &master_queue, &notification).await?;
+    send_as_auto_scaling(cluster.aws(), cluster.stack(), &notification).await?;
+    send_as_auto_scaling(cluster.aws(), cluster.stack(), &notification).await?;
     let refs: Vec<_> = agents.iter().collect();
     wait_until("the lifecycle action to be completed", Duration::from_secs(20), &refs, || {
         cluster.aws().lifecycle_completions().is_ok_and(|c| !c.is_empty())

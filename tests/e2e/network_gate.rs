@@ -18,7 +18,9 @@
 
 use std::time::Duration;
 
-use e2e::scenario::{applied, edit_node_config, logs, plain, read, send, termination_notification, wait_until};
+use e2e::scenario::{
+    applied, edit_node_config, logs, plain, read, send_as_auto_scaling, termination_notification, wait_until,
+};
 use e2e::{Cluster, TestResult};
 use node_contract::NETWORK_CHECK_PATH;
 
@@ -54,7 +56,18 @@ struct Outcome {
 }
 
 async fn run_gate(stack: &str, action: &str) -> e2e::Result<Outcome> {
-    let cluster = Cluster::start("blueprints/minimal.yaml", stack, 3).await?;
+    // The gate is in the blueprint, as a user sets it: the template's node
+    // config and the master's role follow from it (with `replace`, the
+    // right to terminate in the worker group; IAM is enforced). The test
+    // then shortens the timeout and sets the expected bandwidth to the
+    // shaped links'.
+    let minimal = std::fs::read_to_string(e2e::repo_root().join("blueprints/minimal.yaml"))
+        .map_err(e2e::Error::io("reading", "blueprints/minimal.yaml"))?;
+    let dir = tempfile::tempdir().map_err(e2e::Error::io("a temp dir", "/tmp"))?;
+    let blueprint = dir.path().join(format!("{stack}.yaml"));
+    let text = format!("{minimal}formation:\n  network_check: {{ min_fraction: 0.5, action: {action} }}\n");
+    std::fs::write(&blueprint, text).map_err(e2e::Error::io("writing", &blueprint))?;
+    let cluster = Cluster::start(&blueprint.to_string_lossy(), stack, 3).await?;
     for node in cluster.nodes() {
         edit_node_config(node, |c| {
             c["network_check"] = serde_json::json!({
@@ -189,8 +202,7 @@ async fn a_generation_published_while_the_nodes_probe_is_applied_at_once() -> Te
     let leaving_id = leaving.instance_id();
     let group = cluster.stack().worker_group()?.to_string();
     let notification = termination_notification(&group, &leaving_id, "0a6d1d8e-2c55-4f61-9d51-3a8f3c0e7b11");
-    let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
-    send(cluster.aws(), &master_queue, &notification).await?;
+    send_as_auto_scaling(cluster.aws(), cluster.stack(), &notification).await?;
     agents[3].terminate();
     let remaining: Vec<_> = cluster.nodes().iter().filter(|n| n.instance_id() != leaving_id).collect();
     let took = wait_until("generation 2 everywhere else", Duration::from_secs(30), &refs, || {

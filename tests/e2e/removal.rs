@@ -7,7 +7,9 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use e2e::scenario::{applied, applied_indices, removal_reason, send, termination_notification, wait_until};
+use e2e::scenario::{
+    applied, applied_indices, removal_reason, send_as_auto_scaling, termination_notification, wait_until,
+};
 use e2e::{Cluster, TestResult};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -26,10 +28,9 @@ async fn a_terminating_worker_is_removed_before_its_lifecycle_action_completes()
     let token = "c613620e-07e2-4ed2-a9e2-ef8258911ade";
     // The notification as Auto Scaling sends it to an SQS lifecycle hook target.
     let notification = termination_notification(&group, &leaving_id, token);
-    let master_queue = cluster.stack().resource("MasterQueue")?.to_string();
-    send(cluster.aws(), &master_queue, &notification).await?;
+    send_as_auto_scaling(cluster.aws(), cluster.stack(), &notification).await?;
     // At-least-once delivery: the same notification again changes nothing.
-    send(cluster.aws(), &master_queue, &notification).await?;
+    send_as_auto_scaling(cluster.aws(), cluster.stack(), &notification).await?;
     agents[2].terminate();
 
     let remaining: Vec<_> = cluster.nodes().iter().filter(|n| n.instance_id() != leaving_id).collect();

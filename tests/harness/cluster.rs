@@ -22,6 +22,8 @@ pub struct Cluster {
     // Field order is drop order: agents' nodes, then moto, then the network.
     nodes: Vec<Node>,
     worker_user_data: String,
+    worker_profile: String,
+    allowed_refusals: Vec<String>,
     stack: ClusterStack,
     aws: LocalAws,
     network: Network,
@@ -78,11 +80,13 @@ impl Cluster {
                 ),
             });
         }
+        let worker_profile = stack.resource("WorkerInstanceProfile")?.to_string();
         let mut nodes = Vec::new();
         let master = NodeSpec {
             instance_id: stack.master_instance_id()?.to_string(),
             instance_type: INSTANCE_TYPE.into(),
             user_data: Some(master_user_data),
+            instance_profile: Some(stack.resource("MasterInstanceProfile")?.to_string()),
         };
         nodes.push(Node::create(&network, 0, &aws, master)?);
         for (i, id) in worker_ids.into_iter().enumerate() {
@@ -90,10 +94,11 @@ impl Cluster {
                 instance_id: id,
                 instance_type: INSTANCE_TYPE.into(),
                 user_data: Some(worker_user_data.clone()),
+                instance_profile: Some(worker_profile.clone()),
             };
             nodes.push(Node::create(&network, i + 1, &aws, spec)?);
         }
-        Ok(Cluster { nodes, worker_user_data, stack, aws, network })
+        Ok(Cluster { nodes, worker_user_data, worker_profile, allowed_refusals: Vec::new(), stack, aws, network })
     }
 
     /// Makes a node for worker instance `instance_id` (one moto launched
@@ -110,6 +115,7 @@ impl Cluster {
             instance_id: instance_id.to_string(),
             instance_type: INSTANCE_TYPE.into(),
             user_data: Some(self.worker_user_data.clone()),
+            instance_profile: Some(self.worker_profile.clone()),
         };
         self.nodes.push(Node::create(&self.network, index, &self.aws, spec)?);
         Ok(&self.nodes[index])
@@ -145,6 +151,19 @@ impl Cluster {
         &self.nodes[1..]
     }
 
+    /// Lets the local AWS refuse calls whose `REFUSED` line contains
+    /// `text` (a test that makes a refused call on purpose); any other
+    /// refusal fails the test when the cluster is dropped.
+    pub fn allow_refusals(&mut self, text: &str) {
+        self.allowed_refusals.push(text.to_owned());
+    }
+
+    /// The calls the local AWS refused that no [`Cluster::allow_refusals`] allows.
+    pub fn unexpected_refusals(&self) -> Vec<String> {
+        let allowed = |line: &String| self.allowed_refusals.iter().any(|a| line.contains(a.as_str()));
+        self.aws.refused().into_iter().filter(|l| !allowed(l)).collect()
+    }
+
     /// [`Node::set_env`] on every node.
     pub fn set_env(&mut self, key: &str, value: &str) {
         for node in &mut self.nodes {
@@ -155,5 +174,17 @@ impl Cluster {
     /// Starts `agent run --root ... --no-mount` on every node, master first.
     pub fn spawn_agents(&self) -> Result<Vec<AgentProcess>> {
         self.nodes.iter().map(|n| n.spawn_agent(&[])).collect()
+    }
+}
+
+impl Drop for Cluster {
+    /// IAM is enforced (tests/moto/README.md, patch (t)): a call the
+    /// template's policies refuse fails the test, even one the agent
+    /// retries or tolerates, since it would fail on AWS too.
+    fn drop(&mut self) {
+        let refused = self.unexpected_refusals();
+        if !refused.is_empty() && !std::thread::panicking() {
+            panic!("the local AWS refused calls (IAM enforced):\n{}", refused.join("\n"));
+        }
     }
 }

@@ -17,9 +17,21 @@
 //! EC2 serves them
 //! (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html>).
 //!
+//! Role credentials, once a test gives the node an instance profile
+//! ([`Imds::set_role`]): `meta-data/iam/security-credentials/` names the
+//! role and `meta-data/iam/security-credentials/<role>` serves its temporary
+//! credentials (`AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`),
+//! obtained from the local AWS as EC2 obtains them (launcher patch (t5)) and
+//! replaced by new ones a third of their lifetime (at most five minutes)
+//! before they expire, as EC2 makes new credentials available ahead of the
+//! expiration (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/iam-roles-for-amazon-ec2.html#instance-metadata-security-credentials>).
+//! The SDK's default credential chain finds them there, so a node's
+//! processes run with no keys in their environment.
+//!
 //! Plain blocking HTTP/1.1 on std threads, keep-alive included: a few dozen
 //! requests per test do not need an async server.
 
+use crate::moto::{AssumedBy, RoleCredentials};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -89,8 +101,33 @@ struct Notices {
     rebalance: Option<String>,
 }
 
+/// Where a node's role credentials come from: the local AWS, for the
+/// instance profile the template gave the node.
+#[derive(Clone, Debug)]
+pub struct Role {
+    /// The local AWS's endpoint (`LocalAws::endpoint`).
+    pub aws_endpoint: String,
+    /// The node's instance profile (name or ARN).
+    pub instance_profile: String,
+    /// How long each set of credentials lives, in seconds (EC2: about six hours; 60 to 43200).
+    pub lifetime_seconds: u32,
+}
+
+/// The credentials served now and when they expire.
+struct Served {
+    credentials: RoleCredentials,
+    expires: Instant,
+}
+
+struct RoleState {
+    role: Role,
+    served: Option<Served>,
+    issued: u64,
+}
+
 struct State {
     identity: Mutex<Identity>,
+    role: Mutex<Option<RoleState>>,
     /// When the server started: the instance's launch, for `pendingTime`
     /// (unix seconds).
     launched_unix: u64,
@@ -117,6 +154,7 @@ impl Imds {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let state = Arc::new(State {
             identity: Mutex::new(identity),
+            role: Mutex::new(None),
             launched_unix,
             notices: Mutex::new(Notices::default()),
             tokens: Mutex::new(HashMap::new()),
@@ -167,6 +205,24 @@ impl Imds {
     pub fn set_rebalance_recommendation(&self, notice_time: Option<&str>) {
         let body = notice_time.map(|t| serde_json::json!({"noticeTime": t}).to_string());
         self.state.notices.lock().expect("notices lock").rebalance = body;
+    }
+
+    /// Serves credentials of `role`'s instance profile from now on.
+    pub fn set_role(&self, role: Role) {
+        *self.state.role.lock().expect("role lock") = Some(RoleState { role, served: None, issued: 0 });
+    }
+
+    /// How many sets of role credentials it has obtained so far (each
+    /// rotation adds one).
+    pub fn credentials_issued(&self) -> u64 {
+        self.state.role.lock().expect("role lock").as_ref().map_or(0, |r| r.issued)
+    }
+
+    /// The role credentials it serves now (obtained if none yet), or
+    /// `None` when the node has no instance profile.
+    pub fn role_credentials(&self) -> Result<Option<RoleCredentials>> {
+        let identity = self.identity();
+        current_credentials(&self.state, &identity.instance_id)
     }
 
     /// How many times the notice paths were asked for (both together).
@@ -282,10 +338,24 @@ fn answer(request: &Request, state: &State) -> (&'static str, Vec<(&'static str,
     {
         state.notice_polls.fetch_add(1, Ordering::SeqCst);
     }
+    if path == "/latest/meta-data/iam/security-credentials"
+        || path.starts_with("/latest/meta-data/iam/security-credentials/")
+    {
+        return role_answer(state, &identity.instance_id, path);
+    }
     let found = match path {
         "/latest/meta-data" => Some(
-            ["ami-id", "hostname", "instance-id", "instance-type", "local-hostname", "local-ipv4", "placement/"]
-                .join("\n"),
+            [
+                "ami-id",
+                "hostname",
+                "iam/",
+                "instance-id",
+                "instance-type",
+                "local-hostname",
+                "local-ipv4",
+                "placement/",
+            ]
+            .join("\n"),
         ),
         "/latest/meta-data/instance-id" => Some(identity.instance_id.clone()),
         "/latest/meta-data/local-ipv4" => Some(identity.local_ipv4.to_string()),
@@ -304,5 +374,38 @@ fn answer(request: &Request, state: &State) -> (&'static str, Vec<(&'static str,
     match found {
         Some(body) => ("200 OK", vec![], body),
         None => ("404 Not Found", vec![], String::new()),
+    }
+}
+
+/// The credentials to serve now: the held ones, or new ones once a third
+/// of their lifetime (at most five minutes) is left.
+fn current_credentials(state: &State, instance_id: &str) -> Result<Option<RoleCredentials>> {
+    let mut guard = state.role.lock().expect("role lock");
+    let Some(role) = guard.as_mut() else { return Ok(None) };
+    let lifetime = Duration::from_secs(u64::from(role.role.lifetime_seconds));
+    let renew_before = (lifetime / 3).min(Duration::from_secs(300));
+    let fresh = role.served.as_ref().is_some_and(|s| Instant::now() + renew_before < s.expires);
+    if !fresh {
+        let who = AssumedBy::Ec2 { instance_profile: &role.role.instance_profile, instance_id };
+        let credentials =
+            crate::moto::service_credentials_at(&role.role.aws_endpoint, &who, role.role.lifetime_seconds)?;
+        role.served = Some(Served { credentials, expires: Instant::now() + lifetime });
+        role.issued += 1;
+    }
+    Ok(role.served.as_ref().map(|s| s.credentials.clone()))
+}
+
+/// `meta-data/iam/security-credentials/` (the role's name) and
+/// `meta-data/iam/security-credentials/<role>` (its credentials).
+fn role_answer(state: &State, instance_id: &str, path: &str) -> (&'static str, Vec<(&'static str, String)>, String) {
+    let credentials = match current_credentials(state, instance_id) {
+        Ok(Some(credentials)) => credentials,
+        Ok(None) => return ("404 Not Found", vec![], String::new()),
+        Err(e) => return ("500 Internal Server Error", vec![], e.to_string()),
+    };
+    match path.trim_start_matches("/latest/meta-data/iam/security-credentials").trim_start_matches('/') {
+        "" => ("200 OK", vec![], credentials.role_name),
+        name if name == credentials.role_name => ("200 OK", vec![], credentials.document),
+        _ => ("404 Not Found", vec![], String::new()),
     }
 }

@@ -18,10 +18,42 @@ use std::time::Duration;
 pub const REGION: &str = "us-east-1";
 /// moto's default account.
 pub const ACCOUNT: &str = "123456789012";
-/// Credentials moto accepts (it checks none).
-pub const ACCESS_KEY: &str = "testing";
-/// Credentials moto accepts (it checks none).
-pub const SECRET_KEY: &str = "testing";
+/// The access key id of the harness's administrator (user `e2e-admin`,
+/// allowed everything), which the launcher makes at start and again after
+/// every reset (launcher patch (t)): the principal that sets up and
+/// inspects a test's resources. moto enforces IAM: every other principal
+/// gets only what its policies grant.
+pub const ACCESS_KEY: &str = "AKIAE2EADMINISTRATOR";
+/// The administrator's secret access key.
+pub const SECRET_KEY: &str = "e2e-administrator-secret-access-key";
+
+/// Temporary credentials of a role, as the service that assumes it gets
+/// them (launcher patch (t5)), in the shape the instance metadata serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleCredentials {
+    /// The role's name.
+    pub role_name: String,
+    /// `ASIA...`
+    pub access_key_id: String,
+    /// The secret access key.
+    pub secret_access_key: String,
+    /// The session token.
+    pub token: String,
+    /// When they expire, RFC 3339 UTC (`2026-01-01T00:00:00Z`).
+    pub expiration: String,
+    /// The metadata's JSON document for them (`Code`, `LastUpdated`,
+    /// `Type`, `AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`).
+    pub document: String,
+}
+
+/// Which role a service assumes, for [`LocalAws::service_credentials`].
+#[derive(Clone, Debug)]
+pub enum AssumedBy<'a> {
+    /// EC2, for an instance with this instance profile (name or ARN).
+    Ec2 { instance_profile: &'a str, instance_id: &'a str },
+    /// Another service (`autoscaling.amazonaws.com`) assuming the role with this ARN.
+    Service { service: &'a str, role_arn: &'a str },
+}
 
 /// How long moto may take to import and answer (about a second here).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -153,6 +185,29 @@ impl LocalAws {
         Ok(())
     }
 
+    /// The credentials `who` gets for `seconds` (60 to 43200), as AWS gives
+    /// them to the service (launcher patch (t5)): refused unless the
+    /// role's trust policy names that service.
+    pub fn service_credentials(&self, who: &AssumedBy<'_>, seconds: u32) -> Result<RoleCredentials> {
+        service_credentials_at(&self.endpoint(), who, seconds)
+    }
+
+    /// The access key id and secret of IAM user `name` (made on first use,
+    /// with an administrator policy; launcher patch (t)): a user deploying
+    /// stacks, whose calls `GET /_calls` lists with `principal` `user/<name>`.
+    pub fn user(&self, name: &str) -> Result<(String, String)> {
+        let url = format!("{}/_users/{name}", self.endpoint());
+        let answer = self.post_json(&url, &serde_json::Value::Null)?;
+        match (answer["AccessKeyId"].as_str(), answer["SecretAccessKey"].as_str()) {
+            (Some(key), Some(secret)) => Ok((key.to_owned(), secret.to_owned())),
+            _ => Err(Error::Unexpected { what: format!("POST {url}"), detail: answer.to_string() }),
+        }
+    }
+
+    fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        post_json(url, body)
+    }
+
     /// Environment for a process that should use this moto through the
     /// SDK's standard variables (no test-only code in the process).
     pub fn env(&self) -> Vec<(String, String)> {
@@ -171,7 +226,22 @@ impl LocalAws {
     /// An SDK config for the test process itself: endpoint override, region
     /// us-east-1, testing credentials, nothing read from the environment.
     pub fn sdk_config(&self) -> aws_config::SdkConfig {
-        let credentials = aws_sdk_sqs::config::Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "e2e");
+        self.sdk_config_with(aws_sdk_sqs::config::Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "e2e"))
+    }
+
+    /// [`LocalAws::sdk_config`] signing with a role's temporary credentials
+    /// (a node's, the lifecycle hook role's): calls get what the role grants.
+    pub fn sdk_config_as(&self, role: &RoleCredentials) -> aws_config::SdkConfig {
+        self.sdk_config_with(aws_sdk_sqs::config::Credentials::new(
+            &role.access_key_id,
+            &role.secret_access_key,
+            Some(role.token.clone()),
+            None,
+            "e2e-role",
+        ))
+    }
+
+    fn sdk_config_with(&self, credentials: aws_sdk_sqs::config::Credentials) -> aws_config::SdkConfig {
         aws_config::SdkConfig::builder()
             .endpoint_url(self.endpoint())
             .region(aws_config::Region::new(REGION))
@@ -265,16 +335,79 @@ impl LocalAws {
         aws_sdk_cloudformation::Client::new(&self.sdk_config())
     }
 
-    /// A POST to moto that it routes to `service`: moto reads the service
-    /// from the credential scope and checks no signature.
-    fn post(&self, service: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
-        ureq::post(self.endpoint()).header(
-            "Authorization",
-            format!(
-                "AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20250101/{REGION}/{service}/aws4_request, \
-                 SignedHeaders=host, Signature=0"
-            ),
+    /// POSTs `body` with `headers` to moto, signed (SigV4) as the
+    /// administrator for `service`, and returns the status and body.
+    fn signed_post(&self, service: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, String)> {
+        self.signed("POST", service, "/", headers, body)
+    }
+
+    /// `GET path` (with its query), signed as the administrator for
+    /// `service`: a call the SDK cannot make (moto's `GetBucketVersioning`
+    /// answer, which the SDK rejects). Returns the body; an error unless 2xx.
+    pub fn signed_get(&self, service: &str, path: &str) -> Result<String> {
+        let (status, body) = self.signed("GET", service, path, &[], b"")?;
+        if !(200..300).contains(&status) {
+            return Err(Error::Aws { call: format!("GET {path}"), detail: format!("HTTP {status}: {body}") });
+        }
+        Ok(body)
+    }
+
+    fn signed(
+        &self,
+        method: &str,
+        service: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, String)> {
+        let url = format!("{}{path}", self.endpoint());
+        let credentials = aws_sdk_sqs::config::Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "e2e");
+        let identity = credentials.into();
+        let mut settings = aws_sigv4::http_request::SigningSettings::default();
+        if service == "s3" {
+            // S3 signs the payload's hash in a header and paths as they are.
+            settings.payload_checksum_kind = aws_sigv4::http_request::PayloadChecksumKind::XAmzSha256;
+            settings.percent_encoding_mode = aws_sigv4::http_request::PercentEncodingMode::Single;
+            settings.uri_path_normalization_mode = aws_sigv4::http_request::UriPathNormalizationMode::Disabled;
+        }
+        let params = aws_sigv4::sign::v4::SigningParams::builder()
+            .identity(&identity)
+            .region(REGION)
+            .name(service)
+            .time(std::time::SystemTime::now())
+            .settings(settings)
+            .build()
+            .map_err(|e| Error::Setup(format!("signing a {service} call: {e}")))?
+            .into();
+        let signable = aws_sigv4::http_request::SignableRequest::new(
+            method,
+            &url,
+            headers.iter().copied(),
+            aws_sigv4::http_request::SignableBody::Bytes(body),
         )
+        .map_err(|e| Error::Setup(format!("signing a {service} call: {e}")))?;
+        let (instructions, _) = aws_sigv4::http_request::sign(signable, &params)
+            .map_err(|e| Error::Setup(format!("signing a {service} call: {e}")))?
+            .into_parts();
+        let signed: Vec<(&str, &str)> = headers.iter().copied().chain(instructions.headers()).collect();
+        let mut response = if method == "GET" {
+            let mut request = ureq::get(&url);
+            for (name, value) in &signed {
+                request = request.header(*name, *value);
+            }
+            request.config().http_status_as_error(false).build().call()
+        } else {
+            let mut request = ureq::post(&url);
+            for (name, value) in &signed {
+                request = request.header(*name, *value);
+            }
+            request.config().http_status_as_error(false).build().send(body)
+        }
+        .map_err(|e| Error::aws(format!("{service} {method} {path}"), &e))?;
+        let status = response.status().as_u16();
+        let text =
+            response.body_mut().read_to_string().map_err(|e| Error::aws(format!("{service} {method} {path}"), &e))?;
+        Ok((status, text))
     }
 
     /// Calls a query-protocol API (EC2, SSM's JSON aside) with a form POST
@@ -282,16 +415,11 @@ impl LocalAws {
     /// minutes and gigabytes per cold build (docs/TESTING.md, "Build output and cost").
     pub fn query(&self, service: &str, params: &[(&str, &str)]) -> Result<String> {
         let action = params.iter().find(|(k, _)| *k == "Action").map(|(_, v)| *v).unwrap_or("?");
-        let mut response = self
-            .post(service)
-            .config()
-            .http_status_as_error(false)
-            .build()
-            .send_form(params.iter().copied())
-            .map_err(|e| Error::aws(format!("{service} {action}"), &e))?;
-        let status = response.status();
-        let body = response.body_mut().read_to_string().map_err(|e| Error::aws(format!("{service} {action}"), &e))?;
-        if !status.is_success() {
+        let form: String =
+            params.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v))).collect::<Vec<_>>().join("&");
+        let headers = [("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")];
+        let (status, body) = self.signed_post(service, &headers, form.as_bytes())?;
+        if !(200..300).contains(&status) {
             return Err(Error::Aws { call: format!("{service} {action}"), detail: format!("HTTP {status}: {body}") });
         }
         Ok(body)
@@ -301,18 +429,9 @@ impl LocalAws {
     /// `AmazonSSM.PutParameter`, and returns the JSON answer (`null` for
     /// an empty one, as CloudWatch Logs' `CreateLogGroup` gives).
     pub fn json_call(&self, service: &str, target: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
-        let mut response = self
-            .post(service)
-            .header("X-Amz-Target", target)
-            .header("Content-Type", "application/x-amz-json-1.1")
-            .config()
-            .http_status_as_error(false)
-            .build()
-            .send(body.to_string())
-            .map_err(|e| Error::aws(target, &e))?;
-        let status = response.status();
-        let text = response.body_mut().read_to_string().map_err(|e| Error::aws(target, &e))?;
-        if !status.is_success() {
+        let headers = [("X-Amz-Target", target), ("Content-Type", "application/x-amz-json-1.1")];
+        let (status, text) = self.signed_post(service, &headers, body.to_string().as_bytes())?;
+        if !(200..300).contains(&status) {
             return Err(Error::Aws { call: target.into(), detail: format!("HTTP {status}: {text}") });
         }
         if text.is_empty() {
@@ -361,9 +480,113 @@ impl LocalAws {
     }
 }
 
+impl LocalAws {
+    /// The calls the local AWS refused so far (a policy that does not allow
+    /// them, unknown or expired credentials), one line each:
+    /// `REFUSED <principal> <service>:<Action> <code>: <message>`.
+    pub fn refused(&self) -> Vec<String> {
+        self.log_text().lines().filter(|l| l.starts_with("REFUSED ")).map(str::to_owned).collect()
+    }
+}
+
 impl Drop for LocalAws {
     fn drop(&mut self) {
+        // Every refusal is shown with the test's output: a refused call an
+        // agent retries, or one a test meant, is seen either way.
+        for line in self.refused() {
+            eprintln!("local AWS: {line}");
+        }
+        // E2E_PRINT_CALLS=1: which principal made which calls (for
+        // docs/ARCHITECTURE.md's IAM table), one line per kind of principal.
+        if std::env::var_os("E2E_PRINT_CALLS").is_some() {
+            let mut made: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+            for call in self.calls().unwrap_or_default() {
+                let principal = call["principal"].as_str().unwrap_or("?");
+                // `assumed-role/<stack>-MasterRole-<suffix>/<session>` -> MasterRole.
+                let kind = match principal.strip_prefix("assumed-role/") {
+                    Some(role) => {
+                        role.split('/').next().unwrap_or_default().rsplit('-').nth(1).unwrap_or("?").to_owned()
+                    }
+                    None => principal.to_owned(),
+                };
+                let action =
+                    format!("{}:{}", call["service"].as_str().unwrap_or("?"), call["action"].as_str().unwrap_or("?"));
+                made.entry(kind).or_default().insert(action);
+            }
+            for (kind, actions) in made {
+                eprintln!("local AWS calls by {kind}: {}", actions.into_iter().collect::<Vec<_>>().join(" "));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `application/x-www-form-urlencoded` encoding of one key or value
+/// (unreserved characters kept, everything else percent-encoded).
+fn form_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(byte as char),
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// POSTs JSON to one of the launcher's own routes and returns its JSON answer.
+fn post_json(url: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+    let mut response = ureq::post(url)
+        .header("Content-Type", "application/json")
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send(body.to_string())
+        .map_err(|e| Error::aws(format!("POST {url}"), &e))?;
+    let status = response.status();
+    let text = response.body_mut().read_to_string().map_err(|e| Error::aws(format!("POST {url}"), &e))?;
+    if !status.is_success() {
+        return Err(Error::Aws { call: format!("POST {url}"), detail: format!("HTTP {status}: {text}") });
+    }
+    serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: url.to_owned(), detail: e.to_string() })
+}
+
+/// [`LocalAws::service_credentials`] of the local AWS at `endpoint` (the
+/// metadata stand-in asks it for a node's role credentials).
+pub fn service_credentials_at(endpoint: &str, who: &AssumedBy<'_>, seconds: u32) -> Result<RoleCredentials> {
+    let request = match who {
+        AssumedBy::Ec2 { instance_profile, instance_id } => serde_json::json!({
+            "Service": "ec2.amazonaws.com", "InstanceProfile": instance_profile,
+            "SessionName": instance_id, "DurationSeconds": seconds,
+        }),
+        AssumedBy::Service { service, role_arn } => serde_json::json!({
+            "Service": service, "RoleArn": role_arn, "DurationSeconds": seconds,
+        }),
+    };
+    let url = format!("{endpoint}/_service_credentials");
+    let mut document = post_json(&url, &request)?;
+    let field = |name: &str| {
+        document[name].as_str().map(str::to_owned).ok_or_else(|| Error::Unexpected {
+            what: format!("POST {url}"),
+            detail: format!("no {name} in {document}"),
+        })
+    };
+    let role_name = field("RoleName")?;
+    let access_key_id = field("AccessKeyId")?;
+    let secret_access_key = field("SecretAccessKey")?;
+    let token = field("Token")?;
+    let expiration = field("Expiration")?;
+    // The metadata serves the document without the role's name (that is the path).
+    if let Some(map) = document.as_object_mut() {
+        map.remove("RoleName");
+    }
+    Ok(RoleCredentials {
+        role_name,
+        access_key_id,
+        secret_access_key,
+        token,
+        expiration,
+        document: document.to_string(),
+    })
 }

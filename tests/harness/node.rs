@@ -18,7 +18,7 @@
 //! file as it is at spawn time: a later rename onto `ROOT/etc/hosts`
 //! replaces the directory entry, not the mounted file.
 
-use crate::imds::{Identity, Imds};
+use crate::imds::{Identity, Imds, Role};
 use crate::moto::{ACCOUNT, LocalAws, REGION};
 use crate::netns::{Network, kill_all, run};
 use crate::{Error, Result};
@@ -40,7 +40,18 @@ pub struct NodeSpec {
     pub instance_type: String,
     /// Its user data (the script with the node config), if any.
     pub user_data: Option<String>,
+    /// The instance profile the template gives it (name or ARN). With one,
+    /// the node's metadata serves that role's credentials and its processes
+    /// get no keys: they call as the role, as on EC2. Without one (a node
+    /// the harness makes without a stack), they call as the harness's
+    /// administrator.
+    pub instance_profile: Option<String>,
 }
+
+/// How long a node's role credentials live (EC2 gives about six hours; an
+/// hour is more than any test runs, and [`Node::set_credentials_lifetime`]
+/// makes them rotate under a test).
+pub const CREDENTIALS_SECONDS: u32 = 3600;
 
 /// A node; its agents are killed and its root removed on drop (the
 /// namespace itself belongs to the [`Network`]).
@@ -50,6 +61,8 @@ pub struct Node {
     ip: Ipv4Addr,
     hostname: String,
     aws_env: Vec<(String, String)>,
+    aws_endpoint: String,
+    instance_profile: Option<String>,
     imds: Imds,
     root: tempfile::TempDir,
 }
@@ -71,6 +84,20 @@ impl Node {
         };
         let hostname = identity.local_hostname().split('.').next().unwrap_or_default().to_string();
         let imds = Imds::start(SocketAddr::new(network.host_ip().into(), 0), identity)?;
+        let mut aws_env = aws.env();
+        if let Some(profile) = &spec.instance_profile {
+            imds.set_role(Role {
+                aws_endpoint: aws.endpoint(),
+                instance_profile: profile.clone(),
+                lifetime_seconds: CREDENTIALS_SECONDS,
+            });
+            // No keys: the SDK's default chain finds none in the
+            // environment or in AWS files (a node has none), and takes the
+            // role's from the metadata.
+            aws_env.retain(|(k, _)| k != "AWS_ACCESS_KEY_ID" && k != "AWS_SECRET_ACCESS_KEY");
+            aws_env.push(("AWS_CONFIG_FILE".into(), "/dev/null".into()));
+            aws_env.push(("AWS_SHARED_CREDENTIALS_FILE".into(), "/dev/null".into()));
+        }
         std::fs::create_dir_all(NODES_DIR).map_err(Error::io("creating the node directory", NODES_DIR))?;
         std::fs::set_permissions(NODES_DIR, std::fs::Permissions::from_mode(0o755))
             .map_err(Error::io("chmod 0755", NODES_DIR))?;
@@ -86,7 +113,9 @@ impl Node {
             namespace: network.namespace(index).to_string(),
             ip,
             hostname,
-            aws_env: aws.env(),
+            aws_env,
+            aws_endpoint: aws.endpoint(),
+            instance_profile: spec.instance_profile.clone(),
             imds,
             root,
         })
@@ -127,8 +156,28 @@ impl Node {
         self.imds.identity().instance_id
     }
 
+    /// Makes its role credentials live `seconds` (60 to 43200) from the
+    /// next ones on, so that they rotate under a running agent. No-op for
+    /// a node without an instance profile.
+    pub fn set_credentials_lifetime(&self, seconds: u32) {
+        if let Some(profile) = &self.instance_profile {
+            self.imds.set_role(Role {
+                aws_endpoint: self.aws_endpoint.clone(),
+                instance_profile: profile.clone(),
+                lifetime_seconds: seconds,
+            });
+        }
+    }
+
+    /// Its instance profile, if the template gave it one.
+    pub fn instance_profile(&self) -> Option<&str> {
+        self.instance_profile.as_deref()
+    }
+
     /// The environment a process on this node gets: the local AWS and
-    /// metadata endpoints, testing credentials, the region.
+    /// metadata endpoints, the region, and the administrator's keys only
+    /// when the node has no instance profile (else the role's credentials
+    /// come from its metadata).
     pub fn env(&self) -> Vec<(String, String)> {
         let mut env = self.aws_env.clone();
         env.push(("AWS_EC2_METADATA_SERVICE_ENDPOINT".into(), self.imds.endpoint()));

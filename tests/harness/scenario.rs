@@ -211,14 +211,29 @@ pub async fn desired_capacity(aws: &crate::LocalAws, group: &str) -> Result<i32>
 
 /// Sends `body` to the queue at `url`.
 pub async fn send(aws: &crate::LocalAws, url: &str, body: &str) -> Result<()> {
-    aws.sqs()
-        .send_message()
+    send_with(&aws.sqs(), url, body).await
+}
+
+async fn send_with(sqs: &aws_sdk_sqs::Client, url: &str, body: &str) -> Result<()> {
+    sqs.send_message()
         .queue_url(url)
         .message_body(body)
         .send()
         .await
         .map_err(|e| Error::aws(format!("SendMessage {url}"), &e))?;
     Ok(())
+}
+
+/// Sends `body` to the master queue of `stack` as Auto Scaling sends a
+/// lifecycle notification there: with the credentials of the stack's
+/// `LifecycleHookRole`, assumed as `autoscaling.amazonaws.com` (the only
+/// principal its trust policy names), so the role's policy is what allows it.
+pub async fn send_as_auto_scaling(aws: &crate::LocalAws, stack: &crate::ClusterStack, body: &str) -> Result<()> {
+    let role_arn = format!("arn:aws:iam::{}:role/{}", crate::moto::ACCOUNT, stack.resource("LifecycleHookRole")?);
+    let who = crate::moto::AssumedBy::Service { service: "autoscaling.amazonaws.com", role_arn: &role_arn };
+    let credentials = aws.service_credentials(&who, 900)?;
+    let url = stack.resource("MasterQueue")?;
+    send_with(&aws_sdk_sqs::Client::new(&aws.sdk_config_as(&credentials)), url, body).await
 }
 
 /// The notification Auto Scaling sends to the master queue (the group's

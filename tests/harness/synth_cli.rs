@@ -22,16 +22,19 @@ pub fn bin() -> PathBuf {
     bin
 }
 
-/// A `synth` command in the repository root with `aws`'s endpoint and
-/// `key` as access key id (the launcher logs calls per key), and nothing
-/// from the user's AWS files.
-pub fn command(aws: &LocalAws, key: &str, args: &[&str]) -> Command {
+/// A `synth` command in the repository root with `aws`'s endpoint, signing
+/// as the IAM user `user` (the deploying user, made on first use with an
+/// administrator policy: `LocalAws::user`; the launcher logs its calls with
+/// `principal` `user/<user>`), and nothing from the user's AWS files.
+pub fn command(aws: &LocalAws, user: &str, args: &[&str]) -> Command {
+    let (key, secret) = aws.user(user).unwrap_or_else(|e| panic!("the local AWS makes IAM user {user}: {e}"));
     let mut cmd = Command::new(bin());
     cmd.current_dir(crate::repo_root()).args(args);
     for (k, v) in aws.env() {
         cmd.env(k, v);
     }
     cmd.env("AWS_ACCESS_KEY_ID", key)
+        .env("AWS_SECRET_ACCESS_KEY", secret)
         .env("AWS_CONFIG_FILE", "/dev/null")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
         .env("AWS_EC2_METADATA_DISABLED", "true")

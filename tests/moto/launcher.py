@@ -23,19 +23,40 @@ Extra routes, served next to moto's own:
   POST /_fail_resource  makes the next creation of a logical id fail (JSON:
        LogicalResourceId, Reason), as a resource failing in AWS does (patch (i));
   POST /_hold_dispatcher?seconds=N  holds moto's request dispatcher lock for
-       N seconds (at most 10), for the self-test of patch (s).
+       N seconds (at most 10), for the self-test of patch (s);
+  POST /_service_credentials  a role's temporary credentials as the service
+       that assumes it gets them (JSON: Service, InstanceProfile or RoleArn,
+       SessionName, DurationSeconds), as the instance metadata serves them
+       (patch (t5));
+  POST /_users/<name>  makes IAM user <name> (administrator policy) once and
+       answers its access key (a deploying user; patch (t)).
+
+IAM is enforced from the first request (patch (t)); the administrator
+e2e-admin (key AKIAE2EADMINISTRATOR) is made at start and after each reset.
+Every refused call is written to stderr as `REFUSED <principal>
+<service>:<Action> <code>: <message>`.
 """
 
 import argparse
+import ast
 import datetime
 import io
 import json
+import os
 import re
 import sys
 import threading
 import time
 import urllib.parse
 import uuid
+
+# Patch (t): IAM is enforced from the first request. moto reads
+# INITIAL_NO_AUTH_ACTION_COUNT once, when its settings module is imported: it
+# lets that many requests through unchecked, then checks every request's
+# signature and the caller's policies. The administrator the harness sets up
+# with is made in moto's IAM backend directly (create_principals), so no
+# request needs to go unchecked: 0.
+os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
 
 from moto.autoscaling.models import autoscaling_backends
 from moto.autoscaling.responses import AutoScalingResponse
@@ -719,7 +740,8 @@ def record_call(environ):
     """Appends one AWS API request to CALLS, when it is signed (has an
     `Authorization: ... Credential=<key>/<date>/<region>/<service>/...`):
     `t` (unix seconds at arrival, before moto handles it: a long poll is
-    logged when it starts), `key` (access key id), `service`, `action`
+    logged when it starts), `key` (access key id), `principal` (patch (t): `user/<name>` or
+    `assumed-role/<role>/<session>`, when known), `service`, `action`
     (from X-Amz-Target, else Action= in the query string or form body),
     and for SQS `queue` (the last part of QueueUrl) and, for SendMessage,
     `kind` (the message body's "kind", e.g. register). The body is read
@@ -732,6 +754,8 @@ def record_call(environ):
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
     environ["wsgi.input"] = io.BytesIO(body)
+    # Patch (t6): the signature is checked against the body as sent.
+    environ["launcher.body"] = body
     call = {"t": t, "key": key, "service": service}
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     params = {}
@@ -754,6 +778,9 @@ def record_call(environ):
             call["kind"] = json.loads(params.get("MessageBody", "")).get("kind")
         except (ValueError, AttributeError):
             pass
+    principal = principal_of(key)
+    if principal is not None:
+        call["principal"] = principal
     with CALLS_LOCK:
         CALLS.append(call)
     return call
@@ -833,6 +860,23 @@ def extra_routes(app):
                 time.sleep(seconds)
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
+        if path.startswith("/_users/") and method == "POST":
+            # Patch (t): a deploying user (administrator policy), made once.
+            try:
+                answer = user_credentials(urllib.parse.unquote(path[len("/_users/") :]))
+            except ValueError as e:
+                return json_response(start_response, "400 Bad Request", {"error": str(e)})
+            return json_response(start_response, "200 OK", answer)
+        if path == "/_service_credentials" and method == "POST":
+            # Patch (t5): a role's credentials as the service that assumes it gets them.
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            try:
+                answer = service_credentials(json.loads(environ["wsgi.input"].read(length)))
+            except PermissionError as e:
+                return json_response(start_response, "403 Forbidden", {"error": str(e)})
+            except Exception as e:  # noqa: BLE001 - an unknown profile or role, a bad request
+                return json_response(start_response, "400 Bad Request", {"error": f"{type(e).__name__}: {e}"})
+            return json_response(start_response, "200 OK", answer)
         if path == "/moto-api/reset" and method == "POST":
             with SIGNALS_LOCK:
                 SIGNALS.clear()
@@ -841,7 +885,65 @@ def extra_routes(app):
                 FAILURES.clear()
             with CALLS_LOCK:
                 CALLS.clear()
+            # Patch (t): the reset wipes IAM; the harness's principals come back.
+            answer = app(environ, start_response)
+            create_principals()
+            return answer
         call = record_call(environ)
+        if call is not None and call["service"] not in ("ec2", "s3"):
+            # Patch (t7): a refusal in the shape of the service's protocol.
+            return refusals_as_aws_sends_them(route(app, call), environ, start_response, call)
+        return route(app, call)(environ, start_response)
+
+    return wrapped
+
+
+def refusals_as_aws_sends_them(inner, environ, start_response, call):
+    """Runs `inner`; when it refuses a request (a refused signature or
+    credentials, a call no policy allows) with moto's EC2-shaped XML error
+    (`<ErrorResponse><Errors><Error>`), answers what AWS sends instead, which
+    the SDK reads the error code from: for the JSON protocol (SQS,
+    CloudWatch Logs) `{"__type": ..., "message": ...}` (and SQS's
+    `x-amzn-query-error`), for the query protocol (Auto Scaling,
+    CloudFormation, STS) `<ErrorResponse><Error>...</Error></ErrorResponse>`."""
+    answer = {}
+
+    def keep(status, headers, exc_info=None):
+        answer["status"], answer["headers"] = status, headers
+        return lambda data: None
+
+    body = b"".join(inner(environ, keep))
+    status = answer.get("status", "500 Internal Server Error")
+    if status.startswith("403") and body.lstrip().startswith(b"<"):
+        text = body.decode("utf-8", "replace")
+        code = re.search(r"<Code>([^<]*)</Code>", text)
+        message = re.search(r"<Message>([^<]*)</Message>", text)
+        code = code.group(1) if code else "AccessDenied"
+        message = message.group(1) if message else ""
+        # On stderr (the harness's moto log), for the tests to list.
+        who = call.get("principal", call["key"])
+        print(f"REFUSED {who} {call['service']}:{call['action']} {code}: {message}", file=sys.stderr, flush=True)
+        if environ.get("HTTP_X_AMZ_TARGET"):
+            data = json.dumps({"__type": code, "message": message}).encode()
+            headers = [("Content-Type", "application/x-amz-json-1.0"), ("x-amzn-query-error", f"{code};Sender")]
+        else:
+            data = (
+                '<ErrorResponse><Error><Type>Sender</Type>'
+                f"<Code>{code}</Code><Message>{message}</Message></Error>"
+                f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>"
+            ).encode()
+            headers = [("Content-Type", "text/xml")]
+        headers.append(("Content-Length", str(len(data))))
+        start_response(status, headers)
+        return [data]
+    start_response(status, answer.get("headers", []))
+    return [body]
+
+
+def route(app, call):
+    """The app a signed request goes to (patches (o) and (s))."""
+
+    def routed(environ, start_response):
         if call is not None and call["service"] == "sqs":
             # Patch (s): SQS requests skip the dispatcher's lock.
             sqs_app = SQS_APP.get("app")
@@ -854,7 +956,7 @@ def extra_routes(app):
                 return app(environ, start_response)
         return app(environ, start_response)
 
-    return wrapped
+    return routed
 
 
 # --- Patch (r): ReceiveMessage in time linear in the queue ---------------------
@@ -892,6 +994,310 @@ SqsMessage.visible = property(message_visible)
 SqsMessage.delayed = property(message_delayed)
 
 
+# --- Patch (t): IAM enforced as AWS enforces it ---------------------------------
+# With INITIAL_NO_AUTH_ACTION_COUNT at 0 (top of this file), moto checks
+# every signed request's signature and evaluates the caller's identity
+# policies. What it lacks for the template's policies to be evaluated as
+# AWS evaluates them, each fixed here:
+#
+# (t1) Only SQS, IAM and STS name the resource a call acts on; every other
+#      service is authorized against `*`, so a statement scoped to an ARN
+#      (the master's worker group, its stack, its log group) never matches
+#      and AWS's allowed calls are denied. `_determine_resource` computes
+#      the ARN AWS authorizes against for Auto Scaling (the group's ARN for
+#      the actions that support resource-level permissions; an instance's
+#      group for TerminateInstanceInAutoScalingGroup), CloudFormation (the
+#      stack id) and CloudWatch Logs (the stream's ARN for CreateLogStream
+#      and PutLogEvents, `log-group:<name>:*` for the group's other actions).
+# (t2) AWS::Logs::LogGroup's `Arn` attribute lacks AWS's trailing `:*`, so a
+#      statement on it covers no stream; it gets the `:*`, as in AWS.
+# (t3) A role created by CloudFormation keeps its inline policies as Python
+#      dicts; moto's evaluator expects JSON text (KeyError, HTTP 500) and
+#      GetRolePolicy returns them as Python-style strings. They are stored
+#      as JSON.
+# (t4) Assumed-role credentials never expire. A request signed with
+#      credentials past their expiration is refused (InvalidClientTokenId),
+#      as AWS refuses it (ExpiredToken).
+# (t6) The signature of a form-encoded request (the query protocol: Auto
+#      Scaling, CloudFormation, EC2) is checked against moto's own
+#      re-encoding of the parsed form (werkzeug leaves no raw body once it
+#      parsed the form), which differs from the SDK's encoding in which
+#      characters are escaped: a large CreateStack from the Rust SDK was
+#      refused (SignatureDoesNotMatch). It is checked against the bytes sent.
+# (t7) Those refusals come in EC2's XML shape (`<Errors><Error>`) for every
+#      service; the SDK finds no error code in them. They are answered in
+#      the service's own protocol (refusals_as_aws_sends_them).
+# (t5) moto cannot assume a role for a service: a user assuming a role whose
+#      trust names only a `Service` principal crashes its trust check
+#      (TypeError, HTTP 500). POST /_service_credentials gives what the
+#      service gets: for EC2, an instance profile's role credentials (what
+#      the instance metadata serves), for Auto Scaling a hook role's,
+#      provided the role's trust policy lets that service assume it.
+from moto.autoscaling.responses import AutoScalingResponse as _AutoScalingResponse  # noqa: E402
+from moto.iam.access_control import AssumedRoleAccessKey, CreateAccessKeyFailure  # noqa: E402
+from moto.iam.models import Role as IamRole  # noqa: E402
+from moto.iam.models import iam_backends  # noqa: E402
+from moto.logs.models import LogGroup as LogsLogGroup  # noqa: E402
+from moto.logs.responses import LogsResponse  # noqa: E402
+from moto.sts.models import sts_backends  # noqa: E402
+
+from moto.core.authorization import ActionAuthenticatorMixin  # noqa: E402
+from moto.core.responses import BaseResponse  # noqa: E402
+
+_setup_class = BaseResponse.setup_class
+_authorize = ActionAuthenticatorMixin._authenticate_and_authorize_action
+
+
+def setup_class_keeping_the_body(self, request, *args, **kwargs):
+    self.launcher_body = request.environ.get("launcher.body")
+    return _setup_class(self, request, *args, **kwargs)
+
+
+def authorize_with_the_sent_body(self, iam_request_cls, resource="*"):
+    sent = getattr(self, "launcher_body", None)
+    if not sent or getattr(self, "raw_body", None):
+        return _authorize(self, iam_request_cls, resource)
+    kept = self.raw_body
+    self.raw_body = sent
+    try:
+        return _authorize(self, iam_request_cls, resource)
+    finally:
+        self.raw_body = kept
+
+
+BaseResponse.setup_class = setup_class_keeping_the_body
+ActionAuthenticatorMixin._authenticate_and_authorize_action = authorize_with_the_sent_body
+
+# (t8) SQS's batch actions are authorized as the action they batch
+#      (sqs:DeleteMessage for DeleteMessageBatch, ...; AWS has no
+#      sqs:DeleteMessageBatch permission); moto asked for the batch name, so
+#      the master's retirement of old manifests was refused.
+from moto.iam.access_control import IAMRequestBase  # noqa: E402
+
+BATCHED_AS = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+_iam_request_init = IAMRequestBase.__init__
+
+
+def iam_request_init(self, *args, **kwargs):
+    _iam_request_init(self, *args, **kwargs)
+    self._action = BATCHED_AS.get(self._action, self._action)
+
+
+IAMRequestBase.__init__ = iam_request_init
+
+ACCOUNT = "123456789012"
+# The harness's administrator: the principal that sets up and inspects a
+# test's resources (tests/harness/moto.rs ACCESS_KEY and SECRET_KEY).
+ADMIN = ("e2e-admin", "AKIAE2EADMINISTRATOR", "e2e-administrator-secret-access-key")
+ADMIN_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+# Users made with POST /_users/<name> (a deploying user), name -> (key, secret),
+# made again after a reset with the same keys.
+USERS: dict[str, tuple[str, str]] = {}
+
+
+def create_user(name, key, secret):
+    """An IAM user with the administrator policy and exactly one access key,
+    `key`/`secret`, made in the backend (no request, so nothing unchecked)."""
+    iam = iam_backends[ACCOUNT]["aws"]
+    if name not in iam.users:
+        iam.create_user(region_name="us-east-1", user_name=name)
+        iam.put_user_policy(name, "administrator", ADMIN_POLICY)
+    user = iam.users[name]
+    if not any(k.access_key_id == key for k in user.access_keys):
+        access_key = iam.create_access_key(name)
+        access_key.access_key_id = key
+        access_key.secret_access_key = secret
+
+
+def create_principals():
+    create_user(*ADMIN)
+    with SIGNALS_LOCK:
+        users = dict(USERS)
+    for name, (key, secret) in users.items():
+        create_user(name, key, secret)
+
+
+def user_credentials(name):
+    """The access key of user `name`, made when it does not exist yet."""
+    if not re.fullmatch(r"[\w+=,.@-]{1,64}", name):
+        raise ValueError(f"{name!r} is not an IAM user name")
+    with SIGNALS_LOCK:
+        if name not in USERS:
+            USERS[name] = ("AKIA" + uuid.uuid4().hex[:16].upper(), uuid.uuid4().hex + uuid.uuid4().hex[:8])
+        key, secret = USERS[name]
+    create_user(name, key, secret)
+    return {"UserName": name, "AccessKeyId": key, "SecretAccessKey": secret}
+
+
+# Auto Scaling actions without resource-level permissions (authorized against `*`).
+AUTOSCALING_UNSCOPED = re.compile(r"^Describe|^CreateLaunchConfiguration$|^DeleteLaunchConfiguration$")
+
+
+def autoscaling_resource(self):
+    action = self._get_action()
+    if AUTOSCALING_UNSCOPED.match(action):
+        return "*"
+    groups = self.autoscaling_backend.autoscaling_groups
+    name = self._get_param("AutoScalingGroupName")
+    if not name and self._get_param("InstanceId"):
+        instance_id = self._get_param("InstanceId")
+        name = next(
+            (g.name for g in groups.values() if any(s.instance.id == instance_id for s in g.instance_states)), None
+        )
+    if not name:
+        return "*"
+    group = groups.get(name)
+    if group is not None:
+        return group.arn
+    return f"arn:aws:autoscaling:{self.region}:{self.current_account}:autoScalingGroup:*:autoScalingGroupName/{name}"
+
+
+def cloudformation_resource(self):
+    name = self._get_param("StackName")
+    if not name:
+        return "*"
+    try:
+        return self.cloudformation_backend.get_stack(name).stack_id
+    except Exception:
+        if name.startswith("arn:"):
+            return name
+        return f"arn:aws:cloudformation:{self.region}:{self.current_account}:stack/{name}/*"
+
+
+def logs_resource(self):
+    group = self._get_param("logGroupName")
+    if not group:
+        return "*"
+    base = f"arn:aws:logs:{self.region}:{self.current_account}:log-group:{group}"
+    if self._get_action() in ("CreateLogStream", "PutLogEvents"):
+        return f"{base}:log-stream:{self._get_param('logStreamName')}"
+    return f"{base}:*"
+
+
+_AutoScalingResponse._determine_resource = autoscaling_resource
+CloudFormationResponse._determine_resource = cloudformation_resource
+LogsResponse._determine_resource = logs_resource
+
+_log_group_attribute = LogsLogGroup.get_cfn_attribute
+
+
+def log_group_attribute(self, attribute_name):
+    value = _log_group_attribute(self, attribute_name)
+    return value + ":*" if attribute_name == "Arn" else value
+
+
+LogsLogGroup.get_cfn_attribute = log_group_attribute
+
+
+def put_role_policy_json(self, policy_name, policy_json):
+    self.policies[policy_name] = policy_json if isinstance(policy_json, str) else json.dumps(policy_json)
+
+
+IamRole.put_policy = put_role_policy_json
+
+_assumed_role_key_init = AssumedRoleAccessKey.__init__
+
+
+def assumed_role_key_init(self, account_id, partition, access_key_id, headers):
+    _assumed_role_key_init(self, account_id, partition, access_key_id, headers)
+    for assumed_role in sts_backends[account_id][partition].assumed_roles:
+        if assumed_role.access_key_id == access_key_id:
+            expiration = assumed_role.expiration
+            now = datetime.datetime.now(expiration.tzinfo) if expiration.tzinfo else datetime.datetime.utcnow()
+            if expiration <= now:
+                raise CreateAccessKeyFailure(reason="ExpiredToken")
+
+
+AssumedRoleAccessKey.__init__ = assumed_role_key_init
+
+
+def policy_json(document):
+    """A policy document as moto keeps it (JSON text, a dict, or the
+    Python-style text of a dict) as a dict."""
+    if isinstance(document, dict):
+        return document
+    try:
+        return json.loads(document)
+    except ValueError:
+        return ast.literal_eval(document)
+
+
+def trusts_service(role, service):
+    """Whether `role`'s trust policy lets `service` (ec2.amazonaws.com)
+    assume it: an Allow of sts:AssumeRole naming it as a Service principal."""
+    statements = policy_json(role.assume_role_policy_document).get("Statement", [])
+    for statement in statements if isinstance(statements, list) else [statements]:
+        actions = statement.get("Action", [])
+        services = statement.get("Principal", {}).get("Service", [])
+        actions = actions if isinstance(actions, list) else [actions]
+        services = services if isinstance(services, list) else [services]
+        if statement.get("Effect") == "Allow" and "sts:AssumeRole" in actions and service in services:
+            return True
+    return False
+
+
+def service_credentials(request):
+    """Patch (t5): the credentials `Service` gets for a role, as JSON in the
+    shape the instance metadata serves them. The role is `RoleArn`, or the
+    role of `InstanceProfile` (name or ARN) for EC2; `SessionName` (an
+    instance id for EC2), `DurationSeconds` (900 to 43200, default 3600)."""
+    service = str(request["Service"])
+    iam = iam_backends[ACCOUNT]["aws"]
+    if request.get("InstanceProfile"):
+        profile = str(request["InstanceProfile"])
+        profile = (
+            iam.get_instance_profile_by_arn(profile) if profile.startswith("arn:") else iam.get_instance_profile(profile)
+        )
+        if not profile.roles:
+            raise ValueError(f"instance profile {profile.name} has no role")
+        role = profile.roles[0]
+    else:
+        role = iam.get_role_by_arn(str(request["RoleArn"]))
+    if not trusts_service(role, service):
+        raise PermissionError(f"role {role.name} does not trust {service}")
+    duration = int(request.get("DurationSeconds", 3600))
+    if not 60 <= duration <= 43200:
+        raise ValueError("DurationSeconds must be 60 to 43200")
+    session = str(request.get("SessionName") or service.split(".")[0])
+    assumed = sts_backends[ACCOUNT]["aws"].assume_role(
+        region_name="us-east-1",
+        role_session_name=session,
+        role_arn=role.arn,
+        policy=None,
+        duration=duration,
+        external_id=None,
+    )
+    expiration = assumed.expiration.astimezone(datetime.timezone.utc) if assumed.expiration.tzinfo else assumed.expiration
+    return {
+        "Code": "Success",
+        "LastUpdated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "Type": "AWS-HMAC",
+        "RoleName": role.name,
+        "AccessKeyId": assumed.access_key_id,
+        "SecretAccessKey": assumed.secret_access_key,
+        "Token": assumed.session_token,
+        "Expiration": expiration.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def principal_of(key):
+    """Who signs with access key id `key`: `user/<name>` or
+    `assumed-role/<role>/<session>` (for GET /_calls), else None."""
+    if key.startswith("AKIA"):
+        for user in iam_backends[ACCOUNT]["aws"].users.values():
+            if any(k.access_key_id == key for k in user.access_keys):
+                return f"user/{user.name}"
+        return None
+    for assumed_role in list(sts_backends[ACCOUNT]["aws"].assumed_roles):
+        if assumed_role.access_key_id == key:
+            return f"assumed-role/{assumed_role.role_arn.split('/')[-1]}/{assumed_role.session_name}"
+    return None
+
+
 # Patch (p): the listen backlog. werkzeug listens with a backlog of 128; when
 # hundreds of agents connect at once (the formation benchmark starts 1,000)
 # the accept loop, which needs the GIL among a thousand long-polling threads,
@@ -922,6 +1328,7 @@ def main():
     args = parser.parse_args()
     HOLD_WAIT_CONDITIONS = args.hold_wait_conditions
     server = LauncherServer(args.host, args.port, verbose=False)
+    create_principals()
     server.start()
     host, port = server.get_host_and_port()
     PUBLIC_BASE = f"http://{host}:{port}"
