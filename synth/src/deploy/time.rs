@@ -1,13 +1,11 @@
 //! Time as the lifecycle commands read and print it: the wall clock in
 //! unix milliseconds, and UTC stamps to the second.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use aws_sdk_cloudformation::primitives::{DateTime, DateTimeFormat};
 
-/// Unix milliseconds now.
+/// Unix milliseconds now (the project's one clock, `node_contract::clock`).
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    node_contract::clock::system() as i64
 }
 
 /// `2025-01-02T03:04:05Z`.
