@@ -729,7 +729,9 @@ fn stack_commands_into_a_closed_pipe_or_onto_a_full_disk() -> TestResult {
     type Place = fn() -> Stdio;
     let (closed_pipe, full_disk): ((&str, Place), (&str, Place)) =
         (("a closed pipe", closed_pipe), ("/dev/full", full_disk));
-    let rows: [(&[&str], (&str, Place), i32, &str); 12] = [
+    // The arguments, where stdout goes, the exit code, what stderr says.
+    type Row = (&'static [&'static str], (&'static str, Place), i32, &'static str);
+    let rows: [Row; 12] = [
         (&["logs", "piped"], closed_pipe, 0, ""),
         (&["logs", "piped"], full_disk, 2, "error: cannot write the lines to standard output: No space left on device"),
         (&["events", "piped"], closed_pipe, 0, ""),
