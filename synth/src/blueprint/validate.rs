@@ -136,23 +136,13 @@ impl Checker<'_> {
         };
 
         let master = self.required("", "master", bp.master);
-        let master_type_name = master
-            .as_ref()
-            .and_then(|m| m.instance_type.clone())
-            .or_else(|| self.missing_in(&master, "master", "instance_type"));
-        let master_type = match &master_type_name {
-            Some(t) => self.instance_type("master.instance_type", t, region, &targets),
-            None => None,
-        };
+        let master_type_name =
+            self.field_of("master", "instance_type", master.as_ref().map(|m| m.instance_type.clone()));
+        let master_type = self.type_of("master.instance_type", master_type_name.as_deref(), region, &targets);
         let mut bp_workers = self.required("", "workers", bp.workers);
-        let worker_type_name = bp_workers
-            .as_mut()
-            .and_then(|w| w.instance_type.take())
-            .or_else(|| self.missing_in(&bp_workers, "workers", "instance_type"));
-        let worker_type = match &worker_type_name {
-            Some(t) => self.instance_type("workers.instance_type", t, region, &targets),
-            None => None,
-        };
+        let worker_type_name =
+            self.field_of("workers", "instance_type", bp_workers.as_mut().map(|w| w.instance_type.take()));
+        let worker_type = self.type_of("workers.instance_type", worker_type_name.as_deref(), region, &targets);
         let master_public = master.as_ref().and_then(|m| m.public).unwrap_or(true);
 
         let (image, gpu_dlami) = self.image(bp.image, region, &targets);
@@ -208,13 +198,21 @@ impl Checker<'_> {
         })
     }
 
-    /// Reports `parent.field` missing when the section `parent` is there
-    /// (a missing section was reported already); `None` either way.
-    fn missing_in<S, T>(&mut self, section: &Option<S>, parent: &str, field: &str) -> Option<T> {
-        if section.is_some() {
-            self.required::<T>(parent, field, None);
-        }
-        None
+    /// `parent.field`, from `value`: `None` when the section `parent` is
+    /// missing (reported already), else the field, reported when missing.
+    fn field_of<T>(&mut self, parent: &str, field: &str, value: Option<Option<T>>) -> Option<T> {
+        value.and_then(|v| self.required(parent, field, v))
+    }
+
+    /// The catalog's entry for the instance type written at `path`, if any.
+    fn type_of(
+        &mut self,
+        path: &str,
+        name: Option<&str>,
+        region: Option<Region>,
+        targets: &[Region],
+    ) -> Option<&'static InstanceType> {
+        name.and_then(|t| self.instance_type(path, t, region, targets))
     }
 
     /// The gate's settings; without the blueprint's `expected_gbps`, the
