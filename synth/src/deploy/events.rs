@@ -13,7 +13,7 @@ use crate::exit::{ExitCode, printed};
 /// One event as a line: time, status, resource, reason.
 pub fn line(e: &Event) -> String {
     let reason = e.reason.as_deref().map(|r| format!("  {r}")).unwrap_or_default();
-    format!("{}  {:32}  {} ({}){reason}", stamp(e.at_ms), e.status, e.logical_id, e.resource_type)
+    format!("{}  {:32}  {} ({}){reason}", stamp(e.at_ms()), e.status, e.logical_id, e.resource_type)
 }
 
 /// Prints the events of the stack `name`; with `follow`, goes on until it settles.

@@ -93,8 +93,6 @@ pub struct Output {
 pub struct Event {
     /// Unique per event: what de-duplicates them.
     pub id: String,
-    /// When it happened (unix milliseconds).
-    pub at_ms: i64,
     /// When it happened to the precision the service gives (unix
     /// nanoseconds): what orders events of one second or millisecond.
     pub at_ns: i128,
@@ -111,6 +109,11 @@ pub struct Event {
 }
 
 impl Event {
+    /// When it happened, in unix milliseconds (what is printed and timed).
+    pub fn at_ms(&self) -> i64 {
+        i64::try_from(self.at_ns.div_euclid(1_000_000)).unwrap_or(0)
+    }
+
     /// Whether the event is about the stack itself, not one of its resources.
     pub fn is_stack(&self) -> bool {
         self.resource_type == "AWS::CloudFormation::Stack"

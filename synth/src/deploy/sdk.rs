@@ -186,7 +186,6 @@ fn stack_of(s: &aws_sdk_cloudformation::types::Stack) -> Stack {
 fn event_of(e: &aws_sdk_cloudformation::types::StackEvent) -> Event {
     Event {
         id: e.event_id().unwrap_or_default().to_owned(),
-        at_ms: millis(e.timestamp()).unwrap_or(0),
         at_ns: e.timestamp().map_or(0, |t| i128::from(t.secs()) * 1_000_000_000 + i128::from(t.subsec_nanos())),
         logical_id: e.logical_resource_id().unwrap_or_default().to_owned(),
         physical_id: e.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),

@@ -135,10 +135,10 @@ impl Watcher {
         let mut fresh: Vec<Event> = batch.into_iter().filter(|e| self.seen_ids.insert(e.id.clone())).collect();
         // Oldest first; events of the same millisecond keep the API's order reversed (it lists newest first).
         fresh.reverse();
-        fresh.sort_by_key(|e| e.at_ms);
+        fresh.sort_by_key(|e| e.at_ms());
         let mut notes = Vec::new();
         for event in fresh {
-            self.start_ms.get_or_insert(event.at_ms);
+            self.start_ms.get_or_insert(event.at_ms());
             if event.is_stack() {
                 if is_settled(&event.status) && self.settled.is_none() {
                     self.settled = Some((event.status.clone(), event.reason.clone()));
@@ -149,11 +149,11 @@ impl Watcher {
                 let entry = self.resources.entry(event.logical_id.clone()).or_insert(Seen {
                     phase,
                     status: String::new(),
-                    first_ms: event.at_ms,
-                    last_ms: event.at_ms,
+                    first_ms: event.at_ms(),
+                    last_ms: event.at_ms(),
                 });
                 entry.status = event.status.clone();
-                entry.last_ms = event.at_ms;
+                entry.last_ms = event.at_ms();
                 if event.status.ends_with("_FAILED") && !is_cancellation(event.reason.as_deref()) {
                     notes.push(Note::ResourceFailed(event.clone()));
                 }
@@ -303,7 +303,6 @@ pub(crate) mod tests {
     pub(crate) fn ev(n: u32, s: i64, id: &str, ty: &str, status: &str, reason: Option<&str>) -> Event {
         Event {
             id: format!("e{n}"),
-            at_ms: s * 1000,
             at_ns: i128::from(s) * 1_000_000_000,
             logical_id: id.into(),
             physical_id: None,
