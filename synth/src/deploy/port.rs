@@ -21,8 +21,10 @@ pub enum CloudError {
         detail_suffix(.0)
     )]
     NoCredentials(String),
-    /// The credentials were refused or lack a permission.
-    #[error("{what}: access denied: {message}. Use credentials allowed to do this (check AWS_PROFILE / --profile)")]
+    /// The credentials lack a permission: the message names the IAM action
+    /// and the principal AWS refused, and `synth policy`
+    /// ([`super::policy::refusal`]).
+    #[error("{}", super::policy::refusal(.what, .message))]
     Denied {
         /// The call, e.g. "CloudFormation CreateStack on stack demo".
         what: String,

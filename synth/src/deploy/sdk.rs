@@ -442,7 +442,8 @@ impl Cloud for SdkCloud {
                 Some(404) => Ok(false),
                 Some(403) => Err(CloudError::Denied {
                     what: format!("S3 HeadBucket on bucket {bucket}"),
-                    message: "the staging bucket exists but these credentials may not use it".into(),
+                    // A HEAD answer has no body: S3 says nothing more.
+                    message: "HTTP 403: the bucket is another account's, or these credentials may not list it".into(),
                 }),
                 _ => Err(from_sdk(&format!("S3 HeadBucket on bucket {bucket}"), e)),
             },
