@@ -171,13 +171,18 @@ if [ "$rc" != 1 ] || ! grep -q '^parliament: 1 templates, 1 policies, 3 findings
   printf '%s\n' "$out"
   echo "FAIL: parliament did not find the 3 planted findings in tests/fixtures/lint-iam/findings.json (exit code $rc)"
 fi
-rc=0
-out=$(python3 "$root/tests/lint-iam.py" "${templates[@]}" 2>&1) || rc=$?
-printf '%s\n' "$out" | sed "s|$work/templates/||"
-if [ "$rc" != 0 ]; then
-  failed=1
-  echo "FAIL: parliament: findings in the templates' IAM policies (exit code $rc)"
-fi
+# parliament (tests/lint-iam.py) on FILES; WHAT names them in the failure.
+lint_iam() {
+  local what=$1 rc=0 out
+  shift
+  out=$(python3 "$root/tests/lint-iam.py" "$@" 2>&1) || rc=$?
+  printf '%s\n' "$out" | sed "s|$work/templates/||; s|$work/||"
+  if [ "$rc" != 0 ]; then
+    failed=1
+    echo "FAIL: parliament: findings in $what (exit code $rc)"
+  fi
+}
+lint_iam "the templates' IAM policies" "${templates[@]}"
 
 # 7. The deploying user's policy (`synth policy`): its table of what
 # CloudFormation needs per resource type is what scripts/deployer-permissions
@@ -210,13 +215,7 @@ for part in calls resources; do
     { failed=1; echo "FAIL: synth policy --part $part"; }
   policies+=("$work/policy-$part-everything.json" "$work/policy-$part-scoped.json")
 done
-rc=0
-out=$(python3 "$root/tests/lint-iam.py" "${policies[@]}" 2>&1) || rc=$?
-printf '%s\n' "$out" | sed "s|$work/||"
-if [ "$rc" != 0 ]; then
-  failed=1
-  echo "FAIL: parliament: findings in the policy synth policy prints (exit code $rc)"
-fi
+lint_iam "the policy synth policy prints" "${policies[@]}"
 
 if [ "$failed" != 0 ]; then
   [ "$random_count" -gt 0 ] && echo "random blueprints came from LINT_SEED=$seed"
