@@ -342,35 +342,6 @@ pub fn counted_size(document: &Value) -> usize {
     document.to_string().chars().filter(|c| !c.is_whitespace()).count()
 }
 
-/// What to say when AWS refused a call (`what`, as [`super::sdk`] names
-/// it) with `message`: the action and who was refused, from AWS's own
-/// words when it gives them ("User: arn:... is not authorized to perform:
-/// cloudformation:CreateChangeSet on resource: ..."), else the action
-/// synth knows the call needs; and where the policy that allows it is.
-pub fn refusal(what: &str, message: &str) -> String {
-    const HINT: &str = "the deploying user's policy lacks it; `synth policy` prints the policy this release needs";
-    let (who, said) = match message.split_once(" is not authorized to perform: ") {
-        Some((user, rest)) => {
-            let who = user.rsplit("User: ").next().unwrap_or(user).trim();
-            let action = rest.split([' ', ',', ';']).next().unwrap_or_default().trim_end_matches('.');
-            (Some(who.rsplit(':').next().unwrap_or(who).to_owned()), (!action.is_empty()).then(|| action.to_owned()))
-        }
-        None => (None, None),
-    };
-    let action = said.or_else(|| action_of(what).map(str::to_owned));
-    match (action, who) {
-        (Some(action), Some(who)) => format!("{what}: AWS refused {action} to {who}: {HINT}"),
-        (Some(action), None) => format!(
-            "{what}: AWS refused {action} ({message}): the deploying user's policy may lack it; \
-             `synth policy` prints the policy this release needs"
-        ),
-        (None, _) => format!(
-            "{what}: AWS refused it ({message}): the deploying user's policy may lack it; \
-             `synth policy` prints the policy this release needs"
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,35 +429,18 @@ mod tests {
     }
 
     #[test]
+    fn a_call_is_known_by_how_sdk_names_it() {
+        assert_eq!(action_of("CloudFormation DescribeStacks on stack x"), Some("cloudformation:DescribeStacks"));
+        assert_eq!(action_of("S3 PutBucketEncryption on bucket b"), Some("s3:PutEncryptionConfiguration"));
+        assert_eq!(action_of("CloudFormation DescribeStacksX"), None);
+    }
+
+    #[test]
     fn a_prefix_cannot_widen_an_arn() {
         for bad in ["*", "a*", "a/b", "1abc", "a b", "-a", &"a".repeat(129)] {
             assert!(Scope::new(bad, None).is_err(), "{bad:?}");
         }
         assert!(Scope::new("", None).is_ok());
         assert!(Scope::new("resnet-2", None).is_ok());
-    }
-
-    #[test]
-    fn a_refusal_names_the_action_and_the_user_in_one_line() {
-        let text = refusal(
-            "CloudFormation CreateChangeSet on stack demo",
-            "User: arn:aws:iam::123456789012:user/ci-deployer is not authorized to perform: \
-             cloudformation:CreateChangeSet on resource: arn:aws:cloudformation:us-east-1:123456789012:stack/demo/x \
-             because no identity-based policy allows the cloudformation:CreateChangeSet action",
-        );
-        assert_eq!(
-            text,
-            "CloudFormation CreateChangeSet on stack demo: AWS refused cloudformation:CreateChangeSet to \
-             user/ci-deployer: the deploying user's policy lacks it; `synth policy` prints the policy this release needs"
-        );
-        // S3 says only "Access Denied": the action is the one synth knows.
-        let text = refusal("S3 PutBucketEncryption on bucket b", "AccessDenied: Access Denied");
-        assert!(
-            text.starts_with("S3 PutBucketEncryption on bucket b: AWS refused s3:PutEncryptionConfiguration ("),
-            "{text}"
-        );
-        assert!(!text.contains('\n'));
-        assert_eq!(action_of("CloudFormation DescribeStacks on stack x"), Some("cloudformation:DescribeStacks"));
-        assert_eq!(action_of("CloudFormation DescribeStacksX"), None);
     }
 }
