@@ -11,7 +11,11 @@
 # finding (its community auditors included), a template that does not parse, or
 # no snapshots at all fails the run (exit 1). Before the templates, parliament
 # must find the three mistakes planted in tests/fixtures/lint-iam/findings.json,
-# so a lint that silently checks nothing fails too.
+# so a lint that silently checks nothing fails too. Then the deploying user's
+# policy: synth/src/deploy/resource_permissions.json must be what
+# scripts/deployer-permissions makes (--check), must cover every resource type
+# of those templates, and parliament must find nothing in what `synth policy`
+# prints.
 #
 # Usage: tests/lint-templates.sh [SNAPSHOT_DIR]
 # Environment:
@@ -64,20 +68,25 @@ for snap in "${snaps[@]}"; do
   awk 'n >= 2 { print; next } /^---[[:space:]]*$/ { n++ }' "$snap" >"$work/templates/$name.json"
 done
 
-# 2. Random blueprints, built by the synth binary.
-built=0
-if [ "$random_count" -gt 0 ]; then
-  echo "random blueprints: $random_count, seed $seed (LINT_SEED=$seed reproduces them)"
-  # The binary and the example as `cargo test --workspace` builds them (it
-  # builds every binary and example), so that after the tests nothing is
-  # compiled again: `cargo build -p synth` resolves other features and
-  # compiled tokio, the AWS SDK and synth a second time.
+# The synth binary and its examples as `cargo test --workspace` builds them
+# (it builds every binary and example), so that after the tests nothing is
+# compiled again: `cargo build -p synth` resolves other features and
+# compiled tokio, the AWS SDK and synth a second time. Sets target_dir and synth.
+find_synth() {
+  [ -n "${synth:-}" ] && return 0
   cargo test --quiet --locked --workspace --no-run
   # The target directory as cargo sees it (CARGO_TARGET_DIR, config, or default).
   target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
   synth=$target_dir/debug/synth
   [ -x "$synth" ] || die "synth binary not found at $synth"
+}
+
+# 2. Random blueprints, built by the synth binary.
+built=0
+if [ "$random_count" -gt 0 ]; then
+  echo "random blueprints: $random_count, seed $seed (LINT_SEED=$seed reproduces them)"
+  find_synth
   "$target_dir/debug/examples/random_blueprints" --seed "$seed" --count "$random_count" --out "$work/blueprints"
   for bp in "$work/blueprints"/*.yaml; do
     name=$(basename "$bp" .yaml)
@@ -162,13 +171,51 @@ if [ "$rc" != 1 ] || ! grep -q '^parliament: 1 templates, 1 policies, 3 findings
   printf '%s\n' "$out"
   echo "FAIL: parliament did not find the 3 planted findings in tests/fixtures/lint-iam/findings.json (exit code $rc)"
 fi
-rc=0
-out=$(python3 "$root/tests/lint-iam.py" "${templates[@]}" 2>&1) || rc=$?
-printf '%s\n' "$out" | sed "s|$work/templates/||"
-if [ "$rc" != 0 ]; then
+# parliament (tests/lint-iam.py) on FILES; WHAT names them in the failure.
+lint_iam() {
+  local what=$1 rc=0 out
+  shift
+  out=$(python3 "$root/tests/lint-iam.py" "$@" 2>&1) || rc=$?
+  printf '%s\n' "$out" | sed "s|$work/templates/||; s|$work/||"
+  if [ "$rc" != 0 ]; then
+    failed=1
+    echo "FAIL: parliament: findings in $what (exit code $rc)"
+  fi
+}
+lint_iam "the templates' IAM policies" "${templates[@]}"
+
+# 7. The deploying user's policy (`synth policy`): its table of what
+# CloudFormation needs per resource type is what scripts/deployer-permissions
+# makes from the pinned cfn-lint and parliament, it covers every resource
+# type of every template above, and parliament finds nothing in it.
+if ! python3 "$root/scripts/deployer-permissions" --check; then
   failed=1
-  echo "FAIL: parliament: findings in the templates' IAM policies (exit code $rc)"
+  echo "FAIL: synth/src/deploy/resource_permissions.json is stale: run scripts/deployer-permissions"
 fi
+if ! python3 - "$root/synth/src/deploy/resource_permissions.json" "${templates[@]}" <<'PY'
+import json, os, sys
+covered = json.load(open(sys.argv[1]))["types"]
+missing = set()
+for path in sys.argv[2:]:
+    for resource in json.load(open(path)).get("Resources", {}).values():
+        if resource["Type"] not in covered and not os.path.basename(path).startswith("images-"):
+            missing.add(resource["Type"])
+for t in sorted(missing):
+    print(f"FAIL: {t} is in a template but not in resource_permissions.json: add a snapshot that has it, then run scripts/deployer-permissions")
+sys.exit(1 if missing else 0)
+PY
+then
+  failed=1
+fi
+find_synth
+policies=()
+for part in calls resources; do
+  "$synth" policy --part "$part" >"$work/policy-$part-everything.json" &&
+    "$synth" policy --part "$part" --stack-name-prefix resnet --region eu-west-1 >"$work/policy-$part-scoped.json" ||
+    { failed=1; echo "FAIL: synth policy --part $part"; }
+  policies+=("$work/policy-$part-everything.json" "$work/policy-$part-scoped.json")
+done
+lint_iam "the policy synth policy prints" "${policies[@]}"
 
 if [ "$failed" != 0 ]; then
   [ "$random_count" -gt 0 ] && echo "random blueprints came from LINT_SEED=$seed"

@@ -127,6 +127,36 @@ fn validate_schema_and_regions() {
     assert!(stdout(&o).contains("Exit codes"));
 }
 
+/// `synth policy`: each part is one IAM policy document on stdout, scoped
+/// by the options; a prefix that could widen an ARN is refused (exit 2,
+/// nothing printed); `--help` says how to attach it.
+#[test]
+fn policy_prints_each_document_and_refuses_a_widening_prefix() {
+    for part in ["calls", "resources"] {
+        let o = synth(&["policy", "--part", part, "--stack-name-prefix", "ml", "--region", "eu-west-1"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(o.stderr.is_empty(), "{}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(doc["Version"], "2012-10-17");
+        let statements = doc["Statement"].as_array().unwrap();
+        assert!(statements.iter().all(|s| s["Effect"] == "Allow" && s["Sid"].is_string()), "{doc}");
+        assert!(!stdout(&o).contains("stack/*/*"), "scoped to the prefix: {doc}");
+    }
+    let o = synth(&["policy", "--part", "calls", "--stack-name-prefix", "ml*"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(stderr(&o).contains("--stack-name-prefix \"ml*\": a stack name starts with a letter"), "{}", stderr(&o));
+    let o = synth(&["policy"]);
+    assert_eq!(o.status.code(), Some(2), "--part is required");
+    let o = synth(&["policy", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stdout(&o).contains("aws iam create-policy") && stdout(&o).contains("attach-user-policy"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 #[test]
 fn a_blueprint_on_stdin() {
     use std::io::Write;

@@ -215,6 +215,20 @@ const CASES: &[Case] = &[
         after: nothing,
     },
     Case {
+        name: "policy onto a full disk: exit 2 and why",
+        setup: |_| Some(stdout_to(synth(&["policy", "--part", "resources"]), full_disk())),
+        code: 2,
+        says: "cannot write the policy to standard output",
+        after: nothing,
+    },
+    Case {
+        name: "policy into a closed pipe: ends quietly",
+        setup: |_| Some(stdout_to(synth(&["policy", "--part", "resources"]), closed_pipe())),
+        code: 0,
+        says: "",
+        after: nothing,
+    },
+    Case {
         name: "--help onto a full disk: exit 2",
         setup: |_| Some(stdout_to(synth(&["--help"]), full_disk())),
         code: 2,

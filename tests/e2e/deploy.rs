@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use e2e::moto::LocalAws;
 use e2e::stack::{IMAGE_PARAMETER, ensure_image_parameter};
-use e2e::synth_cli::{bin as synth_bin, command as synth};
+use e2e::synth_cli::{bin as synth_bin, command as synth, command_as as synth_as};
 use e2e::{Cluster, ClusterStack, Network};
 use synth::deploy::monitor::now_ms;
 
@@ -157,6 +157,39 @@ fn deploy_minimal(aws: &LocalAws, key: &str, package: &Path, extra: &[&str]) -> 
     cmd
 }
 
+/// The two documents `synth policy --part calls|resources` prints for `args`.
+fn printed_policies(args: &[&str]) -> Vec<serde_json::Value> {
+    ["calls", "resources"]
+        .iter()
+        .map(|part| {
+            let mut all = vec!["policy", "--part", part];
+            all.extend_from_slice(args);
+            let out = Command::new(synth_bin()).args(&all).output().expect("synth policy runs");
+            assert!(out.status.success(), "synth policy: {}", String::from_utf8_lossy(&out.stderr));
+            serde_json::from_slice(&out.stdout).expect("synth policy prints JSON")
+        })
+        .collect()
+}
+
+/// `policies` without the statement whose `Sid` is `sid`.
+fn without_statement(policies: &[serde_json::Value], sid: &str) -> Vec<serde_json::Value> {
+    let mut policies = policies.to_vec();
+    let mut removed = 0;
+    for policy in &mut policies {
+        let statements = policy["Statement"].as_array_mut().unwrap();
+        let before = statements.len();
+        statements.retain(|s| s["Sid"] != sid);
+        removed += before - statements.len();
+    }
+    assert_eq!(removed, 1, "one statement {sid} in {policies:?}");
+    policies
+}
+
+/// The whole lifecycle, run by a user whose only permissions are what
+/// `synth policy` prints (moto checks each of synth's calls against it;
+/// what CloudFormation then does on the user's behalf it does not check,
+/// see `synth::deploy::policy`); and a user without the statement that
+/// allows changing stacks is told which action is missing.
 #[test]
 fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     assert_eq!(IMAGE, format!("ImageId={IMAGE_PARAMETER}"));
@@ -167,6 +200,9 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     let pkg = pkg.to_str().unwrap();
     let bp = blueprint(dir.path(), "cluster.yaml", |t| t);
     let key = "deployer";
+    let policy = printed_policies(&["--stack-name-prefix", "minimal", "--region", "us-east-1"]);
+    let secret = aws.user_with_policies(key, &policy)?;
+    let synth = |_: &LocalAws, _: &str, args: &[&str]| synth_as(&aws, &secret, args);
     assert_eq!(count_calls(&aws, key, "CreateStack"), 0);
     let deploy = |extra: &[&str]| {
         let mut args = vec!["deploy", &bp, "--region", "us-east-1", "-p", IMAGE, "--agent-package", pkg];
@@ -232,6 +268,34 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     let (code, out, _) = run(synth(&aws, key, &["events", "minimal", "--region", "us-east-1"]));
     assert_eq!(code, 0);
     assert!(out.contains("CREATE_COMPLETE") && out.contains("FormationWaitCondition"), "{out}");
+    let (code, out, err) = run(synth(&aws, key, &["status", "minimal", "--region", "us-east-1"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("UPDATE_COMPLETE"), "{out}");
+    let (code, _, err) = run(synth(&aws, key, &["logs", "minimal", "--region", "us-east-1"]));
+    assert!(!err.contains("refused"), "synth logs is allowed: {err}");
+    assert!(code == 0 || code == 1, "{err}");
+    let (code, out, err) = run(synth(&aws, key, &["stage", pkg, "--region", "us-east-1"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("agent_package_url: s3://"), "{out}");
+    let diff = ["diff", &bp, "--region", "us-east-1", "-p", IMAGE, "--agent-package", pkg, "-p", "WorkerCount=2"];
+    let (code, out, err) = run(synth(&aws, key, &diff));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("~ WorkerGroup"), "{out}\n{err}");
+    assert!(aws.refused().is_empty(), "the policy allowed every call: {:?}", aws.refused());
+
+    // Without the statement that changes stacks, diff names the action it lacks.
+    let narrow = without_statement(&policy, "SynthChangesStacks");
+    let narrow_key = aws.user_with_policies("deployer-without-changes", &narrow)?;
+    let (code, _, err) = run(synth_as(&aws, &narrow_key, &diff));
+    assert_eq!(code, 2, "{err}");
+    let error: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(
+        error,
+        ["error: CloudFormation CreateChangeSet on stack minimal: AWS refused cloudformation:CreateChangeSet to \
+          user/deployer-without-changes: the deploying user's policy lacks it; `synth policy` prints the policy \
+          this release needs"],
+        "{err}"
+    );
 
     // Delete, watched to the end.
     let (code, _, err) = run(synth(&aws, key, &["delete", "minimal", "--region", "us-east-1"]));
@@ -475,6 +539,47 @@ fn stage_uploads_once_and_prints_the_lines_a_blueprint_needs() -> TestResult {
     let (code, _, err) = run(synth(&aws, "stager", &["validate", &after, "--region", "us-east-1"]));
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("would fail to form"), "{err}");
+    Ok(())
+}
+
+/// A user without one statement of `synth policy` is told, in one line
+/// (exit 2, as for any AWS error), which action AWS refused and to whom,
+/// and where the policy is: S3, whose HEAD answer names nothing, through
+/// the action synth knows the call needs; CloudFormation in AWS's words.
+#[test]
+fn a_user_without_a_statement_is_told_the_missing_action() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let pkg = pkg.to_str().unwrap();
+    let policy = printed_policies(&["--region", "us-east-1"]);
+    let rows: [(&str, &[&str], &str); 2] = [
+        (
+            "SynthStagingBucket",
+            &["stage", pkg, "--region", "us-east-1"],
+            "error: S3 HeadBucket on bucket deeplearning-cluster-staging-123456789012-us-east-1: AWS refused \
+             s3:ListBucket (HTTP 403: the bucket is another account's, or these credentials may not list it): the \
+             deploying user's policy may lack it; `synth policy` prints the policy this release needs",
+        ),
+        (
+            "SynthAny",
+            &["status", "--region", "us-east-1"],
+            "error: CloudFormation DescribeStacks: AWS refused cloudformation:DescribeStacks to user/without-SynthAny: \
+             the deploying user's policy lacks it; `synth policy` prints the policy this release needs",
+        ),
+    ];
+    for (sid, args, says) in rows {
+        let key = aws.user_with_policies(&format!("without-{sid}"), &without_statement(&policy, sid))?;
+        let (code, out, err) = run(synth_as(&aws, &key, args));
+        assert_eq!((code, out.as_str()), (2, ""), "{err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(errors, [says], "without {sid}: {err}");
+        assert!(!err.contains("caused by") && !err.contains("Error {"), "no SDK dump: {err}");
+        // With the whole policy the same command goes past that call.
+        let key = aws.user_with_policies(&format!("with-{sid}"), &policy)?;
+        let (code, _, err) = run(synth_as(&aws, &key, args));
+        assert_eq!(code, 0, "{err}");
+    }
     Ok(())
 }
 

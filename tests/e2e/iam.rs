@@ -400,6 +400,18 @@ fn every_aws_call_in_the_code_has_a_row_in_the_iam_table() {
         missing.join("\n")
     );
     assert!(called.len() >= 30, "the scan found only {} operations: {called:?}", called.len());
+    // synth's calls: each is in the policy `synth policy` prints, as the IAM
+    // action AWS authorizes it as (GetCallerIdentity needs none).
+    for ((service, op), files) in &called {
+        if op == "GetCallerIdentity" || !files.iter().any(|f| f.starts_with("synth/")) {
+            continue;
+        }
+        assert!(
+            synth::deploy::policy::CALLS.iter().any(|c| c.operation.split(' ').any(|word| word == op)),
+            "{op} ({service}), called in {files:?}, has no row in synth::deploy::policy::CALLS: `synth policy` \
+             would not allow it"
+        );
+    }
     // Each row names tests that exist: `file::test`, in tests/e2e/<file>.rs.
     for ((service, op), cells) in &rows {
         assert_eq!(cells.len(), 4, "{op} ({service}): a row has 4 cells: {cells:?}");

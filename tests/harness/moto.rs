@@ -204,6 +204,32 @@ impl LocalAws {
         }
     }
 
+    /// Makes IAM user `name` with exactly `policies` (IAM policy documents,
+    /// each a customer managed policy attached to the user, the way
+    /// `synth policy --help` tells an administrator to) and one access key,
+    /// through IAM's own API as the harness's administrator; returns the key
+    /// id and secret. Its calls are listed with `principal` `user/<name>`.
+    pub fn user_with_policies(&self, name: &str, policies: &[serde_json::Value]) -> Result<(String, String)> {
+        let version = ("Version", "2010-05-08");
+        self.query("iam", &[("Action", "CreateUser"), version, ("UserName", name)])?;
+        for (i, policy) in policies.iter().enumerate() {
+            let document = policy.to_string();
+            let policy_name = format!("{name}-{i}");
+            let created = self.query(
+                "iam",
+                &[("Action", "CreatePolicy"), version, ("PolicyName", &policy_name), ("PolicyDocument", &document)],
+            )?;
+            let arn = crate::stack::xml_text(&created, "Arn")
+                .ok_or_else(|| Error::Unexpected { what: "IAM CreatePolicy".into(), detail: created.clone() })?;
+            self.query("iam", &[("Action", "AttachUserPolicy"), version, ("UserName", name), ("PolicyArn", &arn)])?;
+        }
+        let key = self.query("iam", &[("Action", "CreateAccessKey"), version, ("UserName", name)])?;
+        match (crate::stack::xml_text(&key, "AccessKeyId"), crate::stack::xml_text(&key, "SecretAccessKey")) {
+            (Some(id), Some(secret)) => Ok((id, secret)),
+            _ => Err(Error::Unexpected { what: "IAM CreateAccessKey".into(), detail: key }),
+        }
+    }
+
     fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
         post_json(url, body)
     }

@@ -27,7 +27,13 @@ pub fn bin() -> PathBuf {
 /// administrator policy: `LocalAws::user`; the launcher logs its calls with
 /// `principal` `user/<user>`), and nothing from the user's AWS files.
 pub fn command(aws: &LocalAws, user: &str, args: &[&str]) -> Command {
-    let (key, secret) = aws.user(user).unwrap_or_else(|e| panic!("the local AWS makes IAM user {user}: {e}"));
+    let key = aws.user(user).unwrap_or_else(|e| panic!("the local AWS makes IAM user {user}: {e}"));
+    command_as(aws, &key, args)
+}
+
+/// A `synth` command as [`command`] makes it, signing with the access key
+/// `key` (id, secret), e.g. of a user made by `LocalAws::user_with_policy`.
+pub fn command_as(aws: &LocalAws, (key, secret): &(String, String), args: &[&str]) -> Command {
     let mut cmd = Command::new(bin());
     cmd.current_dir(crate::repo_root()).args(args);
     for (k, v) in aws.env() {

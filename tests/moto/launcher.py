@@ -1158,6 +1158,12 @@ def autoscaling_resource(self):
 
 def cloudformation_resource(self):
     name = self._get_param("StackName")
+    change_set = self._get_param("ChangeSetName")
+    if not name and change_set:
+        # A change set named by its ARN alone (Describe/Execute/DeleteChangeSet):
+        # AWS authorizes the call against the change set's stack.
+        found = self.cloudformation_backend.change_sets.get(change_set)
+        return found.stack_id if found is not None else "*"
     if not name:
         return "*"
     try:
@@ -1177,6 +1183,20 @@ def logs_resource(self):
         return f"{base}:log-stream:{self._get_param('logStreamName')}"
     return f"{base}:*"
 
+
+# (t9) S3 calls are authorized under moto's own names for some operations,
+#      not AWS's: HeadBucket as s3:HeadBucket (AWS: s3:ListBucket), and
+#      PutBucketEncryption, PutBucketOwnershipControls and
+#      PutPublicAccessBlock as s3:CreateBucket (moto's default for a bucket
+#      PUT; its `public_access_block` key never matches the
+#      `publicAccessBlock` query). They get AWS's action names, so a policy
+#      that allows exactly what AWS checks (`synth policy`) is enough here.
+from moto.s3.responses import ACTION_MAP as S3_ACTION_MAP  # noqa: E402
+
+S3_ACTION_MAP["BUCKET"]["HEAD"]["DEFAULT"] = "ListBucket"
+S3_ACTION_MAP["BUCKET"]["PUT"]["encryption"] = "PutEncryptionConfiguration"
+S3_ACTION_MAP["BUCKET"]["PUT"]["ownershipControls"] = "PutBucketOwnershipControls"
+S3_ACTION_MAP["BUCKET"]["PUT"]["publicAccessBlock"] = "PutBucketPublicAccessBlock"
 
 _AutoScalingResponse._determine_resource = autoscaling_resource
 CloudFormationResponse._determine_resource = cloudformation_resource

@@ -16,6 +16,7 @@ mod input;
 mod logs;
 mod output;
 mod outputs;
+mod policy;
 mod regions;
 mod schema;
 mod ssh;
@@ -90,6 +91,9 @@ pub enum Command {
     /// Put the agent package into the staging bucket and print the
     /// blueprint lines that install it at boot (for the console route).
     Stage(stage::StageArgs),
+    /// Print the IAM policies a user needs to run the commands above, and
+    /// nothing else (JSON on stdout; --help says how to attach them).
+    Policy(policy::PolicyArgs),
 }
 
 /// What `--region` means for `synth image`: the image is copied to all five
@@ -113,5 +117,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Ssh(args) => ssh::run(&args),
         Command::Delete(args) => delete::run(&args),
         Command::Stage(args) => stage::run(&args),
+        Command::Policy(args) => policy::run(&args),
     }
 }

@@ -19,6 +19,8 @@
 //! [`logs`]. They decide every exit code and write only through the
 //! [`console::Console`], so each decision is tested on the fakes.
 //!
+//! [`policy`] is the IAM policy those calls need (`synth policy`).
+//!
 //! One port does every AWS call ([`port::Cloud`]); [`sdk`] implements it with
 //! the AWS SDK. The other is the terminal ([`console::Console`]): the command
 //! line implements it with `cli-output`, the prompt and Ctrl-C. [`monitor`]
@@ -38,6 +40,7 @@ pub mod formation;
 pub mod logs;
 pub mod monitor;
 pub mod phase;
+pub mod policy;
 pub mod port;
 pub mod prepare;
 pub mod sdk;

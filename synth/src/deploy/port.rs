@@ -21,13 +21,18 @@ pub enum CloudError {
         detail_suffix(.0)
     )]
     NoCredentials(String),
-    /// The credentials were refused or lack a permission.
-    #[error("{what}: access denied: {message}. Use credentials allowed to do this (check AWS_PROFILE / --profile)")]
+    /// The credentials lack a permission: the message names the IAM action
+    /// and the principal AWS refused, and `synth policy` ([`refusal`]).
+    #[error("{}", refusal(.what, .message, .action.as_deref()))]
     Denied {
         /// The call, e.g. "CloudFormation CreateStack on stack demo".
         what: String,
         /// The service's message.
         message: String,
+        /// The IAM action synth knows the call needs
+        /// (`super::policy::action_of`), for a refusal that does not name
+        /// it (S3's).
+        action: Option<String>,
     },
     /// The request was refused as invalid.
     #[error("{what}: {message}")]
@@ -51,6 +56,36 @@ pub enum CloudError {
 /// error chain of several lines, as `cli_output::report` writes them).
 fn detail_suffix(detail: &str) -> String {
     if detail.is_empty() { String::new() } else { format!("\n  caused by: {detail}") }
+}
+
+/// What to say when AWS refused a call (`what`, as [`super::sdk`] names
+/// it) with `message`, in one line: the action and who was refused, from
+/// AWS's own words when it gives them ("User: arn:... is not authorized to
+/// perform: cloudformation:CreateChangeSet on resource: ..."), else `known`,
+/// the action synth knows the call needs; and where the policy that allows
+/// it is.
+pub fn refusal(what: &str, message: &str, known: Option<&str>) -> String {
+    const HINT: &str = "the deploying user's policy lacks it; `synth policy` prints the policy this release needs";
+    let (who, said) = match message.split_once(" is not authorized to perform: ") {
+        Some((user, rest)) => {
+            let who = user.rsplit("User: ").next().unwrap_or(user).trim();
+            let action = rest.split([' ', ',', ';']).next().unwrap_or_default().trim_end_matches('.');
+            (Some(who.rsplit(':').next().unwrap_or(who).to_owned()), (!action.is_empty()).then(|| action.to_owned()))
+        }
+        None => (None, None),
+    };
+    let action = said.or_else(|| known.map(str::to_owned));
+    match (action, who) {
+        (Some(action), Some(who)) => format!("{what}: AWS refused {action} to {who}: {HINT}"),
+        (Some(action), None) => format!(
+            "{what}: AWS refused {action} ({message}): the deploying user's policy may lack it; \
+             `synth policy` prints the policy this release needs"
+        ),
+        (None, _) => format!(
+            "{what}: AWS refused it ({message}): the deploying user's policy may lack it; \
+             `synth policy` prints the policy this release needs"
+        ),
+    }
 }
 
 /// What every method returns.
@@ -302,4 +337,38 @@ pub trait Cloud: Send + Sync {
     fn object_exists(&self, bucket: &str, key: &str) -> impl Future<Output = CloudResult<bool>> + Send;
     /// Uploads an object.
     fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> impl Future<Output = CloudResult<()>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_the_action_and_the_user_in_one_line() {
+        let text = refusal(
+            "CloudFormation CreateChangeSet on stack demo",
+            "User: arn:aws:iam::123456789012:user/ci-deployer is not authorized to perform: \
+             cloudformation:CreateChangeSet on resource: arn:aws:cloudformation:us-east-1:123456789012:stack/demo/x \
+             because no identity-based policy allows the cloudformation:CreateChangeSet action",
+            Some("cloudformation:SomethingElse"),
+        );
+        assert_eq!(
+            text,
+            "CloudFormation CreateChangeSet on stack demo: AWS refused cloudformation:CreateChangeSet to \
+             user/ci-deployer: the deploying user's policy lacks it; `synth policy` prints the policy this release needs"
+        );
+        // S3 says only "Access Denied": the action is the one synth knows.
+        let text = refusal(
+            "S3 PutBucketEncryption on bucket b",
+            "AccessDenied: Access Denied",
+            Some("s3:PutEncryptionConfiguration"),
+        );
+        assert!(
+            text.starts_with("S3 PutBucketEncryption on bucket b: AWS refused s3:PutEncryptionConfiguration ("),
+            "{text}"
+        );
+        assert!(!text.contains('\n'));
+        let text = refusal("S3 X on bucket b", "HTTP 403: no", None);
+        assert!(text.starts_with("S3 X on bucket b: AWS refused it (HTTP 403: no)"), "{text}");
+    }
 }

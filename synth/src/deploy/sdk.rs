@@ -18,6 +18,7 @@ use aws_sdk_cloudformation::error::{DisplayErrorContext, ProvideErrorMetadata, S
 use aws_sdk_cloudformation::types::{Capability, ChangeSetType, OnFailure, Parameter};
 use aws_sdk_s3::primitives::ByteStream;
 
+use super::policy::action_of;
 use super::port::*;
 
 /// The SDK clients, sharing one config.
@@ -104,7 +105,7 @@ where
             let message =
                 if code.is_empty() { format!("HTTP {status}: {message}") } else { format!("{code}: {message}") };
             if status == 403 || code.contains("AccessDenied") || code.contains("UnauthorizedOperation") {
-                CloudError::Denied { what: what.to_owned(), message }
+                CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
             } else if code == "ExpiredToken" || code == "InvalidClientTokenId" || code == "UnrecognizedClientException"
             {
                 CloudError::NoCredentials(message)
@@ -442,7 +443,9 @@ impl Cloud for SdkCloud {
                 Some(404) => Ok(false),
                 Some(403) => Err(CloudError::Denied {
                     what: format!("S3 HeadBucket on bucket {bucket}"),
-                    message: "the staging bucket exists but these credentials may not use it".into(),
+                    action: action_of("S3 HeadBucket").map(str::to_owned),
+                    // A HEAD answer has no body: S3 says nothing more.
+                    message: "HTTP 403: the bucket is another account's, or these credentials may not list it".into(),
                 }),
                 _ => Err(from_sdk(&format!("S3 HeadBucket on bucket {bucket}"), e)),
             },
