@@ -93,10 +93,15 @@ pub(super) async fn own_loop(
 ) -> anyhow::Result<()> {
     let mut ticks = tokio::time::interval(cadence.probe);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = String::new();
     loop {
         ticks.tick().await;
         let reading = read(root, instance_id).await;
-        debug!("idle guard: the master is {}", reading.describe());
+        let now = reading.describe();
+        if now != last {
+            debug!("idle guard: the master is {now}");
+            last = now;
+        }
         readings.send_replace(Some(reading));
     }
 }
