@@ -16,7 +16,7 @@ use node_contract::clock::Clock;
 use node_contract::message;
 use tracing::{debug, error, info, warn};
 
-use super::master_loop::Ports;
+use super::Ports;
 use super::retry::retry;
 use super::state_file::SentMark;
 use crate::aws::SqsQueue;

@@ -17,6 +17,7 @@ use node_contract::idle::Activity;
 use node_contract::message::{self, MasterInbound, Register};
 use tracing::{debug, info, warn};
 
+use super::Ports;
 use super::boot::prepare_marker;
 use super::effects::execute;
 use super::retry::{LONG_POLL, retry};
@@ -26,16 +27,6 @@ use crate::cluster::MasterState;
 use crate::cluster::master::idle::IdleSettings;
 use crate::files;
 use crate::ports::{Formation, GroupSize, PortError, Power, Queue, Received, StackSignals, WorkerGroup};
-
-/// The master's ports besides its queues.
-pub(super) struct Ports<'a, G, S, P> {
-    /// The workers' Auto Scaling group.
-    pub group: &'a G,
-    /// CloudFormation's signals.
-    pub signals: &'a S,
-    /// The master's own power (the idle guard's `stop`).
-    pub power: &'a P,
-}
 
 /// The idle guard, as the master loop runs it.
 pub(super) struct Guard {

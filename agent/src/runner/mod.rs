@@ -55,6 +55,16 @@ use crate::files;
 use crate::netgate;
 pub(crate) use state_file::master_state_path;
 
+/// The master's ports besides its queues.
+pub(crate) struct Ports<'a, G, S, P> {
+    /// The workers' Auto Scaling group.
+    pub group: &'a G,
+    /// CloudFormation's signals.
+    pub signals: &'a S,
+    /// The master's own power (the idle guard's `stop`).
+    pub power: &'a P,
+}
+
 /// How `agent run` was asked to run.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -188,7 +198,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 key,
                 &master_queue,
                 &worker_queue,
-                master_loop::Ports { group: &group, signals: &signals, power: &power },
+                Ports { group: &group, signals: &signals, power: &power },
                 master_loop::Guard { settings: idle, own: own_activity },
                 clock,
             );
