@@ -10,6 +10,7 @@
 //! The master hands its own readings to its loop through a channel instead.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use node_contract::clock::Clock;
@@ -18,6 +19,7 @@ use node_contract::message::Message;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::activity::Gpus;
 use crate::aws::SqsQueue;
 use crate::ports::Queue;
 
@@ -64,9 +66,10 @@ pub(super) async fn report_loop(
     let mut ticks = tokio::time::interval(cadence.probe);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sent: Option<(bool, u64)> = None;
+    let gpus = Arc::new(tokio::task::spawn_blocking(Gpus::open).await.unwrap_or_default());
     loop {
         ticks.tick().await;
-        let reading = read(root, instance_id).await;
+        let reading = read(root, instance_id, &gpus).await;
         let (busy, now) = (reading.busy(), clock());
         if !due(last_sent, busy, now, cadence.report_ms) {
             continue;
@@ -94,9 +97,10 @@ pub(super) async fn own_loop(
     let mut ticks = tokio::time::interval(cadence.probe);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = String::new();
+    let gpus = Arc::new(tokio::task::spawn_blocking(Gpus::open).await.unwrap_or_default());
     loop {
         ticks.tick().await;
-        let reading = read(root, instance_id).await;
+        let reading = read(root, instance_id, &gpus).await;
         let now = reading.describe();
         if now != last {
             debug!("idle guard: the master is {now}");
@@ -106,10 +110,10 @@ pub(super) async fn own_loop(
     }
 }
 
-/// One reading, off the async threads (it reads files under `/proc`).
-async fn read(root: &Path, instance_id: &str) -> Activity {
-    let (root, id): (PathBuf, String) = (root.to_owned(), instance_id.to_owned());
-    tokio::task::spawn_blocking(move || crate::activity::probe(&id, &root, Path::new("/proc")))
+/// One reading, off the async threads (it reads files under `/proc`, and NVML).
+async fn read(root: &Path, instance_id: &str, gpus: &Arc<Gpus>) -> Activity {
+    let (root, id, gpus): (PathBuf, String, Arc<Gpus>) = (root.to_owned(), instance_id.to_owned(), gpus.clone());
+    tokio::task::spawn_blocking(move || crate::activity::probe(&id, &root, Path::new("/proc"), &gpus))
         .await
         .unwrap_or_else(|_| Activity { instance_id: instance_id.to_owned(), ..Activity::default() })
 }
