@@ -63,6 +63,18 @@ pub struct RunArgs {
     /// Do not mount EFS; only write its fstab line and mount point.
     #[arg(long)]
     no_mount: bool,
+    /// Test-only knob: the length of the idle guard's minute, in
+    /// milliseconds (default 60000). The end-to-end tests shorten it so
+    /// that a blueprint's 5 minutes pass in seconds; a blueprint cannot set
+    /// it (it is not in the node config), only whoever starts the agent.
+    #[arg(long, hide = true, value_name = "MS", env = "DEEPLEARNING_TEST_IDLE_MINUTE_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_minute_ms: u64,
+    /// The command the idle guard's `stop` powers the master off with
+    /// (default `systemctl poweroff`); the end-to-end tests give one that
+    /// leaves a mark instead.
+    #[arg(long, hide = true, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true)]
+    power_off_command: Option<Vec<String>>,
 }
 
 /// Arguments of `agent render`.
@@ -140,7 +152,16 @@ fn reason(s: &str) -> Result<String, String> {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => {
-            runner::run(runner::Options { root: args.root.root, config: args.config, mount: !args.no_mount }).await
+            runner::run(runner::Options {
+                root: args.root.root,
+                config: args.config,
+                mount: !args.no_mount,
+                idle_minute_ms: args.idle_minute_ms,
+                power_off: args
+                    .power_off_command
+                    .unwrap_or_else(|| crate::power::DEFAULT_COMMAND.iter().map(|w| (*w).to_owned()).collect()),
+            })
+            .await
         }
         Command::Status(args) => status(&args),
         Command::Render(args) => render(&args),

@@ -21,8 +21,11 @@
 //! - [`netgate`]: the network gate's bandwidth probe and its judgement.
 //! - [`logs`]: the node's lines shipped to its CloudWatch Logs stream.
 //! - [`memory`]: freed heap given back to the system after bursts.
+//! - [`activity`]: what keeps this node busy (jobs, SSH, GPUs), for the
+//!   idle guard; [`power`]: the master's power-off for its `stop`.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
+pub mod activity;
 pub mod aws;
 pub mod cli;
 pub mod cluster;
@@ -36,4 +39,5 @@ pub mod logs;
 pub mod memory;
 pub mod netgate;
 pub mod ports;
+pub mod power;
 pub mod runner;

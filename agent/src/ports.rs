@@ -96,6 +96,17 @@ pub trait WorkerGroup: Send + Sync {
     /// The instance ids in the group, in any lifecycle state (a failed
     /// formation's reason names those that never registered).
     fn instances(&self) -> impl Future<Output = Result<Vec<String>, PortError>> + Send;
+    /// Sets a tag on the group, not propagated to its instances (the idle
+    /// guard's state for `synth status`: `node_contract::idle::IDLE_TAG`).
+    fn set_tag(&self, key: &str, value: &str) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+/// The master's own instance, for the idle guard's `stop`.
+pub trait Power: Send + Sync {
+    /// Powers this machine off. On EC2 an instance whose
+    /// `InstanceInitiatedShutdownBehavior` is `stop` (the default, and the
+    /// template's master) stops, keeping its EBS volumes; no EC2 call is made.
+    fn power_off(&self) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
 /// The outcome of formation, as the formation wait condition receives it.

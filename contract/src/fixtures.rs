@@ -7,7 +7,7 @@
 use crate::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
 
 /// The master's node config of a cluster `demo` in us-east-1: a 30-minute
-/// formation, no prepare-data script, no EFA, network check or log group.
+/// formation, no prepare-data script, no EFA, network check, log group or idle guard.
 pub fn node_config() -> NodeConfig {
     NodeConfig {
         version: NODE_CONFIG_VERSION,
@@ -29,5 +29,6 @@ pub fn node_config() -> NodeConfig {
         efa: None,
         network_check: None,
         logs: None,
+        idle: None,
     }
 }

@@ -17,7 +17,8 @@
 //! nodes); the state file each agent leaves for restarts and for `trainer`
 //! is in [`state`]; interruption notices (Spot instance actions, rebalance
 //! recommendations) and the file that tells `trainer` about one are in
-//! [`interruption`]. Where each node's log lines live in CloudWatch Logs is
+//! [`interruption`]; the idle guard's settings, busy test and the line it
+//! leaves on the worker group for `synth status`, in [`idle`]. Where each node's log lines live in CloudWatch Logs is
 //! in [`logs`]; the formation timeline's summary the success signal
 //! carries, in [`timeline`]; the one clock every loop reads the time from
 //! (unix milliseconds, as every time here), in [`clock`].
@@ -25,6 +26,7 @@
 pub mod clock;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod idle;
 pub mod interruption;
 pub mod logs;
 pub mod message;
@@ -49,7 +51,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 ///   the message below instead of "unknown field". Within version 3 both
 ///   are optional: an agent given no group ships nothing and forms as
 ///   before, and without a network check none runs.
-pub const NODE_CONFIG_VERSION: u32 = 3;
+/// - 4: adds [`NodeConfig::idle`], the idle guard (blueprint `idle`): a new
+///   field, so a version bump, for the same reason: a version-3 agent
+///   refuses a version-4 config by its version, rather than running a
+///   cluster the user asked to stop when idle without ever stopping it.
+pub const NODE_CONFIG_VERSION: u32 = 4;
 
 /// The tag on the worker Auto Scaling group that holds the fewest workers
 /// the cluster forms with (a decimal number, not propagated to instances).
@@ -269,6 +275,10 @@ pub struct NodeConfig {
     /// (the lines stay in the journal and the node's files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logs: Option<Logs>,
+    /// The idle guard (blueprint `idle`); `None`: off (the default). On
+    /// every node: a worker reports its activity only when it is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<idle::Idle>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -374,6 +384,11 @@ impl NodeConfig {
             {
                 return Err(number("network_check.expected_gbps", g, "not a positive number"));
             }
+        }
+        if let Some(idle) = &self.idle
+            && !(idle::MIN_MINUTES..=idle::MAX_MINUTES).contains(&idle.after_minutes)
+        {
+            return Err(invalid("idle.after_minutes", &idle.after_minutes.to_string(), "not between 5 and 10080"));
         }
         let mount = &self.efs.mount;
         if !mount.starts_with('/') || mount.split('/').any(|part| part == "..") || mount.chars().any(char::is_control) {
@@ -524,11 +539,14 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 4.into();
+        v["version"] = 5.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 4, supported: 3 }), "{e}");
-        assert!(e.to_string().contains("version 4") && e.to_string().contains("reads version 3 only"), "{e}");
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 5, supported: 4 }), "{e}");
+        assert!(e.to_string().contains("version 5") && e.to_string().contains("reads version 4 only"), "{e}");
+        // A version-3 config (no idle guard) is refused by its version.
+        v["version"] = 3.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         v["version"] = 1.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         // A version-2 config (no log group) is refused by name, not read
@@ -581,6 +599,29 @@ mod tests {
         v["network_check"]["action"] = "reboot".into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(e.to_string().contains("warn") && e.to_string().contains("replace"), "{e}");
+    }
+
+    #[test]
+    fn the_idle_guard_travels_and_its_minutes_are_checked() {
+        let without = serde_json::to_string(&sample()).unwrap();
+        assert!(!without.contains(r#""idle""#), "{without}");
+        let with =
+            NodeConfig { idle: Some(idle::Idle { after_minutes: 30, action: idle::IdleAction::Stop }), ..sample() };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""idle":{"after_minutes":30,"action":"stop"}"#), "{json}");
+        assert_eq!(NodeConfig::from_json(&json).unwrap(), with);
+        for minutes in [0, 4, 10_081] {
+            let bad = NodeConfig {
+                idle: Some(idle::Idle { after_minutes: minutes, action: idle::IdleAction::ScaleWorkers }),
+                ..sample()
+            };
+            let e = NodeConfig::from_json(&serde_json::to_string(&bad).unwrap()).unwrap_err();
+            assert!(e.to_string().contains("idle.after_minutes"), "{minutes}: {e}");
+        }
+        let mut v = serde_json::to_value(&with).unwrap();
+        v["idle"]["action"] = "hibernate".into();
+        let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
+        assert!(e.to_string().contains("scale_workers"), "{e}");
     }
 
     #[test]

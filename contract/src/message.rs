@@ -20,6 +20,9 @@
 //! - `link_report` (node -> master queue): what this node's bandwidth probe
 //!   measured to its ring neighbour for a generation (the network gate,
 //!   `agent/src/netgate.rs`).
+//! - `activity` (worker -> master queue): what keeps this node busy (job
+//!   ranks, SSH sessions, GPU utilisation), for the idle guard
+//!   ([`crate::idle`]); sent only when the cluster has one.
 //!
 //! Version 2 replaced version 1's single `manifest` message with
 //! `manifest_part`s. Version 3 added `notice` and changed nothing else, so
@@ -37,7 +40,8 @@
 //! `register`. Version 8 sends a `manifest_part`'s nodes deflated
 //! (`nodes_deflated`, [`crate::parts`]): written as version 8, so an agent
 //! of an earlier release refuses it by its version; this build still reads
-//! a part with plain `nodes`.
+//! a part with plain `nodes`. Version 9 added `activity` the same way
+//! (written as version 9, the only kind that is).
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -49,6 +53,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::idle::Activity;
 pub use crate::interruption::Interruption;
 pub use crate::parts::ManifestPart;
 
@@ -81,11 +86,15 @@ pub const REGISTER_LAUNCHED_VERSION: u32 = 7;
 /// still reads a version-2 part with plain `nodes`.
 pub const MANIFEST_DEFLATED_VERSION: u32 = 8;
 
+/// The version `activity` is written with (the first that has it).
+pub const ACTIVITY_VERSION: u32 = 9;
+
 /// The newest message version this crate reads.
-pub const NEWEST_MESSAGE_VERSION: u32 = 8;
+pub const NEWEST_MESSAGE_VERSION: u32 = 9;
 
 /// The kinds this crate knows, for the error about one it does not.
-const KINDS: &[&str] = &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report"];
+const KINDS: &[&str] =
+    &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report", "activity"];
 
 /// The most bytes of a [`LinkReport`]'s `error`.
 pub const LINK_REPORT_ERROR_BYTES: usize = 256;
@@ -362,6 +371,8 @@ pub enum Message {
     BootFailure(BootFailure),
     /// See [`LinkReport`] (message version 5).
     LinkReport(LinkReport),
+    /// See [`Activity`] (message version 9).
+    Activity(Activity),
 }
 
 #[derive(Serialize)]
@@ -380,6 +391,7 @@ impl Message {
             Message::Notice(_) => NOTICE_VERSION,
             Message::BootFailure(_) => BOOT_FAILURE_VERSION,
             Message::LinkReport(_) => LINK_REPORT_VERSION,
+            Message::Activity(_) => ACTIVITY_VERSION,
             Message::ManifestPart(_) => MANIFEST_DEFLATED_VERSION,
             Message::Register(r) if r.launched_unix_ms.is_some() => REGISTER_LAUNCHED_VERSION,
             Message::Register(r) if r.booted_unix_ms.is_some() || r.agent_started_unix_ms.is_some() => {
@@ -462,6 +474,8 @@ pub enum MasterInbound {
     BootFailure(BootFailure),
     /// A node's bandwidth probe measured its link.
     LinkReport(LinkReport),
+    /// A node says what keeps it busy (the idle guard).
+    Activity(Activity),
     /// Auto Scaling: an instance is launching or terminating.
     Lifecycle(LifecycleAction),
     /// Auto Scaling's test notification, sent when a hook is created.
@@ -506,6 +520,7 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
         Ok(Message::Notice(m)) => Ok(MasterInbound::Notice(m)),
         Ok(Message::BootFailure(m)) => Ok(MasterInbound::BootFailure(m.bounded())),
         Ok(Message::LinkReport(m)) => Ok(MasterInbound::LinkReport(m.bounded())),
+        Ok(Message::Activity(m)) => Ok(MasterInbound::Activity(m)),
         Ok(Message::ManifestPart(_)) => Err(Unusable::WrongQueue("manifest_part")),
         Err(value) => {
             if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
@@ -528,6 +543,7 @@ pub fn parse_worker_queue(body: &str) -> Result<ManifestPart, Unusable> {
         Ok(Message::Notice(_)) => Err(Unusable::WrongQueue("notice")),
         Ok(Message::BootFailure(_)) => Err(Unusable::WrongQueue("boot_failure")),
         Ok(Message::LinkReport(_)) => Err(Unusable::WrongQueue("link_report")),
+        Ok(Message::Activity(_)) => Err(Unusable::WrongQueue("activity")),
         Err(_) => Err(Unusable::Malformed("not a message of ours".into())),
     }
 }
@@ -597,6 +613,23 @@ mod tests {
         }
     }
 
+    /// `activity` came with version 9: a version-8 reader refuses it by its
+    /// version ("update the older one"), not as malformed; only a worker
+    /// sends it, to the master's queue.
+    #[test]
+    fn activity_is_version_9_and_belongs_in_the_masters_queue() {
+        let activity = Activity { instance_id: "i-1".into(), job_ranks: 0, ssh_sessions: 2, gpu_percent: Some(40) };
+        let body = Message::Activity(activity.clone()).to_body();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(9), Some("activity")));
+        assert_eq!(NEWEST_MESSAGE_VERSION, ACTIVITY_VERSION);
+        assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Activity(activity));
+        assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("activity"));
+        assert!(Unusable::UnsupportedVersion(9).to_string().contains("update the older one"));
+        let no_gpu = Activity { instance_id: "i-1".into(), ..Activity::default() };
+        assert!(!Message::Activity(no_gpu).to_body().contains("gpu_percent"));
+    }
+
     /// `link_report` came with version 5: a version-4 reader refuses it by
     /// its version ("update the older one"); the measured bandwidth is
     /// bytes over time, and a failed probe has none; an oversized error is cut.
@@ -630,6 +663,7 @@ mod tests {
             Message::Notice(notice()),
             Message::BootFailure(boot_failure()),
             Message::LinkReport(link_report()),
+            Message::Activity(Activity { instance_id: "i-1".into(), job_ranks: 1, ..Activity::default() }),
         ] {
             let body = m.to_body();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -638,6 +672,7 @@ mod tests {
                 Message::BootFailure(_) => 4,
                 Message::LinkReport(_) => 5,
                 Message::ManifestPart(_) => 8,
+                Message::Activity(_) => 9,
                 _ => 2,
             };
             assert_eq!(v["version"], version);
@@ -662,6 +697,9 @@ mod tests {
                 Message::LinkReport(r) => {
                     assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::LinkReport(r.clone()));
                     assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("link_report"));
+                }
+                Message::Activity(a) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Activity(a.clone()));
                 }
             }
         }
@@ -691,11 +729,12 @@ mod tests {
             ("not json".into(), "malformed"),
             ("[1,2]".into(), "not a JSON object"),
             (r#"{"kind":"register"}"#.into(), "no `version`"),
-            (r#"{"version":9,"kind":"register"}"#.into(), "version 9"),
+            (r#"{"version":10,"kind":"register"}"#.into(), "version 10"),
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":9,"kind":"notice"}"#.into(), "versions 2 to 8"),
+            (r#"{"version":10,"kind":"notice"}"#.into(), "versions 2 to 9"),
+            (r#"{"version":9,"kind":"activity","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":3,"kind":"notice","instance_id":"i-1"}"#.into(), "malformed"),
@@ -812,7 +851,6 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(8), Some("manifest_part")));
         assert!(v.get("nodes").is_none() && v["nodes_deflated"].is_string(), "{v}");
-        assert_eq!(NEWEST_MESSAGE_VERSION, MANIFEST_DEFLATED_VERSION);
         assert_eq!(parse_worker_queue(&body).unwrap(), part());
         // What a version-7 reader says: refused by the number.
         let e = Unusable::UnsupportedVersion(8).to_string();

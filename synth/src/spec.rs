@@ -41,6 +41,8 @@ pub struct ClusterSpec {
     pub network_check: Option<node_contract::NetworkCheck>,
     /// Days the nodes' log group keeps lines: one of [`LOG_RETENTION_DAYS`].
     pub log_retention_days: u32,
+    /// The idle guard; `None`: off.
+    pub idle: Option<node_contract::idle::Idle>,
     /// Tags for every resource that takes tags.
     pub tags: BTreeMap<String, String>,
 }

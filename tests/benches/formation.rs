@@ -677,7 +677,11 @@ fn idle_cpu(agents: &[AgentGuard], window: Duration) -> IdleCpu {
 async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     let setup = Instant::now();
     let stack_name = format!("formation-bench-{n}");
-    let stack = ClusterStack::create(aws, "blueprints/minimal.yaml", &stack_name, (n - 1) as u32, &[]).await?;
+    // `FORMATION_BLUEPRINT` (from the repository root): another blueprint,
+    // for example one with an idle guard (tests/fixtures/idle/scale-workers.yaml),
+    // whose cost the idle window's calls then show.
+    let blueprint = std::env::var("FORMATION_BLUEPRINT").unwrap_or_else(|_| "blueprints/minimal.yaml".into());
+    let stack = ClusterStack::create(aws, &blueprint, &stack_name, (n - 1) as u32, &[]).await?;
     let master_data = stack.user_data(aws, "MasterLaunchTemplate")?;
     let worker_data = stack.user_data(aws, "WorkerLaunchTemplate")?;
     let worker_ids = stack.worker_instance_ids(aws).await?;
@@ -832,7 +836,9 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
     for a in &agents {
         peak_agent_kib = peak_agent_kib.max(a.rss_kib());
     }
+    let idle_from = unix_now();
     let idle = idle_cpu(&agents, idle_window()?);
+    let idle_to = unix_now();
     // Each worker's first upload of its lines comes up to 30 s after it has
     // its index (`agent::logs::first_upload_spread`): the log shipper's
     // calls are counted over the whole run, once every worker uploaded.
@@ -881,6 +887,24 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         counts
     };
     let per_worker = count_calls(false);
+    // What an idle worker costs: its calls (CloudWatch Logs apart) during
+    // the idle window, per minute, and the idle guard's `activity` messages.
+    let idle_minutes = ((idle_to - idle_from) / 60.0).max(f64::MIN_POSITIVE);
+    let mut idle_rates: Vec<f64> = worker_keys
+        .iter()
+        .map(|k| {
+            let calls = full_log
+                .iter()
+                .filter(|c| c.key == *k && c.service != LOGS_SERVICE && c.t >= idle_from && c.t <= idle_to)
+                .count();
+            calls as f64 / idle_minutes
+        })
+        .collect();
+    idle_rates.sort_by(f64::total_cmp);
+    let idle_activity = full_log
+        .iter()
+        .filter(|c| worker_keys.contains(&c.key.as_str()) && c.kind == "activity" && c.t >= idle_from && c.t <= idle_to)
+        .count();
     let logs_per_worker = count_calls(true);
     let window_end = windows.values().copied().fold(f64::MIN, f64::max).max(if settled { f64::MIN } else { cut });
     let master_log: Vec<&Call> = log.iter().filter(|c| c.key == master_key && c.t <= window_end).collect();
@@ -904,7 +928,9 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
          action: {worker_actions:?}\n\
          master calls {} by action: {by_action:?}\n\
          worker CPU from start to every node applied: median {:.0} ms (system {:.0} ms), max {:.0} ms\n\
-         RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}\n{phases}",
+         RSS: agents {:.0} MiB peak total ({:.1} MiB each), moto {:.0} MiB; master log: {}{}\n\
+         idle window {:.0} s: calls per worker per minute without CloudWatch Logs median {:.2} max {:.2}; \
+         workers' `activity` messages {idle_activity}\n{phases}",
         first_register(&log, &worker_keys) - workers_started,
         last_register - workers_started,
         first_applied - workers_started,
@@ -926,6 +952,9 @@ async fn measure(aws: &LocalAws, agent: &Path, n: usize) -> BenchResult<Row> {
         } else {
             format!("\nNOT SETTLED: {} of {} workers reached an idle long poll", windows.len(), worker_keys.len())
         },
+        idle_to - idle_from,
+        idle_rates[idle_rates.len() / 2],
+        idle_rates[idle_rates.len() - 1],
     );
     Ok(Row {
         nodes: n,

@@ -400,6 +400,7 @@ fn config(role: Role, efs: &Path) -> NodeConfig {
         efa: None,
         network_check: None,
         logs: None,
+        idle: None,
     }
 }
 

@@ -1006,7 +1006,8 @@ SqsMessage.delayed = property(message_delayed)
 #      and AWS's allowed calls are denied. `_determine_resource` computes
 #      the ARN AWS authorizes against for Auto Scaling (the group's ARN for
 #      the actions that support resource-level permissions; an instance's
-#      group for TerminateInstanceInAutoScalingGroup), CloudFormation (the
+#      group for TerminateInstanceInAutoScalingGroup; the tags' group for
+#      CreateOrUpdateTags and DeleteTags), CloudFormation (the
 #      stack id) and CloudWatch Logs (the stream's ARN for CreateLogStream
 #      and PutLogEvents, `log-group:<name>:*` for the group's other actions).
 # (t2) AWS::Logs::LogGroup's `Arn` attribute lacks AWS's trailing `:*`, so a
@@ -1148,6 +1149,12 @@ def autoscaling_resource(self):
         name = next(
             (g.name for g in groups.values() if any(s.instance.id == instance_id for s in g.instance_states)), None
         )
+    if not name and action in ("CreateOrUpdateTags", "DeleteTags"):
+        # A tag names its group as its ResourceId; AWS authorizes the call
+        # against that group (the master tags its own: the idle guard).
+        ids = {t.get("ResourceId") for t in self._get_param("Tags", []) or []}
+        if len(ids) == 1:
+            name = ids.pop()
     if not name:
         return "*"
     group = groups.get(name)

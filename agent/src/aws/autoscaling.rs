@@ -6,7 +6,7 @@
 //! whose status messages carry the reason (for example "We currently do not
 //! have sufficient p5.48xlarge capacity in the Availability Zone you requested").
 
-use aws_sdk_autoscaling::types::{Activity, AutoScalingGroup, ScalingActivityStatusCode};
+use aws_sdk_autoscaling::types::{Activity, AutoScalingGroup, ScalingActivityStatusCode, Tag};
 
 use super::error::SdkResult;
 use crate::ports::{GroupSize, LifecycleResult, PortError, WorkerGroup};
@@ -124,6 +124,25 @@ impl WorkerGroup for AsgWorkerGroup {
     async fn instances(&self) -> Result<Vec<String>, PortError> {
         let group = self.describe().await?;
         Ok(group.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)).collect())
+    }
+
+    /// <https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateOrUpdateTags.html>
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn set_tag(&self, key: &str, value: &str) -> Result<(), PortError> {
+        let tag = Tag::builder()
+            .resource_id(&self.name)
+            .resource_type("auto-scaling-group")
+            .key(key)
+            .value(value)
+            .propagate_at_launch(false)
+            .build();
+        self.client
+            .create_or_update_tags()
+            .tags(tag)
+            .send()
+            .await
+            .or_port_error(|| format!("Auto Scaling CreateOrUpdateTags ({key}) on group {}", self.name))?;
+        Ok(())
     }
 }
 

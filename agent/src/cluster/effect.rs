@@ -49,6 +49,12 @@ pub enum Effect {
     /// Write the network gate's verdict (JSON) to
     /// `/var/lib/deeplearning/network-check.json` for `trainer doctor`.
     WriteNetworkCheck(String),
+    /// Write the idle guard's state to the worker group's tag
+    /// (`node_contract::idle::IDLE_TAG`), where `synth status` reads it.
+    MarkIdle(node_contract::idle::IdleMark),
+    /// Power the master's instance off (the idle guard's `stop`): an
+    /// EBS-backed instance whose shutdown behaviour is `stop` stops.
+    PowerOff,
     /// Append this line (no newline) to the host log on EFS.
     AppendHostLog(String),
     /// Worth an info line in the agent's log.

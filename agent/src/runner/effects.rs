@@ -2,7 +2,8 @@
 //! state machine asks for ([`Effect`]): signal CloudFormation, publish a
 //! manifest (recorded first, [`SentMark`]), retire old manifests, resize
 //! the worker group, complete lifecycle actions, terminate a slow worker,
-//! write the network check's verdict, and append to the host log. Calls
+//! write the network check's verdict, append to the host log, and for the
+//! idle guard tag the worker group and power the master off. Calls
 //! that fail transiently are retried; what still fails is logged, and the
 //! answers the state needs (a failed publish, the launch failures) are fed
 //! back to it as further effects.
@@ -15,17 +16,18 @@ use node_contract::clock::Clock;
 use node_contract::message;
 use tracing::{debug, error, info, warn};
 
+use super::Ports;
 use super::retry::retry;
 use super::state_file::SentMark;
 use crate::aws::SqsQueue;
 use crate::cluster::{Effect, MasterState};
 use crate::files;
-use crate::ports::{PortError, Queue, Received, StackSignals, WorkerGroup};
+use crate::ports::{PortError, Power, Queue, Received, StackSignals, WorkerGroup};
 
 /// Carries out `effects` in order, and those they lead to, for the master
 /// `master_id` under `root`.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn execute<G: WorkerGroup, S: StackSignals>(
+pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
     root: &Path,
     master_id: &str,
     config: &NodeConfig,
@@ -33,10 +35,10 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals>(
     sent: &mut SentMark,
     effects: Vec<Effect>,
     worker_queue: &SqsQueue,
-    group: &G,
-    signals: &S,
+    ports: &Ports<'_, G, S, P>,
     clock: Clock,
 ) -> anyhow::Result<()> {
+    let (group, signals) = (ports.group, ports.signals);
     let mut queue: std::collections::VecDeque<Effect> = effects.into();
     while let Some(effect) = queue.pop_front() {
         match effect {
@@ -128,6 +130,18 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals>(
                 }
                 if let Err(e) = files::host_log::append_all(root, &config.efs.mount, &lines) {
                     warn!("cannot append to the host log: {e}");
+                }
+            }
+            Effect::MarkIdle(mark) => {
+                let (tag, value) = (node_contract::idle::IDLE_TAG, mark.to_tag());
+                if let Err(e) = retry("tag the worker group", || group.set_tag(tag, &value)).await {
+                    warn!("cannot write the idle guard's state ({value}) to the worker group's tag {tag}: {e}");
+                }
+            }
+            Effect::PowerOff => {
+                info!("idle guard: powering the master off");
+                if let Err(e) = ports.power.power_off().await {
+                    error!("idle guard: cannot power the master off: {e}");
                 }
             }
             Effect::Log(line) => info!("{line}"),

@@ -3,7 +3,9 @@
 //! message to [`MasterState`], carry out the effects it asks for
 //! ([`super::effects`]), save the state after every turn so a restarted
 //! agent resumes where it was ([`super::state_file`]), and only then delete
-//! the messages it handled.
+//! the messages it handled. With an idle guard, the master's own reading
+//! ([`Guard::own`]) is fed to the state at the top of every turn, before
+//! the messages and the tick.
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,32 +13,44 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use node_contract::NodeConfig;
 use node_contract::clock::Clock;
-use node_contract::message::{self, Register};
+use node_contract::idle::Activity;
+use node_contract::message::{self, MasterInbound, Register};
 use tracing::{debug, info, warn};
 
+use super::Ports;
 use super::boot::prepare_marker;
 use super::effects::execute;
 use super::retry::{LONG_POLL, retry};
 use super::state_file::{SentMark, StateFile, master_state_path};
 use crate::aws::SqsQueue;
 use crate::cluster::MasterState;
+use crate::cluster::master::idle::IdleSettings;
 use crate::files;
-use crate::ports::{Formation, GroupSize, PortError, Queue, Received, StackSignals, WorkerGroup};
+use crate::ports::{Formation, GroupSize, PortError, Power, Queue, Received, StackSignals, WorkerGroup};
+
+/// The idle guard, as the master loop runs it.
+pub(super) struct Guard {
+    /// Its settings; `None`: no guard.
+    pub settings: Option<IdleSettings>,
+    /// The master's own readings ([`super::activity_loop::own_loop`]).
+    pub own: tokio::sync::watch::Receiver<Option<Activity>>,
+}
 
 /// Runs the master loop under `root`; it ends only when the master's state
 /// cannot be saved, or the worker group's size cannot be read for good.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals>(
+pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals, P: Power>(
     root: &Path,
     config: &NodeConfig,
     me: Register,
     key: &files::cluster_key::ClusterKey,
     master_queue: &SqsQueue,
     worker_queue: &SqsQueue,
-    group: &G,
-    signals: &S,
+    ports: Ports<'_, G, S, P>,
+    mut guard: Guard,
     clock: Clock,
 ) -> anyhow::Result<()> {
+    let (group, signals) = (ports.group, ports.signals);
     let master_id = me.instance_id.clone();
     let path = master_state_path(root);
     let resumed = match std::fs::read_to_string(&path) {
@@ -60,10 +74,11 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals>(
             MasterState::new(config, size, me, key.public_openssh.clone(), clock())
         }
     };
+    state.start_idle(guard.settings);
     let mut state_file = StateFile::new(path);
     let mut sent = SentMark::load(root);
     let effects = state.start(clock(), sent.through);
-    execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals, clock).await?;
+    execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, &ports, clock).await?;
     state_file.save(&state)?;
     // Receives in flight per turn: 1 (a long poll), more while the queue
     // has a backlog ([`next_fan_out`]).
@@ -83,6 +98,11 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals>(
         fan_out = next_fan_out(fan_out, received.len());
         let read = started.elapsed();
         let mut effects = Vec::new();
+        if guard.own.has_changed().unwrap_or(false)
+            && let Some(own) = guard.own.borrow_and_update().clone()
+        {
+            effects.extend(state.on_inbound(MasterInbound::Activity(own), clock(), &|_| true));
+        }
         for r in &received {
             match message::parse_master_queue(&r.body) {
                 Ok(inbound) => {
@@ -93,7 +113,7 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals>(
             }
         }
         effects.extend(state.on_tick(clock()));
-        execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, group, signals, clock).await?;
+        execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, &ports, clock).await?;
         let handled = started.elapsed();
         state_file.save(&state)?;
         if received.is_empty() {

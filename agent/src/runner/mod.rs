@@ -16,6 +16,10 @@
 //! notice file for `trainer`, stops the node loop from registering again,
 //! and sends `notice` to the master, which removes the node at once.
 //!
+//! With an idle guard in the node config, every node also runs its probe
+//! loop ([`activity_loop`]): a worker reports what keeps it busy to the
+//! master, the master hands its own readings to its loop.
+//!
 //! Before the loops, [`run`] takes the [`boot`] steps: log shipping, the EFS
 //! mount, the notice of this boot; a worker's prepare-data script runs at
 //! the top of its node loop. The loops read the time from the one
@@ -27,6 +31,7 @@
 //! file system): the error names the file, the manifest is tried again, and
 //! nothing is acknowledged until it is written.
 
+mod activity_loop;
 mod boot;
 mod effects;
 mod interruption_loop;
@@ -50,6 +55,16 @@ use crate::files;
 use crate::netgate;
 pub(crate) use state_file::master_state_path;
 
+/// The master's ports besides its queues.
+pub(crate) struct Ports<'a, G, S, P> {
+    /// The workers' Auto Scaling group.
+    pub group: &'a G,
+    /// CloudFormation's signals.
+    pub signals: &'a S,
+    /// The master's own power (the idle guard's `stop`).
+    pub power: &'a P,
+}
+
 /// How `agent run` was asked to run.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -59,6 +74,10 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// Mount EFS (off in containers and tests, where only the fstab line is written).
     pub mount: bool,
+    /// The idle guard's minute in milliseconds (60,000; shorter in tests).
+    pub idle_minute_ms: u64,
+    /// The command that powers the master off (the idle guard's `stop`).
+    pub power_off: Vec<String>,
 }
 
 /// Loads the config: the file when it exists, else the instance's user data.
@@ -133,6 +152,21 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         &interrupted,
         clock,
     );
+    // The idle guard's probes: a worker reports to the master; the master's
+    // own readings go to its loop through `own_readings`.
+    let cadence = activity_loop::Cadence::for_minute(opts.idle_minute_ms);
+    let (own_readings, own_activity) = tokio::sync::watch::channel(None);
+    let guard = async {
+        match (&config.idle, config.role) {
+            (None, _) => std::future::pending().await,
+            (Some(_), Role::Worker) => {
+                activity_loop::report_loop(&opts.root, &me.instance_id, &master_queue, cadence, clock).await
+            }
+            (Some(_), Role::Master) => {
+                activity_loop::own_loop(&opts.root, &me.instance_id, cadence, own_readings).await
+            }
+        }
+    };
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -151,6 +185,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 master_resource: signals.master_resource.clone(),
                 handle_url: signals.formation_handle_url.clone(),
             };
+            let power = crate::power::CommandPower { argv: opts.power_off.clone() };
+            let idle = config.idle.as_ref().map(|i| crate::cluster::master::idle::IdleSettings {
+                after_ms: u64::from(i.after_minutes).saturating_mul(opts.idle_minute_ms),
+                action: i.action,
+                report_ms: cadence.report_ms,
+            });
             let master = master_loop::master_loop(
                 &opts.root,
                 &config,
@@ -158,14 +198,15 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 key,
                 &master_queue,
                 &worker_queue,
-                &group,
-                &signals,
+                Ports { group: &group, signals: &signals, power: &power },
+                master_loop::Guard { settings: idle, own: own_activity },
                 clock,
             );
             tokio::select! {
                 r = node => r,
                 r = master => r,
                 r = watch => r,
+                r = guard => r,
                 r = shutdown => r,
             }
         }
@@ -175,6 +216,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         (Role::Worker, ..) => tokio::select! {
             r = node => r,
             r = watch => r,
+            r = guard => r,
             r = shutdown => r,
         },
     }

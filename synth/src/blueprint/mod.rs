@@ -130,6 +130,7 @@ workers:
             formation_minutes: 30,
             network_check: None,
             log_retention_days: 14,
+            idle: None,
             tags: BTreeMap::new(),
         };
         assert_eq!(loaded.spec, expected);

@@ -63,6 +63,11 @@ pub struct Blueprint {
     /// The CloudWatch Logs group every node ships its agent and boot output
     /// to (kept after the stack is deleted).
     pub logs: Option<Logs>,
+    /// The idle guard (off without it): once no node has run a
+    /// `trainer launch` job, held an SSH session or used a GPU (5 % or
+    /// more) for `after_minutes`, the master scales the workers to 0, or
+    /// also stops itself. `synth resume` brings the cluster back.
+    pub idle: Option<Idle>,
     /// Tags put on every resource that takes tags. At most 40; keys may not
     /// start with `aws:`. A value may be written as a number or a boolean
     /// (`version: 1.10`); it is used as the text written.
@@ -388,6 +393,23 @@ pub struct NetworkCheck {
     pub expected_gbps: Option<f64>,
 }
 
+/// The idle guard's settings.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(transform = required_idle_fields)]
+pub struct Idle {
+    /// Minutes the whole cluster must be idle before the action, 5 to
+    /// 10080 (a week).
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u32", range(min = 5, max = 10080))]
+    pub after_minutes: Option<u32>,
+    /// What the master does then: `scale_workers` (default: the worker
+    /// group's desired capacity goes to 0; the master, EFS and the stack
+    /// stay) or `stop` (the same, then the master stops its own instance).
+    #[schemars(extend("enum" = ["scale_workers", "stop"], "default" = "scale_workers"))]
+    pub action: Option<String>,
+}
+
 /// The nodes' log group in CloudWatch Logs.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -423,6 +445,10 @@ fn required_master_fields(schema: &mut schemars::Schema) {
 
 fn required_workers_fields(schema: &mut schemars::Schema) {
     require(schema, &["instance_type", "count"]);
+}
+
+fn required_idle_fields(schema: &mut schemars::Schema) {
+    require(schema, &["after_minutes"]);
 }
 
 /// A required field that is written: its value. A required field is an

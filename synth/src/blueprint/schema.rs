@@ -35,6 +35,7 @@ mod tests {
             "elastic",
             "timeouts",
             "formation",
+            "idle",
             "tags",
         ] {
             assert!(props.contains_key(field), "{field} missing from the schema");
@@ -43,6 +44,8 @@ mod tests {
         assert_eq!(required, ["name", "master", "workers"]);
         assert_eq!(s["$defs"]["Master"]["required"], serde_json::json!(["instance_type"]));
         assert_eq!(s["$defs"]["Workers"]["required"], serde_json::json!(["instance_type", "count"]));
+        assert_eq!(s["$defs"]["Idle"]["required"], serde_json::json!(["after_minutes"]));
+        assert_eq!(s["$defs"]["Idle"]["properties"]["after_minutes"]["maximum"], 10080);
         assert_eq!(s["additionalProperties"], serde_json::Value::Bool(false));
         assert!(props["name"]["description"].as_str().unwrap().contains("lower-case"));
         let workers = &s["$defs"]["Workers"];

@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::diagnostic::{Diagnostic, Location, ticked};
+use node_contract::idle::{Idle, IdleAction};
 use node_contract::{NetworkAction, NetworkCheck, PackageFormat, is_login_name};
 
 use super::model::{Blueprint, EfaMode, ExistingNetwork, ImageFamily};
@@ -175,6 +176,7 @@ impl Checker<'_> {
         let network_check =
             bp.formation.and_then(|f| f.network_check).map(|c| self.network_check(c, master_type, worker_type));
         let log_retention_days = self.log_retention(bp.logs.and_then(|l| l.retention_days));
+        let idle = bp.idle.and_then(|i| self.idle(i));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
 
@@ -194,6 +196,7 @@ impl Checker<'_> {
             formation_minutes,
             network_check,
             log_retention_days,
+            idle,
             tags,
         })
     }
@@ -998,6 +1001,34 @@ impl Checker<'_> {
             );
         }
         m
+    }
+
+    /// The idle guard's settings: `after_minutes` is required, the action
+    /// defaults to `scale_workers`.
+    fn idle(&mut self, written: super::model::Idle) -> Option<Idle> {
+        let minutes = self.required("idle", "after_minutes", written.after_minutes);
+        let (min, max) = (node_contract::idle::MIN_MINUTES, node_contract::idle::MAX_MINUTES);
+        if let Some(m) = minutes
+            && !(min..=max).contains(&m)
+        {
+            self.error(
+                "idle.after_minutes",
+                At::Value,
+                format!("{m} minutes is outside the allowed {min} to {max}"),
+                "a job needs a few minutes to start, and a week is the longest wait; for example 30",
+            );
+        }
+        let name = written.action.as_deref().unwrap_or("scale_workers");
+        let action = IdleAction::from_name(name).or_else(|| {
+            self.error(
+                "idle.action",
+                At::Value,
+                format!("{} is not an idle action", ticked(&name.escape_debug().to_string())),
+                format!("write one of {}", IdleAction::NAMES.map(|n| format!("`{n}`")).join(", ")),
+            );
+            None
+        });
+        Some(Idle { after_minutes: minutes?, action: action? })
     }
 
     fn log_retention(&mut self, written: Option<u32>) -> u32 {

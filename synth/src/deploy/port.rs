@@ -230,13 +230,17 @@ pub struct ChangeSet {
     pub changes: Vec<Change>,
 }
 
-/// The worker group's instances, for the formation progress line.
+/// The worker group's instances, for the formation progress line, and the
+/// idle guard's state, for `synth status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupState {
     /// Desired capacity.
     pub desired: u32,
     /// Instances in service.
     pub in_service: u32,
+    /// The master's idle guard's tag (`node_contract::idle::IDLE_TAG`);
+    /// `None` without a guard, or before the master wrote it.
+    pub idle: Option<node_contract::idle::IdleMark>,
 }
 
 /// One line a node wrote to CloudWatch Logs (`FilterLogEvents`).

@@ -432,6 +432,12 @@ impl Cloud for SdkCloud {
                 .iter()
                 .filter(|i| i.lifecycle_state().is_some_and(|s| s.as_str() == "InService"))
                 .count() as u32,
+            idle: g
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some(node_contract::idle::IDLE_TAG))
+                .and_then(|t| t.value())
+                .and_then(node_contract::idle::IdleMark::from_tag),
         }))
     }
 

@@ -1,12 +1,16 @@
-//! `synth status` and `synth outputs`: one stack's state, its formation
-//! and its outputs; every synth stack of the region; a stack's outputs as
-//! text or JSON. All of it on standard output.
+//! `synth status` and `synth outputs`: one stack's state, its formation,
+//! its idle guard (from the worker group's tag the master writes,
+//! `node_contract::idle::IDLE_TAG`) and its outputs; every synth stack of
+//! the region; a stack's outputs as text or JSON. All of it on standard
+//! output.
 
 use super::console::{Console, fail};
 use super::formation;
 use super::port::{Cloud, Output, Stack};
-use super::time::stamp;
+use super::time::{now_ms, stamp};
+use super::watch::clock;
 use crate::exit::{ExitCode, printed};
+use node_contract::idle::{IdleAction, IdleMark};
 
 /// The description every synth template starts with.
 const SYNTH_MARK: &str = "Built by synth";
@@ -68,20 +72,60 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         stack.status,
         stack.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
     ));
-    let formation = match cloud.resources(name).await {
+    let resources = cloud.resources(name).await;
+    let formation = match &resources {
         Ok(resources) => resources
-            .into_iter()
+            .iter()
             .find(|r| r.resource_type == "AWS::CloudFormation::WaitCondition")
-            .map(|r| format!("{}{}", r.status, r.reason.map(|x| format!(": {x}")).unwrap_or_default()))
+            .map(|r| format!("{}{}", r.status, r.reason.as_ref().map(|x| format!(": {x}")).unwrap_or_default()))
             .unwrap_or_else(|| "not started".to_owned()),
         Err(e) => format!("unknown ({e})"),
     };
     text.push_str(&format!("formation  {formation}\n"));
+    let group = resources.ok().and_then(|r| r.into_iter().find(|r| r.logical_id == "WorkerGroup")?.physical_id);
+    if let Some(group) = group
+        && let Ok(Some(state)) = cloud.group(&group).await
+        && let Some(mark) = state.idle
+    {
+        text.push_str(&format!("idle       {}\n", idle_line(&mark, now_ms())));
+    }
     if let Some(summary) = formation::timeline(&stack.outputs) {
         text.push_str(&formation::table(&summary));
     }
     text.push_str(&outputs_text(&stack.outputs));
     printed(console.print(&text), "the status", ExitCode::Success)
+}
+
+/// The idle guard's state as `synth status` prints it: busy; idle since
+/// when and the time left before the action; or when the action ran.
+pub fn idle_line(mark: &IdleMark, now_ms: i64) -> String {
+    let IdleMark::Idle { since_ms, until_ms, action, acted_ms } = *mark else {
+        return "in use (the idle clock is stopped)".to_owned();
+    };
+    let at = |ms: u64| stamp(i64::try_from(ms).unwrap_or(i64::MAX));
+    match (action, acted_ms) {
+        (IdleAction::ScaleWorkers, Some(done)) => {
+            format!("idle since {}, workers scaled to 0 at {}; `synth resume` brings them back", at(since_ms), at(done))
+        }
+        (IdleAction::Stop, Some(done)) => format!(
+            "idle since {}, workers scaled to 0 and the master stopped at {}; `synth resume` brings them back",
+            at(since_ms),
+            at(done)
+        ),
+        (action, None) => {
+            let left = i64::try_from(until_ms).unwrap_or(i64::MAX).saturating_sub(now_ms);
+            let what = match action {
+                IdleAction::ScaleWorkers => "the workers are scaled to 0",
+                IdleAction::Stop => "the workers are scaled to 0 and the master stops",
+            };
+            format!(
+                "idle since {}; {what} in {} (at {}) unless a node gets busy",
+                at(since_ms),
+                clock(left),
+                at(until_ms)
+            )
+        }
+    }
 }
 
 /// A stack's outputs, as text or (`json`) one JSON object.
@@ -107,5 +151,25 @@ mod tests {
         assert_eq!(outputs_text(&outputs), "MasterAddress  10.0.0.5\nSshCommand     ssh ubuntu@10.0.0.5\n");
         assert_eq!(outputs_json(&outputs), "{\"MasterAddress\":\"10.0.0.5\",\"SshCommand\":\"ssh ubuntu@10.0.0.5\"}\n");
         assert_eq!(outputs_text(&[]), "");
+    }
+
+    #[test]
+    fn the_idle_line_says_since_when_and_what_is_left_or_done() {
+        let since = 1_700_000_000_000u64;
+        let idle = |action, acted_ms| IdleMark::Idle { since_ms: since, until_ms: since + 600_000, action, acted_ms };
+        assert_eq!(idle_line(&IdleMark::Busy, 0), "in use (the idle clock is stopped)");
+        assert_eq!(
+            idle_line(&idle(IdleAction::ScaleWorkers, None), since as i64 + 250_000),
+            "idle since 2023-11-14T22:13:20Z; the workers are scaled to 0 in 5m 50s (at 2023-11-14T22:23:20Z) \
+             unless a node gets busy"
+        );
+        assert_eq!(
+            idle_line(&idle(IdleAction::ScaleWorkers, Some(since + 601_000)), 0),
+            "idle since 2023-11-14T22:13:20Z, workers scaled to 0 at 2023-11-14T22:23:21Z; `synth resume` brings them back"
+        );
+        let stopped = idle_line(&idle(IdleAction::Stop, Some(since + 600_000)), 0);
+        assert!(stopped.contains("workers scaled to 0 and the master stopped at 2023-11-14T22:23:20Z"), "{stopped}");
+        // Past due but not acted yet (the master is about to): no negative time.
+        assert!(idle_line(&idle(IdleAction::Stop, None), since as i64 + 700_000).contains("master stops in 0s"));
     }
 }

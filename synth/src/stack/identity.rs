@@ -141,6 +141,12 @@ pub(super) fn master(
     if ctx.spec.network_check.as_ref().is_some_and(|check| check.action == node_contract::NetworkAction::Replace) {
         group_actions.push("autoscaling:TerminateInstanceInAutoScalingGroup");
     }
+    // The idle guard leaves its state in a tag on the worker group (the
+    // place `synth status` reads, `node_contract::idle::IDLE_TAG`); its
+    // action lowers the desired capacity, which the master may already.
+    if ctx.spec.idle.is_some() {
+        group_actions.push("autoscaling:CreateOrUpdateTags");
+    }
     let policy = iam::Policy {
         policy_name: "cluster-formation".into(),
         policy_document: document(vec![
@@ -204,4 +210,36 @@ pub(super) fn lifecycle_hook(t: &mut Template, ctx: &Ctx, queues: &Queues) -> Ex
         },
     );
     role.attr("Arn")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value as Json;
+
+    use crate::stack::{compile, tests::variants};
+
+    /// The master may tag its worker group (the idle guard's state) only
+    /// when the blueprint has an idle guard, and only that group.
+    #[test]
+    fn the_master_may_tag_its_group_only_with_an_idle_guard() {
+        for (name, spec) in variants() {
+            let template: Json = serde_json::from_str(&compile(&spec).render().unwrap().json).unwrap();
+            let statements =
+                template["Resources"]["MasterRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{name}: no master policy"))
+                    .clone();
+            let tagging: Vec<&Json> = statements
+                .iter()
+                .filter(|s| {
+                    s["Action"].as_array().is_some_and(|a| a.iter().any(|x| x == "autoscaling:CreateOrUpdateTags"))
+                })
+                .collect();
+            assert_eq!(tagging.len(), usize::from(spec.idle.is_some()), "{name}");
+            for s in tagging {
+                assert_eq!(s["Sid"], "WorkerGroup", "{name}");
+                assert!(s["Resource"].to_string().contains("autoScalingGroupName/${Group}"), "{name}: {s}");
+            }
+        }
+    }
 }

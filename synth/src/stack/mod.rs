@@ -106,6 +106,7 @@ pub(crate) mod tests {
             prepare_data_script: Some("/efs/prepare.sh".into()),
             formation_minutes: 30,
             network_check: None,
+            idle: None,
             log_retention_days: 14,
             tags: BTreeMap::from([("team".into(), "ml".into())]),
         }
@@ -152,6 +153,9 @@ pub(crate) mod tests {
         s.prepare_data_script = None;
         s.tags.clear();
         out.push(("private-no-ssm", s));
+        let mut s = sample();
+        s.idle = Some(node_contract::idle::Idle { after_minutes: 30, action: node_contract::idle::IdleAction::Stop });
+        out.push(("idle-stop", s));
         out
     }
 

@@ -68,6 +68,9 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             .efa
             .then(|| Efa { rdma_instance_types: crate::catalog::efa_rdma_types().map(String::from).collect() }),
         network_check: spec.network_check.clone(),
+        // On workers too: a worker reports its activity only when the
+        // cluster has an idle guard.
+        idle: spec.idle.clone(),
     };
     // Serializing a struct of strings and numbers to JSON cannot fail.
     let json = serde_json::to_string(&config).unwrap_or_default();
@@ -124,6 +127,7 @@ mod tests {
                 assert_eq!(config.efa.is_some(), spec.efa, "{name} {lt}");
                 assert_eq!(config.version, NODE_CONFIG_VERSION, "{name} {lt}");
                 assert!(config.logs.is_some(), "{name} {lt}");
+                assert_eq!(config.idle, spec.idle, "{name} {lt}");
                 if let Some(efa) = &config.efa {
                     assert!(efa.rdma_instance_types.iter().any(|t| t == "p4d.24xlarge"), "{name}: {efa:?}");
                 }

@@ -44,7 +44,9 @@ use crate::jobs::torchrun::{self, Place};
 use crate::train::interruption::{boot_id, read_notice};
 
 /// Where supervisors keep their pid files, as on a node: `<dir>/<job>/<rank>.pid`.
-pub const RUN_DIR: &str = "/run/deeplearning-trainer";
+/// Defined in the node contract: the agent's idle guard reads them too (a
+/// live supervisor behind one makes its node busy).
+pub const RUN_DIR: &str = node_contract::idle::JOBS_RUN_DIR;
 
 /// The line a supervisor writes to its stderr before CMD starts (after
 /// whatever the remote shell's start-up files print):

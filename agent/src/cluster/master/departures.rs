@@ -181,6 +181,10 @@ impl MasterState {
     }
 
     fn remember_departure(&mut self, id: &str, boot_id: String, now_ms: u64, terminated: bool) {
+        // A node that left keeps nothing busy.
+        if let Some(idle) = &mut self.idle {
+            idle.forget(id);
+        }
         self.departed.retain(|_, d| now_ms < d.at_ms.saturating_add(DEPARTURE_MEMORY_MS));
         self.departed.insert(
             id.to_string(),

@@ -22,11 +22,13 @@
 //! [`formation`] (the decision at the requested count or the deadline, boot
 //! and launch failures, the formation signal), [`gate`] (the network
 //! check) and [`publishing`] (generations, re-sends, acknowledgements,
-//! retirement).
+//! retirement). The idle guard's decision is a state machine of its own
+//! ([`idle`]) that the master holds and feeds once the cluster formed.
 
 mod departures;
 mod formation;
 mod gate;
+pub mod idle;
 mod joins;
 mod publishing;
 
@@ -42,6 +44,7 @@ use super::timeline::Timeline;
 use super::timing::{ACK_TIMEOUT_MS, LAUNCH_FAILURES_TIMEOUT_MS};
 use crate::netgate::Gate;
 use crate::ports::GroupSize;
+use idle::{IdleSettings, IdleWatch};
 
 /// The most bytes a formation signal may carry (its JSON body: status,
 /// unique id, reason and data together): "cfn-signal wait condition data",
@@ -152,6 +155,10 @@ pub struct MasterState {
     /// [`network_replacement_budget`]). Older state files have none.
     #[serde(default)]
     network_replacements: u32,
+    /// The idle guard, when the node config has one ([`MasterState::start_idle`]).
+    /// Older state files have none.
+    #[serde(default)]
+    idle: Option<IdleWatch>,
 }
 
 /// The most workers the network gate's `replace` terminates over the
@@ -206,6 +213,20 @@ impl MasterState {
             network_check: config.network_check.clone(),
             gate: None,
             network_replacements: 0,
+            idle: None,
+        }
+    }
+
+    /// Turns the idle guard on with `settings` (from the node config and
+    /// the agent's options), or off with `None`; called once at start,
+    /// before [`MasterState::start`]. A guard kept in a saved state starts
+    /// its clock again: the agent restarted, or the master was stopped by
+    /// the guard and started again.
+    pub fn start_idle(&mut self, settings: Option<IdleSettings>) {
+        match (settings, &mut self.idle) {
+            (None, _) => self.idle = None,
+            (Some(s), Some(watch)) => watch.restart(s),
+            (Some(s), None) => self.idle = Some(IdleWatch::new(s)),
         }
     }
 
@@ -279,10 +300,22 @@ impl MasterState {
             MasterInbound::Notice(n) => self.on_notice(n, now_ms, &mut fx),
             MasterInbound::BootFailure(f) => self.on_boot_failure(f, &mut fx),
             MasterInbound::LinkReport(r) => self.on_link_report(r, now_ms, &mut fx),
+            MasterInbound::Activity(a) => {
+                // Readings before formation are dropped: the idle clock
+                // starts once the cluster formed.
+                if let (Some(idle), Phase::Formed) = (&mut self.idle, &self.phase) {
+                    idle.on_activity(a, now_ms, &mut fx);
+                }
+            }
             MasterInbound::Lifecycle(a) => self.on_lifecycle(a, now_ms, &mut fx),
             MasterInbound::LifecycleTest => {
                 fx.push(Effect::Log("Auto Scaling's test notification: the lifecycle hook reaches this queue".into()))
             }
+        }
+        // A node that left no longer keeps the cluster busy: decided now,
+        // not at the next tick.
+        if let (Some(idle), Phase::Formed) = (&mut self.idle, &self.phase) {
+            idle.on_tick(now_ms, &mut fx);
         }
         fx
     }
@@ -309,6 +342,7 @@ impl MasterState {
                 self.ack_deadline_ms,
                 self.resend_due_ms,
                 self.gate.as_ref().map(|g| g.deadline_ms),
+                self.idle.as_ref().and_then(IdleWatch::next_deadline),
             ]
             .into_iter()
             .flatten()
@@ -388,6 +422,9 @@ impl MasterState {
                         c.generation
                     )));
                     fx.push(complete(c.hook, c.token, c.instance_id));
+                }
+                if let Some(idle) = &mut self.idle {
+                    idle.on_tick(now_ms, fx);
                 }
             }
             Phase::Failed => {}

@@ -1226,3 +1226,47 @@ fn the_timeline_is_bounded_by_the_members() {
     let w1 = &s.timeline().nodes()["i-w1"];
     assert_eq!((w1.registered_ms, w1.applied_ms), (Some(T0 + 90 * MINUTE), None));
 }
+
+/// The idle guard inside the master: readings before formation are
+/// dropped, the clock starts at the first tick once formed, a worker's
+/// busy reading holds it, a departed worker's no longer does, and the
+/// action is the capacity to 0 (then, for `stop`, the power-off).
+#[test]
+fn the_idle_guard_runs_once_formed_and_acts_on_the_worker_group() {
+    use node_contract::idle::{Activity, IdleAction, IdleMark};
+    let settings = idle::IdleSettings { after_ms: 10 * MINUTE, action: IdleAction::Stop, report_ms: MINUTE };
+    let busy =
+        |id: &str| MasterInbound::Activity(Activity { instance_id: id.into(), job_ranks: 1, ..Activity::default() });
+    let (mut s, _) = master(2, 0, false);
+    s.start_idle(Some(settings));
+    let fx = send(&mut s, busy("i-w1"), T0 + 500);
+    assert!(!fx.iter().any(|e| matches!(e, Effect::MarkIdle(_))), "{fx:?}");
+    let mut fx = send(&mut s, register(1), T0 + 1_000);
+    fx.extend(send(&mut s, register(2), T0 + 1_000));
+    assert!(s.formed());
+    fx.extend(ack_all(&mut s, T0 + 2_000));
+    fx.extend(s.on_tick(T0 + 2_000));
+    // The clock started once formed, not at the master's start.
+    let since: Vec<u64> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::MarkIdle(IdleMark::Idle { since_ms, .. }) => Some(*since_ms),
+            _ => None,
+        })
+        .collect();
+    assert!(matches!(since[..], [t] if (T0 + 1_000..=T0 + 2_000).contains(&t)), "{fx:?}");
+    let fx = send(&mut s, busy("i-w2"), T0 + 5 * MINUTE);
+    assert!(fx.contains(&Effect::MarkIdle(IdleMark::Busy)), "{fx:?}");
+    assert!(s.next_deadline().is_some());
+    // The busy worker leaves: the cluster idles from then.
+    let fx = send(&mut s, leave("i-w2"), T0 + 6 * MINUTE);
+    assert!(fx.iter().any(|e| matches!(e, Effect::MarkIdle(IdleMark::Idle { .. }))), "{fx:?}");
+    let fx = s.on_tick(T0 + 16 * MINUTE);
+    assert!(fx.contains(&Effect::SetDesiredCapacity(0)) && fx.contains(&Effect::PowerOff), "{fx:?}");
+    // Off: nothing of the guard.
+    let (mut s, _) = master(1, 0, false);
+    s.start_idle(None);
+    send(&mut s, register(1), T0 + 1_000);
+    let fx = s.on_tick(T0 + 1_000 * MINUTE);
+    assert!(!fx.iter().any(|e| matches!(e, Effect::MarkIdle(_) | Effect::SetDesiredCapacity(0))), "{fx:?}");
+}

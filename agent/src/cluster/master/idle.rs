@@ -1,0 +1,349 @@
+//! The idle guard's decision (docs/ARCHITECTURE.md, "The idle guard"): a
+//! pure state machine the master holds in its state, fed each node's
+//! [`Activity`] (the workers' `activity` messages, the master's own probe)
+//! and the time, and answering with [`Effect`]s: the [`IdleMark`] for the
+//! worker group's tag, the log line, the capacity to set, the power-off.
+//!
+//! The cluster is busy while any node's latest reading says busy and is
+//! younger than [`IdleWatch::stale_ms`] (a worker resends a busy reading
+//! every report period, so one that stops, or whose agent died, stops
+//! counting after two and a half of them). Once nothing is busy the clock
+//! runs from that moment; any busy reading stops it, and the next idle
+//! stretch starts from zero. After `after_ms` of idling the action runs
+//! once per stretch.
+
+use std::collections::BTreeMap;
+
+use node_contract::idle::{Activity, IdleAction, IdleMark};
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::effect::Effect;
+
+/// The idle guard's timing: the blueprint's minutes as milliseconds, and
+/// how often a busy worker reports (a minute; both shorter in tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdleSettings {
+    /// How long the cluster must be idle before the action.
+    pub after_ms: u64,
+    /// What to do then.
+    pub action: IdleAction,
+    /// How often a busy node reports.
+    pub report_ms: u64,
+}
+
+/// Busy or idle since when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Stretch {
+    /// Some node is busy (or nothing was decided yet).
+    Busy,
+    /// No node has been busy since then (unix ms).
+    IdleSince(u64),
+}
+
+/// The idle guard's state, kept in the master's state file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdleWatch {
+    after_ms: u64,
+    action: IdleAction,
+    /// A busy reading older than this no longer counts.
+    stale_ms: u64,
+    /// Each node's latest reading and when the master got it.
+    readings: BTreeMap<String, (Activity, u64)>,
+    stretch: Stretch,
+    /// When the action ran in this idle stretch.
+    acted_ms: Option<u64>,
+}
+
+impl IdleWatch {
+    /// A guard that has decided nothing yet: the clock starts at the first
+    /// tick once the cluster formed.
+    pub fn new(settings: IdleSettings) -> IdleWatch {
+        let mut watch = IdleWatch {
+            after_ms: 0,
+            action: settings.action,
+            stale_ms: 0,
+            readings: BTreeMap::new(),
+            stretch: Stretch::Busy,
+            acted_ms: None,
+        };
+        watch.configure(settings);
+        watch
+    }
+
+    /// Takes new settings (the agent's start: the node config or the test
+    /// knob may differ from the saved state's) and starts again: the clock
+    /// starts at the next tick. A master started again by `synth resume`
+    /// gives the cluster the whole time again.
+    pub fn restart(&mut self, settings: IdleSettings) {
+        self.configure(settings);
+        self.readings.clear();
+        self.stretch = Stretch::Busy;
+        self.acted_ms = None;
+    }
+
+    fn configure(&mut self, settings: IdleSettings) {
+        self.after_ms = settings.after_ms;
+        self.action = settings.action;
+        self.stale_ms = settings.report_ms.saturating_mul(5) / 2;
+    }
+
+    /// A node's reading (a worker's message, or the master's own probe).
+    pub fn on_activity(&mut self, activity: Activity, now_ms: u64, fx: &mut Vec<Effect>) {
+        self.readings.insert(activity.instance_id.clone(), (activity, now_ms));
+        self.evaluate(now_ms, fx);
+    }
+
+    /// A node left the cluster: its readings no longer count.
+    pub fn forget(&mut self, instance_id: &str) {
+        self.readings.remove(instance_id);
+    }
+
+    /// Time passed: readings go stale, the action comes due.
+    pub fn on_tick(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+        self.evaluate(now_ms, fx);
+    }
+
+    /// When [`IdleWatch::on_tick`] next has something to do: the action's
+    /// time, or the moment the last busy reading goes stale.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match self.stretch {
+            Stretch::IdleSince(since) if self.acted_ms.is_none() => Some(since.saturating_add(self.after_ms)),
+            Stretch::IdleSince(_) => None,
+            Stretch::Busy => self
+                .readings
+                .values()
+                .filter(|(a, _)| a.busy())
+                .map(|(_, at)| at.saturating_add(self.stale_ms) + 1)
+                .max(),
+        }
+    }
+
+    /// The mark `synth status` reads, as it stands.
+    pub fn mark(&self) -> IdleMark {
+        match self.stretch {
+            Stretch::Busy => IdleMark::Busy,
+            Stretch::IdleSince(since) => IdleMark::Idle {
+                since_ms: since,
+                until_ms: since.saturating_add(self.after_ms),
+                action: self.action,
+                acted_ms: self.acted_ms,
+            },
+        }
+    }
+
+    /// What keeps the cluster busy, by instance id; empty when idle.
+    fn busy_nodes(&self, now_ms: u64) -> Vec<(&str, &Activity)> {
+        self.readings
+            .iter()
+            .filter(|(_, (a, at))| a.busy() && now_ms.saturating_sub(*at) <= self.stale_ms)
+            .map(|(id, (a, _))| (id.as_str(), a))
+            .collect()
+    }
+
+    fn evaluate(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+        let busy = self.busy_nodes(now_ms);
+        match (self.stretch, busy.is_empty()) {
+            (Stretch::Busy, false) => {}
+            (Stretch::IdleSince(since), false) => {
+                let what: Vec<String> = busy.iter().map(|(id, a)| format!("{id}: {}", a.describe())).collect();
+                fx.push(Effect::Log(format!(
+                    "idle guard: the cluster is busy again after {} s idle ({}); the idle clock stops",
+                    now_ms.saturating_sub(since) / 1000,
+                    what.join("; ")
+                )));
+                self.stretch = Stretch::Busy;
+                self.acted_ms = None;
+                fx.push(Effect::MarkIdle(self.mark()));
+            }
+            (Stretch::Busy, true) => {
+                self.stretch = Stretch::IdleSince(now_ms);
+                fx.push(Effect::Log(format!(
+                    "idle guard: no node is busy; the cluster idles, and {} in {} s unless a node gets busy",
+                    self.action_words(),
+                    self.after_ms / 1000
+                )));
+                fx.push(Effect::MarkIdle(self.mark()));
+            }
+            (Stretch::IdleSince(since), true) => {
+                if self.acted_ms.is_none() && now_ms >= since.saturating_add(self.after_ms) {
+                    self.act(since, now_ms, fx);
+                }
+            }
+        }
+    }
+
+    fn action_words(&self) -> &'static str {
+        match self.action {
+            IdleAction::ScaleWorkers => "the workers are scaled to 0",
+            IdleAction::Stop => "the workers are scaled to 0 and the master stops",
+        }
+    }
+
+    fn act(&mut self, since: u64, now_ms: u64, fx: &mut Vec<Effect>) {
+        self.acted_ms = Some(now_ms);
+        fx.push(Effect::Log(format!(
+            "idle guard: no trainer job, SSH session or busy GPU on any node for {} s (since {} unix ms): {} \
+             (blueprint `idle.action: {}`); `synth resume` brings the cluster back",
+            now_ms.saturating_sub(since) / 1000,
+            since,
+            self.action_words(),
+            self.action.name()
+        )));
+        fx.push(Effect::MarkIdle(self.mark()));
+        fx.push(Effect::SetDesiredCapacity(0));
+        if self.action == IdleAction::Stop {
+            fx.push(Effect::PowerOff);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: u64 = 60_000;
+
+    fn settings(action: IdleAction) -> IdleSettings {
+        IdleSettings { after_ms: 10 * MINUTE, action, report_ms: MINUTE }
+    }
+
+    fn reading(id: &str, job_ranks: u32, ssh_sessions: u32) -> Activity {
+        Activity { instance_id: id.into(), job_ranks, ssh_sessions, gpu_percent: None }
+    }
+
+    fn acted(fx: &[Effect]) -> bool {
+        fx.contains(&Effect::SetDesiredCapacity(0))
+    }
+
+    /// A watch whose first tick came at t = 0 (so it idles from 0).
+    fn started(action: IdleAction) -> IdleWatch {
+        let mut w = IdleWatch::new(settings(action));
+        let mut fx = Vec::new();
+        w.on_tick(0, &mut fx);
+        assert!(matches!(fx[1], Effect::MarkIdle(IdleMark::Idle { since_ms: 0, until_ms: 600_000, .. })), "{fx:?}");
+        w
+    }
+
+    #[test]
+    fn an_idle_cluster_scales_its_workers_down_once_after_the_time() {
+        let mut w = started(IdleAction::ScaleWorkers);
+        assert_eq!(w.next_deadline(), Some(10 * MINUTE));
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE - 1, &mut fx);
+        assert!(fx.is_empty(), "{fx:?}");
+        w.on_tick(10 * MINUTE, &mut fx);
+        assert!(acted(&fx) && !fx.contains(&Effect::PowerOff), "{fx:?}");
+        let Effect::Log(line) = &fx[0] else { panic!("{fx:?}") };
+        assert!(line.contains("for 600 s") && line.contains("scaled to 0"), "{line}");
+        assert!(fx.contains(&Effect::MarkIdle(IdleMark::Idle {
+            since_ms: 0,
+            until_ms: 10 * MINUTE,
+            action: IdleAction::ScaleWorkers,
+            acted_ms: Some(10 * MINUTE)
+        })));
+        // Once per stretch: later ticks do nothing more.
+        let mut later = Vec::new();
+        w.on_tick(20 * MINUTE, &mut later);
+        assert!(later.is_empty(), "{later:?}");
+        assert_eq!(w.next_deadline(), None);
+    }
+
+    #[test]
+    fn stop_also_powers_the_master_off_after_scaling() {
+        let mut w = started(IdleAction::Stop);
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE, &mut fx);
+        let capacity = fx.iter().position(|e| *e == Effect::SetDesiredCapacity(0)).unwrap();
+        let power = fx.iter().position(|e| *e == Effect::PowerOff).unwrap();
+        assert!(capacity < power, "{fx:?}");
+    }
+
+    #[test]
+    fn a_job_anywhere_resets_the_clock_and_idling_starts_again_when_it_ends() {
+        let mut w = started(IdleAction::ScaleWorkers);
+        let mut fx = Vec::new();
+        w.on_activity(reading("i-w2", 1, 0), 9 * MINUTE, &mut fx);
+        assert!(fx.contains(&Effect::MarkIdle(IdleMark::Busy)), "{fx:?}");
+        assert!(matches!(&fx[0], Effect::Log(l) if l.contains("i-w2: 1 job rank")), "{fx:?}");
+        fx.clear();
+        // The job runs for an hour; its node reports every minute.
+        for minute in 10..70 {
+            w.on_activity(reading("i-w2", 1, 0), minute * MINUTE, &mut fx);
+            w.on_tick(minute * MINUTE + 30_000, &mut fx);
+        }
+        assert!(fx.is_empty(), "{fx:?}");
+        // It ends: the clock starts from then, the whole time again.
+        w.on_activity(reading("i-w2", 0, 0), 70 * MINUTE, &mut fx);
+        assert!(fx.contains(&Effect::MarkIdle(IdleMark::Idle {
+            since_ms: 70 * MINUTE,
+            until_ms: 80 * MINUTE,
+            action: IdleAction::ScaleWorkers,
+            acted_ms: None
+        })));
+        fx.clear();
+        w.on_tick(80 * MINUTE - 1, &mut fx);
+        assert!(!acted(&fx));
+        w.on_tick(80 * MINUTE, &mut fx);
+        assert!(acted(&fx));
+    }
+
+    #[test]
+    fn an_ssh_session_on_the_master_keeps_the_cluster_up() {
+        let mut w = started(IdleAction::ScaleWorkers);
+        let mut fx = Vec::new();
+        for minute in 0..30 {
+            w.on_activity(reading("i-master", 0, 1), minute * MINUTE, &mut fx);
+            w.on_tick(minute * MINUTE + 59_000, &mut fx);
+        }
+        assert!(!acted(&fx), "{fx:?}");
+    }
+
+    #[test]
+    fn a_busy_reading_that_is_not_renewed_stops_counting() {
+        let mut w = started(IdleAction::ScaleWorkers);
+        let mut fx = Vec::new();
+        // A worker reports a job, then its agent dies without a word.
+        w.on_activity(reading("i-w3", 4, 0), MINUTE, &mut fx);
+        assert_eq!(w.next_deadline(), Some(MINUTE + 150_000 + 1));
+        fx.clear();
+        w.on_tick(MINUTE + 150_000, &mut fx);
+        assert!(fx.is_empty(), "{fx:?}");
+        w.on_tick(MINUTE + 150_001, &mut fx);
+        assert!(matches!(fx[1], Effect::MarkIdle(IdleMark::Idle { since_ms: 210_001, .. })), "{fx:?}");
+        // A worker that left is forgotten at once.
+        w.on_activity(reading("i-w4", 1, 0), 5 * MINUTE, &mut fx);
+        w.forget("i-w4");
+        fx.clear();
+        w.on_tick(5 * MINUTE + 1, &mut fx);
+        assert!(matches!(fx[1], Effect::MarkIdle(IdleMark::Idle { .. })), "{fx:?}");
+    }
+
+    #[test]
+    fn a_busy_gpu_keeps_a_node_busy_and_an_idle_one_does_not() {
+        let mut w = started(IdleAction::ScaleWorkers);
+        let mut fx = Vec::new();
+        let gpu = |p| Activity { instance_id: "i-g".into(), gpu_percent: Some(p), ..Activity::default() };
+        w.on_activity(gpu(4), MINUTE, &mut fx);
+        assert!(fx.is_empty(), "{fx:?}");
+        w.on_activity(gpu(90), 2 * MINUTE, &mut fx);
+        assert!(fx.contains(&Effect::MarkIdle(IdleMark::Busy)), "{fx:?}");
+    }
+
+    #[test]
+    fn a_restart_gives_the_cluster_the_whole_time_again() {
+        let mut w = started(IdleAction::Stop);
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE, &mut fx);
+        assert!(fx.contains(&Effect::PowerOff));
+        // `synth resume` started the master again an hour later.
+        let mut fx = Vec::new();
+        w.restart(settings(IdleAction::Stop));
+        w.on_tick(70 * MINUTE, &mut fx);
+        assert!(!fx.contains(&Effect::PowerOff), "{fx:?}");
+        assert_eq!(w.next_deadline(), Some(80 * MINUTE));
+        // A state saved, read back, carries on.
+        let back: IdleWatch = serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
+        assert_eq!(back, w);
+    }
+}

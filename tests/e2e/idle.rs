@@ -1,0 +1,138 @@
+//! The idle guard against the local AWS, with IAM enforced, on one cluster
+//! (a master and one worker) whose minute is shortened to 2 s by the agent's
+//! test-only knob (`DEEPLEARNING_TEST_IDLE_MINUTE_MS`, not settable from a
+//! blueprint): the blueprint's 5 idle minutes pass in 10 s.
+//!
+//! In turn: a job rank running on the worker (`trainer supervise -- sleep`,
+//! the half of `trainer launch` that runs on each host, started as ssh
+//! would start it: the agents' harness has no sshd) keeps the cluster up
+//! for twice the idle time; then an open connection to the master's SSH
+//! port does; once both end, the master sets the worker group's desired
+//! capacity to 0, says why in its log, leaves the `deeplearning:idle` tag
+//! on the group, and `synth status` prints "idle since ..., workers scaled
+//! to 0 at ...".
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e::scenario::{desired_capacity, logs, wait_until};
+use e2e::{Cluster, Error, TestResult};
+
+/// The idle guard's minute in this test, ms.
+const MINUTE_MS: u64 = 2_000;
+/// The blueprint's `after_minutes`, as this test's time.
+const IDLE: Duration = Duration::from_millis(5 * MINUTE_MS);
+
+/// A process that is killed (and reaped) when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(mut command: Command, what: &'static str) -> Result<Killed, Error> {
+    let child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(Error::io(what, "ip"))?;
+    Ok(Killed(child))
+}
+
+/// The group's `deeplearning:idle` tag, if any.
+async fn idle_tag(cluster: &Cluster, group: &str) -> Option<String> {
+    let g = cluster.aws().auto_scaling_group(group).await.ok()?;
+    g.tags().iter().find(|t| t.key() == Some(node_contract::idle::IDLE_TAG)).and_then(|t| t.value()).map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_cluster_scales_its_workers_down_and_a_job_or_an_ssh_session_keeps_it_up() -> TestResult {
+    let mut cluster = Cluster::start("tests/fixtures/idle/scale-workers.yaml", "idle", 1).await?;
+    cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
+    let group = cluster.stack().worker_group()?.to_string();
+    let (master, worker) = (cluster.master(), &cluster.workers()[0]);
+
+    // A rank of a job on the worker, as `trainer launch` starts it over ssh
+    // (stdin open: the supervisor stops its rank when its session closes).
+    let mut supervise = worker.command(e2e::sshd::trainer_bin()?);
+    supervise
+        .args(["supervise", "--job", "idle-e2e", "--rank", "0", "--local-rank", "0", "--world-size", "1"])
+        .args(["--local-world-size", "1", "--group-rank", "0", "--master-addr", "127.0.0.1"])
+        .args(["--master-port", "29500", "--host", "w", "--root"])
+        .arg(worker.root())
+        .args(["--", "sleep", "600"]);
+    let job = spawn(supervise, "starting trainer supervise on the worker")?;
+    let pid_file = worker.root().join("run/deeplearning-trainer/idle-e2e/0.pid");
+    let started = Instant::now();
+    while !pid_file.exists() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(pid_file.exists(), "the supervisor wrote its pid file");
+
+    let agents = cluster.spawn_agents()?;
+    let all: Vec<_> = agents.iter().collect();
+    wait_until("the formation signal", Duration::from_secs(60), &all, || {
+        cluster
+            .aws()
+            .signals("idle")
+            .is_ok_and(|s| s.iter().any(|x| x["LogicalResourceId"] == "FormationWaitCondition"))
+    })?;
+
+    // The job holds the cluster for twice the idle time.
+    tokio::time::sleep(2 * IDLE).await;
+    assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1, "a running job: {}", logs(&all));
+    assert_eq!(idle_tag(&cluster, &group).await.as_deref(), Some("busy"), "{}", logs(&all));
+
+    // The job ends; an SSH connection to the master holds it instead.
+    let python = "import socket, sys, time\n\
+                  if sys.argv[1] == 'serve':\n    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n    \
+                  s.bind(('0.0.0.0', 22)); s.listen(); c, _ = s.accept(); time.sleep(600)\n\
+                  else:\n    c = socket.create_connection((sys.argv[2], 22)); time.sleep(600)\n";
+    let mut serve = master.command("python3");
+    serve.args(["-c", python, "serve"]);
+    let server = spawn(serve, "listening on the master's SSH port")?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut connect = worker.command("python3");
+    connect.args(["-c", python, "connect", &master.ip().to_string()]);
+    let session = spawn(connect, "connecting to the master's SSH port")?;
+    drop(job);
+    tokio::time::sleep(2 * IDLE).await;
+    assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1, "an SSH session: {}", logs(&all));
+    let master_log = agents[0].log();
+    assert!(master_log.contains("1 SSH session"), "the master saw the session: {master_log}");
+
+    // Nothing left: the idle time later, the workers go.
+    drop(session);
+    drop(server);
+    let idle_from = Instant::now();
+    let mut capacity = 1;
+    while idle_from.elapsed() < IDLE + Duration::from_secs(20) {
+        capacity = desired_capacity(cluster.aws(), &group).await?;
+        if capacity == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let took = idle_from.elapsed();
+    assert_eq!(capacity, 0, "scaled down: {}", logs(&all));
+    assert!(took >= IDLE - Duration::from_secs(1), "not before the idle time: {took:?}");
+    let master_log = agents[0].log();
+    let why = master_log.lines().find(|l| l.contains("idle guard: no trainer job, SSH session or busy GPU"));
+    assert!(why.is_some_and(|l| l.contains("scaled to 0")), "the master says why: {master_log}");
+    let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
+    assert!(tag.starts_with("idle since=") && tag.contains("acted="), "{tag}");
+
+    let status = e2e::synth_cli::command(cluster.aws(), "deployer", &["status", "idle", "--region", "us-east-1"])
+        .output()
+        .map_err(Error::io("running synth status", "synth"))?;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}{}", String::from_utf8_lossy(&status.stderr));
+    let line = text.lines().find(|l| l.starts_with("idle ")).unwrap_or_default();
+    assert!(line.contains("idle since") && line.contains("workers scaled to 0 at"), "{text}");
+    eprintln!("scaled to 0 {took:?} after the last session closed\n{line}");
+    Ok(())
+}
