@@ -672,7 +672,7 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
         assert_eq!(got, ["worker2: registered", "worker2: applied"], "--node {node}: {out}");
     }
     let (code, out, err) = logs(&["--node", "7"]);
-    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!((code, out.as_str()), (3, ""), "not found: {err}");
     assert!(
         err.contains(
             "no logs from node 7 in /deeplearning-cluster/gone/b-this-run: the nodes with logs are master, worker2, worker"
@@ -697,9 +697,17 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
     assert!(ours.iter().any(|c| c["action"] == "FilterLogEvents"), "{ours:?}");
     assert!(ours.iter().all(|c| c["service"] != "cloudformation"), "{ours:?}");
 
-    // No group: said plainly, exit 1.
+    // A valid query with an empty answer: one line on stderr, exit 0.
+    let (code, out, err) = logs(&["--since", "2099-01-01T00:00:00Z"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(
+        err.ends_with("no log lines since 2099-01-01T00:00:00Z in /deeplearning-cluster/gone/b-this-run\n"),
+        "{err}"
+    );
+
+    // No group: said plainly, exit 3 (not found).
     let (code, out, err) = run(synth(&aws, key, &["logs", "never", "--region", "us-east-1"]));
-    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!((code, out.as_str()), (3, ""), "{err}");
     assert_eq!(
         err.trim(),
         "error: no logs for stack never in region us-east-1: no log group starts with /deeplearning-cluster/never/ \
@@ -742,8 +750,8 @@ fn stack_commands_into_a_closed_pipe_or_onto_a_full_disk() -> TestResult {
         (&["status"], full_disk, 2, "error: cannot write the stacks to standard output: No space left"),
         (&["outputs", "piped"], closed_pipe, 0, ""),
         (&["outputs", "piped", "--json"], full_disk, 2, "error: cannot write the outputs to standard output"),
-        (&["logs", "never"], closed_pipe, 1, "error: no logs for stack never"),
-        (&["events", "never"], full_disk, 2, "error: no stack never in us-east-1"),
+        (&["logs", "never"], closed_pipe, 3, "error: no logs for stack never"),
+        (&["events", "never"], full_disk, 3, "error: no stack never in us-east-1"),
     ];
     for (args, (place, to), code, says) in rows {
         let mut all = args.to_vec();
@@ -753,7 +761,7 @@ fn stack_commands_into_a_closed_pipe_or_onto_a_full_disk() -> TestResult {
         let name = format!("synth {} into {place}", all.join(" "));
         run_case(&mut cmd, Duration::from_secs(60), &name, code, says);
     }
-    // The report of a stack without logs (exit 1) cannot be written: exit 2.
+    // The report of a stack without logs (exit 3) cannot be written: exit 2.
     let mut cmd = stderr_to(synth(&aws, "hostile", &["logs", "never", "--region", "us-east-1"]), (full_disk.1)());
     cmd.stdout(Stdio::piped());
     let out = run_case(&mut cmd, Duration::from_secs(60), "synth logs never 2> /dev/full", 2, "");

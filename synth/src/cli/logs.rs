@@ -31,7 +31,8 @@ The stack may be running, rolled back or deleted: its nodes' log group,
 /deeplearning-cluster/<STACK>/<the stack id's UUID>, outlives it. When
 stacks of that name were created more than once, the newest one's lines.
 
-Exit codes: 0 printed, 1 no logs for that stack or node, 2 usage or AWS error, 130 Ctrl-C.")]
+Exit codes: 0 printed, or no lines (said on stderr: \"no log lines since ...\"), 2 usage or
+AWS error, 3 no logs of that stack (or no node of that name among those with lines), 130 Ctrl-C.")]
 pub struct LogsArgs {
     /// The stack's name (running, rolled back or deleted).
     #[arg(value_name = "STACK")]

@@ -42,9 +42,10 @@ pub use input::{Input, MAX_BLUEPRINT_BYTES};
 ///   synth validate blueprints/gpu-cluster.yaml
 ///   synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json
 ///
-/// Exit codes: 0 success, 1 the blueprint has problems (or the stack failed,
-/// or an update was refused, or there are no logs), 2 usage, internal, credentials or AWS error,
-/// 130 interrupted.
+/// Exit codes: 0 success (an empty answer too: "no log lines since ...", on
+/// stderr), 1 the blueprint has problems (or the stack failed, or an update
+/// was refused), 2 usage, internal, credentials or AWS error, 3 not found
+/// (no such stack, no logs of that stack, no such node), 130 interrupted.
 #[derive(Debug, Parser)]
 #[command(name = "synth", version, about, long_about, verbatim_doc_comment)]
 pub struct Cli {

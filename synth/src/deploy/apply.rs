@@ -323,6 +323,34 @@ mod tests {
         }
     }
 
+    /// A formation failure names the master's reason first and points to
+    /// the nodes' own lines (`synth logs`) as well as the events; exit 1.
+    #[tokio::test(start_paused = true)]
+    async fn a_formation_failure_points_to_the_nodes_logs() {
+        let cloud = FakeCloud::default();
+        let (stack, wait) = ("AWS::CloudFormation::Stack", "AWS::CloudFormation::WaitCondition");
+        let failed = "WaitCondition received failed message: '1 of 2 workers joined' for uniqueId: i-0aa";
+        {
+            let mut script = cloud.event_script.lock().unwrap();
+            script.push_back(vec![ev(1, 1, "demo", stack, "CREATE_IN_PROGRESS", Some("User Initiated"))]);
+            script.push_back(vec![
+                ev(4, 9, "demo", stack, "ROLLBACK_COMPLETE", None),
+                ev(3, 8, "FormationWaitCondition", wait, "CREATE_FAILED", Some(failed)),
+                ev(2, 2, "FormationWaitCondition", wait, "CREATE_IN_PROGRESS", None),
+            ]);
+        }
+        let console = FakeConsole::default();
+        let display = console.display();
+        let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+        assert_eq!(deploy(&console, &cloud, &prepared(|_| {}), options, &display).await, ExitCode::Invalid);
+        let err = console.stderr();
+        assert!(err.contains("error: the cluster did not form: 1 of 2 workers joined\n"), "{err}");
+        assert!(
+            err.contains("(all events: synth events demo --region us-east-1; the nodes' own lines: synth logs demo --region us-east-1)"),
+            "{err}"
+        );
+    }
+
     /// The count leaves out what the template's conditions leave out, and says so.
     #[test]
     fn the_resource_count_says_what_conditions_leave_out() {

@@ -123,6 +123,23 @@ pub async fn confirm<K: Console>(console: &K, question: &str, yes: bool) -> Resu
     Ok(console.ask(question).await)
 }
 
+/// The one rule for an empty answer (`synth logs`, `events`, `status`): a
+/// query of something that exists that found nothing says so in one line
+/// on stderr (`what`: "no log lines since 2026-11-25T20:00:00Z") and is a
+/// success (exit 0), so a script tells it from a stack that is not there
+/// ([`not_found`], exit 3) by the code and a person by the line.
+pub fn empty<K: Console>(console: &K, what: &str) -> ExitCode {
+    console.noteln(what);
+    ExitCode::Success
+}
+
+/// Prints `error: <e>` for something named that is not there (a stack, a
+/// stack's logs, a node) and returns exit code 3.
+pub fn not_found<K: Console>(console: &K, e: impl Show) -> ExitCode {
+    console.noteln(&format!("error: {e}"));
+    ExitCode::NotFound
+}
+
 /// Prints `error: <e>` and returns exit code 2 (an AWS error, a usage error).
 pub fn fail<K: Console>(console: &K, e: impl Show) -> ExitCode {
     console.noteln(&format!("error: {e}"));
