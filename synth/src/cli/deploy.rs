@@ -24,6 +24,10 @@ use crate::exit::ExitCode;
   synth deploy cluster.yaml --yes                    # in a script: no question, updates applied unless refused
   synth deploy cluster.yaml --keep-on-failure        # a failed create keeps its nodes for inspection
 
+The stack goes to one region: --region, else the blueprint's `region`,
+else your AWS configuration's (AWS_REGION, then the profile's region). The
+first line says which: \"Creating stack NAME in us-east-1: ...\".
+
 A new stack is created; an existing one gets a change set, shown before
 anything changes. An update that would replace or delete the master
 instance (its root volume), the EFS file system or the VPC its mount
