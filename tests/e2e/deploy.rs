@@ -215,7 +215,8 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error: refused: MasterInstance (AWS::EC2::Instance) would be replaced"), "{err}");
     assert!(err.contains("--allow-replacement"), "{err}");
-    assert!(err.contains("pin the image with `image.ami`"), "the SSM image is named as a cause: {err}");
+    assert!(err.contains("Keeping image ami-"), "the image is not the cause: {err}");
+    assert!(!err.contains("pin the image"), "{err}");
     assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master, "nothing changed");
     let (code, _, err) = run(deploy(&["--yes", "--allow-replacement", "-p", "WorkerCount=3", "-p", "MaxWorkers=4"]));
     assert_eq!(code, 0, "{err}");
@@ -522,6 +523,91 @@ fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
     let group = physical_id(&aws, "minimal", "WorkerGroup");
     let desired = runtime().block_on(aws.auto_scaling_group(&group))?.desired_capacity();
     assert_eq!(desired, Some(2), "nothing was applied");
+    Ok(())
+}
+
+/// The image a stack was created with is the image its updates keep: the
+/// SSM parameter names a newer image between the create and a resize, and
+/// the resize keeps the AMI the create resolved (the master untouched);
+/// with --update-image the preview says the master would be replaced.
+#[test]
+fn an_update_keeps_the_image_the_stack_was_created_with() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let (code, out, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
+    assert_eq!(code, 0, "{err}");
+    let output = |out: &str| -> Option<String> {
+        out.lines().find_map(|l| l.strip_prefix("ImageAmi").map(|v| v.trim().to_owned()))
+    };
+    let created = output(&out).expect("the stack records its image");
+    assert!(created.starts_with("ami-"), "{out}");
+
+    // AWS publishes a newer image under the parameter.
+    let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
+    let newer = images
+        .split("<imageId>")
+        .skip(1)
+        .filter_map(|rest| rest.split("</imageId>").next())
+        .find(|id| *id != created)
+        .expect("moto lists a second image")
+        .to_owned();
+    let body = serde_json::json!({"Name": IMAGE_PARAMETER, "Value": newer, "Type": "String", "Overwrite": true});
+    aws.json_call("ssm", "AmazonSSM.PutParameter", &body)?;
+
+    // A resize keeps the image: the master is not touched.
+    let master = physical_id(&aws, "minimal", "MasterInstance");
+    let resize = ["-p", "WorkerCount=3", "-p", "MaxWorkers=3"];
+    let (code, _, err) = run(synth(
+        &aws,
+        "deployer",
+        &[
+            "diff",
+            "blueprints/minimal.yaml",
+            "--region",
+            "us-east-1",
+            "-p",
+            IMAGE,
+            "-p",
+            "WorkerCount=3",
+            "-p",
+            "MaxWorkers=3",
+            "--agent-package",
+            pkg.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("Keeping image {created}, the one stack minimal was created with")), "{err}");
+    let mut args = vec!["--yes"];
+    args.extend(resize);
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &args));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("Keeping image {created}")), "{err}");
+    assert!(err.contains("~ WorkerGroup") && !err.contains("MasterInstance"), "the master is not touched: {err}");
+    assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master);
+    let (_, out, _) = run(synth(&aws, "deployer", &["outputs", "minimal", "--region", "us-east-1"]));
+    assert_eq!(output(&out).as_deref(), Some(created.as_str()), "the recorded image stays: {out}");
+
+    // Asked for the newer image: the preview says the master is replaced,
+    // and without --allow-replacement nothing changes.
+    args.push("--update-image");
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &args));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: refused: MasterInstance (AWS::EC2::Instance) would be replaced"), "{err}");
+    assert!(
+        err.contains("--update-image boots the master from the image the ImageId SSM parameter names now"),
+        "{err}"
+    );
+    assert!(!err.contains("Keeping image"), "{err}");
+    assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master, "nothing changed");
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    let open: Vec<_> = sets
+        .summaries()
+        .iter()
+        .filter(|s| s.execution_status() != Some(&aws_sdk_cloudformation::types::ExecutionStatus::ExecuteComplete))
+        .collect();
+    assert!(open.is_empty(), "the refused change set is deleted: {open:?}");
     Ok(())
 }
 

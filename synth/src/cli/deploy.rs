@@ -85,6 +85,12 @@ pub(super) struct DeployTarget {
     /// packaging/build made, when the image needs one).
     #[arg(long, value_name = "FILE")]
     pub agent_package: Option<PathBuf>,
+
+    /// Update to the image the SSM parameter names now: the master is
+    /// replaced (with its root volume; also needs --allow-replacement).
+    /// Without it an update keeps the image the stack was created with.
+    #[arg(long, help_heading = "Safety")]
+    pub update_image: bool,
 }
 
 impl DeployTarget {
@@ -94,6 +100,7 @@ impl DeployTarget {
             stack: self.stack.clone(),
             parameters: self.parameters.clone(),
             agent_package: self.agent_package.clone(),
+            update_image: self.update_image,
         }
     }
 }
