@@ -219,7 +219,7 @@ mod named_flags_exist {
     /// Words after "synth " that are prose, not a command.
     const PROSE: &[&str] = &[
         "a", "adds", "and", "any", "as", "by", "can", "cannot", "checked", "checks", "command", "commands", "compiles",
-        "creates", "does", "gives", "has", "is", "itself", "knows", "made", "makes", "may", "needs", "of", "or",
+        "creates", "do", "does", "gives", "has", "is", "itself", "knows", "made", "makes", "may", "needs", "of", "or",
         "prints", "reads", "run", "runs", "says", "sees", "sets", "the", "to", "uses", "was", "will", "would",
         "writes",
     ];
