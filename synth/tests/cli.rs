@@ -292,6 +292,26 @@ mod named_flags_exist {
         assert_eq!(problems("", "`synth events x \\\n --follow`, `aws logs tail --follow`", &tree).len(), 0);
     }
 
+    /// Every example command line in `--help` (a line that starts with
+    /// `synth `, a `$ ` prompt or a continuation) fits an 80-column terminal,
+    /// so clap, which wraps help to the terminal's width, never breaks a
+    /// command in the middle.
+    #[test]
+    fn help_examples_fit_80_columns() {
+        let mut wide = Vec::new();
+        for (owner, text) in help_texts() {
+            for line in text.lines() {
+                let command = line.trim_start();
+                let example =
+                    command.starts_with("synth ") || command.starts_with("packaging/") || command.starts_with("--");
+                if example && line.chars().count() > 80 {
+                    wide.push(format!("{owner}: {} columns: {line}", line.chars().count()));
+                }
+            }
+        }
+        assert!(wide.is_empty(), "{}", wide.join("\n"));
+    }
+
     /// The messages and warnings synth prints are string literals in its
     /// source; every line of them (comments left out) is checked.
     #[test]

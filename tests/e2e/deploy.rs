@@ -494,17 +494,7 @@ fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
 
     // The same command, run by script with the same environment.
     let resize = deploy_minimal(&aws, "deployer", &pkg, &["-p", "WorkerCount=3", "-p", "MaxWorkers=3"]);
-    let mut line = vec![synth_bin().display().to_string()];
-    line.extend(resize.get_args().map(|a| a.to_string_lossy().into_owned()));
-    let mut script = Command::new("script");
-    script.args(["-qfec", &line.join(" "), "/dev/null"]).current_dir(e2e::repo_root()).stdin(Stdio::piped());
-    for (k, v) in resize.get_envs() {
-        match v {
-            Some(v) => script.env(k, v),
-            None => script.env_remove(k),
-        };
-    }
-    let mut running = Running::start(script);
+    let mut running = in_a_terminal(&resize, 200, 50);
     let deadline = Instant::now() + Duration::from_secs(60);
     let out = || std::fs::read_to_string(&running.out).unwrap_or_default();
     while !out().contains("Apply these changes to stack minimal? [y/N]") {
@@ -608,6 +598,110 @@ fn an_update_keeps_the_image_the_stack_was_created_with() -> TestResult {
         .filter(|s| s.execution_status() != Some(&aws_sdk_cloudformation::types::ExecutionStatus::ExecuteComplete))
         .collect();
     assert!(open.is_empty(), "the refused change set is deleted: {open:?}");
+    Ok(())
+}
+
+/// `cmd` run in a pseudo-terminal of `cols` x `rows` (`script(1)`: no
+/// crate to build), with `cmd`'s environment; the terminal's bytes go to
+/// the returned [`Running`]'s stdout file.
+fn in_a_terminal(cmd: &Command, cols: u16, rows: u16) -> Running {
+    let mut line = vec![synth_bin().display().to_string()];
+    line.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let shell = format!("stty cols {cols} rows {rows} && exec {}", line.join(" "));
+    let mut script = Command::new("script");
+    script.args(["-qfec", &shell, "/dev/null"]).current_dir(e2e::repo_root()).stdin(Stdio::piped());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    Running::start(script)
+}
+
+/// The terminal after `bytes`, as vt100 renders them on a `cols` x `rows`
+/// screen (its `screen()`).
+fn screen(bytes: &[u8], cols: u16, rows: u16) -> vt100::Parser {
+    let size = |n: u16| std::num::NonZeroU16::new(n).expect("a terminal has a size");
+    let mut parser = vt100::Parser::new(size(rows), size(cols), 0);
+    parser.process(bytes);
+    parser
+}
+
+/// The spinner's frames (the finished state, a space, left out).
+const SPINNER: &str = synth::deploy::console::SPINNER_FRAMES.trim_ascii_end();
+
+/// The seconds on the live line's clock (`41s`, `1m 05s`).
+fn clock_of(line: &str) -> Option<u64> {
+    let mut words = line.split_whitespace().skip(1);
+    let first = words.next()?;
+    if let Some(m) = first.strip_suffix('m') {
+        let s = words.next()?.strip_suffix('s')?;
+        return Some(m.parse::<u64>().ok()? * 60 + s.parse::<u64>().ok()?);
+    }
+    first.strip_suffix('s')?.parse().ok()
+}
+
+/// What a person sees while a create waits for the formation, in a
+/// pseudo-terminal of 70 columns, sampled every 200 ms for 6 s: one status
+/// line, whose clock counts each second (never a jump of more than one
+/// second between samples, and at least four seconds counted), no
+/// spinner frame left on any other line, no line wider than the terminal
+/// (a wrapped row would be one); then the master signals and it ends 0.
+#[test]
+fn progress_on_a_terminal_is_one_line_whose_clock_ticks() -> TestResult {
+    let (cols, rows) = (70, 30);
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let running = in_a_terminal(&deploy_minimal(&aws, "deployer", &pkg, &[]), cols, rows);
+    let bytes = || std::fs::read(&running.out).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !String::from_utf8_lossy(&bytes()).contains("formation") {
+        assert!(Instant::now() < deadline, "no formation phase: {}", String::from_utf8_lossy(&bytes()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut clocks = Vec::new();
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(200));
+        let parser = screen(&bytes(), cols, rows);
+        let screen = parser.screen();
+        let lines: Vec<String> = screen.rows(0, cols).collect();
+        let text = lines.join("\n");
+        let spinners: Vec<&String> = lines.iter().filter(|l| l.starts_with(|c| SPINNER.contains(c))).collect();
+        assert_eq!(spinners.len(), 1, "one status line, no leftover frames:\n{text}");
+        assert!(
+            lines.iter().all(|l| !l.trim_start().starts_with(|c| SPINNER.contains(c)) || l.starts_with(|c| SPINNER.contains(c))),
+            "{text}"
+        );
+        // A line wider than the terminal would go on at the next row's
+        // first column; every story line starts with its right-aligned
+        // verb's indentation, the status line with its spinner. (vt100's
+        // row_wrapped() cannot tell: indicatif pads each row it draws to
+        // the last column.)
+        for line in lines.iter().filter(|l| !l.trim().is_empty()) {
+            let visible = line.trim_end().chars().count();
+            assert!(visible < usize::from(cols), "a line as wide as the terminal: {line:?}\n{text}");
+            assert!(
+                line.starts_with("  ") || line.starts_with(|c| SPINNER.contains(c)),
+                "a wrapped line's rest: {line:?}\n{text}"
+            );
+        }
+        assert!(spinners[0].contains("formation"), "{text}");
+        clocks.push(clock_of(spinners[0]).unwrap_or_else(|| panic!("no clock: {text}")));
+    }
+    let steps: Vec<u64> = clocks.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(steps.iter().all(|s| *s <= 1), "the clock jumps: {clocks:?}");
+    assert!(clocks[clocks.len() - 1] - clocks[0] >= 4, "the clock counts each second: {clocks:?}");
+    signal(&aws, "minimal", "SUCCESS", "2 of 2 workers joined; the cluster has 3 nodes, the master included");
+    let (code, out, _) = running.finish();
+    assert_eq!(code, 0, "{out}");
+    let end = screen(out.as_bytes(), cols, rows);
+    let text: Vec<String> = end.screen().rows(0, cols).collect();
+    assert!(text.iter().all(|l| !l.starts_with(|c| SPINNER.contains(c))), "the live line is gone: {text:#?}");
+    assert!(text.iter().any(|l| l.contains("Formed the cluster: 3 nodes")), "{text:#?}");
+    assert!(text.iter().any(|l| l.contains("Created staging bucket") && l.trim_end().ends_with('…')), "cut: {text:#?}");
     Ok(())
 }
 

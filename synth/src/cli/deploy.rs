@@ -20,9 +20,12 @@ use crate::exit::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
-  synth deploy blueprints/gpu-cluster.yaml --parameter KeyName=my-key --parameter SshCidr=198.51.100.7/32
-  synth deploy cluster.yaml --yes                    # in a script: no question, updates applied unless refused
-  synth deploy cluster.yaml --keep-on-failure        # a failed create keeps its nodes for inspection
+  synth deploy blueprints/gpu-cluster.yaml \\
+    --parameter KeyName=my-key --parameter SshCidr=198.51.100.7/32
+  # in a script: no question, updates applied unless refused
+  synth deploy cluster.yaml --yes
+  # a failed create keeps its nodes for inspection
+  synth deploy cluster.yaml --keep-on-failure
 
 The stack goes to one region: --region, else the blueprint's `region`,
 else your AWS configuration's (AWS_REGION, then the profile's region). The

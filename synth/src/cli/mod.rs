@@ -36,8 +36,10 @@ pub use input::{Input, MAX_BLUEPRINT_BYTES};
 /// the terminal, or build the template and upload it in the console:
 ///
 ///   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
-///   synth status resnet-training; synth ssh resnet-training; synth delete resnet-training
-///   synth logs resnet-training --node worker3    # when formation fails: the nodes' own lines
+///   synth status resnet-training; synth ssh resnet-training
+///   synth delete resnet-training
+///   # when formation fails, the nodes' own lines:
+///   synth logs resnet-training --node worker3
 ///
 ///   synth validate blueprints/gpu-cluster.yaml
 ///   synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json

@@ -18,7 +18,7 @@ use crate::exit::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   synth ssh resnet-training
-  synth ssh resnet-training --worker 3     # deeplearning-worker3, through the master
+  synth ssh resnet-training --worker 3   # deeplearning-worker3, via the master
 
 Runs the stack's SshCommand output (ssh with your key pair, or through
 Session Manager when the master is private: that needs the AWS CLI and its

@@ -77,6 +77,7 @@ pub async fn watch<C: Cloud>(
     interrupted: impl Future<Output = ()>,
 ) -> CloudResult<Ending> {
     tokio::pin!(interrupted);
+    let started = now_ms();
     let mut backoff = Backoff::default();
     let mut last_group_poll: Option<i64> = None;
     loop {
@@ -101,7 +102,7 @@ pub async fn watch<C: Cloud>(
                 }
             }
         }
-        display.live(&watcher.live_line(now_ms()));
+        display.live_since(watcher.started_ms().unwrap_or(started), &watcher.live_status());
         let wait = backoff.next(news);
         tokio::select! {
             _ = &mut interrupted => return Ok(Ending::Interrupted),
