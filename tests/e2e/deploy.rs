@@ -479,6 +479,17 @@ fn stage_uploads_once_and_prints_the_lines_a_blueprint_needs() -> TestResult {
     Ok(())
 }
 
+/// Stack minimal deployed in `aws` (which completes it at once) with a
+/// package in a temporary directory: the directory, the package, stdout.
+fn created_minimal(aws: &LocalAws) -> Result<(tempfile::TempDir, PathBuf, String), Box<dyn std::error::Error>> {
+    ensure_image_parameter(aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let (code, out, err) = run(deploy_minimal(aws, "deployer", &pkg, &[]));
+    assert_eq!(code, 0, "{err}");
+    Ok((dir, pkg, out))
+}
+
 /// Ctrl-C at the update's prompt (on a terminal: `script` gives synth a
 /// pseudo-terminal, and the ^C typed into it is the SIGINT) deletes the
 /// change set that was never executed, and nothing changes.
@@ -486,11 +497,7 @@ fn stage_uploads_once_and_prints_the_lines_a_blueprint_needs() -> TestResult {
 fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
     use std::io::Write;
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
-    ensure_image_parameter(&aws)?;
-    let dir = tempfile::tempdir()?;
-    let pkg = package(dir.path());
-    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
-    assert_eq!(code, 0, "{err}");
+    let (_dir, pkg, _) = created_minimal(&aws)?;
 
     // The same command, run by script with the same environment.
     let resize = deploy_minimal(&aws, "deployer", &pkg, &["-p", "WorkerCount=3", "-p", "MaxWorkers=3"]);
@@ -523,11 +530,7 @@ fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
 #[test]
 fn an_update_keeps_the_image_the_stack_was_created_with() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
-    ensure_image_parameter(&aws)?;
-    let dir = tempfile::tempdir()?;
-    let pkg = package(dir.path());
-    let (code, out, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
-    assert_eq!(code, 0, "{err}");
+    let (_dir, pkg, out) = created_minimal(&aws)?;
     let output = |out: &str| -> Option<String> {
         out.lines().find_map(|l| l.strip_prefix("ImageAmi").map(|v| v.trim().to_owned()))
     };
@@ -605,9 +608,15 @@ fn an_update_keeps_the_image_the_stack_was_created_with() -> TestResult {
 /// crate to build), with `cmd`'s environment; the terminal's bytes go to
 /// the returned [`Running`]'s stdout file.
 fn in_a_terminal(cmd: &Command, cols: u16, rows: u16) -> Running {
+    in_a_terminal_then(cmd, cols, rows, "")
+}
+
+/// [`in_a_terminal`], with `shell_tail` after the command line (a
+/// redirection, a pipe).
+fn in_a_terminal_then(cmd: &Command, cols: u16, rows: u16, shell_tail: &str) -> Running {
     let mut line = vec![synth_bin().display().to_string()];
     line.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
-    let shell = format!("stty cols {cols} rows {rows} && exec {}", line.join(" "));
+    let shell = format!("stty cols {cols} rows {rows} && exec {}{shell_tail}", line.join(" "));
     let mut script = Command::new("script");
     script.args(["-qfec", &shell, "/dev/null"]).current_dir(e2e::repo_root()).stdin(Stdio::piped());
     for (k, v) in cmd.get_envs() {
@@ -1004,5 +1013,239 @@ fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
         "{out}"
     );
     assert!(got.contains(&("worker3".to_owned(), "worker3: registered".to_owned())), "{out}");
+    Ok(())
+}
+
+/// One step of the transcript: `$ <what>`, then the screen as vt100 shows
+/// it after the command ended (in a 100-column pseudo-terminal), then its
+/// exit code.
+fn transcript_step(out: &mut String, what: &str, cmd: &Command, shell_tail: &str) -> i32 {
+    transcript_answering(out, what, cmd, shell_tail, None)
+}
+
+/// [`transcript_step`], typing `answer` (and Enter) at the `[y/N]` prompt.
+fn transcript_answering(out: &mut String, what: &str, cmd: &Command, shell_tail: &str, answer: Option<&str>) -> i32 {
+    let (cols, rows) = (100, 300);
+    let mut running = in_a_terminal_then(cmd, cols, rows, shell_tail);
+    if let Some(answer) = answer {
+        use std::io::Write;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&running.out).unwrap_or_default().contains("[y/N]") {
+            assert!(Instant::now() < deadline, "no prompt");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let stdin = running.child.stdin.as_mut().expect("script's stdin");
+        stdin.write_all(format!("{answer}\r").as_bytes()).expect("the answer is typed");
+    }
+    let (code, bytes, _) = running.finish_within(Duration::from_secs(180));
+    out.push_str(&format!("$ {what}\n{}[exit {code}]\n\n", rendered(bytes.as_bytes(), cols, rows)));
+    code
+}
+
+/// The screen's rows, trailing blank rows and spaces left out.
+fn rendered(bytes: &[u8], cols: u16, rows: u16) -> String {
+    let parser = screen(bytes, cols, rows);
+    let lines: Vec<String> = parser.screen().rows(0, cols).map(|l| l.trim_end().to_owned()).collect();
+    let last = lines.iter().rposition(|l| !l.is_empty()).map_or(0, |i| i + 1);
+    lines[..last].iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Writes the transcript issue 26 asks for to $TRANSCRIPT: create -> wait
+/// -> formed -> update preview -> delete against the local AWS, then the
+/// mistakes the issue lists, each run in a pseudo-terminal and rendered as
+/// the screen shows it. Ignored by default (it is a record, a minute long,
+/// not a check): `TRANSCRIPT=/tmp/t.txt cargo test --workspace --test
+/// deploy -- --ignored transcript`.
+#[test]
+#[ignore]
+fn transcript() -> TestResult {
+    let path = std::env::var("TRANSCRIPT").map_err(|_| "set TRANSCRIPT to the file to write")?;
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let pkg = pkg.to_str().unwrap();
+    let mut t = String::from(
+        "Transcript for issue 26: synth against the local AWS (moto with the project's launcher), every command\n\
+         in a pseudo-terminal of 100 columns (script(1)), each screen as vt100 renders it after the command ended.\n\
+         Written by tests/e2e/deploy.rs `transcript` (cargo test --test deploy -- --ignored transcript).\n\n",
+    );
+    let base = ["blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE, "--agent-package", pkg];
+    let deploy = |extra: &[&str]| {
+        let mut args = vec!["deploy"];
+        args.extend(base);
+        args.extend(extra);
+        synth(&aws, "deployer", &args)
+    };
+    let stack = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--region", "us-east-1"]);
+        synth(&aws, "deployer", &all)
+    };
+
+    // Create, watched while it waits for the formation, then formed.
+    t.push_str("== create -> wait -> formed ==\n");
+    let (cols, rows) = (100, 40);
+    let running = in_a_terminal(&deploy(&[]), cols, rows);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&running.out).unwrap_or_default().contains("formation") {
+        assert!(Instant::now() < deadline, "no formation phase");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let waiting = rendered(&std::fs::read(&running.out)?, cols, rows);
+    t.push_str(&format!(
+        "$ synth deploy {} -p {IMAGE} --agent-package {pkg}\n--- the screen while the create waits for the master's signal ---\n{waiting}",
+        base[..3].join(" ")
+    ));
+    signal(&aws, "minimal", "SUCCESS", "2 of 2 workers joined; the cluster has 3 nodes, the master included");
+    let (code, bytes, _) = running.finish();
+    t.push_str(&format!(
+        "--- after the master signalled ---\n{}[exit {code}]\n\n",
+        rendered(bytes.as_bytes(), cols, rows)
+    ));
+
+    t.push_str("== status, events ==\n");
+    transcript_step(&mut t, "synth status minimal --region us-east-1", &stack(&["status", "minimal"]), "");
+    transcript_step(
+        &mut t,
+        "synth events minimal --region us-east-1 | tail -4",
+        &stack(&["events", "minimal"]),
+        " | tail -4",
+    );
+
+    // The update preview, answered "n".
+    t.push_str("== update preview (answered n at the prompt) ==\n");
+    let resize = deploy(&["-p", "WorkerCount=3", "-p", "MaxWorkers=3"]);
+    transcript_answering(
+        &mut t,
+        &format!(
+            "synth deploy {} -p {IMAGE} --agent-package {pkg} -p WorkerCount=3 -p MaxWorkers=3   (then n)",
+            base[..3].join(" ")
+        ),
+        &resize,
+        "",
+        Some("n"),
+    );
+
+    t.push_str("== the mistakes of issue 26 ==\n");
+    let bad = dir.path().join("mistakes.yaml");
+    let text = std::fs::read_to_string(e2e::repo_root().join("blueprints/minimal.yaml"))?
+        .replacen("count: 2", "cuont: 2", 1)
+        .replacen("g4dn.xlarge", "g4dn.mega", 1);
+    std::fs::write(&bad, text + "network:\n  vpc_cidr: 10.0.0.0/33\n")?;
+    let bad = bad.to_str().unwrap();
+    transcript_step(
+        &mut t,
+        &format!("synth validate {bad}   (cuont: 2, g4dn.mega, 10.0.0.0/33)"),
+        &synth(&aws, "deployer", &["validate", bad]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth logs minimal --region us-east-1 --since 1h   (no node wrote a line)",
+        &stack(&["logs", "minimal", "--since", "1h"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth logs minimal --region us-east-1 --node master",
+        &stack(&["logs", "minimal", "--node", "master"]),
+        "",
+    );
+    transcript_step(&mut t, "synth events nosuch --region us-east-1", &stack(&["events", "nosuch"]), "");
+    transcript_step(&mut t, "synth status nosuch --region us-east-1", &stack(&["status", "nosuch"]), "");
+    transcript_step(
+        &mut t,
+        &format!(
+            "synth deploy {} ... -p WorkerCount=3 -p MaxWorkers=3 < /dev/null   (nobody can answer)",
+            base[..3].join(" ")
+        ),
+        &resize,
+        " < /dev/null",
+    );
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    let open = sets
+        .summaries()
+        .iter()
+        .filter(|s| s.execution_status() != Some(&aws_sdk_cloudformation::types::ExecutionStatus::ExecuteComplete))
+        .count();
+    t.push_str(&format!("(the harness: change sets of stack minimal not executed and still there: {open})\n\n"));
+    transcript_step(
+        &mut t,
+        &format!("synth deploy {} ... -p WorkerCont=8   (a misspelt parameter)", base[..3].join(" ")),
+        &deploy(&["-p", "WorkerCont=8"]),
+        "",
+    );
+    let mut no_keys = stack(&["status"]);
+    no_keys.env_remove("AWS_ACCESS_KEY_ID").env_remove("AWS_SECRET_ACCESS_KEY").env_remove("AWS_EC2_METADATA_DISABLED");
+    transcript_step(&mut t, "synth status --region us-east-1   (no credentials anywhere)", &no_keys, "");
+    let mut no_region = synth(&aws, "deployer", &["status"]);
+    no_region.env_remove("AWS_REGION").env_remove("AWS_DEFAULT_REGION");
+    transcript_step(&mut t, "synth status   (no region anywhere)", &no_region, "");
+    transcript_step(
+        &mut t,
+        "synth status --region us-east-1 --profile nosuch   (keys in the environment)",
+        &stack(&["status", "--profile", "nosuch"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth build blueprints/gpu-cluster.yaml --region us-east-1 > /dev/null",
+        &synth(&aws, "deployer", &["build", "blueprints/gpu-cluster.yaml", "--region", "us-east-1"]),
+        " > /dev/null",
+    );
+    transcript_step(
+        &mut t,
+        "synth ssh minimal --region us-east-1   (no key pair, no SSH ingress)",
+        &stack(&["ssh", "minimal"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth deploy --help | grep -A2 'one region'",
+        &synth(&aws, "deployer", &["deploy", "--help"]),
+        " | grep -A2 'one region'",
+    );
+
+    t.push_str("== a newer image published, then a resize ==\n");
+    let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
+    let ids: Vec<&str> = images.split("<imageId>").skip(1).filter_map(|r| r.split("</imageId>").next()).collect();
+    let (_, out, _) = run(stack(&["outputs", "minimal"]));
+    let created = out.lines().find_map(|l| l.strip_prefix("ImageAmi")).unwrap_or_default().trim().to_owned();
+    let newer = ids.iter().find(|id| **id != created).copied().unwrap_or_default();
+    let body = serde_json::json!({"Name": IMAGE_PARAMETER, "Value": newer, "Type": "String", "Overwrite": true});
+    aws.json_call("ssm", "AmazonSSM.PutParameter", &body)?;
+    t.push_str(&format!(
+        "(the harness: SSM parameter {IMAGE_PARAMETER} now names {newer}; the stack was created with {created})\n\n"
+    ));
+    transcript_step(
+        &mut t,
+        &format!("synth deploy {} ... -p WorkerCount=3 -p MaxWorkers=3 --yes", base[..3].join(" ")),
+        &deploy(&["-p", "WorkerCount=3", "-p", "MaxWorkers=3", "--yes"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        &format!("synth deploy {} ... -p WorkerCount=3 -p MaxWorkers=3 --yes --update-image", base[..3].join(" ")),
+        &deploy(&["-p", "WorkerCount=3", "-p", "MaxWorkers=3", "--yes", "--update-image"]),
+        "",
+    );
+
+    t.push_str("== delete ==\n");
+    transcript_step(
+        &mut t,
+        "synth delete minimal --region us-east-1 --yes",
+        &stack(&["delete", "minimal", "--yes"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth logs minimal --region us-east-1   (after the delete)",
+        &stack(&["logs", "minimal"]),
+        "",
+    );
+    transcript_step(&mut t, "synth status --region us-east-1", &stack(&["status"]), "");
+    std::fs::write(&path, t)?;
     Ok(())
 }

@@ -101,6 +101,12 @@ const IMAGE_REGION_HELP: &str = "Check the blueprint for this region, and take i
 
 /// Runs a parsed command line and returns how to exit.
 pub fn run(cli: Cli) -> ExitCode {
+    let code = run_command(cli);
+    crate::deploy::console::clear_live_line();
+    code
+}
+
+fn run_command(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Build(args) => build::run(&args),
         Command::Image(args) => image::run(&args),

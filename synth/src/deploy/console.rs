@@ -86,6 +86,16 @@ pub fn above_the_line(text: &str) {
     }
 }
 
+/// Removes the live line, if one is still drawn: a command that ends on an
+/// error before its flow finished the display would leave the spinner's
+/// last frame on the screen. The command line calls it as each command ends.
+pub fn clear_live_line() {
+    let live = LIVE.lock().ok().and_then(|mut l| l.take());
+    if let Some(live) = live {
+        live.bar.finish_and_clear();
+    }
+}
+
 /// `text` cut to the terminal's width (`…` at the end): a story line wider
 /// than the terminal (an S3 URL) would wrap, and a wrapped line under a
 /// live line leaves the line's old drawing behind.
