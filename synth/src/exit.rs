@@ -9,11 +9,18 @@ pub enum ExitCode {
     /// Everything worked.
     Success = 0,
     /// The blueprint has problems (they were printed), the stack failed, or
-    /// there is nothing to read (`synth logs` of a stack without logs).
+    /// an update was refused.
     Invalid = 1,
     /// A usage error or an internal error (a file that cannot be read or
     /// written, a bug), or an AWS error (no credentials, access denied).
     Error = 2,
+    /// What was named is not there: no stack of that name in the region
+    /// (`status`, `events`, `outputs`, `ssh`, `delete`), no log group of a
+    /// stack of that name (`logs`), no node of that name among the nodes
+    /// with logs (`logs --node`). A query of something that exists with an
+    /// empty answer (no lines since then, no stacks in the region) is
+    /// [`ExitCode::Success`], said in one line on stderr ([`crate::deploy::console::empty`]).
+    NotFound = 3,
     /// Ctrl-C stopped watching a stack (the stack goes on).
     Interrupted = 130,
 }

@@ -192,3 +192,243 @@ fn image_prints_the_image_builder_template_without_the_missing_agent_warning() {
     let o = synth(&["validate", "blueprints/install-at-boot.yaml"]);
     assert!(!stderr(&o).contains("no deeplearning agent"), "{}", stderr(&o));
 }
+
+/// Every flag and `synth <command>` that synth's own words name (its
+/// `--help` texts, and the messages and warnings in its source) exists in
+/// the command tree clap builds: advice naming a flag synth does not have
+/// (the `--template-url` the over-51,200-byte warning once gave) fails here.
+mod named_flags_exist {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    use clap::CommandFactory;
+
+    /// Each subcommand's long flags (`""`: the top level); help and
+    /// version included.
+    fn tree() -> BTreeMap<String, BTreeSet<String>> {
+        let root = synth::cli::Cli::command();
+        let flags = |c: &clap::Command| -> BTreeSet<String> {
+            let mut set: BTreeSet<String> = c.get_arguments().filter_map(|a| a.get_long().map(str::to_owned)).collect();
+            set.extend(["help".to_owned(), "version".to_owned()]);
+            set
+        };
+        let mut tree = BTreeMap::from([(String::new(), flags(&root))]);
+        for sub in root.get_subcommands() {
+            tree.insert(sub.get_name().to_owned(), flags(sub));
+        }
+        tree
+    }
+
+    /// Every text clap shows: about, long about, after help, each argument's help.
+    fn help_texts() -> Vec<(String, String)> {
+        let root = synth::cli::Cli::command();
+        let mut texts = Vec::new();
+        let mut add = |owner: &str, c: &clap::Command| {
+            let mut push = |t: Option<&clap::builder::StyledStr>| {
+                if let Some(t) = t {
+                    texts.push((owner.to_owned(), t.to_string()));
+                }
+            };
+            push(c.get_about());
+            push(c.get_long_about());
+            push(c.get_after_help());
+            push(c.get_after_long_help());
+            push(c.get_before_help());
+            for a in c.get_arguments() {
+                push(a.get_help());
+                push(a.get_long_help());
+            }
+        };
+        add("", &root);
+        for sub in root.get_subcommands() {
+            add(sub.get_name(), sub);
+        }
+        texts
+    }
+
+    /// Words after "synth " that are prose, not a command.
+    const PROSE: &[&str] = &[
+        "a", "adds", "and", "any", "as", "by", "can", "cannot", "checked", "checks", "command", "commands", "compiles",
+        "creates", "do", "does", "gives", "has", "is", "itself", "knows", "made", "makes", "may", "needs", "of", "or",
+        "prints", "reads", "run", "runs", "says", "sees", "sets", "the", "to", "uses", "was", "will", "would",
+        "writes",
+    ];
+
+    /// The problems in one text: `synth X` where X is no command, and
+    /// `--flag`s that the command they follow (or, outside a `synth X`
+    /// command line, any command) does not have. Flags of other programs'
+    /// command lines (`aws ...`, `ssh ...`) are theirs. A line ending in
+    /// `\` (a string continued in the source) goes on with the next.
+    fn problems(owner: &str, text: &str, tree: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+        let all: BTreeSet<&String> = tree.values().flatten().collect();
+        let mut found = Vec::new();
+        // The command line a flag belongs to: synth's (which
+        // subcommand), another program's, or none yet.
+        let mut current: Option<Option<String>> = None;
+        let mut continued = false;
+        for line in text.lines() {
+            if !continued {
+                current = None;
+            }
+            continued = line.trim_end().ends_with('\\');
+            let words: Vec<&str> = line.split(|c: char| c.is_whitespace() || "`'\"(),;[]{}".contains(c)).collect();
+            for (i, word) in words.iter().enumerate() {
+                match *word {
+                    "synth" => {
+                        let next = words.get(i + 1).copied().unwrap_or("");
+                        if next.chars().all(|c| c.is_ascii_lowercase()) && !next.is_empty() {
+                            if tree.contains_key(next) {
+                                current = Some(Some(next.to_owned()));
+                            } else if !PROSE.contains(&next) {
+                                found.push(format!("{owner}: `synth {next}` is no command: {line}"));
+                            }
+                        }
+                    }
+                    "aws" | "ssh" | "cargo" | "journalctl" | "sh" | "scp" | "rsync" | "curl" | "trainer" | "agent" => {
+                        current = Some(None)
+                    }
+                    _ => {}
+                }
+                let Some(flag) = word.strip_prefix("--") else { continue };
+                let flag: String = flag.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+                if !flag.starts_with(|c: char| c.is_ascii_alphabetic()) {
+                    continue;
+                }
+                let ok = match &current {
+                    Some(Some(command)) => tree[command].contains(&flag),
+                    Some(None) => true,
+                    // Prose may name another command's flag (`diff` says
+                    // what deploy's --allow-replacement does).
+                    None => all.contains(&flag),
+                };
+                if !ok {
+                    found.push(format!("{owner}: --{flag} is no flag of {current:?}: {line}"));
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_help_text_names_flags_and_commands_that_exist() {
+        let tree = tree();
+        let found: Vec<String> = help_texts().iter().flat_map(|(owner, text)| problems(owner, text, &tree)).collect();
+        assert!(found.is_empty(), "{}", found.join("\n"));
+        // The check can fail: a flag synth does not have is found, a flag
+        // of another command after `synth X`, a command that is not there.
+        assert_eq!(problems("build", "or pass --template-url", &tree).len(), 1);
+        assert_eq!(problems("", "run `synth delete x --follow`", &tree).len(), 1);
+        assert_eq!(problems("", "see `synth logz x`", &tree).len(), 1);
+        assert_eq!(problems("", "`synth events x \\\n --follow`, `aws logs tail --follow`", &tree).len(), 0);
+    }
+
+    /// Every example command line in `--help` (a line that starts with
+    /// `synth `, a `$ ` prompt or a continuation) fits an 80-column terminal,
+    /// so clap, which wraps help to the terminal's width, never breaks a
+    /// command in the middle.
+    #[test]
+    fn help_examples_fit_80_columns() {
+        let mut wide = Vec::new();
+        for (owner, text) in help_texts() {
+            for line in text.lines() {
+                let command = line.trim_start();
+                let example =
+                    command.starts_with("synth ") || command.starts_with("packaging/") || command.starts_with("--");
+                if example && line.chars().count() > 80 {
+                    wide.push(format!("{owner}: {} columns: {line}", line.chars().count()));
+                }
+            }
+        }
+        assert!(wide.is_empty(), "{}", wide.join("\n"));
+    }
+
+    /// The messages and warnings synth prints are string literals in its
+    /// source; every line of them (comments left out) is checked.
+    #[test]
+    fn every_message_in_the_source_names_flags_and_commands_that_exist() {
+        let tree = tree();
+        let mut found = Vec::new();
+        let mut files = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code: String =
+                text.lines().filter(|l| !l.trim_start().starts_with("//")).map(|l| format!("{l}\n")).collect();
+            found.extend(problems(&path.display().to_string(), &code, &tree));
+        }
+        assert!(found.is_empty(), "{}", found.join("\n"));
+    }
+}
+
+/// `synth` with only the environment given (no inherited AWS variables),
+/// HOME an empty directory unless `home` has config files.
+fn synth_env(args: &[&str], env: &[(&str, &str)], home: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .envs(env.iter().copied())
+        .output()
+        .expect("synth runs")
+}
+
+/// No credentials, no region, a profile that does not exist: each is one
+/// clean paragraph on stderr (the SDK's own `WARN ... ProviderError` dumps
+/// only with SYNTH_LOG=debug), exit 2; a named profile that does not exist
+/// is an error naming it, also when the environment has keys.
+#[test]
+fn credentials_region_and_profile_errors_are_one_paragraph() {
+    let home = temp_dir("aws-home");
+    // An instance metadata endpoint that refuses every request, as one
+    // off EC2 may: each provider of the chain fails, and the SDK warns.
+    let imds = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", imds.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in imds.incoming().flatten() {
+            let _ = stream.read(&mut [0; 4096]);
+            let _ = stream.write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    let imds = ("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint.as_str());
+    let keys = [("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"), ("AWS_SECRET_ACCESS_KEY", "secret")];
+    let no_region = "error: no AWS region: pass --region, or set AWS_REGION (or a region in your AWS profile)\n";
+    // The arguments, the environment, what the one line says.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 2] = [
+        (&["status", "--region", "us-east-1"], &[imds], "error: no AWS credentials: set AWS_PROFILE"),
+        (&["status"], &[imds, keys[0], keys[1]], no_region),
+    ];
+    for (args, env, says) in cases {
+        let o = synth_env(args, env, &home);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "one line, no SDK dump: {err}");
+        assert!(err.starts_with(says), "{err}");
+        // The check can fail: the SDK's warnings are there to be shown.
+        let mut loud = env.to_vec();
+        loud.push(("SYNTH_LOG", "warn"));
+        assert!(stderr(&synth_env(args, &loud, &home)).contains(" WARN aws_config"), "{args:?}");
+    }
+    let debug = synth_env(&["status", "--region", "us-east-1"], &[imds, ("SYNTH_LOG", "debug")], &home);
+    assert!(stderr(&debug).contains("no credentials from the standard chain"), "{}", stderr(&debug));
+
+    for env in [&keys[..], &[]] {
+        let o = synth_env(&["status", "--region", "us-east-1", "--profile", "nosuch"], env, &home);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: no AWS profile named nosuch in your AWS config files"), "{err}");
+    }
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/config"), "[profile dev]\nregion = us-east-1\n[default]\n").unwrap();
+    let o = synth_env(&["status", "--profile", "nosuch"], &keys, &home);
+    assert!(stderr(&o).ends_with("; the profiles there are default, dev\n"), "{}", stderr(&o));
+}

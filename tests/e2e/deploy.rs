@@ -251,7 +251,8 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error: refused: MasterInstance (AWS::EC2::Instance) would be replaced"), "{err}");
     assert!(err.contains("--allow-replacement"), "{err}");
-    assert!(err.contains("pin the image with `image.ami`"), "the SSM image is named as a cause: {err}");
+    assert!(err.contains("Keeping image ami-"), "the image is not the cause: {err}");
+    assert!(!err.contains("pin the image"), "{err}");
     assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master, "nothing changed");
     let (code, _, err) = run(deploy(&["--yes", "--allow-replacement", "-p", "WorkerCount=3", "-p", "MaxWorkers=4"]));
     assert_eq!(code, 0, "{err}");
@@ -583,6 +584,17 @@ fn a_user_without_a_statement_is_told_the_missing_action() -> TestResult {
     Ok(())
 }
 
+/// Stack minimal deployed in `aws` (which completes it at once) with a
+/// package in a temporary directory: the directory, the package, stdout.
+fn created_minimal(aws: &LocalAws) -> Result<(tempfile::TempDir, PathBuf, String), Box<dyn std::error::Error>> {
+    ensure_image_parameter(aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let (code, out, err) = run(deploy_minimal(aws, "deployer", &pkg, &[]));
+    assert_eq!(code, 0, "{err}");
+    Ok((dir, pkg, out))
+}
+
 /// Ctrl-C at the update's prompt (on a terminal: `script` gives synth a
 /// pseudo-terminal, and the ^C typed into it is the SIGINT) deletes the
 /// change set that was never executed, and nothing changes.
@@ -590,25 +602,11 @@ fn a_user_without_a_statement_is_told_the_missing_action() -> TestResult {
 fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
     use std::io::Write;
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
-    ensure_image_parameter(&aws)?;
-    let dir = tempfile::tempdir()?;
-    let pkg = package(dir.path());
-    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &[]));
-    assert_eq!(code, 0, "{err}");
+    let (_dir, pkg, _) = created_minimal(&aws)?;
 
     // The same command, run by script with the same environment.
     let resize = deploy_minimal(&aws, "deployer", &pkg, &["-p", "WorkerCount=3", "-p", "MaxWorkers=3"]);
-    let mut line = vec![synth_bin().display().to_string()];
-    line.extend(resize.get_args().map(|a| a.to_string_lossy().into_owned()));
-    let mut script = Command::new("script");
-    script.args(["-qfec", &line.join(" "), "/dev/null"]).current_dir(e2e::repo_root()).stdin(Stdio::piped());
-    for (k, v) in resize.get_envs() {
-        match v {
-            Some(v) => script.env(k, v),
-            None => script.env_remove(k),
-        };
-    }
-    let mut running = Running::start(script);
+    let mut running = in_a_terminal(&resize, 200, 50);
     let deadline = Instant::now() + Duration::from_secs(60);
     let out = || std::fs::read_to_string(&running.out).unwrap_or_default();
     while !out().contains("Apply these changes to stack minimal? [y/N]") {
@@ -627,6 +625,197 @@ fn ctrl_c_at_the_prompt_deletes_the_change_set() -> TestResult {
     let group = physical_id(&aws, "minimal", "WorkerGroup");
     let desired = runtime().block_on(aws.auto_scaling_group(&group))?.desired_capacity();
     assert_eq!(desired, Some(2), "nothing was applied");
+    Ok(())
+}
+
+/// The image a stack was created with is the image its updates keep: the
+/// SSM parameter names a newer image between the create and a resize, and
+/// the resize keeps the AMI the create resolved (the master untouched);
+/// with --update-image the preview says the master would be replaced.
+#[test]
+fn an_update_keeps_the_image_the_stack_was_created_with() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let (_dir, pkg, out) = created_minimal(&aws)?;
+    let output = |out: &str| -> Option<String> {
+        out.lines().find_map(|l| l.strip_prefix("ImageAmi").map(|v| v.trim().to_owned()))
+    };
+    let created = output(&out).expect("the stack records its image");
+    assert!(created.starts_with("ami-"), "{out}");
+
+    // AWS publishes a newer image under the parameter.
+    let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
+    let newer = images
+        .split("<imageId>")
+        .skip(1)
+        .filter_map(|rest| rest.split("</imageId>").next())
+        .find(|id| *id != created)
+        .expect("moto lists a second image")
+        .to_owned();
+    let body = serde_json::json!({"Name": IMAGE_PARAMETER, "Value": newer, "Type": "String", "Overwrite": true});
+    aws.json_call("ssm", "AmazonSSM.PutParameter", &body)?;
+
+    // A resize keeps the image: the master is not touched.
+    let master = physical_id(&aws, "minimal", "MasterInstance");
+    let resize = ["-p", "WorkerCount=3", "-p", "MaxWorkers=3"];
+    let (code, _, err) = run(synth(
+        &aws,
+        "deployer",
+        &[
+            "diff",
+            "blueprints/minimal.yaml",
+            "--region",
+            "us-east-1",
+            "-p",
+            IMAGE,
+            "-p",
+            "WorkerCount=3",
+            "-p",
+            "MaxWorkers=3",
+            "--agent-package",
+            pkg.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("Keeping image {created}, the one stack minimal was created with")), "{err}");
+    let mut args = vec!["--yes"];
+    args.extend(resize);
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &args));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("Keeping image {created}")), "{err}");
+    assert!(err.contains("~ WorkerGroup") && !err.contains("MasterInstance"), "the master is not touched: {err}");
+    assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master);
+    let (_, out, _) = run(synth(&aws, "deployer", &["outputs", "minimal", "--region", "us-east-1"]));
+    assert_eq!(output(&out).as_deref(), Some(created.as_str()), "the recorded image stays: {out}");
+
+    // Asked for the newer image: the preview says the master is replaced,
+    // and without --allow-replacement nothing changes.
+    args.push("--update-image");
+    let (code, _, err) = run(deploy_minimal(&aws, "deployer", &pkg, &args));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: refused: MasterInstance (AWS::EC2::Instance) would be replaced"), "{err}");
+    assert!(
+        err.contains("--update-image boots the master from the image the ImageId SSM parameter names now"),
+        "{err}"
+    );
+    assert!(!err.contains("Keeping image"), "{err}");
+    assert_eq!(physical_id(&aws, "minimal", "MasterInstance"), master, "nothing changed");
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    let open: Vec<_> = sets
+        .summaries()
+        .iter()
+        .filter(|s| s.execution_status() != Some(&aws_sdk_cloudformation::types::ExecutionStatus::ExecuteComplete))
+        .collect();
+    assert!(open.is_empty(), "the refused change set is deleted: {open:?}");
+    Ok(())
+}
+
+/// `cmd` run in a pseudo-terminal of `cols` x `rows` (`script(1)`: no
+/// crate to build), with `cmd`'s environment; the terminal's bytes go to
+/// the returned [`Running`]'s stdout file.
+fn in_a_terminal(cmd: &Command, cols: u16, rows: u16) -> Running {
+    in_a_terminal_then(cmd, cols, rows, "")
+}
+
+/// [`in_a_terminal`], with `shell_tail` after the command line (a
+/// redirection, a pipe).
+fn in_a_terminal_then(cmd: &Command, cols: u16, rows: u16, shell_tail: &str) -> Running {
+    let mut line = vec![synth_bin().display().to_string()];
+    line.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let shell = format!("stty cols {cols} rows {rows} && exec {}{shell_tail}", line.join(" "));
+    let mut script = Command::new("script");
+    script.args(["-qfec", &shell, "/dev/null"]).current_dir(e2e::repo_root()).stdin(Stdio::piped());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    Running::start(script)
+}
+
+/// The terminal after `bytes`, as vt100 renders them on a `cols` x `rows`
+/// screen (its `screen()`).
+fn screen(bytes: &[u8], cols: u16, rows: u16) -> vt100::Parser {
+    let size = |n: u16| std::num::NonZeroU16::new(n).expect("a terminal has a size");
+    let mut parser = vt100::Parser::new(size(rows), size(cols), 0);
+    parser.process(bytes);
+    parser
+}
+
+/// The spinner's frames (the finished state, a space, left out).
+const SPINNER: &str = synth::deploy::console::SPINNER_FRAMES.trim_ascii_end();
+
+/// The seconds on the live line's clock (`41s`, `1m 05s`).
+fn clock_of(line: &str) -> Option<u64> {
+    let mut words = line.split_whitespace().skip(1);
+    let first = words.next()?;
+    if let Some(m) = first.strip_suffix('m') {
+        let s = words.next()?.strip_suffix('s')?;
+        return Some(m.parse::<u64>().ok()? * 60 + s.parse::<u64>().ok()?);
+    }
+    first.strip_suffix('s')?.parse().ok()
+}
+
+/// What a person sees while a create waits for the formation, in a
+/// pseudo-terminal of 70 columns, sampled every 200 ms for 6 s: one status
+/// line, whose clock counts each second (never a jump of more than one
+/// second between samples, and at least four seconds counted), no
+/// spinner frame left on any other line, no line wider than the terminal
+/// (a wrapped row would be one); then the master signals and it ends 0.
+#[test]
+fn progress_on_a_terminal_is_one_line_whose_clock_ticks() -> TestResult {
+    let (cols, rows) = (70, 30);
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let running = in_a_terminal(&deploy_minimal(&aws, "deployer", &pkg, &[]), cols, rows);
+    let bytes = || std::fs::read(&running.out).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !String::from_utf8_lossy(&bytes()).contains("formation") {
+        assert!(Instant::now() < deadline, "no formation phase: {}", String::from_utf8_lossy(&bytes()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut clocks = Vec::new();
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(200));
+        let parser = screen(&bytes(), cols, rows);
+        let screen = parser.screen();
+        let lines: Vec<String> = screen.rows(0, cols).collect();
+        let text = lines.join("\n");
+        let spinners: Vec<&String> = lines.iter().filter(|l| l.starts_with(|c| SPINNER.contains(c))).collect();
+        assert_eq!(spinners.len(), 1, "one status line, no leftover frames:\n{text}");
+        assert!(
+            lines.iter().all(|l| !l.trim_start().starts_with(|c| SPINNER.contains(c)) || l.starts_with(|c| SPINNER.contains(c))),
+            "{text}"
+        );
+        // A line wider than the terminal would go on at the next row's
+        // first column; every story line starts with its right-aligned
+        // verb's indentation, the status line with its spinner. (vt100's
+        // row_wrapped() cannot tell: indicatif pads each row it draws to
+        // the last column.)
+        for line in lines.iter().filter(|l| !l.trim().is_empty()) {
+            let visible = line.trim_end().chars().count();
+            assert!(visible < usize::from(cols), "a line as wide as the terminal: {line:?}\n{text}");
+            assert!(
+                line.starts_with("  ") || line.starts_with(|c| SPINNER.contains(c)),
+                "a wrapped line's rest: {line:?}\n{text}"
+            );
+        }
+        assert!(spinners[0].contains("formation"), "{text}");
+        clocks.push(clock_of(spinners[0]).unwrap_or_else(|| panic!("no clock: {text}")));
+    }
+    let steps: Vec<u64> = clocks.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(steps.iter().all(|s| *s <= 1), "the clock jumps: {clocks:?}");
+    assert!(clocks[clocks.len() - 1] - clocks[0] >= 4, "the clock counts each second: {clocks:?}");
+    signal(&aws, "minimal", "SUCCESS", "2 of 2 workers joined; the cluster has 3 nodes, the master included");
+    let (code, out, _) = running.finish();
+    assert_eq!(code, 0, "{out}");
+    let end = screen(out.as_bytes(), cols, rows);
+    let text: Vec<String> = end.screen().rows(0, cols).collect();
+    assert!(text.iter().all(|l| !l.starts_with(|c| SPINNER.contains(c))), "the live line is gone: {text:#?}");
+    assert!(text.iter().any(|l| l.contains("Formed the cluster: 3 nodes")), "{text:#?}");
+    assert!(text.iter().any(|l| l.contains("Created staging bucket") && l.trim_end().ends_with('…')), "cut: {text:#?}");
     Ok(())
 }
 
@@ -777,7 +966,7 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
         assert_eq!(got, ["worker2: registered", "worker2: applied"], "--node {node}: {out}");
     }
     let (code, out, err) = logs(&["--node", "7"]);
-    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!((code, out.as_str()), (3, ""), "not found: {err}");
     assert!(
         err.contains(
             "no logs from node 7 in /deeplearning-cluster/gone/b-this-run: the nodes with logs are master, worker2, worker"
@@ -802,9 +991,17 @@ fn logs_merge_the_nodes_lines_by_the_stacks_name() -> TestResult {
     assert!(ours.iter().any(|c| c["action"] == "FilterLogEvents"), "{ours:?}");
     assert!(ours.iter().all(|c| c["service"] != "cloudformation"), "{ours:?}");
 
-    // No group: said plainly, exit 1.
+    // A valid query with an empty answer: one line on stderr, exit 0.
+    let (code, out, err) = logs(&["--since", "2099-01-01T00:00:00Z"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(
+        err.ends_with("no log lines since 2099-01-01T00:00:00Z in /deeplearning-cluster/gone/b-this-run\n"),
+        "{err}"
+    );
+
+    // No group: said plainly, exit 3 (not found).
     let (code, out, err) = run(synth(&aws, key, &["logs", "never", "--region", "us-east-1"]));
-    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!((code, out.as_str()), (3, ""), "{err}");
     assert_eq!(
         err.trim(),
         "error: no logs for stack never in region us-east-1: no log group starts with /deeplearning-cluster/never/ \
@@ -847,8 +1044,8 @@ fn stack_commands_into_a_closed_pipe_or_onto_a_full_disk() -> TestResult {
         (&["status"], full_disk, 2, "error: cannot write the stacks to standard output: No space left"),
         (&["outputs", "piped"], closed_pipe, 0, ""),
         (&["outputs", "piped", "--json"], full_disk, 2, "error: cannot write the outputs to standard output"),
-        (&["logs", "never"], closed_pipe, 1, "error: no logs for stack never"),
-        (&["events", "never"], full_disk, 2, "error: no stack never in us-east-1"),
+        (&["logs", "never"], closed_pipe, 3, "error: no logs for stack never"),
+        (&["events", "never"], full_disk, 3, "error: no stack never in us-east-1"),
     ];
     for (args, (place, to), code, says) in rows {
         let mut all = args.to_vec();
@@ -858,7 +1055,7 @@ fn stack_commands_into_a_closed_pipe_or_onto_a_full_disk() -> TestResult {
         let name = format!("synth {} into {place}", all.join(" "));
         run_case(&mut cmd, Duration::from_secs(60), &name, code, says);
     }
-    // The report of a stack without logs (exit 1) cannot be written: exit 2.
+    // The report of a stack without logs (exit 3) cannot be written: exit 2.
     let mut cmd = stderr_to(synth(&aws, "hostile", &["logs", "never", "--region", "us-east-1"]), (full_disk.1)());
     cmd.stdout(Stdio::piped());
     let out = run_case(&mut cmd, Duration::from_secs(60), "synth logs never 2> /dev/full", 2, "");
@@ -921,5 +1118,239 @@ fn logs_follow_picks_up_new_lines_once_and_stops_on_ctrl_c() -> TestResult {
         "{out}"
     );
     assert!(got.contains(&("worker3".to_owned(), "worker3: registered".to_owned())), "{out}");
+    Ok(())
+}
+
+/// One step of the transcript: `$ <what>`, then the screen as vt100 shows
+/// it after the command ended (in a 100-column pseudo-terminal), then its
+/// exit code.
+fn transcript_step(out: &mut String, what: &str, cmd: &Command, shell_tail: &str) -> i32 {
+    transcript_answering(out, what, cmd, shell_tail, None)
+}
+
+/// [`transcript_step`], typing `answer` (and Enter) at the `[y/N]` prompt.
+fn transcript_answering(out: &mut String, what: &str, cmd: &Command, shell_tail: &str, answer: Option<&str>) -> i32 {
+    let (cols, rows) = (100, 300);
+    let mut running = in_a_terminal_then(cmd, cols, rows, shell_tail);
+    if let Some(answer) = answer {
+        use std::io::Write;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&running.out).unwrap_or_default().contains("[y/N]") {
+            assert!(Instant::now() < deadline, "no prompt");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let stdin = running.child.stdin.as_mut().expect("script's stdin");
+        stdin.write_all(format!("{answer}\r").as_bytes()).expect("the answer is typed");
+    }
+    let (code, bytes, _) = running.finish_within(Duration::from_secs(180));
+    out.push_str(&format!("$ {what}\n{}[exit {code}]\n\n", rendered(bytes.as_bytes(), cols, rows)));
+    code
+}
+
+/// The screen's rows, trailing blank rows and spaces left out.
+fn rendered(bytes: &[u8], cols: u16, rows: u16) -> String {
+    let parser = screen(bytes, cols, rows);
+    let lines: Vec<String> = parser.screen().rows(0, cols).map(|l| l.trim_end().to_owned()).collect();
+    let last = lines.iter().rposition(|l| !l.is_empty()).map_or(0, |i| i + 1);
+    lines[..last].iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Writes the transcript issue 26 asks for to $TRANSCRIPT: create -> wait
+/// -> formed -> update preview -> delete against the local AWS, then the
+/// mistakes the issue lists, each run in a pseudo-terminal and rendered as
+/// the screen shows it. Ignored by default (it is a record, a minute long,
+/// not a check): `TRANSCRIPT=/tmp/t.txt cargo test --workspace --test
+/// deploy -- --ignored transcript`.
+#[test]
+#[ignore]
+fn transcript() -> TestResult {
+    let path = std::env::var("TRANSCRIPT").map_err(|_| "set TRANSCRIPT to the file to write")?;
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    ensure_image_parameter(&aws)?;
+    let dir = tempfile::tempdir()?;
+    let pkg = package(dir.path());
+    let pkg = pkg.to_str().unwrap();
+    let mut t = String::from(
+        "Transcript for issue 26: synth against the local AWS (moto with the project's launcher), every command\n\
+         in a pseudo-terminal of 100 columns (script(1)), each screen as vt100 renders it after the command ended.\n\
+         Written by tests/e2e/deploy.rs `transcript` (cargo test --test deploy -- --ignored transcript).\n\n",
+    );
+    let base = ["blueprints/minimal.yaml", "--region", "us-east-1", "-p", IMAGE, "--agent-package", pkg];
+    let deploy = |extra: &[&str]| {
+        let mut args = vec!["deploy"];
+        args.extend(base);
+        args.extend(extra);
+        synth(&aws, "deployer", &args)
+    };
+    let stack = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--region", "us-east-1"]);
+        synth(&aws, "deployer", &all)
+    };
+
+    // Create, watched while it waits for the formation, then formed.
+    t.push_str("== create -> wait -> formed ==\n");
+    let (cols, rows) = (100, 40);
+    let running = in_a_terminal(&deploy(&[]), cols, rows);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&running.out).unwrap_or_default().contains("formation") {
+        assert!(Instant::now() < deadline, "no formation phase");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let waiting = rendered(&std::fs::read(&running.out)?, cols, rows);
+    t.push_str(&format!(
+        "$ synth deploy {} -p {IMAGE} --agent-package {pkg}\n--- the screen while the create waits for the master's signal ---\n{waiting}",
+        base[..3].join(" ")
+    ));
+    signal(&aws, "minimal", "SUCCESS", "2 of 2 workers joined; the cluster has 3 nodes, the master included");
+    let (code, bytes, _) = running.finish();
+    t.push_str(&format!(
+        "--- after the master signalled ---\n{}[exit {code}]\n\n",
+        rendered(bytes.as_bytes(), cols, rows)
+    ));
+
+    t.push_str("== status, events ==\n");
+    transcript_step(&mut t, "synth status minimal --region us-east-1", &stack(&["status", "minimal"]), "");
+    transcript_step(
+        &mut t,
+        "synth events minimal --region us-east-1 | tail -4",
+        &stack(&["events", "minimal"]),
+        " | tail -4",
+    );
+
+    // The update preview, answered "n".
+    t.push_str("== update preview (answered n at the prompt) ==\n");
+    let resize = deploy(&["-p", "WorkerCount=3", "-p", "MaxWorkers=3"]);
+    transcript_answering(
+        &mut t,
+        &format!(
+            "synth deploy {} -p {IMAGE} --agent-package {pkg} -p WorkerCount=3 -p MaxWorkers=3   (then n)",
+            base[..3].join(" ")
+        ),
+        &resize,
+        "",
+        Some("n"),
+    );
+
+    t.push_str("== the mistakes of issue 26 ==\n");
+    let bad = dir.path().join("mistakes.yaml");
+    let text = std::fs::read_to_string(e2e::repo_root().join("blueprints/minimal.yaml"))?
+        .replacen("count: 2", "cuont: 2", 1)
+        .replacen("g4dn.xlarge", "g4dn.mega", 1);
+    std::fs::write(&bad, text + "network:\n  vpc_cidr: 10.0.0.0/33\n")?;
+    let bad = bad.to_str().unwrap();
+    transcript_step(
+        &mut t,
+        &format!("synth validate {bad}   (cuont: 2, g4dn.mega, 10.0.0.0/33)"),
+        &synth(&aws, "deployer", &["validate", bad]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth logs minimal --region us-east-1 --since 1h   (no node wrote a line)",
+        &stack(&["logs", "minimal", "--since", "1h"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth logs minimal --region us-east-1 --node master",
+        &stack(&["logs", "minimal", "--node", "master"]),
+        "",
+    );
+    transcript_step(&mut t, "synth events nosuch --region us-east-1", &stack(&["events", "nosuch"]), "");
+    transcript_step(&mut t, "synth status nosuch --region us-east-1", &stack(&["status", "nosuch"]), "");
+    transcript_step(
+        &mut t,
+        &format!(
+            "synth deploy {} ... -p WorkerCount=3 -p MaxWorkers=3 < /dev/null   (nobody can answer)",
+            base[..3].join(" ")
+        ),
+        &resize,
+        " < /dev/null",
+    );
+    let sets = runtime().block_on(aws.cloudformation().list_change_sets().stack_name("minimal").send())?;
+    let open = sets
+        .summaries()
+        .iter()
+        .filter(|s| s.execution_status() != Some(&aws_sdk_cloudformation::types::ExecutionStatus::ExecuteComplete))
+        .count();
+    t.push_str(&format!("(the harness: change sets of stack minimal not executed and still there: {open})\n\n"));
+    transcript_step(
+        &mut t,
+        &format!("synth deploy {} ... -p WorkerCont=8   (a misspelt parameter)", base[..3].join(" ")),
+        &deploy(&["-p", "WorkerCont=8"]),
+        "",
+    );
+    let mut no_keys = stack(&["status"]);
+    no_keys.env_remove("AWS_ACCESS_KEY_ID").env_remove("AWS_SECRET_ACCESS_KEY").env_remove("AWS_EC2_METADATA_DISABLED");
+    transcript_step(&mut t, "synth status --region us-east-1   (no credentials anywhere)", &no_keys, "");
+    let mut no_region = synth(&aws, "deployer", &["status"]);
+    no_region.env_remove("AWS_REGION").env_remove("AWS_DEFAULT_REGION");
+    transcript_step(&mut t, "synth status   (no region anywhere)", &no_region, "");
+    transcript_step(
+        &mut t,
+        "synth status --region us-east-1 --profile nosuch   (keys in the environment)",
+        &stack(&["status", "--profile", "nosuch"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth build blueprints/gpu-cluster.yaml --region us-east-1 > /dev/null",
+        &synth(&aws, "deployer", &["build", "blueprints/gpu-cluster.yaml", "--region", "us-east-1"]),
+        " > /dev/null",
+    );
+    transcript_step(
+        &mut t,
+        "synth ssh minimal --region us-east-1   (no key pair, no SSH ingress)",
+        &stack(&["ssh", "minimal"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth deploy --help | grep -A2 'one region'",
+        &synth(&aws, "deployer", &["deploy", "--help"]),
+        " | grep -A2 'one region'",
+    );
+
+    t.push_str("== a newer image published, then a resize ==\n");
+    let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
+    let ids: Vec<&str> = images.split("<imageId>").skip(1).filter_map(|r| r.split("</imageId>").next()).collect();
+    let (_, out, _) = run(stack(&["outputs", "minimal"]));
+    let created = out.lines().find_map(|l| l.strip_prefix("ImageAmi")).unwrap_or_default().trim().to_owned();
+    let newer = ids.iter().find(|id| **id != created).copied().unwrap_or_default();
+    let body = serde_json::json!({"Name": IMAGE_PARAMETER, "Value": newer, "Type": "String", "Overwrite": true});
+    aws.json_call("ssm", "AmazonSSM.PutParameter", &body)?;
+    t.push_str(&format!(
+        "(the harness: SSM parameter {IMAGE_PARAMETER} now names {newer}; the stack was created with {created})\n\n"
+    ));
+    transcript_step(
+        &mut t,
+        &format!("synth deploy {} ... -p WorkerCount=3 -p MaxWorkers=3 --yes", base[..3].join(" ")),
+        &deploy(&["-p", "WorkerCount=3", "-p", "MaxWorkers=3", "--yes"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        &format!("synth deploy {} ... -p WorkerCount=3 -p MaxWorkers=3 --yes --update-image", base[..3].join(" ")),
+        &deploy(&["-p", "WorkerCount=3", "-p", "MaxWorkers=3", "--yes", "--update-image"]),
+        "",
+    );
+
+    t.push_str("== delete ==\n");
+    transcript_step(
+        &mut t,
+        "synth delete minimal --region us-east-1 --yes",
+        &stack(&["delete", "minimal", "--yes"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth logs minimal --region us-east-1   (after the delete)",
+        &stack(&["logs", "minimal"]),
+        "",
+    );
+    transcript_step(&mut t, "synth status --region us-east-1", &stack(&["status"]), "");
+    std::fs::write(&path, t)?;
     Ok(())
 }

@@ -639,6 +639,33 @@ def update_resources(self, template, parameters=None):
 cfn_parsing.ResourceMap.update = update_resources
 
 
+# --- Patch (u): a parameter whose resolved value is unchanged changes nothing ---
+# moto 5.2.5 marks for update every resource that refers to a parameter whose
+# value *as passed* changed. CloudFormation compares resolved values: a
+# parameter sent as the AMI id an SSM parameter resolved to before (what
+# `synth deploy` does to keep a stack's image) changes no resource. The
+# diff sees such a parameter as unchanged; the stack still stores the value
+# as passed.
+_build_resource_diff = cfn_parsing.ResourceMap.build_resource_diff
+
+
+def build_resource_diff(self, other_template, parameters=None):
+    if parameters:
+        slots = other_template.get("Parameters", {})
+        same = {}
+        for key, value in parameters.items():
+            value_type = slots.get(key, {}).get("Type", "String")
+            resolved = self.parse_ssm_parameter(value, value_type) if value_type.startswith("AWS::SSM::Parameter::") else value
+            old = self.resolved_parameters.get(key)
+            # Unchanged when it resolves to what the stack resolved before.
+            same[key] = self.input_parameters.get(key, value) if resolved == old else value
+        parameters = same
+    return _build_resource_diff(self, other_template, parameters)
+
+
+cfn_parsing.ResourceMap.build_resource_diff = build_resource_diff
+
+
 # --- Patch (m): a worker group update keeps the group ---------------------------
 # moto 5.2.5 "updates" an AWS::AutoScaling::AutoScalingGroup by deleting it and
 # creating one under a new generated name, with new instances. AWS updates a

@@ -20,9 +20,16 @@ use crate::exit::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
-  synth deploy blueprints/gpu-cluster.yaml --parameter KeyName=my-key --parameter SshCidr=198.51.100.7/32
-  synth deploy cluster.yaml --yes                    # in a script: no question, updates applied unless refused
-  synth deploy cluster.yaml --keep-on-failure        # a failed create keeps its nodes for inspection
+  synth deploy blueprints/gpu-cluster.yaml \\
+    --parameter KeyName=my-key --parameter SshCidr=198.51.100.7/32
+  # in a script: no question, updates applied unless refused
+  synth deploy cluster.yaml --yes
+  # a failed create keeps its nodes for inspection
+  synth deploy cluster.yaml --keep-on-failure
+
+The stack goes to one region: --region, else the blueprint's `region`,
+else your AWS configuration's (AWS_REGION, then the profile's region). The
+first line says which: \"Creating stack NAME in us-east-1: ...\".
 
 A new stack is created; an existing one gets a change set, shown before
 anything changes. An update that would replace or delete the master
@@ -81,6 +88,12 @@ pub(super) struct DeployTarget {
     /// packaging/build made, when the image needs one).
     #[arg(long, value_name = "FILE")]
     pub agent_package: Option<PathBuf>,
+
+    /// Update to the image the SSM parameter names now: the master is
+    /// replaced (with its root volume; also needs --allow-replacement).
+    /// Without it an update keeps the image the stack was created with.
+    #[arg(long, help_heading = "Safety")]
+    pub update_image: bool,
 }
 
 impl DeployTarget {
@@ -90,6 +103,7 @@ impl DeployTarget {
             stack: self.stack.clone(),
             parameters: self.parameters.clone(),
             agent_package: self.agent_package.clone(),
+            update_image: self.update_image,
         }
     }
 }

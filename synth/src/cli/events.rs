@@ -10,7 +10,8 @@ use crate::exit::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   synth events resnet-training
-  synth events resnet-training --follow      # until the stack settles; Ctrl-C stops watching only")]
+  synth events resnet-training --follow   # until the stack settles;
+                                          # Ctrl-C stops watching only")]
 pub struct EventsArgs {
     #[command(flatten)]
     stack: StackArgs,

@@ -10,7 +10,7 @@ use crate::exit::ExitCode;
 /// Arguments of `synth image`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  packaging/build && aws s3 cp $CARGO_TARGET_DIR/package/deeplearning-agent_*.deb s3://my-bucket/\n  synth image blueprints/gpu-cluster.yaml > image.json\n\nCreate a stack from image.json (parameters: the package's S3 URL and SHA-256), run the\npipeline (the StartBuild output), then use `image: { ssm_parameter: /deeplearning/<name>/ami-id }`."
+    after_help = "Examples:\n  packaging/build\n  aws s3 cp $CARGO_TARGET_DIR/package/deeplearning-agent_*.deb s3://my-bucket/\n  synth image blueprints/gpu-cluster.yaml > image.json\n\nCreate a stack from image.json (parameters: the package's S3 URL and SHA-256), run the\npipeline (the StartBuild output), then use `image: { ssm_parameter: /deeplearning/<name>/ami-id }`."
 )]
 pub struct ImageArgs {
     #[command(flatten)]

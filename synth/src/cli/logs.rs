@@ -20,18 +20,20 @@ use crate::exit::ExitCode;
 #[command(after_help = "Lines are `<time>  <node> | <line>`, the time in UTC (the trailing Z), to the millisecond.
 
 Examples:
-  synth logs resnet-training                   # every node's lines, merged, oldest first
-  synth logs resnet-training --node worker3    # one node (also: master, 3, i-0abc123def4567890)
-  synth logs resnet-training --since 10m       # the last ten minutes (also 90s, 2h, 1d)
+  synth logs resnet-training               # every node's lines, oldest first
+  synth logs resnet-training --node worker3
+      # one node (also: master, 3, i-0abc123def4567890)
+  synth logs resnet-training --since 10m   # the last ten minutes (90s, 2h, 1d)
   synth logs resnet-training --since 2026-11-25T20:00:00Z
-  synth logs resnet-training -f                # then new lines; Ctrl-C stops (exit 130)
+  synth logs resnet-training -f            # then new lines; Ctrl-C stops (130)
   synth logs resnet-training | grep worker3    # every line carries its node
 
 The stack may be running, rolled back or deleted: its nodes' log group,
 /deeplearning-cluster/<STACK>/<the stack id's UUID>, outlives it. When
 stacks of that name were created more than once, the newest one's lines.
 
-Exit codes: 0 printed, 1 no logs for that stack or node, 2 usage or AWS error, 130 Ctrl-C.")]
+Exit codes: 0 printed, or no lines (said on stderr: \"no log lines since ...\"), 2 usage or
+AWS error, 3 no logs of that stack (or no node of that name among those with lines), 130 Ctrl-C.")]
 pub struct LogsArgs {
     /// The stack's name (running, rolled back or deleted).
     #[arg(value_name = "STACK")]

@@ -37,15 +37,18 @@ pub use input::{Input, MAX_BLUEPRINT_BYTES};
 /// the terminal, or build the template and upload it in the console:
 ///
 ///   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
-///   synth status resnet-training; synth ssh resnet-training; synth delete resnet-training
-///   synth logs resnet-training --node worker3    # when formation fails: the nodes' own lines
+///   synth status resnet-training; synth ssh resnet-training
+///   synth delete resnet-training
+///   # when formation fails, the nodes' own lines:
+///   synth logs resnet-training --node worker3
 ///
 ///   synth validate blueprints/gpu-cluster.yaml
 ///   synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json
 ///
-/// Exit codes: 0 success, 1 the blueprint has problems (or the stack failed,
-/// or an update was refused, or there are no logs), 2 usage, internal, credentials or AWS error,
-/// 130 interrupted.
+/// Exit codes: 0 success (an empty answer too: "no log lines since ...", on
+/// stderr), 1 the blueprint has problems (or the stack failed, or an update
+/// was refused), 2 usage, internal, credentials or AWS error, 3 not found
+/// (no such stack, no logs of that stack, no such node), 130 interrupted.
 #[derive(Debug, Parser)]
 #[command(name = "synth", version, about, long_about, verbatim_doc_comment)]
 pub struct Cli {
@@ -102,6 +105,12 @@ const IMAGE_REGION_HELP: &str = "Check the blueprint for this region, and take i
 
 /// Runs a parsed command line and returns how to exit.
 pub fn run(cli: Cli) -> ExitCode {
+    let code = run_command(cli);
+    crate::deploy::console::clear_live_line();
+    code
+}
+
+fn run_command(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Build(args) => build::run(&args),
         Command::Image(args) => image::run(&args),

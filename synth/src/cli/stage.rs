@@ -19,7 +19,9 @@ use crate::spec::AgentPackage;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   packaging/build && synth stage --region us-east-1
-  synth stage --region us-east-1 \"$CARGO_TARGET_DIR\"/package/deeplearning-agent-0.1.0-x86_64.tar.gz   # Amazon Linux images
+  # Amazon Linux images:
+  synth stage --region us-east-1 \\
+    \"$CARGO_TARGET_DIR\"/package/deeplearning-agent-0.1.0-x86_64.tar.gz
 
 The package goes to deeplearning-cluster-staging-<account>-<region> (made on
 first use: private, encrypted, public access blocked, bucket-owner

@@ -10,8 +10,9 @@ use crate::exit::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   synth status                       # every cluster stack in the region
-  synth status resnet-training       # its state, its formation (with a phase table: median and
-                                     # slowest node per phase), its outputs")]
+  synth status resnet-training       # its state, its formation (with a phase
+                                     # table: median and slowest node per
+                                     # phase), its outputs")]
 pub struct StatusArgs {
     /// The stack; without it, every stack synth made in the region.
     #[arg(value_name = "STACK")]

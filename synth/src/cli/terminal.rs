@@ -19,7 +19,7 @@ impl Console for Terminal {
     }
 
     fn note(&self, text: &str) {
-        cli_output::eprint(text);
+        crate::deploy::console::above_the_line(text);
     }
 
     fn display(&self) -> Display {
@@ -34,7 +34,7 @@ impl Console for Terminal {
     /// Ctrl-C (`deploy::update::unless_interrupted`); an abandoned read
     /// does not keep the process alive.
     async fn ask(&self, question: &str) -> Answer {
-        cli_output::eprint(&format!("{question} [y/N] "));
+        crate::deploy::console::above_the_line(&format!("{question} [y/N] "));
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
             let mut answer = String::new();

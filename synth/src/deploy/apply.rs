@@ -4,10 +4,12 @@
 //! to the end ([`super::monitor`]), a failure explained by its root cause,
 //! and the stack's outputs printed.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use super::console::{Console, Display, fail};
 use super::formation;
+use super::image;
 use super::monitor::{self, Watched, region_flag, report_ending};
 use super::port::{Cloud, StackRequest};
 use super::prepare::{Prepared, create_plan, resource_count, template_source};
@@ -58,6 +60,19 @@ async fn deploy_inner<K: Console, C: Cloud>(
     if let Some(why) = existing.as_ref().and_then(|s| not_updatable(s, &flag)) {
         display.finish();
         return Err(fail(console, why));
+    }
+    // An update keeps the image the stack was created with (unless
+    // --update-image): the template sent says so.
+    let (p, kept) = match &existing {
+        Some(stack) => image::for_update(p, stack),
+        None => (Cow::Borrowed(p), None),
+    };
+    let p = p.as_ref();
+    if let Some(ami) = kept {
+        display.line(
+            "Keeping",
+            &format!("image {ami}, the one stack {} was created with (--update-image takes the newest)", p.stack),
+        );
     }
     let request = StackRequest {
         name: p.stack.clone(),
@@ -320,6 +335,71 @@ mod tests {
             let fresh = (FakeCloud::default(), FakeConsole::default());
             assert_eq!(crate::deploy::update::diff(&fresh.1, &fresh.0, &p).await, Ok(ExitCode::Success));
             assert!(fresh.1.stdout().contains(&format!("would create it ({count}).")), "{}", fresh.1.stdout());
+        }
+    }
+
+    /// A formation failure names the master's reason first and points to
+    /// the nodes' own lines (`synth logs`) as well as the events; exit 1.
+    #[tokio::test(start_paused = true)]
+    async fn a_formation_failure_points_to_the_nodes_logs() {
+        let cloud = FakeCloud::default();
+        let (stack, wait) = ("AWS::CloudFormation::Stack", "AWS::CloudFormation::WaitCondition");
+        let failed = "WaitCondition received failed message: '1 of 2 workers joined' for uniqueId: i-0aa";
+        {
+            let mut script = cloud.event_script.lock().unwrap();
+            script.push_back(vec![ev(1, 1, "demo", stack, "CREATE_IN_PROGRESS", Some("User Initiated"))]);
+            script.push_back(vec![
+                ev(4, 9, "demo", stack, "ROLLBACK_COMPLETE", None),
+                ev(3, 8, "FormationWaitCondition", wait, "CREATE_FAILED", Some(failed)),
+                ev(2, 2, "FormationWaitCondition", wait, "CREATE_IN_PROGRESS", None),
+            ]);
+        }
+        let console = FakeConsole::default();
+        let display = console.display();
+        let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+        assert_eq!(deploy(&console, &cloud, &prepared(|_| {}), options, &display).await, ExitCode::Invalid);
+        let err = console.stderr();
+        assert!(err.contains("error: the cluster did not form: 1 of 2 workers joined\n"), "{err}");
+        assert!(
+            err.contains("(all events: synth events demo --region us-east-1; the nodes' own lines: synth logs demo --region us-east-1)"),
+            "{err}"
+        );
+    }
+
+    /// An update of a stack that recorded its image sends that AMI id as
+    /// `ImageId`, says so, and a change set that then changes no resource
+    /// is "No changes" (deleted, nothing executed); `--update-image` sends
+    /// the SSM parameter as compiled, and the preview says the master is
+    /// replaced (refused without --allow-replacement).
+    #[tokio::test(start_paused = true)]
+    async fn an_update_keeps_the_recorded_image_unless_asked() {
+        for update_image in [false, true] {
+            let cloud = running(&[]);
+            let image = Output { key: crate::stack::IMAGE_OUTPUT.into(), value: "ami-0aaa".into(), description: None };
+            cloud.stacks.lock().unwrap().get_mut("demo").unwrap().outputs.push(image);
+            *cloud.change_set_answer.lock().unwrap() =
+                Some(ChangeSet { status: "CREATE_COMPLETE".into(), ..ChangeSet::default() });
+            let console = FakeConsole::default();
+            let mut p = prepared(|_| {});
+            p.update_image = update_image;
+            let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+            let code = deploy(&console, &cloud, &p, options, &console.display()).await;
+            let err = console.stderr();
+            let sent = cloud.change_set_parameters.lock().unwrap()[0].get("ImageId").cloned();
+            if update_image {
+                assert_eq!(code, ExitCode::Invalid, "{err}");
+                assert_eq!(sent, None, "the template's SSM parameter, as compiled");
+                assert!(!err.contains("Keeping image"), "{err}");
+                assert!(err.contains("error: refused: MasterInstance (AWS::EC2::Instance) would be replaced"), "{err}");
+                assert!(err.contains("--update-image boots the master from the image"), "{err}");
+            } else {
+                assert_eq!(code, ExitCode::Success, "{err}");
+                assert_eq!(sent.as_deref(), Some("ami-0aaa"));
+                assert!(err.contains("Keeping image ami-0aaa, the one stack demo was created with"), "{err}");
+                assert!(err.contains("No changes: stack demo is up to date with bp.yaml."), "{err}");
+            }
+            assert_eq!(cloud.calls_named("execute_change_set"), 0);
+            assert!(cloud.open_change_sets.lock().unwrap().is_empty());
         }
     }
 

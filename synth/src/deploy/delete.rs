@@ -3,7 +3,7 @@
 
 use serde_json::Value as Json;
 
-use super::console::{Answer, Console, confirm, fail};
+use super::console::{Answer, Console, confirm, fail, not_found};
 use super::monitor::{self, Watched, region_flag, report_ending};
 use super::port::Cloud;
 use super::time::now_ms;
@@ -40,7 +40,7 @@ async fn delete_inner<K: Console, C: Cloud>(
 ) -> Result<ExitCode, ExitCode> {
     let flag = region_flag(cloud);
     let Some(stack) = cloud.stack(name).await.map_err(|e| fail(console, e))? else {
-        return Err(fail(console, format!("no stack {name} in {}", cloud.region())));
+        return Err(not_found(console, format!("no stack {name} in {}", cloud.region())));
     };
     let resources = cloud.resources(name).await.map_err(|e| fail(console, e))?;
     let template: Json =

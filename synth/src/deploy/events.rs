@@ -2,7 +2,7 @@
 //! output; with `follow`, new ones as they come until the stack settles or
 //! the console is interrupted (Ctrl-C).
 
-use super::console::{Console, fail};
+use super::console::{Console, empty, fail};
 use super::monitor::fetch_new;
 use super::port::{Cloud, CloudResult, Event};
 use super::status::find;
@@ -33,11 +33,14 @@ pub async fn print_events<K: Console, C: Cloud>(console: &K, cloud: &C, name: &s
             Ok(f) => f,
             Err(e) => return fail(console, e),
         };
-        first = false;
         // The service lists them newest first: oldest first as returned,
         // then by full-precision time (a stable sort keeps ties so).
         fresh.reverse();
         fresh.sort_by_key(|e| e.at_ns);
+        if first && fresh.is_empty() && !follow {
+            return empty(console, &format!("no events for stack {}", stack.name));
+        }
+        first = false;
         let text: String = fresh.iter().map(|e| line(e) + "\n").collect();
         if let Err(closed) = console.print(&text) {
             return printed(Err(closed), "the events", ExitCode::Success);
@@ -127,8 +130,20 @@ mod tests {
     #[tokio::test]
     async fn a_missing_stack_is_named() {
         let console = FakeConsole::default();
-        assert_eq!(print_events(&console, &FakeCloud::default(), "gone", false).await, ExitCode::Error);
+        assert_eq!(print_events(&console, &FakeCloud::default(), "gone", false).await, ExitCode::NotFound);
         assert_eq!(console.stderr(), "error: no stack gone in us-east-1\n");
+    }
+
+    /// The rule for an empty answer: a stack with no events (yet) is exit
+    /// 0 with one line on stderr, nothing on stdout.
+    #[tokio::test]
+    async fn no_events_is_one_line_on_stderr_and_exit_0() {
+        let cloud = FakeCloud::default();
+        let stack = Stack { name: "demo".into(), id: "demo-id".into(), ..Stack::default() };
+        cloud.stacks.lock().unwrap().insert("demo".into(), stack);
+        let console = FakeConsole::default();
+        assert_eq!(print_events(&console, &cloud, "demo", false).await, ExitCode::Success);
+        assert_eq!((console.stdout().as_str(), console.stderr().as_str()), ("", "no events for stack demo\n"));
     }
 
     /// Events of one second (one millisecond, even) print in the order the

@@ -37,6 +37,8 @@ pub(crate) struct FakeCloud {
     pub resources: Mutex<BTreeMap<String, Vec<Resource>>>,
     /// What `change_set` answers, but for the id (default: complete, no changes).
     pub change_set_answer: Mutex<Option<ChangeSet>>,
+    /// The parameters each change set was made with.
+    pub change_set_parameters: Mutex<Vec<BTreeMap<String, String>>>,
     /// The change sets made and not yet executed or deleted.
     pub open_change_sets: Mutex<BTreeSet<String>>,
     /// The outputs a stack made by `create_stack` has (it is there at once,
@@ -105,8 +107,9 @@ impl Cloud for FakeCloud {
         self.stacks.lock().unwrap().insert(request.name.clone(), stack);
         Ok(id)
     }
-    async fn create_change_set(&self, _request: &StackRequest, change_set: &str) -> CloudResult<String> {
+    async fn create_change_set(&self, request: &StackRequest, change_set: &str) -> CloudResult<String> {
         self.call("create_change_set");
+        self.change_set_parameters.lock().unwrap().push(request.parameters.clone());
         self.open_change_sets.lock().unwrap().insert(change_set.to_owned());
         Ok(change_set.to_owned())
     }

@@ -19,7 +19,7 @@ use aws_sdk_cloudwatchlogs::primitives::{DateTime, DateTimeFormat};
 use cli_output::Closed;
 use node_contract::logs::parse_stream_name;
 
-use super::console::{Console, fail};
+use super::console::{Console, empty, fail, not_found};
 use super::port::{Cloud, CloudError, LogEvent, LogQuery};
 use super::time::stamp;
 use super::watch::Backoff;
@@ -357,12 +357,22 @@ async fn print_logs_inner<K: Console, C: Cloud>(console: &K, cloud: &C, request:
     };
     let mut seen = Seen::default();
     let mut backoff = Backoff::default();
+    let mut first = true;
     loop {
         let printed = match read_new(cloud, &query, &mut seen, &mut format, console).await {
             Ok(n) => n,
             Err(ReadError::Write(closed)) => return printed(Err(closed), "the lines", ExitCode::Success),
             Err(ReadError::Cloud(e)) => return failed(console, e.into()),
         };
+        // An empty answer is said, once, whether or not more is awaited.
+        if first && printed == 0 {
+            let nothing = nothing_since(request, &query.group);
+            if !request.follow {
+                return empty(console, &nothing);
+            }
+            console.noteln(&format!("{nothing}; waiting for new ones (Ctrl-C stops)"));
+        }
+        first = false;
         if !request.follow {
             return ExitCode::Success;
         }
@@ -380,23 +390,34 @@ async fn print_logs_inner<K: Console, C: Cloud>(console: &K, cloud: &C, request:
 
 /// Lists the query's group's streams and narrows the query to `node`'s;
 /// returns every stream (for the label column's width).
+///
+/// A group no node has written to yet has no streams: any `--node` is then
+/// an empty answer, not an unknown node (the query names the group, and
+/// finds nothing), so nothing is narrowed and the read finds no lines.
 async fn narrow<C: Cloud>(cloud: &C, node: Option<&str>, query: &mut LogQuery) -> Result<Vec<String>, LogsError> {
     let all = cloud.log_streams(&query.group, MAX_STREAMS_LISTED).await?;
-    if let Some(node) = node {
+    if let Some(node) = node
+        && !all.is_empty()
+    {
         query.streams = select_streams(&all, node, &query.group)?;
     }
     Ok(all)
 }
 
-/// Prints why and returns the exit code: 1 when there is nothing to read,
-/// 2 for an AWS error.
+/// The one line that says a read found nothing: which node, since when,
+/// in which group.
+fn nothing_since(request: &Request<'_>, group: &str) -> String {
+    let from = request.node.map(|n| format!(" from node {}", n.trim())).unwrap_or_default();
+    let since = request.since.map_or_else(|| " yet".to_owned(), |ms| format!(" since {}", stamp(ms)));
+    format!("no log lines{from}{since} in {group}")
+}
+
+/// Prints why and returns the exit code: 3 when what was named is not
+/// there (the stack's logs, the node), 2 for an AWS error.
 fn failed<K: Console>(console: &K, e: LogsError) -> ExitCode {
     match e {
-        LogsError::Cloud(_) => fail(console, e),
-        _ => {
-            console.noteln(&format!("error: {e}"));
-            ExitCode::Invalid
-        }
+        LogsError::Cloud(_) | LogsError::TooManyStreams { .. } => fail(console, e),
+        LogsError::NoGroup { .. } | LogsError::NoSuchNode { .. } => not_found(console, e),
     }
 }
 
@@ -586,14 +607,72 @@ mod tests {
         assert_eq!(console.stdout(), "2026-11-25T20:00:00.000Z    master | up\n");
         let console = FakeConsole::default();
         let other = Request { stack: "other", ..request.clone() };
-        assert_eq!(print_logs(&console, &cloud, &other).await, ExitCode::Invalid);
+        assert_eq!(print_logs(&console, &cloud, &other).await, ExitCode::NotFound);
         assert!(
             console.stderr().starts_with("error: no logs for stack other in region us-east-1"),
             "{}",
             console.stderr()
         );
         let console = FakeConsole::default();
-        assert_eq!(print_logs(&console, &cloud, &Request { node: Some("7"), ..request }).await, ExitCode::Invalid);
+        assert_eq!(print_logs(&console, &cloud, &Request { node: Some("7"), ..request }).await, ExitCode::NotFound);
         assert!(console.stderr().starts_with("error: no logs from node 7 in "), "{}", console.stderr());
+    }
+
+    /// The rule for an empty answer: a stack whose logs exist but hold no
+    /// line since then, or a group no node has written to yet (with or
+    /// without `--node`), is exit 0 with one line on stderr saying so, and
+    /// nothing on stdout; with `--follow` the line says it waits.
+    #[tokio::test]
+    async fn an_empty_answer_is_one_line_on_stderr_and_exit_0() {
+        let group = "/deeplearning-cluster/demo/run-1";
+        let cloud = FakeCloud::default();
+        cloud.log_groups.lock().unwrap().insert(group.into(), vec![event("master-i-0aa", T0, "e1", "up")]);
+        let request = Request { stack: "demo", since: Some(T0 + 3_600_000), ..Request::default() };
+        let console = FakeConsole::default();
+        assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::Success);
+        assert_eq!(console.stdout(), "");
+        assert_eq!(console.stderr(), format!("no log lines since 2026-11-25T21:00:00Z in {group}\n"));
+
+        let console = FakeConsole::default();
+        let master = Request { node: Some("master"), ..request.clone() };
+        assert_eq!(print_logs(&console, &cloud, &master).await, ExitCode::Success);
+        assert_eq!(console.stderr(), format!("no log lines from node master since 2026-11-25T21:00:00Z in {group}\n"));
+
+        // Nobody has written yet: --node master is the same empty answer as
+        // no --node, not "no such node".
+        let cloud = FakeCloud::default();
+        cloud.log_groups.lock().unwrap().insert(group.into(), vec![]);
+        for node in [None, Some("master")] {
+            let console = FakeConsole::default();
+            let request = Request { stack: "demo", node, ..Request::default() };
+            assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::Success, "{node:?}");
+            assert_eq!(console.stdout(), "", "{node:?}");
+            assert!(
+                console.stderr().starts_with("no log lines")
+                    && console.stderr().ends_with(" yet in /deeplearning-cluster/demo/run-1\n"),
+                "{node:?}: {}",
+                console.stderr()
+            );
+            assert_eq!(console.stderr().lines().count(), 1);
+        }
+    }
+
+    /// With `--follow` the empty answer is said once, then it waits until
+    /// Ctrl-C (130).
+    #[tokio::test(start_paused = true)]
+    async fn following_an_empty_group_says_so_once_and_waits() {
+        let group = "/deeplearning-cluster/demo/run-1";
+        let cloud = FakeCloud::default();
+        cloud.log_groups.lock().unwrap().insert(group.into(), vec![]);
+        let console = FakeConsole::default();
+        let request = Request { stack: "demo", follow: true, ..Request::default() };
+        let ctrl_c = async {
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            console.interrupt();
+        };
+        let (code, ()) = tokio::join!(print_logs(&console, &cloud, &request), ctrl_c);
+        assert_eq!(code, ExitCode::Interrupted);
+        assert!(cloud.calls_named("log_events") > 2, "it kept reading");
+        assert_eq!(console.stderr(), format!("no log lines yet in {group}; waiting for new ones (Ctrl-C stops)\n"));
     }
 }

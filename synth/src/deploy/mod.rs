@@ -9,7 +9,8 @@
 //! replaces, from the change set and from the two templates with the
 //! resource schemas' create-only properties, [`create_only`]), [`staging`]
 //! (the staging bucket: its name, the keys, upload once), [`formation`]
-//! (the phase table from the master's formation signal), [`logs`] (which
+//! (the phase table from the master's formation signal), [`image`] (the
+//! AMI a stack was created with, kept on updates), [`logs`] (which
 //! streams `synth logs --node` means, its lines, reading each once).
 //!
 //! The flows, generic over the two ports: [`prepare`] (the blueprint to a
@@ -37,6 +38,7 @@ pub mod events;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod formation;
+pub mod image;
 pub mod logs;
 pub mod monitor;
 pub mod phase;

@@ -77,6 +77,7 @@ pub async fn watch<C: Cloud>(
     interrupted: impl Future<Output = ()>,
 ) -> CloudResult<Ending> {
     tokio::pin!(interrupted);
+    let started = now_ms();
     let mut backoff = Backoff::default();
     let mut last_group_poll: Option<i64> = None;
     loop {
@@ -101,7 +102,7 @@ pub async fn watch<C: Cloud>(
                 }
             }
         }
-        display.live(&watcher.live_line(now_ms()));
+        display.live_since(watcher.started_ms().unwrap_or(started), &watcher.live_status());
         let wait = backoff.next(news);
         tokio::select! {
             _ = &mut interrupted => return Ok(Ending::Interrupted),
@@ -145,10 +146,23 @@ pub fn report_ending<K: Console>(
         Ending::Settled if watcher.succeeded() => Ok(()),
         Ending::Settled => {
             let (status, _) = watcher.settled().unwrap_or(("UNKNOWN", None));
-            let text = diagnose(watcher.events()).render(status, kept, &format!("synth delete {stack} {flag}"));
+            let diagnosis = diagnose(watcher.events());
+            let text = diagnosis.render(status, kept, &format!("synth delete {stack} {flag}"));
             console.note(&text);
+            // A node's failure (formation, the master, a worker group) has
+            // the nodes' own lines too, which the events do not hold.
+            let nodes = diagnosis.root.as_ref().is_some_and(|c| {
+                c.from_agent
+                    || [
+                        "AWS::CloudFormation::WaitCondition",
+                        "AWS::EC2::Instance",
+                        "AWS::AutoScaling::AutoScalingGroup",
+                    ]
+                    .contains(&c.resource_type.as_str())
+            });
+            let logs = if nodes { format!("; the nodes' own lines: synth logs {stack} {flag}") } else { String::new() };
             console.noteln(&format!(
-                "{:>12} {stack} {status} after {} (all events: synth events {stack} {flag})",
+                "{:>12} {stack} {status} after {} (all events: synth events {stack} {flag}{logs})",
                 "Failed",
                 clock(now_ms() - started_ms)
             ));

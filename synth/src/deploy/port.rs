@@ -17,7 +17,7 @@ pub enum CloudError {
     /// No credentials were found in the standard chain.
     #[error(
         "no AWS credentials: set AWS_PROFILE (or pass --profile), or run `aws configure` \
-         (or `aws sso login`), then try again{}",
+         (or `aws sso login`), then try again (SYNTH_LOG=debug shows what each source of credentials said){}",
         detail_suffix(.0)
     )]
     NoCredentials(String),

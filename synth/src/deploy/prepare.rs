@@ -41,6 +41,8 @@ pub struct Target {
     /// The agent package nodes install at boot (default: the one
     /// packaging/build made, when the image needs one).
     pub agent_package: Option<PathBuf>,
+    /// An update takes the image the SSM parameter names now ([`Prepared::update_image`]).
+    pub update_image: bool,
 }
 
 /// A template ready to send.
@@ -54,13 +56,17 @@ pub struct Prepared {
     pub compact: String,
     /// The parameter overrides.
     pub parameters: BTreeMap<String, String>,
+    /// An update takes the image the SSM parameter names now, replacing
+    /// the master, instead of the one the stack was created with
+    /// (`--update-image`, `super::image`).
+    pub update_image: bool,
 }
 
 impl Prepared {
     /// A prepared `template` for `stack` with `parameters`.
     pub fn new(stack: &str, template: Json, parameters: BTreeMap<String, String>) -> Prepared {
         let compact = template.to_string();
-        Prepared { stack: stack.to_owned(), template, compact, parameters }
+        Prepared { stack: stack.to_owned(), template, compact, parameters, update_image: false }
     }
 }
 
@@ -177,7 +183,9 @@ where
     let template: Json = serde_json::from_str(&rendered.json)
         .map_err(|e| fail(console, format!("internal error, please report it: the template is not JSON: {e}")))?;
     check_parameters(console, &template, &overrides)?;
-    Ok((cloud, Prepared::new(&stack, template, overrides)))
+    let mut prepared = Prepared::new(&stack, template, overrides);
+    prepared.update_image = target.update_image;
+    Ok((cloud, prepared))
 }
 
 /// Refuses an override the template has no parameter for, naming those it has.

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use aws_config::profile::ProfileFileCredentialsProvider;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_cloudformation::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_cloudformation::types::{Capability, ChangeSetType, OnFailure, Parameter};
@@ -50,7 +51,13 @@ impl SdkCloud {
             loader = loader.region(Region::new(region.clone()));
         }
         if let Some(profile) = &connection.profile {
-            loader = loader.profile_name(profile);
+            // A named profile that is not there is an error naming it, and
+            // a named profile's credentials are the ones used, as the AWS
+            // CLI does: aws-config's default chain would take keys from the
+            // environment first and ignore the profile silently.
+            check_profile(profile).await?;
+            let credentials = ProfileFileCredentialsProvider::builder().profile_name(profile).build();
+            loader = loader.profile_name(profile).credentials_provider(credentials);
         }
         let config = loader.load().await;
         let region = config.region().map(|r| r.to_string()).ok_or(ConnectError::NoRegion)?;
@@ -79,9 +86,48 @@ pub enum ConnectError {
     /// No region anywhere in the chain.
     #[error("no AWS region: pass --region, or set AWS_REGION (or a region in your AWS profile)")]
     NoRegion,
+    /// `--profile` names a profile the AWS config files do not have.
+    #[error(
+        "no AWS profile named {profile} in your AWS config files (~/.aws/config and ~/.aws/credentials, or the files \
+         AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE name); {}",
+        known_profiles(.known)
+    )]
+    NoProfile {
+        /// What `--profile` said.
+        profile: String,
+        /// The profiles the files define.
+        known: Vec<String>,
+    },
     /// No credentials.
     #[error(transparent)]
     Cloud(#[from] CloudError),
+}
+
+fn known_profiles(known: &[String]) -> String {
+    if known.is_empty() {
+        "they define none: create it with `aws configure --profile NAME`".to_owned()
+    } else {
+        format!("the profiles there are {}", known.join(", "))
+    }
+}
+
+/// Whether the profile `name` is defined, read with aws-config's own
+/// profile parser (the files and variables it reads, the same rules).
+async fn check_profile(name: &str) -> Result<(), ConnectError> {
+    use aws_types::os_shim_internal::{Env, Fs};
+    // The default files: ~/.aws/config and ~/.aws/credentials, or where
+    // AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE point.
+    let files = Default::default();
+    let known: Vec<String> = match aws_config::profile::load(&Fs::real(), &Env::real(), &files, None).await {
+        Ok(set) if set.get_profile(name).is_some() => return Ok(()),
+        Ok(set) => set.profiles().map(str::to_owned).collect(),
+        // Files that cannot be read or parsed define no profile; the
+        // provider would fail on them the same way.
+        Err(_) => Vec::new(),
+    };
+    let mut known = known;
+    known.sort();
+    Err(ConnectError::NoProfile { profile: name.to_owned(), known })
 }
 
 async fn check_credentials(config: &SdkConfig) -> Result<(), CloudError> {
@@ -89,7 +135,13 @@ async fn check_credentials(config: &SdkConfig) -> Result<(), CloudError> {
     let Some(provider) = config.credentials_provider() else {
         return Err(CloudError::NoCredentials(String::new()));
     };
-    provider.provide_credentials().await.map(|_| ()).map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))
+    // What each source of the chain said (several lines, the last source
+    // tried: instance metadata, which a laptop does not have) is for
+    // `SYNTH_LOG=debug`; the error is one paragraph saying what to do.
+    provider.provide_credentials().await.map(|_| ()).map_err(|e| {
+        tracing::debug!(error = %cli_output::report(&e), "no credentials from the standard chain");
+        CloudError::NoCredentials(String::new())
+    })
 }
 
 /// Maps an SDK error from `what` to a [`CloudError`].

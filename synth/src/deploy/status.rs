@@ -4,7 +4,7 @@
 //! the region; a stack's outputs as text or JSON. All of it on standard
 //! output.
 
-use super::console::{Console, fail};
+use super::console::{Console, empty, fail, not_found};
 use super::formation;
 use super::port::{Cloud, Output, Stack};
 use super::time::{now_ms, stamp};
@@ -28,11 +28,11 @@ pub fn outputs_json(outputs: &[Output]) -> String {
     format!("{}\n", serde_json::Value::Object(map))
 }
 
-/// The stack called `name`; says so when there is none (exit 2).
+/// The stack called `name`; says so when there is none (exit 3).
 pub async fn find<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> Result<Stack, ExitCode> {
     match cloud.stack(name).await {
         Ok(Some(stack)) => Ok(stack),
-        Ok(None) => Err(fail(console, format!("no stack {name} in {}", cloud.region()))),
+        Ok(None) => Err(not_found(console, format!("no stack {name} in {}", cloud.region()))),
         Err(e) => Err(fail(console, e)),
     }
 }
@@ -46,7 +46,7 @@ pub async fn list<K: Console, C: Cloud>(console: &K, cloud: &C) -> ExitCode {
     let ours: Vec<_> =
         stacks.iter().filter(|s| s.description.as_deref().is_some_and(|d| d.contains(SYNTH_MARK))).collect();
     if ours.is_empty() {
-        console.noteln(&format!("No cluster stacks in {}.", cloud.region()));
+        return empty(console, &format!("no cluster stacks in {}", cloud.region()));
     }
     let width = ours.iter().map(|s| s.name.len()).max().unwrap_or(0);
     let text: String = ours
@@ -73,13 +73,26 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         stack.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
     ));
     let resources = cloud.resources(name).await;
-    let formation = match &resources {
-        Ok(resources) => resources
+    // Formed only on the master's signal with its data: the wait
+    // condition's status alone is not evidence (the local AWS completes one
+    // nobody signalled).
+    let formation = match (formation::signal(&stack.outputs), &resources) {
+        (Some(s), _) => format!(
+            "formed: {} nodes, {} of {} workers joined (the master's signal)",
+            s.nodes, s.joined_workers, s.requested_workers
+        ),
+        (None, Ok(resources)) => resources
             .iter()
             .find(|r| r.resource_type == "AWS::CloudFormation::WaitCondition")
-            .map(|r| format!("{}{}", r.status, r.reason.as_ref().map(|x| format!(": {x}")).unwrap_or_default()))
+            .map(|r| match &r.reason {
+                Some(x) => format!("{}: {x}", r.status),
+                None if r.status == "CREATE_COMPLETE" => {
+                    format!("{} (without the master's data: not confirmed)", r.status)
+                }
+                None => r.status.clone(),
+            })
             .unwrap_or_else(|| "not started".to_owned()),
-        Err(e) => format!("unknown ({e})"),
+        (None, Err(e)) => format!("unknown ({e})"),
     };
     text.push_str(&format!("formation  {formation}\n"));
     let group = resources.ok().and_then(|r| r.into_iter().find(|r| r.logical_id == "WorkerGroup")?.physical_id);
@@ -141,6 +154,7 @@ pub async fn outputs<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, j
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stack::FORMATION_DATA_OUTPUT as FORMATION_DATA;
 
     #[test]
     fn outputs_are_aligned_text_or_one_json_object() {
@@ -171,5 +185,58 @@ mod tests {
         assert!(stopped.contains("workers scaled to 0 and the master stopped at 2023-11-14T22:23:20Z"), "{stopped}");
         // Past due but not acted yet (the master is about to): no negative time.
         assert!(idle_line(&idle(IdleAction::Stop, None), since as i64 + 700_000).contains("master stops in 0s"));
+    }
+
+    /// The rule for empty answers and missing stacks: no cluster stacks in
+    /// the region is exit 0 and one line on stderr; a stack that is not
+    /// there is exit 3, for `status` and `outputs` alike.
+    #[tokio::test]
+    async fn no_stacks_is_an_empty_answer_and_a_missing_stack_is_not_found() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let (cloud, console) = (FakeCloud::default(), FakeConsole::default());
+        assert_eq!(list(&console, &cloud).await, ExitCode::Success);
+        assert_eq!((console.stdout().as_str(), console.stderr().as_str()), ("", "no cluster stacks in us-east-1\n"));
+        for json in [false, true] {
+            let console = FakeConsole::default();
+            assert_eq!(outputs(&console, &cloud, "gone", json).await, ExitCode::NotFound);
+            assert_eq!(console.stderr(), "error: no stack gone in us-east-1\n");
+        }
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "gone").await, ExitCode::NotFound);
+        assert_eq!((console.stdout().as_str(), console.stderr().as_str()), ("", "error: no stack gone in us-east-1\n"));
+    }
+
+    /// `status` says formed only from the master's signal: a completed wait
+    /// condition without its data is said to be not confirmed.
+    #[tokio::test]
+    async fn status_claims_formation_only_from_the_signal() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        use crate::deploy::port::Resource;
+        let cloud = FakeCloud::default();
+        let wait = Resource {
+            logical_id: "FormationWait".into(),
+            resource_type: "AWS::CloudFormation::WaitCondition".into(),
+            status: "CREATE_COMPLETE".into(),
+            ..Resource::default()
+        };
+        cloud.resources.lock().unwrap().insert("demo".into(), vec![wait]);
+        let data = |value: &str| Output { key: FORMATION_DATA.into(), value: value.into(), description: None };
+        let signalled = r#"{"i-0aa": "{\"nodes\": 3, \"joined_workers\": 2, \"requested_workers\": 2}"}"#;
+        for (value, says) in [
+            ("{}", "formation  CREATE_COMPLETE (without the master's data: not confirmed)\n"),
+            (signalled, "formation  formed: 3 nodes, 2 of 2 workers joined (the master's signal)\n"),
+        ] {
+            let stack = Stack {
+                name: "demo".into(),
+                id: "demo-id".into(),
+                status: "CREATE_COMPLETE".into(),
+                outputs: vec![data(value)],
+                ..Stack::default()
+            };
+            cloud.stacks.lock().unwrap().insert("demo".into(), stack);
+            let console = FakeConsole::default();
+            assert_eq!(show(&console, &cloud, "demo").await, ExitCode::Success);
+            assert!(console.stdout().contains(says), "{}", console.stdout());
+        }
     }
 }

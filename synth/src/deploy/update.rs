@@ -15,6 +15,7 @@ use serde_json::Value as Json;
 
 use super::change::{Preview, preview};
 use super::console::{Answer, Console, Display, confirm, fail};
+use super::image;
 use super::monitor::region_flag;
 use super::port::{ChangeSet, Cloud, Stack, StackRequest, TemplateSource};
 use super::prepare::{Prepared, create_plan, resource_count};
@@ -143,6 +144,12 @@ pub async fn decide_update<K: Console, C: Cloud>(
         ));
     }
     let preview = preview_update(console, cloud, stack, p, &set).await?;
+    if unchanged(&set, &preview) {
+        let _ = cloud.delete_change_set(&set.id).await;
+        display.finish();
+        console.noteln(&format!("No changes: stack {} is up to date with {}.", stack.name, how.blueprint));
+        return Ok(None);
+    }
     display.finish();
     console.note(&preview.render(&stack.name));
     let refusals = preview.refusals();
@@ -150,13 +157,18 @@ pub async fn decide_update<K: Console, C: Cloud>(
         for r in &refusals {
             console.noteln(&format!("error: refused: {}", r.render()));
         }
-        if refusals.iter().any(|r| r.resource_type == "AWS::EC2::Instance") && image_is_ssm(&p.template) {
-            console.noteln(
+        if refusals.iter().any(|r| r.resource_type == "AWS::EC2::Instance") && image::is_ssm(&p.template) {
+            console.noteln(if p.update_image {
+                "  = note: --update-image boots the master from the image the ImageId SSM parameter \
+                 names now, which replaces it; without --update-image the update keeps the image the \
+                 stack was created with"
+            } else {
                 "  = note: the master's launch template holds the image, the agent package's URL and \
                  SHA-256, the instance type, root volume size and key pair. If you changed none of \
                  them, AWS has published a newer image under the ImageId SSM parameter (resolved \
-                 again at every update): pin the image with `image.ami` to keep the master",
-            );
+                 again at every update; this stack does not record the image it was created with, \
+                 as stacks from an older synth do not): pin the image with `image.ami` to keep the master"
+            });
         }
         let _ = cloud.delete_change_set(&set.id).await;
         console.noteln(
@@ -178,6 +190,15 @@ pub async fn decide_update<K: Console, C: Cloud>(
     Ok(Some((set, preview)))
 }
 
+/// Whether a change set that CloudFormation could make changes no
+/// resource, by its account and by the two templates: the template text
+/// differs only where no resource reads it (the image parameter's type,
+/// when an update keeps the image the stack was created with). Nothing is
+/// executed for it.
+fn unchanged(set: &ChangeSet, preview: &Preview) -> bool {
+    set.changes.is_empty() && preview.changes.is_empty()
+}
+
 /// Whether a failed change set only says there is nothing to change.
 pub fn no_changes(set: &ChangeSet) -> bool {
     set.status == "FAILED"
@@ -196,6 +217,12 @@ pub async fn preview_update<K: Console, C: Cloud>(
     let old: Json = serde_json::from_str(&old_text).unwrap_or(Json::Null);
     let mut old_params = parameter_values(&old, &existing.parameters);
     let new_params = parameter_values(&p.template, &p.parameters);
+    // The image the stack runs is the one it recorded: an SSM parameter's
+    // name (what AWS reports as its value) says nothing of it.
+    let recorded = image::recorded(existing);
+    if let Some(ami) = recorded {
+        old_params.insert("ImageId".to_owned(), ami.to_owned());
+    }
     // An SSM parameter's value may come back resolved (an AMI id), or not at
     // all, rather than as the parameter's name (the local AWS does both):
     // compare only names the stack reports.
@@ -204,6 +231,7 @@ pub async fn preview_update<K: Console, C: Cloud>(
             let ssm =
                 def.get("Type").and_then(Json::as_str).is_some_and(|t| t.starts_with("AWS::SSM::Parameter::Value"));
             if ssm
+                && !(name == "ImageId" && recorded.is_some())
                 && !existing.parameters.get(name).is_some_and(|v| v.starts_with('/'))
                 && let Some(v) = new_params.get(name)
             {
@@ -213,15 +241,6 @@ pub async fn preview_update<K: Console, C: Cloud>(
     }
     let pseudo = Pseudo { region: cloud.region().to_owned(), stack_name: existing.name.clone(), account_id: None };
     Ok(preview((&old, &old_params), (&p.template, &new_params), &pseudo, &set.changes))
-}
-
-/// Whether the template's image is an SSM parameter, which CloudFormation
-/// resolves again at every update.
-fn image_is_ssm(template: &Json) -> bool {
-    template
-        .pointer("/Parameters/ImageId/Type")
-        .and_then(Json::as_str)
-        .is_some_and(|t| t.starts_with("AWS::SSM::Parameter::Value"))
 }
 
 /// `synth diff`: what `deploy` would change, on stdout, from a change set
@@ -239,6 +258,14 @@ pub async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) ->
     };
     if let Some(why) = not_updatable(&existing, &flag) {
         return Err(fail(console, why));
+    }
+    let (p, kept) = image::for_update(p, &existing);
+    let p = p.as_ref();
+    if let Some(ami) = kept {
+        console.noteln(&format!(
+            "Keeping image {ami}, the one stack {} was created with (--update-image takes the newest).",
+            p.stack
+        ));
     }
     if p.compact.len() > staging::INLINE_TEMPLATE_LIMIT {
         return Err(fail(
@@ -276,6 +303,13 @@ pub async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) ->
         ));
     }
     let preview = preview_update(console, cloud, &existing, p, &set).await?;
+    if unchanged(&set, &preview) {
+        return Ok(printed(
+            console.print(&format!("Stack {}: no changes.\n", p.stack)),
+            "the preview",
+            ExitCode::Success,
+        ));
+    }
     let mut text = preview.render(&p.stack);
     for r in preview.refusals() {
         text.push_str(&format!("would be refused: {}\n", r.render()));
@@ -298,11 +332,11 @@ mod tests {
         };
         let mut spec = crate::stack::tests::sample();
         assert!(matches!(spec.image.source, crate::spec::ImageSource::SsmParameter(_)));
-        assert!(image_is_ssm(&template(&spec)));
+        assert!(image::is_ssm(&template(&spec)));
         spec.image.source = crate::spec::ImageSource::AmiMap(
             crate::region::Region::ALL.iter().map(|r| (*r, "ami-0123456789abcdef0".to_owned())).collect(),
         );
-        assert!(!image_is_ssm(&template(&spec)));
+        assert!(!image::is_ssm(&template(&spec)));
     }
 
     #[test]

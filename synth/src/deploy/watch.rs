@@ -231,6 +231,17 @@ impl Watcher {
     /// What is in progress, in one line: each phase under way with its
     /// count, and the formation's worker count.
     pub fn live_line(&self, now_ms: i64) -> String {
+        let elapsed = self.start_ms.map(|s| now_ms - s).unwrap_or(0);
+        format!("{} {}", clock(elapsed), self.live_status())
+    }
+
+    /// When the operation began (its first event), once known.
+    pub fn started_ms(&self) -> Option<i64> {
+        self.start_ms
+    }
+
+    /// The live line without its clock (which the display draws, ticking).
+    pub fn live_status(&self) -> String {
         let mut parts = Vec::new();
         for phase in Phase::ALL {
             if self.done.contains_key(&phase) {
@@ -253,12 +264,7 @@ impl Watcher {
                 parts.push(format!("{} {finished}/{}", phase.label(), planned.len()));
             }
         }
-        let elapsed = self.start_ms.map(|s| now_ms - s).unwrap_or(0);
-        if parts.is_empty() {
-            format!("{} waiting for CloudFormation", clock(elapsed))
-        } else {
-            format!("{} {}", clock(elapsed), parts.join(" · "))
-        }
+        if parts.is_empty() { "waiting for CloudFormation".to_owned() } else { parts.join(" · ") }
     }
 }
 

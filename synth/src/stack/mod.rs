@@ -26,7 +26,7 @@ mod storage;
 
 pub use context::CLUSTER_TAG;
 pub(crate) use context::{arn, checkov_skip};
-pub use outputs::FORMATION_DATA_OUTPUT;
+pub use outputs::{FORMATION_DATA_OUTPUT, IMAGE_OUTPUT};
 
 use cfn::Template;
 

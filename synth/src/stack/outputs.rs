@@ -17,6 +17,11 @@ use super::storage::FileSystem;
 /// (`crate::deploy::formation`) by this name.
 pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
 
+/// The stack output with the AMI id the nodes boot, as CloudFormation
+/// resolved the image at create (or the last update): `synth deploy`
+/// reads it and keeps that image on updates (`crate::deploy::image`).
+pub const IMAGE_OUTPUT: &str = "ImageAmi";
+
 pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluster, fs: &FileSystem, groups: &Groups) {
     let spec = ctx.spec;
     let user = sub_literal(&spec.image.user);
@@ -90,6 +95,13 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluste
         ),
     );
     t.output("ClusterSecurityGroupId", out("The nodes' security group", groups.cluster.clone()));
+    t.output(
+        IMAGE_OUTPUT,
+        out(
+            "The AMI id the nodes boot, as resolved when the stack was created (synth deploy keeps it on updates)",
+            inputs.image_id.clone(),
+        ),
+    );
     // The master's success signal: how many workers joined and the formation
     // timeline's summary, which `synth deploy` and `synth status` print as
     // a phase table. AWS gives `{"<master's instance id>": "<data JSON>"}`,
