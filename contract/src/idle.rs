@@ -40,8 +40,8 @@ pub enum IdleAction {
     /// workers terminate, the master, EFS and the stack stay.
     ScaleWorkers,
     /// As `scale_workers`, then power the master off (an EBS-backed
-    /// instance whose shutdown behaviour is `stop` stops; `synth resume`
-    /// starts it again).
+    /// instance whose shutdown behaviour is `stop` stops; starting it again
+    /// is done in the EC2 console or CLI).
     Stop,
 }
 

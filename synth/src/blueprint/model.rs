@@ -66,7 +66,7 @@ pub struct Blueprint {
     /// The idle guard (off without it): once no node has run a
     /// `trainer launch` job, held an SSH session or used a GPU (5 % or
     /// more) for `after_minutes`, the master scales the workers to 0, or
-    /// also stops itself. `synth resume` brings the cluster back.
+    /// also stops itself (powered off: its instance stops; EFS and the stack stay).
     pub idle: Option<Idle>,
     /// Tags put on every resource that takes tags. At most 40; keys may not
     /// start with `aws:`. A value may be written as a number or a boolean

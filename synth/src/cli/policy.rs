@@ -14,7 +14,8 @@ policy). Attach both to the user (or group) that runs synth, with the AWS CLI
 as an administrator:
 
   for part in calls resources; do
-    synth policy --part $part --stack-name-prefix resnet --region us-east-1 > synth-$part.json
+    synth policy --part $part --stack-name-prefix resnet --region us-east-1 \\
+        > synth-$part.json
     aws iam create-policy --policy-name synth-$part --policy-document file://synth-$part.json
     aws iam attach-user-policy --user-name alice \\
         --policy-arn arn:aws:iam::<account>:policy/synth-$part
@@ -28,7 +29,7 @@ credentials; roles, instance profiles, queues, the worker group and log
 groups only under the prefix. A newer synth may need more: print them again
 after an upgrade (`aws iam create-policy-version --set-as-default`).")]
 pub struct PolicyArgs {
-    /// Which document: synth's own calls, or what CloudFormation does on
+    /// Which document: the calls synth itself makes, or what CloudFormation does on
     /// the user's behalf to the cluster's resources.
     #[arg(long, value_enum)]
     part: Part,

@@ -237,7 +237,7 @@ pub struct ResourcePermissions {
 /// Reads the table compiled into synth.
 pub fn resource_permissions() -> Result<ResourcePermissions, String> {
     serde_json::from_str(RESOURCE_PERMISSIONS)
-        .map_err(|e| format!("internal error: synth's resource_permissions.json does not parse: {e}"))
+        .map_err(|e| format!("internal error: the resource_permissions.json built into synth does not parse: {e}"))
 }
 
 /// What a CloudFormation handler's action acts on in this project's stacks.

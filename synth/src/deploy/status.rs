@@ -109,6 +109,12 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
     printed(console.print(&text), "the status", ExitCode::Success)
 }
 
+/// How a person brings scaled-down workers back with what exists today
+/// (a resume command, issue 25's step 4, is not built): the worker group's
+/// desired capacity raised again by hand.
+const BACK: &str = "raise the worker group's desired capacity to bring the workers back \
+                    (aws autoscaling set-desired-capacity)";
+
 /// The idle guard's state as `synth status` prints it: busy; idle since
 /// when and the time left before the action; or when the action ran.
 pub fn idle_line(mark: &IdleMark, now_ms: i64) -> String {
@@ -118,10 +124,11 @@ pub fn idle_line(mark: &IdleMark, now_ms: i64) -> String {
     let at = |ms: u64| stamp(i64::try_from(ms).unwrap_or(i64::MAX));
     match (action, acted_ms) {
         (IdleAction::ScaleWorkers, Some(done)) => {
-            format!("idle since {}, workers scaled to 0 at {}; `synth resume` brings them back", at(since_ms), at(done))
+            format!("idle since {}, workers scaled to 0 at {}; {BACK}", at(since_ms), at(done))
         }
         (IdleAction::Stop, Some(done)) => format!(
-            "idle since {}, workers scaled to 0 and the master stopped at {}; `synth resume` brings them back",
+            "idle since {}, workers scaled to 0 and the master stopped at {}; start the master (EC2 console, or \
+             aws ec2 start-instances), then {BACK}",
             at(since_ms),
             at(done)
         ),
@@ -179,7 +186,7 @@ mod tests {
         );
         assert_eq!(
             idle_line(&idle(IdleAction::ScaleWorkers, Some(since + 601_000)), 0),
-            "idle since 2023-11-14T22:13:20Z, workers scaled to 0 at 2023-11-14T22:23:21Z; `synth resume` brings them back"
+            format!("idle since 2023-11-14T22:13:20Z, workers scaled to 0 at 2023-11-14T22:23:21Z; {BACK}")
         );
         let stopped = idle_line(&idle(IdleAction::Stop, Some(since + 600_000)), 0);
         assert!(stopped.contains("workers scaled to 0 and the master stopped at 2023-11-14T22:23:20Z"), "{stopped}");

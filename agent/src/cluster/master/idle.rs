@@ -73,7 +73,7 @@ impl IdleWatch {
 
     /// Takes new settings (the agent's start: the node config or the test
     /// knob may differ from the saved state's) and starts again: the clock
-    /// starts at the next tick. A master started again by `synth resume`
+    /// starts at the next tick. A master started again (from the EC2 console or CLI)
     /// gives the cluster the whole time again.
     pub fn restart(&mut self, settings: IdleSettings) {
         self.configure(settings);
@@ -184,7 +184,7 @@ impl IdleWatch {
         self.acted_ms = Some(now_ms);
         fx.push(Effect::Log(format!(
             "idle guard: no trainer job, SSH session or busy GPU on any node for {} s (since {} unix ms): {} \
-             (blueprint `idle.action: {}`); `synth resume` brings the cluster back",
+             (blueprint `idle.action: {}`); raising the worker group's desired capacity brings the workers back",
             now_ms.saturating_sub(since) / 1000,
             since,
             self.action_words(),
@@ -336,7 +336,7 @@ mod tests {
         let mut fx = Vec::new();
         w.on_tick(10 * MINUTE, &mut fx);
         assert!(fx.contains(&Effect::PowerOff));
-        // `synth resume` started the master again an hour later.
+        // Someone started the master again an hour later.
         let mut fx = Vec::new();
         w.restart(settings(IdleAction::Stop));
         w.on_tick(70 * MINUTE, &mut fx);
