@@ -103,7 +103,10 @@ pub fn job_ranks(root: &Path, proc: &Path) -> u32 {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let Some(pid) = text.split_whitespace().next().and_then(|w| w.parse::<u32>().ok()) else { continue };
+            let Some(pid) = node_contract::idle::parse_pid_file(&text).and_then(|(pid, _)| u32::try_from(pid).ok())
+            else {
+                continue;
+            };
             if is_supervisor(proc, pid) {
                 ranks += 1;
             }

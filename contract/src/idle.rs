@@ -27,6 +27,15 @@ pub const BUSY_GPU_PERCENT: u32 = 5;
 /// read by `trainer kill` and by the agent's busy probe.
 pub const JOBS_RUN_DIR: &str = "/run/deeplearning-trainer";
 
+/// A pid file's text under [`JOBS_RUN_DIR`] read as the supervisor's pid and
+/// its command's process group (the first two numbers); `None` when it does
+/// not hold both. The one reader of the format, for `trainer kill` and the
+/// agent's busy probe.
+pub fn parse_pid_file(text: &str) -> Option<(i32, i32)> {
+    let mut numbers = text.split_whitespace().filter_map(|w| w.parse::<i32>().ok());
+    Some((numbers.next()?, numbers.next()?))
+}
+
 /// The tag on the worker Auto Scaling group where the master leaves the
 /// idle guard's state for `synth status` ([`IdleMark`]). The group is
 /// already described by `synth status`, and a tag needs no new resource.

@@ -136,8 +136,7 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
 fn stop_rank(job: &str, file: &Path) -> String {
     let rank = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut numbers = text.split_whitespace().filter_map(|w| w.parse::<i32>().ok());
-    let (Some(supervisor), Some(pgid)) = (numbers.next(), numbers.next()) else {
+    let Some((supervisor, pgid)) = node_contract::idle::parse_pid_file(&text) else {
         return format!("job {job} rank {rank}: unreadable pid file {} removed", file.display());
     };
     let marker = format!("{JOB_VAR}={job}");
