@@ -517,9 +517,45 @@ fn for_each_run(s: ConvShape, mut f: impl FnMut(usize, usize, usize)) {
 }
 
 /// Fills one sample's zeroed im2col rows (`(OH*OW) x (K*K*C)`, columns in
-/// `(ky, kx, c)` order) from its channel-last pixels `x`.
+/// `(ky, kx, c)` order) from its channel-last pixels `x`. The runs of
+/// LeNet's two convolutions (a whole kernel row inside the image: 5 floats
+/// of one channel, 30 of six) are copied by a loop compiled for their
+/// length; this was a third of LeNet's step as one generic loop.
 pub(crate) fn im2col_sample(s: ConvShape, x: &[f32], cols: &mut [f32]) {
-    for_each_run(s, |at, pixel, len| copy_run(&mut cols[at..at + len], &x[pixel..pixel + len]));
+    match s.k * s.in_c {
+        5 => im2col_rows::<5>(s, x, cols),
+        30 => im2col_rows::<30>(s, x, cols),
+        _ => for_each_run(s, |at, pixel, len| copy_run(&mut cols[at..at + len], &x[pixel..pixel + len])),
+    }
+}
+
+/// [`im2col_sample`] for kernels whose rows are `RUN` floats (`k * in_c`):
+/// per output row and in-bounds kernel row, the output columns whose kernel
+/// row lies wholly inside the image copy `RUN` floats each (the input row's
+/// windows, one channel-last pixel apart); the few at the edges, whose
+/// kernel row is cut by the padding, copy what is inside.
+fn im2col_rows<const RUN: usize>(s: ConvShape, x: &[f32], cols: &mut [f32]) {
+    let (ow, patch, c, row_len) = (s.out_w(), s.patch(), s.in_c, s.w * s.in_c);
+    // Output columns `pad..=w + pad - k` see a whole kernel row (when there are any).
+    let inner = s.pad..(s.w + s.pad + 1).saturating_sub(s.k).max(s.pad);
+    for oy in 0..s.out_h() {
+        let (ky0, ky1) = ky_range(s, oy);
+        let rows = &mut cols[oy * ow * patch..][..ow * patch];
+        for ky in ky0..ky1 {
+            let line = &x[(oy + ky - s.pad) * row_len..][..row_len];
+            let dst = rows[inner.start * patch..].chunks_exact_mut(patch);
+            for (dst, src) in dst.zip(line.windows(RUN).step_by(c)).take(inner.len()) {
+                let dst: &mut [f32; RUN] = (&mut dst[ky * RUN..][..RUN]).try_into().expect("RUN floats");
+                *dst = src.try_into().expect("RUN floats");
+            }
+            for ox in (0..inner.start).chain(inner.end..ow) {
+                let (kx0, kx1) = kx_range(s, ox);
+                let len = (kx1 - kx0) * c;
+                let (at, pixel) = (ox * patch + (ky * s.k + kx0) * c, (ox + kx0 - s.pad) * c);
+                copy_run(&mut rows[at..at + len], &line[pixel..pixel + len]);
+            }
+        }
+    }
 }
 
 /// `dst.copy_from_slice(src)` for the short runs of im2col (a 5x5 kernel
@@ -883,6 +919,26 @@ mod tests {
         // Output (1, 1) sees input (0, 2) of channel 1: 9 + 2.
         assert_eq!(y[4], 11.0);
         assert_eq!(y[0], 0.0, "padding");
+    }
+
+    /// The copies compiled for a run length fill the same im2col matrix as
+    /// the general walk, padded or not, with or without whole kernel rows.
+    #[test]
+    fn im2col_by_run_length_matches_the_general_walk() {
+        let shapes = [
+            ConvShape { in_c: 1, out_c: 1, k: 5, pad: 2, h: 7, w: 6 },
+            ConvShape { in_c: 6, out_c: 1, k: 5, pad: 0, h: 9, w: 8 },
+            ConvShape { in_c: 1, out_c: 1, k: 5, pad: 4, h: 3, w: 2 },
+            ConvShape { in_c: 6, out_c: 1, k: 5, pad: 1, h: 5, w: 5 },
+        ];
+        for s in shapes {
+            let x = values(s.h * s.w * s.in_c, 4);
+            let len = s.out_h() * s.out_w() * s.patch();
+            let (mut fast, mut general) = (vec![0.0; len], vec![0.0; len]);
+            im2col_sample(s, &x, &mut fast);
+            for_each_run(s, |at, pixel, len| general[at..at + len].copy_from_slice(&x[pixel..pixel + len]));
+            assert_eq!(fast, general, "{s:?}");
+        }
     }
 
     #[test]
