@@ -146,3 +146,42 @@ impl Engine for CpuEngine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand_chacha::ChaCha8Rng;
+    use rand_chacha::rand_core::{RngCore, SeedableRng};
+
+    use super::*;
+    use crate::train::collective::Single;
+    use crate::train::model::Arch;
+
+    /// The parameters after `steps` steps of batches of `n` random samples on `threads` threads.
+    fn trained(arch: Arch, threads: usize, n: usize, steps: usize) -> Vec<f32> {
+        let model = Model::new(arch, (1, 28, 28));
+        let params = init(&model, 7);
+        let len = model.input_len();
+        let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
+        let mut engine = CpuEngine::new(model, params, sgd, threads, Box::new(Single)).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        for _ in 0..steps {
+            let images: Vec<f32> =
+                (0..n * len).map(|_| (rng.next_u32() >> 8) as f32 / (1 << 23) as f32 - 1.0).collect();
+            let labels: Vec<u8> = (0..n).map(|_| (rng.next_u32() % 10) as u8).collect();
+            engine.step(&Batch { images: &images, labels: &labels }, n, 0.05, false).unwrap();
+        }
+        engine.state().unwrap().params
+    }
+
+    /// Every product, element-wise pass and sum is split by the shapes
+    /// alone, never by the pool's size: the same bits on any thread count.
+    #[test]
+    fn results_do_not_depend_on_the_thread_count() {
+        for (arch, n) in [(Arch::Mlp, 300), (Arch::Lenet, 70)] {
+            let one = trained(arch, 1, n, 3);
+            for threads in [2, 3] {
+                assert!(trained(arch, threads, n, 3) == one, "{arch:?}: {threads} threads differ from 1");
+            }
+        }
+    }
+}

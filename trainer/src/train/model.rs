@@ -264,13 +264,15 @@ impl Model {
         for (i, layer) in self.layers.iter().enumerate() {
             let (before, after) = ws.acts.split_at_mut(i + 1);
             let (input, out) = (&before[i], &mut after[0]);
-            out.clear();
+            // Every layer writes all of its output: the buffer is not zeroed first.
             out.resize(n * layer.out_len(), 0.0);
             let p = &params[self.offsets[i]..];
             match *layer {
                 Layer::Linear { inputs, outputs } => linear_forward(p, inputs, outputs, input, out, n),
                 Layer::Conv(s) => conv_forward(p, s, input, out, &mut ws.conv),
-                Layer::Relu { .. } => out.iter_mut().zip(input).for_each(|(o, &v)| *o = v.max(0.0)),
+                Layer::Relu { .. } => elementwise(out, input, |o, x| {
+                    o.iter_mut().zip(x).for_each(|(o, &v)| *o = v.max(0.0));
+                }),
                 Layer::MaxPool { c, h, w } => pool_forward(c, h, w, input, out, &mut ws.argmax[i]),
                 Layer::Transpose { rows, cols } => transpose(input, out, rows, cols),
             }
@@ -305,10 +307,9 @@ impl Model {
             let p = &params[self.offsets[i]..];
             let (w, b) = layer.param_counts();
             let g = &mut grads[self.offsets[i]..self.offsets[i] + w + b];
-            d_in.clear();
-            if need_dx {
-                d_in.resize(n * layer.in_len(), 0.0);
-            }
+            // Every layer writes all of its input gradient (the ones that add
+            // into it zero their part first, in cache): not zeroed here.
+            d_in.resize(if need_dx { n * layer.in_len() } else { 0 }, 0.0);
             match *layer {
                 Layer::Linear { inputs, outputs } => {
                     dense_backward(p, input, (n, inputs, outputs), &delta, g, need_dx.then_some(&mut d_in[..]));
@@ -317,15 +318,14 @@ impl Model {
                     conv_backward(p, s, input, &delta, g, need_dx.then_some(&mut d_in[..]), &mut ws.conv);
                 }
                 Layer::Relu { .. } if need_dx => {
-                    for ((d, &dy), &x) in d_in.iter_mut().zip(&delta).zip(input) {
-                        *d = if x > 0.0 { dy } else { 0.0 };
-                    }
+                    let chunks = d_in.par_chunks_mut(ELEMENTWISE_CHUNK).zip(delta.par_chunks(ELEMENTWISE_CHUNK));
+                    chunks.zip(input.par_chunks(ELEMENTWISE_CHUNK)).for_each(|((d, dy), x)| {
+                        for ((d, &dy), &x) in d.iter_mut().zip(dy).zip(x) {
+                            *d = if x > 0.0 { dy } else { 0.0 };
+                        }
+                    });
                 }
-                Layer::MaxPool { .. } if need_dx => {
-                    for (&arg, &dy) in ws.argmax[i].iter().zip(&delta) {
-                        d_in[arg as usize] += dy;
-                    }
-                }
+                Layer::MaxPool { c, h, w } if need_dx => pool_backward(c, h, w, &ws.argmax[i], &delta, &mut d_in),
                 Layer::Transpose { rows, cols } if need_dx => transpose(&delta, &mut d_in, cols, rows),
                 _ => {}
             }
@@ -487,55 +487,105 @@ fn kx_range(s: ConvShape, ox: usize) -> (usize, usize) {
     (s.pad.saturating_sub(ox), s.k.min(s.w + s.pad - ox))
 }
 
+/// For output row `oy`, the kernel rows `ky0..ky1` that fall inside the image.
+fn ky_range(s: ConvShape, oy: usize) -> (usize, usize) {
+    (s.pad.saturating_sub(oy), s.k.min(s.h + s.pad - oy))
+}
+
 /// Walks the im2col matrix of one sample: for every output position and
-/// kernel row inside the image, `f(range in the im2col row, range in the
-/// channel-last sample)`. With columns in `(ky, kx, c)` order both ranges are
-/// contiguous (the in-bounds `kx` of one kernel row are adjacent pixels), so
-/// im2col and col2im are slice copies and adds.
-fn for_each_run(s: ConvShape, mut f: impl FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>)) {
-    let (ow, patch, c) = (s.out_w(), s.patch(), s.in_c);
+/// kernel row inside the image, `f(start in the im2col matrix, start in the
+/// channel-last sample, length)`. With columns in `(ky, kx, c)` order both
+/// runs are contiguous (the in-bounds `kx` of one kernel row are adjacent
+/// pixels), so im2col and col2im are slice copies and adds. The in-bounds
+/// kernel rows and columns are ranges computed once per output row and
+/// column (this loop runs thousands of times per sample).
+fn for_each_run(s: ConvShape, mut f: impl FnMut(usize, usize, usize)) {
+    let (ow, patch, c, k) = (s.out_w(), s.patch(), s.in_c, s.k);
     for oy in 0..s.out_h() {
+        let (ky0, ky1) = ky_range(s, oy);
         for ox in 0..ow {
             let (kx0, kx1) = kx_range(s, ox);
             let len = (kx1 - kx0) * c;
-            for ky in 0..s.k {
-                let Some(iy) = (oy + ky).checked_sub(s.pad).filter(|&y| y < s.h) else { continue };
-                let col = (ky * s.k + kx0) * c;
-                let pixel = (iy * s.w + ox + kx0 - s.pad) * c;
-                f((oy * ow + ox) * patch, col..col + len, pixel..pixel + len);
+            let row = (oy * ow + ox) * patch + kx0 * c;
+            // The pixel (oy + ky - pad, ox + kx0 - pad), without going below 0 on the way.
+            let pixel = |ky: usize| ((oy + ky - s.pad) * s.w + ox + kx0 - s.pad) * c;
+            for ky in ky0..ky1 {
+                f(row + ky * k * c, pixel(ky), len);
             }
         }
     }
 }
 
 /// Fills one sample's zeroed im2col rows (`(OH*OW) x (K*K*C)`, columns in
-/// `(ky, kx, c)` order) from its channel-last pixels `x`.
+/// `(ky, kx, c)` order) from its channel-last pixels `x`. The runs of
+/// LeNet's two convolutions (a whole kernel row inside the image: 5 floats
+/// of one channel, 30 of six) are copied by a loop compiled for their
+/// length; this was a third of LeNet's step as one generic loop.
 pub(crate) fn im2col_sample(s: ConvShape, x: &[f32], cols: &mut [f32]) {
-    for_each_run(s, |row, col, pixel| copy_run(&mut cols[row..][col], &x[pixel]));
+    match s.k * s.in_c {
+        5 => im2col_rows::<5>(s, x, cols),
+        30 => im2col_rows::<30>(s, x, cols),
+        _ => for_each_run(s, |at, pixel, len| copy_run(&mut cols[at..at + len], &x[pixel..pixel + len])),
+    }
 }
 
-/// `dst.copy_from_slice(src)` for the short runs of im2col (a 5x5 kernel on
-/// one channel copies runs of 5 floats, thousands per sample): a copy of a
-/// length known at compile time is a few moves, where a length known only
-/// at run time is a call to `memcpy`, which costs more than the copy.
+/// [`im2col_sample`] for kernels whose rows are `RUN` floats (`k * in_c`):
+/// per output row and in-bounds kernel row, the output columns whose kernel
+/// row lies wholly inside the image copy `RUN` floats each (the input row's
+/// windows, one channel-last pixel apart); the few at the edges, whose
+/// kernel row is cut by the padding, copy what is inside.
+fn im2col_rows<const RUN: usize>(s: ConvShape, x: &[f32], cols: &mut [f32]) {
+    let (ow, patch, c, row_len) = (s.out_w(), s.patch(), s.in_c, s.w * s.in_c);
+    // Output columns `pad..=w + pad - k` see a whole kernel row (when there are any).
+    let inner = s.pad..(s.w + s.pad + 1).saturating_sub(s.k).max(s.pad);
+    for oy in 0..s.out_h() {
+        let (ky0, ky1) = ky_range(s, oy);
+        let rows = &mut cols[oy * ow * patch..][..ow * patch];
+        for ky in ky0..ky1 {
+            let line = &x[(oy + ky - s.pad) * row_len..][..row_len];
+            let dst = rows[inner.start * patch..].chunks_exact_mut(patch);
+            for (dst, src) in dst.zip(line.windows(RUN).step_by(c)).take(inner.len()) {
+                let dst: &mut [f32; RUN] = (&mut dst[ky * RUN..][..RUN]).try_into().expect("RUN floats");
+                *dst = src.try_into().expect("RUN floats");
+            }
+            for ox in (0..inner.start).chain(inner.end..ow) {
+                let (kx0, kx1) = kx_range(s, ox);
+                let len = (kx1 - kx0) * c;
+                let (at, pixel) = (ox * patch + (ky * s.k + kx0) * c, (ox + kx0 - s.pad) * c);
+                copy_run(&mut rows[at..at + len], &line[pixel..pixel + len]);
+            }
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)` for the short runs of im2col (a 5x5 kernel
+/// copies runs of 5 floats per channel, thousands per sample): copies of a
+/// length known at compile time (8 floats at a time, then the rest) are a
+/// few moves, where a length known only at run time is a call to `memcpy`,
+/// which costs more than the copy.
 #[inline(always)]
-fn copy_run(dst: &mut [f32], src: &[f32]) {
+fn copy_run(mut dst: &mut [f32], mut src: &[f32]) {
+    while let Some((s, rest)) = src.split_first_chunk::<8>() {
+        let (d, d_rest) = std::mem::take(&mut dst).split_first_chunk_mut::<8>().expect("dst as long as src");
+        *d = *s;
+        (dst, src) = (d_rest, rest);
+    }
     macro_rules! fixed {
         ($($n:literal)*) => {
             match src.len() {
                 $($n => dst[..$n].copy_from_slice(&src[..$n]),)*
-                _ => dst.copy_from_slice(src),
+                _ => unreachable!("fewer than 8 left"),
             }
         };
     }
-    fixed!(1 2 3 4 5 6 7 8)
+    fixed!(0 1 2 3 4 5 6 7)
 }
 
 /// The adjoint of [`im2col_sample`]: adds each entry of one sample's im2col
 /// gradient back to the pixel it came from.
 pub(crate) fn col2im_sample(s: ConvShape, cols: &[f32], dx: &mut [f32]) {
-    for_each_run(s, |row, col, pixel| {
-        dx[pixel].iter_mut().zip(&cols[row..][col]).for_each(|(d, &v)| *d += v);
+    for_each_run(s, |at, pixel, len| {
+        dx[pixel..pixel + len].iter_mut().zip(&cols[at..at + len]).for_each(|(d, &v)| *d += v);
     });
 }
 
@@ -558,14 +608,18 @@ thread_local! {
     static BLOCK_COLS: std::cell::RefCell<(Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// Runs `f` with this thread's two block buffers, zeroed and `len` long each.
-fn with_block_cols<R>(len: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
+/// Runs `f` with this thread's two block buffers, `len` long each: the
+/// im2col matrix zeroed when `zeroed` (a padded convolution's im2col leaves
+/// the padding's entries alone; an unpadded one writes every entry), the
+/// gradient not (a GEMM overwrites it).
+fn with_block_cols<R>(len: usize, zeroed: bool, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
     BLOCK_COLS.with(|cell| {
         let (cols, d_cols) = &mut *cell.borrow_mut();
-        for v in [&mut *cols, &mut *d_cols] {
-            v.clear();
-            v.resize(len, 0.0);
+        if zeroed {
+            cols.clear();
         }
+        cols.resize(len, 0.0);
+        d_cols.resize(len, 0.0);
         f(cols, d_cols)
     })
 }
@@ -597,7 +651,7 @@ fn conv_forward(p: &[f32], s: ConvShape, x: &[f32], out: &mut [f32], tmp: &mut C
     let (block, in_len, positions) = (conv_block(s), s.h * s.w * s.in_c, s.out_h() * s.out_w());
     out.par_chunks_mut(block * positions * s.out_c).zip(x.par_chunks(block * in_len)).for_each(|(out, x)| {
         let rows = out.len() / s.out_c;
-        with_block_cols(rows * patch, |cols, _| {
+        with_block_cols(rows * patch, s.pad > 0, |cols, _| {
             for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
                 im2col_sample(s, x, cols);
             }
@@ -634,7 +688,7 @@ fn conv_backward(
     let w = &tmp.w[..];
     let work = |part: &mut [f32], x: &[f32], delta: &[f32], dx: Option<&mut [f32]>| {
         let rows = delta.len() / s.out_c;
-        with_block_cols(rows * patch, |cols, d_cols| {
+        with_block_cols(rows * patch, s.pad > 0, |cols, d_cols| {
             for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
                 im2col_sample(s, x, cols);
             }
@@ -643,6 +697,7 @@ fn conv_backward(
             if let Some(dx) = dx {
                 let (d, w) = (View::rows(delta, s.out_c), View::rows(w, patch));
                 matmul_on(rows, patch, s.out_c, d_cols, false, d, w, Parallelism::None);
+                dx.fill(0.0);
                 for (d_cols, dx) in d_cols.chunks_exact(positions * patch).zip(dx.chunks_exact_mut(in_len)) {
                     col2im_sample(s, d_cols, dx);
                 }
@@ -665,6 +720,30 @@ fn conv_backward(
     }
     transpose(first, &mut g[..weights], s.k * s.k, s.in_c);
     bias_grad(delta, &mut g[weights..]);
+}
+
+/// Floats per task of the element-wise passes (ReLU): enough to be worth
+/// a task, few enough that LeNet's large activations use every thread.
+const ELEMENTWISE_CHUNK: usize = 1 << 14;
+
+/// `f(out chunk, x chunk)` over matching chunks of `out` and `x`, one task
+/// each (an element-wise pass gives the same result on any thread count).
+fn elementwise(out: &mut [f32], x: &[f32], f: impl Fn(&mut [f32], &[f32]) + Sync) {
+    out.par_chunks_mut(ELEMENTWISE_CHUNK).zip(x.par_chunks(ELEMENTWISE_CHUNK)).for_each(|(o, x)| f(o, x));
+}
+
+/// The max pooling's backward pass, sample by sample on the pool: each
+/// output's gradient goes to the input its maximum came from (`argmax`,
+/// indices into the whole batch's input, as [`pool_forward`] writes them).
+fn pool_backward(c: usize, h: usize, w: usize, argmax: &[u32], delta: &[f32], dx: &mut [f32]) {
+    let (per_in, per_out) = (h * w * c, (h / 2) * (w / 2) * c);
+    let samples = dx.par_chunks_mut(per_in).zip(argmax.par_chunks(per_out)).zip(delta.par_chunks(per_out));
+    samples.enumerate().for_each(|(s, ((dx, arg), dy))| {
+        dx.fill(0.0);
+        for (&arg, &dy) in arg.iter().zip(dy) {
+            dx[arg as usize - s * per_in] += dy;
+        }
+    });
 }
 
 fn pool_forward(c: usize, h: usize, w: usize, x: &[f32], out: &mut [f32], argmax: &mut Vec<u32>) {
@@ -840,6 +919,26 @@ mod tests {
         // Output (1, 1) sees input (0, 2) of channel 1: 9 + 2.
         assert_eq!(y[4], 11.0);
         assert_eq!(y[0], 0.0, "padding");
+    }
+
+    /// The copies compiled for a run length fill the same im2col matrix as
+    /// the general walk, padded or not, with or without whole kernel rows.
+    #[test]
+    fn im2col_by_run_length_matches_the_general_walk() {
+        let shapes = [
+            ConvShape { in_c: 1, out_c: 1, k: 5, pad: 2, h: 7, w: 6 },
+            ConvShape { in_c: 6, out_c: 1, k: 5, pad: 0, h: 9, w: 8 },
+            ConvShape { in_c: 1, out_c: 1, k: 5, pad: 4, h: 3, w: 2 },
+            ConvShape { in_c: 6, out_c: 1, k: 5, pad: 1, h: 5, w: 5 },
+        ];
+        for s in shapes {
+            let x = values(s.h * s.w * s.in_c, 4);
+            let len = s.out_h() * s.out_w() * s.patch();
+            let (mut fast, mut general) = (vec![0.0; len], vec![0.0; len]);
+            im2col_sample(s, &x, &mut fast);
+            for_each_run(s, |at, pixel, len| general[at..at + len].copy_from_slice(&x[pixel..pixel + len]));
+            assert_eq!(fast, general, "{s:?}");
+        }
     }
 
     #[test]
