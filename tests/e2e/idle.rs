@@ -50,7 +50,7 @@ async fn idle_tag(cluster: &Cluster, group: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_idle_cluster_scales_its_workers_down_and_a_job_or_an_ssh_session_keeps_it_up() -> TestResult {
+async fn an_idle_cluster_scales_down_a_job_or_ssh_keeps_it_up_and_resume_brings_it_back() -> TestResult {
     let mut cluster = Cluster::start("tests/fixtures/idle/scale-workers.yaml", "idle", 1).await?;
     cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
     let group = cluster.stack().worker_group()?.to_string();

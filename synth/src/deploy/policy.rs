@@ -1,6 +1,6 @@
 //! The deploying user's least privilege: the IAM policy that lets a user run
 //! `synth deploy`, `diff`, `status`, `events`, `outputs`, `logs`, `ssh`,
-//! `stage` and `delete`, and nothing else. `synth policy` prints it; the
+//! `stage`, `resume` and `delete`, and nothing else. `synth policy` prints it; the
 //! README and docs/ARCHITECTURE.md ("IAM: every call and who makes it")
 //! point here rather than copy it.
 //!
@@ -91,6 +91,10 @@ pub enum On {
     Queues,
     /// The stacks' Auto Scaling groups.
     Groups,
+    /// The stacks' EC2 instances: instance ARNs carry ids, not names, so
+    /// the statement holds a condition on the tag CloudFormation puts on
+    /// every instance it makes (`aws:cloudformation:stack-name`).
+    StackInstances,
 }
 
 /// One SDK operation synth makes and the IAM action AWS checks for it.
@@ -142,6 +146,13 @@ pub const CALLS: &[Call] = &[
     // HeadObject; and CloudFormation reads a `TemplateURL` as the caller.
     call("S3 HeadObject", "s3:GetObject", On::StagingObjects),
     call("S3 PutObject", "s3:PutObject", On::StagingObjects),
+    // `synth resume`: the worker group back to its count, the idle
+    // guard's mark off, and the master started when the guard stopped it.
+    call("Auto Scaling SetDesiredCapacity", "autoscaling:SetDesiredCapacity", On::Groups),
+    call("Auto Scaling DeleteTags", "autoscaling:DeleteTags", On::Groups),
+    // DescribeInstances takes no resource (Service Authorization Reference).
+    call("EC2 DescribeInstances", "ec2:DescribeInstances", On::Any),
+    call("EC2 StartInstances", "ec2:StartInstances", On::StackInstances),
     // CloudFormation resolves an `AWS::SSM::Parameter::Value<...>`
     // parameter (the image) as the caller.
     call("SSM GetParameters", "ssm:GetParameters", On::PublicParameters),
@@ -220,7 +231,20 @@ impl Scope {
             On::InstanceProfiles => vec![format!("arn:aws:iam::*:instance-profile/{p}*")],
             On::Queues => vec![format!("arn:aws:sqs:{r}:*:{p}*")],
             On::Groups => vec![format!("arn:aws:autoscaling:{r}:*:autoScalingGroup:*:autoScalingGroupName/{p}*")],
+            On::StackInstances => vec![format!("arn:aws:ec2:{r}:*:instance/*")],
         }
+    }
+
+    /// The condition a statement on `on` needs, if any: for
+    /// [`On::StackInstances`], the instance's CloudFormation stack-name tag
+    /// matches the prefix (EC2 supports `aws:ResourceTag/<key>` on
+    /// `StartInstances`). The local AWS of the tests (moto) authorizes EC2
+    /// calls against `*` and evaluates no resource tag, so this statement
+    /// is checked statically (parliament), not by a test against it.
+    fn condition(&self, on: On) -> Option<Value> {
+        (on == On::StackInstances).then(|| {
+            json!({"StringLike": {"aws:ResourceTag/aws:cloudformation:stack-name": format!("{}*", self.stack_prefix)}})
+        })
     }
 }
 
@@ -310,7 +334,11 @@ fn calls_statements(scope: &Scope) -> Vec<Value> {
     }
     for ((changes, on), actions) in own {
         let part = if changes { "SynthChanges" } else { "Synth" };
-        statements.push(statement(&sid(part, on), &actions, scope.arns(on)));
+        let mut s = statement(&sid(part, on), &actions, scope.arns(on));
+        if let Some(condition) = scope.condition(on) {
+            s["Condition"] = condition;
+        }
+        statements.push(s);
     }
     statements
 }
@@ -422,6 +450,10 @@ mod tests {
             ]
         );
         assert_eq!(on("ec2:RunInstances"), ["*"]);
+        assert_eq!(on("autoscaling:DeleteTags"), on("autoscaling:CreateAutoScalingGroup"));
+        assert_eq!(on("ec2:StartInstances"), ["arn:aws:ec2:eu-west-1:*:instance/*"]);
+        let start = doc["Statement"].as_array().unwrap().iter().find(|s| s["Sid"] == "SynthStackInstances").unwrap();
+        assert_eq!(start["Condition"]["StringLike"]["aws:ResourceTag/aws:cloudformation:stack-name"], "ml*");
         assert_eq!(on("logs:DescribeLogGroups"), ["*"]);
         // Without a region: every region, every staging bucket.
         let doc = everything();
