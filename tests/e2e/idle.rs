@@ -15,10 +15,13 @@
 //! turns the instance Auto Scaling launched into a node in a spare
 //! namespace, its agent joins, and resume ends once the master's log
 //! publishes a generation with it; the tag no longer says the guard acted.
-//! The `stop` action's resume (StartInstances) is not run here: moto
-//! authorizes EC2 calls against `*` and evaluates no resource tag, so the
-//! deployer's statement for it could not be checked, and the master's
-//! power-off in tests is a command, not a stopped instance in moto.
+//!
+//! After the guard's `stop` (its end state set up as an administrator:
+//! capacity 0, the mark, the master instance stopped in the local AWS;
+//! the agent's power-off is a command in tests, not an EC2 stop), `synth
+//! resume` starts the master first (EC2 `StartInstances`, authorized
+//! against the instance's ARN: launcher patch (t1); the statement's tag
+//! condition is not evaluated by moto), and the cluster forms again.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -197,5 +200,91 @@ async fn an_idle_cluster_scales_down_a_job_or_ssh_keeps_it_up_and_resume_brings_
     let line = text.lines().find(|l| l.starts_with("idle ")).unwrap_or_default();
     assert!(!line.contains("scaled to 0 at"), "{text}");
     eprintln!("$ synth status idle\n{text}");
+    Ok(())
+}
+
+/// An EC2 instance's state in the local AWS (`DescribeInstances`).
+fn instance_state(cluster: &Cluster, id: &str) -> Result<String, Error> {
+    let xml = cluster
+        .aws()
+        .query("ec2", &[("Action", "DescribeInstances"), ("Version", "2016-11-15"), ("InstanceId.1", id)])?;
+    let state = xml.split("<instanceState>").nth(1).unwrap_or_default();
+    Ok(e2e::stack::xml_text(state, "name").unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() -> TestResult {
+    let mut cluster = Cluster::start_with_spares("tests/fixtures/idle/stop.yaml", "idlestop", 1, &[], 1).await?;
+    cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
+    let group = cluster.stack().worker_group()?.to_string();
+    let master_id = cluster.stack().master_instance_id()?.to_string();
+    let old_worker = cluster.workers()[0].instance_id();
+    // What the guard's `stop` leaves behind.
+    let aws = cluster.aws();
+    let autoscaling = aws.autoscaling();
+    let set = autoscaling.set_desired_capacity().auto_scaling_group_name(&group).desired_capacity(0).send().await;
+    set.map_err(|e| Error::aws("SetDesiredCapacity", &e))?;
+    let now = node_contract::clock::system();
+    let mark = node_contract::idle::IdleMark::Idle {
+        since_ms: now - 10 * MINUTE_MS,
+        until_ms: now,
+        action: node_contract::idle::IdleAction::Stop,
+        acted_ms: Some(now),
+    };
+    let tag = aws_sdk_autoscaling::types::Tag::builder()
+        .resource_id(&group)
+        .resource_type("auto-scaling-group")
+        .key(node_contract::idle::IDLE_TAG)
+        .value(mark.to_tag())
+        .propagate_at_launch(false)
+        .build();
+    let tagged = autoscaling.create_or_update_tags().tags(tag).send().await;
+    tagged.map_err(|e| Error::aws("CreateOrUpdateTags", &e))?;
+    aws.query("ec2", &[("Action", "StopInstances"), ("Version", "2016-11-15"), ("InstanceId.1", &master_id)])?;
+    assert_eq!(instance_state(&cluster, &master_id)?, "stopped");
+
+    let policy = std::process::Command::new(e2e::synth_cli::bin())
+        .args(["policy", "--part", "calls", "--stack-name-prefix", "idlestop", "--region", "us-east-1"])
+        .output()
+        .map_err(Error::io("running synth policy", "synth"))?;
+    let calls: serde_json::Value = serde_json::from_slice(&policy.stdout).expect("synth policy prints JSON");
+    let key = aws.user_with_policies("resumer-stop", &[calls])?;
+    let started = Instant::now();
+    let args = ["resume", "idlestop", "--region", "us-east-1", "--timeout", "3"];
+    let resume = e2e::synth_cli::command_as(aws, &key, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("running synth resume", "synth"))?;
+    // The master boots when EC2 runs it: its agent starts then.
+    while instance_state(&cluster, &master_id)? != "running" && started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let master_running = started.elapsed();
+    let mut agents = vec![cluster.master().spawn_agent(&["--power-off-command", "true"])?];
+    let mut new_id = None;
+    while new_id.is_none() && started.elapsed() < Duration::from_secs(60) {
+        let ids = cluster.stack().worker_instance_ids(cluster.aws()).await?;
+        new_id = ids.into_iter().find(|id| *id != old_worker);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let new_id = new_id.expect("Auto Scaling launched a worker for the resumed capacity");
+    cluster.add_worker(&new_id)?;
+    cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
+    agents.push(cluster.workers().last().expect("the new worker").spawn_agent(&[])?);
+    let out = resume.wait_with_output().map_err(Error::io("waiting for synth resume", "synth"))?;
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let all: Vec<_> = agents.iter().collect();
+    assert!(out.status.success(), "synth resume: {err}\n{}", logs(&all));
+    let starting = err.find("Starting the master").expect(&err);
+    let scaling = err.find("Scaling the worker group").expect(&err);
+    assert!(starting < scaling, "the master starts first: {err}");
+    assert!(err.contains("stack idlestop resumed in") && err.contains("publishing generation"), "{err}");
+    assert_eq!(instance_state(&cluster, &master_id)?, "running");
+    assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1);
+    let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
+    assert!(!tag.contains("acted="), "{tag}");
+    eprintln!("$ synth resume idlestop  ({took:?}; the master running after {master_running:?})\n{err}");
     Ok(())
 }

@@ -238,9 +238,10 @@ impl Scope {
     /// The condition a statement on `on` needs, if any: for
     /// [`On::StackInstances`], the instance's CloudFormation stack-name tag
     /// matches the prefix (EC2 supports `aws:ResourceTag/<key>` on
-    /// `StartInstances`). The local AWS of the tests (moto) authorizes EC2
-    /// calls against `*` and evaluates no resource tag, so this statement
-    /// is checked statically (parliament), not by a test against it.
+    /// `StartInstances`). The local AWS of the tests authorizes
+    /// `StartInstances` against the instance's ARN (launcher patch (t1)),
+    /// but moto evaluates only `StringEquals` conditions: this one is
+    /// checked statically (parliament), not by the end-to-end test.
     fn condition(&self, on: On) -> Option<Value> {
         (on == On::StackInstances).then(|| {
             json!({"StringLike": {"aws:ResourceTag/aws:cloudformation:stack-name": format!("{}*", self.stack_prefix)}})
