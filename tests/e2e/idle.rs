@@ -193,6 +193,11 @@ async fn an_idle_cluster_scales_down_a_job_or_ssh_keeps_it_up_and_resume_brings_
     assert!(!tag.contains("acted="), "the guard starts a new stretch: {tag}");
     assert!(!cluster.master().root().join("var/lib/deeplearning/scaled-down").exists(), "the mark file is gone");
     eprintln!("$ synth resume idle  ({took:?}; instance launched after {launched:?})\n{err}");
+    let story: Vec<&str> = master_log
+        .lines()
+        .filter(|l| ["idle guard", "publishing generation", "admitted as"].iter().any(|w| l.contains(w)))
+        .collect();
+    eprintln!("the master's log (idle guard, joins, generations):\n{}", story.join("\n"));
     let status = e2e::synth_cli::command(cluster.aws(), "deployer", &["status", "idle", "--region", "us-east-1"])
         .output()
         .map_err(Error::io("running synth status", "synth"))?;

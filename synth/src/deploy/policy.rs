@@ -13,8 +13,10 @@
 //!   stacks whose names start with the prefix, the staging bucket, the
 //!   stacks' log groups; `*` only where the action takes no resource
 //!   (Service Authorization Reference: `logs:DescribeLogGroups`,
-//!   `autoscaling:DescribeAutoScalingGroups`, and `DescribeStacks` without
-//!   a stack name, which `synth status` lists the region's stacks with).
+//!   `autoscaling:DescribeAutoScalingGroups`, `ec2:DescribeInstances`, and
+//!   `DescribeStacks` without a stack name, which `synth status` lists the
+//!   region's stacks with); `synth resume`'s `ec2:StartInstances` on
+//!   instances, with a condition on their CloudFormation stack-name tag.
 //! - **what CloudFormation does with the user's credentials** (synth passes
 //!   no service role): for every resource type a cluster template holds,
 //!   the permissions its resource provider's handlers declare

@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use node_contract::idle::{IDLE_TAG, IdleMark};
-use node_contract::logs::{log_group_name, parse_stream_name, stack_run};
+use node_contract::logs::{log_group_name, node_label, stack_run, stream_name};
 
 use super::console::{Console, fail, not_found};
 use super::port::{Cloud, CloudError, GroupState, LogQuery, Stack};
@@ -180,7 +180,7 @@ async fn resume_inner<K: Console, C: Cloud>(
         }
         wait_for_workers(cloud, &display, started, &group_name, target, deadline).await?;
         display.line("Back", &format!("{target} of {target} workers in service in {}", clock(now_ms() - started)));
-        let formed = wait_for_formation(cloud, &display, started, &stack, target, deadline).await?;
+        let formed = wait_for_formation(cloud, &display, started, (&stack, &master_id), target, deadline).await?;
         Ok::<_, Stop>(formed)
     };
     let result = tokio::select! {
@@ -291,26 +291,39 @@ async fn wait_for_formation<C: Cloud>(
     cloud: &C,
     display: &super::console::Display,
     started: i64,
-    stack: &Stack,
+    (stack, master_id): (&Stack, &str),
     workers: u32,
     deadline: tokio::time::Instant,
 ) -> Result<Option<String>, Stop> {
     let Some(run) = stack_run(&stack.id) else { return Ok(None) };
     let group = log_group_name(&stack.name, run);
     let nodes = workers + 1;
-    let query = LogQuery { group: group.clone(), streams: Vec::new(), start_ms: Some(started) };
+    // Only the master's own stream, from the resume's start: a few lines.
+    let stream = stream_name(&node_label(true, None), master_id);
+    let mut query = LogQuery { group: group.clone(), streams: vec![stream], start_ms: Some(started) };
     loop {
-        let page = match cloud.log_events(&query, None).await {
-            Ok(page) => page,
-            Err(CloudError::Invalid { message, .. }) if message.contains("ResourceNotFound") => return Ok(None),
-            Err(e) => return Err(Stop::Cloud(e)),
-        };
-        let formed = page.events.iter().rev().find(|e| {
-            parse_stream_name(&e.stream).is_some_and(|(label, _)| label == "master")
-                && published_with(&e.message).is_some_and(|n| n >= nodes)
-        });
-        if let Some(e) = formed {
-            return Ok(Some(format!("the master {}", line_of(&e.message))));
+        let mut token = None;
+        let mut formed = None;
+        loop {
+            let page = match cloud.log_events(&query, token).await {
+                Ok(page) => page,
+                Err(CloudError::Invalid { message, .. }) if message.contains("ResourceNotFound") => return Ok(None),
+                Err(e) => return Err(Stop::Cloud(e)),
+            };
+            if let Some(e) = page.events.iter().rev().find(|e| published_with(&e.message).is_some_and(|n| n >= nodes)) {
+                formed = Some(line_of(&e.message).to_owned());
+            }
+            if let Some(last) = page.events.last() {
+                // The next poll reads on from here.
+                query.start_ms = Some(last.at_ms);
+            }
+            match page.next {
+                Some(next) if formed.is_none() => token = Some(next),
+                _ => break,
+            }
+        }
+        if let Some(line) = formed {
+            return Ok(Some(format!("the master {line}")));
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(Stop::TimedOut(format!(
@@ -421,7 +434,7 @@ mod tests {
     async fn resume_starts_the_master_first_then_brings_the_workers_back_and_sees_them_join() {
         let cloud = stopped_cluster();
         let line = LogEvent {
-            stream: "master-i-0abc".into(),
+            stream: "master-i-0master".into(),
             at_ms: now_ms() + 1,
             id: "1".into(),
             message: "INFO agent: publishing generation 4: 3 nodes".into(),
