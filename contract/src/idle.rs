@@ -41,6 +41,57 @@ pub fn parse_pid_file(text: &str) -> Option<(i32, i32)> {
 /// already described by `synth status`, and a tag needs no new resource.
 pub const IDLE_TAG: &str = "deeplearning:idle";
 
+/// The file the master leaves, under the node's filesystem root, while the
+/// idle guard has the workers scaled down ([`ScaledDown`]): written when
+/// the guard acts, removed when workers join again (a `synth resume`) or
+/// a new idle stretch starts. `trainer launch` reads it to say that the
+/// workers are gone and how to bring them back.
+pub const SCALED_DOWN_PATH: &str = "/var/lib/deeplearning/scaled-down";
+
+/// What [`SCALED_DOWN_PATH`] holds: one line, `stack=<name> ` and the
+/// [`IdleMark`]'s tag text (the guard has acted, so it has `acted=`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScaledDown {
+    /// The cluster's stack (what `synth resume` takes).
+    pub stack: String,
+    /// When the cluster went idle and when the guard acted.
+    pub mark: IdleMark,
+}
+
+impl ScaledDown {
+    /// The file's text.
+    pub fn to_text(&self) -> String {
+        format!("stack={} {}\n", self.stack, self.mark.to_tag())
+    }
+
+    /// Reads the file's text; `None` for anything else.
+    pub fn parse(text: &str) -> Option<ScaledDown> {
+        let rest = text.trim().strip_prefix("stack=")?;
+        let (stack, mark) = rest.split_once(' ')?;
+        Some(ScaledDown { stack: stack.to_owned(), mark: IdleMark::from_tag(mark)? })
+    }
+
+    /// What a command about to use the workers says: when they were scaled
+    /// down and the one command that brings them back.
+    pub fn advice(&self, now_ms: u64) -> String {
+        let ago = |ms: u64| {
+            let minutes = now_ms.saturating_sub(ms) / 60_000;
+            if minutes == 0 { "less than a minute ago".to_owned() } else { format!("{minutes} min ago") }
+        };
+        let (when, what) = match self.mark {
+            IdleMark::Idle { since_ms, acted_ms, action, .. } => (
+                format!(" {} (idle since {})", acted_ms.map_or_else(|| "earlier".to_owned(), ago), ago(since_ms)),
+                match action {
+                    IdleAction::ScaleWorkers => "scaled the workers to 0",
+                    IdleAction::Stop => "scaled the workers to 0 and stopped the master",
+                },
+            ),
+            IdleMark::Busy => (String::new(), "scaled the workers to 0"),
+        };
+        format!("the idle guard {what}{when}; run `synth resume {}` where you run synth to bring them back", self.stack)
+    }
+}
+
 /// What the master does once the cluster has been idle for the time given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -49,8 +100,8 @@ pub enum IdleAction {
     /// workers terminate, the master, EFS and the stack stay.
     ScaleWorkers,
     /// As `scale_workers`, then power the master off (an EBS-backed
-    /// instance whose shutdown behaviour is `stop` stops; starting it again
-    /// is done in the EC2 console or CLI).
+    /// instance whose shutdown behaviour is `stop` stops; `synth resume`
+    /// starts it again).
     Stop,
 }
 
@@ -228,5 +279,24 @@ mod tests {
         ] {
             assert_eq!(IdleMark::from_tag(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_scaled_down_file_reads_back_and_names_synth_resume() {
+        let mark = IdleMark::Idle {
+            since_ms: 0,
+            until_ms: 300_000,
+            action: IdleAction::ScaleWorkers,
+            acted_ms: Some(300_000),
+        };
+        let file = ScaledDown { stack: "resnet".into(), mark };
+        assert_eq!(file.to_text(), "stack=resnet idle since=0 until=300000 action=scale_workers acted=300000\n");
+        assert_eq!(ScaledDown::parse(&file.to_text()), Some(file.clone()));
+        assert_eq!(ScaledDown::parse("stack=x bogus"), None);
+        assert_eq!(
+            file.advice(20 * 60_000),
+            "the idle guard scaled the workers to 0 15 min ago (idle since 20 min ago); run `synth resume resnet` \
+             where you run synth to bring them back"
+        );
     }
 }

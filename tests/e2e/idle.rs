@@ -10,7 +10,18 @@
 //! port does; once both end, the master sets the worker group's desired
 //! capacity to 0, says why in its log, leaves the `deeplearning:idle` tag
 //! on the group, and `synth status` prints "idle since ..., workers scaled
-//! to 0 at ...".
+//! to 0 at ...". Then `synth resume`, run as a user with only the policy
+//! `synth policy --part calls` prints, puts the capacity back; the harness
+//! turns the instance Auto Scaling launched into a node in a spare
+//! namespace, its agent joins, and resume ends once the master's log
+//! publishes a generation with it; the tag no longer says the guard acted.
+//!
+//! After the guard's `stop` (its end state set up as an administrator:
+//! capacity 0, the mark, the master instance stopped in the local AWS;
+//! the agent's power-off is a command in tests, not an EC2 stop), `synth
+//! resume` starts the master first (EC2 `StartInstances`, authorized
+//! against the instance's ARN: launcher patch (t1); the statement's tag
+//! condition is not evaluated by moto), and the cluster forms again.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,8 +61,8 @@ async fn idle_tag(cluster: &Cluster, group: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_idle_cluster_scales_its_workers_down_and_a_job_or_an_ssh_session_keeps_it_up() -> TestResult {
-    let mut cluster = Cluster::start("tests/fixtures/idle/scale-workers.yaml", "idle", 1).await?;
+async fn an_idle_cluster_scales_down_a_job_or_ssh_keeps_it_up_and_resume_brings_it_back() -> TestResult {
+    let mut cluster = Cluster::start_with_spares("tests/fixtures/idle/scale-workers.yaml", "idle", 1, &[], 1).await?;
     cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
     let group = cluster.stack().worker_group()?.to_string();
     let (master, worker) = (cluster.master(), &cluster.workers()[0]);
@@ -73,7 +84,7 @@ async fn an_idle_cluster_scales_its_workers_down_and_a_job_or_an_ssh_session_kee
     }
     assert!(pid_file.exists(), "the supervisor wrote its pid file");
 
-    let agents = cluster.spawn_agents()?;
+    let mut agents = cluster.spawn_agents()?;
     let all: Vec<_> = agents.iter().collect();
     wait_until("the formation signal", Duration::from_secs(60), &all, || {
         cluster
@@ -125,6 +136,8 @@ async fn an_idle_cluster_scales_its_workers_down_and_a_job_or_an_ssh_session_kee
     assert!(why.is_some_and(|l| l.contains("scaled to 0")), "the master says why: {master_log}");
     let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
     assert!(tag.starts_with("idle since=") && tag.contains("acted="), "{tag}");
+    let mark = std::fs::read_to_string(cluster.master().root().join("var/lib/deeplearning/scaled-down"));
+    assert!(mark.as_deref().is_ok_and(|m| m.starts_with("stack=idle idle since=")), "the master's mark: {mark:?}");
 
     let status = e2e::synth_cli::command(cluster.aws(), "deployer", &["status", "idle", "--region", "us-east-1"])
         .output()
@@ -133,6 +146,150 @@ async fn an_idle_cluster_scales_its_workers_down_and_a_job_or_an_ssh_session_kee
     assert!(status.status.success(), "{text}{}", String::from_utf8_lossy(&status.stderr));
     let line = text.lines().find(|l| l.starts_with("idle ")).unwrap_or_default();
     assert!(line.contains("idle since") && line.contains("workers scaled to 0 at"), "{text}");
-    eprintln!("scaled to 0 {took:?} after the last session closed\n{line}");
+    eprintln!("scaled to 0 {took:?} after the last session closed\n$ synth status idle\n{text}");
+    let old_worker = cluster.workers()[0].instance_id();
+    // The old worker's instance is gone: its agent stops with it.
+    drop(agents.remove(1));
+
+    // `synth resume`, as a deploying user with exactly `synth policy --part calls`.
+    let policy = std::process::Command::new(e2e::synth_cli::bin())
+        .args(["policy", "--part", "calls", "--stack-name-prefix", "idle", "--region", "us-east-1"])
+        .output()
+        .map_err(Error::io("running synth policy", "synth"))?;
+    assert!(policy.status.success(), "{}", String::from_utf8_lossy(&policy.stderr));
+    let calls: serde_json::Value = serde_json::from_slice(&policy.stdout).expect("synth policy prints JSON");
+    let key = cluster.aws().user_with_policies("resumer", &[calls])?;
+    let resume_started = Instant::now();
+    let resume =
+        e2e::synth_cli::command_as(cluster.aws(), &key, &["resume", "idle", "--region", "us-east-1", "--timeout", "3"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(Error::io("running synth resume", "synth"))?;
+    // Auto Scaling launches an instance for the raised capacity; the
+    // harness makes it a node, whose agent boots and registers.
+    let mut new_id = None;
+    while new_id.is_none() && resume_started.elapsed() < Duration::from_secs(60) {
+        let ids = cluster.stack().worker_instance_ids(cluster.aws()).await?;
+        new_id = ids.into_iter().find(|id| *id != old_worker);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let new_id = new_id.expect("Auto Scaling launched a worker for the resumed capacity");
+    let launched = resume_started.elapsed();
+    cluster.add_worker(&new_id)?;
+    cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
+    agents.push(cluster.workers().last().expect("the new worker").spawn_agent(&[])?);
+    let out = resume.wait_with_output().map_err(Error::io("waiting for synth resume", "synth"))?;
+    let took = resume_started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let all: Vec<_> = agents.iter().collect();
+    assert!(out.status.success(), "synth resume: {err}\n{}", logs(&all));
+    assert!(err.contains("Scaling the worker group") && err.contains("to 1 (was 0)"), "{err}");
+    assert!(err.contains("stack idle resumed in") && err.contains("publishing generation"), "{err}");
+    assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1);
+    let master_log = agents[0].log();
+    assert!(master_log.contains("a worker joined after the workers were scaled down"), "{master_log}");
+    let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
+    assert!(!tag.contains("acted="), "the guard starts a new stretch: {tag}");
+    assert!(!cluster.master().root().join("var/lib/deeplearning/scaled-down").exists(), "the mark file is gone");
+    eprintln!("$ synth resume idle  ({took:?}; instance launched after {launched:?})\n{err}");
+    let story: Vec<&str> = master_log
+        .lines()
+        .filter(|l| ["idle guard", "publishing generation", "admitted as"].iter().any(|w| l.contains(w)))
+        .collect();
+    eprintln!("the master's log (idle guard, joins, generations):\n{}", story.join("\n"));
+    let status = e2e::synth_cli::command(cluster.aws(), "deployer", &["status", "idle", "--region", "us-east-1"])
+        .output()
+        .map_err(Error::io("running synth status", "synth"))?;
+    let text = String::from_utf8_lossy(&status.stdout);
+    let line = text.lines().find(|l| l.starts_with("idle ")).unwrap_or_default();
+    assert!(!line.contains("scaled to 0 at"), "{text}");
+    eprintln!("$ synth status idle\n{text}");
+    Ok(())
+}
+
+/// An EC2 instance's state in the local AWS (`DescribeInstances`).
+fn instance_state(cluster: &Cluster, id: &str) -> Result<String, Error> {
+    let xml = cluster
+        .aws()
+        .query("ec2", &[("Action", "DescribeInstances"), ("Version", "2016-11-15"), ("InstanceId.1", id)])?;
+    let state = xml.split("<instanceState>").nth(1).unwrap_or_default();
+    Ok(e2e::stack::xml_text(state, "name").unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() -> TestResult {
+    let mut cluster = Cluster::start_with_spares("tests/fixtures/idle/stop.yaml", "idlestop", 1, &[], 1).await?;
+    cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
+    let group = cluster.stack().worker_group()?.to_string();
+    let master_id = cluster.stack().master_instance_id()?.to_string();
+    let old_worker = cluster.workers()[0].instance_id();
+    // What the guard's `stop` leaves behind.
+    let aws = cluster.aws();
+    let autoscaling = aws.autoscaling();
+    let set = autoscaling.set_desired_capacity().auto_scaling_group_name(&group).desired_capacity(0).send().await;
+    set.map_err(|e| Error::aws("SetDesiredCapacity", &e))?;
+    let now = node_contract::clock::system();
+    let mark = node_contract::idle::IdleMark::Idle {
+        since_ms: now - 10 * MINUTE_MS,
+        until_ms: now,
+        action: node_contract::idle::IdleAction::Stop,
+        acted_ms: Some(now),
+    };
+    let tag = aws_sdk_autoscaling::types::Tag::builder()
+        .resource_id(&group)
+        .resource_type("auto-scaling-group")
+        .key(node_contract::idle::IDLE_TAG)
+        .value(mark.to_tag())
+        .propagate_at_launch(false)
+        .build();
+    let tagged = autoscaling.create_or_update_tags().tags(tag).send().await;
+    tagged.map_err(|e| Error::aws("CreateOrUpdateTags", &e))?;
+    aws.query("ec2", &[("Action", "StopInstances"), ("Version", "2016-11-15"), ("InstanceId.1", &master_id)])?;
+    assert_eq!(instance_state(&cluster, &master_id)?, "stopped");
+
+    let policy = std::process::Command::new(e2e::synth_cli::bin())
+        .args(["policy", "--part", "calls", "--stack-name-prefix", "idlestop", "--region", "us-east-1"])
+        .output()
+        .map_err(Error::io("running synth policy", "synth"))?;
+    let calls: serde_json::Value = serde_json::from_slice(&policy.stdout).expect("synth policy prints JSON");
+    let key = aws.user_with_policies("resumer-stop", &[calls])?;
+    let started = Instant::now();
+    let args = ["resume", "idlestop", "--region", "us-east-1", "--timeout", "3"];
+    let resume = e2e::synth_cli::command_as(aws, &key, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("running synth resume", "synth"))?;
+    // The master boots when EC2 runs it: its agent starts then.
+    while instance_state(&cluster, &master_id)? != "running" && started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let master_running = started.elapsed();
+    let mut agents = vec![cluster.master().spawn_agent(&["--power-off-command", "true"])?];
+    let mut new_id = None;
+    while new_id.is_none() && started.elapsed() < Duration::from_secs(60) {
+        let ids = cluster.stack().worker_instance_ids(cluster.aws()).await?;
+        new_id = ids.into_iter().find(|id| *id != old_worker);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let new_id = new_id.expect("Auto Scaling launched a worker for the resumed capacity");
+    cluster.add_worker(&new_id)?;
+    cluster.set_env("DEEPLEARNING_TEST_IDLE_MINUTE_MS", &MINUTE_MS.to_string());
+    agents.push(cluster.workers().last().expect("the new worker").spawn_agent(&[])?);
+    let out = resume.wait_with_output().map_err(Error::io("waiting for synth resume", "synth"))?;
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let all: Vec<_> = agents.iter().collect();
+    assert!(out.status.success(), "synth resume: {err}\n{}", logs(&all));
+    let starting = err.find("Starting the master").expect(&err);
+    let scaling = err.find("Scaling the worker group").expect(&err);
+    assert!(starting < scaling, "the master starts first: {err}");
+    assert!(err.contains("stack idlestop resumed in") && err.contains("publishing generation"), "{err}");
+    assert_eq!(instance_state(&cluster, &master_id)?, "running");
+    assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1);
+    let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
+    assert!(!tag.contains("acted="), "{tag}");
+    eprintln!("$ synth resume idlestop  ({took:?}; the master running after {master_running:?})\n{err}");
     Ok(())
 }

@@ -1232,6 +1232,28 @@ S3_ACTION_MAP["BUCKET"]["PUT"]["encryption"] = "PutEncryptionConfiguration"
 S3_ACTION_MAP["BUCKET"]["PUT"]["ownershipControls"] = "PutBucketOwnershipControls"
 S3_ACTION_MAP["BUCKET"]["PUT"]["publicAccessBlock"] = "PutBucketPublicAccessBlock"
 
+# (t1) EC2: StartInstances and StopInstances of one instance are authorized
+#      against the instance's ARN, as AWS does, so the deploying user's
+#      ec2:StartInstances statement (`synth resume`, scoped to
+#      `arn:aws:ec2:<region>:*:instance/*`) can be allowed at all; every
+#      other EC2 call stays on `*`. moto evaluates only `StringEquals`
+#      conditions and ignores the rest: that statement's `StringLike` on the
+#      instance's aws:cloudformation:stack-name tag is not evaluated here.
+from moto.ec2.responses import EC2Response  # noqa: E402
+
+EC2_SCOPED = ("StartInstances", "StopInstances")
+
+
+def ec2_resource(self):
+    if self._get_action() not in EC2_SCOPED:
+        return "*"
+    ids = self._get_param("InstanceIds", []) or []
+    if len(ids) == 1:
+        return f"arn:aws:ec2:{self.region}:{self.current_account}:instance/{ids[0]}"
+    return "*"
+
+
+EC2Response._determine_resource = ec2_resource
 _AutoScalingResponse._determine_resource = autoscaling_resource
 CloudFormationResponse._determine_resource = cloudformation_resource
 LogsResponse._determine_resource = logs_resource

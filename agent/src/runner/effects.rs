@@ -137,6 +137,7 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
                 if let Err(e) = retry("tag the worker group", || group.set_tag(tag, &value)).await {
                     warn!("cannot write the idle guard's state ({value}) to the worker group's tag {tag}: {e}");
                 }
+                mark_scaled_down(root, &config.stack_name, mark);
             }
             Effect::PowerOff => {
                 info!("idle guard: powering the master off");
@@ -148,6 +149,27 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
         }
     }
     Ok(())
+}
+
+/// Leaves `node_contract::idle::SCALED_DOWN_PATH` on the master while the
+/// guard has acted (for `trainer launch`), and removes it otherwise (a new
+/// idle stretch, a busy cluster, workers joining after a resume).
+fn mark_scaled_down(root: &Path, stack: &str, mark: node_contract::idle::IdleMark) {
+    use node_contract::idle::{IdleMark, SCALED_DOWN_PATH, ScaledDown};
+    let path = files::paths::under(root, SCALED_DOWN_PATH);
+    let written = match mark {
+        IdleMark::Idle { acted_ms: Some(_), .. } => {
+            let text = ScaledDown { stack: stack.to_owned(), mark }.to_text();
+            files::atomic::write_if_changed(&path, &text, 0o644).map(drop).map_err(|e| e.to_string())
+        }
+        _ => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+            _ => Ok(()),
+        },
+    };
+    if let Err(e) = written {
+        warn!("cannot update {}: {e}", path.display());
+    }
 }
 
 /// Why a manifest was not published.

@@ -18,6 +18,7 @@ mod output;
 mod outputs;
 mod policy;
 mod regions;
+mod resume;
 mod schema;
 mod ssh;
 mod stage;
@@ -38,6 +39,7 @@ pub use input::{Input, MAX_BLUEPRINT_BYTES};
 ///
 ///   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
 ///   synth status resnet-training; synth ssh resnet-training
+///   synth resume resnet-training    # after the idle guard scaled it down
 ///   synth delete resnet-training
 ///   # when formation fails, the nodes' own lines:
 ///   synth logs resnet-training --node worker3
@@ -89,6 +91,9 @@ pub enum Command {
     Outputs(outputs::OutputsArgs),
     /// SSH to the master (or a worker through it) with the stack's own command.
     Ssh(ssh::SshArgs),
+    /// Bring back a cluster the idle guard scaled down: start its master if
+    /// it was stopped, put the workers back, watch them join.
+    Resume(resume::ResumeArgs),
     /// Delete a stack and watch it go.
     Delete(delete::DeleteArgs),
     /// Put the agent package into the staging bucket and print the
@@ -124,6 +129,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::Logs(args) => logs::run(&args),
         Command::Outputs(args) => outputs::run(&args),
         Command::Ssh(args) => ssh::run(&args),
+        Command::Resume(args) => resume::run(&args),
         Command::Delete(args) => delete::run(&args),
         Command::Stage(args) => stage::run(&args),
         Command::Policy(args) => policy::run(&args),

@@ -44,6 +44,11 @@ pub(crate) struct FakeCloud {
     /// The outputs a stack made by `create_stack` has (it is there at once,
     /// `CREATE_COMPLETE`; the events script tells the story).
     pub outputs_after_create: Mutex<Vec<Output>>,
+    /// EC2 instances' states, by id (`start_instance` makes one `running`).
+    pub instances: Mutex<BTreeMap<String, String>>,
+    /// How many instances Auto Scaling gets in service after a capacity
+    /// change (`None`: all it was asked for, at once).
+    pub launches: Mutex<Option<u32>>,
 }
 
 impl FakeCloud {
@@ -177,6 +182,31 @@ impl Cloud for FakeCloud {
     async fn group(&self, _name: &str) -> CloudResult<Option<GroupState>> {
         self.call("group");
         Ok(*self.group.lock().unwrap())
+    }
+    async fn set_desired_capacity(&self, _group: &str, desired: u32) -> CloudResult<()> {
+        self.call("set_desired_capacity");
+        let launches = *self.launches.lock().unwrap();
+        let mut group = self.group.lock().unwrap();
+        let g = group.get_or_insert_with(GroupState::default);
+        g.desired = desired;
+        g.in_service = launches.map_or(desired, |n| n.min(desired));
+        Ok(())
+    }
+    async fn delete_group_tag(&self, _group: &str, _key: &str) -> CloudResult<()> {
+        self.call("delete_group_tag");
+        if let Some(g) = self.group.lock().unwrap().as_mut() {
+            g.idle = None;
+        }
+        Ok(())
+    }
+    async fn instance_state(&self, id: &str) -> CloudResult<Option<String>> {
+        self.call("instance_state");
+        Ok(self.instances.lock().unwrap().get(id).cloned())
+    }
+    async fn start_instance(&self, id: &str) -> CloudResult<()> {
+        self.call("start_instance");
+        self.instances.lock().unwrap().insert(id.to_owned(), "running".to_owned());
+        Ok(())
     }
     async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool> {
         self.call("bucket_exists");

@@ -1,5 +1,5 @@
 //! A cluster's whole life from a terminal: `synth deploy`, `diff`, `status`,
-//! `events`, `logs`, `outputs`, `delete`.
+//! `events`, `logs`, `outputs`, `resume`, `delete`.
 //!
 //! A pure core reads recorded AWS answers and returns text and decisions:
 //! [`phase`] (which resources a user thinks of as network, storage, ...),
@@ -16,8 +16,9 @@
 //! The flows, generic over the two ports: [`prepare`] (the blueprint to a
 //! template, the agent package staged), [`apply`] (create, or update
 //! through [`update`]: the change set previewed, refused, confirmed or
-//! deleted; `synth diff`), [`delete`], [`status`], [`events`] and
-//! [`logs`]. They decide every exit code and write only through the
+//! deleted; `synth diff`), [`delete`], [`status`], [`events`],
+//! [`logs`] and [`resume`] (a cluster the idle guard scaled down, back).
+//! They decide every exit code and write only through the
 //! [`console::Console`], so each decision is tested on the fakes.
 //!
 //! [`policy`] is the IAM policy those calls need (`synth policy`).
@@ -34,6 +35,7 @@ pub mod change;
 pub mod console;
 pub mod create_only;
 pub mod delete;
+pub mod ec2;
 pub mod events;
 #[cfg(test)]
 pub(crate) mod fake;
@@ -45,6 +47,7 @@ pub mod phase;
 pub mod policy;
 pub mod port;
 pub mod prepare;
+pub mod resume;
 pub mod sdk;
 pub mod staging;
 pub mod status;

@@ -1,6 +1,6 @@
 //! The deploying user's least privilege: the IAM policy that lets a user run
 //! `synth deploy`, `diff`, `status`, `events`, `outputs`, `logs`, `ssh`,
-//! `stage` and `delete`, and nothing else. `synth policy` prints it; the
+//! `stage`, `resume` and `delete`, and nothing else. `synth policy` prints it; the
 //! README and docs/ARCHITECTURE.md ("IAM: every call and who makes it")
 //! point here rather than copy it.
 //!
@@ -13,8 +13,10 @@
 //!   stacks whose names start with the prefix, the staging bucket, the
 //!   stacks' log groups; `*` only where the action takes no resource
 //!   (Service Authorization Reference: `logs:DescribeLogGroups`,
-//!   `autoscaling:DescribeAutoScalingGroups`, and `DescribeStacks` without
-//!   a stack name, which `synth status` lists the region's stacks with).
+//!   `autoscaling:DescribeAutoScalingGroups`, `ec2:DescribeInstances`, and
+//!   `DescribeStacks` without a stack name, which `synth status` lists the
+//!   region's stacks with); `synth resume`'s `ec2:StartInstances` on
+//!   instances, with a condition on their CloudFormation stack-name tag.
 //! - **what CloudFormation does with the user's credentials** (synth passes
 //!   no service role): for every resource type a cluster template holds,
 //!   the permissions its resource provider's handlers declare
@@ -91,6 +93,10 @@ pub enum On {
     Queues,
     /// The stacks' Auto Scaling groups.
     Groups,
+    /// The stacks' EC2 instances: instance ARNs carry ids, not names, so
+    /// the statement holds a condition on the tag CloudFormation puts on
+    /// every instance it makes (`aws:cloudformation:stack-name`).
+    StackInstances,
 }
 
 /// One SDK operation synth makes and the IAM action AWS checks for it.
@@ -142,6 +148,13 @@ pub const CALLS: &[Call] = &[
     // HeadObject; and CloudFormation reads a `TemplateURL` as the caller.
     call("S3 HeadObject", "s3:GetObject", On::StagingObjects),
     call("S3 PutObject", "s3:PutObject", On::StagingObjects),
+    // `synth resume`: the worker group back to its count, the idle
+    // guard's mark off, and the master started when the guard stopped it.
+    call("Auto Scaling SetDesiredCapacity", "autoscaling:SetDesiredCapacity", On::Groups),
+    call("Auto Scaling DeleteTags", "autoscaling:DeleteTags", On::Groups),
+    // DescribeInstances takes no resource (Service Authorization Reference).
+    call("EC2 DescribeInstances", "ec2:DescribeInstances", On::Any),
+    call("EC2 StartInstances", "ec2:StartInstances", On::StackInstances),
     // CloudFormation resolves an `AWS::SSM::Parameter::Value<...>`
     // parameter (the image) as the caller.
     call("SSM GetParameters", "ssm:GetParameters", On::PublicParameters),
@@ -220,7 +233,21 @@ impl Scope {
             On::InstanceProfiles => vec![format!("arn:aws:iam::*:instance-profile/{p}*")],
             On::Queues => vec![format!("arn:aws:sqs:{r}:*:{p}*")],
             On::Groups => vec![format!("arn:aws:autoscaling:{r}:*:autoScalingGroup:*:autoScalingGroupName/{p}*")],
+            On::StackInstances => vec![format!("arn:aws:ec2:{r}:*:instance/*")],
         }
+    }
+
+    /// The condition a statement on `on` needs, if any: for
+    /// [`On::StackInstances`], the instance's CloudFormation stack-name tag
+    /// matches the prefix (EC2 supports `aws:ResourceTag/<key>` on
+    /// `StartInstances`). The local AWS of the tests authorizes
+    /// `StartInstances` against the instance's ARN (launcher patch (t1)),
+    /// but moto evaluates only `StringEquals` conditions: this one is
+    /// checked statically (parliament), not by the end-to-end test.
+    fn condition(&self, on: On) -> Option<Value> {
+        (on == On::StackInstances).then(|| {
+            json!({"StringLike": {"aws:ResourceTag/aws:cloudformation:stack-name": format!("{}*", self.stack_prefix)}})
+        })
     }
 }
 
@@ -310,7 +337,11 @@ fn calls_statements(scope: &Scope) -> Vec<Value> {
     }
     for ((changes, on), actions) in own {
         let part = if changes { "SynthChanges" } else { "Synth" };
-        statements.push(statement(&sid(part, on), &actions, scope.arns(on)));
+        let mut s = statement(&sid(part, on), &actions, scope.arns(on));
+        if let Some(condition) = scope.condition(on) {
+            s["Condition"] = condition;
+        }
+        statements.push(s);
     }
     statements
 }
@@ -422,6 +453,10 @@ mod tests {
             ]
         );
         assert_eq!(on("ec2:RunInstances"), ["*"]);
+        assert_eq!(on("autoscaling:DeleteTags"), on("autoscaling:CreateAutoScalingGroup"));
+        assert_eq!(on("ec2:StartInstances"), ["arn:aws:ec2:eu-west-1:*:instance/*"]);
+        let start = doc["Statement"].as_array().unwrap().iter().find(|s| s["Sid"] == "SynthStackInstances").unwrap();
+        assert_eq!(start["Condition"]["StringLike"]["aws:ResourceTag/aws:cloudformation:stack-name"], "ml*");
         assert_eq!(on("logs:DescribeLogGroups"), ["*"]);
         // Without a region: every region, every staging bucket.
         let doc = everything();

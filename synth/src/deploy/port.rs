@@ -6,7 +6,8 @@
 //! Auto Scaling), against AWS or, through the SDK's endpoint override, the
 //! local AWS of the tests. Unit tests use in-memory implementations. A new
 //! command that needs another service adds its methods here and their SDK
-//! calls in [`super::sdk`], as `synth logs` did for CloudWatch Logs.
+//! calls in [`super::sdk`], as `synth logs` did for CloudWatch Logs (EC2's
+//! two calls are signed Query API requests, [`super::ec2`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -331,6 +332,18 @@ pub trait Cloud: Send + Sync {
 
     /// The worker group's size, or `None` when there is no such group (yet).
     fn group(&self, name: &str) -> impl Future<Output = CloudResult<Option<GroupState>>> + Send;
+    /// Sets the group's desired capacity (`SetDesiredCapacity`; `synth resume`).
+    fn set_desired_capacity(&self, group: &str, desired: u32) -> impl Future<Output = CloudResult<()>> + Send;
+    /// Removes the tag `key` from the group (`DeleteTags`; `synth resume`
+    /// clears the idle guard's mark).
+    fn delete_group_tag(&self, group: &str, key: &str) -> impl Future<Output = CloudResult<()>> + Send;
+
+    /// An EC2 instance's state name (`running`, `stopped`, ...), or `None`
+    /// when EC2 does not know it (`DescribeInstances`).
+    fn instance_state(&self, id: &str) -> impl Future<Output = CloudResult<Option<String>>> + Send;
+    /// Starts a stopped instance (`StartInstances`; the master the idle
+    /// guard's `stop` stopped).
+    fn start_instance(&self, id: &str) -> impl Future<Output = CloudResult<()>> + Send;
 
     /// Whether the bucket exists (and is ours to use).
     fn bucket_exists(&self, bucket: &str) -> impl Future<Output = CloudResult<bool>> + Send;

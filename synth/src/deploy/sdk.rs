@@ -1,7 +1,8 @@
 //! [`Cloud`] with the AWS SDK: CloudFormation (stacks, events, change
 //! sets), S3 (the staging bucket), STS (the account id), Auto Scaling
-//! (the worker group, for the formation progress line) and CloudWatch Logs
-//! (the nodes' lines, for `synth logs`).
+//! (the worker group, for the formation progress line and `synth resume`),
+//! CloudWatch Logs (the nodes' lines, for `synth logs`) and EC2's two
+//! calls of `synth resume` ([`super::ec2`], without the SDK).
 //!
 //! Configuration comes from aws-config's standard chain: environment,
 //! profiles (`--profile` picks one), SSO, instance metadata. Endpoints are
@@ -31,6 +32,7 @@ pub struct SdkCloud {
     sts: aws_sdk_sts::Client,
     autoscaling: aws_sdk_autoscaling::Client,
     logs: aws_sdk_cloudwatchlogs::Client,
+    ec2: super::ec2::Ec2,
 }
 
 /// How to reach AWS.
@@ -70,6 +72,7 @@ impl SdkCloud {
         let path_style = config.endpoint_url().is_some() || std::env::var_os("AWS_ENDPOINT_URL_S3").is_some();
         let s3 = aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build();
         SdkCloud {
+            ec2: super::ec2::Ec2::new(config, &region),
             region,
             cloudformation: aws_sdk_cloudformation::Client::new(config),
             s3: aws_sdk_s3::Client::from_conf(s3),
@@ -491,6 +494,32 @@ impl Cloud for SdkCloud {
                 .and_then(|t| t.value())
                 .and_then(node_contract::idle::IdleMark::from_tag),
         }))
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn set_desired_capacity(&self, group: &str, desired: u32) -> CloudResult<()> {
+        let desired = i32::try_from(desired).unwrap_or(i32::MAX);
+        let call =
+            self.autoscaling.set_desired_capacity().auto_scaling_group_name(group).desired_capacity(desired).send();
+        send(|| format!("Auto Scaling SetDesiredCapacity on group {group}"), call).await.map(drop)
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn delete_group_tag(&self, group: &str, key: &str) -> CloudResult<()> {
+        use aws_sdk_autoscaling::types::Tag;
+        let tag = Tag::builder().resource_id(group).resource_type("auto-scaling-group").key(key).build();
+        let call = self.autoscaling.delete_tags().tags(tag).send();
+        send(|| format!("Auto Scaling DeleteTags on group {group}"), call).await.map(drop)
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn instance_state(&self, id: &str) -> CloudResult<Option<String>> {
+        self.ec2.instance_state(id).await
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn start_instance(&self, id: &str) -> CloudResult<()> {
+        self.ec2.start_instance(id).await
     }
 
     #[tracing::instrument(skip(self))]

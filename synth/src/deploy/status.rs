@@ -100,7 +100,7 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         && let Ok(Some(state)) = cloud.group(&group).await
         && let Some(mark) = state.idle
     {
-        text.push_str(&format!("idle       {}\n", idle_line(&mark, now_ms())));
+        text.push_str(&format!("idle       {}\n", idle_line(&mark, now_ms(), &stack.name)));
     }
     if let Some(summary) = formation::timeline(&stack.outputs) {
         text.push_str(&formation::table(&summary));
@@ -109,26 +109,25 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
     printed(console.print(&text), "the status", ExitCode::Success)
 }
 
-/// How a person brings scaled-down workers back with what exists today
-/// (a resume command, issue 25's step 4, is not built): the worker group's
-/// desired capacity raised again by hand.
-const BACK: &str = "raise the worker group's desired capacity to bring the workers back \
-                    (aws autoscaling set-desired-capacity)";
-
-/// The idle guard's state as `synth status` prints it: busy; idle since
-/// when and the time left before the action; or when the action ran.
-pub fn idle_line(mark: &IdleMark, now_ms: i64) -> String {
+/// The idle guard's state as `synth status` prints it for `stack`: busy;
+/// idle since when and the time left before the action; or when the action
+/// ran, and the command that undoes it (`synth resume`).
+pub fn idle_line(mark: &IdleMark, now_ms: i64, stack: &str) -> String {
     let IdleMark::Idle { since_ms, until_ms, action, acted_ms } = *mark else {
         return "in use (the idle clock is stopped)".to_owned();
     };
     let at = |ms: u64| stamp(i64::try_from(ms).unwrap_or(i64::MAX));
     match (action, acted_ms) {
         (IdleAction::ScaleWorkers, Some(done)) => {
-            format!("idle since {}, workers scaled to 0 at {}; {BACK}", at(since_ms), at(done))
+            format!(
+                "idle since {}, workers scaled to 0 at {}; `synth resume {stack}` brings them back",
+                at(since_ms),
+                at(done)
+            )
         }
         (IdleAction::Stop, Some(done)) => format!(
-            "idle since {}, workers scaled to 0 and the master stopped at {}; start the master (EC2 console, or \
-             aws ec2 start-instances), then {BACK}",
+            "idle since {}, workers scaled to 0 and the master stopped at {}; `synth resume {stack}` starts the \
+             master and brings the workers back",
             at(since_ms),
             at(done)
         ),
@@ -178,20 +177,24 @@ mod tests {
     fn the_idle_line_says_since_when_and_what_is_left_or_done() {
         let since = 1_700_000_000_000u64;
         let idle = |action, acted_ms| IdleMark::Idle { since_ms: since, until_ms: since + 600_000, action, acted_ms };
-        assert_eq!(idle_line(&IdleMark::Busy, 0), "in use (the idle clock is stopped)");
+        assert_eq!(idle_line(&IdleMark::Busy, 0, "demo"), "in use (the idle clock is stopped)");
         assert_eq!(
-            idle_line(&idle(IdleAction::ScaleWorkers, None), since as i64 + 250_000),
+            idle_line(&idle(IdleAction::ScaleWorkers, None), since as i64 + 250_000, "demo"),
             "idle since 2023-11-14T22:13:20Z; the workers are scaled to 0 in 5m 50s (at 2023-11-14T22:23:20Z) \
              unless a node gets busy"
         );
         assert_eq!(
-            idle_line(&idle(IdleAction::ScaleWorkers, Some(since + 601_000)), 0),
-            format!("idle since 2023-11-14T22:13:20Z, workers scaled to 0 at 2023-11-14T22:23:21Z; {BACK}")
+            idle_line(&idle(IdleAction::ScaleWorkers, Some(since + 601_000)), 0, "demo"),
+            "idle since 2023-11-14T22:13:20Z, workers scaled to 0 at 2023-11-14T22:23:21Z; `synth resume demo` brings \
+             them back"
         );
-        let stopped = idle_line(&idle(IdleAction::Stop, Some(since + 600_000)), 0);
+        let stopped = idle_line(&idle(IdleAction::Stop, Some(since + 600_000)), 0, "demo");
         assert!(stopped.contains("workers scaled to 0 and the master stopped at 2023-11-14T22:23:20Z"), "{stopped}");
+        assert!(stopped.ends_with("`synth resume demo` starts the master and brings the workers back"), "{stopped}");
         // Past due but not acted yet (the master is about to): no negative time.
-        assert!(idle_line(&idle(IdleAction::Stop, None), since as i64 + 700_000).contains("master stops in 0s"));
+        assert!(
+            idle_line(&idle(IdleAction::Stop, None), since as i64 + 700_000, "demo").contains("master stops in 0s")
+        );
     }
 
     /// The rule for empty answers and missing stacks: no cluster stacks in

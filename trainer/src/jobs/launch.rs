@@ -204,6 +204,16 @@ fn slot_timeout(ssh: &SshArgs) -> Duration {
     Duration::from_secs(u64::from(ssh.connect_timeout) + 10)
 }
 
+/// What to say when the idle guard has the workers scaled down (the
+/// master's `node_contract::idle::SCALED_DOWN_PATH`): the job would run on
+/// the hosts left, the master alone. `None` when the file is not there.
+fn scaled_down_note(root: &Path, now_ms: u64) -> Option<String> {
+    let path = crate::fsroot::under(root, node_contract::idle::SCALED_DOWN_PATH);
+    let text = std::fs::read_to_string(path).ok()?;
+    let down = node_contract::idle::ScaledDown::parse(&text)?;
+    Some(format!("warning: {}; this job runs on the hosts that are left", down.advice(now_ms)))
+}
+
 /// Why the job ended early.
 struct Failure {
     code: u8,
@@ -215,6 +225,9 @@ struct Failure {
 
 /// Runs the job; returns the exit code.
 pub async fn run(args: Args) -> Result<u8> {
+    if let Some(note) = scaled_down_note(&args.root, node_contract::clock::system()) {
+        cli_output::errln!("trainer: {note}");
+    }
     let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
     let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_hostfile(&args.root))?;
     let job = args.job.clone().unwrap_or_else(default_job);
@@ -792,5 +805,21 @@ mod tests {
         let job = default_job();
         assert!(job.starts_with("job-20") && job.len() == "job-20260101-000000".len(), "{job}");
         assert!(parse_job(&job).is_ok());
+    }
+
+    #[test]
+    fn a_launch_while_the_workers_are_scaled_down_says_so_and_names_synth_resume() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(scaled_down_note(root.path(), 0), None);
+        let path = crate::fsroot::under(root.path(), node_contract::idle::SCALED_DOWN_PATH);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "stack=resnet idle since=0 until=600000 action=scale_workers acted=600000\n").unwrap();
+        assert_eq!(
+            scaled_down_note(root.path(), 660_000).as_deref(),
+            Some(
+                "warning: the idle guard scaled the workers to 0 1 min ago (idle since 11 min ago); run `synth resume \
+                 resnet` where you run synth to bring them back; this job runs on the hosts that are left"
+            )
+        );
     }
 }

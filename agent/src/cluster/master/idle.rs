@@ -73,7 +73,7 @@ impl IdleWatch {
 
     /// Takes new settings (the agent's start: the node config or the test
     /// knob may differ from the saved state's) and starts again: the clock
-    /// starts at the next tick. A master started again (from the EC2 console or CLI)
+    /// starts at the next tick. A master started again (by `synth resume`)
     /// gives the cluster the whole time again.
     pub fn restart(&mut self, settings: IdleSettings) {
         self.configure(settings);
@@ -91,6 +91,24 @@ impl IdleWatch {
     /// A node's reading (a worker's message, or the master's own probe).
     pub fn on_activity(&mut self, activity: Activity, now_ms: u64, fx: &mut Vec<Effect>) {
         self.readings.insert(activity.instance_id.clone(), (activity, now_ms));
+        self.evaluate(now_ms, fx);
+    }
+
+    /// A worker joined the formed cluster. After the action (the workers
+    /// were scaled down and someone brought them back: `synth resume`, or
+    /// the desired capacity raised) a new idle stretch starts now, with the
+    /// whole time: the guard does not scale the group straight back down,
+    /// and the mark no longer says the workers are gone.
+    pub fn on_join(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+        if self.acted_ms.is_none() {
+            return;
+        }
+        fx.push(Effect::Log(
+            "idle guard: a worker joined after the workers were scaled down (resumed); the idle clock starts again"
+                .into(),
+        ));
+        self.stretch = Stretch::Busy;
+        self.acted_ms = None;
         self.evaluate(now_ms, fx);
     }
 
@@ -184,7 +202,7 @@ impl IdleWatch {
         self.acted_ms = Some(now_ms);
         fx.push(Effect::Log(format!(
             "idle guard: no trainer job, SSH session or busy GPU on any node for {} s (since {} unix ms): {} \
-             (blueprint `idle.action: {}`); raising the worker group's desired capacity brings the workers back",
+             (blueprint `idle.action: {}`); `synth resume STACK` (this cluster's stack) brings the workers back",
             now_ms.saturating_sub(since) / 1000,
             since,
             self.action_words(),
@@ -345,5 +363,39 @@ mod tests {
         // A state saved, read back, carries on.
         let back: IdleWatch = serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
         assert_eq!(back, w);
+    }
+
+    #[test]
+    fn workers_joining_after_the_action_start_a_new_stretch_and_do_not_scale_down_at_once() {
+        let mut w = started(IdleAction::ScaleWorkers);
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE, &mut fx);
+        assert!(acted(&fx));
+        // A join before the action changes nothing.
+        let mut early = started(IdleAction::ScaleWorkers);
+        let mut none = Vec::new();
+        early.on_join(MINUTE, &mut none);
+        assert!(none.is_empty(), "{none:?}");
+        // An hour later `synth resume` brings a worker back; it joins.
+        let mut fx = Vec::new();
+        w.on_join(70 * MINUTE, &mut fx);
+        assert!(matches!(&fx[0], Effect::Log(l) if l.contains("resumed")), "{fx:?}");
+        assert!(
+            fx.contains(&Effect::MarkIdle(IdleMark::Idle {
+                since_ms: 70 * MINUTE,
+                until_ms: 80 * MINUTE,
+                action: IdleAction::ScaleWorkers,
+                acted_ms: None
+            })),
+            "{fx:?}"
+        );
+        assert!(!acted(&fx), "not scaled straight back down: {fx:?}");
+        assert_eq!(w.next_deadline(), Some(80 * MINUTE));
+        let mut fx = Vec::new();
+        w.on_tick(80 * MINUTE - 1, &mut fx);
+        assert!(fx.is_empty(), "{fx:?}");
+        // Idle for the whole time again: the guard acts again.
+        w.on_tick(80 * MINUTE, &mut fx);
+        assert!(acted(&fx), "{fx:?}");
     }
 }

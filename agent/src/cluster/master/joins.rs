@@ -118,6 +118,11 @@ impl MasterState {
                     worker_alias(index)
                 )));
                 self.open_batch(now_ms);
+                // Workers back after the idle guard scaled them down: the
+                // guard starts a new stretch rather than acting at once.
+                if let Some(idle) = &mut self.idle {
+                    idle.on_join(now_ms, fx);
+                }
             }
         }
     }

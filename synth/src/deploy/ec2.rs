@@ -1,0 +1,201 @@
+//! The two EC2 calls `synth resume` makes (`DescribeInstances` for the
+//! master's state, `StartInstances` for a master the idle guard stopped),
+//! as signed EC2 Query API requests rather than through aws-sdk-ec2, whose
+//! cold build costs minutes and gigabytes (docs/TESTING.md, "Build cost")
+//! for two calls.
+//!
+//! A request is a form POST (`Action=...&Version=2016-11-15&InstanceId.1=...`)
+//! signed with SigV4 (the `aws-sigv4` crate, which the SDK uses too) with the
+//! same credentials the SDK clients use, sent with `ureq` (already built for
+//! the agent) on a blocking thread. The endpoint is configuration, as for
+//! the SDK clients: `AWS_ENDPOINT_URL_EC2`, else the shared endpoint
+//! override (`AWS_ENDPOINT_URL` or the profile's `endpoint_url`, what
+//! `SdkConfig::endpoint_url` holds), else AWS's regional endpoint
+//! (<https://docs.aws.amazon.com/general/latest/gr/ec2-service.html>).
+//! Errors come back in EC2's XML (`<Response><Errors><Error><Code>`), and
+//! are mapped to [`CloudError`] as the SDK's are.
+
+use std::time::{Duration, SystemTime};
+
+use aws_config::SdkConfig;
+use aws_sdk_cloudformation::config::{Credentials, ProvideCredentials, SharedCredentialsProvider};
+
+use super::policy::action_of;
+use super::port::{CloudError, CloudResult};
+
+/// The EC2 API version the requests speak (the current one).
+const VERSION: &str = "2016-11-15";
+
+/// How long one request may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Signs and sends EC2 Query API requests.
+#[derive(Clone, Debug)]
+pub struct Ec2 {
+    endpoint: String,
+    region: String,
+    credentials: Option<SharedCredentialsProvider>,
+}
+
+impl Ec2 {
+    /// The client for a loaded config and its region.
+    pub fn new(config: &SdkConfig, region: &str) -> Ec2 {
+        let endpoint = std::env::var("AWS_ENDPOINT_URL_EC2")
+            .ok()
+            .filter(|e| !e.is_empty())
+            .or_else(|| config.endpoint_url().map(str::to_owned))
+            .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
+        Ec2 {
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            region: region.to_owned(),
+            credentials: config.credentials_provider(),
+        }
+    }
+
+    /// The instance's state name (`pending`, `running`, `stopping`,
+    /// `stopped`, `shutting-down`, `terminated`), or `None` when EC2 does
+    /// not know the instance.
+    pub async fn instance_state(&self, id: &str) -> CloudResult<Option<String>> {
+        let what = format!("EC2 DescribeInstances on instance {id}");
+        match self.call(&what, "DescribeInstances", id).await {
+            Ok(body) => {
+                Ok(tag_text(&body, "instanceState").and_then(|state| tag_text(state, "name")).map(str::to_owned))
+            }
+            Err(CloudError::Invalid { message, .. }) if message.starts_with("InvalidInstanceID") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Starts a stopped instance (EBS-backed; its disks and private address
+    /// are kept).
+    pub async fn start_instance(&self, id: &str) -> CloudResult<()> {
+        let what = format!("EC2 StartInstances on instance {id}");
+        self.call(&what, "StartInstances", id).await.map(drop)
+    }
+
+    /// One signed request; the answer's body on success.
+    async fn call(&self, what: &str, action: &str, instance_id: &str) -> CloudResult<String> {
+        let unavailable = |message: String| CloudError::Unavailable { what: what.to_owned(), message };
+        let provider = self.credentials.as_ref().ok_or_else(|| CloudError::NoCredentials(String::new()))?;
+        let credentials =
+            provider.provide_credentials().await.map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))?;
+        // Instance ids are `i-` and hex digits: nothing in the form needs
+        // escaping, and anything else is refused before it is sent.
+        if !instance_id.starts_with("i-") || !instance_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(CloudError::Invalid { what: what.to_owned(), message: "not an EC2 instance id".into() });
+        }
+        let body = format!("Action={action}&Version={VERSION}&InstanceId.1={instance_id}");
+        let url = format!("{}/", self.endpoint);
+        let headers = sign(&url, &self.region, credentials, body.as_bytes()).map_err(unavailable)?;
+        let sent = tokio::task::spawn_blocking(move || send(&url, &headers, &body))
+            .await
+            .map_err(|e| unavailable(format!("the request's thread failed: {e}")))?;
+        let (status, text) = sent.map_err(unavailable)?;
+        if (200..300).contains(&status) {
+            return Ok(text);
+        }
+        Err(error_of(what, status, &text))
+    }
+}
+
+/// The SigV4 headers (with the content type) of a form POST to `url`.
+fn sign(url: &str, region: &str, credentials: Credentials, body: &[u8]) -> Result<Vec<(String, String)>, String> {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
+    let identity = credentials.into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("ec2")
+        .time(SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| format!("signing the request: {e}"))?
+        .into();
+    let signable = SignableRequest::new("POST", url, [FORM].into_iter(), SignableBody::Bytes(body))
+        .map_err(|e| format!("signing the request: {e}"))?;
+    let (instructions, _) = sign(signable, &params).map_err(|e| format!("signing the request: {e}"))?.into_parts();
+    let mut headers = vec![(FORM.0.to_owned(), FORM.1.to_owned())];
+    headers.extend(instructions.headers().map(|(k, v)| (k.to_owned(), v.to_owned())));
+    Ok(headers)
+}
+
+/// POSTs `body`; the status and the answer's text, whatever the status.
+fn send(url: &str, headers: &[(String, String)], body: &str) -> Result<(u16, String), String> {
+    let mut request = ureq::post(url);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let mut response = request
+        .config()
+        .http_status_as_error(false)
+        .timeout_global(Some(TIMEOUT))
+        .build()
+        .send(body)
+        .map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    Ok((status, text))
+}
+
+/// An EC2 error answer (`<Response><Errors><Error><Code>..</Code><Message>..`)
+/// as the port's error, by the same rules as the SDK's (`super::sdk`).
+fn error_of(what: &str, status: u16, body: &str) -> CloudError {
+    let code = tag_text(body, "Code").unwrap_or_default();
+    let message = tag_text(body, "Message").map(unescape).unwrap_or_else(|| format!("HTTP {status}"));
+    let message = if code.is_empty() { format!("HTTP {status}: {message}") } else { format!("{code}: {message}") };
+    if status == 403 || code.contains("UnauthorizedOperation") || code.contains("AccessDenied") {
+        CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
+    } else if matches!(code, "AuthFailure" | "ExpiredToken" | "InvalidClientTokenId") {
+        CloudError::NoCredentials(message)
+    } else if status >= 500 {
+        CloudError::Unavailable { what: what.to_owned(), message }
+    } else {
+        CloudError::Invalid { what: what.to_owned(), message }
+    }
+}
+
+/// The text between the first `<tag>` and its `</tag>`.
+fn tag_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open)? + open.len();
+    let end = start + xml[start..].find(&format!("</{tag}>"))?;
+    Some(&xml[start..end])
+}
+
+/// XML's five entities, as text.
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_and_errors_are_read_from_ec2s_xml() {
+        let described = "<DescribeInstancesResponse><reservationSet><item><instancesSet><item>\
+                         <instanceId>i-1</instanceId><instanceState><code>80</code><name>stopped</name>\
+                         </instanceState><tagSet><item><key>name</key></item></tagSet></item></instancesSet>\
+                         </item></reservationSet></DescribeInstancesResponse>";
+        assert_eq!(tag_text(described, "instanceState").and_then(|s| tag_text(s, "name")), Some("stopped"));
+        let refused = "<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not \
+                       authorized to perform this operation. User: arn:aws:iam::1:user/d is not authorized to \
+                       perform: ec2:StartInstances on resource: arn:aws:ec2:us-east-1:1:instance/i-1</Message>\
+                       </Error></Errors></Response>";
+        let e = error_of("EC2 StartInstances on instance i-1", 403, refused);
+        assert!(matches!(&e, CloudError::Denied { .. }), "{e:?}");
+        assert!(e.to_string().contains("AWS refused ec2:StartInstances to user/d"), "{e}");
+        let missing = "<Response><Errors><Error><Code>InvalidInstanceID.NotFound</Code><Message>The instance ID \
+                       &apos;i-2&apos; does not exist</Message></Error></Errors></Response>";
+        let e = error_of("EC2 DescribeInstances on instance i-2", 400, missing);
+        assert_eq!(
+            e,
+            CloudError::Invalid {
+                what: "EC2 DescribeInstances on instance i-2".into(),
+                message: "InvalidInstanceID.NotFound: The instance ID 'i-2' does not exist".into()
+            }
+        );
+        assert!(matches!(error_of("x", 503, "busy"), CloudError::Unavailable { .. }));
+    }
+}
