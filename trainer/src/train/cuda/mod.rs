@@ -323,8 +323,5 @@ mod tests {
         let model = Model::new(crate::train::model::Arch::Lenet, (1, 28, 28));
         let engine = CudaEngine::new(0, &model, sgd);
         assert_eq!(engine.err().unwrap().to_string(), err);
-        // `trainer bench --device cuda` says the same before its rendezvous.
-        let bench = crate::train::bench::run(&crate::train::bench::alone_on(crate::train::args::Device::Cuda));
-        assert_eq!(bench.unwrap_err().to_string(), err);
     }
 }
