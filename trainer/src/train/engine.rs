@@ -30,11 +30,20 @@ pub struct Batch<'a> {
 /// that the step all-reduces anyway (no extra round trip), so every rank
 /// learns the same count after the same step: the point where a rank whose
 /// host was given an interruption notice leaves ([`super::epochs`]).
+///
+/// An engine whose sums live on a device may report them only after some
+/// steps, the same steps on every rank of a group: in between, `stats` and
+/// `leaving` are zero, a raised flag stays raised until it is counted, and
+/// [`Engine::sum_over_ranks`] adds what was not reported. The CPU reports
+/// after every step; the GPU after every 16th (`cuda`, one wait for the
+/// device per 16 steps).
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct Stepped {
-    /// This rank's loss and accuracy sums for the step.
+    /// This rank's loss and accuracy sums for the step (or for the steps
+    /// since the engine last reported them).
     pub stats: StepStats,
-    /// Ranks that raised the leaving flag (summed over the group).
+    /// Ranks that raised the leaving flag (summed over the group; since the
+    /// engine last reported it).
     pub leaving: u32,
 }
 
@@ -86,8 +95,10 @@ pub trait Engine {
     fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32, leaving: bool) -> Result<Stepped, EngineError>;
     /// Loss and accuracy on `batch`, without changing anything.
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError>;
-    /// `stats` summed over all ranks, through the gradients' collective (an
-    /// epoch's training loss and accuracy over every rank's samples).
+    /// `stats`, plus the sums of steps this engine has not reported yet
+    /// ([`Stepped`]), summed over all ranks through the gradients'
+    /// collective (an epoch's training loss and accuracy over every rank's
+    /// samples).
     fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError>;
     /// The current state, copied to host memory.
     fn state(&self) -> Result<TrainState, EngineError>;
