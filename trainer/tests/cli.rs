@@ -46,3 +46,37 @@ fn bad_input_is_a_usage_error_naming_where() {
     let out = trainer(&["kill", "--root", dir.path().to_str().unwrap()]);
     assert!(stderr(&out).contains("opt/deeplearning/workers"), "{}", stderr(&out));
 }
+
+/// An idx file: the magic number, the dimensions, then the bytes (big-endian, as MNIST's).
+fn idx(magic: u32, dims: &[u32], bytes: &[u8]) -> Vec<u8> {
+    let mut out = magic.to_be_bytes().to_vec();
+    dims.iter().for_each(|d| out.extend_from_slice(&d.to_be_bytes()));
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// `--device cuda` on a host without the NVIDIA driver (this project's
+/// machines) names the missing library and what to do, exit 2, after the
+/// data loaded and before any training: the device seam's message, as
+/// `trainer train` prints it.
+#[test]
+fn the_gpu_without_a_driver_is_a_usage_error_naming_the_library() {
+    if std::path::Path::new("/proc/driver/nvidia").exists() {
+        return; // A GPU host: scripts/gpu-check.sh trains there.
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for split in ["train", "t10k"] {
+        let images = idx(0x803, &[2, 28, 28], &[7; 2 * 28 * 28]);
+        std::fs::write(dir.path().join(format!("{split}-images-idx3-ubyte")), images).unwrap();
+        std::fs::write(dir.path().join(format!("{split}-labels-idx1-ubyte")), idx(0x801, &[2], &[3, 4])).unwrap();
+    }
+    let data = dir.path().to_str().unwrap();
+    let out = trainer(&["train", "--model", "mlp", "--data", data, "--epochs", "1", "--device", "cuda"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let named = err
+        .contains("--device cuda: no CUDA driver (libcuda.so.1) found on this host; install the NVIDIA driver")
+        || err.contains("--device cuda: this trainer was built without the `cuda` feature");
+    assert!(named && err.contains("--device cpu"), "{err}");
+    assert!(out.stdout.is_empty(), "no epoch ran: {}", String::from_utf8_lossy(&out.stdout));
+}

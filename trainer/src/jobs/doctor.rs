@@ -38,22 +38,7 @@ use crate::jobs::{hosts, profile};
 /// Where the NVIDIA driver lists GPUs, one directory each.
 pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
 
-/// Whether `trainer train --device cuda` can load what it needs on this
-/// host: the CUDA driver, cuBLAS, NVRTC and NCCL (loaded only, nothing is
-/// called in them).
-pub fn gpu_libraries() -> std::result::Result<(), String> {
-    #[cfg(feature = "cuda")]
-    {
-        use crate::train::cuda::{Library, probe};
-        probe(&[Library::Driver, Library::Cublas, Library::Nvrtc, Library::Nccl]).map_err(|e| e.to_string())
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        Err("this trainer was built without the `cuda` feature and cannot use NCCL or the GPUs: install the \
-             package built with it (the default)"
-            .to_owned())
-    }
-}
+pub use crate::train::device::gpu_libraries;
 
 /// GPUs the NVIDIA driver lists under `root` (0 without a driver).
 pub fn gpu_count(root: &Path) -> usize {

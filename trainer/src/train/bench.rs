@@ -19,13 +19,15 @@
 //! table on stdout; logs go to stderr.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::exit::{EXIT_FAILED, EXIT_OK};
 use crate::train::args::Device;
-use crate::train::collective::{Collective, CollectiveError, nccl_id_maker};
+use crate::train::collective::CollectiveError;
+use crate::train::device::{BenchDevice, DeviceError, nccl_id_maker};
 use crate::train::elastic::{self, ElasticConfig, Launch, Next};
 use crate::train::rendezvous::{HostConfig, RendezvousError, Roster};
+use crate::train::timing::Timed;
 
 /// Arguments of `trainer bench`.
 #[derive(Debug, clap::Args)]
@@ -86,8 +88,8 @@ pub enum BenchError {
     #[error("{0}")]
     Output(#[source] cli_output::Closed),
     /// The GPU or its libraries could not be used.
-    #[error("{0}")]
-    Device(String),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
 }
 
 /// One measured size.
@@ -114,60 +116,6 @@ impl Row {
 /// The sizes to measure: doubling from `min` to `max` bytes.
 pub fn sizes(min: usize, max: usize) -> Vec<usize> {
     std::iter::successors(Some(min.max(4)), |s| s.checked_mul(2)).take_while(|&s| s <= max).collect()
-}
-
-/// What [`measure`] needs of a collective: timed all-reduces of a buffer
-/// of a given size, wherever its buffers live, and a sum of a few host
-/// numbers over the ranks.
-pub trait Timed {
-    /// This process's rank.
-    fn rank(&self) -> usize;
-    /// The number of ranks.
-    fn world_size(&self) -> usize;
-    /// `warmup` untimed then `iters` timed in-place all-reduces (sum) of a
-    /// buffer of `floats` f32; returns this rank's mean seconds per timed one.
-    fn time_all_reduce(&mut self, floats: usize, warmup: u32, iters: u32) -> Result<f64, CollectiveError>;
-    /// Replaces `values` on every rank with their sum over the ranks.
-    fn sum_host(&mut self, values: &mut [f32]) -> Result<(), CollectiveError>;
-}
-
-/// Host buffers summed by a host collective (the TCP ring, or the group of one).
-pub struct Host<C>(pub C);
-
-impl<C: Collective<[f32]>> Timed for Host<C> {
-    fn rank(&self) -> usize {
-        self.0.rank()
-    }
-
-    fn world_size(&self) -> usize {
-        self.0.world_size()
-    }
-
-    fn time_all_reduce(&mut self, floats: usize, warmup: u32, iters: u32) -> Result<f64, CollectiveError> {
-        let mut buf = vec![1.0f32; floats];
-        mean_seconds(warmup, iters, || self.0.all_reduce_sum(&mut buf))
-    }
-
-    fn sum_host(&mut self, values: &mut [f32]) -> Result<(), CollectiveError> {
-        self.0.all_reduce_sum(values)
-    }
-}
-
-/// `warmup` untimed calls of `op`, then the mean seconds of `iters` (at
-/// least 1) timed ones.
-pub(crate) fn mean_seconds(
-    warmup: u32,
-    iters: u32,
-    mut op: impl FnMut() -> Result<(), CollectiveError>,
-) -> Result<f64, CollectiveError> {
-    for _ in 0..warmup {
-        op()?;
-    }
-    let t = Instant::now();
-    for _ in 0..iters.max(1) {
-        op()?;
-    }
-    Ok(t.elapsed().as_secs_f64() / f64::from(iters.max(1)))
 }
 
 /// Measures every size on `c`; every rank gets the same rows.
@@ -216,24 +164,7 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
     }
     // The GPU and its libraries are checked before the rendezvous, so a
     // host without them fails at once instead of after the others waited.
-    #[cfg(feature = "cuda")]
-    let gpu = match args.device {
-        Device::Cpu => None,
-        Device::Cuda => Some(
-            crate::train::cuda::open_device(args.local_rank as usize)
-                .and_then(|stream| {
-                    crate::train::cuda::probe(&[crate::train::cuda::Library::Nccl])?;
-                    Ok(stream)
-                })
-                .map_err(|e| BenchError::Device(e.to_string()))?,
-        ),
-    };
-    #[cfg(not(feature = "cuda"))]
-    if args.device == Device::Cuda {
-        return Err(BenchError::Device(
-            "--device cuda: this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
-        ));
-    }
+    let device = BenchDevice::open(args.device, args.local_rank as usize)?;
     let launch = Launch {
         rank: args.rank,
         world_size: args.world_size,
@@ -243,7 +174,7 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
     };
     let host = HostConfig {
         report_timeout: Duration::from_secs(args.timeout),
-        nccl_id: nccl_id_maker(args.device == Device::Cuda),
+        nccl_id: nccl_id_maker(args.device),
         ..HostConfig::new(args.world_size)
     };
     let (_membership, next) = elastic::connect(&launch, &Roster::new(&args.root, None), (0, 0), host, |rendezvous| {
@@ -254,19 +185,7 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
     let Next::Reformed { group, ring, .. } = next else {
         return Err(BenchError::Usage("the rendezvous did not give this process a rank".into()));
     };
-    #[cfg(feature = "cuda")]
-    let (mut timed, how): (Box<dyn Timed>, _) = match gpu {
-        Some(stream) => {
-            // NCCL carries the sums; the ring only formed the group.
-            drop(ring);
-            let nccl = crate::train::cuda::DeviceBench::join(&stream, &group)
-                .map_err(|e| BenchError::Device(e.to_string()))?;
-            (Box::new(nccl), "NCCL")
-        }
-        None => (Box::new(Host(ring)), "TCP ring"),
-    };
-    #[cfg(not(feature = "cuda"))]
-    let (mut timed, how): (Box<dyn Timed>, _) = (Box::new(Host(ring)), "TCP ring");
+    let (mut timed, how) = device.join(&group, ring)?;
     let rows = measure(timed.as_mut(), &sizes(args.min_bytes, args.max_bytes), args.warmup, args.iters)?;
     if group.rank == 0 {
         cli_output::print(&table(&rows, group.world_size, how)).map_err(BenchError::Output)?;
@@ -277,7 +196,7 @@ pub fn run(args: &Args) -> Result<u8, BenchError> {
 /// The arguments of a one-rank run on `device` whose rendezvous port
 /// nothing listens on (for the tests of what fails before it).
 #[cfg(test)]
-pub(crate) fn alone_on(device: Device) -> Args {
+fn alone_on(device: Device) -> Args {
     Args {
         min_bytes: 1024,
         max_bytes: 1024,
@@ -298,12 +217,19 @@ pub(crate) fn alone_on(device: Device) -> Args {
 mod tests {
     use super::*;
     use crate::train::collective::Single;
+    use crate::train::timing::Host;
 
-    #[cfg(not(feature = "cuda"))]
+    /// Without a GPU (this project's machines), or in a build without the
+    /// `cuda` feature, `--device cuda` fails with the device's reason before
+    /// the rendezvous (whose port here nothing listens on).
     #[test]
-    fn the_gpu_path_without_the_cuda_feature_is_refused_before_the_rendezvous() {
+    fn a_gpu_that_cannot_be_used_is_refused_before_the_rendezvous() {
+        let Err(reason) = BenchDevice::open(Device::Cuda, 0) else {
+            return; // A GPU host: scripts/gpu-check.sh runs the bench there.
+        };
         let err = run(&alone_on(Device::Cuda)).unwrap_err().to_string();
-        assert_eq!(err, "--device cuda: this trainer was built without the `cuda` feature; use --device cpu");
+        assert_eq!(err, reason.to_string());
+        assert!(err.starts_with("--device cuda: "), "{err}");
     }
 
     #[test]

@@ -126,28 +126,6 @@ impl<B: ?Sized> Collective<B> for Single {
     }
 }
 
-/// What the rendezvous' host calls to make each group's NCCL unique id
-/// (`HostConfig::nccl_id`) when the ranks sum on GPUs (`nccl`); `None` for
-/// the TCP ring, and always in a build without the `cuda` feature.
-#[cfg(feature = "cuda")]
-pub fn nccl_id_maker(nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
-    // A failure here shows up on every rank as NCCL refusing an empty id.
-    nccl.then(|| {
-        std::sync::Arc::new(|| {
-            super::cuda::new_nccl_id().unwrap_or_else(|e| {
-                tracing::error!("cannot make the NCCL unique id: {e}");
-                Vec::new()
-            })
-        }) as std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>
-    })
-}
-
-#[cfg(not(feature = "cuda"))]
-/// [`nccl_id_maker`] without the `cuda` feature: no GPU path, no id.
-pub fn nccl_id_maker(_nccl: bool) -> Option<std::sync::Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

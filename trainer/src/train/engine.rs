@@ -11,6 +11,7 @@
 //! checkpoints and state transfers are device-independent.
 
 use super::collective::CollectiveError;
+pub use super::stats::StepStats;
 
 /// A batch of samples in host memory: `len` images of `sample_len` floats
 /// each (already normalised), and their labels.
@@ -22,42 +23,6 @@ pub struct Batch<'a> {
     pub labels: &'a [u8],
 }
 
-/// Sums over the samples of one step or evaluation, on this rank.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct StepStats {
-    /// Sum of the samples' cross-entropy losses.
-    pub loss_sum: f64,
-    /// Samples whose arg-max prediction equals the label.
-    pub correct: u64,
-    /// Samples counted.
-    pub samples: u64,
-}
-
-impl std::ops::AddAssign for StepStats {
-    fn add_assign(&mut self, other: StepStats) {
-        self.loss_sum += other.loss_sum;
-        self.correct += other.correct;
-        self.samples += other.samples;
-    }
-}
-
-impl StepStats {
-    /// Mean loss per sample (0 over no samples).
-    pub fn mean_loss(&self) -> f64 {
-        self.loss_sum / self.samples.max(1) as f64
-    }
-
-    /// As three floats, for an all-reduce (counts stay exact below 2^24).
-    pub fn to_floats(self) -> [f32; 3] {
-        [self.loss_sum as f32, self.correct as f32, self.samples as f32]
-    }
-
-    /// Back from [`StepStats::to_floats`] (summed).
-    pub fn from_floats(f: [f32; 3]) -> Self {
-        Self { loss_sum: f64::from(f[0]), correct: f[1].round() as u64, samples: f[2].round() as u64 }
-    }
-}
-
 /// What one step did: this rank's sums over its samples, and how many
 /// ranks raised the leaving flag with the step's gradients.
 ///
@@ -65,11 +30,20 @@ impl StepStats {
 /// that the step all-reduces anyway (no extra round trip), so every rank
 /// learns the same count after the same step: the point where a rank whose
 /// host was given an interruption notice leaves ([`super::epochs`]).
+///
+/// An engine whose sums live on a device may report them only after some
+/// steps, the same steps on every rank of a group: in between, `stats` and
+/// `leaving` are zero, a raised flag stays raised until it is counted, and
+/// [`Engine::sum_over_ranks`] adds what was not reported. The CPU reports
+/// after every step; the GPU after every 16th (`cuda`, one wait for the
+/// device per 16 steps).
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct Stepped {
-    /// This rank's loss and accuracy sums for the step.
+    /// This rank's loss and accuracy sums for the step (or for the steps
+    /// since the engine last reported them).
     pub stats: StepStats,
-    /// Ranks that raised the leaving flag (summed over the group).
+    /// Ranks that raised the leaving flag (summed over the group; since the
+    /// engine last reported it).
     pub leaving: u32,
 }
 
@@ -121,8 +95,10 @@ pub trait Engine {
     fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32, leaving: bool) -> Result<Stepped, EngineError>;
     /// Loss and accuracy on `batch`, without changing anything.
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError>;
-    /// `stats` summed over all ranks, through the gradients' collective (an
-    /// epoch's training loss and accuracy over every rank's samples).
+    /// `stats`, plus the sums of steps this engine has not reported yet
+    /// ([`Stepped`]), summed over all ranks through the gradients'
+    /// collective (an epoch's training loss and accuracy over every rank's
+    /// samples).
     fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError>;
     /// The current state, copied to host memory.
     fn state(&self) -> Result<TrainState, EngineError>;

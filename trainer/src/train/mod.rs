@@ -3,22 +3,31 @@
 //! TCP) or GPUs (NCCL through cudarc, cargo feature `cuda`), with elastic
 //! membership, checkpoints and TensorBoard metrics.
 //!
-//! Module map (one concept each):
+//! Module map (one concept each), bottom up: each room uses only rooms
+//! listed above it (`scripts/import-map` fails on a circle):
 //! - [`data`]: dataset readers, per-rank shards, deterministic shuffling;
+//! - [`stats`]: loss and accuracy sums over samples;
 //! - [`model`]: the models' layers, forward and backward on the CPU (GEMM crate);
 //! - [`optim`]: SGD with momentum and weight decay;
-//! - [`engine`]: what the training loop drives (one step, evaluation, state);
 //! - [`collective`]: the collective-operations trait and its world-size-1 case;
 //! - [`ring`]: the CPU ring all-reduce over TCP;
+//! - [`timing`]: timed all-reduces on any collective (what `trainer bench` measures);
+//! - [`engine`]: what the training loop drives (one step, evaluation, state);
+//! - [`checkpoint`]: atomic, checksummed checkpoints and resume;
+//! - [`events`]: TensorBoard event files;
+//! - [`progress`]: the live progress line;
+//! - [`interruption`]: SIGTERM while the host has an interruption notice (leave at the boundary);
+//! - [`args`]: `trainer train`'s arguments;
+//! - [`cpu`]: the CPU engine;
+//! - `cuda` (feature `cuda`): the GPU engine: device buffers, cuBLAS, NVRTC kernels, NCCL;
+//! - [`device`]: the device seam: the engine, collective and NCCL id for `--device`,
+//!   and the only `cuda` feature gates outside `cuda`;
 //! - [`rendezvous`]: ranks per membership generation, hosted by the master's rank;
 //! - [`elastic`]: joins, leaves and dead peers at epoch boundaries;
 //! - [`epochs`]: the epoch loop: which epoch next, in which group, from which state;
-//! - [`interruption`]: SIGTERM while the host has an interruption notice (leave at the boundary);
-//! - [`checkpoint`]: atomic, checksummed checkpoints and resume;
-//! - [`events`]: TensorBoard event files;
-//! - [`compare`]: whether two finished runs agree (`trainer compare`);
-//! - [`progress`]: the live progress line;
-//! - `cuda` (feature `cuda`): device buffers, cuBLAS, NVRTC kernels, NCCL.
+//! - [`run`]: `trainer train` (the epochs of one rank on its device);
+//! - [`bench`]: `trainer bench` (all-reduce bandwidth);
+//! - [`compare`]: whether two finished runs agree (`trainer compare`).
 
 pub mod args;
 pub mod bench;
@@ -29,6 +38,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;
+pub mod device;
 pub mod elastic;
 pub mod engine;
 pub mod epochs;
@@ -40,3 +50,5 @@ pub mod progress;
 pub mod rendezvous;
 pub mod ring;
 pub mod run;
+pub mod stats;
+pub mod timing;

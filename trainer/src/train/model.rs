@@ -28,7 +28,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rayon::prelude::*;
 
 use super::data::CLASSES;
-use super::engine::StepStats;
+use super::stats::StepStats;
 
 /// Which model to train.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -216,8 +216,7 @@ impl Model {
 
     /// Where each layer's parameters (weight, then bias) start in the flat
     /// parameter vector, by layer index (the GPU path lays its buffers out by them).
-    #[cfg(feature = "cuda")]
-    pub(crate) fn offsets(&self) -> &[usize] {
+    pub fn offsets(&self) -> &[usize] {
         &self.offsets
     }
 

@@ -15,13 +15,12 @@
 
 use std::time::Instant;
 
-use super::args::{Args, Device as DeviceArg};
+use super::args::Args;
 use super::checkpoint::{CheckpointError, DatasetShape, Hyper, InEpoch, Meta, Store as CheckpointStore};
-use super::collective::{Group, Single, nccl_id_maker};
-use super::cpu::{self, CpuEngine, PoolError};
-#[cfg(feature = "cuda")]
-use super::cuda::CudaEngine;
+use super::collective::Group;
+use super::cpu::{self, PoolError};
 use super::data::{self, DataError, Dataset, Split};
+use super::device::{Device, DeviceError, nccl_id_maker};
 use super::elastic::{self, ElasticConfig, Launch};
 use super::engine::{Batch, Engine, EngineError, StepStats, TrainState};
 use super::epochs::{self, EpochsError, Outcome, Rank, Resume, Shard, Start, Trained};
@@ -315,66 +314,11 @@ fn launch_from_env() -> Result<Option<Launch>, TrainError> {
     }))
 }
 
-/// This rank's engine on its device; the device decides how a new group's
-/// gradients are summed.
-// One per process, never moved in a loop: the variants' sizes do not matter.
-#[allow(clippy::large_enum_variant)]
-enum Device {
-    Cpu(CpuEngine),
-    #[cfg(feature = "cuda")]
-    Cuda(CudaEngine),
-}
-
-impl Device {
-    fn engine(&mut self) -> &mut dyn Engine {
-        match self {
-            Device::Cpu(e) => e,
-            #[cfg(feature = "cuda")]
-            Device::Cuda(e) => e,
-        }
-    }
-
-    /// Sums gradients over `group` from now on: the CPU over its TCP `ring`,
-    /// a GPU through NCCL (the ring only carried the state broadcast).
-    fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError> {
-        match self {
-            Device::Cpu(e) => {
-                let _ = group; // the ring already knows its group
-                e.set_collective(Box::new(ring));
-                Ok(())
-            }
-            #[cfg(feature = "cuda")]
-            Device::Cuda(e) => {
-                drop(ring);
-                let nccl = super::cuda::Nccl::from_group(e.stream(), group)?;
-                e.set_collective(Box::new(nccl));
-                Ok(())
-            }
-        }
-    }
-}
-
-/// This rank's engine for `model`, its parameters zero on every device: the
-/// caller loads the starting state with `set_state`.
-fn device(args: &Args, model: Model, launch: Option<&Launch>) -> Result<Device, TrainError> {
-    let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
-    match args.device {
-        DeviceArg::Cpu => {
-            let zeros = vec![0.0; model.num_params()];
-            Ok(Device::Cpu(CpuEngine::new(model, zeros, sgd, args.threads, Box::new(Single))?))
-        }
-        #[cfg(feature = "cuda")]
-        DeviceArg::Cuda => {
-            let ordinal = launch.map_or(0, |l| l.local_rank as usize);
-            let engine = CudaEngine::new(ordinal, &model, sgd).map_err(|e| TrainError::Device(e.to_string()))?;
-            Ok(Device::Cuda(engine))
-        }
-        #[cfg(not(feature = "cuda"))]
-        DeviceArg::Cuda => {
-            let _ = launch;
-            Err(TrainError::Device(
-                "--device cuda: this trainer was built without the `cuda` feature; use --device cpu".to_owned(),
-            ))
+impl From<DeviceError> for TrainError {
+    fn from(e: DeviceError) -> Self {
+        match e {
+            DeviceError::Pool(e) => TrainError::Pool(e),
+            DeviceError::Unavailable(reason) => TrainError::Device(reason),
         }
     }
 }
@@ -454,7 +398,9 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             None => cli_output::errln!("trainer train: no checkpoint in {}; starting afresh", store.dir().display()),
         }
     }
-    let mut device = device(args, model, launch.as_ref())?;
+    let sgd = Sgd { momentum: args.momentum, weight_decay: args.weight_decay };
+    let ordinal = launch.as_ref().map_or(0, |l| l.local_rank as usize);
+    let mut device = Device::new(args.device, model, sgd, args.threads, ordinal)?;
     device.engine().set_state(&state).map_err(|source| TrainError::Step { epoch: state.epoch + 1, source })?;
     // TensorBoard events go to EFS on a cluster, or where --tb-dir says; a
     // run outside a cluster without --tb-dir writes none (no stray directory
@@ -468,8 +414,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     let membership = match &launch {
         Some(launch) => {
             let roster = Roster::from_node_config(&args.root)?;
-            let nccl = args.device == DeviceArg::Cuda;
-            let host = HostConfig { nccl_id: nccl_id_maker(nccl), ..HostConfig::new(launch.world_size) };
+            let host = HostConfig { nccl_id: nccl_id_maker(args.device), ..HostConfig::new(launch.world_size) };
             Some(elastic::connect(launch, &roster, (state.epoch, state.step), host, ElasticConfig::new)?)
         }
         None => None,

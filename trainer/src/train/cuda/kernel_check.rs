@@ -212,7 +212,8 @@ impl Device {
         let (z_dev, labels_dev) = (self.up(&z)?, self.up(&labels)?);
         let (mut loss, mut dz) = (self.zeros(n)?, self.zeros(n * CLASSES)?);
         let mut correct = self.stream.alloc_zeros::<i32>(n).map_err(call("allocating device memory"))?;
-        self.kernels.softmax_xent(&z_dev, &labels_dev, &mut loss, &mut correct, &mut dz, true, n, CLASSES)?;
+        let (mut loss_view, mut correct_view) = (loss.slice_mut(0..n), correct.slice_mut(0..n));
+        self.kernels.softmax_xent(&z_dev, &labels_dev, &mut loss_view, &mut correct_view, &mut dz, true, n, CLASSES)?;
         // expf and logf on the device are within 2 units in the last place.
         let tolerance = Tolerance::Elementwise(1e-5);
         report(compare("kernel softmax_xent: loss".into(), &self.down(&loss)?, &loss_cpu, tolerance));
@@ -279,7 +280,8 @@ impl Device {
             let (params_cpu, momentum_cpu) = reference::sgd(opt, lr, &params, &momentum, &grads_cpu, 1.0 / n as f32);
 
             // The engine's passes on the device.
-            let stats = net.forward_backward(&batch)?;
+            net.forward_backward(&batch)?;
+            let stats = net.take_stats()?;
             let grads = self.down(net.grads_mut())?;
             net.update(lr, 1.0 / n as f32)?;
             let (params_gpu, _) = net.download()?;

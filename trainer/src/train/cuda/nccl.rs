@@ -23,8 +23,8 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use super::{CudaError, Library, call, probe};
-use crate::train::bench::{Timed, mean_seconds};
 use crate::train::collective::{Collective, CollectiveError, Group};
+use crate::train::timing::{Timed, mean_seconds};
 
 /// Bytes in NCCL's unique id (`ncclUniqueId`).
 const ID_LEN: usize = 128;

@@ -8,13 +8,21 @@
 //! `c x r` matrix, its transpose, with leading dimension `c`. So a row-major
 //! product `C = A B` is computed as the column-major `C^T = B^T A^T`: each
 //! GEMM below names its row-major product and then the column-major call.
+//!
+//! Host synchronisation. A training step waits for nothing on the device:
+//! the batch goes over from page-locked (pinned) host memory, two buffers
+//! in turn, so the copy is queued like a kernel and the host goes on to
+//! gather the next batch; each sample's loss and hit stay on the device in
+//! [`Pending`] until [`Net::take_stats`] reads them back in one copy (the
+//! engine does every [`READ_EVERY`] steps, and at the end of an epoch).
+//! Evaluation still reads each call's sums at once.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::kernels::Kernels;
 use super::{CudaError, call};
@@ -116,6 +124,150 @@ fn gemm_cfg(
     }
 }
 
+/// Training steps between two reads of the device's per-sample losses
+/// and hits (and of the leaving flag): the host waits for the device once
+/// per this many steps instead of once per step. Every rank of a group
+/// reads after the same steps (their step counters agree), so a leave is
+/// seen by all of them at once, at most this many steps after it was raised
+/// (milliseconds on a GPU, against a notice of minutes).
+pub(super) const READ_EVERY: u64 = 16;
+
+/// Whether the sums are read after the step that brings the step count to
+/// `steps`: after every [`READ_EVERY`]th step of training.
+pub(super) fn read_due(steps: u64) -> bool {
+    steps.is_multiple_of(READ_EVERY)
+}
+
+/// Where the next step's `n` per-sample values go in a window of `len`
+/// entries of which `used` hold values not yet read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// At `used`.
+    Fits,
+    /// The window is full: read what it holds first, then at 0.
+    Read,
+    /// Read what it holds, then replace it by one of `len` entries
+    /// ([`READ_EVERY`] batches of `n`): the batch outgrew the window.
+    Grow { len: usize },
+}
+
+fn room(used: usize, n: usize, len: usize) -> Room {
+    if used + n <= len {
+        Room::Fits
+    } else if n <= len {
+        Room::Read
+    } else {
+        Room::Grow { len: n * READ_EVERY as usize }
+    }
+}
+
+/// The sums over per-sample losses and hits read back from the device
+/// (the arithmetic of the CPU's `softmax_cross_entropy`: losses added in
+/// `f64`, a hit being any non-zero).
+fn sum_stats(loss: &[f32], correct: &[i32]) -> StepStats {
+    StepStats {
+        loss_sum: loss.iter().map(|&l| f64::from(l)).sum(),
+        correct: correct.iter().filter(|&&c| c != 0).count() as u64,
+        samples: loss.len() as u64,
+    }
+}
+
+/// The per-sample losses and hits of the training steps since the last
+/// read, on the device, back to back.
+struct Pending {
+    loss: CudaSlice<f32>,
+    correct: CudaSlice<i32>,
+    /// Entries written since the last read.
+    used: usize,
+    /// Sums read early (the window was full or outgrown), added to the next read.
+    held: StepStats,
+}
+
+impl Pending {
+    fn new(stream: &Arc<CudaStream>, len: usize) -> Result<Self, CudaError> {
+        let alloc = call("allocating device memory");
+        Ok(Self {
+            loss: stream.alloc_zeros::<f32>(len.max(1)).map_err(alloc)?,
+            correct: stream.alloc_zeros::<i32>(len.max(1)).map_err(call("allocating device memory"))?,
+            used: 0,
+            held: StepStats::default(),
+        })
+    }
+
+    /// Reads the window back (one synchronising copy each for the losses
+    /// and the hits) and empties it; returns everything not yet returned.
+    fn take(&mut self, stream: &Arc<CudaStream>) -> Result<StepStats, CudaError> {
+        let mut stats = std::mem::take(&mut self.held);
+        if self.used > 0 {
+            let used = self.used;
+            self.used = 0;
+            let loss = stream.clone_dtoh(&self.loss.slice(0..used)).map_err(call("copying the losses to the host"))?;
+            let correct =
+                stream.clone_dtoh(&self.correct.slice(0..used)).map_err(call("copying the hits to the host"))?;
+            stats += sum_stats(&loss, &correct);
+        }
+        Ok(stats)
+    }
+
+    /// Makes room for a step of `n` samples; returns where its values go.
+    fn reserve(&mut self, stream: &Arc<CudaStream>, n: usize) -> Result<usize, CudaError> {
+        match room(self.used, n, self.loss.len()) {
+            Room::Fits => {}
+            Room::Read => self.held = self.take(stream)?,
+            Room::Grow { len } => {
+                let held = self.take(stream)?;
+                *self = Self::new(stream, len)?;
+                self.held = held;
+            }
+        }
+        let at = self.used;
+        self.used += n;
+        Ok(at)
+    }
+}
+
+/// One of the two page-locked host buffers a batch is staged in, and the
+/// event recorded after its copy to the device was queued: the host writes
+/// the buffer again only once that copy is done.
+struct Staged {
+    images: PinnedHostSlice<f32>,
+    labels: PinnedHostSlice<u8>,
+    copied: CudaEvent,
+}
+
+impl Staged {
+    fn new(stream: &Arc<CudaStream>, images: usize, labels: usize) -> Result<Self, CudaError> {
+        let ctx = stream.context();
+        let pin = call("allocating page-locked host memory (cuMemHostAlloc)");
+        // SAFETY: the memory is uninitialised until written; both buffers are
+        // zeroed here, before anything reads them.
+        let (mut images, mut labels) = unsafe {
+            let images = ctx.alloc_pinned::<f32>(images.max(1)).map_err(pin)?;
+            let labels = ctx.alloc_pinned::<u8>(labels.max(1)).map_err(call("allocating page-locked host memory"))?;
+            (images, labels)
+        };
+        let zero = call("zeroing page-locked host memory");
+        // SAFETY: each pointer is the start of its own allocation of `len()` elements.
+        unsafe {
+            std::ptr::write_bytes(images.as_mut_ptr().map_err(zero)?, 0, images.len());
+            std::ptr::write_bytes(
+                labels.as_mut_ptr().map_err(call("zeroing page-locked host memory"))?,
+                0,
+                labels.len(),
+            );
+        }
+        let copied = ctx.new_event(None).map_err(call("creating a CUDA event"))?;
+        Ok(Self { images, labels, copied })
+    }
+}
+
+impl Drop for Staged {
+    /// Page-locked memory is freed only after the copy that reads it is done.
+    fn drop(&mut self) {
+        let _ = self.copied.synchronize();
+    }
+}
+
 /// Per-batch device buffers, sized for `capacity` samples.
 struct Buffers {
     capacity: usize,
@@ -134,6 +286,10 @@ struct Buffers {
     labels: CudaSlice<u8>,
     loss: CudaSlice<f32>,
     correct: CudaSlice<i32>,
+    /// The batch's two host staging buffers, used in turn.
+    staged: [Staged; 2],
+    /// Which of `staged` the next batch goes in.
+    turn: usize,
 }
 
 impl Buffers {
@@ -152,6 +308,8 @@ impl Buffers {
         let weights = |l: &Layer| if matches!(l.op, Op::Conv { .. }) { l.weight.len() } else { 0 };
         let wpart_len = layers.iter().map(weights).max().unwrap_or(0) * capacity;
         let ones = stream.clone_htod(&vec![1.0f32; capacity.max(1)]).map_err(call("copying to the device"))?;
+        let in_len = capacity * layers[0].in_len;
+        let staged = [Staged::new(stream, in_len, capacity)?, Staged::new(stream, in_len, capacity)?];
         Ok(Self {
             capacity,
             acts,
@@ -164,6 +322,8 @@ impl Buffers {
             labels: stream.alloc_zeros::<u8>(capacity.max(1)).map_err(call("allocating device memory"))?,
             loss: zeros(capacity)?,
             correct: stream.alloc_zeros::<i32>(capacity.max(1)).map_err(call("allocating device memory"))?,
+            staged,
+            turn: 0,
         })
     }
 }
@@ -179,6 +339,7 @@ pub(super) struct Net {
     grads: CudaSlice<f32>,
     momentum: CudaSlice<f32>,
     buffers: Buffers,
+    pending: Pending,
 }
 
 impl Net {
@@ -192,7 +353,8 @@ impl Net {
         // One more slot after the gradients: the leaving flag, all-reduced with them.
         let grads = stream.alloc_zeros::<f32>(count + 1).map_err(call("allocating device memory"))?;
         let buffers = Buffers::new(&stream, &layers, 1)?;
-        Ok(Self { stream, blas, kernels, layers, sgd, params, grads, momentum, buffers })
+        let pending = Pending::new(&stream, READ_EVERY as usize)?;
+        Ok(Self { stream, blas, kernels, layers, sgd, params, grads, momentum, buffers, pending })
     }
 
     pub(super) fn stream(&self) -> &Arc<CudaStream> {
@@ -204,12 +366,17 @@ impl Net {
     }
 
     /// Writes this rank's leaving flag into the slot after the gradients
-    /// (after [`Net::forward_backward`], which may zero the whole buffer).
+    /// (after [`Net::forward_backward`], which may zero the whole buffer):
+    /// zero is set on the device (queued, no copy); a raised flag, rare, is
+    /// copied.
     pub(super) fn set_leaving_flag(&mut self, flag: f32) -> Result<(), CudaError> {
         let n = self.params.len();
-        self.stream
-            .memcpy_htod(&[flag][..], &mut self.grads.slice_mut(n..n + 1))
-            .map_err(call("copying the leaving flag to the device"))
+        let mut slot = self.grads.slice_mut(n..n + 1);
+        if flag == 0.0 {
+            self.stream.memset_zeros(&mut slot).map_err(call("clearing the leaving flag"))
+        } else {
+            self.stream.memcpy_htod(&[flag][..], &mut slot).map_err(call("copying the leaving flag to the device"))
+        }
     }
 
     /// The leaving flag's slot after the all-reduce (the group's sum).
@@ -243,17 +410,37 @@ impl Net {
     }
 
     /// Forward and backward on `batch`; `grads` then holds this rank's
-    /// gradient sum over its samples (zero for an empty batch).
-    pub(super) fn forward_backward(&mut self, batch: &Batch<'_>) -> Result<StepStats, CudaError> {
+    /// gradient sum over its samples (zero for an empty batch). The batch's
+    /// losses and hits stay on the device: [`Net::take_stats`] reads them.
+    /// Nothing here waits for the device.
+    pub(super) fn forward_backward(&mut self, batch: &Batch<'_>) -> Result<(), CudaError> {
         let n = self.load(batch)?;
         if n == 0 {
             self.stream.memset_zeros(&mut self.grads).map_err(call("zeroing the gradients"))?;
-            return Ok(StepStats::default());
+            return Ok(());
         }
         self.forward(n)?;
-        let stats = self.loss(n, true)?;
-        self.backward(n)?;
-        Ok(stats)
+        let at = self.pending.reserve(&self.stream, n)?;
+        let b = &mut self.buffers;
+        let last = b.acts.len() - 1;
+        let (z, dz) = (&b.acts[last], &mut b.dacts[last]);
+        let (mut loss, mut correct) =
+            (self.pending.loss.slice_mut(at..at + n), self.pending.correct.slice_mut(at..at + n));
+        self.kernels.softmax_xent(z, &b.labels, &mut loss, &mut correct, dz, true, n, CLASSES)?;
+        self.backward(n)
+    }
+
+    /// The loss and accuracy sums of the training steps since the last
+    /// call (waits for them).
+    pub(super) fn take_stats(&mut self) -> Result<StepStats, CudaError> {
+        self.pending.take(&self.stream)
+    }
+
+    /// Forgets the sums of the training steps not yet read (their epoch is
+    /// being redone, from a state set again).
+    pub(super) fn discard_stats(&mut self) {
+        self.pending.used = 0;
+        self.pending.held = StepStats::default();
     }
 
     pub(super) fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, CudaError> {
@@ -262,7 +449,14 @@ impl Net {
             return Ok(StepStats::default());
         }
         self.forward(n)?;
-        self.loss(n, false)
+        let b = &mut self.buffers;
+        let last = b.acts.len() - 1;
+        let (z, dz) = (&b.acts[last], &mut b.dacts[last]);
+        let (mut loss, mut correct) = (b.loss.slice_mut(0..n), b.correct.slice_mut(0..n));
+        self.kernels.softmax_xent(z, &b.labels, &mut loss, &mut correct, dz, false, n, CLASSES)?;
+        let loss = self.stream.clone_dtoh(&b.loss.slice(0..n)).map_err(call("copying the losses to the host"))?;
+        let correct = self.stream.clone_dtoh(&b.correct.slice(0..n)).map_err(call("copying the hits to the host"))?;
+        Ok(sum_stats(&loss, &correct))
     }
 
     /// The SGD update with the summed gradients scaled by `scale` (1 / global batch).
@@ -281,14 +475,26 @@ impl Net {
             )));
         }
         if n > self.buffers.capacity {
+            // The old staging buffers wait for their copies as they are dropped.
             self.buffers = Buffers::new(&self.stream, &self.layers, n)?;
         }
         if n > 0 {
-            let copy = call("copying the batch to the device");
             let b = &mut self.buffers;
-            self.stream.memcpy_htod(batch.images, &mut b.acts[0].slice_mut(0..n * in_len)).map_err(copy)?;
+            let staged = &mut b.staged[b.turn];
+            b.turn = 1 - b.turn;
+            // This buffer's previous copy (two batches ago) must be done before it is written.
+            staged.copied.synchronize().map_err(call("waiting for a batch copy"))?;
+            let host = call("writing page-locked host memory");
+            staged.images.as_mut_slice().map_err(host)?[..n * in_len].copy_from_slice(batch.images);
+            let host = call("writing page-locked host memory");
+            staged.labels.as_mut_slice().map_err(host)?[..n].copy_from_slice(batch.labels);
+            // The whole staging buffer goes over (cudarc copies a pinned
+            // buffer whole); what lies past the batch is never read.
+            let copy = call("copying the batch to the device");
+            self.stream.memcpy_htod(&staged.images, &mut b.acts[0]).map_err(copy)?;
             let copy = call("copying the labels to the device");
-            self.stream.memcpy_htod(batch.labels, &mut b.labels.slice_mut(0..n)).map_err(copy)?;
+            self.stream.memcpy_htod(&staged.labels, &mut b.labels).map_err(copy)?;
+            staged.copied.record(&self.stream).map_err(call("recording a CUDA event"))?;
         }
         Ok(n)
     }
@@ -335,21 +541,6 @@ impl Net {
             }
         }
         Ok(())
-    }
-
-    /// Loss and accuracy of the logits; with `grad`, the logits' gradient too.
-    fn loss(&mut self, n: usize, grad: bool) -> Result<StepStats, CudaError> {
-        let b = &mut self.buffers;
-        let last = b.acts.len() - 1;
-        let (z, dz) = (&b.acts[last], &mut b.dacts[last]);
-        self.kernels.softmax_xent(z, &b.labels, &mut b.loss, &mut b.correct, dz, grad, n, CLASSES)?;
-        let loss = self.stream.clone_dtoh(&b.loss.slice(0..n)).map_err(call("copying the losses to the host"))?;
-        let correct = self.stream.clone_dtoh(&b.correct.slice(0..n)).map_err(call("copying the hits to the host"))?;
-        Ok(StepStats {
-            loss_sum: loss.iter().map(|&l| f64::from(l)).sum(),
-            correct: correct.iter().filter(|&&c| c != 0).count() as u64,
-            samples: n as u64,
-        })
     }
 
     fn backward(&mut self, n: usize) -> Result<(), CudaError> {
@@ -437,6 +628,36 @@ impl Net {
 mod tests {
     use super::*;
     use crate::train::model::Arch;
+
+    /// The host's side of reading the sums every `READ_EVERY` steps.
+    #[test]
+    fn sums_are_read_every_few_steps_into_a_window_that_grows_with_the_batch() {
+        let reads: Vec<u64> = (1..=3 * READ_EVERY).filter(|&s| read_due(s)).collect();
+        assert_eq!(reads, [READ_EVERY, 2 * READ_EVERY, 3 * READ_EVERY]);
+        // A window for 16 batches of 64 takes 16 batches, then needs a read.
+        let len = 64 * READ_EVERY as usize;
+        let mut used = 0;
+        for _ in 0..READ_EVERY {
+            assert_eq!(room(used, 64, len), Room::Fits);
+            used += 64;
+        }
+        assert_eq!(room(used, 64, len), Room::Read);
+        // An epoch's smaller last batch fits where a whole one would not.
+        assert_eq!(room(len - 10, 10, len), Room::Fits);
+        // A larger batch (a re-shard to fewer ranks) is read before it: the window
+        // is read first when it would overflow, and grows when one batch outgrows it.
+        assert_eq!(room(64, 1000, len), Room::Read);
+        assert_eq!(room(0, 2000, len), Room::Grow { len: 2000 * READ_EVERY as usize });
+        assert_eq!(room(0, 0, 0), Room::Fits);
+    }
+
+    /// Sums as the CPU's softmax_cross_entropy makes them: f64 losses, any non-zero a hit.
+    #[test]
+    fn read_back_values_sum_like_the_cpu() {
+        let stats = sum_stats(&[0.5, 1.25, 1e-8], &[1, 0, 7]);
+        assert_eq!(stats, StepStats { loss_sum: 0.5 + 1.25 + f64::from(1e-8f32), correct: 2, samples: 3 });
+        assert_eq!(sum_stats(&[], &[]), StepStats::default());
+    }
 
     /// The flat layout's size and order, as the shared design fixes them, and
     /// the plan's weight and bias ranges are the CPU model's parameter layout
