@@ -1,7 +1,7 @@
 //! The two EC2 calls `synth resume` makes (`DescribeInstances` for the
 //! master's state, `StartInstances` for a master the idle guard stopped),
 //! as signed EC2 Query API requests rather than through aws-sdk-ec2, whose
-//! cold build costs minutes and gigabytes (docs/TESTING.md, "Build cost")
+//! cold build costs minutes and gigabytes (docs/TESTING.md, "Build output and cost")
 //! for two calls.
 //!
 //! A request is a form POST (`Action=...&Version=2016-11-15&InstanceId.1=...`)
