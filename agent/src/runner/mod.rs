@@ -187,6 +187,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             };
             let power = crate::power::CommandPower { argv: opts.power_off.clone() };
             let idle = config.idle.as_ref().map(|i| crate::cluster::master::idle::IdleSettings {
+                stack: config.stack_name.clone(),
                 after_ms: u64::from(i.after_minutes).saturating_mul(opts.idle_minute_ms),
                 action: i.action,
                 report_ms: cadence.report_ms,

@@ -21,8 +21,11 @@ use crate::cluster::effect::Effect;
 
 /// The idle guard's timing: the blueprint's minutes as milliseconds, and
 /// how often a busy worker reports (a minute; both shorter in tests).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdleSettings {
+    /// The cluster's stack, named in the line that says how to bring the
+    /// workers back (`synth resume <stack>`).
+    pub stack: String,
     /// How long the cluster must be idle before the action.
     pub after_ms: u64,
     /// What to do then.
@@ -44,6 +47,9 @@ enum Stretch {
 /// The idle guard's state, kept in the master's state file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdleWatch {
+    /// The cluster's stack (absent from a state saved before it was kept).
+    #[serde(default)]
+    stack: String,
     after_ms: u64,
     action: IdleAction,
     /// A busy reading older than this no longer counts.
@@ -60,6 +66,7 @@ impl IdleWatch {
     /// tick once the cluster formed.
     pub fn new(settings: IdleSettings) -> IdleWatch {
         let mut watch = IdleWatch {
+            stack: String::new(),
             after_ms: 0,
             action: settings.action,
             stale_ms: 0,
@@ -83,6 +90,7 @@ impl IdleWatch {
     }
 
     fn configure(&mut self, settings: IdleSettings) {
+        self.stack = settings.stack;
         self.after_ms = settings.after_ms;
         self.action = settings.action;
         self.stale_ms = settings.report_ms.saturating_mul(5) / 2;
@@ -202,11 +210,12 @@ impl IdleWatch {
         self.acted_ms = Some(now_ms);
         fx.push(Effect::Log(format!(
             "idle guard: no trainer job, SSH session or busy GPU on any node for {} s (since {} unix ms): {} \
-             (blueprint `idle.action: {}`); `synth resume STACK` (this cluster's stack) brings the workers back",
+             (blueprint `idle.action: {}`); `synth resume {}` brings the workers back",
             now_ms.saturating_sub(since) / 1000,
             since,
             self.action_words(),
-            self.action.name()
+            self.action.name(),
+            if self.stack.is_empty() { "STACK" } else { &self.stack }
         )));
         fx.push(Effect::MarkIdle(self.mark()));
         fx.push(Effect::SetDesiredCapacity(0));
@@ -223,7 +232,7 @@ mod tests {
     const MINUTE: u64 = 60_000;
 
     fn settings(action: IdleAction) -> IdleSettings {
-        IdleSettings { after_ms: 10 * MINUTE, action, report_ms: MINUTE }
+        IdleSettings { stack: "training".into(), after_ms: 10 * MINUTE, action, report_ms: MINUTE }
     }
 
     fn reading(id: &str, job_ranks: u32, ssh_sessions: u32) -> Activity {
@@ -254,6 +263,7 @@ mod tests {
         assert!(acted(&fx) && !fx.contains(&Effect::PowerOff), "{fx:?}");
         let Effect::Log(line) = &fx[0] else { panic!("{fx:?}") };
         assert!(line.contains("for 600 s") && line.contains("scaled to 0"), "{line}");
+        assert!(line.contains("`synth resume training` brings the workers back"), "{line}");
         assert!(fx.contains(&Effect::MarkIdle(IdleMark::Idle {
             since_ms: 0,
             until_ms: 10 * MINUTE,
@@ -265,6 +275,18 @@ mod tests {
         w.on_tick(20 * MINUTE, &mut later);
         assert!(later.is_empty(), "{later:?}");
         assert_eq!(w.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_state_saved_without_the_stack_name_still_loads_and_names_a_placeholder() {
+        let w = started(IdleAction::ScaleWorkers);
+        let mut saved = serde_json::to_value(&w).unwrap();
+        saved.as_object_mut().unwrap().remove("stack").expect("the stack is saved");
+        let mut loaded: IdleWatch = serde_json::from_value(saved).unwrap();
+        let mut fx = Vec::new();
+        loaded.on_tick(10 * MINUTE, &mut fx);
+        let Effect::Log(line) = &fx[0] else { panic!("{fx:?}") };
+        assert!(line.contains("`synth resume STACK`"), "{line}");
     }
 
     #[test]

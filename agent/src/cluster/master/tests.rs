@@ -1234,7 +1234,12 @@ fn the_timeline_is_bounded_by_the_members() {
 #[test]
 fn the_idle_guard_runs_once_formed_and_acts_on_the_worker_group() {
     use node_contract::idle::{Activity, IdleAction, IdleMark};
-    let settings = idle::IdleSettings { after_ms: 10 * MINUTE, action: IdleAction::Stop, report_ms: MINUTE };
+    let settings = idle::IdleSettings {
+        stack: "training".into(),
+        after_ms: 10 * MINUTE,
+        action: IdleAction::Stop,
+        report_ms: MINUTE,
+    };
     let busy =
         |id: &str| MasterInbound::Activity(Activity { instance_id: id.into(), job_ranks: 1, ..Activity::default() });
     let (mut s, _) = master(2, 0, false);
