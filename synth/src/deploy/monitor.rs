@@ -95,7 +95,7 @@ pub async fn watch<C: Cloud>(
         let now = now_ms();
         if watcher.forming() && last_group_poll.is_none_or(|t| now - t >= GROUP_POLL.as_millis() as i64) {
             last_group_poll = Some(now);
-            if let Some(group) = physical_id(watcher.events(), "WorkerGroup") {
+            if let Some(group) = physical_id(watcher.events(), crate::stack::WORKER_GROUP_ID) {
                 // The formation line is a nicety: an error here is not worth stopping for.
                 if let Ok(Some(state)) = cloud.group(&group).await {
                     watcher.set_group(state);

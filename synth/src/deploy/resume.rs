@@ -25,13 +25,9 @@ use super::time::now_ms;
 use super::watch::clock;
 use crate::exit::ExitCode;
 
-/// The stack parameter the worker group's desired capacity comes from
-/// (`crate::stack::parameters`).
-pub const WORKER_COUNT: &str = "WorkerCount";
-
-/// The worker group's and the master's logical ids in the template.
-const WORKER_GROUP: &str = "WorkerGroup";
-const MASTER: &str = "MasterInstance";
+// The template's own names for the worker group, the master and the
+// worker count, from where the template is built.
+use crate::stack::{MASTER_ID as MASTER, WORKER_COUNT_PARAMETER as WORKER_COUNT, WORKER_GROUP_ID as WORKER_GROUP};
 
 /// How often the watch asks AWS.
 const POLL: Duration = Duration::from_secs(3);

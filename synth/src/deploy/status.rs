@@ -95,7 +95,8 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         (None, Err(e)) => format!("unknown ({e})"),
     };
     text.push_str(&format!("formation  {formation}\n"));
-    let group = resources.ok().and_then(|r| r.into_iter().find(|r| r.logical_id == "WorkerGroup")?.physical_id);
+    let group =
+        resources.ok().and_then(|r| r.into_iter().find(|r| r.logical_id == crate::stack::WORKER_GROUP_ID)?.physical_id);
     if let Some(group) = group
         && let Ok(Some(state)) = cloud.group(&group).await
         && let Some(mark) = state.idle

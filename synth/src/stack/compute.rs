@@ -27,8 +27,12 @@ use super::security::Groups;
 use super::storage::FileSystem;
 use super::{identity, network::Network, parameters::Inputs};
 
-/// The logical id of the master; the node config names it for `SignalResource`.
-pub(super) const MASTER_ID: &str = "MasterInstance";
+/// The logical id of the master; the node config names it for `SignalResource`,
+/// and `synth resume` finds the master's instance by it.
+pub const MASTER_ID: &str = "MasterInstance";
+/// The logical id of the worker group (`synth status` and `synth resume`
+/// find the group by it).
+pub const WORKER_GROUP_ID: &str = "WorkerGroup";
 
 /// Longest wait condition CloudFormation allows (12 hours).
 const MAX_WAIT_SECONDS: u32 = 43_200;
@@ -183,7 +187,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     let mut ready = d.net.ready.clone();
     ready.extend(d.fs.mount_targets.iter().cloned());
     let workers = t.add_with(
-        "WorkerGroup",
+        WORKER_GROUP_ID,
         autoscaling::AutoScalingGroup {
             // The master lowers the desired capacity to what launched when
             // the cluster forms short, so the group must be allowed below it.

@@ -24,9 +24,11 @@ mod queues;
 mod security;
 mod storage;
 
+pub use compute::{MASTER_ID, WORKER_GROUP_ID};
 pub use context::CLUSTER_TAG;
 pub(crate) use context::{arn, checkov_skip};
 pub use outputs::{FORMATION_DATA_OUTPUT, IMAGE_OUTPUT};
+pub use parameters::WORKER_COUNT_PARAMETER;
 
 use cfn::Template;
 

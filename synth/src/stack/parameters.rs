@@ -14,6 +14,10 @@ use super::context::Ctx;
 use crate::region::Region;
 use crate::spec::ImageSource;
 
+/// The parameter with the number of workers the stack asks for (`synth
+/// resume` sets the worker group back to it).
+pub const WORKER_COUNT_PARAMETER: &str = "WorkerCount";
+
 /// The handles later builders use.
 pub(super) struct Inputs {
     pub master_type: ParamHandle,
@@ -63,7 +67,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
         instance_type("Worker instance type", "the workers", &spec.workers.instance_type),
     );
     let worker_count = t.parameter(
-        "WorkerCount",
+        WORKER_COUNT_PARAMETER,
         count("Workers requested", "How many workers to launch (the master is not counted).", spec.workers.count),
     );
     let min_workers = t.parameter(
