@@ -34,6 +34,22 @@ fn formation_signals(cluster: &Cluster, stack: &str) -> Vec<serde_json::Value> {
     signals.into_iter().filter(|s| s["LogicalResourceId"] == "FormationWaitCondition").collect()
 }
 
+/// Waits for the master's formation signal, then checks that it is the only
+/// one and says SUCCESS. The master signals after it sees every node's
+/// `applied`, so the nodes' files can be in place a moment (or, after an
+/// outage, a retry delay) before the signal reaches CloudFormation.
+fn one_successful_formation_signal(cluster: &Cluster, stack: &str, agents: &[&AgentProcess]) -> e2e::Result<()> {
+    wait_until("the formation signal", Duration::from_secs(30), agents, || {
+        !formation_signals(cluster, stack).is_empty()
+    })?;
+    // A second signal would come right after the first: give it the time to.
+    std::thread::sleep(Duration::from_millis(500));
+    let formation = formation_signals(cluster, stack);
+    assert_eq!(formation.len(), 1, "{formation:#?}");
+    assert_eq!(formation[0]["Status"], "SUCCESS");
+    Ok(())
+}
+
 /// The generations a node's agent logged as applied, in order.
 fn applied_generations(agent: &AgentProcess) -> Vec<u64> {
     plain(&agent.log())
@@ -218,13 +234,7 @@ async fn kill_mid_formation(stack: &str, victim: usize) -> e2e::Result<()> {
     for n in cluster.nodes() {
         assert_eq!(applied_indices(n.root()), indices, "{} disagrees", n.ip());
     }
-    wait_until("the formation signal", Duration::from_secs(10), &refs, || {
-        !formation_signals(&cluster, stack).is_empty()
-    })?;
-    std::thread::sleep(Duration::from_millis(500));
-    let formation = formation_signals(&cluster, stack);
-    assert_eq!(formation.len(), 1, "{formation:#?}");
-    assert_eq!(formation[0]["Status"], "SUCCESS");
+    one_successful_formation_signal(&cluster, stack, &refs)?;
     still_running(&mut agents);
     Ok(())
 }
@@ -391,9 +401,7 @@ async fn the_cluster_forms_after_aws_was_unreachable_for_20_seconds() -> TestRes
         let log = plain(&a.log());
         assert!(log.contains("cannot read manifests"), "{log}");
     }
-    let formation = formation_signals(&cluster, stack);
-    assert_eq!(formation.len(), 1, "{formation:#?}");
-    assert_eq!(formation[0]["Status"], "SUCCESS");
+    one_successful_formation_signal(&cluster, stack, &refs)?;
     still_running(&mut agents);
     eprintln!("outage {outage_lasted:?}; formed {took:?} after it ended");
     Ok(())
