@@ -294,7 +294,9 @@ else
   echo "  no PyTorch with CUDA for $PYTHON here: the trainer's column only"
   : >"$work/torch.out"
 fi
-printf '  %-6s %6s %14s %14s %7s\n' model batch trainer pytorch ratio
+# Every run first (a failed one prints its FAIL line here), then the table
+# in one piece, so that no FAIL line lands between two of its rows.
+table=$(printf '  %-6s %6s %14s %14s %7s' model batch trainer pytorch ratio)
 for batch in 64 256 1024; do
   for model in mlp lenet; do
     ours=-
@@ -311,9 +313,13 @@ for batch in 64 256 1024; do
       result FAIL "speed: $model batch $batch: the PyTorch reference printed no samples/s"
     fi
     ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
-    printf '  %-6s %6s %14.0f %14.0f %7s\n' "$model" "$batch" "${ours/-/0}" "${theirs:-0}" "$ratio"
+    # A figure that is missing shows as -, never as 0 samples/s.
+    cells=$(awk -v a="$ours" -v b="$theirs" 'BEGIN {
+      printf "%14s %14s", (a + 0 > 0 ? sprintf("%.0f", a) : "-"), (b + 0 > 0 ? sprintf("%.0f", b) : "-") }')
+    table+=$'\n'$(printf '  %-6s %6s %s %7s' "$model" "$batch" "$cells" "$ratio")
   done
 done
+echo "$table"
 
 if [ "$gpus" -gt 1 ]; then
   echo "== trainer bench --device cuda: NCCL all-reduce bandwidth between $gpus GPUs through trainer launch"
