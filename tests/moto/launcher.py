@@ -1044,8 +1044,10 @@ SqsMessage.delayed = property(message_delayed)
 #      GetRolePolicy returns them as Python-style strings. They are stored
 #      as JSON.
 # (t4) Assumed-role credentials never expire. A request signed with
-#      credentials past their expiration is refused (InvalidClientTokenId),
-#      as AWS refuses it (ExpiredToken).
+#      credentials past their expiration is refused with AWS's code and
+#      message (ExpiredToken, "The security token included in the request is
+#      expired"; moto has only InvalidClientTokenId). S3 and EC2 keep moto's
+#      own refusals (their codes are not ExpiredToken's shape there).
 # (t6) The signature of a form-encoded request (the query protocol: Auto
 #      Scaling, CloudFormation, EC2) is checked against moto's own
 #      re-encoding of the parsed form (werkzeug leaves no raw body once it
@@ -1062,7 +1064,8 @@ SqsMessage.delayed = property(message_delayed)
 #      the instance metadata serves), for Auto Scaling a hook role's,
 #      provided the role's trust policy lets that service assume it.
 from moto.autoscaling.responses import AutoScalingResponse as _AutoScalingResponse  # noqa: E402
-from moto.iam.access_control import AssumedRoleAccessKey, CreateAccessKeyFailure  # noqa: E402
+from moto.core.exceptions import _RESTError  # noqa: E402
+from moto.iam.access_control import AssumedRoleAccessKey, CreateAccessKeyFailure, IAMRequest  # noqa: E402
 from moto.iam.models import Role as IamRole  # noqa: E402
 from moto.iam.models import iam_backends  # noqa: E402
 from moto.logs.models import LogGroup as LogsLogGroup  # noqa: E402
@@ -1289,6 +1292,27 @@ def assumed_role_key_init(self, account_id, partition, access_key_id, headers):
 
 
 AssumedRoleAccessKey.__init__ = assumed_role_key_init
+
+
+class ExpiredTokenError(_RESTError):
+    """AWS's refusal of expired credentials (moto has no such error)."""
+
+    code = 403
+
+    def __init__(self):
+        super().__init__("ExpiredToken", "The security token included in the request is expired")
+
+
+_raise_invalid_access_key = IAMRequest._raise_invalid_access_key
+
+
+def raise_invalid_access_key(self, reason):
+    if reason == "ExpiredToken" and self._service != "ec2":
+        raise ExpiredTokenError()
+    _raise_invalid_access_key(self, reason)
+
+
+IAMRequest._raise_invalid_access_key = raise_invalid_access_key
 
 
 def policy_json(document):
