@@ -16,17 +16,20 @@
 //! namespace, its agent joins, and resume ends once the master's log
 //! publishes a generation with it; the tag no longer says the guard acted.
 //!
-//! After the guard's `stop` (its end state set up as an administrator:
-//! capacity 0, the mark, the master instance stopped in the local AWS;
-//! the agent's power-off is a command in tests, not an EC2 stop), `synth
-//! resume` starts the master first (EC2 `StartInstances`, authorized
-//! against the instance's ARN: launcher patch (t1); the statement's tag
-//! condition is not evaluated by moto), and the cluster forms again.
+//! After the guard's `stop` on a formed cluster (the guard scales the group
+//! to 0 and runs its power-off command, a no-op in tests; the test then
+//! stops both agents and the master's instance in the local AWS, as EC2's
+//! stop would), `synth resume` starts the master first (EC2
+//! `StartInstances`, authorized against the instance's ARN: launcher patch
+//! (t1); the statement's tag condition is not evaluated by moto); the
+//! master's agent comes back from its saved state, finds the old worker no
+//! longer in the group (no lifecycle message said so) and drops it, and the
+//! cluster forms again with the new worker alone.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use e2e::scenario::{desired_capacity, logs, wait_until};
+use e2e::scenario::{applied, desired_capacity, logs, plain, wait_until};
 use e2e::{Cluster, Error, TestResult};
 
 /// The idle guard's minute in this test, ms.
@@ -224,29 +227,26 @@ async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() 
     let group = cluster.stack().worker_group()?.to_string();
     let master_id = cluster.stack().master_instance_id()?.to_string();
     let old_worker = cluster.workers()[0].instance_id();
-    // What the guard's `stop` leaves behind.
+    // The cluster forms, idles, and the guard's `stop` acts: the group to
+    // 0 (the local AWS terminates the worker's instance and drops it from
+    // the group; it runs no lifecycle hook, so no message tells the master
+    // the worker went, as on AWS when that message expired while the
+    // master was stopped), the mark, then the power-off command ...
+    let before =
+        [cluster.master().spawn_agent(&["--power-off-command", "true"])?, cluster.workers()[0].spawn_agent(&[])?];
+    let refs: Vec<_> = before.iter().collect();
+    wait_until("generation 1 with 2 nodes", Duration::from_secs(60), &refs, || {
+        cluster.nodes().iter().all(|n| applied(n.root()).is_some_and(|(g, m)| g == 1 && m.len() == 2))
+    })?;
+    wait_until("the guard's stop", 6 * IDLE, &refs, || before[0].log().contains("powering the master off"))?;
+    assert_eq!(desired_capacity(cluster.aws(), &group).await?, 0, "{}", logs(&refs));
+    // ... which, on EC2, stops the instance and everything on it.
+    drop(before);
     let aws = cluster.aws();
-    let autoscaling = aws.autoscaling();
-    let set = autoscaling.set_desired_capacity().auto_scaling_group_name(&group).desired_capacity(0).send().await;
-    set.map_err(|e| Error::aws("SetDesiredCapacity", &e))?;
-    let now = node_contract::clock::system();
-    let mark = node_contract::idle::IdleMark::Idle {
-        since_ms: now - 10 * MINUTE_MS,
-        until_ms: now,
-        action: node_contract::idle::IdleAction::Stop,
-        acted_ms: Some(now),
-    };
-    let tag = aws_sdk_autoscaling::types::Tag::builder()
-        .resource_id(&group)
-        .resource_type("auto-scaling-group")
-        .key(node_contract::idle::IDLE_TAG)
-        .value(mark.to_tag())
-        .propagate_at_launch(false)
-        .build();
-    let tagged = autoscaling.create_or_update_tags().tags(tag).send().await;
-    tagged.map_err(|e| Error::aws("CreateOrUpdateTags", &e))?;
     aws.query("ec2", &[("Action", "StopInstances"), ("Version", "2016-11-15"), ("InstanceId.1", &master_id)])?;
     assert_eq!(instance_state(&cluster, &master_id)?, "stopped");
+    let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
+    assert!(tag.contains("acted="), "{tag}");
 
     let policy = std::process::Command::new(e2e::synth_cli::bin())
         .args(["policy", "--part", "calls", "--stack-name-prefix", "idlestop", "--region", "us-east-1"])
@@ -290,6 +290,16 @@ async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() 
     assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1);
     let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
     assert!(!tag.contains("acted="), "{tag}");
+    // The restarted master asked the group for its members: the old worker
+    // left before the new one joined, and no node lists it.
+    let master_log = plain(&agents[0].log());
+    assert!(master_log.contains(&format!("{old_worker} (deeplearning-worker2")), "{master_log}");
+    assert!(master_log.contains("is no longer in the worker group"), "{master_log}");
+    let formed = [master_id.clone(), new_id.clone()];
+    for node in [cluster.master(), cluster.workers().last().expect("the new worker")] {
+        let (_, members) = applied(node.root()).expect("a generation applied");
+        assert!(members.len() == 2 && formed.iter().all(|id| members.contains(id)), "{members:?}");
+    }
     eprintln!("$ synth resume idlestop  ({took:?}; the master running after {master_running:?})\n{err}");
     Ok(())
 }

@@ -33,6 +33,10 @@ pub enum Effect {
     /// to [`super::MasterState::on_launch_failures`] (an empty list, or no
     /// instances, when reading failed).
     FetchLaunchFailures,
+    /// Read the worker group's instances and pass them to
+    /// [`super::MasterState::on_group_instances`] (nothing, when reading
+    /// failed): a restarted master checks that its members still exist.
+    CheckMembers,
     /// Complete an Auto Scaling lifecycle action with `CONTINUE`.
     CompleteLifecycle {
         /// The lifecycle hook's name.

@@ -93,6 +93,13 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
                 };
                 queue.extend(state.on_launch_failures(failures, instances, clock()));
             }
+            Effect::CheckMembers => match retry("read the worker group's instances", || group.instances()).await {
+                Ok(instances) => queue.extend(state.on_group_instances(&instances, clock())),
+                Err(e) => warn!(
+                    "cannot read the worker group's instances, so members terminated while this agent was down \
+                     stay until their lifecycle hook's message comes: {e}"
+                ),
+            },
             Effect::CompleteLifecycle { hook, token, instance_id } => {
                 let done = retry("complete the lifecycle action", || {
                     group.complete_lifecycle_action(

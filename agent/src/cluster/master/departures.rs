@@ -1,5 +1,6 @@
 //! Nodes that leave: a `leave`, an interruption notice, a terminating
-//! lifecycle action. Each removes the member at once and publishes the
+//! lifecycle action, or, found when a restarted master reads its worker
+//! group, an instance that is gone. Each removes the member at once and publishes the
 //! generation without it; a lifecycle action is completed once every
 //! remaining node applied that generation. Departures are remembered, so
 //! that a delayed copy of a departed node's `register` does not bring it
@@ -134,6 +135,41 @@ impl MasterState {
         fx.push(complete(lifecycle.0, lifecycle.1, id));
     }
 
+    /// The worker group's instances (any lifecycle state), read when the
+    /// agent started with members ([`Effect::CheckMembers`]). A worker
+    /// member that is not among them was terminated while this agent was
+    /// not running, and the message its lifecycle hook sent may have
+    /// expired from the master queue (a day) before the master came back:
+    /// it leaves now, all such members in one generation, so no node's
+    /// hostfile keeps a host that is gone.
+    pub fn on_group_instances(&mut self, instances: &[String], now_ms: u64) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        let gone: Vec<String> = self
+            .members
+            .by_index()
+            .into_iter()
+            .map(|m| m.registration.instance_id.clone())
+            .filter(|id| *id != self.master_id && !instances.contains(id))
+            .collect();
+        if gone.is_empty() {
+            return fx;
+        }
+        let why = "is no longer in the worker group (terminated while this master's agent was not running) \
+                   and leaves the cluster";
+        for id in &gone {
+            self.detach(id, why, true, now_ms, &mut fx);
+        }
+        if self.phase == Phase::Formed {
+            let notes = gone.iter().map(|id| (id.clone(), "no longer in the worker group".to_string())).collect();
+            self.publish_without(&gone, &notes, now_ms, &mut fx);
+            // Nodes that are gone keep nothing busy: decided now.
+            if let Some(idle) = &mut self.idle {
+                idle.on_tick(now_ms, &mut fx);
+            }
+        }
+        fx
+    }
+
     /// Removes a member, publishes the generation without it, and completes
     /// its lifecycle action once the remaining nodes applied that generation.
     /// `note`, when given, ends its host log line (why it left).
@@ -146,19 +182,10 @@ impl MasterState {
         now_ms: u64,
         fx: &mut Vec<Effect>,
     ) {
-        let Some(member) = self.members.remove(id) else { return };
-        self.timeline.remove(id);
-        self.remember_departure(id, member.registration.boot_id.clone(), now_ms, lifecycle.is_some());
-        let alias = worker_alias(member.index);
-        fx.push(Effect::Log(format!("{id} ({alias}, {}) {why}", member.registration.private_ip)));
-        let listed = self.manifest.as_ref().is_some_and(|m| m.node(id).is_some());
+        let Some(listed) = self.detach(id, why, lifecycle.is_some(), now_ms, fx) else { return };
         if self.phase == Phase::Formed {
             let notes: BTreeMap<String, String> = note.into_iter().map(|n| (id.to_string(), n)).collect();
-            if self.publish_noting(now_ms, &notes, fx)
-                && let Some(d) = self.departed.get_mut(id)
-            {
-                d.removed_in = Some(self.manifest.as_ref().map_or(0, |m| m.generation));
-            }
+            self.publish_without(&[id.to_string()], &notes, now_ms, fx);
         }
         let Some((hook, token)) = lifecycle else { return };
         if listed {
@@ -177,6 +204,38 @@ impl MasterState {
             )));
         } else {
             fx.push(complete(hook, token, id.to_string()));
+        }
+    }
+
+    /// Takes member `id` out of the membership, the timeline and the idle
+    /// guard, remembers its departure and logs `why`; publishes nothing.
+    /// Whether the current manifest lists it; `None` when it is no member.
+    fn detach(&mut self, id: &str, why: &str, terminated: bool, now_ms: u64, fx: &mut Vec<Effect>) -> Option<bool> {
+        let member = self.members.remove(id)?;
+        self.timeline.remove(id);
+        self.remember_departure(id, member.registration.boot_id.clone(), now_ms, terminated);
+        let alias = worker_alias(member.index);
+        fx.push(Effect::Log(format!("{id} ({alias}, {}) {why}", member.registration.private_ip)));
+        Some(self.manifest.as_ref().is_some_and(|m| m.node(id).is_some()))
+    }
+
+    /// Publishes the generation without the members `left` (already
+    /// detached) and records it as the one each was removed in.
+    fn publish_without(
+        &mut self,
+        left: &[String],
+        notes: &BTreeMap<String, String>,
+        now_ms: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        if !self.publish_noting(now_ms, notes, fx) {
+            return;
+        }
+        let generation = self.manifest.as_ref().map_or(0, |m| m.generation);
+        for id in left {
+            if let Some(d) = self.departed.get_mut(id) {
+                d.removed_in = Some(generation);
+            }
         }
     }
 

@@ -282,6 +282,13 @@ impl MasterState {
             }
             Phase::Failed => fx.push(Effect::Log("formation failed earlier; this master only logs now".into())),
         }
+        // Workers terminated while this agent was not running (the idle
+        // guard's `stop` powered the master off; the agent restarted) may
+        // never say so: their lifecycle hook's message expires from the
+        // master queue after a day. The group knows.
+        if self.phase != Phase::Failed && self.members.workers() > 0 {
+            fx.push(Effect::CheckMembers);
+        }
         self.advance(now_ms, &mut fx);
         fx
     }

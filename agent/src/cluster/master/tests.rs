@@ -624,7 +624,9 @@ fn a_restart_mid_formation_resumes_with_the_same_deadline_and_members() {
     let saved = serde_json::to_string(&b).unwrap();
     let mut b: MasterState = serde_json::from_str(&saved).unwrap();
     let fx = b.start(T0 + 5 * MINUTE, 0);
-    assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp]);
+    assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp, &Effect::CheckMembers]);
+    // Worker 1 is still in the group: nothing changes.
+    assert!(b.on_group_instances(&["i-w1".into(), "i-w2".into()], T0 + 5 * MINUTE).is_empty());
     assert_eq!(b.next_deadline(), Some(T0 + 30 * MINUTE));
     send(&mut b, register(1), T0 + 6 * MINUTE);
     send(&mut b, register(2), T0 + 7 * MINUTE);
@@ -641,11 +643,67 @@ fn a_restart_after_formation_publishes_an_unacknowledged_manifest_again() {
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
     let fx = s.start(T0 + MINUTE / 2, 1);
     assert_eq!(published(&fx), vec![s.manifest().unwrap()]);
-    assert_eq!(actions(&fx).len(), 1);
+    assert_eq!(actions(&fx).len(), 2);
+    assert_eq!(actions(&fx)[1], &Effect::CheckMembers);
     ack_all(&mut s, T0 + MINUTE);
-    // Everything acknowledged: a restart does nothing.
+    // Everything acknowledged: a restart only checks the members.
     let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    assert!(actions(&s.start(T0 + 2 * MINUTE, 1)).is_empty());
+    assert_eq!(actions(&s.start(T0 + 2 * MINUTE, 1)), vec![&Effect::CheckMembers]);
+}
+
+/// The idle guard's `stop` powers the master off after scaling the group
+/// to 0; the workers' lifecycle hooks' messages wait in the master queue,
+/// which keeps them a day. A master back after that has never heard of
+/// their going: the group says they are gone, and they leave together, in
+/// one generation, before anyone joins.
+#[test]
+fn a_restarted_master_drops_members_the_group_no_longer_has() {
+    let s = formed(3, false);
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    let fx = s.start(T0 + 3 * 24 * 60 * MINUTE, 1);
+    assert_eq!(actions(&fx), vec![&Effect::CheckMembers]);
+    // Worker 2 is still there (in any state); 1 and 3 are gone, and an
+    // instance that never registered changes nothing.
+    let now = T0 + 3 * 24 * 60 * MINUTE + 1_000;
+    let fx = s.on_group_instances(&["i-w2".into(), "i-new".into()], now);
+    let manifests = published(&fx);
+    assert_eq!(manifests.len(), 1, "one generation for both: {fx:?}");
+    assert_eq!(manifests[0].generation, 2);
+    assert_eq!(roster(manifests[0]), ids(&[(1, "i-master"), (3, "i-w2")]));
+    assert!(logs(&fx).contains("i-w1 (deeplearning-worker2"), "{}", logs(&fx));
+    assert!(logs(&fx).contains("is no longer in the worker group"), "{}", logs(&fx));
+    let lines = host_log(&fx).join("\n");
+    assert!(lines.contains("no longer in the worker group"), "{lines}");
+    // A delayed copy of a gone worker's registration does not bring it back.
+    // Its lifecycle message, should it still come, is ignored: an instance
+    // no longer in its group has no lifecycle action left to complete.
+    assert!(published(&send(&mut s, register(1), now + 1_000)).is_empty());
+    let fx = send(&mut s, terminating("i-w3"), now + 2_000);
+    assert!(logs(&fx).contains("already let go") && actions(&fx).is_empty(), "{fx:?}");
+    assert!(!ack_all(&mut s, now + 3_000).contains(&completion("i-w3")));
+    // A second check with the same group changes nothing.
+    assert!(actions(&s.on_group_instances(&["i-w2".into()], now + 4_000)).is_empty());
+    // A master alone has nothing to check.
+    let (alone, _) = master(0, 0, false);
+    let mut alone: MasterState = serde_json::from_str(&serde_json::to_string(&alone).unwrap()).unwrap();
+    assert!(!alone.start(T0 + MINUTE, 1).contains(&Effect::CheckMembers));
+}
+
+/// During formation a member that is gone leaves as it would by `leave`:
+/// the formation waits for the others.
+#[test]
+fn a_restart_mid_formation_drops_a_registered_worker_that_is_gone() {
+    let (mut s, _) = master(2, 1, false);
+    send(&mut s, register(1), T0 + MINUTE);
+    let mut s: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert!(s.start(T0 + 2 * MINUTE, 0).contains(&Effect::CheckMembers));
+    let fx = s.on_group_instances(&["i-w2".into()], T0 + 2 * MINUTE);
+    assert!(published(&fx).is_empty() && !s.formed(), "{fx:?}");
+    // Two more registrations form it, without worker 1.
+    send(&mut s, register(2), T0 + 3 * MINUTE);
+    let fx = send(&mut s, register(3), T0 + 3 * MINUTE);
+    assert!(s.formed());
+    assert_eq!(roster(published(&fx)[0]), ids(&[(1, "i-master"), (2, "i-w2"), (3, "i-w3")]));
 }
 
 #[test]
@@ -902,7 +960,7 @@ fn a_generation_sent_before_a_crash_is_never_sent_again_with_other_nodes() {
     // The runner recorded generation 1 before it sent it.
     let fx = s.start(T0 + 10_000, 1);
     assert!(logs(&fx).contains("generation 1 may have been sent before a restart"), "{}", logs(&fx));
-    assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp]);
+    assert_eq!(actions(&fx), vec![&Effect::SignalMasterUp, &Effect::CheckMembers]);
     send(&mut s, leave("i-w1"), T0 + 11_000);
     send(&mut s, register(3), T0 + 12_000);
     let fx = send(&mut s, register(2), T0 + 13_000);
