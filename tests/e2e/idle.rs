@@ -232,14 +232,30 @@ async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() 
     // the group; it runs no lifecycle hook, so no message tells the master
     // the worker went, as on AWS when that message expired while the
     // master was stopped), the mark, then the power-off command ...
-    let before =
-        [cluster.master().spawn_agent(&["--power-off-command", "true"])?, cluster.workers()[0].spawn_agent(&[])?];
+    // The power-off command kills the master's agent at once, as the power
+    // going would, perhaps before the agent saved its turn: the state that
+    // says the guard acted must be on disk before, or the master started
+    // again would act again at once.
+    let mut before = [
+        cluster.master().spawn_agent(&["--power-off-command", "sh", "-c", "kill -KILL $PPID"])?,
+        cluster.workers()[0].spawn_agent(&[])?,
+    ];
     let refs: Vec<_> = before.iter().collect();
     wait_until("generation 1 with 2 nodes", Duration::from_secs(60), &refs, || {
         cluster.nodes().iter().all(|n| applied(n.root()).is_some_and(|(g, m)| g == 1 && m.len() == 2))
     })?;
-    wait_until("the guard's stop", 6 * IDLE, &refs, || before[0].log().contains("powering the master off"))?;
+    let deadline = Instant::now() + 6 * IDLE;
+    while before[0].try_wait()?.is_none() {
+        assert!(Instant::now() < deadline, "the guard never powered the master off:\n{}", before[0].log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let refs: Vec<_> = before.iter().collect();
+    assert!(before[0].log().contains("powering the master off"), "{}", logs(&refs));
     assert_eq!(desired_capacity(cluster.aws(), &group).await?, 0, "{}", logs(&refs));
+    let saved = std::fs::read_to_string(cluster.master().root().join("var/lib/deeplearning/master.json"))
+        .map_err(Error::io("reading the master's state", "master.json"))?;
+    let saved: serde_json::Value = serde_json::from_str(&saved).expect("the master's state is JSON");
+    assert!(saved["idle"]["acted_ms"].is_u64(), "the saved state says the guard acted: {}", saved["idle"]);
     // ... which, on EC2, stops the instance and everything on it.
     drop(before);
     let aws = cluster.aws();
@@ -290,6 +306,8 @@ async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() 
     assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1);
     let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
     assert!(!tag.contains("acted="), "{tag}");
+    // The restarted master knew the guard had acted: it did not act again.
+    assert!(!plain(&agents[0].log()).contains("powering the master off"), "{}", agents[0].log());
     // The restarted master asked the group for its members: the old worker
     // left before the new one joined, and no node lists it.
     let master_log = plain(&agents[0].log());
