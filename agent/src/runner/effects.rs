@@ -3,8 +3,7 @@
 //! manifest (recorded first, [`SentMark`]), retire old manifests, resize
 //! the worker group, complete lifecycle actions, terminate a slow worker,
 //! write the network check's verdict, append to the host log, and for the
-//! idle guard tag the worker group and power the master off (its state
-//! saved first). Calls
+//! idle guard tag the worker group and power the master off. Calls
 //! that fail transiently are retried; what still fails is logged, and the
 //! answers the state needs (a failed publish, the launch failures) are fed
 //! back to it as further effects.
@@ -19,7 +18,7 @@ use tracing::{debug, error, info, warn};
 
 use super::Ports;
 use super::retry::retry;
-use super::state_file::{SentMark, StateFile};
+use super::state_file::SentMark;
 use crate::aws::SqsQueue;
 use crate::cluster::{Effect, MasterState};
 use crate::files;
@@ -33,7 +32,6 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
     master_id: &str,
     config: &NodeConfig,
     state: &mut MasterState,
-    state_file: &mut StateFile,
     sent: &mut SentMark,
     effects: Vec<Effect>,
     worker_queue: &SqsQueue,
@@ -149,11 +147,6 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
                 mark_scaled_down(root, &config.stack_name, mark);
             }
             Effect::PowerOff => {
-                // The state that says the guard acted goes to disk first: the
-                // power-off ends this agent, perhaps before the turn's own
-                // save, and a master started again (`synth resume`) that
-                // did not know would act again at once.
-                state_file.save(state)?;
                 info!("idle guard: powering the master off");
                 if let Err(e) = ports.power.power_off().await {
                     error!("idle guard: cannot power the master off: {e}");

@@ -78,8 +78,7 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals, P: Power>(
     let mut state_file = StateFile::new(path);
     let mut sent = SentMark::load(root);
     let effects = state.start(clock(), sent.through);
-    execute(root, &master_id, config, &mut state, &mut state_file, &mut sent, effects, worker_queue, &ports, clock)
-        .await?;
+    execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, &ports, clock).await?;
     state_file.save(&state)?;
     // Receives in flight per turn: 1 (a long poll), more while the queue
     // has a backlog ([`next_fan_out`]).
@@ -114,8 +113,7 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals, P: Power>(
             }
         }
         effects.extend(state.on_tick(clock()));
-        execute(root, &master_id, config, &mut state, &mut state_file, &mut sent, effects, worker_queue, &ports, clock)
-            .await?;
+        execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, &ports, clock).await?;
         let handled = started.elapsed();
         state_file.save(&state)?;
         if received.is_empty() {
