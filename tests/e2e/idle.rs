@@ -229,12 +229,14 @@ async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() 
     let old_worker = cluster.workers()[0].instance_id();
     // The cluster forms, idles, and the guard's `stop` acts: the group to
     // 0 (the local AWS terminates the worker's instance and drops it from
-    // the group; it runs no lifecycle hook, so no message tells the master
-    // the worker went, as on AWS when that message expired while the
-    // master was stopped), the mark, then the power-off command ...
-    // The power-off command kills the master's agent at once, as the power
-    // going would (perhaps before the agent saved its turn: a master started
-    // again gives the cluster the whole idle time anyway, `IdleWatch::restart`).
+    // the group at once; it runs no lifecycle hook), the mark, a read of
+    // the group, which is empty, then the power-off command ... which kills
+    // the master's agent at once, as the power going would: the turn in
+    // which it dropped the old worker is never saved, so the state the
+    // master starts again from still lists that worker (as after a crash,
+    // or on AWS once the lifecycle message expired), and only the group can
+    // tell it the worker is gone. (A master started again gives the cluster
+    // the whole idle time: `IdleWatch::restart`.)
     let mut before = [
         cluster.master().spawn_agent(&["--power-off-command", "sh", "-c", "kill -KILL $PPID"])?,
         cluster.workers()[0].spawn_agent(&[])?,
@@ -249,7 +251,9 @@ async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let refs: Vec<_> = before.iter().collect();
-    assert!(before[0].log().contains("powering the master off"), "{}", logs(&refs));
+    // It powered off once the group was empty (here at once: the local AWS
+    // drops scaled-in instances from the group at once).
+    assert!(before[0].log().contains("the worker group is empty; powering the master off"), "{}", logs(&refs));
     assert_eq!(desired_capacity(cluster.aws(), &group).await?, 0, "{}", logs(&refs));
     // ... which, on EC2, stops the instance and everything on it.
     drop(before);
@@ -313,6 +317,20 @@ async fn resume_starts_a_master_the_guard_stopped_and_the_cluster_forms_again() 
         let (_, members) = applied(node.root()).expect("a generation applied");
         assert!(members.len() == 2 && formed.iter().all(|id| members.contains(id)), "{members:?}");
     }
-    eprintln!("$ synth resume idlestop  ({took:?}; the master running after {master_running:?})\n{err}");
+    // The master's receives (both queues, both runs): long polls, and a
+    // sleep where SQS cannot wait (under a second before a deadline), not
+    // a receive after receive until the deadline (this test made 252
+    // before, 8 on the master queue after).
+    let master_session = format!("/{master_id}");
+    let calls = cluster.aws().calls()?;
+    let receives = calls.iter().filter(|c| {
+        c["action"] == "ReceiveMessage" && c["principal"].as_str().is_some_and(|p| p.ends_with(&master_session))
+    });
+    let receives = receives.count();
+    assert!(receives < 60, "the master received {receives} times");
+    eprintln!(
+        "$ synth resume idlestop  ({took:?}; the master running after {master_running:?}; \
+         the master's receives in the whole test: {receives})\n{err}"
+    );
     Ok(())
 }

@@ -189,6 +189,10 @@ fn next_fan_out(fan_out: usize, received: usize) -> usize {
 /// turn pauses 2 s.
 async fn receive_turn(queue: &SqsQueue, fan_out: usize, wait: Duration) -> Vec<Received> {
     let wait = if fan_out > 1 { Duration::ZERO } else { wait };
+    if sleep_instead(wait) {
+        tokio::time::sleep(wait).await;
+        return Vec::new();
+    }
     let results = join_all((0..fan_out).map(|_| queue.receive(10, wait, None))).await;
     let mut received = Vec::new();
     let mut failed = false;
@@ -205,6 +209,15 @@ async fn receive_turn(queue: &SqsQueue, fan_out: usize, wait: Duration) -> Vec<R
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     received
+}
+
+/// Whether a turn that should wait `wait` for messages sleeps instead: SQS
+/// waits whole seconds, so a receive asked to wait less than one returns at
+/// once, and the loop would ask again and again until the deadline (a few
+/// hundred calls in the last second before each one, measured). A message
+/// that comes meanwhile is read at the next turn, under a second later.
+fn sleep_instead(wait: Duration) -> bool {
+    wait > Duration::ZERO && wait < Duration::from_secs(1)
 }
 
 /// The workers requested and the minimum, from the worker group (not the
@@ -244,6 +257,18 @@ async fn group_size<G: WorkerGroup, S: StackSignals>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_sqs_cannot_express_is_slept_not_polled() {
+        assert!(sleep_instead(Duration::from_millis(1)));
+        assert!(sleep_instead(Duration::from_millis(999)));
+        // Nothing to wait for: receive what is there now.
+        assert!(!sleep_instead(Duration::ZERO));
+        // Whole seconds and more are SQS's long poll (what is left over after
+        // the whole seconds is slept at the next turn).
+        assert!(!sleep_instead(Duration::from_secs(1)));
+        assert!(!sleep_instead(Duration::from_millis(9_953)));
+    }
 
     #[test]
     fn receives_follow_the_backlog_and_fall_back_to_one_long_poll() {

@@ -135,14 +135,23 @@ impl MasterState {
         fx.push(complete(lifecycle.0, lifecycle.1, id));
     }
 
-    /// The worker group's instances (any lifecycle state), read when the
-    /// agent started with members ([`Effect::CheckMembers`]). A worker
-    /// member that is not among them was terminated while this agent was
-    /// not running, and the message its lifecycle hook sent may have
-    /// expired from the master queue (a day) before the master came back:
-    /// it leaves now, all such members in one generation, so no node's
-    /// hostfile keeps a host that is gone.
+    /// The worker group's instances (any lifecycle state), read
+    /// ([`Effect::CheckMembers`]) when the agent started with members, and
+    /// while the idle guard's `stop` waits for the group to empty (it
+    /// powers off once it is). A worker member that is not among them was
+    /// terminated while this agent was not running, and the message its
+    /// lifecycle hook sent may have expired from the master queue (a day)
+    /// before the master came back: it leaves now, all such members in one
+    /// generation, so no node's hostfile keeps a host that is gone.
     pub fn on_group_instances(&mut self, instances: &[String], now_ms: u64) -> Vec<Effect> {
+        let mut fx = self.drop_gone_members(instances, now_ms);
+        if let (Some(idle), Phase::Formed) = (&mut self.idle, &self.phase) {
+            idle.on_group(instances.len(), &mut fx);
+        }
+        fx
+    }
+
+    fn drop_gone_members(&mut self, instances: &[String], now_ms: u64) -> Vec<Effect> {
         let mut fx = Vec::new();
         let gone: Vec<String> = self
             .members

@@ -11,6 +11,12 @@
 //! runs from that moment; any busy reading stops it, and the next idle
 //! stretch starts from zero. After `after_ms` of idling the action runs
 //! once per stretch.
+//!
+//! `stop` powers the master off only once the worker group is empty (read
+//! every [`GROUP_CHECK_MS`]), or after [`POWER_OFF_WAIT_MS`]: the
+//! terminating workers' lifecycle actions are completed by this master
+//! (`super::departures`), and a master already off would leave each of them
+//! running until the hook's heartbeat timeout, 300 s of every GPU worker.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +24,14 @@ use node_contract::idle::{Activity, IdleAction, IdleMark};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::effect::Effect;
+
+/// How long `stop` waits, after scaling the workers to 0, for the worker
+/// group to empty before the master powers off anyway: the lifecycle hook's
+/// heartbeat timeout (300 s, synth's `TERMINATE_HEARTBEAT_SECONDS`), after
+/// which Auto Scaling terminates the workers by itself, and a minute more.
+pub const POWER_OFF_WAIT_MS: u64 = 360_000;
+/// How often the worker group is read while `stop` waits for it to empty.
+pub const GROUP_CHECK_MS: u64 = 5_000;
 
 /// The idle guard's timing: the blueprint's minutes as milliseconds, and
 /// how often a busy worker reports (a minute; both shorter in tests).
@@ -59,6 +73,19 @@ pub struct IdleWatch {
     stretch: Stretch,
     /// When the action ran in this idle stretch.
     acted_ms: Option<u64>,
+    /// `stop` acted and waits for the worker group to empty before the
+    /// power-off. Older state files have none.
+    #[serde(default)]
+    power_off: Option<PowerOffWait>,
+}
+
+/// A power-off waiting for the worker group to empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct PowerOffWait {
+    /// When the master powers off whatever the group holds.
+    due_ms: u64,
+    /// When the group is read next.
+    next_check_ms: u64,
 }
 
 impl IdleWatch {
@@ -73,6 +100,7 @@ impl IdleWatch {
             readings: BTreeMap::new(),
             stretch: Stretch::Busy,
             acted_ms: None,
+            power_off: None,
         };
         watch.configure(settings);
         watch
@@ -87,6 +115,7 @@ impl IdleWatch {
         self.readings.clear();
         self.stretch = Stretch::Busy;
         self.acted_ms = None;
+        self.power_off = None;
     }
 
     fn configure(&mut self, settings: IdleSettings) {
@@ -117,6 +146,7 @@ impl IdleWatch {
         ));
         self.stretch = Stretch::Busy;
         self.acted_ms = None;
+        self.power_off = None;
         self.evaluate(now_ms, fx);
     }
 
@@ -125,15 +155,42 @@ impl IdleWatch {
         self.readings.remove(instance_id);
     }
 
-    /// Time passed: readings go stale, the action comes due.
+    /// Time passed: readings go stale, the action comes due, a waiting
+    /// power-off reads the group again or stops waiting.
     pub fn on_tick(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
         self.evaluate(now_ms, fx);
+        let Some(wait) = &mut self.power_off else { return };
+        if now_ms >= wait.due_ms {
+            self.power_off = None;
+            fx.push(Effect::Log(format!(
+                "idle guard: the worker group still has instances {} s after the workers were scaled to 0; \
+                 powering the master off anyway (Auto Scaling ends their lifecycle actions by itself)",
+                POWER_OFF_WAIT_MS / 1000
+            )));
+            fx.push(Effect::PowerOff);
+        } else if now_ms >= wait.next_check_ms {
+            wait.next_check_ms = now_ms.saturating_add(GROUP_CHECK_MS);
+            fx.push(Effect::CheckMembers);
+        }
+    }
+
+    /// The worker group holds `instances` instances (in any lifecycle
+    /// state): a waiting power-off goes ahead once it holds none.
+    pub fn on_group(&mut self, instances: usize, fx: &mut Vec<Effect>) {
+        if self.power_off.is_none() || instances > 0 {
+            return;
+        }
+        self.power_off = None;
+        fx.push(Effect::Log("idle guard: the worker group is empty; powering the master off".into()));
+        fx.push(Effect::PowerOff);
     }
 
     /// When [`IdleWatch::on_tick`] next has something to do: the action's
-    /// time, or the moment the last busy reading goes stale.
+    /// time, the moment the last busy reading goes stale, or a waiting
+    /// power-off's next read of the group.
     pub fn next_deadline(&self) -> Option<u64> {
-        match self.stretch {
+        let waiting = self.power_off.map(|w| w.next_check_ms.min(w.due_ms));
+        let stretch = match self.stretch {
             Stretch::IdleSince(since) if self.acted_ms.is_none() => Some(since.saturating_add(self.after_ms)),
             Stretch::IdleSince(_) => None,
             Stretch::Busy => self
@@ -142,7 +199,8 @@ impl IdleWatch {
                 .filter(|(a, _)| a.busy())
                 .map(|(_, at)| at.saturating_add(self.stale_ms) + 1)
                 .max(),
-        }
+        };
+        [stretch, waiting].into_iter().flatten().min()
     }
 
     /// The mark `synth status` reads, as it stands.
@@ -180,6 +238,9 @@ impl IdleWatch {
                 )));
                 self.stretch = Stretch::Busy;
                 self.acted_ms = None;
+                if self.power_off.take().is_some() {
+                    fx.push(Effect::Log("idle guard: the master stays on (it was waiting to power off)".into()));
+                }
                 fx.push(Effect::MarkIdle(self.mark()));
             }
             (Stretch::Busy, true) => {
@@ -220,7 +281,15 @@ impl IdleWatch {
         fx.push(Effect::MarkIdle(self.mark()));
         fx.push(Effect::SetDesiredCapacity(0));
         if self.action == IdleAction::Stop {
-            fx.push(Effect::PowerOff);
+            fx.push(Effect::Log(format!(
+                "idle guard: the master powers off once the worker group is empty (at most {} s)",
+                POWER_OFF_WAIT_MS / 1000
+            )));
+            self.power_off = Some(PowerOffWait {
+                due_ms: now_ms.saturating_add(POWER_OFF_WAIT_MS),
+                next_check_ms: now_ms.saturating_add(GROUP_CHECK_MS),
+            });
+            fx.push(Effect::CheckMembers);
         }
     }
 }
@@ -289,14 +358,74 @@ mod tests {
         assert!(line.contains("`synth resume STACK`"), "{line}");
     }
 
+    /// `stop` scales the workers to 0 and then powers the master off, once
+    /// the worker group is empty: the master completes the terminating
+    /// workers' lifecycle actions, so they do not run on to the hook's
+    /// heartbeat timeout.
     #[test]
-    fn stop_also_powers_the_master_off_after_scaling() {
+    fn stop_powers_the_master_off_once_the_group_is_empty() {
         let mut w = started(IdleAction::Stop);
         let mut fx = Vec::new();
         w.on_tick(10 * MINUTE, &mut fx);
         let capacity = fx.iter().position(|e| *e == Effect::SetDesiredCapacity(0)).unwrap();
-        let power = fx.iter().position(|e| *e == Effect::PowerOff).unwrap();
-        assert!(capacity < power, "{fx:?}");
+        let check = fx.iter().position(|e| *e == Effect::CheckMembers).unwrap();
+        assert!(capacity < check && !fx.contains(&Effect::PowerOff), "{fx:?}");
+        // Still terminating: it waits, and reads the group again later.
+        let mut fx = Vec::new();
+        w.on_group(2, &mut fx);
+        assert!(fx.is_empty(), "{fx:?}");
+        assert_eq!(w.next_deadline(), Some(10 * MINUTE + GROUP_CHECK_MS));
+        w.on_tick(10 * MINUTE + GROUP_CHECK_MS - 1, &mut fx);
+        assert!(fx.is_empty(), "{fx:?}");
+        w.on_tick(10 * MINUTE + GROUP_CHECK_MS, &mut fx);
+        assert_eq!(fx, vec![Effect::CheckMembers]);
+        // Empty: the power goes, once.
+        let mut fx = Vec::new();
+        w.on_group(0, &mut fx);
+        assert_eq!(fx.last(), Some(&Effect::PowerOff), "{fx:?}");
+        let mut later = Vec::new();
+        w.on_group(0, &mut later);
+        w.on_tick(30 * MINUTE, &mut later);
+        assert!(later.is_empty() && w.next_deadline().is_none(), "{later:?}");
+    }
+
+    #[test]
+    fn stop_powers_off_anyway_when_the_group_does_not_empty_in_time() {
+        let mut w = started(IdleAction::Stop);
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE, &mut fx);
+        let mut checks = 0;
+        let mut now = 10 * MINUTE;
+        while let Some(next) = w.next_deadline() {
+            assert!(next > now, "time moves on");
+            now = next;
+            let mut fx = Vec::new();
+            w.on_tick(now, &mut fx);
+            if fx.contains(&Effect::CheckMembers) {
+                checks += 1;
+                w.on_group(1, &mut fx);
+            }
+            if fx.contains(&Effect::PowerOff) {
+                assert!(matches!(&fx[0], Effect::Log(l) if l.contains("powering the master off anyway")), "{fx:?}");
+                break;
+            }
+        }
+        assert_eq!(now, 10 * MINUTE + POWER_OFF_WAIT_MS);
+        assert_eq!(checks, POWER_OFF_WAIT_MS / GROUP_CHECK_MS - 1);
+    }
+
+    #[test]
+    fn a_busy_node_while_stop_waits_keeps_the_master_on() {
+        let mut w = started(IdleAction::Stop);
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE, &mut fx);
+        let mut fx = Vec::new();
+        w.on_activity(reading("i-master", 0, 1), 10 * MINUTE + 1_000, &mut fx);
+        assert!(fx.iter().any(|e| matches!(e, Effect::Log(l) if l.contains("the master stays on"))), "{fx:?}");
+        let mut fx = Vec::new();
+        w.on_group(0, &mut fx);
+        w.on_tick(10 * MINUTE + POWER_OFF_WAIT_MS, &mut fx);
+        assert!(!fx.contains(&Effect::PowerOff), "{fx:?}");
     }
 
     #[test]
@@ -375,6 +504,7 @@ mod tests {
         let mut w = started(IdleAction::Stop);
         let mut fx = Vec::new();
         w.on_tick(10 * MINUTE, &mut fx);
+        w.on_group(0, &mut fx);
         assert!(fx.contains(&Effect::PowerOff));
         // Someone started the master again an hour later.
         let mut fx = Vec::new();

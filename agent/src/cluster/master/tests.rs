@@ -1288,7 +1288,8 @@ fn the_timeline_is_bounded_by_the_members() {
 /// The idle guard inside the master: readings before formation are
 /// dropped, the clock starts at the first tick once formed, a worker's
 /// busy reading holds it, a departed worker's no longer does, and the
-/// action is the capacity to 0 (then, for `stop`, the power-off).
+/// action is the capacity to 0 (then, for `stop`, the power-off once the
+/// worker group is empty).
 #[test]
 fn the_idle_guard_runs_once_formed_and_acts_on_the_worker_group() {
     use node_contract::idle::{Activity, IdleAction, IdleMark};
@@ -1325,7 +1326,18 @@ fn the_idle_guard_runs_once_formed_and_acts_on_the_worker_group() {
     let fx = send(&mut s, leave("i-w2"), T0 + 6 * MINUTE);
     assert!(fx.iter().any(|e| matches!(e, Effect::MarkIdle(IdleMark::Idle { .. }))), "{fx:?}");
     let fx = s.on_tick(T0 + 16 * MINUTE);
-    assert!(fx.contains(&Effect::SetDesiredCapacity(0)) && fx.contains(&Effect::PowerOff), "{fx:?}");
+    assert!(fx.contains(&Effect::SetDesiredCapacity(0)) && fx.contains(&Effect::CheckMembers), "{fx:?}");
+    assert!(!fx.contains(&Effect::PowerOff), "not before the group is empty: {fx:?}");
+    // Worker 1 terminates; the master lets it go once it applied the
+    // generation without it (the master alone), and the group empties.
+    let fx = send(&mut s, terminating("i-w1"), T0 + 16 * MINUTE + 1_000);
+    let without = published(&fx)[0].clone();
+    let fx = send(&mut s, applied("i-master", without.generation), T0 + 16 * MINUTE + 2_000);
+    assert!(fx.contains(&completion("i-w1")), "{fx:?}");
+    let fx = s.on_group_instances(&["i-w1".into()], T0 + 16 * MINUTE + 3_000);
+    assert!(!fx.contains(&Effect::PowerOff), "{fx:?}");
+    let fx = s.on_group_instances(&[], T0 + 16 * MINUTE + 8_000);
+    assert_eq!(fx.last(), Some(&Effect::PowerOff), "{fx:?}");
     // Off: nothing of the guard.
     let (mut s, _) = master(1, 0, false);
     s.start_idle(None);
