@@ -15,11 +15,14 @@
 //! turns the instance Auto Scaling launched into a node in a spare
 //! namespace, its agent joins, and resume ends once the master's log
 //! publishes a generation with it; the tag no longer says the guard acted.
+//! The scaled-in worker goes without a lifecycle message (the local AWS
+//! runs no hook): the master's reads of the group after the action drop it.
 //!
 //! After the guard's `stop` on a formed cluster (the guard scales the group
-//! to 0 and runs its power-off command, a no-op in tests; the test then
-//! stops both agents and the master's instance in the local AWS, as EC2's
-//! stop would), `synth resume` starts the master first (EC2
+//! to 0, reads it until it is empty and runs its power-off command, which
+//! kills the agent in this test; the test then stops the worker's agent
+//! and the master's instance in the local AWS, as EC2's stop would),
+//! `synth resume` starts the master first (EC2
 //! `StartInstances`, authorized against the instance's ARN: launcher patch
 //! (t1); the statement's tag condition is not evaluated by moto); the
 //! master's agent comes back from its saved state, finds the old worker no
@@ -192,6 +195,15 @@ async fn an_idle_cluster_scales_down_a_job_or_ssh_keeps_it_up_and_resume_brings_
     assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1);
     let master_log = agents[0].log();
     assert!(master_log.contains("a worker joined after the workers were scaled down"), "{master_log}");
+    // After scaling down the master read the group until it was empty: the
+    // old worker, gone without a lifecycle message (the local AWS runs no
+    // hook), left before the new one joined; the cluster is the master and
+    // the new worker.
+    assert!(plain(&master_log).contains(&format!("{old_worker} (deeplearning-worker2")), "{master_log}");
+    assert!(master_log.contains("idle guard: the worker group is empty"), "{master_log}");
+    let formed = [cluster.stack().master_instance_id()?.to_string(), new_id.clone()];
+    let (_, members) = applied(cluster.master().root()).expect("a generation applied");
+    assert!(members.len() == 2 && formed.iter().all(|id| members.contains(id)), "{members:?}");
     let tag = idle_tag(&cluster, &group).await.unwrap_or_default();
     assert!(!tag.contains("acted="), "the guard starts a new stretch: {tag}");
     assert!(!cluster.master().root().join("var/lib/deeplearning/scaled-down").exists(), "the mark file is gone");

@@ -137,12 +137,13 @@ impl MasterState {
 
     /// The worker group's instances (any lifecycle state), read
     /// ([`Effect::CheckMembers`]) when the agent started with members, and
-    /// while the idle guard's `stop` waits for the group to empty (it
-    /// powers off once it is). A worker member that is not among them was
-    /// terminated while this agent was not running, and the message its
-    /// lifecycle hook sent may have expired from the master queue (a day)
-    /// before the master came back: it leaves now, all such members in one
-    /// generation, so no node's hostfile keeps a host that is gone.
+    /// after the idle guard scaled the workers to 0, until the group is
+    /// empty (`stop` powers off then). A worker member that is not among
+    /// them was terminated and no lifecycle message said so: it went while
+    /// this agent was not running and the message expired from the master
+    /// queue (a day) before the master came back, or the message was lost.
+    /// It leaves now, all such members in one generation, so no node's
+    /// hostfile keeps a host that is gone.
     pub fn on_group_instances(&mut self, instances: &[String], now_ms: u64) -> Vec<Effect> {
         let mut fx = self.drop_gone_members(instances, now_ms);
         if let (Some(idle), Phase::Formed) = (&mut self.idle, &self.phase) {

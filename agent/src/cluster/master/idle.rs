@@ -12,11 +12,14 @@
 //! stretch starts from zero. After `after_ms` of idling the action runs
 //! once per stretch.
 //!
-//! `stop` powers the master off only once the worker group is empty (read
-//! every [`GROUP_CHECK_MS`]), or after [`POWER_OFF_WAIT_MS`]: the
-//! terminating workers' lifecycle actions are completed by this master
-//! (`super::departures`), and a master already off would leave each of them
-//! running until the hook's heartbeat timeout, 300 s of every GPU worker.
+//! After the action the master reads the worker group until it is empty
+//! (every [`GROUP_CHECK_MS`], for at most [`GROUP_EMPTY_WAIT_MS`]): each
+//! read also drops members the group no longer has, whose lifecycle
+//! message never came (`MasterState::on_group_instances`). `stop` powers
+//! the master off only then: the terminating workers' lifecycle actions
+//! are completed by this master (`super::departures`), and a master already
+//! off would leave each of them running until the hook's heartbeat timeout,
+//! 300 s of every GPU worker.
 
 use std::collections::BTreeMap;
 
@@ -25,12 +28,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::effect::Effect;
 
-/// How long `stop` waits, after scaling the workers to 0, for the worker
-/// group to empty before the master powers off anyway: the lifecycle hook's
-/// heartbeat timeout (300 s, synth's `TERMINATE_HEARTBEAT_SECONDS`), after
-/// which Auto Scaling terminates the workers by itself, and a minute more.
-pub const POWER_OFF_WAIT_MS: u64 = 360_000;
-/// How often the worker group is read while `stop` waits for it to empty.
+/// How long the guard waits, after scaling the workers to 0, for the worker
+/// group to empty (and `stop` before the master powers off anyway): the
+/// lifecycle hook's heartbeat timeout (300 s, synth's
+/// `TERMINATE_HEARTBEAT_SECONDS`), after which Auto Scaling terminates the
+/// workers by itself, and a minute more.
+pub const GROUP_EMPTY_WAIT_MS: u64 = 360_000;
+/// How often the worker group is read while the guard waits for it to empty.
 pub const GROUP_CHECK_MS: u64 = 5_000;
 
 /// The idle guard's timing: the blueprint's minutes as milliseconds, and
@@ -73,19 +77,21 @@ pub struct IdleWatch {
     stretch: Stretch,
     /// When the action ran in this idle stretch.
     acted_ms: Option<u64>,
-    /// `stop` acted and waits for the worker group to empty before the
-    /// power-off. Older state files have none.
+    /// The guard acted and waits for the worker group to empty (`stop`:
+    /// before the power-off). Older state files have none.
     #[serde(default)]
-    power_off: Option<PowerOffWait>,
+    emptying: Option<GroupWait>,
 }
 
-/// A power-off waiting for the worker group to empty.
+/// Waiting for the worker group to empty after the action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct PowerOffWait {
-    /// When the master powers off whatever the group holds.
+struct GroupWait {
+    /// When the wait ends whatever the group holds.
     due_ms: u64,
     /// When the group is read next.
     next_check_ms: u64,
+    /// Whether the master powers off at the end (`stop`).
+    power_off: bool,
 }
 
 impl IdleWatch {
@@ -100,7 +106,7 @@ impl IdleWatch {
             readings: BTreeMap::new(),
             stretch: Stretch::Busy,
             acted_ms: None,
-            power_off: None,
+            emptying: None,
         };
         watch.configure(settings);
         watch
@@ -115,7 +121,7 @@ impl IdleWatch {
         self.readings.clear();
         self.stretch = Stretch::Busy;
         self.acted_ms = None;
-        self.power_off = None;
+        self.emptying = None;
     }
 
     fn configure(&mut self, settings: IdleSettings) {
@@ -146,7 +152,7 @@ impl IdleWatch {
         ));
         self.stretch = Stretch::Busy;
         self.acted_ms = None;
-        self.power_off = None;
+        self.emptying = None;
         self.evaluate(now_ms, fx);
     }
 
@@ -155,19 +161,26 @@ impl IdleWatch {
         self.readings.remove(instance_id);
     }
 
-    /// Time passed: readings go stale, the action comes due, a waiting
-    /// power-off reads the group again or stops waiting.
+    /// Time passed: readings go stale, the action comes due, the wait for
+    /// an empty group reads it again or ends (`stop`: powering off anyway).
     pub fn on_tick(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
         self.evaluate(now_ms, fx);
-        let Some(wait) = &mut self.power_off else { return };
+        let Some(wait) = &mut self.emptying else { return };
         if now_ms >= wait.due_ms {
-            self.power_off = None;
+            let power_off = wait.power_off;
+            self.emptying = None;
+            let then = if power_off {
+                "powering the master off anyway (Auto Scaling ends their lifecycle actions by itself)"
+            } else {
+                "no longer watching it (Auto Scaling ends their lifecycle actions by itself)"
+            };
             fx.push(Effect::Log(format!(
-                "idle guard: the worker group still has instances {} s after the workers were scaled to 0; \
-                 powering the master off anyway (Auto Scaling ends their lifecycle actions by itself)",
-                POWER_OFF_WAIT_MS / 1000
+                "idle guard: the worker group still has instances {} s after the workers were scaled to 0; {then}",
+                GROUP_EMPTY_WAIT_MS / 1000
             )));
-            fx.push(Effect::PowerOff);
+            if power_off {
+                fx.push(Effect::PowerOff);
+            }
         } else if now_ms >= wait.next_check_ms {
             wait.next_check_ms = now_ms.saturating_add(GROUP_CHECK_MS);
             fx.push(Effect::CheckMembers);
@@ -175,21 +188,26 @@ impl IdleWatch {
     }
 
     /// The worker group holds `instances` instances (in any lifecycle
-    /// state): a waiting power-off goes ahead once it holds none.
+    /// state): once it holds none the wait ends (`stop`: the power goes).
     pub fn on_group(&mut self, instances: usize, fx: &mut Vec<Effect>) {
-        if self.power_off.is_none() || instances > 0 {
+        let Some(wait) = self.emptying else { return };
+        if instances > 0 {
             return;
         }
-        self.power_off = None;
-        fx.push(Effect::Log("idle guard: the worker group is empty; powering the master off".into()));
-        fx.push(Effect::PowerOff);
+        self.emptying = None;
+        if wait.power_off {
+            fx.push(Effect::Log("idle guard: the worker group is empty; powering the master off".into()));
+            fx.push(Effect::PowerOff);
+        } else {
+            fx.push(Effect::Log("idle guard: the worker group is empty".into()));
+        }
     }
 
     /// When [`IdleWatch::on_tick`] next has something to do: the action's
-    /// time, the moment the last busy reading goes stale, or a waiting
-    /// power-off's next read of the group.
+    /// time, the moment the last busy reading goes stale, or the next read
+    /// of the group while waiting for it to empty.
     pub fn next_deadline(&self) -> Option<u64> {
-        let waiting = self.power_off.map(|w| w.next_check_ms.min(w.due_ms));
+        let waiting = self.emptying.map(|w| w.next_check_ms.min(w.due_ms));
         let stretch = match self.stretch {
             Stretch::IdleSince(since) if self.acted_ms.is_none() => Some(since.saturating_add(self.after_ms)),
             Stretch::IdleSince(_) => None,
@@ -238,7 +256,7 @@ impl IdleWatch {
                 )));
                 self.stretch = Stretch::Busy;
                 self.acted_ms = None;
-                if self.power_off.take().is_some() {
+                if self.emptying.take().is_some_and(|w| w.power_off) {
                     fx.push(Effect::Log("idle guard: the master stays on (it was waiting to power off)".into()));
                 }
                 fx.push(Effect::MarkIdle(self.mark()));
@@ -280,17 +298,19 @@ impl IdleWatch {
         )));
         fx.push(Effect::MarkIdle(self.mark()));
         fx.push(Effect::SetDesiredCapacity(0));
-        if self.action == IdleAction::Stop {
+        let power_off = self.action == IdleAction::Stop;
+        if power_off {
             fx.push(Effect::Log(format!(
                 "idle guard: the master powers off once the worker group is empty (at most {} s)",
-                POWER_OFF_WAIT_MS / 1000
+                GROUP_EMPTY_WAIT_MS / 1000
             )));
-            self.power_off = Some(PowerOffWait {
-                due_ms: now_ms.saturating_add(POWER_OFF_WAIT_MS),
-                next_check_ms: now_ms.saturating_add(GROUP_CHECK_MS),
-            });
-            fx.push(Effect::CheckMembers);
         }
+        self.emptying = Some(GroupWait {
+            due_ms: now_ms.saturating_add(GROUP_EMPTY_WAIT_MS),
+            next_check_ms: now_ms.saturating_add(GROUP_CHECK_MS),
+            power_off,
+        });
+        fx.push(Effect::CheckMembers);
     }
 }
 
@@ -339,10 +359,28 @@ mod tests {
             action: IdleAction::ScaleWorkers,
             acted_ms: Some(10 * MINUTE)
         })));
-        // Once per stretch: later ticks do nothing more.
+        // Then it reads the group until it is empty (each read also drops
+        // members the group no longer has), and nothing more: once per
+        // stretch.
+        assert!(fx.contains(&Effect::CheckMembers), "{fx:?}");
+        assert_eq!(w.next_deadline(), Some(10 * MINUTE + GROUP_CHECK_MS));
+        let mut empty = Vec::new();
+        w.on_group(0, &mut empty);
+        assert_eq!(empty, vec![Effect::Log("idle guard: the worker group is empty".into())]);
         let mut later = Vec::new();
         w.on_tick(20 * MINUTE, &mut later);
         assert!(later.is_empty(), "{later:?}");
+        assert_eq!(w.next_deadline(), None);
+    }
+
+    #[test]
+    fn scale_workers_stops_reading_a_group_that_does_not_empty() {
+        let mut w = started(IdleAction::ScaleWorkers);
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE, &mut fx);
+        let mut fx = Vec::new();
+        w.on_tick(10 * MINUTE + GROUP_EMPTY_WAIT_MS, &mut fx);
+        assert!(matches!(&fx[..], [Effect::Log(l)] if l.contains("no longer watching it")), "{fx:?}");
         assert_eq!(w.next_deadline(), None);
     }
 
@@ -410,8 +448,8 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(now, 10 * MINUTE + POWER_OFF_WAIT_MS);
-        assert_eq!(checks, POWER_OFF_WAIT_MS / GROUP_CHECK_MS - 1);
+        assert_eq!(now, 10 * MINUTE + GROUP_EMPTY_WAIT_MS);
+        assert_eq!(checks, GROUP_EMPTY_WAIT_MS / GROUP_CHECK_MS - 1);
     }
 
     #[test]
@@ -424,7 +462,7 @@ mod tests {
         assert!(fx.iter().any(|e| matches!(e, Effect::Log(l) if l.contains("the master stays on"))), "{fx:?}");
         let mut fx = Vec::new();
         w.on_group(0, &mut fx);
-        w.on_tick(10 * MINUTE + POWER_OFF_WAIT_MS, &mut fx);
+        w.on_tick(10 * MINUTE + GROUP_EMPTY_WAIT_MS, &mut fx);
         assert!(!fx.contains(&Effect::PowerOff), "{fx:?}");
     }
 
