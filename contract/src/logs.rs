@@ -16,6 +16,9 @@
 //!   (`master`, `worker3`, or `worker` before the master gave it an index)
 //!   and its instance id, `worker3-i-0abc123def4567890`. [`parse_stream_name`]
 //!   reads both back.
+//! - The master logs [`publishing_line`] each time it publishes a
+//!   generation; `synth resume` reads it back from the master's stream
+//!   ([`parse_publishing_line`]) to know the workers it brought back joined.
 
 /// The prefix of every cluster's log group.
 pub const LOG_GROUP_PREFIX: &str = "/deeplearning-cluster/";
@@ -66,6 +69,24 @@ pub fn parse_stream_name(stream: &str) -> Option<(&str, &str)> {
     (label_ok && id_ok).then_some((label, id))
 }
 
+/// What the master logs when it publishes a generation:
+/// "publishing generation 3: 3 nodes" ("1 node" for the master alone).
+pub fn publishing_line(generation: u64, nodes: usize) -> String {
+    let plural = if nodes == 1 { "" } else { "s" };
+    format!("publishing generation {generation}: {nodes} node{plural}")
+}
+
+/// A [`publishing_line`] found in `text` (a log event, its time and level
+/// before it): the generation, the node count and the line itself; `None`
+/// for any other line ("publishing generation 3 again: …").
+pub fn parse_publishing_line(text: &str) -> Option<(u64, u32, &str)> {
+    const START: &str = "publishing generation ";
+    let line = text[text.find(START)?..].trim_end();
+    let (generation, rest) = line[START.len()..].split_once(": ")?;
+    let nodes = rest.strip_suffix(" nodes").or_else(|| rest.strip_suffix(" node"))?;
+    Some((generation.parse().ok()?, nodes.parse().ok()?, line))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +112,24 @@ mod tests {
     fn foreign_streams_are_not_nodes() {
         for stream in ["", "master", "master-i-", "workerx-i-0abc", "gpu-i-0abc", "master-i-zz", "worker3-j-0abc"] {
             assert_eq!(parse_stream_name(stream), None, "{stream}");
+        }
+    }
+    #[test]
+    fn a_publishing_line_reads_back_and_nothing_else_does() {
+        for (generation, nodes) in [(1, 1), (3, 3), (12, 257)] {
+            let line = publishing_line(generation, nodes);
+            let event = format!("2026-11-28T15:41:21Z  INFO agent::runner::effects: {line}\n");
+            assert_eq!(parse_publishing_line(&event), Some((generation, nodes as u32, line.as_str())));
+        }
+        assert_eq!(publishing_line(2, 1), "publishing generation 2: 1 node");
+        assert_eq!(publishing_line(3, 2), "publishing generation 3: 2 nodes");
+        for other in [
+            "publishing generation 3 again: sending it failed before",
+            "publishing generation 3 again after a restart: not every node acknowledged it",
+            "publishing generation x: 3 nodes",
+            "something else",
+        ] {
+            assert_eq!(parse_publishing_line(other), None, "{other}");
         }
     }
 }

@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use node_contract::idle::{IDLE_TAG, IdleMark};
-use node_contract::logs::{log_group_name, node_label, stack_run, stream_name};
+use node_contract::logs::{log_group_name, node_label, parse_publishing_line, stack_run, stream_name};
 
 use super::console::{Console, fail, not_found};
 use super::port::{Cloud, CloudError, GroupState, LogQuery, Stack};
@@ -306,8 +306,9 @@ async fn wait_for_formation<C: Cloud>(
                 Err(CloudError::Invalid { message, .. }) if message.contains("ResourceNotFound") => return Ok(None),
                 Err(e) => return Err(Stop::Cloud(e)),
             };
-            if let Some(e) = page.events.iter().rev().find(|e| published_with(&e.message).is_some_and(|n| n >= nodes)) {
-                formed = Some(line_of(&e.message).to_owned());
+            let mut published = page.events.iter().rev().filter_map(|e| parse_publishing_line(&e.message));
+            if let Some((_, _, line)) = published.find(|(_, n, _)| *n >= nodes) {
+                formed = Some(line.to_owned());
             }
             if let Some(last) = page.events.last() {
                 // The next poll reads on from here.
@@ -330,19 +331,6 @@ async fn wait_for_formation<C: Cloud>(
         display.live_since(started, &format!("waiting for the master to admit {workers} workers"));
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// The node count of a master's "publishing generation G: N nodes" line.
-fn published_with(message: &str) -> Option<u32> {
-    let rest = &message[message.find("publishing generation ")? + "publishing generation ".len()..];
-    let (_, after) = rest.split_once(": ")?;
-    after.strip_suffix(" nodes").or_else(|| after.split(" nodes").next())?.trim().parse().ok()
-}
-
-/// The agent's words of a log line (after its level and target, when
-/// it has them): "publishing generation 3: 3 nodes".
-fn line_of(message: &str) -> &str {
-    message.find("publishing generation ").map_or(message, |at| message[at..].trim_end())
 }
 
 #[cfg(test)]
@@ -387,15 +375,6 @@ mod tests {
         }
         let e = plan("i-m", &Found { master: None, ..found(0, "x", None) }).unwrap_err();
         assert!(e.to_string().contains("is not known to EC2"), "{e}");
-    }
-
-    #[test]
-    fn a_publishing_line_gives_its_node_count() {
-        assert_eq!(published_with("INFO agent: publishing generation 3: 3 nodes"), Some(3));
-        assert_eq!(published_with("publishing generation 12: 257 nodes"), Some(257));
-        assert_eq!(published_with("publishing generation 3 again: sending it failed before"), None);
-        assert_eq!(published_with("something else"), None);
-        assert_eq!(line_of("2026 INFO agent: publishing generation 3: 3 nodes\n"), "publishing generation 3: 3 nodes");
     }
 
     /// A stack scaled down by the guard's `stop`, as the fake holds it.
