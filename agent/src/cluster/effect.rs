@@ -35,7 +35,8 @@ pub enum Effect {
     FetchLaunchFailures,
     /// Read the worker group's instances and pass them to
     /// [`super::MasterState::on_group_instances`] (nothing, when reading
-    /// failed): a restarted master checks that its members still exist.
+    /// failed): a master that starts with members, and the idle guard after
+    /// its action, check which members still exist.
     CheckMembers,
     /// Complete an Auto Scaling lifecycle action with `CONTINUE`.
     CompleteLifecycle {

@@ -96,8 +96,8 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
             Effect::CheckMembers => match retry("read the worker group's instances", || group.instances()).await {
                 Ok(instances) => queue.extend(state.on_group_instances(&instances, clock())),
                 Err(e) => warn!(
-                    "cannot read the worker group's instances, so members terminated while this agent was down \
-                     stay until their lifecycle hook's message comes: {e}"
+                    "cannot read the worker group's instances (gone members stay until their lifecycle message \
+                     comes; the idle guard reads again at its next check): {e}"
                 ),
             },
             Effect::CompleteLifecycle { hook, token, instance_id } => {

@@ -1,6 +1,7 @@
 //! Nodes that leave: a `leave`, an interruption notice, a terminating
-//! lifecycle action, or, found when a restarted master reads its worker
-//! group, an instance that is gone. Each removes the member at once and publishes the
+//! lifecycle action, or an instance the worker group no longer has (read
+//! when the master starts, and after the idle guard's action). Each removes
+//! the member at once and publishes the
 //! generation without it; a lifecycle action is completed once every
 //! remaining node applied that generation. Departures are remembered, so
 //! that a delayed copy of a departed node's `register` does not bring it
@@ -164,7 +165,7 @@ impl MasterState {
         if gone.is_empty() {
             return fx;
         }
-        let why = "is no longer in the worker group (terminated while this master's agent was not running) \
+        let why = "is no longer in the worker group (terminated, and no lifecycle message said so) \
                    and leaves the cluster";
         for id in &gone {
             self.detach(id, why, true, now_ms, &mut fx);

@@ -90,8 +90,6 @@ struct GroupWait {
     due_ms: u64,
     /// When the group is read next.
     next_check_ms: u64,
-    /// Whether the master powers off at the end (`stop`).
-    power_off: bool,
 }
 
 impl IdleWatch {
@@ -167,7 +165,7 @@ impl IdleWatch {
         self.evaluate(now_ms, fx);
         let Some(wait) = &mut self.emptying else { return };
         if now_ms >= wait.due_ms {
-            let power_off = wait.power_off;
+            let power_off = self.powers_off();
             self.emptying = None;
             let then = if power_off {
                 "powering the master off anyway (Auto Scaling ends their lifecycle actions by itself)"
@@ -190,12 +188,11 @@ impl IdleWatch {
     /// The worker group holds `instances` instances (in any lifecycle
     /// state): once it holds none the wait ends (`stop`: the power goes).
     pub fn on_group(&mut self, instances: usize, fx: &mut Vec<Effect>) {
-        let Some(wait) = self.emptying else { return };
-        if instances > 0 {
+        if self.emptying.is_none() || instances > 0 {
             return;
         }
         self.emptying = None;
-        if wait.power_off {
+        if self.powers_off() {
             fx.push(Effect::Log("idle guard: the worker group is empty; powering the master off".into()));
             fx.push(Effect::PowerOff);
         } else {
@@ -256,7 +253,7 @@ impl IdleWatch {
                 )));
                 self.stretch = Stretch::Busy;
                 self.acted_ms = None;
-                if self.emptying.take().is_some_and(|w| w.power_off) {
+                if self.emptying.take().is_some() && self.powers_off() {
                     fx.push(Effect::Log("idle guard: the master stays on (it was waiting to power off)".into()));
                 }
                 fx.push(Effect::MarkIdle(self.mark()));
@@ -276,6 +273,11 @@ impl IdleWatch {
                 }
             }
         }
+    }
+
+    /// Whether the action ends with the master's power-off (`stop`).
+    fn powers_off(&self) -> bool {
+        self.action == IdleAction::Stop
     }
 
     fn action_words(&self) -> &'static str {
@@ -298,8 +300,7 @@ impl IdleWatch {
         )));
         fx.push(Effect::MarkIdle(self.mark()));
         fx.push(Effect::SetDesiredCapacity(0));
-        let power_off = self.action == IdleAction::Stop;
-        if power_off {
+        if self.powers_off() {
             fx.push(Effect::Log(format!(
                 "idle guard: the master powers off once the worker group is empty (at most {} s)",
                 GROUP_EMPTY_WAIT_MS / 1000
@@ -308,7 +309,6 @@ impl IdleWatch {
         self.emptying = Some(GroupWait {
             due_ms: now_ms.saturating_add(GROUP_EMPTY_WAIT_MS),
             next_check_ms: now_ms.saturating_add(GROUP_CHECK_MS),
-            power_off,
         });
         fx.push(Effect::CheckMembers);
     }
