@@ -107,16 +107,91 @@ pub struct MasterSpec {
 /// The worker Auto Scaling group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkerSpec {
-    /// For example `p3.16xlarge`.
+    /// For example `p3.16xlarge`: the first (most wanted) type, and the
+    /// console's `WorkerInstanceType` parameter.
     pub instance_type: String,
+    /// The types Auto Scaling may launch when it has no capacity for
+    /// `instance_type`, most wanted first (empty: one type).
+    pub fallback_types: Vec<String>,
     /// Requested workers.
     pub count: u32,
     /// Form the cluster with at least this many.
     pub min: u32,
     /// Elastic ceiling.
     pub max: u32,
-    /// Spot capacity.
-    pub spot: bool,
+    /// Where the capacity comes from.
+    pub capacity: WorkerCapacity,
+}
+
+impl WorkerSpec {
+    /// Every type the group may launch, most wanted first.
+    pub fn instance_types(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.instance_type.as_str()).chain(self.fallback_types.iter().map(String::as_str))
+    }
+
+    /// Spot workers.
+    pub fn spot(&self) -> bool {
+        self.capacity == WorkerCapacity::Spot
+    }
+
+    /// The Capacity Block the workers run in, if they do.
+    pub fn capacity_block(&self) -> Option<&CapacityBlock> {
+        match &self.capacity {
+            WorkerCapacity::CapacityBlock(block) => Some(block),
+            _ => None,
+        }
+    }
+}
+
+/// Where the workers' capacity comes from: the shapes of a blueprint's
+/// `workers.capacity` that Auto Scaling can launch (validation refuses the
+/// others, with the reason).
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkerCapacity {
+    /// On-Demand instances (the default).
+    OnDemand,
+    /// Spot instances, price-capacity-optimized over every type.
+    Spot,
+    /// On-Demand Capacity Reservations, by id and by resource group.
+    Reserved {
+        /// `cr-...` ids, in the blueprint's order.
+        ids: Vec<String>,
+        /// Capacity Reservation resource group ARNs.
+        groups: Vec<String>,
+        /// Launch On-Demand outside the reservations when they are full
+        /// (`capacity-reservations-first`); else only into them
+        /// (`capacity-reservations-only`).
+        then_on_demand: bool,
+    },
+    /// One EC2 Capacity Block for ML.
+    CapacityBlock(CapacityBlock),
+}
+
+/// An EC2 Capacity Block for ML: a reservation of one type in one zone for
+/// a time window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacityBlock {
+    /// `cr-` and 17 hex digits.
+    pub id: String,
+    /// Its Availability Zone (every worker launches there).
+    pub zone: String,
+    /// Its start, unix seconds; `None`: already active when the template was built.
+    pub start_unix: Option<u64>,
+    /// Its end, unix seconds. EC2 terminates its instances 30 minutes before.
+    pub end_unix: u64,
+}
+
+impl CapacityBlock {
+    /// Seconds before the block's end at which the group is scaled to 0:
+    /// EC2 terminates the block's instances 30 minutes before its end
+    /// (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html>),
+    /// and the workers need the ten minutes before that to leave cleanly.
+    pub const SCALE_IN_BEFORE_END_SECONDS: u64 = 40 * 60;
+
+    /// When the group scales to 0, unix seconds.
+    pub fn scale_in_unix(&self) -> u64 {
+        self.end_unix.saturating_sub(Self::SCALE_IN_BEFORE_END_SECONDS)
+    }
 }
 
 /// The shared file system.

@@ -8,7 +8,7 @@ old one deleted). `synth deploy` and `synth diff` decide replacement from
 this table as well as from what the change set reports (the local AWS of the
 tests reports none). The schemas come from the cfn-lint installed in the
 repository's .venv (`cfnlint/data/schemas/resources`); the resource types
-are every `"Type": "AWS::..."` in the template snapshots.
+are the `Type` of every resource in the template snapshots.
 
 Usage (from anywhere):
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -43,7 +42,11 @@ def default_schema_dir() -> Path:
 def template_types() -> list[str]:
     types: set[str] = set()
     for snap in SNAPSHOTS.glob("*.snap"):
-        types.update(re.findall(r'"Type": "(AWS::[A-Za-z0-9:]+)"', snap.read_text()))
+        # The body after the insta header (between the first two `---` lines);
+        # only resources' types: a parameter's `Type` is no resource type.
+        body = snap.read_text().split("\n---\n", 1)[1]
+        template = json.loads(body)
+        types.update(r["Type"] for r in template.get("Resources", {}).values())
     if not types:
         sys.exit(f"no resource types found in {SNAPSHOTS}")
     return sorted(types)

@@ -1,4 +1,4 @@
-//! `AWS::AutoScaling::AutoScalingGroup` and its lifecycle hooks.
+//! `AWS::AutoScaling::AutoScalingGroup`, its lifecycle hooks, and scheduled actions.
 
 use serde::Serialize;
 
@@ -27,6 +27,9 @@ pub struct AutoScalingGroup {
     /// A cluster placement group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement_group: Option<Str>,
+    /// Capacity Reservations to launch into, first or only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_specification: Option<CapacityReservationSpecification>,
     /// Hooks that tell someone about launches and terminations.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lifecycle_hook_specification_list: Vec<LifecycleHookSpecification>,
@@ -64,12 +67,16 @@ pub struct MixedInstancesPolicy {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct InstancesDistribution {
+    /// `prioritized` (the overrides' order) or `lowest-price`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_demand_allocation_strategy: Option<Str>,
     /// On-demand instances before any spot.
     pub on_demand_base_capacity: u32,
     /// Percent on-demand above the base.
     pub on_demand_percentage_above_base_capacity: u32,
-    /// For example `price-capacity-optimized`.
-    pub spot_allocation_strategy: Str,
+    /// For example `price-capacity-optimized` (Spot groups).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spot_allocation_strategy: Option<Str>,
 }
 
 /// `LaunchTemplate` of a mixed instances policy.
@@ -78,7 +85,55 @@ pub struct InstancesDistribution {
 pub struct MixedLaunchTemplate {
     /// The template.
     pub launch_template_specification: LaunchTemplateSpecification,
+    /// The instance types, in priority order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<LaunchTemplateOverrides>,
 }
+
+/// `LaunchTemplateOverrides`
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct LaunchTemplateOverrides {
+    /// An instance type instead of the launch template's.
+    pub instance_type: Str,
+}
+
+/// `CapacityReservationSpecification` of a group.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CapacityReservationSpecification {
+    /// `capacity-reservations-only`, `capacity-reservations-first`, `none` or `default`.
+    pub capacity_reservation_preference: Str,
+    /// The reservations and resource groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_target: Option<CapacityReservationTarget>,
+}
+
+/// `CapacityReservationTarget` of a group.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CapacityReservationTarget {
+    /// Reservation ids.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservation_ids: Vec<Str>,
+    /// Resource groups of reservations, by ARN.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservation_resource_group_arns: Vec<Str>,
+}
+
+/// `AWS::AutoScaling::ScheduledAction`: sizes a group at a time.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ScheduledAction {
+    /// The group.
+    pub auto_scaling_group_name: Str,
+    /// The desired capacity from then on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desired_capacity: Option<Str>,
+    /// When, `YYYY-MM-DDThh:mm:ssZ` (UTC).
+    pub start_time: Str,
+}
+resource!(ScheduledAction, "AWS::AutoScaling::ScheduledAction", []);
 
 /// `LifecycleHookSpecification`
 #[derive(Clone, Debug, Serialize)]

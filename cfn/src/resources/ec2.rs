@@ -253,11 +253,41 @@ pub struct LaunchTemplateData {
     /// Placement (a cluster placement group).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+    /// The market: `capacity-block` for a Capacity Block's instances.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_market_options: Option<InstanceMarketOptions>,
+    /// Which Capacity Reservation (or Capacity Block) instances launch into.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_specification: Option<CapacityReservationSpecification>,
     /// Tags for what the template launches.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tag_specifications: Vec<TagSpecification>,
     /// Base64 user data.
     pub user_data: Str,
+}
+
+/// `InstanceMarketOptions` of launch template data.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct InstanceMarketOptions {
+    /// `spot` or `capacity-block`.
+    pub market_type: Str,
+}
+
+/// `CapacityReservationSpecification` of launch template data.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CapacityReservationSpecification {
+    /// The reservation instances launch into.
+    pub capacity_reservation_target: CapacityReservationTarget,
+}
+
+/// `CapacityReservationTarget` of launch template data.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CapacityReservationTarget {
+    /// `cr-...`
+    pub capacity_reservation_id: Str,
 }
 
 /// `IamInstanceProfile` of launch template data.

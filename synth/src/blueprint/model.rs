@@ -143,10 +143,18 @@ pub struct Master {
 #[schemars(deny_unknown_fields)]
 #[schemars(transform = required_workers_fields)]
 pub struct Workers {
-    /// The EC2 instance type, for example `p4d.24xlarge`.
+    /// The EC2 instance type, for example `p4d.24xlarge`. Give this or
+    /// `instance_types`, not both.
     #[serde(default, deserialize_with = "present_text")]
     #[schemars(with = "String")]
     pub instance_type: Option<String>,
+    /// Several instance types, most wanted first, for example
+    /// `[p5.48xlarge, p5e.48xlarge, p4d.24xlarge]`: Auto Scaling launches the
+    /// first it has capacity for (on-demand in this order; Spot where the
+    /// capacity is deepest). Types of one accelerator kind; a node's hostfile
+    /// slots are its own GPUs. At most 20.
+    #[schemars(length(min = 1, max = 20))]
+    pub instance_types: Option<Vec<String>>,
     /// How many workers to launch. May be 0 (a master-only cluster).
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "u32")]
@@ -160,9 +168,106 @@ pub struct Workers {
     /// most 1000.
     #[schemars(range(max = 1000))]
     pub max: Option<u32>,
-    /// Use Spot capacity for workers (default `false`).
+    /// Use Spot capacity for workers (default `false`): the same as
+    /// `capacity: [spot]`.
     #[schemars(extend("default" = false))]
     pub spot: Option<bool>,
+    /// Where the workers' capacity comes from, in order (default
+    /// `[on_demand]`): `on_demand`, `spot`, `reservation: cr-...` or
+    /// `reservation_group: <resource group ARN>` (On-Demand Capacity
+    /// Reservations; `on_demand` after them lets workers run outside them
+    /// when they are full), or one `capacity_block: { id, zone, start, end }`
+    /// (EC2 Capacity Blocks for ML, alone: the group scales to `count` at the
+    /// block's start and to 0 forty minutes before its end).
+    #[schemars(length(min = 1, max = 20))]
+    pub capacity: Option<Vec<CapacitySource>>,
+}
+
+/// One source of worker capacity.
+#[derive(Debug, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacitySource {
+    /// On-Demand instances.
+    OnDemand,
+    /// Spot instances (price-capacity-optimized over the instance types).
+    Spot,
+    /// An On-Demand Capacity Reservation in the region, `cr-` and 17 hex digits.
+    Reservation(String),
+    /// A resource group of Capacity Reservations, by ARN
+    /// (`arn:aws:resource-groups:<region>:<account>:group/<name>`).
+    ReservationGroup(String),
+    /// An EC2 Capacity Block for ML.
+    CapacityBlock(CapacityBlockSource),
+}
+
+impl CapacitySource {
+    const NAMES: [&'static str; 5] = ["on_demand", "spot", "reservation", "reservation_group", "capacity_block"];
+}
+
+/// `on_demand` and `spot` are words; the others are one-key mappings
+/// (`reservation: cr-...`), which serde_yaml_ng would otherwise want as
+/// YAML tags (`!reservation cr-...`).
+impl<'de> Deserialize<'de> for CapacitySource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = CapacitySource;
+
+            // "enum ...": the diagnostics reword this as "expected one of ...".
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("enum CapacitySource")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<CapacitySource, E> {
+                match v {
+                    "on_demand" => Ok(CapacitySource::OnDemand),
+                    "spot" => Ok(CapacitySource::Spot),
+                    _ => Err(E::unknown_variant(v, &CapacitySource::NAMES)),
+                }
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<CapacitySource, A::Error> {
+                use serde::de::Error;
+                let Some(key) = map.next_key::<String>()? else {
+                    return Err(A::Error::invalid_length(
+                        0,
+                        &"one of `reservation`, `reservation_group`, `capacity_block`",
+                    ));
+                };
+                let source = match key.as_str() {
+                    "reservation" => CapacitySource::Reservation(map.next_value()?),
+                    "reservation_group" => CapacitySource::ReservationGroup(map.next_value()?),
+                    "capacity_block" => CapacitySource::CapacityBlock(map.next_value()?),
+                    other => return Err(A::Error::unknown_variant(other, &CapacitySource::NAMES)),
+                };
+                if let Some(extra) = map.next_key::<String>()? {
+                    return Err(A::Error::custom(format!(
+                        "`{extra}` beside `{key}`: each entry of `capacity` is one source; start a new `- ` line for it"
+                    )));
+                }
+                Ok(source)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// An EC2 Capacity Block for ML, as the EC2 console shows it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CapacityBlockSource {
+    /// Its Capacity Reservation id, `cr-` and 17 hex digits.
+    #[schemars(regex(pattern = r"^cr-[0-9a-f]{17}$"))]
+    pub id: Option<String>,
+    /// Its Availability Zone, for example `us-east-1a`: every worker
+    /// launches there (the blueprint's `region` must be the zone's).
+    pub zone: Option<String>,
+    /// When it starts, RFC 3339 UTC (`2026-12-10T11:30:00Z`). Omit it for a
+    /// block that is already active.
+    pub start: Option<String>,
+    /// When it ends, RFC 3339 UTC. EC2 terminates what still runs 30
+    /// minutes before; the group scales to 0 ten minutes before that.
+    pub end: Option<String>,
 }
 
 /// Disks and the shared file system.
@@ -444,7 +549,12 @@ fn required_master_fields(schema: &mut schemars::Schema) {
 }
 
 fn required_workers_fields(schema: &mut schemars::Schema) {
-    require(schema, &["instance_type", "count"]);
+    require(schema, &["count"]);
+    // One of the two ways to name the types, not both.
+    schema.ensure_object().insert(
+        "oneOf".into(),
+        serde_json::json!([{ "required": ["instance_type"] }, { "required": ["instance_types"] }]),
+    );
 }
 
 fn required_idle_fields(schema: &mut schemars::Schema) {

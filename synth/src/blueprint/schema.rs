@@ -43,7 +43,11 @@ mod tests {
         let required: Vec<_> = s["required"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
         assert_eq!(required, ["name", "master", "workers"]);
         assert_eq!(s["$defs"]["Master"]["required"], serde_json::json!(["instance_type"]));
-        assert_eq!(s["$defs"]["Workers"]["required"], serde_json::json!(["instance_type", "count"]));
+        assert_eq!(s["$defs"]["Workers"]["required"], serde_json::json!(["count"]));
+        assert_eq!(
+            s["$defs"]["Workers"]["oneOf"],
+            serde_json::json!([{ "required": ["instance_type"] }, { "required": ["instance_types"] }])
+        );
         assert_eq!(s["$defs"]["Idle"]["required"], serde_json::json!(["after_minutes"]));
         assert_eq!(s["$defs"]["Idle"]["properties"]["after_minutes"]["maximum"], 10080);
         assert_eq!(s["additionalProperties"], serde_json::Value::Bool(false));

@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+mod capacity;
+
 use ipnet::{IpNet, Ipv4Net};
 
 use super::diagnostic::{Diagnostic, Location, ticked};
@@ -23,7 +25,7 @@ use crate::catalog::{self, Accelerator, InstanceType};
 use crate::region::Region;
 use crate::spec::{
     AccessSpec, AgentPackage, ClusterSpec, DEFAULT_LOG_RETENTION_DAYS, EfsSpec, ImageSource, ImageSpec,
-    LOG_RETENTION_DAYS, MasterSpec, NetworkSpec, WorkerSpec,
+    LOG_RETENTION_DAYS, MasterSpec, NetworkSpec, WorkerCapacity, WorkerSpec,
 };
 
 /// The VPC ranges synth lays subnets out in: a /16 has room for many, a
@@ -72,7 +74,10 @@ pub(crate) fn validate(
     map: &SourceMap,
     region_arg: Option<Region>,
 ) -> (Option<ClusterSpec>, Vec<Diagnostic>) {
-    let mut c = Checker { map, diagnostics: Vec::new() };
+    // A Capacity Block's times are checked against the clock: one that has
+    // ended is refused, one that has not started scales the group up at its start.
+    let now_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut c = Checker { map, diagnostics: Vec::new(), now_unix };
     let spec = c.run(blueprint, region_arg);
     let has_errors = c.diagnostics.iter().any(|d| d.severity == super::diagnostic::Severity::Error);
     (if has_errors { None } else { spec }, c.diagnostics)
@@ -81,6 +86,8 @@ pub(crate) fn validate(
 struct Checker<'m> {
     map: &'m SourceMap,
     diagnostics: Vec<Diagnostic>,
+    /// Unix seconds when the check runs.
+    now_unix: u64,
 }
 
 /// Where a message points: the field's value, or its key.
@@ -141,15 +148,27 @@ impl Checker<'_> {
             self.field_of("master", "instance_type", master.as_ref().map(|m| m.instance_type.clone()));
         let master_type = self.type_of("master.instance_type", master_type_name.as_deref(), region, &targets);
         let mut bp_workers = self.required("", "workers", bp.workers);
-        let worker_type_name =
-            self.field_of("workers", "instance_type", bp_workers.as_mut().map(|w| w.instance_type.take()));
-        let worker_type = self.type_of("workers.instance_type", worker_type_name.as_deref(), region, &targets);
+        let worker_type_names = bp_workers.as_mut().and_then(|w| capacity::type_names(self, w));
+        // Every listed type the catalogue knows, with its path; the first
+        // is the primary type only when it is known.
+        let mut worker_types: Vec<(&str, &'static InstanceType)> = Vec::new();
+        let mut primary_known = false;
+        for (i, (path, name)) in worker_type_names.iter().flatten().enumerate() {
+            if let Some(t) = self.instance_type(path, name, region, &targets) {
+                primary_known |= i == 0;
+                worker_types.push((path.as_str(), t));
+            }
+        }
+        capacity::mixed_types(self, &worker_types);
+        let worker_type = worker_types.first().filter(|_| primary_known).map(|(_, t)| *t);
+        let all_worker_types: Vec<&InstanceType> = worker_types.iter().map(|(_, t)| *t).collect();
         let master_public = master.as_ref().and_then(|m| m.public).unwrap_or(true);
 
         let (image, gpu_dlami) = self.image(bp.image, region, &targets);
+        let type_count = worker_type_names.as_ref().map_or(1, Vec::len);
         let workers = bp_workers.and_then(|w| {
             let count = self.required("workers", "count", w.count);
-            self.workers(w, count)
+            self.workers(w, count, type_count, region)
         });
 
         let storage = bp.storage.unwrap_or(super::model::Storage { root_volume_gb: None, efs: None });
@@ -164,17 +183,26 @@ impl Checker<'_> {
         });
         let placement_group = network.placement_group.unwrap_or(false);
         let network_spec = self.network(network.vpc_cidr, network.existing, master_public, placement_group);
-        self.placement(placement_group, master_type, worker_type);
-        let efa = self.efa(network.efa.unwrap_or_default(), master_type, worker_type, master_public);
+        self.placement(placement_group, master_type, &all_worker_types);
+        let efa = self.efa(network.efa.unwrap_or_default(), master_type, &all_worker_types, master_public);
         if let Some(workers) = &workers {
-            self.subnet_capacity(&network_spec, workers, master_public, placement_group || efa);
+            let one_zone = placement_group || efa || workers.capacity_block().is_some();
+            self.subnet_capacity(&network_spec, workers, master_public, one_zone);
+            if let (Some(block), NetworkSpec::Existing { .. }) = (workers.capacity_block(), &network_spec) {
+                self.warning(
+                    "network.existing.private_subnet_ids",
+                    At::Key,
+                    format!("the workers launch in the first private subnet only, which must be in the Capacity Block's zone `{}`", block.zone),
+                    "list a private subnet of that zone first",
+                );
+            }
         }
 
         let access = self.access(bp.access, master_public);
         let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
         let network_check =
-            bp.formation.and_then(|f| f.network_check).map(|c| self.network_check(c, master_type, worker_type));
+            bp.formation.and_then(|f| f.network_check).map(|c| self.network_check(c, master_type, &all_worker_types));
         let log_retention_days = self.log_retention(bp.logs.and_then(|l| l.retention_days));
         let idle = bp.idle.and_then(|i| self.idle(i));
         let tags = self.tags(bp.tags.unwrap_or_default());
@@ -185,7 +213,10 @@ impl Checker<'_> {
             region,
             image,
             master: MasterSpec { instance_type: master_type_name?, public: master_public },
-            workers: WorkerSpec { instance_type: worker_type_name?, ..workers? },
+            workers: {
+                let mut names = worker_type_names?.into_iter().map(|(_, name)| name);
+                WorkerSpec { instance_type: names.next()?, fallback_types: names.collect(), ..workers? }
+            },
             root_volume_gb,
             efs,
             network: network_spec,
@@ -226,7 +257,7 @@ impl Checker<'_> {
         &mut self,
         c: super::model::NetworkCheck,
         master: Option<&InstanceType>,
-        workers: Option<&InstanceType>,
+        workers: &[&InstanceType],
     ) -> NetworkCheck {
         let path = "formation.network_check";
         let min_fraction = c.min_fraction.unwrap_or(0.5);
@@ -269,11 +300,12 @@ impl Checker<'_> {
                 "write the instance type's network bandwidth in Gbit/s, for example 25, or leave it out",
             );
         }
-        let catalogue =
-            match (master.and_then(InstanceType::network_gbps), workers.and_then(InstanceType::network_gbps)) {
-                (Some(m), Some(w)) => Some(m.min(w)),
-                _ => None,
-            };
+        // The slowest of every type a node may be; unknown when any is.
+        let catalogue = std::iter::once(master)
+            .chain(workers.iter().copied().map(Some))
+            .map(|t| t.and_then(InstanceType::network_gbps))
+            .try_fold(f64::INFINITY, |slowest, gbps| gbps.map(|g| slowest.min(g)))
+            .filter(|g| g.is_finite() && !workers.is_empty());
         NetworkCheck { min_fraction, action, timeout_seconds, expected_gbps: c.expected_gbps.or(catalogue) }
     }
 
@@ -543,9 +575,15 @@ impl Checker<'_> {
         out
     }
 
-    /// The workers' sizes, or `None` when `count` is missing (reported by
-    /// the caller; the checks that do not need it still run).
-    fn workers(&mut self, w: super::model::Workers, count: Option<u32>) -> Option<WorkerSpec> {
+    /// The workers' sizes and capacity, or `None` when `count` is missing
+    /// (reported by the caller; the checks that do not need it still run).
+    fn workers(
+        &mut self,
+        w: super::model::Workers,
+        count: Option<u32>,
+        type_count: usize,
+        region: Option<Region>,
+    ) -> Option<WorkerSpec> {
         let min = w.min.unwrap_or(0);
         if let Some(written_max) = w.max
             && written_max > MAX_WORKERS
@@ -557,13 +595,25 @@ impl Checker<'_> {
                 format!("set `max` to {MAX_WORKERS} or fewer"),
             );
         }
-        let spot = w.spot.unwrap_or(false);
+        let capacity = capacity::capacity(self, w.spot, w.capacity, type_count, region, self.now_unix);
+        let spot = capacity == WorkerCapacity::Spot;
         if spot && min > 0 {
             self.warning(
                 "workers.min",
                 At::Value,
                 format!("Spot capacity may not be there for {min} workers, and Spot workers can be reclaimed at any time; formation fails when fewer than min join"),
                 "set `min: 0`, or use on-demand workers (`spot: false`) when the cluster must reach min",
+            );
+        }
+        if let WorkerCapacity::CapacityBlock(block) = &capacity
+            && block.start_unix.is_some()
+            && min > 0
+        {
+            self.error(
+                "workers.min",
+                At::Value,
+                format!("min is {min}, but the Capacity Block starts after the deploy: the cluster forms with the master alone and the workers join at the block's start"),
+                "set `min: 0`",
             );
         }
         let count = count?;
@@ -591,7 +641,7 @@ impl Checker<'_> {
             ),
             _ => {}
         }
-        Some(WorkerSpec { instance_type: String::new(), count, min, max, spot })
+        Some(WorkerSpec { instance_type: String::new(), fallback_types: Vec::new(), count, min, max, capacity })
     }
 
     fn root_volume(&mut self, written: Option<u32>, image: &ImageSpec) -> u32 {
@@ -813,11 +863,12 @@ impl Checker<'_> {
         self.error("network.vpc_cidr", At::Value, message, help);
     }
 
-    fn placement(&mut self, placement_group: bool, master: Option<&InstanceType>, workers: Option<&InstanceType>) {
+    fn placement(&mut self, placement_group: bool, master: Option<&InstanceType>, workers: &[&InstanceType]) {
         if !placement_group {
             return;
         }
-        for (whose, t) in [("the master's", master), ("the workers'", workers)] {
+        let nodes = std::iter::once(("the master's", master)).chain(workers.iter().map(|t| ("the workers'", Some(*t))));
+        for (whose, t) in nodes {
             if let Some(t) = t.filter(|t| !t.cluster_placement) {
                 self.error(
                     "network.placement_group",
@@ -833,13 +884,14 @@ impl Checker<'_> {
         &mut self,
         mode: EfaMode,
         master: Option<&InstanceType>,
-        workers: Option<&InstanceType>,
+        workers: &[&InstanceType],
         master_public: bool,
     ) -> bool {
         match mode {
             EfaMode::Off => false,
             EfaMode::On => {
-                for (role, t) in [("master", master), ("workers", workers)] {
+                let nodes = std::iter::once(("master", master)).chain(workers.iter().map(|t| ("workers", Some(*t))));
+                for (role, t) in nodes {
                     if let Some(t) = t.filter(|t| !t.efa) {
                         let whose = if role == "master" { "the master's" } else { "the workers'" };
                         self.error(
@@ -864,13 +916,17 @@ impl Checker<'_> {
                 true
             }
             EfaMode::Auto => {
-                let (Some(m), Some(w)) = (master, workers) else {
+                let (Some(m), Some(w)) = (master, workers.first()) else {
                     return false;
                 };
-                let on = m.efa && w.efa && !master_public;
+                // On only when every type a worker may be has EFA.
+                let on = m.efa && workers.iter().all(|t| t.efa) && !master_public;
+                let without = workers.iter().find(|t| !t.efa);
                 if !on && w.efa {
                     let why = if !m.efa {
                         format!("the master's type `{}` does not support it", m.name)
+                    } else if let Some(t) = without {
+                        format!("the workers' type `{}` does not support it", t.name)
                     } else {
                         "the master is public, and EFA traffic does not leave the workers' private subnet".to_owned()
                     };
@@ -879,6 +935,8 @@ impl Checker<'_> {
                             "for EFA, choose an EFA type for the master ({}) and set `master.public: false`; or set `network.efa: off` to silence this",
                             efa_examples()
                         )
+                    } else if without.is_some() {
+                        "for EFA, list only EFA types under `workers.instance_types`; or set `network.efa: off` to silence this".to_owned()
                     } else {
                         "for EFA, set `master.public: false` and use Session Manager; or set `network.efa: off` to silence this".to_owned()
                     };
@@ -1463,7 +1521,7 @@ mod tests {
     fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {
         let root = crate::blueprint::document::parse(text).unwrap();
         let map = SourceMap::new(&root, text);
-        let mut c = Checker { map: &map, diagnostics: Vec::new() };
+        let mut c = Checker { map: &map, diagnostics: Vec::new(), now_unix: 1_800_000_000 };
         f(&mut c);
         c.diagnostics
     }
@@ -1488,11 +1546,11 @@ mod tests {
         let text = "network:\n  placement_group: true\n";
         let no = fake("t2.test", false, false, Accelerator::None);
         let yes = fake("c5.test", false, true, Accelerator::None);
-        let d = checked(text, |c| c.placement(true, Some(&yes), Some(&no)));
+        let d = checked(text, |c| c.placement(true, Some(&yes), &[&no]));
         assert_eq!(d.len(), 1);
         assert!(d[0].message.contains("the workers' type `t2.test`"), "{}", d[0].message);
         assert_eq!((d[0].line, d[0].column), (2, 20));
-        assert!(checked(text, |c| c.placement(false, Some(&no), Some(&no))).is_empty());
+        assert!(checked(text, |c| c.placement(false, Some(&no), &[&no])).is_empty());
     }
 
     #[test]
@@ -1500,7 +1558,7 @@ mod tests {
         let text = "network:\n  efa: on\n";
         let no = fake("g4.test", false, true, Accelerator::Nvidia);
         let d = checked(text, |c| {
-            assert!(c.efa(EfaMode::On, Some(&no), Some(&no), false));
+            assert!(c.efa(EfaMode::On, Some(&no), &[&no], false));
         });
         assert_eq!(d.len(), 2);
         assert!(d[0].message.contains("the master's type `g4.test`"));

@@ -10,6 +10,7 @@
 pub fn create_only(resource_type: &str) -> Option<&'static [&'static str]> {
     Some(match resource_type {
         "AWS::AutoScaling::AutoScalingGroup" => &["AutoScalingGroupName", "InstanceId"],
+        "AWS::AutoScaling::ScheduledAction" => &["AutoScalingGroupName"],
         "AWS::CloudFormation::WaitCondition" => &[],
         "AWS::CloudFormation::WaitConditionHandle" => &[],
         "AWS::EC2::EIP" => &["Address", "IpamPoolId", "NetworkBorderGroup", "TransferAddress"],

@@ -52,7 +52,7 @@ impl Phase {
     pub fn of(logical_id: &str, resource_type: &str) -> Phase {
         match resource_type {
             "AWS::CloudFormation::WaitCondition" | "AWS::CloudFormation::WaitConditionHandle" => Phase::Formation,
-            "AWS::AutoScaling::AutoScalingGroup" => Phase::Workers,
+            "AWS::AutoScaling::AutoScalingGroup" | "AWS::AutoScaling::ScheduledAction" => Phase::Workers,
             "AWS::EC2::Instance" => Phase::Master,
             "AWS::EC2::LaunchTemplate" | "AWS::EC2::EIP" if logical_id.starts_with("Master") => Phase::Master,
             "AWS::EC2::LaunchTemplate" => Phase::Workers,

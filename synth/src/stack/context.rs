@@ -25,10 +25,11 @@ impl Ctx<'_> {
         tags
     }
 
-    /// All nodes in one Availability Zone: a cluster placement group or EFA
-    /// (EFA's OS-bypass traffic does not leave its subnet).
+    /// All nodes in one Availability Zone: a cluster placement group, EFA
+    /// (EFA's OS-bypass traffic does not leave its subnet), or a Capacity
+    /// Block (its instances are in its zone).
     pub(super) fn single_az(&self) -> bool {
-        self.spec.placement_group || self.spec.efa
+        self.spec.placement_group || self.spec.efa || self.spec.workers.capacity_block().is_some()
     }
 }
 

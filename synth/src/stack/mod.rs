@@ -43,7 +43,7 @@ pub fn compile(spec: &ClusterSpec) -> Template {
     let mut t = Template::new(description(spec));
 
     let inputs = parameters::add(&mut t, &ctx);
-    let net = network::add(&mut t, &ctx);
+    let net = network::add(&mut t, &ctx, &inputs);
     let groups = security::add(&mut t, &ctx, &net, &inputs);
     let queues = queues::add(&mut t, &ctx);
     let logs = logs::add(&mut t, &ctx);
@@ -62,8 +62,12 @@ fn description(spec: &ClusterSpec) -> String {
         Some(r) => format!("for {r}"),
         None => "for us-east-1, us-east-2, us-west-2, eu-west-1 and ap-southeast-2".to_owned(),
     };
+    let fallback = match spec.workers.fallback_types.as_slice() {
+        [] => String::new(),
+        types => format!(" (or {})", types.join(", ")),
+    };
     format!(
-        "Deep learning cluster '{}' {region}: a master, {} x {} workers, shared EFS. Built by synth {}.",
+        "Deep learning cluster '{}' {region}: a master, {} x {}{fallback} workers, shared EFS. Built by synth {}.",
         spec.name,
         spec.workers.count,
         spec.workers.instance_type,
@@ -94,7 +98,14 @@ pub(crate) mod tests {
                 agent_package: None,
             },
             master: MasterSpec { instance_type: "p3.2xlarge".into(), public: true },
-            workers: WorkerSpec { instance_type: "p3.16xlarge".into(), count: 4, min: 1, max: 8, spot: false },
+            workers: WorkerSpec {
+                instance_type: "p3.16xlarge".into(),
+                fallback_types: Vec::new(),
+                count: 4,
+                min: 1,
+                max: 8,
+                capacity: crate::spec::WorkerCapacity::OnDemand,
+            },
             root_volume_gb: 200,
             efs: EfsSpec { mount: "/efs".into(), file_system_id: None },
             network: NetworkSpec::New { vpc_cidr: "10.0.0.0/16".parse().unwrap() },
@@ -120,7 +131,7 @@ pub(crate) mod tests {
         let mut s = sample();
         s.master.public = false;
         s.access = AccessSpec { key_name: None, ssh_cidr: None, session_manager: true };
-        s.workers.spot = true;
+        s.workers.capacity = crate::spec::WorkerCapacity::Spot;
         out.push(("private-spot", s));
         let mut s = sample();
         s.region = None;
@@ -158,7 +169,95 @@ pub(crate) mod tests {
         let mut s = sample();
         s.idle = Some(node_contract::idle::Idle { after_minutes: 30, action: node_contract::idle::IdleAction::Stop });
         out.push(("idle-stop", s));
+        let mut s = sample();
+        s.workers.fallback_types = vec!["p3dn.24xlarge".into(), "p3.8xlarge".into()];
+        s.workers.capacity = crate::spec::WorkerCapacity::Reserved {
+            ids: vec!["cr-0123456789abcdef0".into()],
+            groups: vec!["arn:aws:resource-groups:us-east-1:123456789012:group/gpus".into()],
+            then_on_demand: true,
+        };
+        out.push(("types-reserved", s));
+        let mut s = sample();
+        s.workers.fallback_types = vec!["p3dn.24xlarge".into()];
+        s.workers.capacity = crate::spec::WorkerCapacity::Spot;
+        out.push(("types-spot", s));
+        let mut s = sample();
+        s.workers.min = 0;
+        s.workers.capacity = crate::spec::WorkerCapacity::CapacityBlock(crate::spec::CapacityBlock {
+            id: "cr-0123456789abcdef0".into(),
+            zone: "us-east-1b".into(),
+            start_unix: Some(1_900_000_000),
+            end_unix: 1_900_604_800,
+        });
+        out.push(("capacity-block", s));
         out
+    }
+
+    /// Each capacity shape compiles to what Auto Scaling launches it with.
+    #[test]
+    fn capacity_shapes_compile_to_what_auto_scaling_takes() {
+        let all: std::collections::HashMap<_, _> = variants().into_iter().collect();
+        let template = |name: &str| -> serde_json::Value {
+            serde_json::from_str(&compile(&all[name]).render().unwrap().json).unwrap()
+        };
+        let group = |t: &serde_json::Value| t["Resources"]["WorkerGroup"]["Properties"].clone();
+
+        let t = template("sample");
+        assert!(group(&t).get("MixedInstancesPolicy").is_none());
+        assert!(group(&t).get("CapacityReservationSpecification").is_none());
+        assert!(t["Resources"].get("CapacityBlockEnd").is_none());
+
+        let g = group(&template("types-reserved"));
+        let mixed = &g["MixedInstancesPolicy"];
+        assert_eq!(mixed["InstancesDistribution"]["OnDemandAllocationStrategy"], "prioritized");
+        assert_eq!(mixed["InstancesDistribution"]["OnDemandPercentageAboveBaseCapacity"], 100);
+        let types: Vec<_> = mixed["LaunchTemplate"]["Overrides"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["InstanceType"].clone())
+            .collect();
+        assert_eq!(
+            types,
+            vec![serde_json::json!({"Ref": "WorkerInstanceType"}), "p3dn.24xlarge".into(), "p3.8xlarge".into()]
+        );
+        let reservation = &g["CapacityReservationSpecification"];
+        assert_eq!(reservation["CapacityReservationPreference"], "capacity-reservations-first");
+        assert_eq!(reservation["CapacityReservationTarget"]["CapacityReservationIds"][0], "cr-0123456789abcdef0");
+
+        let g = group(&template("types-spot"));
+        assert_eq!(
+            g["MixedInstancesPolicy"]["InstancesDistribution"]["SpotAllocationStrategy"],
+            "price-capacity-optimized"
+        );
+        assert_eq!(g["MixedInstancesPolicy"]["InstancesDistribution"]["OnDemandPercentageAboveBaseCapacity"], 0);
+        assert_eq!(g["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"].as_array().unwrap().len(), 2);
+
+        let t = template("capacity-block");
+        let g = group(&t);
+        assert_eq!(g["DesiredCapacity"], "0", "a block that has not started waits at 0");
+        assert!(g.get("MixedInstancesPolicy").is_none());
+        assert_eq!(g["VPCZoneIdentifier"].as_array().unwrap().len(), 1, "one zone");
+        let data = &t["Resources"]["WorkerLaunchTemplate"]["Properties"]["LaunchTemplateData"];
+        assert_eq!(data["InstanceMarketOptions"]["MarketType"], "capacity-block");
+        assert_eq!(
+            data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"],
+            "cr-0123456789abcdef0"
+        );
+        let master = &t["Resources"]["MasterLaunchTemplate"]["Properties"]["LaunchTemplateData"];
+        assert!(master.get("InstanceMarketOptions").is_none(), "the master is not in the block");
+        assert_eq!(
+            t["Resources"]["PrivateSubnet1"]["Properties"]["AvailabilityZone"],
+            serde_json::json!({"Ref": "CapacityBlockZone"})
+        );
+        assert_eq!(t["Parameters"]["CapacityBlockZone"]["Default"], "us-east-1b");
+        assert!(t["Resources"].get("PrivateSubnet2").is_none(), "one zone");
+        let start = &t["Resources"]["CapacityBlockStart"]["Properties"];
+        assert_eq!(start["StartTime"], "2030-03-17T17:46:40Z");
+        assert_eq!(start["DesiredCapacity"], serde_json::json!({"Ref": "WorkerCount"}));
+        let end = &t["Resources"]["CapacityBlockEnd"]["Properties"];
+        assert_eq!(end["StartTime"], "2030-03-24T17:06:40Z", "40 minutes before the end");
+        assert_eq!(end["DesiredCapacity"], "0");
     }
 
     #[test]

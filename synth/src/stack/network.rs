@@ -12,6 +12,7 @@ use cfn::resources::ec2;
 use cfn::{Attributes, Dependency, Expr, Pseudo, Template};
 
 use super::context::Ctx;
+use super::parameters::Inputs;
 use crate::spec::NetworkSpec;
 
 /// Where things go, for the other builders.
@@ -31,9 +32,9 @@ pub(super) struct Network {
     pub created: bool,
 }
 
-pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Network {
+pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs) -> Network {
     match &ctx.spec.network {
-        NetworkSpec::New { vpc_cidr } => new_vpc(t, ctx, *vpc_cidr),
+        NetworkSpec::New { vpc_cidr } => new_vpc(t, ctx, *vpc_cidr, inputs.block_zone.as_ref().map(|z| z.r#ref())),
         NetworkSpec::Existing { vpc_id, public_subnet_id, private_subnet_ids } => {
             let private: Vec<Expr> = private_subnet_ids.iter().map(|s| Expr::from(s.as_str())).collect();
             // A placement group or EFA needs every node in one zone; the
@@ -57,7 +58,9 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Network {
     }
 }
 
-fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net) -> Network {
+/// A new VPC; `zone`: the one zone every node must be in (a Capacity
+/// Block's), else the region's first zone(s).
+fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net, zone_pinned: Option<Expr>) -> Network {
     let zones = if ctx.single_az() { 1 } else { 2 };
     // Four equal blocks: public 1, public 2, private 1, private 2. A /16 gives
     // /18 subnets (16,379 usable addresses each); validation allows /16 to /24.
@@ -83,7 +86,7 @@ fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net) -> Network {
     let mut private = Vec::new();
     for zone in 0..zones {
         let n = zone + 1;
-        let az = Expr::availability_zone(zone);
+        let az = zone_pinned.clone().unwrap_or_else(|| Expr::availability_zone(zone));
         public.push(t.add(
             &format!("PublicSubnet{n}"),
             ec2::Subnet {

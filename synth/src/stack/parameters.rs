@@ -28,6 +28,8 @@ pub(super) struct Inputs {
     pub key_name: ParamHandle,
     pub ssh_cidr: ParamHandle,
     pub efs_id: ParamHandle,
+    /// The Capacity Block's zone, where every node goes (only with a block).
+    pub block_zone: Option<ParamHandle>,
     /// The AMI id: a parameter or a mapping lookup.
     pub image_id: Expr,
     pub has_key: ConditionHandle,
@@ -122,6 +124,23 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
 
     let image = image(t, ctx);
 
+    // The block's zone, as a parameter rather than written into the subnets:
+    // the console shows it, and zone names are the account's own.
+    // An existing VPC's subnets are the user's (validation said which one must be there).
+    let new_vpc = matches!(spec.network, crate::spec::NetworkSpec::New { .. });
+    let block_zone = spec.workers.capacity_block().filter(|_| new_vpc).map(|block| {
+        let p = Parameter::new(
+            ParameterType::Aws("AWS::EC2::AvailabilityZone::Name"),
+            "Capacity Block's zone",
+            format!(
+                "The Availability Zone of Capacity Block {}; every node launches there (subnets, master and workers).",
+                block.id
+            ),
+        )
+        .default(block.zone.as_str());
+        t.parameter("CapacityBlockZone", p)
+    });
+
     let has_key = t.condition("HasKeyName", Expr::negate(Expr::equals(key_name.r#ref(), "")));
     let has_ssh = t.condition("HasSshCidr", Expr::negate(Expr::equals(ssh_cidr.r#ref(), "")));
     let create_fs = t.condition("CreateFileSystem", Expr::equals(efs_id.r#ref(), ""));
@@ -134,6 +153,9 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
     t.parameter_group("Cluster size", &[&worker_count, &min_workers, &max_workers]);
     t.parameter_group("Access", &[&key_name, &ssh_cidr]);
     t.parameter_group("Storage", &[&efs_id]);
+    if let Some(zone) = &block_zone {
+        t.parameter_group("Capacity Block", &[zone]);
+    }
 
     region_rule(t, ctx);
 
@@ -146,6 +168,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx) -> Inputs {
         key_name,
         ssh_cidr,
         efs_id,
+        block_zone,
         image_id: image.id,
         has_key,
         has_ssh,
