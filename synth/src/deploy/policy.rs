@@ -31,7 +31,10 @@
 //!   fit one managed policy, that statement's read-only actions of one
 //!   service and verb (`elasticfilesystem:DescribeFileSystems`,
 //!   `...:DescribeMountTargets`, ...) are written as one wildcard
-//!   (`elasticfilesystem:Describe*`): more reads, on the same `*`.
+//!   (`elasticfilesystem:Describe*`): more reads, on the same `*`; and the
+//!   statement on the stacks' worker groups writes two or more actions of
+//!   any one verb as one wildcard (`autoscaling:Delete*`): more actions, on
+//!   the same groups, which the user's own stacks made.
 //!
 //! The local AWS of the tests checks the first part (moto evaluates every
 //! call synth makes against the user's policies); it does not check the
@@ -297,16 +300,34 @@ fn sid(part: &str, on: On) -> String {
 /// wildcard per service.
 const READ_VERBS: [&str; 3] = ["Describe", "Get", "List"];
 
-/// `actions` with every group of two or more read-only actions of one
-/// service and verb replaced by `service:Verb*`, and every action a
+/// Which actions [`compact`] may write as one wildcard per service and verb.
+#[derive(Clone, Copy)]
+enum Verbs {
+    /// Only reads ([`READ_VERBS`]).
+    Reads,
+    /// Any verb: for a statement whose resources are only the stacks' own.
+    Any,
+}
+
+/// The verb an action's name starts with (`Delete` of `DeleteTags`).
+fn verb(name: &str) -> &str {
+    let end = name.char_indices().skip(1).find(|(_, c)| c.is_ascii_uppercase()).map_or(name.len(), |(i, _)| i);
+    &name[..end]
+}
+
+/// `actions` with every group of two or more actions of one service and
+/// verb (of `verbs`) replaced by `service:Verb*`, and every action a
 /// wildcard covers left out.
-fn compact(actions: &BTreeSet<String>) -> BTreeSet<String> {
+fn compact(actions: &BTreeSet<String>, verbs: Verbs) -> BTreeSet<String> {
     let mut groups: BTreeMap<String, usize> = BTreeMap::new();
     for action in actions {
         if let Some((service, name)) = action.split_once(':')
-            && let Some(verb) = READ_VERBS.iter().find(|v| name.starts_with(*v) && !name.ends_with('*'))
+            && !name.ends_with('*')
         {
-            *groups.entry(format!("{service}:{verb}*")).or_default() += 1;
+            let verb = verb(name);
+            if matches!(verbs, Verbs::Any) || READ_VERBS.contains(&verb) {
+                *groups.entry(format!("{service}:{verb}*")).or_default() += 1;
+            }
         }
     }
     let mut all: BTreeSet<String> = actions.clone();
@@ -356,9 +377,17 @@ fn resources_statements(scope: &Scope) -> Result<Vec<Value>, String> {
         resources.entry(on_for(action, types)).or_default().insert(action.clone());
     }
     for (on, actions) in resources {
-        // Only where the resource is `*` already: a wildcard in a statement
-        // scoped to roles would also name reads of other IAM resources.
-        let actions = if on == On::Any { compact(&actions) } else { actions };
+        // Reads only where the resource is `*` already: a wildcard in a
+        // statement scoped to roles would also name reads of other IAM
+        // resources. Any verb on the stacks' worker groups: every action of
+        // a verb there acts on a group the user's own stack made (which the
+        // user may already create, update and delete), and the group's
+        // statement has to fit beside everything else in one managed policy.
+        let actions = match on {
+            On::Any => compact(&actions, Verbs::Reads),
+            On::Groups => compact(&actions, Verbs::Any),
+            _ => actions,
+        };
         statements.push(statement(&sid("CloudFormationManages", on), &actions, scope.arns(on)));
     }
     Ok(statements)
@@ -407,8 +436,17 @@ mod tests {
             ["efs:DescribeA", "efs:DescribeB", "efs:GetC", "efs:CreateD", "ec2:Describe*", "ec2:DescribeE"]
                 .map(String::from)
                 .into();
-        let compacted: Vec<String> = compact(&actions).into_iter().collect();
+        let compacted: Vec<String> = compact(&actions, Verbs::Reads).into_iter().collect();
         assert_eq!(compacted, ["ec2:Describe*", "efs:CreateD", "efs:Describe*", "efs:GetC"]);
+        let writes: BTreeSet<String> =
+            ["as:DeleteTags", "as:DeleteHook", "as:CreateGroup", "as:PutHook"].into_iter().map(String::from).collect();
+        assert_eq!(
+            compact(&writes, Verbs::Any),
+            ["as:CreateGroup", "as:Delete*", "as:PutHook"].map(String::from).into()
+        );
+        assert_eq!(compact(&writes, Verbs::Reads), writes);
+        assert_eq!(verb("DescribeScheduledActions"), "Describe");
+        assert_eq!(verb("Delete"), "Delete");
     }
 
     #[test]
@@ -432,7 +470,17 @@ mod tests {
         let doc = both(&Scope::new("ml", Some("eu-west-1")).unwrap());
         let on = |action: &str| -> Vec<String> {
             let statements = doc["Statement"].as_array().unwrap();
-            let s = statements.iter().find(|s| s["Action"].as_array().unwrap().iter().any(|a| a == action)).unwrap();
+            // The statement naming the action, else one whose wildcard covers it.
+            let names = |s: &&Value, exact: bool| {
+                s["Action"].as_array().unwrap().iter().filter_map(Value::as_str).any(|a| {
+                    a == action || (!exact && a.strip_suffix('*').is_some_and(|stem| action.starts_with(stem)))
+                })
+            };
+            let s = statements
+                .iter()
+                .find(|s| names(s, true))
+                .or_else(|| statements.iter().find(|s| names(s, false)))
+                .unwrap_or_else(|| panic!("no statement allows {action}"));
             s["Resource"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_owned()).collect()
         };
         assert_eq!(on("cloudformation:CreateChangeSet"), ["arn:aws:cloudformation:eu-west-1:*:stack/ml*/*"]);
@@ -454,6 +502,7 @@ mod tests {
         );
         assert_eq!(on("ec2:RunInstances"), ["*"]);
         assert_eq!(on("autoscaling:DeleteTags"), on("autoscaling:CreateAutoScalingGroup"));
+        assert_eq!(on("autoscaling:PutScheduledUpdateGroupAction"), on("autoscaling:CreateAutoScalingGroup"));
         assert_eq!(on("ec2:StartInstances"), ["arn:aws:ec2:eu-west-1:*:instance/*"]);
         let start = doc["Statement"].as_array().unwrap().iter().find(|s| s["Sid"] == "SynthStackInstances").unwrap();
         assert_eq!(start["Condition"]["StringLike"]["aws:ResourceTag/aws:cloudformation:stack-name"], "ml*");
