@@ -244,5 +244,17 @@ fn region_rule(t: &mut Template, ctx: &Ctx) {
         None => format!("This template supports the regions {}; this is not one of them.", codes.join(", ")),
     };
     t.rule("SupportedRegion", Rule { assertions: vec![(assert, message)] });
-    t.metadata("synth", json!({ "regions": codes }));
+    let mut synth = json!({ "regions": codes });
+    // What `synth status` says of the block's window, read back from the stack's template.
+    if let Some(block) = ctx.spec.workers.capacity_block() {
+        use node_contract::interruption::format_utc;
+        synth["capacity_block"] = json!({
+            "id": block.id,
+            "zone": block.zone,
+            "start": block.start_unix.map(format_utc),
+            "end": format_utc(block.end_unix),
+            "scale_in": format_utc(block.scale_in_unix()),
+        });
+    }
+    t.metadata("synth", synth);
 }
