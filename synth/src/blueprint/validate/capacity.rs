@@ -31,18 +31,19 @@ pub(super) const MAX_INSTANCE_TYPES: usize = 20;
 /// The workers' instance types as written, each with its path: `None` when
 /// neither field is there (reported) or both are (reported).
 pub(super) fn type_names(c: &mut Checker<'_>, w: &mut Workers) -> Option<Vec<(String, String)>> {
-    match (w.instance_type.take(), w.instance_types.take()) {
-        (Some(_), Some(_)) => {
-            c.error(
-                "workers.instance_types",
-                At::Key,
-                "is given beside `instance_type`; give one of them",
-                "list every type under `instance_types` (most wanted first), or keep one `instance_type`",
-            );
-            None
-        }
+    let (one, list) = (w.instance_type.take(), w.instance_types.take());
+    if one.is_some() && list.is_some() {
+        // Said once; the list's own checks still run.
+        c.error(
+            "workers.instance_types",
+            At::Key,
+            "is given beside `instance_type`; give one of them",
+            "list every type under `instance_types` (most wanted first), or keep one `instance_type`",
+        );
+    }
+    match (one, list) {
         (Some(one), None) => Some(vec![("workers.instance_type".to_owned(), one)]),
-        (None, Some(list)) => {
+        (_, Some(list)) => {
             if list.is_empty() {
                 c.error(
                     "workers.instance_types",
@@ -84,8 +85,10 @@ pub(super) fn type_names(c: &mut Checker<'_>, w: &mut Workers) -> Option<Vec<(St
 /// same number of ranks on every node).
 pub(super) fn mixed_types(c: &mut Checker<'_>, types: &[(&str, &'static InstanceType)]) {
     let Some((_, first)) = types.first() else { return };
+    let mut kinds_differ = false;
     for (path, t) in &types[1..] {
         if kind(t) != kind(first) {
+            kinds_differ = true;
             c.error(
                 path,
                 At::Value,
@@ -101,7 +104,7 @@ pub(super) fn mixed_types(c: &mut Checker<'_>, types: &[(&str, &'static Instance
         }
     }
     let counts: HashSet<u32> = types.iter().map(|(_, t)| t.accelerators).collect();
-    if counts.len() > 1 && first.accelerators > 0 {
+    if counts.len() > 1 && first.accelerators > 0 && !kinds_differ {
         let listed: Vec<String> = types.iter().map(|(_, t)| format!("`{}` {}", t.name, t.accelerators)).collect();
         c.warning(
             "workers.instance_types",
