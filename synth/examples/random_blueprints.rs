@@ -13,7 +13,9 @@
 //! `min <= count <= max <= 1000`, private VPC ranges /16 to /22 with host bits
 //! zero, SSH CIDRs that are never `0.0.0.0/0`, EFA `on` only for p4d.24xlarge
 //! on both master and workers with a private master, a public subnet exactly
-//! when the master is public.
+//! when the master is public, several worker types of one kind, reservations
+//! (then perhaps On-Demand), and a Capacity Block only with a pinned region,
+//! one type and `min: 0`.
 //!
 //! The PRNG is splitmix64, written inline: the output only has to vary and be
 //! reproducible, and it spares the workspace a dependency.
@@ -185,15 +187,65 @@ fn blueprint(seed: u64, index: u32) -> String {
     line!("  instance_type: {master_type}");
     line!("  public: {public}");
 
+    // Where the workers come from: a Capacity Block (one type, a pinned
+    // region, min 0 since it starts after the build), reservations, Spot,
+    // or the default; several types unless it is a block or EFA is on.
+    let capacity = match (region, rng.range(0, 9)) {
+        (Some(r), 0) => Capacity::Block(r),
+        (_, 1 | 2) => Capacity::Reserved,
+        (_, 3) => Capacity::Spot,
+        _ => Capacity::Default,
+    };
     let max = if rng.chance(10) { rng.range(1, 1000) } else { rng.range(1, 32) };
     let count = rng.range(1, max);
-    let min = rng.range(0, count);
+    let min = if matches!(capacity, Capacity::Block(_)) { 0 } else { rng.range(0, count) };
     line!("workers:");
-    line!("  instance_type: {worker_type}");
+    if !efa_on && !matches!(capacity, Capacity::Block(_)) && rng.chance(30) {
+        // The same kind as the first, so that the image fits every one.
+        let kind: &[&str] = if CPU_TYPES.contains(&worker_type) { &CPU_TYPES } else { &GPU_TYPES };
+        let mut types = vec![worker_type];
+        for _ in 0..rng.range(1, 2) {
+            let t = rng.pick(kind);
+            if !types.contains(&t) {
+                types.push(t);
+            }
+        }
+        line!("  instance_types: [{}]", types.join(", "));
+    } else {
+        line!("  instance_type: {worker_type}");
+    }
     line!("  count: {count}");
     line!("  min: {min}");
     line!("  max: {max}");
-    line!("  spot: {}", rng.chance(30));
+    match capacity {
+        Capacity::Default => line!("  spot: {}", rng.chance(30)),
+        Capacity::Spot => line!("  capacity: [spot]"),
+        Capacity::Reserved => {
+            line!("  capacity:");
+            for _ in 0..rng.range(1, 2) {
+                line!("    - reservation: cr-{}", rng.hex(17));
+            }
+            if rng.chance(40) {
+                line!(
+                    "    - reservation_group: arn:aws:resource-groups:us-east-1:123456789012:group/gpus-{}",
+                    rng.hex(4)
+                );
+            }
+            if rng.chance(60) {
+                line!("    - on_demand");
+            }
+        }
+        Capacity::Block(r) => {
+            // Years ahead, so the build never finds it started or ended.
+            let day = rng.range(1, 20);
+            line!("  capacity:");
+            line!("    - capacity_block:");
+            line!("        id: cr-{}", rng.hex(17));
+            line!("        zone: {r}{}", rng.pick(&["a", "b", "c"]));
+            line!("        start: 2040-03-{day:02}T11:30:00Z");
+            line!("        end: 2040-03-{:02}T11:30:00Z", day + rng.range(1, 7));
+        }
+    }
 
     let mount = rng.pick(&["/efs", "/shared", "/mnt/efs", "/data"]);
     line!("storage:");
@@ -259,6 +311,19 @@ fn blueprint(seed: u64, index: u32) -> String {
         }
     }
     y
+}
+
+/// Where a random blueprint's workers come from.
+#[derive(Clone, Copy)]
+enum Capacity {
+    /// `spot: true|false`, or nothing written.
+    Default,
+    /// `capacity: [spot]`.
+    Spot,
+    /// Reservations, perhaps a resource group, perhaps `on_demand` after them.
+    Reserved,
+    /// A Capacity Block in the pinned region.
+    Block(&'static str),
 }
 
 /// A name matching `[a-z][a-z0-9-]*`, at most 32 characters; sometimes exactly 32.
