@@ -19,7 +19,8 @@ use cfn::resources::{autoscaling, cloudformation, ec2};
 use cfn::{Attributes, CreationPolicy, Expr, Handle, Template};
 use node_contract::Role;
 
-use crate::spec::{CapacityBlock, WorkerCapacity, WorkerSpec};
+use super::capacity;
+use crate::spec::CapacityBlock;
 
 use super::context::Ctx;
 use super::logs::LogGroup;
@@ -141,93 +142,6 @@ fn version(lt: &Handle<ec2::LaunchTemplate>) -> ec2::LaunchTemplateSpecification
     }
 }
 
-/// The group's launch template, or its mixed instances policy: Spot, or
-/// several instance types (On-Demand in the blueprint's order).
-fn launch_and_mix(
-    workers: &WorkerSpec,
-    d: &Deps,
-    lt: &Handle<ec2::LaunchTemplate>,
-) -> (Option<ec2::LaunchTemplateSpecification>, Option<autoscaling::MixedInstancesPolicy>) {
-    // The first type is the console's parameter, so the form still changes it.
-    let overrides: Vec<autoscaling::LaunchTemplateOverrides> = if workers.fallback_types.is_empty() {
-        Vec::new()
-    } else {
-        std::iter::once(Expr::from(d.inputs.worker_type.r#ref()))
-            .chain(workers.fallback_types.iter().map(|t| Expr::from(t.as_str())))
-            .map(|t| autoscaling::LaunchTemplateOverrides { instance_type: t.into() })
-            .collect()
-    };
-    let distribution = if workers.spot() {
-        autoscaling::InstancesDistribution {
-            on_demand_allocation_strategy: None,
-            on_demand_base_capacity: 0,
-            on_demand_percentage_above_base_capacity: 0,
-            // Fewer interruptions than lowest-price, at a price close to it:
-            // https://docs.aws.amazon.com/autoscaling/ec2/userguide/allocation-strategies.html
-            spot_allocation_strategy: Some("price-capacity-optimized".into()),
-        }
-    } else if !overrides.is_empty() {
-        autoscaling::InstancesDistribution {
-            // The first type Auto Scaling has capacity for, in the
-            // blueprint's order (reservations first, when there are some).
-            on_demand_allocation_strategy: Some("prioritized".into()),
-            on_demand_base_capacity: 0,
-            on_demand_percentage_above_base_capacity: 100,
-            spot_allocation_strategy: None,
-        }
-    } else {
-        return (Some(version(lt)), None);
-    };
-    let mixed = autoscaling::MixedInstancesPolicy {
-        instances_distribution: distribution,
-        launch_template: autoscaling::MixedLaunchTemplate { launch_template_specification: version(lt), overrides },
-    };
-    (None, Some(mixed))
-}
-
-/// The group's Capacity Reservation preference and targets (On-Demand
-/// Capacity Reservations; a Capacity Block goes through its launch template).
-fn reservations(capacity: &WorkerCapacity) -> Option<autoscaling::CapacityReservationSpecification> {
-    let WorkerCapacity::Reserved { ids, groups, then_on_demand } = capacity else { return None };
-    Some(autoscaling::CapacityReservationSpecification {
-        capacity_reservation_preference: if *then_on_demand {
-            "capacity-reservations-first"
-        } else {
-            "capacity-reservations-only"
-        }
-        .into(),
-        capacity_reservation_target: Some(autoscaling::CapacityReservationTarget {
-            capacity_reservation_ids: ids.iter().map(|id| id.as_str().into()).collect(),
-            capacity_reservation_resource_group_arns: groups.iter().map(|arn| arn.as_str().into()).collect(),
-        }),
-    })
-}
-
-/// A Capacity Block's window: the group goes to the requested count at the
-/// block's start (when it starts after the build) and to 0 forty minutes
-/// before its end, ten minutes before EC2 reclaims the instances, so the
-/// terminating lifecycle hook lets every worker leave cleanly.
-fn block_window(t: &mut Template, block: &CapacityBlock, group: &Handle<autoscaling::AutoScalingGroup>, d: &Deps) {
-    if let Some(start) = block.start_unix {
-        t.add(
-            "CapacityBlockStart",
-            autoscaling::ScheduledAction {
-                auto_scaling_group_name: group.r#ref().into(),
-                desired_capacity: Some(d.inputs.worker_count.r#ref().into()),
-                start_time: node_contract::interruption::format_utc(start).into(),
-            },
-        );
-    }
-    t.add(
-        "CapacityBlockEnd",
-        autoscaling::ScheduledAction {
-            auto_scaling_group_name: group.r#ref().into(),
-            desired_capacity: Some("0".into()),
-            start_time: node_contract::interruption::format_utc(block.scale_in_unix()).into(),
-        },
-    );
-}
-
 pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     let spec = ctx.spec;
     let placement = spec.placement_group.then(|| {
@@ -255,7 +169,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
         ),
     );
     let hook_role = identity::lifecycle_hook(t, ctx, d.queues);
-    let (launch, mixed) = launch_and_mix(&spec.workers, &d, &worker_lt);
+    let (launch, mixed) = capacity::launch_and_mix(&spec.workers, d.inputs, version(&worker_lt));
     let mut worker_tags: Vec<autoscaling::AsgTag> = ctx
         .tags("worker")
         .into_iter()
@@ -291,7 +205,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
             mixed_instances_policy: mixed,
             vpc_zone_identifier: d.net.worker_subnets.iter().cloned().map(Into::into).collect(),
             placement_group: placement.clone().map(Into::into),
-            capacity_reservation_specification: reservations(&spec.workers.capacity),
+            capacity_reservation_specification: capacity::reservations(&spec.workers.capacity),
             lifecycle_hook_specification_list: vec![autoscaling::LifecycleHookSpecification {
                 lifecycle_hook_name: "worker-terminating".into(),
                 lifecycle_transition: "autoscaling:EC2_INSTANCE_TERMINATING".into(),
@@ -307,7 +221,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, d: Deps) -> Cluster {
     );
 
     if let Some(block) = spec.workers.capacity_block() {
-        block_window(t, block, &workers, &d);
+        capacity::block_window(t, block, &workers, d.inputs);
     }
 
     let master_profile = identity::master(t, ctx, d.queues, d.logs, &workers);

@@ -5,13 +5,15 @@
 //! next one needs: [`parameters`] (the console form), [`network`] (VPC or an
 //! existing one), [`security`] (security groups), [`queues`] (SQS),
 //! [`identity`] (IAM), [`logs`] (the nodes' log group), [`storage`] (EFS), [`compute`] (launch templates, the
-//! master, the worker group, formation) and [`outputs`]. The node config each
+//! master, the worker group, formation; where the workers' capacity comes
+//! from is [`capacity`]) and [`outputs`]. The node config each
 //! instance boots with is rendered by [`node_config`].
 //!
 //! Nothing here can fail: every user-facing check happened in
 //! [`crate::blueprint`], and structural problems (a dangling reference, a
 //! limit) are caught by [`cfn::Template::render`].
 
+mod capacity;
 mod compute;
 mod context;
 pub(crate) mod identity;

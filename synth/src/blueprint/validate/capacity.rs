@@ -110,7 +110,7 @@ pub(super) fn mixed_types(c: &mut Checker<'_>, types: &[(&str, &'static Instance
             "workers.instance_types",
             At::Key,
             format!("the types have different GPU counts ({}); each node's hostfile gives it its own", listed.join(", ")),
-            "data-parallel jobs usually want the same number of ranks on every node: list types with equal GPU counts, or launch with `--nproc-per-node`",
+            "data-parallel jobs usually want the same number of ranks on every node: list types with equal GPU counts, or give `trainer launch` a fixed number of ranks per node (its nproc-per-node option)",
         );
     }
 }
