@@ -47,6 +47,67 @@ pub struct ClusterSpec {
     pub tags: BTreeMap<String, String>,
 }
 
+impl ClusterSpec {
+    /// Every node in one Availability Zone: a cluster placement group, EFA
+    /// (its OS-bypass traffic does not leave its subnet), or a Capacity
+    /// Block (its instances are in its zone).
+    pub fn single_zone(&self) -> bool {
+        self.placement_group || self.efa || self.workers.capacity_block().is_some()
+    }
+
+    /// One line on where the workers come from and where they launch, for
+    /// `synth validate` (the zones: Auto Scaling launches where there is
+    /// capacity only when it has more than one).
+    pub fn workers_summary(&self) -> String {
+        let w = &self.workers;
+        let types = match w.fallback_types.as_slice() {
+            [] => w.instance_type.clone(),
+            rest => format!("{} (then {})", w.instance_type, rest.join(", ")),
+        };
+        let source = match &w.capacity {
+            WorkerCapacity::OnDemand => "On-Demand".to_owned(),
+            WorkerCapacity::Spot => "Spot".to_owned(),
+            WorkerCapacity::Reserved { ids, groups, then_on_demand } => {
+                let mut targets: Vec<&str> = ids.iter().map(String::as_str).collect();
+                targets.extend(groups.iter().map(String::as_str));
+                let targets = targets.join(", ");
+                if *then_on_demand {
+                    format!("reservations first ({targets}), then On-Demand")
+                } else {
+                    format!("reservations only ({targets})")
+                }
+            }
+            WorkerCapacity::CapacityBlock(b) => {
+                use node_contract::interruption::format_utc;
+                let start = b.start_unix.map_or_else(|| "now".to_owned(), format_utc);
+                format!(
+                    "Capacity Block {} ({start} to {}, scaled to 0 at {})",
+                    b.id,
+                    format_utc(b.end_unix),
+                    format_utc(b.scale_in_unix())
+                )
+            }
+        };
+        let zones = match (&self.network, self.single_zone()) {
+            (_, true) => {
+                let why = match () {
+                    _ if w.capacity_block().is_some() => "the block's",
+                    _ if self.placement_group => "the cluster placement group's",
+                    _ => "EFA's",
+                };
+                format!("one Availability Zone ({why})")
+            }
+            (NetworkSpec::New { .. }, false) => {
+                "two Availability Zones (Auto Scaling launches where there is capacity)".to_owned()
+            }
+            (NetworkSpec::Existing { private_subnet_ids, .. }, false) => {
+                format!("the {} private subnets listed", private_subnet_ids.len())
+            }
+        };
+        format!("workers: {} x {types}, {source}, in {zones}", w.count)
+    }
+}
+
 /// The retention periods CloudWatch Logs accepts, in days
 /// (`AWS::Logs::LogGroup` `RetentionInDays`).
 pub const LOG_RETENTION_DAYS: [u32; 22] =

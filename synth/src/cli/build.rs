@@ -30,6 +30,8 @@ pub(super) enum Compiled {
         json: String,
         resources: usize,
         notes: String,
+        /// Where the workers come from and launch (`ClusterSpec::workers_summary`).
+        workers: String,
         /// The region the template is for; `None`: all five.
         region: Option<crate::region::Region>,
     },
@@ -76,7 +78,13 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
             for w in rendered.warnings {
                 notes.push_str(&format!("warning: {w}\n"));
             }
-            Compiled::Ok { json: rendered.json, resources, notes, region: loaded.spec.region }
+            Compiled::Ok {
+                json: rendered.json,
+                resources,
+                notes,
+                region: loaded.spec.region,
+                workers: loaded.spec.workers_summary(),
+            }
         }
         Err(e) => {
             errln!("error: internal error, please report it: {e}");

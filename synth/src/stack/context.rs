@@ -29,7 +29,7 @@ impl Ctx<'_> {
     /// (EFA's OS-bypass traffic does not leave its subnet), or a Capacity
     /// Block (its instances are in its zone).
     pub(super) fn single_az(&self) -> bool {
-        self.spec.placement_group || self.spec.efa || self.spec.workers.capacity_block().is_some()
+        self.spec.single_zone()
     }
 }
 

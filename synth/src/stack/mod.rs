@@ -195,6 +195,38 @@ pub(crate) mod tests {
         out
     }
 
+    /// `synth validate` says where the workers come from and in how many zones.
+    #[test]
+    fn the_workers_summary_names_the_source_and_the_zones() {
+        let all: std::collections::HashMap<_, _> = variants().into_iter().collect();
+        let two = "in two Availability Zones (Auto Scaling launches where there is capacity)";
+        let cases = [
+            ("sample", format!("workers: 4 x p3.16xlarge, On-Demand, {two}")),
+            (
+                "portable-efa",
+                "workers: 4 x p4d.24xlarge, On-Demand, in one Availability Zone (the cluster placement group's)".into(),
+            ),
+            ("existing", "workers: 4 x p3.16xlarge, On-Demand, in the 2 private subnets listed".into()),
+            ("types-spot", format!("workers: 4 x p3.16xlarge (then p3dn.24xlarge), Spot, {two}")),
+            (
+                "types-reserved",
+                format!(
+                    "workers: 4 x p3.16xlarge (then p3dn.24xlarge, p3.8xlarge), reservations first (cr-0123456789abcdef0, \
+                     arn:aws:resource-groups:us-east-1:123456789012:group/gpus), then On-Demand, {two}"
+                ),
+            ),
+            (
+                "capacity-block",
+                "workers: 4 x p3.16xlarge, Capacity Block cr-0123456789abcdef0 (2030-03-17T17:46:40Z to \
+                 2030-03-24T17:46:40Z, scaled to 0 at 2030-03-24T17:06:40Z), in one Availability Zone (the block's)"
+                    .into(),
+            ),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(all[name].workers_summary(), expected, "{name}");
+        }
+    }
+
     /// Each capacity shape compiles to what Auto Scaling launches it with.
     #[test]
     fn capacity_shapes_compile_to_what_auto_scaling_takes() {
