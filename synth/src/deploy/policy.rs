@@ -33,8 +33,11 @@
 //!   `...:DescribeMountTargets`, ...) are written as one wildcard
 //!   (`elasticfilesystem:Describe*`): more reads, on the same `*`; and the
 //!   statement on the stacks' worker groups writes two or more actions of
-//!   any one verb as one wildcard (`autoscaling:Delete*`): more actions, on
-//!   the same groups, which the user's own stacks made.
+//!   one verb as one wildcard (`autoscaling:Put*`) where every action the
+//!   wildcard grants acts on a group (the generated table's
+//!   `verb_resource_types`, from parliament's IAM definitions; not
+//!   `autoscaling:Delete*`, which would grant `DeleteLaunchConfiguration`):
+//!   more actions, on the same groups, which the user's own stacks made.
 //!
 //! The local AWS of the tests checks the first part (moto evaluates every
 //! call synth makes against the user's policies); it does not check the
@@ -262,6 +265,9 @@ pub struct ResourcePermissions {
     pub types: BTreeMap<String, Vec<String>>,
     /// IAM action to the resource types it can be scoped to (none: `*` only).
     pub resource_types: BTreeMap<String, Vec<String>>,
+    /// `service:Verb` to the resource types of every action `service:Verb*`
+    /// grants (`""`: an action that takes only `*`).
+    pub verb_resource_types: BTreeMap<String, Vec<String>>,
 }
 
 /// Reads the table compiled into synth.
@@ -302,11 +308,12 @@ const READ_VERBS: [&str; 3] = ["Describe", "Get", "List"];
 
 /// Which actions [`compact`] may write as one wildcard per service and verb.
 #[derive(Clone, Copy)]
-enum Verbs {
+enum Verbs<'a> {
     /// Only reads ([`READ_VERBS`]).
     Reads,
-    /// Any verb: for a statement whose resources are only the stacks' own.
-    Any,
+    /// Any verb whose every action (what the wildcard grants, as the table
+    /// says) acts on one of these resource types only.
+    On(&'a BTreeMap<String, Vec<String>>, &'a [&'a str]),
 }
 
 /// The verb an action's name starts with (`Delete` of `DeleteTags`).
@@ -325,7 +332,13 @@ fn compact(actions: &BTreeSet<String>, verbs: Verbs) -> BTreeSet<String> {
             && !name.ends_with('*')
         {
             let verb = verb(name);
-            if matches!(verbs, Verbs::Any) || READ_VERBS.contains(&verb) {
+            let allowed = match verbs {
+                Verbs::Reads => READ_VERBS.contains(&verb),
+                Verbs::On(table, types) => table
+                    .get(&format!("{service}:{verb}"))
+                    .is_some_and(|all| all.iter().all(|t| types.contains(&t.as_str()))),
+            };
+            if allowed {
                 *groups.entry(format!("{service}:{verb}*")).or_default() += 1;
             }
         }
@@ -385,7 +398,7 @@ fn resources_statements(scope: &Scope) -> Result<Vec<Value>, String> {
         // statement has to fit beside everything else in one managed policy.
         let actions = match on {
             On::Any => compact(&actions, Verbs::Reads),
-            On::Groups => compact(&actions, Verbs::Any),
+            On::Groups => compact(&actions, Verbs::On(&table.verb_resource_types, &["autoScalingGroup"])),
             _ => actions,
         };
         statements.push(statement(&sid("CloudFormationManages", on), &actions, scope.arns(on)));
@@ -439,10 +452,22 @@ mod tests {
         let compacted: Vec<String> = compact(&actions, Verbs::Reads).into_iter().collect();
         assert_eq!(compacted, ["ec2:Describe*", "efs:CreateD", "efs:Describe*", "efs:GetC"]);
         let writes: BTreeSet<String> =
-            ["as:DeleteTags", "as:DeleteHook", "as:CreateGroup", "as:PutHook"].into_iter().map(String::from).collect();
+            ["as:DeleteTags", "as:DeleteHook", "as:CreateGroup", "as:CreateHook", "as:PutHook"]
+                .into_iter()
+                .map(String::from)
+                .collect();
+        // `as:Create*` would also grant an action on another resource type.
+        let table: BTreeMap<String, Vec<String>> = [
+            ("as:Delete", vec!["group".to_owned()]),
+            ("as:Create", vec!["group".to_owned(), "config".to_owned()]),
+            ("as:Put", vec!["group".to_owned()]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
         assert_eq!(
-            compact(&writes, Verbs::Any),
-            ["as:CreateGroup", "as:Delete*", "as:PutHook"].map(String::from).into()
+            compact(&writes, Verbs::On(&table, &["group"])),
+            ["as:CreateGroup", "as:CreateHook", "as:Delete*", "as:PutHook"].map(String::from).into()
         );
         assert_eq!(compact(&writes, Verbs::Reads), writes);
         assert_eq!(verb("DescribeScheduledActions"), "Describe");
