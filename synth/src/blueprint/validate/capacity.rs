@@ -185,34 +185,24 @@ pub(super) fn capacity(
                 }
             }
             CapacitySource::Reservation(id) => {
-                let path = format!("{path}.reservation");
-                if !is_reservation_id(&id) {
-                    c.error(
-                        &path,
-                        At::Value,
-                        format!("{} is not a Capacity Reservation id", ticked(&id)),
-                        "a reservation id is `cr-` followed by 17 lower-case hex digits, for example `cr-0123456789abcdef0`",
-                    );
-                } else if !seen.insert(id.clone()) {
-                    c.error(&path, At::Value, format!("{} is listed twice", ticked(&id)), "list each reservation once");
-                } else {
-                    ids.push(id);
-                }
+                let target = Target {
+                    path: format!("{path}.reservation"),
+                    well_formed: is_reservation_id(&id),
+                    what: "a Capacity Reservation id",
+                    help: "a reservation id is `cr-` followed by 17 lower-case hex digits, for example `cr-0123456789abcdef0`",
+                    once: "list each reservation once",
+                };
+                ids.extend(target.check(c, &mut seen, id));
             }
             CapacitySource::ReservationGroup(arn) => {
-                let path = format!("{path}.reservation_group");
-                if !is_resource_group_arn(&arn) {
-                    c.error(
-                        &path,
-                        At::Value,
-                        format!("{} is not a resource group ARN", ticked(&arn)),
-                        "give the ARN of a resource group of Capacity Reservations, `arn:aws:resource-groups:<region>:<account>:group/<name>`",
-                    );
-                } else if !seen.insert(arn.clone()) {
-                    c.error(&path, At::Value, format!("{} is listed twice", ticked(&arn)), "list each group once");
-                } else {
-                    groups.push(arn);
-                }
+                let target = Target {
+                    path: format!("{path}.reservation_group"),
+                    well_formed: is_resource_group_arn(&arn),
+                    what: "a resource group ARN",
+                    help: "give the ARN of a resource group of Capacity Reservations, `arn:aws:resource-groups:<region>:<account>:group/<name>`",
+                    once: "list each group once",
+                };
+                groups.extend(target.check(c, &mut seen, arn));
             }
             CapacitySource::CapacityBlock(b) => {
                 if block.is_some() {
@@ -272,6 +262,31 @@ pub(super) fn capacity(
         return WorkerCapacity::Reserved { ids, groups, then_on_demand: on_demand.is_some() };
     }
     WorkerCapacity::OnDemand
+}
+
+/// A reservation or resource group named in `capacity`, and what to say
+/// when it is malformed or listed twice.
+struct Target {
+    path: String,
+    well_formed: bool,
+    what: &'static str,
+    help: &'static str,
+    once: &'static str,
+}
+
+impl Target {
+    /// `value` when it is well formed and not seen before (reported otherwise).
+    fn check(self, c: &mut Checker<'_>, seen: &mut HashSet<String>, value: String) -> Option<String> {
+        if !self.well_formed {
+            c.error(&self.path, At::Value, format!("{} is not {}", ticked(&value), self.what), self.help);
+            None
+        } else if !seen.insert(value.clone()) {
+            c.error(&self.path, At::Value, format!("{} is listed twice", ticked(&value)), self.once);
+            None
+        } else {
+            Some(value)
+        }
+    }
 }
 
 /// A Capacity Block's fields; `None` when one is missing or wrong (reported).
