@@ -349,4 +349,34 @@ mod tests {
         );
         assert!(matches!(error_of("x", 503, "busy"), CloudError::Unavailable { .. }));
     }
+
+    #[test]
+    fn offerings_and_reservations_are_read_from_ec2s_xml() {
+        let offerings = "<DescribeInstanceTypeOfferingsResponse><instanceTypeOfferingSet>\
+                         <item><instanceType>p4d.24xlarge</instanceType><locationType>availability-zone</locationType>\
+                         <location>us-east-1b</location></item>\
+                         <item><instanceType>p4d.24xlarge</instanceType><location>us-east-1a</location></item>\
+                         </instanceTypeOfferingSet></DescribeInstanceTypeOfferingsResponse>";
+        let set = tag_text(offerings, "instanceTypeOfferingSet").unwrap();
+        let zones: Vec<&str> = items(set).filter_map(|i| tag_text(i, "location")).collect();
+        assert_eq!(zones, ["us-east-1b", "us-east-1a"]);
+        let nested = "<item><a><item>x</item></a><id>1</id></item><item><id>2</id></item>";
+        assert_eq!(items(nested).collect::<Vec<_>>(), ["<a><item>x</item></a><id>1</id>", "<id>2</id>"]);
+        assert_eq!(items("<item>unclosed").count(), 0);
+        let reservation = "<capacityReservationId>cr-0123456789abcdef0</capacityReservationId>\
+                           <instanceType>p5.48xlarge</instanceType><availabilityZone>us-east-1a</availabilityZone>\
+                           <totalInstanceCount>8</totalInstanceCount><availableInstanceCount>6</availableInstanceCount>\
+                           <state>scheduled</state><startDate>2030-06-10T11:30:00.000Z</startDate>\
+                           <endDate>2030-06-17T11:30:00Z</endDate><reservationType>capacity-block</reservationType>";
+        let r = reservation_of(reservation);
+        assert_eq!(
+            (r.id.as_str(), r.instance_type.as_str(), r.zone.as_str(), r.state.as_str(), r.total, r.available),
+            ("cr-0123456789abcdef0", "p5.48xlarge", "us-east-1a", "scheduled", 8, 6)
+        );
+        assert_eq!(r.start_unix, node_contract::interruption::parse_utc("2030-06-10T11:30:00Z"));
+        assert_eq!(r.end_unix, node_contract::interruption::parse_utc("2030-06-17T11:30:00Z"));
+        assert!(r.capacity_block);
+        assert!(instance_type_name("x", "p4d.24xlarge").is_ok());
+        assert!(instance_type_name("x", "p4d&Action=RunInstances").is_err());
+    }
 }
