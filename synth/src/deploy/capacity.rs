@@ -746,8 +746,8 @@ pub async fn preflight<K: Console, C: Cloud>(
         console.noteln(&format!("error: {}", p.text));
     }
     console.noteln(&format!(
-        "error: refused before anything was created: {} (`synth capacity` shows the whole table; \
-         --skip-capacity-check deploys anyway)",
+        "error: refused before anything was created: {} (--skip-capacity-check deploys anyway; \
+         `synth capacity` shows the whole table)",
         report.verdict()
     ));
     Err(ExitCode::Invalid)
@@ -813,7 +813,7 @@ mod tests {
         assert!(r.fits());
         assert_eq!(r.verdict(), "us-east-1: fits: 2 workers (up to 3) (1 warning)");
         assert!(
-            r.problems[0].text.contains("--quota-code L-C4BD4855 --desired-value 576 --region us-east-1"),
+            r.problems[0].text.contains("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-C4BD4855 --desired-value 576"),
             "{:?}",
             r.problems
         );
