@@ -959,6 +959,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_report_of_several_regions_ends_with_one_verdict_and_its_exit_code() {
+        let cloud = cloud();
+        quota(&cloud, "L-417A185B", 1000.0);
+        let a = ask("p3.2xlarge", &["p4d.24xlarge"], 2, 4, WorkerCapacity::OnDemand);
+        let fits = report(&cloud, &a).await;
+        let mut blocked = fits.clone();
+        blocked.region = "us-west-2".into();
+        blocked.problems.push(Problem { severity: Severity::Blocker, text: "no room".into() });
+        let console = FakeConsole::default();
+        assert_eq!(print(&console, &[fits.clone()], false), ExitCode::Success);
+        assert!(console.stdout().ends_with("\nverdict: the cluster fits in us-east-1\n"), "{}", console.stdout());
+        let console = FakeConsole::default();
+        assert_eq!(print(&console, &[fits.clone(), blocked.clone()], false), ExitCode::Invalid);
+        let out = console.stdout();
+        assert!(out.contains("Region us-west-2: 2 workers, up to 4") && out.contains("blocker: no room"), "{out}");
+        assert!(out.ends_with("verdict: blocked in us-west-2; fits in us-east-1: see the blockers above\n"), "{out}");
+        let console = FakeConsole::default();
+        assert_eq!(print(&console, &[fits, blocked], true), ExitCode::Invalid);
+        let document: Value = serde_json::from_str(&console.stdout()).unwrap();
+        assert_eq!((document["fits"].as_bool(), document["regions"].as_array().map(Vec::len)), (Some(false), Some(2)));
+        assert_eq!(document["regions"][1]["problems"][0]["severity"], "blocker");
+        // A closed pipe is not a failure; a full disk is exit 2.
+        let console = FakeConsole::default();
+        *console.print_fails.lock().unwrap() = Some(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(print(&console, &[], false), ExitCode::Success);
+        *console.print_fails.lock().unwrap() = Some(std::io::ErrorKind::StorageFull);
+        assert_eq!(print(&console, &[], false), ExitCode::Error);
+    }
+
+    #[tokio::test]
     async fn the_deploy_preflight_refuses_a_blocker_and_goes_on_when_refused() {
         let cloud = cloud();
         quota(&cloud, "L-417A185B", 0.0);
