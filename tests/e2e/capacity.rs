@@ -207,3 +207,28 @@ fn a_capacity_block_in_another_zone_is_refused_naming_both_zones() -> TestResult
     assert!(aws.refused().is_empty(), "{:?}", aws.refused());
     Ok(())
 }
+
+/// Spot workers (elastic.yaml: g5.xlarge, 4 workers, up to 16): the Spot
+/// quota is checked, and the region's Spot placement score is shown; a low
+/// one is a warning, not a blocker.
+#[test]
+fn spot_workers_get_the_spot_quota_and_the_regions_placement_score() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    aws.set_spot_placement_score("us-east-1", 2)?;
+    let key = deployer(&aws, "spot-checker")?;
+    let (code, out, err) = run(synth_as(&aws, &key, &["capacity", "blueprints/elastic.yaml", "--region", "us-east-1"]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("\nSpot placement score: 2 of 10 for 4 workers"), "{out}");
+    assert!(
+        out.contains("warning: the Spot placement score of 4 workers (g5.xlarge) in us-east-1 is 2 of 10"),
+        "{out}"
+    );
+    let spot = out.lines().find(|l| l.starts_with("L-3819A6DF")).unwrap_or_else(|| panic!("no Spot quota row:\n{out}"));
+    let cells: Vec<&str> = spot.split_whitespace().collect();
+    assert!(spot.contains("All G and VT Spot Instance Requests"), "{spot}");
+    // 4 workers at 4 vCPUs, 16 at max (the master is On-Demand).
+    assert_eq!(cells[cells.len() - 5..], ["Spot", "4096", "16", "64", "ok"], "{spot}");
+    assert_eq!(calls(&aws, "spot-checker", "GetSpotPlacementScores"), 1);
+    assert!(aws.refused().is_empty(), "{:?}", aws.refused());
+    Ok(())
+}

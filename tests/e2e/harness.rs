@@ -316,12 +316,12 @@ async fn moto_receives_from_a_long_queue_in_milliseconds() -> TestResult {
 /// dispatcher lock. With a thousand agents' requests in flight, that lock
 /// was a convoy (1,037 of moto's 1,095 threads waiting for it). The test
 /// holds the lock for 3 s (`POST /_hold_dispatcher`) and sends meanwhile.
-/// Launcher patches (v), (w) and (x): Service Quotas answers EC2's vCPU
+/// Launcher patches (v), (w), (x) and (y): Service Quotas answers EC2's vCPU
 /// quotas (4,096 unset, a test's value once set, an unknown code refused as
 /// AWS refuses it); a Capacity Reservation made through the launcher is
 /// described in EC2's XML, and an unknown id is
 /// `InvalidCapacityReservationId.NotFound`; p3.2xlarge and p3.16xlarge are
-/// known and offered.
+/// known and offered; Spot placement scores are answered per region.
 #[tokio::test(flavor = "multi_thread")]
 async fn moto_answers_quotas_capacity_reservations_and_p3_types() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
@@ -392,6 +392,22 @@ async fn moto_answers_quotas_capacity_reservations_and_p3_types() -> TestResult 
         )?;
         assert!(offered.contains("<location>us-east-1a</location>"), "{offered}");
     }
+
+    // (y): a Spot placement score per region asked, 5 unless set.
+    aws.set_spot_placement_score("us-west-2", 9)?;
+    let scores = aws.query(
+        "ec2",
+        &[
+            ("Action", "GetSpotPlacementScores"),
+            ("Version", "2016-11-15"),
+            ("InstanceType.1", "g5.xlarge"),
+            ("TargetCapacity", "4"),
+            ("RegionName.1", "us-east-1"),
+            ("RegionName.2", "us-west-2"),
+        ],
+    )?;
+    assert!(scores.contains("<regionName>us-east-1</regionName><score>5</score>"), "{scores}");
+    assert!(scores.contains("<regionName>us-west-2</regionName><score>9</score>"), "{scores}");
     Ok(())
 }
 

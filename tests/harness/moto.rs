@@ -511,6 +511,13 @@ impl LocalAws {
         self.post_json(&format!("{}/_capacity_reservations", self.endpoint()), reservation)
     }
 
+    /// Sets `region`'s Spot placement score (1 to 10) that EC2's
+    /// `GetSpotPlacementScores` answers (launcher patch (y); unset: 5).
+    pub fn set_spot_placement_score(&self, region: &str, score: u32) -> Result<()> {
+        let body = serde_json::json!({"Region": region, "Score": score});
+        self.post_json(&format!("{}/_spot_placement_scores", self.endpoint()), &body).map(drop)
+    }
+
     /// Adds a failed scaling activity with `status_message` to `group`, as
     /// Auto Scaling records a launch it could not make; the group's
     /// `DescribeScalingActivities` returns it (newest first).

@@ -33,7 +33,9 @@ Extra routes, served next to moto's own:
   POST /_service_quotas  sets an EC2 vCPU quota's value (JSON: ServiceCode,
        QuotaCode, Value, optional Region; patch (v));
   POST /_capacity_reservations  makes a Capacity Reservation or Capacity
-       Block that DescribeCapacityReservations answers (patch (w)).
+       Block that DescribeCapacityReservations answers (patch (w));
+  POST /_spot_placement_scores  sets a region's Spot placement score (JSON:
+       Region, Score; patch (y)).
 
 IAM is enforced from the first request (patch (t)); the administrator
 e2e-admin (key AKIAE2EADMINISTRATOR) is made at start and after each reset.
@@ -549,6 +551,36 @@ from moto.ec2.responses import EC2Response as _EC2Response  # noqa: E402
 
 _EC2Response.describe_capacity_reservations = describe_capacity_reservations
 
+
+# --- Patch (y): Spot placement scores ------------------------------------------
+# moto 5.2.5 has no GetSpotPlacementScores. It answers in EC2's XML, for each
+# region asked (RegionName.N, else the request's), the score a test set with
+# POST /_spot_placement_scores (JSON Region, Score 1 to 10), else 5.
+SPOT_SCORES: dict[str, int] = {}
+
+
+def set_spot_score(request):
+    region, score = str(request["Region"]), int(request["Score"])
+    if not 1 <= score <= 10:
+        raise ValueError("Score is 1 to 10")
+    with SIGNALS_LOCK:
+        SPOT_SCORES[region] = score
+    return {"Region": region, "Score": score}
+
+
+def get_spot_placement_scores(self):
+    regions = self._get_param("RegionNames", []) or [self.region]
+    with SIGNALS_LOCK:
+        scores = [(r, SPOT_SCORES.get(r, 5)) for r in regions]
+    items = "".join(f"<item><regionName>{xml_escape(r)}</regionName><score>{s}</score></item>" for r, s in scores)
+    return (
+        '<GetSpotPlacementScoresResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>{uuid.uuid4()}</requestId><spotPlacementScoreSet>{items}</spotPlacementScoreSet>"
+        "</GetSpotPlacementScoresResponse>"
+    )
+
+
+_EC2Response.get_spot_placement_scores = get_spot_placement_scores
 
 # --- Patch (x): P3 instance types ----------------------------------------------
 # moto 5.2.5's instance type data has no p3.2xlarge nor p3.16xlarge (only
@@ -1084,13 +1116,15 @@ def extra_routes(app):
                 ACTIVITIES.setdefault(group, []).append(activity)
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
-        if path in ("/_service_quotas", "/_capacity_reservations") and method == "POST":
-            # Patches (v) and (w): a quota's value, a reservation.
+        if path in ("/_service_quotas", "/_capacity_reservations", "/_spot_placement_scores") and method == "POST":
+            # Patches (v), (w) and (y): a quota's value, a reservation, a Spot placement score.
             length = int(environ.get("CONTENT_LENGTH") or 0)
             try:
                 request = json.loads(environ["wsgi.input"].read(length))
                 if path == "/_service_quotas":
                     answer = set_quota(request)
+                elif path == "/_spot_placement_scores":
+                    answer = set_spot_score(request)
                 else:
                     answer = add_capacity_reservation(request)
             except (ValueError, TypeError, KeyError, AttributeError) as e:
@@ -1145,6 +1179,7 @@ def extra_routes(app):
                 FAILURES.clear()
                 QUOTA_VALUES.clear()
                 CAPACITY_RESERVATIONS.clear()
+                SPOT_SCORES.clear()
             with CALLS_LOCK:
                 CALLS.clear()
             # Patch (t): the reset wipes IAM; the harness's principals come back.

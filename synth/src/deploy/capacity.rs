@@ -7,7 +7,10 @@
 //! the account's vCPU quota it counts against (Service Quotas
 //! `GetServiceQuota`, codes in [`super::quotas`]) beside the vCPUs the
 //! cluster needs at `count` and at `max`; and the reservations and
-//! Capacity Blocks `workers.capacity` names (`DescribeCapacityReservations`).
+//! Capacity Blocks `workers.capacity` names (`DescribeCapacityReservations`);
+//! for Spot workers, the region's Spot placement score for them
+//! (`GetSpotPlacementScores`: a likelihood, so a low score is a warning,
+//! and a score AWS refuses is said and skipped).
 //!
 //! What counts against which quota:
 //! - the master: its family's On-Demand quota, always (it is an On-Demand
@@ -133,6 +136,9 @@ pub struct Found {
     pub quotas: BTreeMap<String, Option<Quota>>,
     /// Each reservation named, by id; `None`: EC2 has no such reservation.
     pub reservations: Vec<(String, Option<Reservation>)>,
+    /// Spot workers: the region's Spot placement score for them (`None`
+    /// inside: EC2 gave none), or why it was not read.
+    pub spot: Option<Result<Option<u32>, String>>,
 }
 
 /// Reads what the check needs through `cloud`.
@@ -148,6 +154,10 @@ pub async fn read<C: Cloud>(cloud: &C, ask: &Ask) -> CloudResult<Found> {
     }
     for id in ask.reservation_ids() {
         found.reservations.push((id.to_owned(), cloud.capacity_reservation(id).await?));
+    }
+    if ask.capacity == WorkerCapacity::Spot {
+        // Optional: a score AWS refuses or cannot give is said, not fatal.
+        found.spot = Some(cloud.spot_placement_score(&ask.workers, ask.count).await.map_err(|e| e.to_string()));
     }
     Ok(found)
 }
@@ -226,6 +236,8 @@ pub struct Report {
     pub quotas: Vec<QuotaRow>,
     /// The reservations.
     pub reservations: Vec<ReservationRow>,
+    /// Spot workers: the region's Spot placement score for them (1 to 10).
+    pub spot_score: Option<u32>,
     /// Blockers first, then warnings.
     pub problems: Vec<Problem>,
 }
@@ -532,8 +544,38 @@ pub fn assess(ask: &Ask, found: &Found) -> Report {
         quotas.push(QuotaRow { kind, value, at_count: *at_count, at_max: *at_max, verdict });
     }
     quotas.sort_by_key(|q| super::quotas::QUOTAS.iter().position(|k| k.code == q.kind.code));
+    let spot_score = match &found.spot {
+        Some(Ok(Some(score))) => {
+            if *score <= 3 {
+                warn(
+                    &mut problems,
+                    format!(
+                        "the Spot placement score of {} workers ({}) in {region} is {score} of 10: Spot is unlikely \
+                         to hold them there now; more instance types, or another region, may score higher",
+                        ask.count,
+                        ask.workers.join(", ")
+                    ),
+                );
+            }
+            Some(*score)
+        }
+        Some(Err(e)) => {
+            warn(&mut problems, format!("the Spot placement score was not read: {e}"));
+            None
+        }
+        _ => None,
+    };
     problems.sort_by_key(|p| p.severity != Severity::Blocker);
-    Report { region: found.region.clone(), count: ask.count, max: ask.max, types, quotas, reservations, problems }
+    Report {
+        region: found.region.clone(),
+        count: ask.count,
+        max: ask.max,
+        types,
+        quotas,
+        reservations,
+        spot_score,
+        problems,
+    }
 }
 
 /// The report as a readable table (stdout).
@@ -545,6 +587,12 @@ pub fn render(report: &Report) -> String {
         rows.push([t.name.clone(), t.role.clone(), t.vcpus.map_or("?".to_owned(), |v| v.to_string()), zones]);
     }
     out.push_str(&table(&rows, &[false, false, true, false]));
+    if let Some(score) = report.spot_score {
+        out.push_str(&format!(
+            "\nSpot placement score: {score} of 10 for {} workers (10: very likely to be fulfilled now)\n",
+            report.count
+        ));
+    }
     if !report.quotas.is_empty() {
         out.push('\n');
         let mut rows = vec![["QUOTA", "NAME", "MARKET", "VALUE", "AT COUNT", "AT MAX", ""].map(str::to_owned).to_vec()];
@@ -649,6 +697,7 @@ pub fn json(report: &Report) -> Value {
         "count": report.count,
         "max": report.max,
         "fits": report.fits(),
+        "spot_placement_score": report.spot_score,
         "types": report.types.iter().map(|t| json!({
             "instance_type": t.name, "role": t.role, "vcpus": t.vcpus, "zones": t.zones,
         })).collect::<Vec<_>>(),
@@ -956,6 +1005,31 @@ mod tests {
         assert!(rep.blockers().any(|p| p.text.starts_with(
             "reservation cr-0aaaaaaaaaaaaaaaa holds g5.xlarge, which is not among the workers' types (p4d.24xlarge, p3.16xlarge)"
         )), "{:?}", rep.problems);
+    }
+
+    #[tokio::test]
+    async fn spot_workers_get_the_regions_placement_score_and_a_low_one_warns() {
+        let cloud = cloud();
+        quota(&cloud, "L-DB2E81BA", 1000.0);
+        quota(&cloud, "L-3819A6DF", 1000.0);
+        let a = ask("g5.xlarge", &["g5.xlarge"], 4, 16, WorkerCapacity::Spot);
+        *cloud.spot_score.lock().unwrap() = Some(8);
+        let r = report(&cloud, &a).await;
+        assert_eq!((r.spot_score, r.problems.len()), (Some(8), 0), "{:?}", r.problems);
+        assert!(render(&r).contains("\nSpot placement score: 8 of 10 for 4 workers"), "{}", render(&r));
+        assert_eq!(json(&r)["spot_placement_score"], 8);
+        *cloud.spot_score.lock().unwrap() = Some(2);
+        let r = report(&cloud, &a).await;
+        assert!(r.fits(), "a low score is a warning");
+        assert!(r.problems[0].text.contains("is 2 of 10: Spot is unlikely"), "{:?}", r.problems);
+        *cloud.deny_spot_score.lock().unwrap() = true;
+        let r = report(&cloud, &a).await;
+        assert!(r.fits() && r.spot_score.is_none());
+        assert!(r.problems[0].text.starts_with("the Spot placement score was not read: EC2 GetSpotPlacementScores"));
+        // On-Demand workers: not asked.
+        let calls = cloud.calls_named("spot_placement_score");
+        report(&cloud, &ask("g5.xlarge", &["g5.xlarge"], 4, 16, WorkerCapacity::OnDemand)).await;
+        assert_eq!(cloud.calls_named("spot_placement_score"), calls);
     }
 
     #[tokio::test]

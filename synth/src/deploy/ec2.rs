@@ -3,9 +3,9 @@
 //! (docs/TESTING.md, "Build output and cost") for a handful of calls:
 //! `synth resume`'s two (`DescribeInstances` for the master's state,
 //! `StartInstances` for a master the idle guard stopped) and the capacity
-//! check's three reads (`DescribeInstanceTypeOfferings`,
-//! `DescribeInstanceTypes`, `DescribeCapacityReservations`; see
-//! [`super::capacity`]).
+//! check's reads (`DescribeInstanceTypeOfferings`,
+//! `DescribeInstanceTypes`, `DescribeCapacityReservations`, and for Spot
+//! workers `GetSpotPlacementScores`; see [`super::capacity`]).
 //!
 //! A request is a form POST (`Action=...&Version=2016-11-15&InstanceId.1=...`)
 //! signed with SigV4 (the `aws-sigv4` crate, which the SDK uses too) with the
@@ -135,6 +135,32 @@ impl Ec2 {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The Spot placement score (1 to 10) of `capacity` instances of
+    /// `types` in this region (`GetSpotPlacementScores`, the region alone,
+    /// not per zone), or `None` when EC2 gives none.
+    pub async fn spot_placement_score(&self, types: &[String], capacity: u32) -> CloudResult<Option<u32>> {
+        let what = "EC2 GetSpotPlacementScores".to_owned();
+        let mut names = Vec::new();
+        for t in types {
+            names.push(instance_type_name(&what, t)?.to_owned());
+        }
+        let capacity = capacity.max(1).to_string();
+        let keys: Vec<String> = (1..=names.len()).map(|i| format!("InstanceType.{i}")).collect();
+        let mut params: Vec<(&str, &str)> =
+            keys.iter().map(String::as_str).zip(names.iter().map(String::as_str)).collect();
+        params.extend([
+            ("TargetCapacity", capacity.as_str()),
+            ("TargetCapacityUnitType", "units"),
+            ("SingleAvailabilityZone", "false"),
+            ("RegionName.1", self.region.as_str()),
+        ]);
+        let body = self.call(&what, "GetSpotPlacementScores", &params).await?;
+        let set = tag_text(&body, "spotPlacementScoreSet").unwrap_or_default();
+        Ok(items(set)
+            .filter(|item| tag_text(item, "regionName").is_none_or(|r| r == self.region))
+            .find_map(|item| tag_text(item, "score").and_then(|n| n.trim().parse().ok())))
     }
 
     /// One signed request with the form `params` (values that need no

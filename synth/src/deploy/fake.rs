@@ -57,6 +57,11 @@ pub(crate) struct FakeCloud {
     pub reservations: Mutex<BTreeMap<String, Reservation>>,
     /// The capacity check's reads are refused (AccessDenied).
     pub deny_capacity_reads: Mutex<bool>,
+    /// The Spot placement score EC2 gives (`None`: none); refused when
+    /// `deny_spot_score`.
+    pub spot_score: Mutex<Option<u32>>,
+    /// `GetSpotPlacementScores` is refused (AccessDenied).
+    pub deny_spot_score: Mutex<bool>,
 }
 
 impl FakeCloud {
@@ -234,6 +239,17 @@ impl Cloud for FakeCloud {
     async fn capacity_reservation(&self, id: &str) -> CloudResult<Option<Reservation>> {
         self.call("capacity_reservation");
         Ok(self.reservations.lock().unwrap().get(id).cloned())
+    }
+    async fn spot_placement_score(&self, _types: &[String], _capacity: u32) -> CloudResult<Option<u32>> {
+        self.call("spot_placement_score");
+        if *self.deny_spot_score.lock().unwrap() {
+            return Err(CloudError::Denied {
+                what: "EC2 GetSpotPlacementScores".into(),
+                message: "UnauthorizedOperation: You are not authorized to perform this operation.".into(),
+                action: Some("ec2:GetSpotPlacementScores".into()),
+            });
+        }
+        Ok(*self.spot_score.lock().unwrap())
     }
     async fn service_quota(&self, _service: &str, code: &str) -> CloudResult<Option<Quota>> {
         self.call("service_quota");

@@ -15,8 +15,8 @@
 //!   (Service Authorization Reference: `logs:DescribeLogGroups`,
 //!   `autoscaling:DescribeAutoScalingGroups`, `ec2:DescribeInstances`, the
 //!   capacity check's `ec2:DescribeInstanceTypeOfferings`,
-//!   `ec2:DescribeInstanceTypes`, `ec2:DescribeCapacityReservations` and
-//!   `servicequotas:GetServiceQuota`, and
+//!   `ec2:DescribeInstanceTypes`, `ec2:DescribeCapacityReservations`,
+//!   `ec2:GetSpotPlacementScores` and `servicequotas:GetServiceQuota`, and
 //!   `DescribeStacks` without a stack name, which `synth status` lists the
 //!   region's stacks with); `synth resume`'s `ec2:StartInstances` on
 //!   instances, with a condition on their CloudFormation stack-name tag.
@@ -168,6 +168,8 @@ pub const CALLS: &[Call] = &[
     call("EC2 DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypeOfferings", On::Any),
     call("EC2 DescribeInstanceTypes", "ec2:DescribeInstanceTypes", On::Any),
     call("EC2 DescribeCapacityReservations", "ec2:DescribeCapacityReservations", On::Any),
+    // Spot workers only: how likely the region is to hold them (optional).
+    call("EC2 GetSpotPlacementScores", "ec2:GetSpotPlacementScores", On::Any),
     call("Service Quotas GetServiceQuota", "servicequotas:GetServiceQuota", On::Any),
     // CloudFormation resolves an `AWS::SSM::Parameter::Value<...>`
     // parameter (the image) as the caller.

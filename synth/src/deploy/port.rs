@@ -387,6 +387,14 @@ pub trait Cloud: Send + Sync {
     /// The Capacity Reservation or Capacity Block `id`
     /// (`DescribeCapacityReservations`), or `None` when EC2 does not know it.
     fn capacity_reservation(&self, id: &str) -> impl Future<Output = CloudResult<Option<Reservation>>> + Send;
+    /// The Spot placement score (1 to 10) of `capacity` instances of
+    /// `types` in the region (`GetSpotPlacementScores`), or `None` when EC2
+    /// gives none.
+    fn spot_placement_score(
+        &self,
+        types: &[String],
+        capacity: u32,
+    ) -> impl Future<Output = CloudResult<Option<u32>>> + Send;
     /// The applied value of quota `code` of `service` (Service Quotas
     /// `GetServiceQuota`), or `None` when Service Quotas has no such quota
     /// (`NoSuchResourceException`).

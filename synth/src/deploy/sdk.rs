@@ -542,6 +542,11 @@ impl Cloud for SdkCloud {
     }
 
     #[tracing::instrument(skip(self))]
+    async fn spot_placement_score(&self, types: &[String], capacity: u32) -> CloudResult<Option<u32>> {
+        self.ec2.spot_placement_score(types, capacity).await
+    }
+
+    #[tracing::instrument(skip(self))]
     async fn service_quota(&self, service: &str, code: &str) -> CloudResult<Option<Quota>> {
         self.quotas.quota(service, code).await
     }
