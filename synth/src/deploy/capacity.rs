@@ -1042,7 +1042,7 @@ mod tests {
         blocked.region = "us-west-2".into();
         blocked.problems.push(Problem { severity: Severity::Blocker, text: "no room".into() });
         let console = FakeConsole::default();
-        assert_eq!(print(&console, &[fits.clone()], false), ExitCode::Success);
+        assert_eq!(print(&console, std::slice::from_ref(&fits), false), ExitCode::Success);
         assert!(console.stdout().ends_with("\nverdict: the cluster fits in us-east-1\n"), "{}", console.stdout());
         let console = FakeConsole::default();
         assert_eq!(print(&console, &[fits.clone(), blocked.clone()], false), ExitCode::Invalid);
