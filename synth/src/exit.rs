@@ -8,8 +8,8 @@
 pub enum ExitCode {
     /// Everything worked.
     Success = 0,
-    /// The blueprint has problems (they were printed), the stack failed, or
-    /// an update was refused.
+    /// The blueprint has problems (they were printed), the stack failed, an
+    /// update was refused, or the capacity check found a blocker.
     Invalid = 1,
     /// A usage error or an internal error (a file that cannot be read or
     /// written, a bug), or an AWS error (no credentials, access denied).

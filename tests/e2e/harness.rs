@@ -316,6 +316,101 @@ async fn moto_receives_from_a_long_queue_in_milliseconds() -> TestResult {
 /// dispatcher lock. With a thousand agents' requests in flight, that lock
 /// was a convoy (1,037 of moto's 1,095 threads waiting for it). The test
 /// holds the lock for 3 s (`POST /_hold_dispatcher`) and sends meanwhile.
+/// Launcher patches (v), (w), (x) and (y): Service Quotas answers EC2's vCPU
+/// quotas (4,096 unset, a test's value once set, an unknown code refused as
+/// AWS refuses it); a Capacity Reservation made through the launcher is
+/// described in EC2's XML, and an unknown id is
+/// `InvalidCapacityReservationId.NotFound`; p3.2xlarge and p3.16xlarge are
+/// known and offered; Spot placement scores are answered per region.
+#[tokio::test(flavor = "multi_thread")]
+async fn moto_answers_quotas_capacity_reservations_and_p3_types() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let quota = |code: &str| {
+        aws.json_call(
+            "servicequotas",
+            "ServiceQuotasV20190624.GetServiceQuota",
+            &serde_json::json!({"ServiceCode": "ec2", "QuotaCode": code}),
+        )
+    };
+    let p = quota("L-417A185B")?;
+    assert_eq!(p["Quota"]["Value"], 4096.0, "{p}");
+    assert_eq!(p["Quota"]["QuotaName"], "Running On-Demand P instances", "{p}");
+    aws.set_ec2_quota("L-417A185B", 0.0)?;
+    assert_eq!(quota("L-417A185B")?["Quota"]["Value"], 0.0);
+    let unknown = quota("L-00000000").expect_err("an unknown quota code is refused");
+    assert!(format!("{unknown:?}").contains("NoSuchResourceException"), "{unknown:?}");
+
+    aws.add_capacity_reservation(&serde_json::json!({
+        "CapacityReservationId": "cr-0123456789abcdef0", "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": "us-east-1b", "TotalInstanceCount": 8, "AvailableInstanceCount": 6,
+        "EndDate": "2030-06-17T11:30:00.000Z", "CapacityBlock": true,
+    }))?;
+    let described = aws.query(
+        "ec2",
+        &[
+            ("Action", "DescribeCapacityReservations"),
+            ("Version", "2016-11-15"),
+            ("CapacityReservationId.1", "cr-0123456789abcdef0"),
+        ],
+    )?;
+    for part in [
+        "<availabilityZone>us-east-1b</availabilityZone>",
+        "<totalInstanceCount>8</totalInstanceCount>",
+        "<availableInstanceCount>6</availableInstanceCount>",
+        "<reservationType>capacity-block</reservationType>",
+        "<endDate>2030-06-17T11:30:00.000Z</endDate>",
+    ] {
+        assert!(described.contains(part), "{part} not in {described}");
+    }
+    let missing = aws
+        .query(
+            "ec2",
+            &[
+                ("Action", "DescribeCapacityReservations"),
+                ("Version", "2016-11-15"),
+                ("CapacityReservationId.1", "cr-0123456789abcdef1"),
+            ],
+        )
+        .expect_err("an unknown reservation is refused");
+    assert!(format!("{missing:?}").contains("InvalidCapacityReservationId.NotFound"), "{missing:?}");
+
+    for (name, vcpus) in [("p3.2xlarge", 8), ("p3.16xlarge", 64)] {
+        let types = aws.query(
+            "ec2",
+            &[("Action", "DescribeInstanceTypes"), ("Version", "2016-11-15"), ("InstanceType.1", name)],
+        )?;
+        assert!(types.contains(&format!("<defaultVCpus>{vcpus}</defaultVCpus>")), "{types}");
+        let offered = aws.query(
+            "ec2",
+            &[
+                ("Action", "DescribeInstanceTypeOfferings"),
+                ("Version", "2016-11-15"),
+                ("LocationType", "availability-zone"),
+                ("Filter.1.Name", "instance-type"),
+                ("Filter.1.Value.1", name),
+            ],
+        )?;
+        assert!(offered.contains("<location>us-east-1a</location>"), "{offered}");
+    }
+
+    // (y): a Spot placement score per region asked, 5 unless set.
+    aws.set_spot_placement_score("us-west-2", 9)?;
+    let scores = aws.query(
+        "ec2",
+        &[
+            ("Action", "GetSpotPlacementScores"),
+            ("Version", "2016-11-15"),
+            ("InstanceType.1", "g5.xlarge"),
+            ("TargetCapacity", "4"),
+            ("RegionName.1", "us-east-1"),
+            ("RegionName.2", "us-west-2"),
+        ],
+    )?;
+    assert!(scores.contains("<regionName>us-east-1</regionName><score>5</score>"), "{scores}");
+    assert!(scores.contains("<regionName>us-west-2</regionName><score>9</score>"), "{scores}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn moto_serves_sqs_while_its_dispatcher_lock_is_held() -> TestResult {
     let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;

@@ -493,6 +493,31 @@ impl LocalAws {
         serde_json::from_str(&text).map_err(|e| Error::Unexpected { what: url, detail: e.to_string() })
     }
 
+    /// Sets the EC2 quota `code` (a vCPU quota, `L-...`) to `value` in every
+    /// region, as Service Quotas' `GetServiceQuota` then answers it
+    /// (launcher patch (v); unset, an EC2 vCPU quota is 4,096).
+    pub fn set_ec2_quota(&self, code: &str, value: f64) -> Result<()> {
+        let body = serde_json::json!({"ServiceCode": "ec2", "QuotaCode": code, "Value": value});
+        self.post_json(&format!("{}/_service_quotas", self.endpoint()), &body).map(drop)
+    }
+
+    /// Makes a Capacity Reservation or Capacity Block that EC2's
+    /// `DescribeCapacityReservations` answers (launcher patch (w)):
+    /// `reservation` has `InstanceType`, `AvailabilityZone`,
+    /// `TotalInstanceCount` and optionally `CapacityReservationId`,
+    /// `AvailableInstanceCount`, `State`, `StartDate`, `EndDate`,
+    /// `CapacityBlock`. Returns it as stored.
+    pub fn add_capacity_reservation(&self, reservation: &serde_json::Value) -> Result<serde_json::Value> {
+        self.post_json(&format!("{}/_capacity_reservations", self.endpoint()), reservation)
+    }
+
+    /// Sets `region`'s Spot placement score (1 to 10) that EC2's
+    /// `GetSpotPlacementScores` answers (launcher patch (y); unset: 5).
+    pub fn set_spot_placement_score(&self, region: &str, score: u32) -> Result<()> {
+        let body = serde_json::json!({"Region": region, "Score": score});
+        self.post_json(&format!("{}/_spot_placement_scores", self.endpoint()), &body).map(drop)
+    }
+
     /// Adds a failed scaling activity with `status_message` to `group`, as
     /// Auto Scaling records a launch it could not make; the group's
     /// `DescribeScalingActivities` returns it (newest first).

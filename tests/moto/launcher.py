@@ -29,7 +29,13 @@ Extra routes, served next to moto's own:
        SessionName, DurationSeconds), as the instance metadata serves them
        (patch (t5));
   POST /_users/<name>  makes IAM user <name> (administrator policy) once and
-       answers its access key (a deploying user; patch (t)).
+       answers its access key (a deploying user; patch (t));
+  POST /_service_quotas  sets an EC2 vCPU quota's value (JSON: ServiceCode,
+       QuotaCode, Value, optional Region; patch (v));
+  POST /_capacity_reservations  makes a Capacity Reservation or Capacity
+       Block that DescribeCapacityReservations answers (patch (w));
+  POST /_spot_placement_scores  sets a region's Spot placement score (JSON:
+       Region, Score; patch (y)).
 
 IAM is enforced from the first request (patch (t)); the administrator
 e2e-admin (key AKIAE2EADMINISTRATOR) is made at start and after each reset.
@@ -377,6 +383,253 @@ def scaling_activity(group, request):
         "Progress": 100,
     }
 
+
+
+# --- Patch (v): Service Quotas answers EC2's vCPU quotas ------------------------
+# moto 5.2.5 answers GetServiceQuota for service code `vpc` only; any `ec2`
+# quota is NoSuchResourceException, so the capacity check (`synth capacity`,
+# `synth deploy` before it creates anything) could read no vCPU quota. It now
+# answers EC2's running-instance vCPU quotas (the codes below, AWS's names)
+# as AWS does, with the value a test set with POST /_service_quotas (JSON
+# ServiceCode, QuotaCode, Value, optional Region: every region without it),
+# else EC2_DEFAULT_VCPUS, a roomy account's value, so that the tests that
+# deploy and never think of quotas are not refused. Another code is still
+# NoSuchResourceException, as AWS answers a code it does not have.
+EC2_VCPU_QUOTAS = {
+    "L-1216C47A": "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+    "L-DB2E81BA": "Running On-Demand G and VT instances",
+    "L-417A185B": "Running On-Demand P instances",
+    "L-1945791B": "Running On-Demand Inf instances",
+    "L-2C3B7624": "Running On-Demand Trn instances",
+    "L-6E869C2A": "Running On-Demand DL instances",
+    "L-74FC7D96": "Running On-Demand F instances",
+    "L-7295265B": "Running On-Demand X instances",
+    "L-34B43A08": "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+    "L-3819A6DF": "All G and VT Spot Instance Requests",
+    "L-7212CCBC": "All P4, P3 and P2 Spot Instance Requests",
+    "L-C4BD4855": "All P5 Spot Instance Requests",
+    "L-B5D1601B": "All Inf Spot Instance Requests",
+    "L-6B0D517C": "All Trn Spot Instance Requests",
+    "L-85EED4F7": "All DL Spot Instance Requests",
+    "L-88CF9481": "All F Spot Instance Requests",
+    "L-E3A00192": "All X Spot Instance Requests",
+}
+EC2_DEFAULT_VCPUS = 4096.0
+# (region or "*", service code, quota code) -> value; POST /_service_quotas.
+QUOTA_VALUES: dict[tuple[str, str, str], float] = {}
+
+from moto.servicequotas.exceptions import NoSuchResource  # noqa: E402
+from moto.servicequotas.models import ServiceQuotasBackend  # noqa: E402
+
+_get_service_quota = ServiceQuotasBackend.get_service_quota
+
+
+def get_service_quota(self, service_code, quota_code):
+    if service_code != "ec2":
+        return _get_service_quota(self, service_code, quota_code)
+    if quota_code not in EC2_VCPU_QUOTAS:
+        raise NoSuchResource()
+    with SIGNALS_LOCK:
+        value = QUOTA_VALUES.get(
+            (self.region_name, service_code, quota_code),
+            QUOTA_VALUES.get(("*", service_code, quota_code), EC2_DEFAULT_VCPUS),
+        )
+    return {
+        "ServiceCode": "ec2",
+        "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+        "QuotaArn": f"arn:aws:servicequotas:{self.region_name}:{self.account_id}:ec2/{quota_code}",
+        "QuotaCode": quota_code,
+        "QuotaName": EC2_VCPU_QUOTAS[quota_code],
+        "Value": float(value),
+        "Unit": "None",
+        "Adjustable": True,
+        "GlobalQuota": False,
+    }
+
+
+ServiceQuotasBackend.get_service_quota = get_service_quota
+
+
+def set_quota(request):
+    """POST /_service_quotas: {ServiceCode, QuotaCode, Value, Region?}."""
+    service, code = str(request["ServiceCode"]), str(request["QuotaCode"])
+    value = float(request["Value"])
+    if value < 0:
+        raise ValueError("Value must be 0 or more")
+    region = str(request.get("Region") or "*")
+    with SIGNALS_LOCK:
+        QUOTA_VALUES[(region, service, code)] = value
+    return {"Region": region, "ServiceCode": service, "QuotaCode": code, "Value": value}
+
+
+# --- Patch (w): EC2 Capacity Reservations ---------------------------------------
+# moto 5.2.5 has no Capacity Reservations: DescribeCapacityReservations is not
+# implemented. A test makes one with POST /_capacity_reservations (JSON
+# InstanceType, AvailabilityZone, TotalInstanceCount, optional
+# CapacityReservationId (else a new cr- id), AvailableInstanceCount (else the
+# total), State (else active), StartDate and EndDate (ISO 8601 UTC) and
+# CapacityBlock (true: ReservationType capacity-block)); DescribeCapacityReservations
+# answers in EC2's XML, every reservation of the region or those its
+# CapacityReservationId.N name, and an unknown id is
+# InvalidCapacityReservationId.NotFound, as AWS answers it.
+# (account, region) -> id -> the reservation as JSON.
+CAPACITY_RESERVATIONS: dict[tuple[str, str], dict[str, dict]] = {}
+
+
+def add_capacity_reservation(request):
+    zone = str(request["AvailabilityZone"])
+    region = zone[:-1]
+    total = int(request["TotalInstanceCount"])
+    reservation = {
+        "CapacityReservationId": str(request.get("CapacityReservationId") or "cr-" + uuid.uuid4().hex[:17]),
+        "InstanceType": str(request["InstanceType"]),
+        "AvailabilityZone": zone,
+        "TotalInstanceCount": total,
+        "AvailableInstanceCount": int(request.get("AvailableInstanceCount", total)),
+        "State": str(request.get("State") or "active"),
+        "StartDate": request.get("StartDate"),
+        "EndDate": request.get("EndDate"),
+        "ReservationType": "capacity-block" if request.get("CapacityBlock") else "default",
+    }
+    if not re.fullmatch(r"cr-[0-9a-f]{17}", reservation["CapacityReservationId"]):
+        raise ValueError("CapacityReservationId is cr- and 17 hex digits")
+    with SIGNALS_LOCK:
+        CAPACITY_RESERVATIONS.setdefault((ACCOUNT, region), {})[reservation["CapacityReservationId"]] = reservation
+    return reservation
+
+
+def xml_escape(text):
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def describe_capacity_reservations(self):
+    from moto.ec2.exceptions import EC2ClientError
+
+    ids = self._get_param("CapacityReservationIds", []) or []
+    with SIGNALS_LOCK:
+        known = dict(CAPACITY_RESERVATIONS.get((self.current_account, self.region), {}))
+    for rid in ids:
+        if rid not in known:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{rid}' does not exist"
+            )
+    chosen = [known[rid] for rid in ids] if ids else list(known.values())
+    items = []
+    for r in chosen:
+        fields = [
+            ("capacityReservationId", r["CapacityReservationId"]),
+            ("ownerId", self.current_account),
+            ("capacityReservationArn", f"arn:aws:ec2:{self.region}:{self.current_account}:capacity-reservation/{r['CapacityReservationId']}"),
+            ("instanceType", r["InstanceType"]),
+            ("instancePlatform", "Linux/UNIX"),
+            ("availabilityZone", r["AvailabilityZone"]),
+            ("tenancy", "default"),
+            ("totalInstanceCount", r["TotalInstanceCount"]),
+            ("availableInstanceCount", r["AvailableInstanceCount"]),
+            ("ebsOptimized", "true"),
+            ("state", r["State"]),
+            ("instanceMatchCriteria", "targeted"),
+            ("reservationType", r["ReservationType"]),
+        ]
+        if r.get("StartDate"):
+            fields.append(("startDate", r["StartDate"]))
+        if r.get("EndDate"):
+            fields.append(("endDate", r["EndDate"]))
+            fields.append(("endDateType", "limited"))
+        else:
+            fields.append(("endDateType", "unlimited"))
+        items.append("<item>" + "".join(f"<{k}>{xml_escape(v)}</{k}>" for k, v in fields) + "<tagSet/></item>")
+    return (
+        '<DescribeCapacityReservationsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>{uuid.uuid4()}</requestId>"
+        f"<capacityReservationSet>{''.join(items)}</capacityReservationSet>"
+        "</DescribeCapacityReservationsResponse>"
+    )
+
+
+from moto.ec2.responses import EC2Response as _EC2Response  # noqa: E402
+
+_EC2Response.describe_capacity_reservations = describe_capacity_reservations
+
+
+# --- Patch (y): Spot placement scores ------------------------------------------
+# moto 5.2.5 has no GetSpotPlacementScores. It answers in EC2's XML, for each
+# region asked (RegionName.N, else the request's), the score a test set with
+# POST /_spot_placement_scores (JSON Region, Score 1 to 10), else 5.
+SPOT_SCORES: dict[str, int] = {}
+
+
+def set_spot_score(request):
+    region, score = str(request["Region"]), int(request["Score"])
+    if not 1 <= score <= 10:
+        raise ValueError("Score is 1 to 10")
+    with SIGNALS_LOCK:
+        SPOT_SCORES[region] = score
+    return {"Region": region, "Score": score}
+
+
+def get_spot_placement_scores(self):
+    regions = self._get_param("RegionNames", []) or [self.region]
+    with SIGNALS_LOCK:
+        scores = [(r, SPOT_SCORES.get(r, 5)) for r in regions]
+    items = "".join(f"<item><regionName>{xml_escape(r)}</regionName><score>{s}</score></item>" for r, s in scores)
+    return (
+        '<GetSpotPlacementScoresResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>{uuid.uuid4()}</requestId><spotPlacementScoreSet>{items}</spotPlacementScoreSet>"
+        "</GetSpotPlacementScoresResponse>"
+    )
+
+
+_EC2Response.get_spot_placement_scores = get_spot_placement_scores
+
+# --- Patch (x): P3 instance types ----------------------------------------------
+# moto 5.2.5's instance type data has no p3.2xlarge nor p3.16xlarge (only
+# p3dn.24xlarge), so DescribeInstanceTypes refuses them (InvalidInstanceType)
+# and DescribeInstanceTypeOfferings offers them nowhere, although AWS still
+# offers them (the reserved-gpus example's master and fallback workers).
+# Added from p3dn.24xlarge with their own vCPUs, memory and GPUs (Amazon EC2
+# instance types: P3), offered in the zones below.
+from moto.ec2.models import instance_types as ec2_instance_types  # noqa: E402
+
+P3_TYPES = {"p3.2xlarge": (8, 61 * 1024, 1), "p3.16xlarge": (64, 488 * 1024, 8)}
+P3_ZONES = {
+    "us-east-1": "abcdf",
+    "us-east-2": "ab",
+    "us-west-2": "abc",
+    "eu-west-1": "abc",
+    "ap-southeast-2": "ab",
+}
+
+
+def add_p3_types():
+    import copy
+
+    base = ec2_instance_types.INSTANCE_TYPES.get("p3dn.24xlarge")
+    if base is None:
+        return
+    for name, (vcpus, memory, gpus) in P3_TYPES.items():
+        if name in ec2_instance_types.INSTANCE_TYPES:
+            continue
+        t = copy.deepcopy(base)
+        t["InstanceType"] = name
+        t["VCpuInfo"] = {"DefaultVCpus": vcpus, "DefaultCores": vcpus // 2, "DefaultThreadsPerCore": 2}
+        t["MemoryInfo"] = {"SizeInMiB": memory}
+        t["GpuInfo"] = {
+            "Gpus": [{"Name": "V100", "Manufacturer": "NVIDIA", "Count": gpus, "MemoryInfo": {"SizeInMiB": 16384}}],
+            "TotalGpuMemoryInMiB": 16384 * gpus,
+        }
+        t.setdefault("NetworkInfo", {})["EfaSupported"] = False
+        ec2_instance_types.INSTANCE_TYPES[name] = t
+        ec2_instance_types.InstanceTypeBackend.instance_types.append(ec2_instance_types.InstanceType(name))
+        offerings = ec2_instance_types.INSTANCE_TYPE_OFFERINGS["availability-zone"]
+        for region, letters in P3_ZONES.items():
+            for letter in letters:
+                offerings.setdefault(region, []).append(
+                    {"InstanceType": name, "Location": region + letter, "LocationType": "availability-zone"}
+                )
+
+
+add_p3_types()
 
 # --- Patch (g): resource events ------------------------------------------------
 # moto 5.2.5 records only the stack's own events; AWS records each resource's
@@ -863,6 +1116,20 @@ def extra_routes(app):
                 ACTIVITIES.setdefault(group, []).append(activity)
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
+        if path in ("/_service_quotas", "/_capacity_reservations", "/_spot_placement_scores") and method == "POST":
+            # Patches (v), (w) and (y): a quota's value, a reservation, a Spot placement score.
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            try:
+                request = json.loads(environ["wsgi.input"].read(length))
+                if path == "/_service_quotas":
+                    answer = set_quota(request)
+                elif path == "/_spot_placement_scores":
+                    answer = set_spot_score(request)
+                else:
+                    answer = add_capacity_reservation(request)
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                return json_response(start_response, "400 Bad Request", {"error": f"{type(e).__name__}: {e}"})
+            return json_response(start_response, "200 OK", answer)
         if path == "/_fail_resource" and method == "POST":
             length = int(environ.get("CONTENT_LENGTH") or 0)
             try:
@@ -910,6 +1177,9 @@ def extra_routes(app):
                 COMPLETIONS.clear()
                 ACTIVITIES.clear()
                 FAILURES.clear()
+                QUOTA_VALUES.clear()
+                CAPACITY_RESERVATIONS.clear()
+                SPOT_SCORES.clear()
             with CALLS_LOCK:
                 CALLS.clear()
             # Patch (t): the reset wipes IAM; the harness's principals come back.

@@ -31,6 +31,13 @@ The stack goes to one region: --region, else the blueprint's `region`,
 else your AWS configuration's (AWS_REGION, then the profile's region). The
 first line says which: \"Creating stack NAME in us-east-1: ...\".
 
+Before anything is staged or created, the region's capacity is checked as
+`synth capacity` checks it: a vCPU quota below what `count` workers need,
+an instance type offered in no zone, or a reservation or Capacity Block
+that does not match the blueprint refuses the deploy (exit 1), naming the
+quota and how to raise it. When AWS refuses the check's reads, one warning
+line says so and the deploy goes on. --skip-capacity-check skips it.
+
 A new stack is created; an existing one gets a change set, shown before
 anything changes. An update that would replace or delete the master
 instance (its root volume), the EFS file system or the VPC its mount
@@ -66,10 +73,16 @@ pub struct DeployArgs {
     /// Do not ask before applying an update (needed when not on a terminal).
     #[arg(long, short = 'y', help_heading = "Safety")]
     yes: bool,
+
+    /// Deploy without first checking the region's vCPU quotas, the zones
+    /// that offer the instance types, and the reservations the blueprint
+    /// names (`synth capacity` runs that check alone).
+    #[arg(long, help_heading = "Safety")]
+    skip_capacity_check: bool,
 }
 
 /// What `deploy` and `diff` share besides the blueprint.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(super) struct DeployTarget {
     /// The stack's name (default: the blueprint's `name`).
     #[arg(long, value_name = "NAME")]
@@ -94,6 +107,10 @@ pub(super) struct DeployTarget {
     /// Without it an update keeps the image the stack was created with.
     #[arg(long, help_heading = "Safety")]
     pub update_image: bool,
+
+    /// Run the capacity check first (deploy, unless --skip-capacity-check).
+    #[arg(skip)]
+    pub capacity_check: bool,
 }
 
 impl DeployTarget {
@@ -104,6 +121,7 @@ impl DeployTarget {
             parameters: self.parameters.clone(),
             agent_package: self.agent_package.clone(),
             update_image: self.update_image,
+            capacity_check: self.capacity_check,
         }
     }
 }
@@ -131,7 +149,9 @@ pub(super) async fn prepared(
 pub(super) fn run(args: &DeployArgs) -> ExitCode {
     cloud::block_on(async {
         let display = Terminal.display();
-        let (cloud, p) = match prepared(&args.input, &args.target, true, &display).await {
+        let mut target = args.target.clone();
+        target.capacity_check = !args.skip_capacity_check;
+        let (cloud, p) = match prepared(&args.input, &target, true, &display).await {
             Ok(ready) => ready,
             Err(code) => return code,
         };

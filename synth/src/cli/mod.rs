@@ -6,6 +6,7 @@
 //! cfn-guard and ripgrep.
 
 mod build;
+mod capacity;
 mod cloud;
 mod delete;
 mod deploy;
@@ -37,6 +38,7 @@ pub use input::{Input, MAX_BLUEPRINT_BYTES};
 /// Write a short blueprint (see blueprints/ for examples), then deploy it from
 /// the terminal, or build the template and upload it in the console:
 ///
+///   synth capacity blueprints/gpu-cluster.yaml --region us-east-1
 ///   synth deploy blueprints/gpu-cluster.yaml --region us-east-1
 ///   synth status resnet-training; synth ssh resnet-training
 ///   synth resume resnet-training    # after the idle guard scaled it down
@@ -48,8 +50,8 @@ pub use input::{Input, MAX_BLUEPRINT_BYTES};
 ///   synth build blueprints/gpu-cluster.yaml --region us-east-1 > stack.json
 ///
 /// Exit codes: 0 success (an empty answer too: "no log lines since ...", on
-/// stderr), 1 the blueprint has problems (or the stack failed, or an update
-/// was refused), 2 usage, internal, credentials or AWS error, 3 not found
+/// stderr), 1 the blueprint has problems (or the stack failed, an update
+/// was refused, or the capacity check found a blocker), 2 usage, internal, credentials or AWS error, 3 not found
 /// (no such stack, no logs of that stack, no such node), 130 interrupted.
 #[derive(Debug, Parser)]
 #[command(name = "synth", version, about, long_about, verbatim_doc_comment)]
@@ -75,6 +77,9 @@ pub enum Command {
     Schema(schema::SchemaArgs),
     /// List the regions templates can be built for.
     Regions(regions::RegionsArgs),
+    /// Check a region's vCPU quotas, the zones that offer the blueprint's
+    /// instance types, and its reservations, before anything is created.
+    Capacity(capacity::CapacityArgs),
     /// Create or update the cluster's stack, with live progress; an update is
     /// previewed and refused when it would destroy data.
     Deploy(deploy::DeployArgs),
@@ -122,6 +127,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Regions(args) => regions::run(&args),
+        Command::Capacity(args) => capacity::run(&args),
         Command::Deploy(args) => deploy::run(&args),
         Command::Diff(args) => diff::run(&args),
         Command::Status(args) => status::run(&args),

@@ -22,7 +22,7 @@ as an administrator:
   done
 
 With them the user can run deploy, diff, status, events, outputs, logs, ssh,
-stage and delete on stacks whose names start with the prefix, and nothing
+stage, resume, capacity and delete on stacks whose names start with the prefix, and nothing
 else. It allows CloudFormation to create what a cluster template holds
 (VPC, instances, roles, queues, file system, log group) with the user's
 credentials; roles, instance profiles, queues, the worker group and log

@@ -1,8 +1,11 @@
-//! The two EC2 calls `synth resume` makes (`DescribeInstances` for the
-//! master's state, `StartInstances` for a master the idle guard stopped),
-//! as signed EC2 Query API requests rather than through aws-sdk-ec2, whose
-//! cold build costs minutes and gigabytes (docs/TESTING.md, "Build output and cost")
-//! for two calls.
+//! The EC2 calls synth makes, as signed EC2 Query API requests rather than
+//! through aws-sdk-ec2, whose cold build costs minutes and gigabytes
+//! (docs/TESTING.md, "Build output and cost") for a handful of calls:
+//! `synth resume`'s two (`DescribeInstances` for the master's state,
+//! `StartInstances` for a master the idle guard stopped) and the capacity
+//! check's reads (`DescribeInstanceTypeOfferings`,
+//! `DescribeInstanceTypes`, `DescribeCapacityReservations`, and for Spot
+//! workers `GetSpotPlacementScores`; see [`super::capacity`]).
 //!
 //! A request is a form POST (`Action=...&Version=2016-11-15&InstanceId.1=...`)
 //! signed with SigV4 (the `aws-sigv4` crate, which the SDK uses too) with the
@@ -21,7 +24,7 @@ use aws_config::SdkConfig;
 use aws_sdk_cloudformation::config::{Credentials, ProvideCredentials, SharedCredentialsProvider};
 
 use super::policy::action_of;
-use super::port::{CloudError, CloudResult};
+use super::port::{CloudError, CloudResult, Reservation};
 
 /// The EC2 API version the requests speak (the current one).
 const VERSION: &str = "2016-11-15";
@@ -57,7 +60,7 @@ impl Ec2 {
     /// not know the instance.
     pub async fn instance_state(&self, id: &str) -> CloudResult<Option<String>> {
         let what = format!("EC2 DescribeInstances on instance {id}");
-        match self.call(&what, "DescribeInstances", id).await {
+        match self.call(&what, "DescribeInstances", &[("InstanceId.1", instance_id(&what, id)?)]).await {
             Ok(body) => {
                 Ok(tag_text(&body, "instanceState").and_then(|state| tag_text(state, "name")).map(str::to_owned))
             }
@@ -70,23 +73,110 @@ impl Ec2 {
     /// are kept).
     pub async fn start_instance(&self, id: &str) -> CloudResult<()> {
         let what = format!("EC2 StartInstances on instance {id}");
-        self.call(&what, "StartInstances", id).await.map(drop)
+        self.call(&what, "StartInstances", &[("InstanceId.1", instance_id(&what, id)?)]).await.map(drop)
     }
 
-    /// One signed request; the answer's body on success.
-    async fn call(&self, what: &str, action: &str, instance_id: &str) -> CloudResult<String> {
+    /// The Availability Zones of the region that offer `instance_type`
+    /// (`DescribeInstanceTypeOfferings`, location type `availability-zone`,
+    /// filtered by the type), sorted.
+    pub async fn instance_type_zones(&self, instance_type: &str) -> CloudResult<Vec<String>> {
+        let what = format!("EC2 DescribeInstanceTypeOfferings of {instance_type}");
+        let name = instance_type_name(&what, instance_type)?;
+        let params = [
+            ("LocationType", "availability-zone"),
+            ("Filter.1.Name", "instance-type"),
+            ("Filter.1.Value.1", name),
+            ("MaxResults", "1000"),
+        ];
+        let body = self.call(&what, "DescribeInstanceTypeOfferings", &params).await?;
+        let set = tag_text(&body, "instanceTypeOfferingSet").unwrap_or_default();
+        let mut zones: Vec<String> = items(set)
+            .filter(|item| tag_text(item, "instanceType") == Some(name))
+            .filter_map(|item| tag_text(item, "location").map(str::to_owned))
+            .collect();
+        zones.sort();
+        zones.dedup();
+        Ok(zones)
+    }
+
+    /// The type's default vCPUs (`DescribeInstanceTypes`,
+    /// `VCpuInfo.DefaultVCpus`), or `None` when EC2 does not know the type
+    /// in this region (`InvalidInstanceType`).
+    pub async fn instance_vcpus(&self, instance_type: &str) -> CloudResult<Option<u32>> {
+        let what = format!("EC2 DescribeInstanceTypes of {instance_type}");
+        let name = instance_type_name(&what, instance_type)?;
+        match self.call(&what, "DescribeInstanceTypes", &[("InstanceType.1", name)]).await {
+            Ok(body) => Ok(tag_text(&body, "vCpuInfo")
+                .and_then(|info| tag_text(info, "defaultVCpus"))
+                .and_then(|n| n.trim().parse().ok())),
+            Err(CloudError::Invalid { message, .. }) if message.starts_with("InvalidInstanceType") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The Capacity Reservation (or Capacity Block) `id`
+    /// (`DescribeCapacityReservations`), or `None` when EC2 does not know
+    /// it in this account and region (`InvalidCapacityReservationId.NotFound`).
+    pub async fn capacity_reservation(&self, id: &str) -> CloudResult<Option<Reservation>> {
+        let what = format!("EC2 DescribeCapacityReservations of {id}");
+        if !id.starts_with("cr-") || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(CloudError::Invalid { what, message: "not a Capacity Reservation id".into() });
+        }
+        match self.call(&what, "DescribeCapacityReservations", &[("CapacityReservationId.1", id)]).await {
+            Ok(body) => {
+                let set = tag_text(&body, "capacityReservationSet").unwrap_or_default();
+                Ok(items(set).map(reservation_of).find(|r| r.id == id))
+            }
+            Err(CloudError::Invalid { message, .. })
+                if message.starts_with("InvalidCapacityReservationId.NotFound")
+                    || message.starts_with("InvalidCapacityReservationId.Malformed") =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The Spot placement score (1 to 10) of `capacity` instances of
+    /// `types` in this region (`GetSpotPlacementScores`, the region alone,
+    /// not per zone), or `None` when EC2 gives none.
+    pub async fn spot_placement_score(&self, types: &[String], capacity: u32) -> CloudResult<Option<u32>> {
+        let what = "EC2 GetSpotPlacementScores".to_owned();
+        let mut names = Vec::new();
+        for t in types {
+            names.push(instance_type_name(&what, t)?.to_owned());
+        }
+        let capacity = capacity.max(1).to_string();
+        let keys: Vec<String> = (1..=names.len()).map(|i| format!("InstanceType.{i}")).collect();
+        let mut params: Vec<(&str, &str)> =
+            keys.iter().map(String::as_str).zip(names.iter().map(String::as_str)).collect();
+        params.extend([
+            ("TargetCapacity", capacity.as_str()),
+            ("TargetCapacityUnitType", "units"),
+            ("SingleAvailabilityZone", "false"),
+            ("RegionName.1", self.region.as_str()),
+        ]);
+        let body = self.call(&what, "GetSpotPlacementScores", &params).await?;
+        let set = tag_text(&body, "spotPlacementScoreSet").unwrap_or_default();
+        Ok(items(set)
+            .filter(|item| tag_text(item, "regionName").is_none_or(|r| r == self.region))
+            .find_map(|item| tag_text(item, "score").and_then(|n| n.trim().parse().ok())))
+    }
+
+    /// One signed request with the form `params` (values that need no
+    /// escaping: checked by the callers); the answer's body on success.
+    async fn call(&self, what: &str, action: &str, params: &[(&str, &str)]) -> CloudResult<String> {
         let unavailable = |message: String| CloudError::Unavailable { what: what.to_owned(), message };
         let provider = self.credentials.as_ref().ok_or_else(|| CloudError::NoCredentials(String::new()))?;
         let credentials =
             provider.provide_credentials().await.map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))?;
-        // Instance ids are `i-` and hex digits: nothing in the form needs
-        // escaping, and anything else is refused before it is sent.
-        if !instance_id.starts_with("i-") || !instance_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(CloudError::Invalid { what: what.to_owned(), message: "not an EC2 instance id".into() });
+        let mut body = format!("Action={action}&Version={VERSION}");
+        for (key, value) in params {
+            body.push_str(&format!("&{key}={value}"));
         }
-        let body = format!("Action={action}&Version={VERSION}&InstanceId.1={instance_id}");
         let url = format!("{}/", self.endpoint);
-        let headers = sign(&url, &self.region, credentials, body.as_bytes()).map_err(unavailable)?;
+        let form = ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
+        let headers = sign(&url, &self.region, "ec2", credentials, &[form], body.as_bytes()).map_err(unavailable)?;
         let sent = tokio::task::spawn_blocking(move || send(&url, &headers, &body))
             .await
             .map_err(|e| unavailable(format!("the request's thread failed: {e}")))?;
@@ -98,30 +188,117 @@ impl Ec2 {
     }
 }
 
-/// The SigV4 headers (with the content type) of a form POST to `url`.
-fn sign(url: &str, region: &str, credentials: Credentials, body: &[u8]) -> Result<Vec<(String, String)>, String> {
+/// An instance id as it goes into the form: `i-` and hex digits, so
+/// nothing needs escaping; anything else is refused before it is sent.
+fn instance_id<'a>(what: &str, id: &'a str) -> CloudResult<&'a str> {
+    if id.starts_with("i-") && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        Ok(id)
+    } else {
+        Err(CloudError::Invalid { what: what.to_owned(), message: "not an EC2 instance id".into() })
+    }
+}
+
+/// An instance type name as it goes into the form (`p4d.24xlarge`: lower
+/// case letters, digits, `.` and `-`), else refused before it is sent.
+fn instance_type_name<'a>(what: &str, name: &'a str) -> CloudResult<&'a str> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
+    if ok {
+        Ok(name)
+    } else {
+        Err(CloudError::Invalid { what: what.to_owned(), message: "not an instance type".into() })
+    }
+}
+
+/// A Capacity Reservation as EC2 describes it (one `<item>` of
+/// `capacityReservationSet`).
+fn reservation_of(item: &str) -> Reservation {
+    let text = |tag: &str| tag_text(item, tag).map(|t| unescape(t.trim()));
+    let count = |tag: &str| text(tag).and_then(|n| n.parse().ok()).unwrap_or(0);
+    let time = |tag: &str| text(tag).and_then(|t| node_contract::interruption::parse_utc(&utc_seconds(&t)));
+    Reservation {
+        id: text("capacityReservationId").unwrap_or_default(),
+        instance_type: text("instanceType").unwrap_or_default(),
+        zone: text("availabilityZone").unwrap_or_default(),
+        state: text("state").unwrap_or_default(),
+        total: count("totalInstanceCount"),
+        available: count("availableInstanceCount"),
+        start_unix: time("startDate"),
+        end_unix: time("endDate"),
+        capacity_block: text("reservationType").is_some_and(|t| t == "capacity-block"),
+    }
+}
+
+/// `2030-06-10T11:30:00.000Z` as `2030-06-10T11:30:00Z` (EC2 writes
+/// milliseconds; the parser reads whole seconds).
+fn utc_seconds(text: &str) -> String {
+    match text.split_once('.') {
+        Some((seconds, rest)) if rest.ends_with('Z') => format!("{seconds}Z"),
+        _ => text.to_owned(),
+    }
+}
+
+/// The texts of the `<item>`s directly in `set`, in order (nested items
+/// are inside their parent's text).
+fn items(set: &str) -> impl Iterator<Item = &str> {
+    let mut rest = set;
+    std::iter::from_fn(move || {
+        let start = rest.find("<item>")? + "<item>".len();
+        // The matching close: count nested items.
+        let mut depth = 1;
+        let mut at = start;
+        while depth > 0 {
+            let open = rest[at..].find("<item>").map(|i| at + i);
+            let close = rest[at..].find("</item>").map(|i| at + i)?;
+            match open {
+                Some(o) if o < close => {
+                    depth += 1;
+                    at = o + "<item>".len();
+                }
+                _ => {
+                    depth -= 1;
+                    at = close + "</item>".len();
+                }
+            }
+        }
+        let item = &rest[start..at - "</item>".len()];
+        rest = &rest[at..];
+        Some(item)
+    })
+}
+
+/// The SigV4 headers (with `headers`, which are signed too) of a POST of
+/// `body` to `url` for the service `name` signs as (`ec2`, `servicequotas`).
+pub(super) fn sign(
+    url: &str,
+    region: &str,
+    name: &str,
+    credentials: Credentials,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Vec<(String, String)>, String> {
     use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
     let identity = credentials.into();
     let params = aws_sigv4::sign::v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
-        .name("ec2")
+        .name(name)
         .time(SystemTime::now())
         .settings(SigningSettings::default())
         .build()
         .map_err(|e| format!("signing the request: {e}"))?
         .into();
-    let signable = SignableRequest::new("POST", url, [FORM].into_iter(), SignableBody::Bytes(body))
+    let signable = SignableRequest::new("POST", url, headers.iter().copied(), SignableBody::Bytes(body))
         .map_err(|e| format!("signing the request: {e}"))?;
     let (instructions, _) = sign(signable, &params).map_err(|e| format!("signing the request: {e}"))?.into_parts();
-    let mut headers = vec![(FORM.0.to_owned(), FORM.1.to_owned())];
-    headers.extend(instructions.headers().map(|(k, v)| (k.to_owned(), v.to_owned())));
-    Ok(headers)
+    let mut signed: Vec<(String, String)> = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    signed.extend(instructions.headers().map(|(k, v)| (k.to_owned(), v.to_owned())));
+    Ok(signed)
 }
 
 /// POSTs `body`; the status and the answer's text, whatever the status.
-fn send(url: &str, headers: &[(String, String)], body: &str) -> Result<(u16, String), String> {
+pub(super) fn send(url: &str, headers: &[(String, String)], body: &str) -> Result<(u16, String), String> {
     let mut request = ureq::post(url);
     for (name, value) in headers {
         request = request.header(name, value);
@@ -197,5 +374,35 @@ mod tests {
             }
         );
         assert!(matches!(error_of("x", 503, "busy"), CloudError::Unavailable { .. }));
+    }
+
+    #[test]
+    fn offerings_and_reservations_are_read_from_ec2s_xml() {
+        let offerings = "<DescribeInstanceTypeOfferingsResponse><instanceTypeOfferingSet>\
+                         <item><instanceType>p4d.24xlarge</instanceType><locationType>availability-zone</locationType>\
+                         <location>us-east-1b</location></item>\
+                         <item><instanceType>p4d.24xlarge</instanceType><location>us-east-1a</location></item>\
+                         </instanceTypeOfferingSet></DescribeInstanceTypeOfferingsResponse>";
+        let set = tag_text(offerings, "instanceTypeOfferingSet").unwrap();
+        let zones: Vec<&str> = items(set).filter_map(|i| tag_text(i, "location")).collect();
+        assert_eq!(zones, ["us-east-1b", "us-east-1a"]);
+        let nested = "<item><a><item>x</item></a><id>1</id></item><item><id>2</id></item>";
+        assert_eq!(items(nested).collect::<Vec<_>>(), ["<a><item>x</item></a><id>1</id>", "<id>2</id>"]);
+        assert_eq!(items("<item>unclosed").count(), 0);
+        let reservation = "<capacityReservationId>cr-0123456789abcdef0</capacityReservationId>\
+                           <instanceType>p5.48xlarge</instanceType><availabilityZone>us-east-1a</availabilityZone>\
+                           <totalInstanceCount>8</totalInstanceCount><availableInstanceCount>6</availableInstanceCount>\
+                           <state>scheduled</state><startDate>2030-06-10T11:30:00.000Z</startDate>\
+                           <endDate>2030-06-17T11:30:00Z</endDate><reservationType>capacity-block</reservationType>";
+        let r = reservation_of(reservation);
+        assert_eq!(
+            (r.id.as_str(), r.instance_type.as_str(), r.zone.as_str(), r.state.as_str(), r.total, r.available),
+            ("cr-0123456789abcdef0", "p5.48xlarge", "us-east-1a", "scheduled", 8, 6)
+        );
+        assert_eq!(r.start_unix, node_contract::interruption::parse_utc("2030-06-10T11:30:00Z"));
+        assert_eq!(r.end_unix, node_contract::interruption::parse_utc("2030-06-17T11:30:00Z"));
+        assert!(r.capacity_block);
+        assert!(instance_type_name("x", "p4d.24xlarge").is_ok());
+        assert!(instance_type_name("x", "p4d&Action=RunInstances").is_err());
     }
 }

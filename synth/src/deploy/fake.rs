@@ -49,6 +49,19 @@ pub(crate) struct FakeCloud {
     /// How many instances Auto Scaling gets in service after a capacity
     /// change (`None`: all it was asked for, at once).
     pub launches: Mutex<Option<u32>>,
+    /// Instance types EC2 knows: vCPUs and the zones that offer it.
+    pub instance_types: Mutex<BTreeMap<String, (u32, Vec<String>)>>,
+    /// Service Quotas' values by quota code (none set: no such quota).
+    pub quotas: Mutex<BTreeMap<String, Quota>>,
+    /// Capacity Reservations and Blocks by id.
+    pub reservations: Mutex<BTreeMap<String, Reservation>>,
+    /// The capacity check's reads are refused (AccessDenied).
+    pub deny_capacity_reads: Mutex<bool>,
+    /// The Spot placement score EC2 gives (`None`: none); refused when
+    /// `deny_spot_score`.
+    pub spot_score: Mutex<Option<u32>>,
+    /// `GetSpotPlacementScores` is refused (AccessDenied).
+    pub deny_spot_score: Mutex<bool>,
 }
 
 impl FakeCloud {
@@ -207,6 +220,40 @@ impl Cloud for FakeCloud {
         self.call("start_instance");
         self.instances.lock().unwrap().insert(id.to_owned(), "running".to_owned());
         Ok(())
+    }
+    async fn instance_type_zones(&self, instance_type: &str) -> CloudResult<Vec<String>> {
+        self.call("instance_type_zones");
+        Ok(self.instance_types.lock().unwrap().get(instance_type).map(|(_, z)| z.clone()).unwrap_or_default())
+    }
+    async fn instance_vcpus(&self, instance_type: &str) -> CloudResult<Option<u32>> {
+        self.call("instance_vcpus");
+        if *self.deny_capacity_reads.lock().unwrap() {
+            return Err(CloudError::Denied {
+                what: format!("EC2 DescribeInstanceTypes of {instance_type}"),
+                message: "UnauthorizedOperation: You are not authorized to perform this operation.".into(),
+                action: Some("ec2:DescribeInstanceTypes".into()),
+            });
+        }
+        Ok(self.instance_types.lock().unwrap().get(instance_type).map(|(v, _)| *v))
+    }
+    async fn capacity_reservation(&self, id: &str) -> CloudResult<Option<Reservation>> {
+        self.call("capacity_reservation");
+        Ok(self.reservations.lock().unwrap().get(id).cloned())
+    }
+    async fn spot_placement_score(&self, _types: &[String], _capacity: u32) -> CloudResult<Option<u32>> {
+        self.call("spot_placement_score");
+        if *self.deny_spot_score.lock().unwrap() {
+            return Err(CloudError::Denied {
+                what: "EC2 GetSpotPlacementScores".into(),
+                message: "UnauthorizedOperation: You are not authorized to perform this operation.".into(),
+                action: Some("ec2:GetSpotPlacementScores".into()),
+            });
+        }
+        Ok(*self.spot_score.lock().unwrap())
+    }
+    async fn service_quota(&self, _service: &str, code: &str) -> CloudResult<Option<Quota>> {
+        self.call("service_quota");
+        Ok(self.quotas.lock().unwrap().get(code).cloned())
     }
     async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool> {
         self.call("bucket_exists");

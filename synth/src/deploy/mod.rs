@@ -21,6 +21,10 @@
 //! They decide every exit code and write only through the
 //! [`console::Console`], so each decision is tested on the fakes.
 //!
+//! [`capacity`] is the capacity check (`synth capacity`, and `synth deploy`
+//! before it creates anything): zones, vCPU quotas ([`quotas`], the codes)
+//! and reservations, decided from what was read.
+//!
 //! [`policy`] is the IAM policy those calls need (`synth policy`).
 //!
 //! One port does every AWS call ([`port::Cloud`]); [`sdk`] implements it with
@@ -30,6 +34,7 @@
 //! progress (a live line on a terminal, timestamped plain lines otherwise).
 
 pub mod apply;
+pub mod capacity;
 pub mod cause;
 pub mod change;
 pub mod console;
@@ -47,8 +52,10 @@ pub mod phase;
 pub mod policy;
 pub mod port;
 pub mod prepare;
+pub mod quotas;
 pub mod resume;
 pub mod sdk;
+pub mod service_quotas;
 pub mod staging;
 pub mod status;
 pub mod template;

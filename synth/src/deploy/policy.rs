@@ -1,6 +1,6 @@
 //! The deploying user's least privilege: the IAM policy that lets a user run
 //! `synth deploy`, `diff`, `status`, `events`, `outputs`, `logs`, `ssh`,
-//! `stage`, `resume` and `delete`, and nothing else. `synth policy` prints it; the
+//! `stage`, `resume`, `capacity` and `delete`, and nothing else. `synth policy` prints it; the
 //! README and docs/ARCHITECTURE.md ("IAM: every call and who makes it")
 //! point here rather than copy it.
 //!
@@ -13,7 +13,10 @@
 //!   stacks whose names start with the prefix, the staging bucket, the
 //!   stacks' log groups; `*` only where the action takes no resource
 //!   (Service Authorization Reference: `logs:DescribeLogGroups`,
-//!   `autoscaling:DescribeAutoScalingGroups`, `ec2:DescribeInstances`, and
+//!   `autoscaling:DescribeAutoScalingGroups`, `ec2:DescribeInstances`, the
+//!   capacity check's `ec2:DescribeInstanceTypeOfferings`,
+//!   `ec2:DescribeInstanceTypes`, `ec2:DescribeCapacityReservations`,
+//!   `ec2:GetSpotPlacementScores` and `servicequotas:GetServiceQuota`, and
 //!   `DescribeStacks` without a stack name, which `synth status` lists the
 //!   region's stacks with); `synth resume`'s `ec2:StartInstances` on
 //!   instances, with a condition on their CloudFormation stack-name tag.
@@ -161,6 +164,16 @@ pub const CALLS: &[Call] = &[
     // DescribeInstances takes no resource (Service Authorization Reference).
     call("EC2 DescribeInstances", "ec2:DescribeInstances", On::Any),
     call("EC2 StartInstances", "ec2:StartInstances", On::StackInstances),
+    // The capacity check (`synth capacity`, `synth deploy` before it
+    // creates anything): reads that take no resource (Service
+    // Authorization Reference: no resource types for these EC2 actions nor
+    // for servicequotas:GetServiceQuota), so `*`.
+    call("EC2 DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypeOfferings", On::Any),
+    call("EC2 DescribeInstanceTypes", "ec2:DescribeInstanceTypes", On::Any),
+    call("EC2 DescribeCapacityReservations", "ec2:DescribeCapacityReservations", On::Any),
+    // Spot workers only: how likely the region is to hold them (optional).
+    call("EC2 GetSpotPlacementScores", "ec2:GetSpotPlacementScores", On::Any),
+    call("Service Quotas GetServiceQuota", "servicequotas:GetServiceQuota", On::Any),
     // CloudFormation resolves an `AWS::SSM::Parameter::Value<...>`
     // parameter (the image) as the caller.
     call("SSM GetParameters", "ssm:GetParameters", On::PublicParameters),

@@ -286,6 +286,39 @@ pub struct LogQuery {
     pub start_ms: Option<i64>,
 }
 
+/// A Capacity Reservation or Capacity Block, as `DescribeCapacityReservations` gives it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reservation {
+    /// `cr-...`
+    pub id: String,
+    /// The instance type it holds.
+    pub instance_type: String,
+    /// Its Availability Zone.
+    pub zone: String,
+    /// `active`, `pending`, `scheduled`, `expired`, `cancelled`, `failed`,
+    /// `payment-pending`, `payment-failed`, ...
+    pub state: String,
+    /// Instances it holds.
+    pub total: u32,
+    /// Of those, not running now.
+    pub available: u32,
+    /// When it starts (unix seconds), when EC2 says.
+    pub start_unix: Option<u64>,
+    /// When it ends (unix seconds); `None`: it does not end by itself.
+    pub end_unix: Option<u64>,
+    /// A Capacity Block for ML (`ReservationType` `capacity-block`).
+    pub capacity_block: bool,
+}
+
+/// A Service Quotas quota's applied value (`GetServiceQuota`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Quota {
+    /// The quota's name as Service Quotas gives it.
+    pub name: String,
+    /// Its value (vCPUs for EC2's instance quotas).
+    pub value: f64,
+}
+
 /// Every AWS call of the stack commands.
 pub trait Cloud: Send + Sync {
     /// The region every call goes to.
@@ -344,6 +377,28 @@ pub trait Cloud: Send + Sync {
     /// Starts a stopped instance (`StartInstances`; the master the idle
     /// guard's `stop` stopped).
     fn start_instance(&self, id: &str) -> impl Future<Output = CloudResult<()>> + Send;
+
+    /// The region's Availability Zones that offer `instance_type`
+    /// (`DescribeInstanceTypeOfferings`), sorted; empty: none.
+    fn instance_type_zones(&self, instance_type: &str) -> impl Future<Output = CloudResult<Vec<String>>> + Send;
+    /// The type's default vCPUs (`DescribeInstanceTypes`), or `None` when
+    /// EC2 does not know the type.
+    fn instance_vcpus(&self, instance_type: &str) -> impl Future<Output = CloudResult<Option<u32>>> + Send;
+    /// The Capacity Reservation or Capacity Block `id`
+    /// (`DescribeCapacityReservations`), or `None` when EC2 does not know it.
+    fn capacity_reservation(&self, id: &str) -> impl Future<Output = CloudResult<Option<Reservation>>> + Send;
+    /// The Spot placement score (1 to 10) of `capacity` instances of
+    /// `types` in the region (`GetSpotPlacementScores`), or `None` when EC2
+    /// gives none.
+    fn spot_placement_score(
+        &self,
+        types: &[String],
+        capacity: u32,
+    ) -> impl Future<Output = CloudResult<Option<u32>>> + Send;
+    /// The applied value of quota `code` of `service` (Service Quotas
+    /// `GetServiceQuota`), or `None` when Service Quotas has no such quota
+    /// (`NoSuchResourceException`).
+    fn service_quota(&self, service: &str, code: &str) -> impl Future<Output = CloudResult<Option<Quota>>> + Send;
 
     /// Whether the bucket exists (and is ours to use).
     fn bucket_exists(&self, bucket: &str) -> impl Future<Output = CloudResult<bool>> + Send;

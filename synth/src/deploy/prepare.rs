@@ -43,6 +43,10 @@ pub struct Target {
     pub agent_package: Option<PathBuf>,
     /// An update takes the image the SSM parameter names now ([`Prepared::update_image`]).
     pub update_image: bool,
+    /// Run the capacity check ([`super::capacity::preflight`]) before
+    /// anything is staged or created (`synth deploy` unless
+    /// `--skip-capacity-check`).
+    pub capacity_check: bool,
 }
 
 /// A template ready to send.
@@ -163,6 +167,13 @@ where
             console,
             format!("{stack:?} is not a stack name: a letter, then letters, digits and hyphens, at most 128"),
         ));
+    }
+    if target.capacity_check {
+        // With the counts the stack will run with (`-p WorkerCount=N`).
+        let count = overrides.get(crate::stack::WORKER_COUNT_PARAMETER).and_then(|v| v.parse().ok());
+        let max = overrides.get("MaxWorkers").and_then(|v| v.parse().ok());
+        let ask = super::capacity::Ask::of(&loaded.spec, count, max);
+        super::capacity::preflight(console, &cloud, &ask, display).await?;
     }
     let mut spec = loaded.spec.clone();
     let needs_package = loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH);

@@ -1,8 +1,10 @@
 //! [`Cloud`] with the AWS SDK: CloudFormation (stacks, events, change
 //! sets), S3 (the staging bucket), STS (the account id), Auto Scaling
 //! (the worker group, for the formation progress line and `synth resume`),
-//! CloudWatch Logs (the nodes' lines, for `synth logs`) and EC2's two
-//! calls of `synth resume` ([`super::ec2`], without the SDK).
+//! CloudWatch Logs (the nodes' lines, for `synth logs`), EC2's calls of
+//! `synth resume` and of the capacity check ([`super::ec2`], without the
+//! SDK) and Service Quotas' `GetServiceQuota` ([`super::service_quotas`],
+//! without the SDK).
 //!
 //! Configuration comes from aws-config's standard chain: environment,
 //! profiles (`--profile` picks one), SSO, instance metadata. Endpoints are
@@ -33,6 +35,7 @@ pub struct SdkCloud {
     autoscaling: aws_sdk_autoscaling::Client,
     logs: aws_sdk_cloudwatchlogs::Client,
     ec2: super::ec2::Ec2,
+    quotas: super::service_quotas::ServiceQuotas,
 }
 
 /// How to reach AWS.
@@ -73,6 +76,7 @@ impl SdkCloud {
         let s3 = aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build();
         SdkCloud {
             ec2: super::ec2::Ec2::new(config, &region),
+            quotas: super::service_quotas::ServiceQuotas::new(config, &region),
             region,
             cloudformation: aws_sdk_cloudformation::Client::new(config),
             s3: aws_sdk_s3::Client::from_conf(s3),
@@ -520,6 +524,31 @@ impl Cloud for SdkCloud {
     #[tracing::instrument(skip(self))]
     async fn start_instance(&self, id: &str) -> CloudResult<()> {
         self.ec2.start_instance(id).await
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn instance_type_zones(&self, instance_type: &str) -> CloudResult<Vec<String>> {
+        self.ec2.instance_type_zones(instance_type).await
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn instance_vcpus(&self, instance_type: &str) -> CloudResult<Option<u32>> {
+        self.ec2.instance_vcpus(instance_type).await
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn capacity_reservation(&self, id: &str) -> CloudResult<Option<Reservation>> {
+        self.ec2.capacity_reservation(id).await
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn spot_placement_score(&self, types: &[String], capacity: u32) -> CloudResult<Option<u32>> {
+        self.ec2.spot_placement_score(types, capacity).await
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn service_quota(&self, service: &str, code: &str) -> CloudResult<Option<Quota>> {
+        self.quotas.quota(service, code).await
     }
 
     #[tracing::instrument(skip(self))]

@@ -1,0 +1,150 @@
+//! Service Quotas' `GetServiceQuota`, the one call the capacity check
+//! ([`super::capacity`]) makes to it, as a signed request rather than
+//! through an SDK crate (the same reasons as [`super::ec2`]).
+//!
+//! Service Quotas speaks the JSON 1.1 protocol: a `POST /` with the header
+//! `X-Amz-Target: ServiceQuotasV20190624.GetServiceQuota`, the body
+//! `{"ServiceCode": "ec2", "QuotaCode": "L-..."}`, signed with SigV4 as
+//! `servicequotas`. The endpoint is configuration, as for the SDK clients:
+//! `AWS_ENDPOINT_URL_SERVICE_QUOTAS`, else the shared endpoint override
+//! (`AWS_ENDPOINT_URL`, the profile's `endpoint_url`), else AWS's regional
+//! endpoint `https://servicequotas.<region>.amazonaws.com`
+//! (<https://docs.aws.amazon.com/general/latest/gr/sq.html>). Errors come
+//! back as JSON (`{"__type": "...", "message": "..."}`) and are mapped to
+//! [`CloudError`] as the SDK's are.
+
+use aws_config::SdkConfig;
+use aws_sdk_cloudformation::config::{ProvideCredentials, SharedCredentialsProvider};
+use serde_json::{Value, json};
+
+use super::ec2::{send, sign};
+use super::policy::action_of;
+use super::port::{CloudError, CloudResult, Quota};
+
+/// The operation's target header.
+const TARGET: &str = "ServiceQuotasV20190624.GetServiceQuota";
+
+/// Signs and sends Service Quotas requests.
+#[derive(Clone, Debug)]
+pub struct ServiceQuotas {
+    endpoint: String,
+    region: String,
+    credentials: Option<SharedCredentialsProvider>,
+}
+
+impl ServiceQuotas {
+    /// The client for a loaded config and its region.
+    pub fn new(config: &SdkConfig, region: &str) -> ServiceQuotas {
+        let endpoint = std::env::var("AWS_ENDPOINT_URL_SERVICE_QUOTAS")
+            .ok()
+            .filter(|e| !e.is_empty())
+            .or_else(|| config.endpoint_url().map(str::to_owned))
+            .unwrap_or_else(|| format!("https://servicequotas.{region}.amazonaws.com"));
+        ServiceQuotas {
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            region: region.to_owned(),
+            credentials: config.credentials_provider(),
+        }
+    }
+
+    /// The applied value of quota `code` of `service`, or `None` when
+    /// Service Quotas has no such quota (`NoSuchResourceException`).
+    pub async fn quota(&self, service: &str, code: &str) -> CloudResult<Option<Quota>> {
+        let what = format!("Service Quotas GetServiceQuota of {service} {code}");
+        let plain =
+            |s: &str| !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !plain(service) || !plain(code) {
+            return Err(CloudError::Invalid { what, message: "not a service code and quota code".into() });
+        }
+        let unavailable = |message: String| CloudError::Unavailable { what: what.clone(), message };
+        let provider = self.credentials.as_ref().ok_or_else(|| CloudError::NoCredentials(String::new()))?;
+        let credentials =
+            provider.provide_credentials().await.map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))?;
+        let body = json!({"ServiceCode": service, "QuotaCode": code}).to_string();
+        let url = format!("{}/", self.endpoint);
+        let headers = [("Content-Type", "application/x-amz-json-1.1"), ("X-Amz-Target", TARGET)];
+        let headers =
+            sign(&url, &self.region, "servicequotas", credentials, &headers, body.as_bytes()).map_err(unavailable)?;
+        let sent = tokio::task::spawn_blocking(move || send(&url, &headers, &body))
+            .await
+            .map_err(|e| unavailable(format!("the request's thread failed: {e}")))?;
+        let (status, text) = sent.map_err(unavailable)?;
+        let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if (200..300).contains(&status) {
+            return quota_of(&answer).map(Some).ok_or_else(|| CloudError::Unavailable {
+                what: what.clone(),
+                message: format!("the answer has no Quota.Value: {}", cut(&text)),
+            });
+        }
+        match error_of(&what, status, &answer, &text) {
+            CloudError::Invalid { message, .. } if message.starts_with("NoSuchResourceException") => Ok(None),
+            e => Err(e),
+        }
+    }
+}
+
+/// The quota in a `GetServiceQuota` answer.
+fn quota_of(answer: &Value) -> Option<Quota> {
+    let quota = answer.get("Quota")?;
+    Some(Quota {
+        name: quota.get("QuotaName").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        value: quota.get("Value").and_then(Value::as_f64)?,
+    })
+}
+
+/// A JSON-protocol error answer as the port's error, by the same rules as
+/// the SDK's (`super::sdk`): the code is `__type` (after any `#`).
+fn error_of(what: &str, status: u16, answer: &Value, text: &str) -> CloudError {
+    let code = answer
+        .get("__type")
+        .or_else(|| answer.get("code"))
+        .and_then(Value::as_str)
+        .map(|t| t.rsplit('#').next().unwrap_or(t))
+        .unwrap_or_default();
+    let said = answer.get("message").or_else(|| answer.get("Message")).and_then(Value::as_str);
+    let message = match (code, said) {
+        ("", _) => format!("HTTP {status}: {}", said.map_or_else(|| cut(text), str::to_owned)),
+        (code, Some(said)) => format!("{code}: {said}"),
+        (code, None) => code.to_owned(),
+    };
+    if status == 403 || code.contains("AccessDenied") || code.contains("UnauthorizedOperation") {
+        CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
+    } else if matches!(code, "ExpiredToken" | "InvalidClientTokenId" | "UnrecognizedClientException") {
+        CloudError::NoCredentials(message)
+    } else if status >= 500 {
+        CloudError::Unavailable { what: what.to_owned(), message }
+    } else {
+        CloudError::Invalid { what: what.to_owned(), message }
+    }
+}
+
+/// At most 200 characters of an unexpected answer, for a message.
+fn cut(text: &str) -> String {
+    let mut out: String = text.chars().take(200).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_and_errors_are_read_from_json() {
+        let answer = json!({"Quota": {"ServiceCode": "ec2", "QuotaCode": "L-417A185B",
+            "QuotaName": "Running On-Demand P instances", "Value": 384.0}});
+        assert_eq!(quota_of(&answer), Some(Quota { name: "Running On-Demand P instances".into(), value: 384.0 }));
+        assert_eq!(quota_of(&json!({})), None);
+        let denied = json!({"__type": "AccessDeniedException", "message": "User: arn:aws:iam::1:user/d is not \
+            authorized to perform: servicequotas:GetServiceQuota on resource: *"});
+        let e = error_of("Service Quotas GetServiceQuota of ec2 L-1", 400, &denied, "");
+        assert!(matches!(&e, CloudError::Denied { .. }), "{e:?}");
+        assert!(e.to_string().contains("AWS refused servicequotas:GetServiceQuota to user/d"), "{e}");
+        let missing = json!({"__type": "com.amazonaws#NoSuchResourceException", "message": "no"});
+        let e = error_of("x", 400, &missing, "");
+        assert_eq!(e, CloudError::Invalid { what: "x".into(), message: "NoSuchResourceException: no".into() });
+        assert!(matches!(error_of("x", 503, &Value::Null, "busy"), CloudError::Unavailable { .. }));
+    }
+}
