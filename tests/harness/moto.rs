@@ -164,6 +164,20 @@ impl LocalAws {
         Ok(())
     }
 
+    /// Takes `instance_type` off the shelves (launcher patch (y)) in `zone`
+    /// of `region` (`None`: every zone, every region): RunInstances of it
+    /// there fails with `InsufficientInstanceCapacity`, so does a stack's
+    /// `AWS::EC2::Instance`, and an Auto Scaling launch goes on to its next
+    /// type or records a failed scaling activity. A reset forgets it.
+    pub fn insufficient_capacity(&self, instance_type: &str, zone: Option<&str>, region: Option<&str>) -> Result<()> {
+        let body = serde_json::json!({"InstanceType": instance_type, "AvailabilityZone": zone, "Region": region});
+        ureq::post(format!("{}/_insufficient_capacity", self.endpoint()))
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .map_err(|e| Error::aws("POST /_insufficient_capacity", &e))?;
+        Ok(())
+    }
+
     /// Every signed AWS API call since the start or the last reset (`GET /_calls`).
     pub fn calls(&self) -> Result<Vec<serde_json::Value>> {
         let url = format!("{}/_calls", self.endpoint());
