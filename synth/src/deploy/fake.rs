@@ -49,6 +49,8 @@ pub(crate) struct FakeCloud {
     /// How many instances Auto Scaling gets in service after a capacity
     /// change (`None`: all it was asked for, at once).
     pub launches: Mutex<Option<u32>>,
+    /// The region it answers for (default us-east-1).
+    pub region: Option<&'static str>,
 }
 
 impl FakeCloud {
@@ -63,7 +65,7 @@ impl FakeCloud {
 
 impl Cloud for FakeCloud {
     fn region(&self) -> &str {
-        "us-east-1"
+        self.region.unwrap_or("us-east-1")
     }
     async fn account_id(&self) -> CloudResult<String> {
         self.call("account_id");
