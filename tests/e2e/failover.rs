@@ -163,3 +163,88 @@ async fn moto_says_no_capacity_as_aws_does() -> TestResult {
     let _ = std::fs::remove_file(&blueprint);
     Ok(())
 }
+
+/// The status of stack `name` in `region` (`None`: there is none).
+async fn stack_status_in(aws: &LocalAws, region: &'static str, name: &str) -> Option<String> {
+    let config = aws_sdk_cloudformation::config::Builder::from(&aws.sdk_config())
+        .region(aws_sdk_cloudformation::config::Region::from_static(region))
+        .build();
+    let cfn = aws_sdk_cloudformation::Client::from_conf(config);
+    let out = cfn.describe_stacks().stack_name(name).send().await.ok()?;
+    out.stacks().first()?.stack_status().map(|s| s.as_str().to_owned())
+}
+
+/// Waits until stack `stack` in `region` has its formation handle, and PUTs
+/// the master's SUCCESS signal (with the counts synth reads) to it.
+fn signal_formed(aws: &LocalAws, region: &str, stack: &str) -> e2e::Result<()> {
+    let url = format!("{}/_waitcondition/123456789012/{region}/{stack}/FormationHandle", aws.endpoint());
+    let data = r#"{"generation":1,"joined_workers":2,"min_workers":2,"nodes":3,"requested_workers":2}"#;
+    let body = serde_json::json!({"Status": "SUCCESS", "Reason": "2 of 2 workers joined", "UniqueId": "i-master", "Data": data})
+        .to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while ureq::put(&url).send(&body).is_err() {
+        if std::time::Instant::now() > deadline {
+            return Err(unexpected("the formation handle", format!("no stack {stack} in {region} to signal")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+/// Issue item (b): the master's type has no capacity in the first region;
+/// `synth deploy --region us-east-1,us-west-2` says so, deletes that
+/// attempt and forms the cluster in the second, ending with a summary.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deploy_without_capacity_in_the_first_region_forms_in_the_second() -> TestResult {
+    let aws = LocalAws::start_holding(Ipv4Addr::LOCALHOST.into())?;
+    for region in ["us-east-1", "us-west-2"] {
+        e2e::stack::ensure_image_parameter_in(&aws, region)?;
+    }
+    aws.insufficient_capacity("g4dn.xlarge", None, Some("us-east-1"))?;
+    let dir = tempfile::tempdir().map_err(|e| unexpected("temp dir", e))?;
+    let package = dir.path().join("deeplearning-agent_0.1.0-1_amd64.deb");
+    std::fs::write(&package, b"not really a package, but bytes with a checksum")
+        .map_err(|e| unexpected("the package", e))?;
+    let args = [
+        "deploy",
+        "blueprints/minimal.yaml",
+        "--region",
+        "us-east-1,us-west-2",
+        "-p",
+        "ImageId=/e2e/ami-id",
+        "--yes",
+        "--agent-package",
+    ];
+    let mut cmd = e2e::synth_cli::command(&aws, "deployer", &args);
+    cmd.arg(&package).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| unexpected("synth deploy", e))?;
+    let started = std::time::Instant::now();
+    let signalled = signal_formed(&aws, "us-west-2", "minimal");
+    if signalled.is_err() {
+        let _ = child.kill();
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .map_err(|e| unexpected("synth deploy", e))?
+        .map_err(|e| unexpected("synth deploy", e))?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- synth deploy --region us-east-1,us-west-2 ({:.0?}) ---\n{err}", started.elapsed());
+    signalled?;
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(
+            "    Capacity us-east-1 has no capacity for this cluster: deleting the attempt, then trying us-west-2"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("error: MasterInstance (AWS::EC2::Instance) create failed: We currently do not have sufficient g4dn.xlarge capacity"), "{err}");
+    assert!(err.contains("Creating stack minimal in us-west-2"), "{err}");
+    assert!(
+        err.contains("     Summary 1. us-east-1: no capacity (We currently do not have sufficient g4dn.xlarge"),
+        "{err}"
+    );
+    assert!(err.contains("             2. us-west-2: formed"), "{err}");
+    assert_eq!(stack_status_in(&aws, "us-east-1", "minimal").await, None, "the first attempt is gone");
+    assert_eq!(stack_status_in(&aws, "us-west-2", "minimal").await.as_deref(), Some("CREATE_COMPLETE"));
+    Ok(())
+}

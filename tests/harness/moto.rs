@@ -377,8 +377,14 @@ impl LocalAws {
 
     /// POSTs `body` with `headers` to moto, signed (SigV4) as the
     /// administrator for `service`, and returns the status and body.
-    fn signed_post(&self, service: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, String)> {
-        self.signed("POST", service, "/", headers, body)
+    fn signed_post_in(
+        &self,
+        region: &str,
+        service: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, String)> {
+        self.signed_in(region, "POST", service, "/", headers, body)
     }
 
     /// `GET path` (with its query), signed as the administrator for
@@ -400,6 +406,18 @@ impl LocalAws {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<(u16, String)> {
+        self.signed_in(REGION, method, service, path, headers, body)
+    }
+
+    fn signed_in(
+        &self,
+        region: &str,
+        method: &str,
+        service: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, String)> {
         let url = format!("{}{path}", self.endpoint());
         let credentials = aws_sdk_sqs::config::Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "e2e");
         let identity = credentials.into();
@@ -412,7 +430,7 @@ impl LocalAws {
         }
         let params = aws_sigv4::sign::v4::SigningParams::builder()
             .identity(&identity)
-            .region(REGION)
+            .region(region)
             .name(service)
             .time(std::time::SystemTime::now())
             .settings(settings)
@@ -454,11 +472,16 @@ impl LocalAws {
     /// and returns the XML body. The tests stay off aws-sdk-ec2: it costs
     /// minutes and gigabytes per cold build (docs/TESTING.md, "Build output and cost").
     pub fn query(&self, service: &str, params: &[(&str, &str)]) -> Result<String> {
+        self.query_in(REGION, service, params)
+    }
+
+    /// [`LocalAws::query`] in `region`.
+    pub fn query_in(&self, region: &str, service: &str, params: &[(&str, &str)]) -> Result<String> {
         let action = params.iter().find(|(k, _)| *k == "Action").map(|(_, v)| *v).unwrap_or("?");
         let form: String =
             params.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v))).collect::<Vec<_>>().join("&");
         let headers = [("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")];
-        let (status, body) = self.signed_post(service, &headers, form.as_bytes())?;
+        let (status, body) = self.signed_post_in(region, service, &headers, form.as_bytes())?;
         if !(200..300).contains(&status) {
             return Err(Error::Aws { call: format!("{service} {action}"), detail: format!("HTTP {status}: {body}") });
         }
@@ -469,8 +492,19 @@ impl LocalAws {
     /// `AmazonSSM.PutParameter`, and returns the JSON answer (`null` for
     /// an empty one, as CloudWatch Logs' `CreateLogGroup` gives).
     pub fn json_call(&self, service: &str, target: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        self.json_call_in(REGION, service, target, body)
+    }
+
+    /// [`LocalAws::json_call`] in `region`.
+    pub fn json_call_in(
+        &self,
+        region: &str,
+        service: &str,
+        target: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value> {
         let headers = [("X-Amz-Target", target), ("Content-Type", "application/x-amz-json-1.1")];
-        let (status, text) = self.signed_post(service, &headers, body.to_string().as_bytes())?;
+        let (status, text) = self.signed_post_in(region, service, &headers, body.to_string().as_bytes())?;
         if !(200..300).contains(&status) {
             return Err(Error::Aws { call: target.into(), detail: format!("HTTP {status}: {text}") });
         }

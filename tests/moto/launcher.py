@@ -435,11 +435,12 @@ def parse_and_create_resource(logical_id, resource_json, resources_map, account_
         resource = _parse_and_create(logical_id, resource_json, resources_map, account_id, region_name)
     except InsufficientCapacity as shortage:
         # Patch (y): the instance's launch met no capacity; as in AWS, the
-        # resource fails with EC2's message and the stack with it. (moto
-        # creates what outputs name again when a failed stack's outputs are
-        # read: that fails too, without an event; outputs_unless_short.)
-        if stack.status == "CREATE_IN_PROGRESS":
-            add_resource_event(stack, logical_id, rtype, "CREATE_FAILED", shortage.cloudformation_reason())
+        # resource fails with EC2's message and the stack with it. moto
+        # creates a failed stack's resources again when they are read
+        # (ListStackResources, outputs): then the instance is not there.
+        if stack.status != "CREATE_IN_PROGRESS":
+            return None
+        add_resource_event(stack, logical_id, rtype, "CREATE_FAILED", shortage.cloudformation_reason())
         raise InjectedFailure(logical_id, rtype, shortage.cloudformation_reason()) from None
     held = HOLD_WAIT_CONDITIONS and rtype == "AWS::CloudFormation::WaitCondition"
     if not held:
@@ -871,11 +872,13 @@ _stack_outputs = Stack.outputs
 
 
 def outputs_unless_short(self):
-    """A failed stack whose outputs name an instance with no capacity has
-    none (as in AWS, where a rolled-back stack has no outputs)."""
+    """A failed stack whose outputs name an instance that had no capacity
+    has no outputs (as a rolled-back stack in AWS)."""
     try:
         return _stack_outputs.fget(self)
-    except InjectedFailure:
+    except Exception:
+        if self.status == "CREATE_IN_PROGRESS" or not self.status.endswith(("_FAILED", "ROLLBACK_COMPLETE")):
+            raise
         return None
 
 
