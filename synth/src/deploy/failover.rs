@@ -107,6 +107,9 @@ where
 {
     let regions: Vec<Option<Region>> =
         if plan.regions.is_empty() { vec![None] } else { plan.regions.iter().copied().map(Some).collect() };
+    // One region and no --retry-until-up: deploy as it always did (a
+    // failed create stays for `synth delete`).
+    let failing_over = regions.len() > 1 || plan.retry.is_some();
     let mut met: Vec<Met> = Vec::new();
     let mut pass = 1u32;
     let code = 'passes: loop {
@@ -117,7 +120,9 @@ where
             };
             let attempt = apply::attempt(console, &cloud, &p, plan.options, &display).await;
             let here = cloud.region().to_owned();
-            match next(&attempt, plan.options.keep_on_failure) {
+            let next =
+                if failing_over { next(&attempt, plan.options.keep_on_failure) } else { Next::Stop(attempt.code) };
+            match next {
                 Next::Stop(code) => {
                     let what = match code {
                         ExitCode::Success if attempt.created => "formed".to_owned(),
@@ -422,15 +427,24 @@ mod tests {
     }
 
     /// No region had capacity: exit 1 without --retry-until-up; with it, the
-    /// list again after the wait, said on the way.
+    /// list again after the wait, said on the way. One region without it
+    /// is a deploy as it always was: the failed create stays.
     #[tokio::test(start_paused = true)]
     async fn every_region_short_ends_or_waits_and_tries_again() {
         let console = FakeConsole::default();
-        let (code, asked) =
-            run(&console, &[Region::UsEast1], None, false, vec![region("us-east-1", Some(SHORT))]).await;
+        let clouds = vec![region("us-east-1", Some(SHORT)), region("us-west-2", Some(SHORT))];
+        let (code, asked) = run(&console, &[Region::UsEast1, Region::UsWest2], None, false, clouds).await;
         assert_eq!(code, ExitCode::Invalid);
-        assert_eq!(asked.len(), 1);
-        assert!(console.stderr().contains("error: no region of us-east-1 had capacity for this cluster"));
+        assert_eq!(asked.len(), 2);
+        let err = console.stderr();
+        assert!(err.contains("error: no region of us-east-1, us-west-2 had capacity for this cluster"), "{err}");
+        assert_eq!(err.matches("deleted in").count(), 2, "{err}");
+
+        let console = FakeConsole::default();
+        let (code, _) = run(&console, &[Region::UsEast1], None, false, vec![region("us-east-1", Some(SHORT))]).await;
+        assert_eq!(code, ExitCode::Invalid);
+        let err = console.stderr();
+        assert!(!err.contains(" Capacity ") && !err.contains("deleted in") && !err.contains("Summary"), "{err}");
 
         let console = FakeConsole::default();
         let clouds = vec![region("us-east-1", Some(SHORT)), region("us-east-1", None)];
