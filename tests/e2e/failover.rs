@@ -248,3 +248,39 @@ async fn a_deploy_without_capacity_in_the_first_region_forms_in_the_second() -> 
     assert_eq!(stack_status_in(&aws, "us-west-2", "minimal").await.as_deref(), Some("CREATE_COMPLETE"));
     Ok(())
 }
+
+/// Issue item (a): the first worker type has no capacity anywhere; Auto
+/// Scaling launches the second (the prioritized override), the harness
+/// boots those instances as nodes, and the cluster forms.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_second_worker_type_launches_when_the_first_has_no_capacity_and_the_cluster_forms() -> TestResult {
+    let blueprint = blueprint_file(
+        "fallback-types",
+        "name: fallback\nmaster:\n  instance_type: g4dn.xlarge\nworkers:\n  instance_types: [g5.xlarge, g4dn.xlarge]\n  count: 2\n",
+    )?;
+    let network = e2e::Network::create(3)?;
+    let aws = LocalAws::start(network.host_ip().into())?;
+    aws.insufficient_capacity("g5.xlarge", None, None)?;
+    let stack = ClusterStack::create(&aws, &blueprint, "fallback", 2, &[]).await?;
+    let workers = stack.worker_instance_ids(&aws).await?;
+    assert_eq!(instance_types(&aws, &workers)?, ["g4dn.xlarge", "g4dn.xlarge"]);
+    let cluster = e2e::Cluster::adopt(network, aws, stack).await?;
+    let agents = cluster.spawn_agents()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let formed = |root: &std::path::Path| {
+        let state = e2e::scenario::read(root, "/var/lib/deeplearning/state.json");
+        serde_json::from_str::<serde_json::Value>(&state)
+            .ok()
+            .and_then(|v| v["manifest"]["nodes"].as_array().map(Vec::len))
+            == Some(3)
+    };
+    while !cluster.nodes().iter().all(|n| formed(n.root())) {
+        if std::time::Instant::now() > deadline {
+            let logs: Vec<String> = agents.iter().map(|a| a.log()).collect();
+            return Err(unexpected("every node to apply a 3-node manifest", logs.join("\n-----\n")).into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let _ = std::fs::remove_file(&blueprint);
+    Ok(())
+}
