@@ -164,6 +164,20 @@ impl LocalAws {
         Ok(())
     }
 
+    /// Takes `instance_type` off the shelves (launcher patch (z)) in `zone`
+    /// of `region` (`None`: every zone, every region): RunInstances of it
+    /// there fails with `InsufficientInstanceCapacity`, so does a stack's
+    /// `AWS::EC2::Instance`, and an Auto Scaling launch goes on to its next
+    /// type or records a failed scaling activity. A reset forgets it.
+    pub fn insufficient_capacity(&self, instance_type: &str, zone: Option<&str>, region: Option<&str>) -> Result<()> {
+        let body = serde_json::json!({"InstanceType": instance_type, "AvailabilityZone": zone, "Region": region});
+        ureq::post(format!("{}/_insufficient_capacity", self.endpoint()))
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .map_err(|e| Error::aws("POST /_insufficient_capacity", &e))?;
+        Ok(())
+    }
+
     /// Every signed AWS API call since the start or the last reset (`GET /_calls`).
     pub fn calls(&self) -> Result<Vec<serde_json::Value>> {
         let url = format!("{}/_calls", self.endpoint());
@@ -363,8 +377,14 @@ impl LocalAws {
 
     /// POSTs `body` with `headers` to moto, signed (SigV4) as the
     /// administrator for `service`, and returns the status and body.
-    fn signed_post(&self, service: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, String)> {
-        self.signed("POST", service, "/", headers, body)
+    fn signed_post_in(
+        &self,
+        region: &str,
+        service: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, String)> {
+        self.signed_in(region, "POST", service, "/", headers, body)
     }
 
     /// `GET path` (with its query), signed as the administrator for
@@ -386,6 +406,18 @@ impl LocalAws {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<(u16, String)> {
+        self.signed_in(REGION, method, service, path, headers, body)
+    }
+
+    fn signed_in(
+        &self,
+        region: &str,
+        method: &str,
+        service: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, String)> {
         let url = format!("{}{path}", self.endpoint());
         let credentials = aws_sdk_sqs::config::Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "e2e");
         let identity = credentials.into();
@@ -398,7 +430,7 @@ impl LocalAws {
         }
         let params = aws_sigv4::sign::v4::SigningParams::builder()
             .identity(&identity)
-            .region(REGION)
+            .region(region)
             .name(service)
             .time(std::time::SystemTime::now())
             .settings(settings)
@@ -440,11 +472,16 @@ impl LocalAws {
     /// and returns the XML body. The tests stay off aws-sdk-ec2: it costs
     /// minutes and gigabytes per cold build (docs/TESTING.md, "Build output and cost").
     pub fn query(&self, service: &str, params: &[(&str, &str)]) -> Result<String> {
+        self.query_in(REGION, service, params)
+    }
+
+    /// [`LocalAws::query`] in `region`.
+    pub fn query_in(&self, region: &str, service: &str, params: &[(&str, &str)]) -> Result<String> {
         let action = params.iter().find(|(k, _)| *k == "Action").map(|(_, v)| *v).unwrap_or("?");
         let form: String =
             params.iter().map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v))).collect::<Vec<_>>().join("&");
         let headers = [("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")];
-        let (status, body) = self.signed_post(service, &headers, form.as_bytes())?;
+        let (status, body) = self.signed_post_in(region, service, &headers, form.as_bytes())?;
         if !(200..300).contains(&status) {
             return Err(Error::Aws { call: format!("{service} {action}"), detail: format!("HTTP {status}: {body}") });
         }
@@ -455,8 +492,19 @@ impl LocalAws {
     /// `AmazonSSM.PutParameter`, and returns the JSON answer (`null` for
     /// an empty one, as CloudWatch Logs' `CreateLogGroup` gives).
     pub fn json_call(&self, service: &str, target: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        self.json_call_in(REGION, service, target, body)
+    }
+
+    /// [`LocalAws::json_call`] in `region`.
+    pub fn json_call_in(
+        &self,
+        region: &str,
+        service: &str,
+        target: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value> {
         let headers = [("X-Amz-Target", target), ("Content-Type", "application/x-amz-json-1.1")];
-        let (status, text) = self.signed_post(service, &headers, body.to_string().as_bytes())?;
+        let (status, text) = self.signed_post_in(region, service, &headers, body.to_string().as_bytes())?;
         if !(200..300).contains(&status) {
             return Err(Error::Aws { call: target.into(), detail: format!("HTTP {status}: {text}") });
         }

@@ -177,13 +177,18 @@ pub fn build_template(blueprint: &str) -> Result<String> {
 /// Creates [`IMAGE_PARAMETER`] with an AMI id moto knows, once per moto.
 /// Puts the SSM parameter `IMAGE_PARAMETER` (an AMI moto knows) that stacks pass as `ImageId`.
 pub fn ensure_image_parameter(aws: &LocalAws) -> Result<()> {
-    let images = aws.query("ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
+    ensure_image_parameter_in(aws, REGION)
+}
+
+/// [`ensure_image_parameter`] in `region` (SSM parameters and images are per region).
+pub fn ensure_image_parameter_in(aws: &LocalAws, region: &str) -> Result<()> {
+    let images = aws.query_in(region, "ec2", &[("Action", "DescribeImages"), ("Version", "2016-11-15")])?;
     let image = xml_text(&images, "imageId")
         .ok_or_else(|| Error::Unexpected { what: "DescribeImages".into(), detail: "moto lists no image".into() })?;
     let body = serde_json::json!({
         "Name": IMAGE_PARAMETER, "Value": image, "Type": "String", "Overwrite": true,
     });
-    aws.json_call("ssm", "AmazonSSM.PutParameter", &body)?;
+    aws.json_call_in(region, "ssm", "AmazonSSM.PutParameter", &body)?;
     Ok(())
 }
 

@@ -22,6 +22,9 @@ Extra routes, served next to moto's own:
        that DescribeScalingActivities returns for the group (patch (f));
   POST /_fail_resource  makes the next creation of a logical id fail (JSON:
        LogicalResourceId, Reason), as a resource failing in AWS does (patch (i));
+  POST /_insufficient_capacity  takes an instance type off the shelves (JSON:
+       InstanceType, optional AvailabilityZone and Region), as EC2 running
+       out of it does (patch (z));
   POST /_hold_dispatcher?seconds=N  holds moto's request dispatcher lock for
        N seconds (at most 10), for the self-test of patch (s);
   POST /_service_credentials  a role's temporary credentials as the service
@@ -49,6 +52,7 @@ import datetime
 import io
 import json
 import os
+import random
 import re
 import sys
 import threading
@@ -64,7 +68,7 @@ import uuid
 # request needs to go unchecked: 0.
 os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
 
-from moto.autoscaling.models import autoscaling_backends
+from moto.autoscaling.models import FakeAutoScalingGroup, autoscaling_backends
 from moto.autoscaling.responses import AutoScalingResponse
 from moto.cloudformation import parsing as cfn_parsing
 from moto.cloudformation.models import Event, Stack, cloudformation_backends
@@ -72,7 +76,9 @@ from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.common_models import CloudFormationModel
 from moto.core.responses import EmptyResult
 from moto.core.utils import unix_time
+from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import instances as ec2_instances
+from moto.ec2.models.instances import InstanceBackend as EC2InstanceBackend
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.sqs.models import Message as SqsMessage
 from moto.sqs.models import SQSBackend
@@ -678,7 +684,17 @@ def parse_and_create_resource(logical_id, resource_json, resources_map, account_
     if reason is not None:
         add_resource_event(stack, logical_id, rtype, "CREATE_FAILED", reason)
         raise InjectedFailure(logical_id, rtype, reason)
-    resource = _parse_and_create(logical_id, resource_json, resources_map, account_id, region_name)
+    try:
+        resource = _parse_and_create(logical_id, resource_json, resources_map, account_id, region_name)
+    except InsufficientCapacity as shortage:
+        # Patch (z): the instance's launch met no capacity; as in AWS, the
+        # resource fails with EC2's message and the stack with it. moto
+        # creates a failed stack's resources again when they are read
+        # (ListStackResources, outputs): then the instance is not there.
+        if stack.status != "CREATE_IN_PROGRESS":
+            return None
+        add_resource_event(stack, logical_id, rtype, "CREATE_FAILED", shortage.cloudformation_reason())
+        raise InjectedFailure(logical_id, rtype, shortage.cloudformation_reason()) from None
     held = HOLD_WAIT_CONDITIONS and rtype == "AWS::CloudFormation::WaitCondition"
     if not held:
         physical = getattr(resource, "physical_resource_id", None)
@@ -976,6 +992,152 @@ def delete_route_table(self, account_id, region_name):
 RouteTable.delete = delete_route_table
 
 
+# --- Patch (z): no capacity ------------------------------------------------------
+# moto 5.2.5 launches any instance type anywhere. POST /_insufficient_capacity
+# (JSON InstanceType, optional AvailabilityZone and Region: every zone, every
+# region) takes a type off the shelves: RunInstances of it there fails with
+# EC2's InsufficientInstanceCapacity, so an AWS::EC2::Instance fails its
+# stack (as in patch (i)); an Auto Scaling launch tries its types in order
+# (the mixed instances policy's overrides, "prioritized", else the launch
+# template's type) in each of its subnets, launches the first that has
+# capacity, and when none has records a failed scaling activity (patch (f))
+# with EC2's message. POST /moto-api/reset forgets it.
+SHORTAGES: list[dict] = []
+
+
+class InsufficientCapacity(EC2ClientError):
+    """EC2's InsufficientInstanceCapacity, with AWS's words."""
+
+    def __init__(self, instance_type, zone, others):
+        message = (
+            f"We currently do not have sufficient {instance_type} capacity in the Availability Zone you requested "
+            f"({zone}). Our system will be working on provisioning additional capacity."
+        )
+        if others:
+            message += (
+                f" You can currently get {instance_type} capacity by not specifying an Availability Zone in your "
+                f"request or choosing {', '.join(others)}."
+            )
+        super().__init__("InsufficientInstanceCapacity", message)
+        self.instance_type, self.zone = instance_type, zone
+
+    def cloudformation_reason(self):
+        """The reason CloudFormation gives a resource whose launch failed so."""
+        return (
+            f"{self.message} (Service: AmazonEC2; Status Code: 500; Error Code: InsufficientInstanceCapacity; "
+            f"Request ID: {uuid.uuid4()}; Proxy: null)"
+        )
+
+
+def shortage(request):
+    """A shortage from a test's JSON."""
+    entry = {"InstanceType": request.get("InstanceType")}
+    for key in ("AvailabilityZone", "Region"):
+        if request.get(key) is not None:
+            entry[key] = request[key]
+    if not all(isinstance(v, str) and v for v in entry.values()):
+        raise ValueError("InstanceType (a non-empty string) is required; AvailabilityZone and Region are strings")
+    return entry
+
+
+def has_capacity(instance_type, zone, region):
+    with SIGNALS_LOCK:
+        return not any(
+            s["InstanceType"] == instance_type
+            and s.get("AvailabilityZone", zone) == zone
+            and s.get("Region", region) == region
+            for s in SHORTAGES
+        )
+
+
+def capacity_check(backend, instance_type, zone):
+    """Raises InsufficientCapacity when `instance_type` has none in `zone`."""
+    region = backend.region_name
+    if has_capacity(instance_type, zone, region):
+        return
+    zones = [z.name for z in backend.describe_availability_zones()]
+    others = [z for z in zones if z != zone and has_capacity(instance_type, z, region)]
+    raise InsufficientCapacity(instance_type, zone, others)
+
+
+_run_instances = EC2InstanceBackend.run_instances
+
+
+# The type an Auto Scaling launch chose (replace_group_instances), for run_instances.
+LAUNCHING = threading.local()
+
+
+def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):
+    if getattr(LAUNCHING, "instance_type", None):
+        kwargs["instance_type"], kwargs["is_instance_type_default"] = LAUNCHING.instance_type, False
+    instance_type = kwargs.get("instance_type") or "m1.small"
+    if kwargs.get("launch_template") and kwargs.get("is_instance_type_default"):
+        template = self._get_template_from_args(kwargs["launch_template"]).data
+        instance_type = template.get("InstanceType") or instance_type
+    # The zone moto places the instance in (Instance.__init__).
+    subnet_id = kwargs.get("subnet_id") or next(
+        (n["SubnetId"] for n in kwargs.get("nics") or [] if "SubnetId" in n), None
+    )
+    if subnet_id:
+        zone = self.get_subnet(subnet_id).availability_zone
+    else:
+        zone = kwargs.get("placement") or self.region_name + "a"
+    capacity_check(self, instance_type, zone)
+    return _run_instances(self, image_id, count, user_data, security_group_names, **kwargs)
+
+
+EC2InstanceBackend.run_instances = run_instances
+
+_replace_group_instances = FakeAutoScalingGroup.replace_autoscaling_group_instances
+
+
+def replace_group_instances(self, count_needed, propagated_tags):
+    overrides = ((self.mixed_instances_policy or {}).get("LaunchTemplate") or {}).get("Overrides") or []
+    types = [o["InstanceType"] for o in overrides if o.get("InstanceType")] or [self.instance_type]
+    subnets = [s for s in (self.vpc_zone_identifier or "").split(",") if s] or [None]
+    ec2 = self.autoscaling_backend.ec2_backend
+    shortage = None
+    for instance_type in types:
+        for subnet_id in subnets:
+            zone = ec2.get_subnet(subnet_id).availability_zone if subnet_id else random.choice(self.availability_zones)
+            try:
+                capacity_check(ec2, instance_type, zone)
+            except InsufficientCapacity as e:
+                shortage = shortage or e
+                continue
+            # moto launches the template's type in the first subnet: this
+            # type (run_instances reads LAUNCHING), in this subnet.
+            vpc_zone_identifier, self.vpc_zone_identifier = self.vpc_zone_identifier, subnet_id
+            LAUNCHING.instance_type = instance_type
+            try:
+                return _replace_group_instances(self, count_needed, propagated_tags)
+            finally:
+                LAUNCHING.instance_type = None
+                self.vpc_zone_identifier = vpc_zone_identifier
+    message = f"{shortage.message} Launching EC2 instance failed."
+    with SIGNALS_LOCK:
+        ACTIVITIES.setdefault(self.name, []).append(scaling_activity(self.name, {"StatusMessage": message}))
+
+
+FakeAutoScalingGroup.replace_autoscaling_group_instances = replace_group_instances
+
+_stack_outputs = Stack.outputs
+
+
+def outputs_unless_short(self):
+    """A failed stack whose outputs name an instance that had no capacity
+    has no outputs (as a rolled-back stack in AWS)."""
+    try:
+        return _stack_outputs.fget(self)
+    except Exception:
+        if self.status == "CREATE_IN_PROGRESS" or not self.status.endswith(("_FAILED", "ROLLBACK_COMPLETE")):
+            raise
+        return None
+
+
+Stack.outputs = property(outputs_unless_short)
+
+
 def wait_condition_for(stack, handle_id):
     """The logical id of the WaitCondition whose Handle is `Ref handle_id`
     (the signal belongs to it in AWS), or the handle itself when none is."""
@@ -1141,6 +1303,16 @@ def extra_routes(app):
                 FAILURES[logical_id] = reason
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
+        if path == "/_insufficient_capacity" and method == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            try:
+                entry = shortage(json.loads(environ["wsgi.input"].read(length)))
+            except (ValueError, TypeError, AttributeError) as e:
+                return json_response(start_response, "400 Bad Request", {"error": str(e)})
+            with SIGNALS_LOCK:
+                SHORTAGES.append(entry)
+            start_response("200 OK", [("Content-Length", "0")])
+            return [b""]
         if path == "/_hold_dispatcher" and method == "POST":
             # Self-test of patch (s): holds moto's dispatcher lock for
             # ?seconds= (at most 10), as a slow request under it would.
@@ -1180,6 +1352,7 @@ def extra_routes(app):
                 QUOTA_VALUES.clear()
                 CAPACITY_RESERVATIONS.clear()
                 SPOT_SCORES.clear()
+                SHORTAGES.clear()
             with CALLS_LOCK:
                 CALLS.clear()
             # Patch (t): the reset wipes IAM; the harness's principals come back.

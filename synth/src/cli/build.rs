@@ -54,9 +54,16 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
             return Compiled::Failed(ExitCode::Error);
         }
     };
+    let region = match input.region() {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("{e}");
+            return Compiled::Failed(ExitCode::Error);
+        }
+    };
     let path = input.display_path();
     let started = std::time::Instant::now();
-    let loaded = match blueprint::load(&text, &path, input.region) {
+    let loaded = match blueprint::load(&text, &path, region) {
         Ok(l) => l,
         Err(problems) => {
             tracing::debug!(errors = problems.error_count(), elapsed = ?started.elapsed(), "the blueprint has problems");

@@ -11,10 +11,12 @@ use cli_output::errln;
 use super::cloud;
 use super::input::Input;
 use super::terminal::Terminal;
-use crate::deploy::apply::{self, Options};
+use crate::deploy::apply::Options;
 use crate::deploy::console::{Console, Display};
+use crate::deploy::failover::{self, Plan};
 use crate::deploy::prepare::{Blueprint, Prepared, Target, prepare};
 use crate::exit::ExitCode;
+use crate::region::Region;
 
 /// Arguments of `synth deploy`.
 #[derive(Debug, clap::Args)]
@@ -30,6 +32,12 @@ use crate::exit::ExitCode;
 The stack goes to one region: --region, else the blueprint's `region`,
 else your AWS configuration's (AWS_REGION, then the profile's region). The
 first line says which: \"Creating stack NAME in us-east-1: ...\".
+--region a,b,c fails over: a create that fails because AWS has no capacity
+(InsufficientInstanceCapacity, no Spot capacity, the master's formation
+failure saying so) is deleted and the next region is tried, each prepared
+on its own (staged package, image); a summary ends it. --retry-until-up
+goes through the list again every --retry-interval (default 5m). An update
+of an existing stack never fails over.
 
 Before anything is staged or created, the region's capacity is checked as
 `synth capacity` checks it: a vCPU quota below what `count` workers need,
@@ -50,7 +58,8 @@ deeplearning-cluster-staging-<account>-<region>, created on first use
 (private, encrypted, versioned), and every node installs it at boot.
 
 Exit codes: 0 the stack is up to date, 1 the blueprint has problems, the
-stack failed or the update was refused, 2 usage, credentials or AWS error,
+stack failed, no region had capacity, or the update was refused, 2 usage,
+credentials or AWS error,
 130 interrupted (Ctrl-C while an update is previewed or asked about deletes
 its change set: nothing changes; once the stack is changing, Ctrl-C stops
 watching, not the stack).")]
@@ -79,6 +88,15 @@ pub struct DeployArgs {
     /// names (`synth capacity` runs that check alone).
     #[arg(long, help_heading = "Safety")]
     skip_capacity_check: bool,
+
+    /// When no region of --region had capacity, try the list again after
+    /// --retry-interval, until one has (Ctrl-C stops).
+    #[arg(long, help_heading = "Capacity")]
+    retry_until_up: bool,
+
+    /// The wait between passes of --retry-until-up: 30s to 1h (default 5m).
+    #[arg(long, value_name = "DURATION", value_parser = failover::parse_interval, requires = "retry_until_up", help_heading = "Capacity")]
+    retry_interval: Option<std::time::Duration>,
 }
 
 /// What `deploy` and `diff` share besides the blueprint.
@@ -128,32 +146,50 @@ impl DeployTarget {
 
 /// Reads the blueprint, connects, stages the agent package (uploading it
 /// only when `upload`) and builds the template (`crate::deploy::prepare`);
-/// errors are printed.
+/// errors are printed. One region: a list of them is refused.
 pub(super) async fn prepared(
     input: &Input,
     target: &DeployTarget,
     upload: bool,
     display: &Display,
 ) -> Result<(crate::deploy::sdk::SdkCloud, Prepared), ExitCode> {
+    let region = input.region().map_err(|e| {
+        errln!("{e}");
+        ExitCode::Error
+    })?;
     let text = input.read().map_err(|e| {
         errln!("{e}");
         ExitCode::Error
     })?;
-    let path = input.display_path();
-    let blueprint = Blueprint { text: &text, path: &path, region: input.region };
+    prepared_in(&text, &input.display_path(), target, region, upload, display).await
+}
+
+/// [`prepared`] of a blueprint already read, for `region`.
+async fn prepared_in(
+    text: &str,
+    path: &str,
+    target: &DeployTarget,
+    region: Option<Region>,
+    upload: bool,
+    display: &Display,
+) -> Result<(crate::deploy::sdk::SdkCloud, Prepared), ExitCode> {
+    let blueprint = Blueprint { text, path, region };
     let profile = target.profile.as_deref();
     prepare(&Terminal, blueprint, &target.target(), upload, display, |region| cloud::connect(region, profile)).await
 }
 
-/// Runs `synth deploy`.
+/// Runs `synth deploy`: in each region of --region in turn while creates
+/// meet no capacity (`crate::deploy::failover`).
 pub(super) fn run(args: &DeployArgs) -> ExitCode {
     cloud::block_on(async {
-        let display = Terminal.display();
         let mut target = args.target.clone();
         target.capacity_check = !args.skip_capacity_check;
-        let (cloud, p) = match prepared(&args.input, &target, true, &display).await {
-            Ok(ready) => ready,
-            Err(code) => return code,
+        let (regions, text) = match args.input.regions().and_then(|r| Ok((r, args.input.read()?))) {
+            Ok(read) => read,
+            Err(e) => {
+                errln!("{e}");
+                return ExitCode::Error;
+            }
         };
         let path = args.input.display_path();
         let options = Options {
@@ -162,6 +198,14 @@ pub(super) fn run(args: &DeployArgs) -> ExitCode {
             allow_replacement: args.allow_replacement,
             yes: args.yes,
         };
-        apply::deploy(&Terminal, &cloud, &p, options, &display).await
+        let retry = args.retry_until_up.then(|| args.retry_interval.unwrap_or(failover::DEFAULT_RETRY_INTERVAL));
+        let plan = Plan { regions: &regions, retry, options };
+        let (text, path, target) = (&text, &path, &target);
+        failover::deploy(&Terminal, plan, |region| async move {
+            let display = Terminal.display();
+            let (cloud, p) = prepared_in(text, path, target, region, true, &display).await?;
+            Ok((cloud, p, display))
+        })
+        .await
     })
 }

@@ -16,8 +16,10 @@ pub struct Input {
     /// Build for this region only (us-east-1, us-east-2, us-west-2, eu-west-1,
     /// ap-southeast-2). Without it, the blueprint's `region` is used; a
     /// blueprint without one gives a template that works in all five.
-    #[arg(long, short = 'r', value_name = "REGION")]
-    pub region: Option<Region>,
+    /// `synth deploy` takes a list, most wanted first (us-east-1,us-west-2):
+    /// a create that meets no capacity goes on to the next.
+    #[arg(long, short = 'r', value_name = "REGION", value_delimiter = ',')]
+    pub region: Vec<Region>,
 }
 
 /// The largest blueprint read: real ones are a few KB; a stream that goes on
@@ -29,6 +31,31 @@ impl Input {
     /// The name used in messages.
     pub(super) fn display_path(&self) -> String {
         if self.is_stdin() { "<stdin>".to_owned() } else { self.blueprint.display().to_string() }
+    }
+
+    /// The one region of `--region`; a list is refused (only `synth
+    /// deploy` takes one, [`Input::regions`]).
+    pub(super) fn region(&self) -> Result<Option<Region>, String> {
+        match self.region.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(*one)),
+            more => Err(format!(
+                "error: --region {}: this command takes one region; only `synth deploy` takes a list to fail over",
+                more.iter().map(|r| r.code()).collect::<Vec<_>>().join(",")
+            )),
+        }
+    }
+
+    /// The regions of `--region`, in order, each once.
+    pub(super) fn regions(&self) -> Result<Vec<Region>, String> {
+        let mut out: Vec<Region> = Vec::new();
+        for r in &self.region {
+            if out.contains(r) {
+                return Err(format!("error: --region names {r} twice; name each region once, most wanted first"));
+            }
+            out.push(*r);
+        }
+        Ok(out)
     }
 
     fn is_stdin(&self) -> bool {

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 
+use super::cause::diagnose;
 use super::console::{Console, Display, fail};
 use super::formation;
 use super::image;
@@ -42,9 +43,36 @@ pub async fn deploy<K: Console, C: Cloud>(
     options: Options<'_>,
     display: &Display,
 ) -> ExitCode {
-    match deploy_inner(console, cloud, p, options, display).await {
+    attempt(console, cloud, p, options, display).await.code
+}
+
+/// How one [`deploy`] went, for [`super::failover`]: its exit code,
+/// whether it created the stack (an update never fails over), and when
+/// the operation failed, its root cause's reason (the master's own words
+/// for a formation failure), else the stack's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// The exit code.
+    pub code: ExitCode,
+    /// `CreateStack` was called.
+    pub created: bool,
+    /// Why the operation failed, when it did.
+    pub cause: Option<String>,
+}
+
+/// [`deploy`], saying how it went.
+pub async fn attempt<K: Console, C: Cloud>(
+    console: &K,
+    cloud: &C,
+    p: &Prepared,
+    options: Options<'_>,
+    display: &Display,
+) -> Attempt {
+    let mut attempt = Attempt { code: ExitCode::Success, created: false, cause: None };
+    attempt.code = match deploy_inner(console, cloud, p, options, display, &mut attempt).await {
         Ok(code) | Err(code) => code,
-    }
+    };
+    attempt
 }
 
 async fn deploy_inner<K: Console, C: Cloud>(
@@ -53,6 +81,7 @@ async fn deploy_inner<K: Console, C: Cloud>(
     p: &Prepared,
     options: Options<'_>,
     display: &Display,
+    attempt: &mut Attempt,
 ) -> Result<ExitCode, ExitCode> {
     let flag = region_flag(cloud);
     let started = now_ms();
@@ -94,6 +123,7 @@ async fn deploy_inner<K: Console, C: Cloud>(
                 ),
             );
             let id = cloud.create_stack(&request).await.map_err(|e| fail(console, e))?;
+            attempt.created = true;
             (Operation::Create, id, None, plan)
         }
         Some(stack) => {
@@ -135,6 +165,10 @@ async fn deploy_inner<K: Console, C: Cloud>(
     let ending = monitor::watch(cloud, &id, &mut watcher, boundary.as_deref(), &display, console.interrupted())
         .await
         .map_err(|e| fail(console, e))?;
+    if watcher.settled().is_some() && !watcher.succeeded() {
+        let diagnosis = diagnose(watcher.events());
+        attempt.cause = diagnosis.root.map(|c| c.reason).or(diagnosis.stack_reason);
+    }
     let watched = Watched { stack: &p.stack, flag: &flag, kept: options.keep_on_failure, started_ms: started };
     report_ending(console, ending, &watcher, &display, watched)?;
     let stack = cloud.stack(&id).await.map_err(|e| fail(console, e))?.unwrap_or_default();

@@ -62,6 +62,8 @@ pub(crate) struct FakeCloud {
     pub spot_score: Mutex<Option<u32>>,
     /// `GetSpotPlacementScores` is refused (AccessDenied).
     pub deny_spot_score: Mutex<bool>,
+    /// The region it answers for (default us-east-1).
+    pub region: Option<&'static str>,
 }
 
 impl FakeCloud {
@@ -76,7 +78,7 @@ impl FakeCloud {
 
 impl Cloud for FakeCloud {
     fn region(&self) -> &str {
-        "us-east-1"
+        self.region.unwrap_or("us-east-1")
     }
     async fn account_id(&self) -> CloudResult<String> {
         self.call("account_id");

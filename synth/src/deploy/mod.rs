@@ -42,6 +42,7 @@ pub mod create_only;
 pub mod delete;
 pub mod ec2;
 pub mod events;
+pub mod failover;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod formation;
