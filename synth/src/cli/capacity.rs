@@ -63,7 +63,7 @@ pub struct CapacityArgs {
 
 /// Runs `synth capacity`.
 pub(super) fn run(args: &CapacityArgs) -> ExitCode {
-    let input = Input { blueprint: args.blueprint.clone(), region: None };
+    let input = Input { blueprint: args.blueprint.clone(), region: Vec::new() };
     let text = match input.read() {
         Ok(text) => text,
         Err(e) => {
