@@ -249,7 +249,10 @@ pub fn from_rebalance(instance_id: &str, body: &str) -> Result<Interruption, Not
 
 /// EC2 starts terminating a Capacity Block's instances this long before the
 /// block's end
-/// (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html>):
+/// (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html>;
+/// <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html>:
+/// "Forty minutes before your Capacity Block reservation ends ... any
+/// instances running in the reservation will begin to terminate in 10 minutes"):
 /// the deadline of a [`NoticeKind::CapacityBlockEnd`] notice.
 pub const RECLAIM_BEFORE_END_SECONDS: u64 = 30 * 60;
 
