@@ -16,8 +16,8 @@
 //! [`parts`] (with the failure cases, and the limits on the way to 4,000
 //! nodes); the state file each agent leaves for restarts and for `trainer`
 //! is in [`state`]; interruption notices (Spot instance actions, rebalance
-//! recommendations) and the file that tells `trainer` about one are in
-//! [`interruption`]; the idle guard's settings, busy test and the line it
+//! recommendations, a worker's Capacity Block ending) and the file that
+//! tells `trainer` about one are in [`interruption`]; the idle guard's settings, busy test and the line it
 //! leaves on the worker group for `synth status`, in [`idle`]. Where each node's log lines live in CloudWatch Logs is
 //! in [`logs`]; the formation timeline's summary the success signal
 //! carries, in [`timeline`]; the one clock every loop reads the time from
