@@ -74,10 +74,9 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
         idle: spec.idle.clone(),
         // Workers only: the master is an On-Demand instance outside the block.
         capacity_block: match role {
-            Role::Worker => spec
-                .workers
-                .capacity_block()
-                .map(|b| CapacityBlock { id: sub_literal(&b.id), end_unix: b.end_unix }),
+            Role::Worker => {
+                spec.workers.capacity_block().map(|b| CapacityBlock { id: sub_literal(&b.id), end_unix: b.end_unix })
+            }
             Role::Master => None,
         },
     };
