@@ -11,7 +11,8 @@
 //! host log says why. Every node runs a `trainer train` rank (as `trainer
 //! launch` starts it) when the notice comes: each worker's rank sees its
 //! notice file and leaves at its next step (exit 0), and rank 0 on the
-//! master, which is not in the block, trains on alone.
+//! master, which is not in the block, trains on alone. `synth status`
+//! prints the block's window from the stack's template.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -86,6 +87,18 @@ async fn workers_leave_their_capacity_block_before_it_ends() -> TestResult {
     let formed = unix_now();
     assert!(formed < leave, "the cluster formed at {formed}, after the notice time {leave}: raise LEAD");
     eprintln!("formed {} s before the workers' notice time", leave - formed);
+
+    // `synth status` reads the block's window back from the stack's template.
+    let minute = |t: u64| format_utc(t)[..16].replace('T', " ") + " UTC";
+    let out =
+        e2e::synth_cli::command(cluster.aws(), "deployer", &["status", "capacity-block", "--region", "us-east-1"])
+            .output()
+            .map_err(Error::io("running synth status", "synth"))?;
+    let status = String::from_utf8_lossy(&out.stdout);
+    let line = format!("block      capacity block cr-0123456789abcdef0: until {}, 45 min left; ", minute(end));
+    assert!(status.contains(&line), "{status}{}", String::from_utf8_lossy(&out.stderr));
+    let scale_in = format!("the workers scale to 0 at {}\n", minute(end - 40 * 60));
+    assert!(status.contains(&scale_in), "{status}");
 
     let mut ranks = start_training(&cluster, &e2e::mnist_dir()?)?;
     let mut waited = 0;
