@@ -1,7 +1,8 @@
 //! The interruption watcher: polls the instance metadata service (IMDSv2)
-//! for a Spot instance action and a rebalance recommendation, and says when
-//! there is a new notice to act on (the runner sends `notice` to the master
-//! and writes the notice file, [`crate::files::notice`]).
+//! for a Spot instance action and a rebalance recommendation, keeps the
+//! time of a worker's Capacity Block ([`seen`]), and says when there is a
+//! new notice to act on (the runner sends `notice` to the master and writes
+//! the notice file, [`crate::files::notice`]).
 //!
 //! Paths (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html>,
 //! <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html>):
@@ -16,7 +17,7 @@
 
 use std::time::Duration;
 
-use node_contract::interruption::{self, Interruption, NoticeKind};
+use node_contract::interruption::{self, CapacityBlock, Interruption};
 
 use crate::identity::{self, IdentityError};
 
@@ -80,6 +81,20 @@ fn cut(body: &str) -> String {
     body.chars().take(200).collect()
 }
 
+/// The notice this round: the Capacity Block's end once it is due by
+/// `now_ms` (the agent's clock: [`CapacityBlock::notice_due`]), else what
+/// IMDS said. The block's notice outranks IMDS's: it comes every round
+/// once due, so a rebalance recommendation the node was also given cannot
+/// hide it.
+pub fn seen(
+    block: Option<&CapacityBlock>,
+    instance_id: &str,
+    now_ms: u64,
+    imds: Option<Interruption>,
+) -> Option<Interruption> {
+    block.and_then(|b| b.notice_due(instance_id, now_ms)).or(imds)
+}
+
 /// What the watcher has acted on. Pure: IMDS's answers go in, the notice to
 /// act on comes out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -99,21 +114,20 @@ impl Watcher {
         self.current.as_ref()
     }
 
-    /// IMDS's answer this round. Returns the notice to act on when it is
-    /// news: the first notice; an instance action after a rebalance
-    /// recommendation (it has a deadline); an instance action that changed
-    /// (EC2 may update the time). The same notice again is no news, nor is a
-    /// rebalance recommendation after an instance action, nor a notice that
-    /// disappears (the node has left the cluster; it does not come back in
-    /// this boot).
+    /// This round's notice ([`seen`]). Returns the notice to act on when it
+    /// is news: the first notice; one with a deadline (an instance action,
+    /// the Capacity Block's end) after a rebalance recommendation; a notice
+    /// of the same kind that changed (EC2 may update an instance action's
+    /// time). The same notice again is no news, nor is a notice of another
+    /// kind after one with a deadline (the first deadline stands), nor a
+    /// notice that disappears (the node has left the cluster; it does not
+    /// come back in this boot).
     pub fn observe(&mut self, seen: Option<Interruption>) -> Option<Interruption> {
         let seen = seen?;
         let news = match &self.current {
             None => true,
             Some(current) if *current == seen => false,
-            Some(current) => {
-                !(current.notice == NoticeKind::InstanceAction && seen.notice == NoticeKind::RebalanceRecommendation)
-            }
+            Some(current) => current.deadline_unix.is_none() || current.notice == seen.notice,
         };
         if !news {
             return None;
@@ -207,7 +221,7 @@ mod tests {
         assert_eq!(poll(&client, "i-1").await.unwrap(), Some(rebalance()));
         answers.lock().unwrap().0 = Reply::new(200, ACTION);
         let got = poll(&client, "i-1").await.unwrap().unwrap();
-        assert_eq!(got.notice, NoticeKind::InstanceAction);
+        assert_eq!(got.notice, interruption::NoticeKind::InstanceAction);
         assert_eq!(got.deadline_unix, Some(1_795_636_800));
         answers.lock().unwrap().0 = Reply::new(200, "<html>maintenance</html>");
         let e = poll(&client, "i-1").await.unwrap_err();
@@ -237,6 +251,44 @@ mod tests {
         // A watcher restarted with this boot's notice does not act twice.
         let mut restarted = Watcher::new(Some(first.clone()));
         assert_eq!(restarted.observe(Some(first)), None);
+    }
+
+    /// A worker whose block ends at 11:30 polls every 5 s from 10:44:50 by a
+    /// fixed clock: no notice before 10:45, the block's notice at the first
+    /// poll from 10:45 (rebalance recommendation or not), and nothing more
+    /// after it; a node that starts after 10:45 acts at its first poll.
+    #[test]
+    fn a_capacity_block_end_is_acted_on_once_at_its_time() {
+        let end = interruption::parse_utc("2026-12-17T11:30:00Z").unwrap();
+        let block = CapacityBlock { id: "cr-0123456789abcdef0".into(), end_unix: end };
+        let leave_ms = interruption::parse_utc("2026-12-17T10:45:00Z").unwrap() * 1000;
+        let mut w = Watcher::default();
+        let mut acted = Vec::new();
+        for tick in 0..10u64 {
+            let clock: node_contract::clock::Clock =
+                || interruption::parse_utc("2026-12-17T10:44:50Z").unwrap_or_default() * 1000 + 3;
+            let now = clock() + tick * 5_000;
+            let imds = (tick >= 1).then(rebalance);
+            if let Some(n) = w.observe(seen(Some(&block), "i-1", now, imds)) {
+                acted.push((now, n));
+            }
+        }
+        let notice = interruption::capacity_block_end("i-1", &block);
+        assert_eq!(acted, [(leave_ms - 10_000 + 5_003, rebalance()), (leave_ms + 3, notice.clone())]);
+        assert_eq!(w.current(), Some(&notice));
+        // Started after the time: at its first poll, and once.
+        let late: node_contract::clock::Clock = || 1_797_506_000_000;
+        let mut w = Watcher::default();
+        assert_eq!(w.observe(seen(Some(&block), "i-1", late(), None)), Some(notice.clone()));
+        assert_eq!(w.observe(seen(Some(&block), "i-1", late() + 5_000, Some(rebalance()))), None);
+        // Restarted with this boot's notice file: nothing new.
+        let mut restarted = Watcher::new(Some(notice.clone()));
+        assert_eq!(restarted.observe(seen(Some(&block), "i-1", late(), None)), None);
+        // Without a block, IMDS alone.
+        assert_eq!(seen(None, "i-1", late(), None), None);
+        // An instance action's deadline stands against a later block notice.
+        let mut w = Watcher::new(Some(action("2026-12-17T10:46:00Z")));
+        assert_eq!(w.observe(seen(Some(&block), "i-1", late(), None)), None);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 use crate::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
 
 /// The master's node config of a cluster `demo` in us-east-1: a 30-minute
-/// formation, no prepare-data script, no EFA, network check, log group or idle guard.
+/// formation, no prepare-data script, no EFA, network check, log group, idle guard or
+/// Capacity Block.
 pub fn node_config() -> NodeConfig {
     NodeConfig {
         version: NODE_CONFIG_VERSION,
@@ -30,5 +31,6 @@ pub fn node_config() -> NodeConfig {
         network_check: None,
         logs: None,
         idle: None,
+        capacity_block: None,
     }
 }

@@ -19,6 +19,21 @@
 //! with the time of the action; `latest/meta-data/events/recommendations/rebalance`
 //! is 404 until there is a recommendation, then `{"noticeTime": "<RFC 3339 UTC>"}`.
 //! A rebalance recommendation has no deadline.
+//!
+//! A worker in an EC2 Capacity Block for ML ([`CapacityBlock`], node config
+//! `capacity_block`) needs no IMDS to know its end: the block is a time
+//! window, and EC2 reclaims its instances [`RECLAIM_BEFORE_END_SECONDS`]
+//! before its end
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html>).
+//! The template scales the worker group to 0 forty minutes before the end
+//! (synth's `CapacityBlock::SCALE_IN_BEFORE_END_SECONDS`); each worker gives
+//! itself a notice ([`NoticeKind::CapacityBlockEnd`], [`capacity_block_end`])
+//! [`LEAVE_BEFORE_END_SECONDS`] before the end, five minutes before that
+//! scale-in, with the reclaim as its deadline, and leaves as on a Spot
+//! instance action. A `notice` of that kind is written as message version
+//! 10 ([`crate::message::CAPACITY_BLOCK_NOTICE_VERSION`]): an agent of the
+//! previous release would not know the kind, so it refuses the message by
+//! its version instead.
 
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +59,7 @@ pub const DEADLINE_VAR: &str = "DEEPLEARNING_INTERRUPTION_DEADLINE";
 pub const SECONDS_LEFT_VAR: &str = "DEEPLEARNING_INTERRUPTION_SECONDS_LEFT";
 
 /// Beside [`FILE_VAR`] when a notice exists at the start:
-/// `spot-instance-action` or `rebalance-recommendation`.
+/// `spot-instance-action`, `rebalance-recommendation` or `capacity-block-end`.
 pub const KIND_VAR: &str = "DEEPLEARNING_INTERRUPTION_KIND";
 
 /// Which notice EC2 gave.
@@ -57,6 +72,10 @@ pub enum NoticeKind {
     /// `events/recommendations/rebalance`: the instance is at elevated risk
     /// of interruption; no deadline.
     RebalanceRecommendation,
+    /// The node's Capacity Block ends: the agent raises it itself
+    /// [`LEAVE_BEFORE_END_SECONDS`] before the block's end; the deadline is
+    /// when EC2 reclaims the block's instances (message version 10).
+    CapacityBlockEnd,
 }
 
 impl NoticeKind {
@@ -65,6 +84,7 @@ impl NoticeKind {
         match self {
             NoticeKind::InstanceAction => "spot-instance-action",
             NoticeKind::RebalanceRecommendation => "rebalance-recommendation",
+            NoticeKind::CapacityBlockEnd => "capacity-block-end",
         }
     }
 }
@@ -104,10 +124,12 @@ pub struct Interruption {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<SpotAction>,
     /// The time IMDS gave, RFC 3339 as it gave it: when the action happens
-    /// (instance-action) or when the recommendation was made (rebalance).
+    /// (instance-action) or when the recommendation was made (rebalance);
+    /// for a Capacity Block's end, when EC2 reclaims its instances
+    /// (`YYYY-MM-DDThh:mm:ssZ`).
     pub time: String,
-    /// When the instance goes, in unix seconds: the instance-action's time;
-    /// `None` for a rebalance recommendation.
+    /// When the instance goes, in unix seconds: the instance-action's time,
+    /// or the block's reclaim; `None` for a rebalance recommendation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_unix: Option<u64>,
 }
@@ -225,6 +247,79 @@ pub fn from_rebalance(instance_id: &str, body: &str) -> Result<Interruption, Not
     })
 }
 
+/// EC2 starts terminating a Capacity Block's instances this long before the
+/// block's end
+/// (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html>;
+/// <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html>:
+/// "Forty minutes before your Capacity Block reservation ends ... any
+/// instances running in the reservation will begin to terminate in 10 minutes"):
+/// the deadline of a [`NoticeKind::CapacityBlockEnd`] notice.
+pub const RECLAIM_BEFORE_END_SECONDS: u64 = 30 * 60;
+
+/// A worker in a Capacity Block gives itself its notice this long before
+/// the block's end: five minutes before the template scales the worker
+/// group to 0 (synth's `CapacityBlock::SCALE_IN_BEFORE_END_SECONDS`, 40
+/// minutes), so the cluster lets it go before Auto Scaling terminates it,
+/// and 15 minutes before EC2 would.
+pub const LEAVE_BEFORE_END_SECONDS: u64 = 45 * 60;
+
+/// The EC2 Capacity Block for ML a worker runs in (node config
+/// `capacity_block`, version 5; workers only: the master is an On-Demand
+/// instance outside the block).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityBlock {
+    /// `cr-...`, the block's Capacity Reservation id (for the logs).
+    pub id: String,
+    /// The block's end, unix seconds.
+    pub end_unix: u64,
+}
+
+impl CapacityBlock {
+    /// When EC2 reclaims the block's instances, unix seconds: the notice's deadline.
+    pub fn reclaim_unix(&self) -> u64 {
+        self.end_unix.saturating_sub(RECLAIM_BEFORE_END_SECONDS)
+    }
+
+    /// When the worker leaves the cluster (gives itself the notice), unix seconds.
+    pub fn leave_unix(&self) -> u64 {
+        self.end_unix.saturating_sub(LEAVE_BEFORE_END_SECONDS)
+    }
+
+    /// The line the agent logs when it starts:
+    /// `capacity block cr-... ends at <end>; leaving at <leave>, ...`.
+    pub fn schedule_line(&self) -> String {
+        format!(
+            "capacity block {} ends at {}; leaving at {}, 5 minutes before the worker group scales to 0 \
+             (EC2 reclaims the block's instances at {})",
+            self.id,
+            format_utc(self.end_unix),
+            format_utc(self.leave_unix()),
+            format_utc(self.reclaim_unix())
+        )
+    }
+
+    /// This node's notice for the block's end once `now_ms` (unix
+    /// milliseconds, from the agent's clock) is at or past
+    /// [`CapacityBlock::leave_unix`]; `None` before. A node that starts
+    /// later gets it at once.
+    pub fn notice_due(&self, instance_id: &str, now_ms: u64) -> Option<Interruption> {
+        (now_ms / 1000 >= self.leave_unix()).then(|| capacity_block_end(instance_id, self))
+    }
+}
+
+/// The notice a worker gives itself for its Capacity Block's end: no Spot
+/// action; the deadline and time are the block's reclaim.
+pub fn capacity_block_end(instance_id: &str, block: &CapacityBlock) -> Interruption {
+    Interruption {
+        instance_id: instance_id.to_owned(),
+        notice: NoticeKind::CapacityBlockEnd,
+        action: None,
+        time: format_utc(block.reclaim_unix()),
+        deadline_unix: Some(block.reclaim_unix()),
+    }
+}
+
 /// Unix seconds of an RFC 3339 UTC time as IMDS writes them,
 /// `YYYY-MM-DDThh:mm:ssZ`, optionally with fractional seconds (dropped) or
 /// a `+00:00` offset. Anything else (another offset, a time before 1970,
@@ -314,6 +409,42 @@ mod tests {
         }
         assert!(from_rebalance("i-1", r#"{"noticeTime": "yesterday"}"#).is_err());
         assert!(from_rebalance("i-1", "{}").is_err());
+    }
+
+    /// A block ending 2026-12-17T11:30:00Z: the worker leaves at 10:45 (five
+    /// minutes before the group's scale-in at 10:50), with the reclaim at
+    /// 11:00 as its deadline; before 10:45 there is no notice, from then on
+    /// (a node that boots later) there is one at once.
+    #[test]
+    fn a_capacity_block_gives_its_notice_45_minutes_before_its_end() {
+        let end = parse_utc("2026-12-17T11:30:00Z").unwrap();
+        let block = CapacityBlock { id: "cr-0123456789abcdef0".into(), end_unix: end };
+        assert_eq!(format_utc(block.leave_unix()), "2026-12-17T10:45:00Z");
+        assert_eq!(format_utc(block.reclaim_unix()), "2026-12-17T11:00:00Z");
+        let at = |clock: crate::clock::Clock| block.notice_due("i-1", clock());
+        assert_eq!(at(|| 0), None);
+        assert_eq!(at(|| (1_797_504_300 - 1) * 1000 + 999), None);
+        let notice = at(|| 1_797_504_300_000).unwrap();
+        assert_eq!(format_utc(1_797_504_300), "2026-12-17T10:45:00Z");
+        assert_eq!(notice.notice, NoticeKind::CapacityBlockEnd);
+        assert_eq!((notice.action, notice.deadline_unix), (None, Some(block.reclaim_unix())));
+        assert_eq!(notice.describe(), "capacity-block-end at 2026-12-17T11:00:00Z");
+        assert_eq!(at(|| u64::MAX), Some(notice.clone()));
+        assert_eq!(
+            block.schedule_line(),
+            "capacity block cr-0123456789abcdef0 ends at 2026-12-17T11:30:00Z; leaving at 2026-12-17T10:45:00Z, 5 \
+             minutes before the worker group scales to 0 (EC2 reclaims the block's instances at 2026-12-17T11:00:00Z)"
+        );
+        // A block that ends within the 45 minutes (or a nonsense end) is due at once.
+        let short = CapacityBlock { id: "cr-1".into(), end_unix: 60 };
+        assert_eq!(short.leave_unix(), 0);
+        assert!(short.notice_due("i-1", 0).is_some());
+        // The kind's wire name, and the file carries it.
+        assert_eq!(serde_json::to_value(NoticeKind::CapacityBlockEnd).unwrap(), "capacity_block_end");
+        let file =
+            NoticeFile { version: NOTICE_FILE_VERSION, interruption: notice, boot_id: "b".into(), noticed_unix_ms: 1 };
+        assert_eq!(NoticeFile::parse(&file.to_text()).unwrap(), file);
+        assert_eq!(file.seconds_left(block.leave_unix()), Some(15 * 60));
     }
 
     #[test]

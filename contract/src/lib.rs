@@ -16,8 +16,8 @@
 //! [`parts`] (with the failure cases, and the limits on the way to 4,000
 //! nodes); the state file each agent leaves for restarts and for `trainer`
 //! is in [`state`]; interruption notices (Spot instance actions, rebalance
-//! recommendations) and the file that tells `trainer` about one are in
-//! [`interruption`]; the idle guard's settings, busy test and the line it
+//! recommendations, a worker's Capacity Block ending) and the file that
+//! tells `trainer` about one are in [`interruption`]; the idle guard's settings, busy test and the line it
 //! leaves on the worker group for `synth status`, in [`idle`]. Where each node's log lines live in CloudWatch Logs is
 //! in [`logs`]; the formation timeline's summary the success signal
 //! carries, in [`timeline`]; the one clock every loop reads the time from
@@ -55,7 +55,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 ///   field, so a version bump, for the same reason: a version-3 agent
 ///   refuses a version-4 config by its version, rather than running a
 ///   cluster the user asked to stop when idle without ever stopping it.
-pub const NODE_CONFIG_VERSION: u32 = 4;
+/// - 5: adds [`NodeConfig::capacity_block`], the EC2 Capacity Block a
+///   worker runs in (blueprint `workers.capacity: [capacity_block: ...]`):
+///   a new field, so a version bump: a version-4 agent refuses a version-5
+///   config by its version, rather than staying in the cluster until EC2
+///   reclaims the block's instances under a running job.
+pub const NODE_CONFIG_VERSION: u32 = 5;
 
 /// The tag on the worker Auto Scaling group that holds the fewest workers
 /// the cluster forms with (a decimal number, not propagated to instances).
@@ -279,6 +284,12 @@ pub struct NodeConfig {
     /// every node: a worker reports its activity only when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<idle::Idle>,
+    /// The EC2 Capacity Block the node runs in; `None`: none. Workers only
+    /// (the master is an On-Demand instance outside the block): the worker
+    /// leaves the cluster before the block ends, as on a Spot notice
+    /// ([`interruption::CapacityBlock`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_block: Option<interruption::CapacityBlock>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -389,6 +400,25 @@ impl NodeConfig {
             && !(idle::MIN_MINUTES..=idle::MAX_MINUTES).contains(&idle.after_minutes)
         {
             return Err(invalid("idle.after_minutes", &idle.after_minutes.to_string(), "not between 5 and 10080"));
+        }
+        if let Some(block) = &self.capacity_block {
+            if !block.id.starts_with("cr-")
+                || block.id.len() > 64
+                || block.id.chars().any(|c| !c.is_ascii_alphanumeric() && c != '-')
+            {
+                return Err(invalid(
+                    "capacity_block.id",
+                    &block.id,
+                    "not a Capacity Reservation id (`cr-` and hex digits)",
+                ));
+            }
+            if self.role == Role::Master {
+                return Err(invalid(
+                    "capacity_block",
+                    &block.id,
+                    "given to the master, which is never in a Capacity Block (only workers are)",
+                ));
+            }
         }
         let mount = &self.efs.mount;
         if !mount.starts_with('/') || mount.split('/').any(|part| part == "..") || mount.chars().any(char::is_control) {
@@ -539,11 +569,14 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 5.into();
+        v["version"] = 6.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 5, supported: 4 }), "{e}");
-        assert!(e.to_string().contains("version 5") && e.to_string().contains("reads version 4 only"), "{e}");
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 6, supported: 5 }), "{e}");
+        assert!(e.to_string().contains("version 6") && e.to_string().contains("reads version 5 only"), "{e}");
+        // A version-4 config (no Capacity Block) is refused by its version.
+        v["version"] = 4.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         // A version-3 config (no idle guard) is refused by its version.
         v["version"] = 3.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
@@ -622,6 +655,36 @@ mod tests {
         v["idle"]["action"] = "hibernate".into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
         assert!(e.to_string().contains("scale_workers"), "{e}");
+    }
+
+    #[test]
+    fn a_workers_capacity_block_travels_and_is_checked() {
+        let without = serde_json::to_string(&sample()).unwrap();
+        assert!(!without.contains("capacity_block"), "{without}");
+        let block = interruption::CapacityBlock { id: "cr-0123456789abcdef0".into(), end_unix: 1_797_507_000 };
+        let worker = NodeConfig { role: Role::Worker, worker_group: None, signals: None, ..sample() };
+        let with = NodeConfig { capacity_block: Some(block.clone()), ..worker.clone() };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""capacity_block":{"id":"cr-0123456789abcdef0","end_unix":1797507000}"#), "{json}");
+        assert_eq!(NodeConfig::from_json(&json).unwrap(), with);
+        for (bad, field) in [
+            (NodeConfig { capacity_block: Some(block.clone()), ..sample() }, "the master"),
+            (
+                NodeConfig {
+                    capacity_block: Some(interruption::CapacityBlock { id: "../x".into(), end_unix: 1 }),
+                    ..worker.clone()
+                },
+                "capacity_block.id",
+            ),
+        ] {
+            let e = NodeConfig::from_json(&serde_json::to_string(&bad).unwrap()).unwrap_err();
+            assert!(e.to_string().contains(field), "{field}: {e}");
+        }
+        let mut v = serde_json::to_value(&with).unwrap();
+        v["capacity_block"]["end_unix"] = "soon".into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::Malformed(_))));
+        v["capacity_block"] = serde_json::json!({"id": "cr-1", "end_unix": 1, "start_unix": 0});
+        assert!(NodeConfig::from_json(&v.to_string()).unwrap_err().to_string().contains("start_unix"));
     }
 
     #[test]

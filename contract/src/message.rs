@@ -13,7 +13,8 @@
 //!   it applied it (SQS has no broadcast: the parts stay visible until then).
 //! - `leave` (node -> master queue): "remove me" (a clean shutdown).
 //! - `notice` (node -> master queue): EC2 gave this node an interruption
-//!   notice ([`crate::interruption`]); the master removes it at once.
+//!   notice, or its Capacity Block is about to end
+//!   ([`crate::interruption`]); the master removes it at once.
 //! - `boot_failure` (node -> master queue): a boot step this node's agent
 //!   runs (the prepare-data script) failed, with the last lines of its
 //!   output; a failed formation's reason quotes it.
@@ -30,7 +31,7 @@
 //! agent reads it as before; a `notice` is written as version 3
 //! ([`Message::version`]), so an agent of the version-2 release refuses it
 //! by its version, with what to do ([`Unusable::UnsupportedVersion`]),
-//! rather than as a malformed body. This build reads versions 2 to 8 and
+//! rather than as a malformed body. This build reads versions 2 to 10 and
 //! refuses any other before it looks at the rest, so agents of different
 //! releases in one cluster say so instead of misreading each other; a kind
 //! it does not know within those versions is refused by name
@@ -41,7 +42,11 @@
 //! (`nodes_deflated`, [`crate::parts`]): written as version 8, so an agent
 //! of an earlier release refuses it by its version; this build still reads
 //! a part with plain `nodes`. Version 9 added `activity` the same way
-//! (written as version 9, the only kind that is).
+//! (written as version 9, the only kind that is). Version 10 added a
+//! notice kind, `capacity_block_end`: a `notice` of that kind is written as
+//! version 10 ([`CAPACITY_BLOCK_NOTICE_VERSION`]), so a version-9 agent,
+//! which would find the kind unknown and drop the body as malformed,
+//! refuses it by its version; every other `notice` is still version 3.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -89,8 +94,13 @@ pub const MANIFEST_DEFLATED_VERSION: u32 = 8;
 /// The version `activity` is written with (the first that has it).
 pub const ACTIVITY_VERSION: u32 = 9;
 
+/// The version a `notice` of kind `capacity_block_end` is written with (the
+/// first that has the kind): a version-9 reader refuses it by its version
+/// instead of misreading it.
+pub const CAPACITY_BLOCK_NOTICE_VERSION: u32 = 10;
+
 /// The newest message version this crate reads.
-pub const NEWEST_MESSAGE_VERSION: u32 = 9;
+pub const NEWEST_MESSAGE_VERSION: u32 = 10;
 
 /// The kinds this crate knows, for the error about one it does not.
 const KINDS: &[&str] =
@@ -365,7 +375,7 @@ pub enum Message {
     Applied(Applied),
     /// See [`Leave`].
     Leave(Leave),
-    /// See [`Interruption`] (message version 3).
+    /// See [`Interruption`] (message version 3; 10 for a Capacity Block's end).
     Notice(Interruption),
     /// See [`BootFailure`] (message version 4).
     BootFailure(BootFailure),
@@ -388,6 +398,9 @@ impl Message {
     /// its version, and reads the others as before.
     pub fn version(&self) -> u32 {
         match self {
+            Message::Notice(n) if n.notice == crate::interruption::NoticeKind::CapacityBlockEnd => {
+                CAPACITY_BLOCK_NOTICE_VERSION
+            }
             Message::Notice(_) => NOTICE_VERSION,
             Message::BootFailure(_) => BOOT_FAILURE_VERSION,
             Message::LinkReport(_) => LINK_REPORT_VERSION,
@@ -622,12 +635,33 @@ mod tests {
         let body = Message::Activity(activity.clone()).to_body();
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(9), Some("activity")));
-        assert_eq!(NEWEST_MESSAGE_VERSION, ACTIVITY_VERSION);
         assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Activity(activity));
         assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("activity"));
         assert!(Unusable::UnsupportedVersion(9).to_string().contains("update the older one"));
         let no_gpu = Activity { instance_id: "i-1".into(), ..Activity::default() };
         assert!(!Message::Activity(no_gpu).to_body().contains("gpu_percent"));
+    }
+
+    /// A notice of a Capacity Block's end came with version 10: a version-9
+    /// reader (which reads notices of the two IMDS kinds only) refuses it
+    /// by its version ("update the older one"), not as malformed; every
+    /// other notice is still version 3.
+    #[test]
+    fn a_capacity_block_notice_is_version_10_and_other_notices_stay_version_3() {
+        let block = crate::interruption::CapacityBlock { id: "cr-1".into(), end_unix: 1_797_507_000 };
+        let n = crate::interruption::capacity_block_end("i-1", &block);
+        let body = Message::Notice(n.clone()).to_body();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(10), Some("notice")));
+        assert_eq!(v["notice"], "capacity_block_end");
+        assert_eq!(v["deadline_unix"], block.reclaim_unix());
+        assert!(v.get("action").is_none(), "{v}");
+        assert_eq!(NEWEST_MESSAGE_VERSION, CAPACITY_BLOCK_NOTICE_VERSION);
+        assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(n));
+        assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("notice"));
+        assert!(Unusable::UnsupportedVersion(10).to_string().contains("update the older one"));
+        let spot: serde_json::Value = serde_json::from_str(&Message::Notice(notice()).to_body()).unwrap();
+        assert_eq!(spot["version"], 3);
     }
 
     /// `link_report` came with version 5: a version-4 reader refuses it by
@@ -729,11 +763,11 @@ mod tests {
             ("not json".into(), "malformed"),
             ("[1,2]".into(), "not a JSON object"),
             (r#"{"kind":"register"}"#.into(), "no `version`"),
-            (r#"{"version":10,"kind":"register"}"#.into(), "version 10"),
+            (r#"{"version":11,"kind":"register"}"#.into(), "version 11"),
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":10,"kind":"notice"}"#.into(), "versions 2 to 9"),
+            (r#"{"version":11,"kind":"notice"}"#.into(), "versions 2 to 10"),
             (r#"{"version":9,"kind":"activity","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),

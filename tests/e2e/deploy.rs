@@ -391,6 +391,8 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
         "--- deploy's phase table ---\n{}",
         err.lines().skip_while(|l| !l.starts_with("Formation")).collect::<Vec<_>>().join("\n")
     );
+    // The deploy's calls end here: `synth status` below is not its watcher.
+    let deploy_calls = cluster.aws().calls()?.into_iter().filter(|c| c["principal"] == format!("user/{key}")).count();
     let (code, status, status_err) = run(synth(cluster.aws(), key, &["status", "minimal", "--region", "us-east-1"]));
     assert_eq!(code, 0, "{status_err}");
     assert_eq!(registered_row(&status), from_deploy, "the same signal: {status}");
@@ -444,8 +446,13 @@ fn a_deployed_blueprint_boots_nodes_that_install_the_staged_package_and_form() -
     }
 
     // The watcher's calls, from CreateStack to the end, per minute.
-    let calls: Vec<serde_json::Value> =
-        cluster.aws().calls()?.into_iter().filter(|c| c["principal"] == format!("user/{key}")).collect();
+    let calls: Vec<serde_json::Value> = cluster
+        .aws()
+        .calls()?
+        .into_iter()
+        .filter(|c| c["principal"] == format!("user/{key}"))
+        .take(deploy_calls)
+        .collect();
     let start = calls.iter().find(|c| c["action"] == "CreateStack").and_then(|c| c["t"].as_f64()).unwrap_or(0.0);
     let watched: Vec<&serde_json::Value> = calls.iter().filter(|c| c["t"].as_f64().unwrap_or(0.0) > start).collect();
     let span = watched.last().and_then(|c| c["t"].as_f64()).unwrap_or(start) - start;

@@ -401,6 +401,7 @@ fn config(role: Role, efs: &Path) -> NodeConfig {
         network_check: None,
         logs: None,
         idle: None,
+        capacity_block: None,
     }
 }
 

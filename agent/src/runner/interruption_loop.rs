@@ -1,14 +1,16 @@
 //! The interruption watcher, beside the node loop on every node: every
 //! [`interruption::POLL_INTERVAL`] it asks IMDS for a Spot instance action
-//! or a rebalance recommendation ([`crate::interruption`]), and on a new one
-//! it writes the notice file for `trainer`, stops the node loop from
-//! registering again, and sends `notice` to the master, which removes the
-//! node at once.
+//! or a rebalance recommendation ([`crate::interruption`]), and on a worker
+//! in a Capacity Block it reads the clock against the block's end; on a
+//! new notice it writes the notice file for `trainer`, stops the node loop
+//! from registering again, and sends `notice` to the master, which removes
+//! the node at once.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use node_contract::clock::Clock;
+use node_contract::interruption::{CapacityBlock, NoticeKind, format_utc};
 use node_contract::message::Message;
 use tracing::{error, info, warn};
 
@@ -20,9 +22,13 @@ use crate::interruption::{self, FailureLog, Watcher};
 use crate::ports::Queue;
 
 /// Polls IMDS for interruption notices every [`interruption::POLL_INTERVAL`]
-/// (the first poll at once); on a new one writes the notice file, tells the
-/// node loop to stop registering, and sends `notice` to the master. Never
-/// returns: IMDS and SQS failures are logged, and it polls again.
+/// (the first poll at once), and gives the node the notice of its Capacity
+/// Block's end (`block`, from the node config) at the first poll from
+/// [`CapacityBlock::leave_unix`] by `clock`; on a new notice writes the
+/// notice file, tells the node loop to stop registering, and sends `notice`
+/// to the master. Never returns: IMDS and SQS failures are logged, and it
+/// polls again.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn interruption_loop(
     root: &Path,
     imds: &aws_config::imds::Client,
@@ -30,8 +36,12 @@ pub(super) async fn interruption_loop(
     master_queue: &SqsQueue,
     interrupted: &AtomicBool,
     mut watcher: Watcher,
+    block: Option<&CapacityBlock>,
     clock: Clock,
 ) -> anyhow::Result<()> {
+    if let Some(block) = block {
+        info!("{}", block.schedule_line());
+    }
     let mut failures = FailureLog::default();
     let mut ticks = tokio::time::interval(interruption::POLL_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -50,9 +60,18 @@ pub(super) async fn interruption_loop(
         }
         let result = interruption::poll(imds, &me.instance_id).await;
         failures.record(&result);
-        let Ok(seen) = result else { continue };
+        let seen = interruption::seen(block, &me.instance_id, clock(), result.ok().flatten());
         let Some(notice) = watcher.observe(seen) else { continue };
-        warn!(notice = %notice.describe(), "EC2 gave this node an interruption notice: it leaves the cluster");
+        match (notice.notice, block) {
+            (NoticeKind::CapacityBlockEnd, Some(block)) => warn!(
+                notice = %notice.describe(),
+                "capacity block {} ends at {}: this node leaves the cluster now (EC2 reclaims it at {})",
+                block.id,
+                format_utc(block.end_unix),
+                notice.time
+            ),
+            _ => warn!(notice = %notice.describe(), "EC2 gave this node an interruption notice: it leaves the cluster"),
+        }
         interrupted.store(true, Ordering::SeqCst);
         let file = files::notice::NoticeFile {
             version: files::notice::NOTICE_FILE_VERSION,

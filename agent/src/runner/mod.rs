@@ -12,9 +12,10 @@
 //!
 //! Every node also runs the interruption watcher ([`interruption_loop`],
 //! [`crate::interruption`]): every 5 s it asks IMDS for a Spot instance
-//! action or a rebalance recommendation, and on a new one it writes the
-//! notice file for `trainer`, stops the node loop from registering again,
-//! and sends `notice` to the master, which removes the node at once.
+//! action or a rebalance recommendation (and a worker in a Capacity Block
+//! checks the clock against the block's end), and on a new notice it writes
+//! the notice file for `trainer`, stops the node loop from registering
+//! again, and sends `notice` to the master, which removes the node at once.
 //!
 //! With an idle guard in the node config, every node also runs its probe
 //! loop ([`activity_loop`]): a worker reports what keeps it busy to the
@@ -138,9 +139,20 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         })
     });
     let (watcher, interrupted) = boot::restore_notice(&opts.root, &me);
-    let interrupted = AtomicBool::new(interrupted);
-    let watch =
-        interruption_loop::interruption_loop(&opts.root, &imds, &me, &master_queue, &interrupted, watcher, clock);
+    // A worker that boots after its Capacity Block's leaving time never
+    // registers: its watcher gives the notice at its first poll.
+    let block_over = config.capacity_block.as_ref().is_some_and(|b| b.notice_due(&me.instance_id, clock()).is_some());
+    let interrupted = AtomicBool::new(interrupted || block_over);
+    let watch = interruption_loop::interruption_loop(
+        &opts.root,
+        &imds,
+        &me,
+        &master_queue,
+        &interrupted,
+        watcher,
+        config.capacity_block.as_ref(),
+        clock,
+    );
     let node = node_loop::node_loop(
         &opts.root,
         &config,

@@ -1,6 +1,7 @@
 //! `synth status` and `synth outputs`: one stack's state, its formation,
 //! its idle guard (from the worker group's tag the master writes,
-//! `node_contract::idle::IDLE_TAG`) and its outputs; every synth stack of
+//! `node_contract::idle::IDLE_TAG`), its Capacity Block's window (from the
+//! template's `Metadata.synth.capacity_block`, `GetTemplate`) and its outputs; every synth stack of
 //! the region; a stack's outputs as text or JSON. All of it on standard
 //! output.
 
@@ -11,6 +12,7 @@ use super::time::{now_ms, stamp};
 use super::watch::clock;
 use crate::exit::{ExitCode, printed};
 use node_contract::idle::{IdleAction, IdleMark};
+use node_contract::interruption::{format_utc, parse_utc};
 
 /// The description every synth template starts with.
 const SYNTH_MARK: &str = "Built by synth";
@@ -103,6 +105,18 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
     {
         text.push_str(&format!("idle       {}\n", idle_line(&mark, now_ms(), &stack.name)));
     }
+    // A template that cannot be read (or is not synth's JSON) has no block
+    // to show; the rest of the status stands.
+    if let Ok(template) = cloud.template(name).await {
+        match block_window(&template) {
+            Ok(Some(window)) => {
+                let now = u64::try_from(now_ms() / 1000).unwrap_or(0);
+                text.push_str(&format!("block      {}\n", block_line(&window, now)));
+            }
+            Ok(None) => {}
+            Err(e) => text.push_str(&format!("block      {e}\n")),
+        }
+    }
     if let Some(summary) = formation::timeline(&stack.outputs) {
         text.push_str(&formation::table(&summary));
     }
@@ -145,6 +159,82 @@ pub fn idle_line(mark: &IdleMark, now_ms: i64, stack: &str) -> String {
                 at(until_ms)
             )
         }
+    }
+}
+
+/// A Capacity Block's window, as the template's
+/// `Metadata.synth.capacity_block` holds it (`synth/src/stack/parameters.rs`),
+/// unix seconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockWindow {
+    /// `cr-...`
+    pub id: String,
+    /// Its start; `None`: it had started when the template was built.
+    pub start_unix: Option<u64>,
+    /// Its end.
+    pub end_unix: u64,
+    /// When the template's scheduled action scales the workers to 0.
+    pub scale_in_unix: u64,
+}
+
+/// The Capacity Block in a template's text: `None` when the template has
+/// none (or is not JSON, so not synth's); an error naming the field when
+/// the metadata is there but unreadable.
+pub fn block_window(template: &str) -> Result<Option<BlockWindow>, String> {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(template) else { return Ok(None) };
+    let Some(block) = json.pointer("/Metadata/synth/capacity_block") else { return Ok(None) };
+    let unreadable = |field: &str| format!("the template's Metadata.synth.capacity_block.{field} is not readable");
+    let time =
+        |field: &str| block.get(field).and_then(|v| v.as_str()).and_then(parse_utc).ok_or_else(|| unreadable(field));
+    let id = block.get("id").and_then(|v| v.as_str()).ok_or_else(|| unreadable("id"))?.to_owned();
+    let start_unix = match block.get("start") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(_) => Some(time("start")?),
+    };
+    Ok(Some(BlockWindow { id, start_unix, end_unix: time("end")?, scale_in_unix: time("scale_in")? }))
+}
+
+/// `2026-12-17 10:50 UTC`.
+fn minute_utc(unix: u64) -> String {
+    let t = format_utc(unix);
+    format!("{} {} UTC", &t[..10], &t[11..16])
+}
+
+/// A span as `5 d 3 h`, `3 h 20 min`, `20 min` or `under a minute` (rounded down).
+fn span(seconds: u64) -> String {
+    let (days, hours, minutes) = (seconds / 86_400, seconds % 86_400 / 3_600, seconds % 3_600 / 60);
+    match (days, hours, minutes) {
+        (0, 0, 0) => "under a minute".to_owned(),
+        (0, 0, m) => format!("{m} min"),
+        (0, h, m) => format!("{h} h {m} min"),
+        (d, h, _) => format!("{d} d {h} h"),
+    }
+}
+
+/// The block's window as `synth status` prints it at `now_unix`: "capacity
+/// block cr-...: 2026-12-10 11:30 UTC to 2026-12-17 11:30 UTC, 5 d 3 h
+/// left; the workers scale to 0 at 2026-12-17 10:50 UTC", with "starts in
+/// ..." before its start and "ended" once the workers were scaled to 0.
+pub fn block_line(w: &BlockWindow, now_unix: u64) -> String {
+    let window = match w.start_unix {
+        Some(start) => format!("{} to {}", minute_utc(start), minute_utc(w.end_unix)),
+        None => format!("until {}", minute_utc(w.end_unix)),
+    };
+    let scale_in = minute_utc(w.scale_in_unix);
+    match w.start_unix {
+        _ if now_unix >= w.scale_in_unix => {
+            format!("capacity block {}: {window}, ended; the workers were scaled to 0 at {scale_in}", w.id)
+        }
+        Some(start) if now_unix < start => format!(
+            "capacity block {}: {window}, starts in {}; the workers scale to 0 at {scale_in}",
+            w.id,
+            span(start - now_unix)
+        ),
+        _ => format!(
+            "capacity block {}: {window}, {} left; the workers scale to 0 at {scale_in}",
+            w.id,
+            span(w.end_unix.saturating_sub(now_unix))
+        ),
     }
 }
 
@@ -195,6 +285,90 @@ mod tests {
         // Past due but not acted yet (the master is about to): no negative time.
         assert!(
             idle_line(&idle(IdleAction::Stop, None), since as i64 + 700_000, "demo").contains("master stops in 0s")
+        );
+    }
+
+    #[test]
+    fn the_block_line_says_when_it_starts_how_long_is_left_or_that_it_ended() {
+        let at = |t: &str| parse_utc(t).unwrap();
+        let w = BlockWindow {
+            id: "cr-0123456789abcdef0".into(),
+            start_unix: Some(at("2026-12-10T11:30:00Z")),
+            end_unix: at("2026-12-17T11:30:00Z"),
+            scale_in_unix: at("2026-12-17T10:50:00Z"),
+        };
+        assert_eq!(
+            block_line(&w, at("2026-12-12T08:29:59Z")),
+            "capacity block cr-0123456789abcdef0: 2026-12-10 11:30 UTC to 2026-12-17 11:30 UTC, 5 d 3 h left; the \
+             workers scale to 0 at 2026-12-17 10:50 UTC"
+        );
+        assert_eq!(
+            block_line(&w, at("2026-12-08T07:00:00Z")),
+            "capacity block cr-0123456789abcdef0: 2026-12-10 11:30 UTC to 2026-12-17 11:30 UTC, starts in 2 d 4 h; \
+             the workers scale to 0 at 2026-12-17 10:50 UTC"
+        );
+        assert!(block_line(&w, at("2026-12-10T11:30:00Z")).contains(", 7 d 0 h left;"));
+        assert!(block_line(&w, at("2026-12-17T10:00:00Z")).contains(", 1 h 30 min left;"));
+        assert!(block_line(&w, at("2026-12-17T10:49:30Z")).contains(", 40 min left;"));
+        assert!(block_line(&w, at("2026-12-10T11:29:30Z")).contains("starts in under a minute"));
+        for after in ["2026-12-17T10:50:00Z", "2026-12-17T11:30:00Z", "2027-01-01T00:00:00Z"] {
+            assert_eq!(
+                block_line(&w, at(after)),
+                "capacity block cr-0123456789abcdef0: 2026-12-10 11:30 UTC to 2026-12-17 11:30 UTC, ended; the \
+                 workers were scaled to 0 at 2026-12-17 10:50 UTC"
+            );
+        }
+        let started = BlockWindow { start_unix: None, ..w };
+        assert!(
+            block_line(&started, at("2026-12-17T09:00:00Z"))
+                .starts_with("capacity block cr-0123456789abcdef0: until 2026-12-17 11:30 UTC, 2 h 30 min left;")
+        );
+    }
+
+    #[test]
+    fn the_block_is_read_from_the_templates_metadata() {
+        let template = |block: serde_json::Value| {
+            serde_json::json!({"Metadata": {"synth": {"regions": ["us-east-1"], "capacity_block": block}}}).to_string()
+        };
+        let full = template(serde_json::json!({"id": "cr-1", "zone": "us-east-1a", "start": "2026-12-10T11:30:00Z",
+            "end": "2026-12-17T11:30:00Z", "scale_in": "2026-12-17T10:50:00Z"}));
+        let w = block_window(&full).unwrap().unwrap();
+        assert_eq!(w.id, "cr-1");
+        assert_eq!((w.start_unix, w.end_unix), (parse_utc("2026-12-10T11:30:00Z"), 1_797_507_000));
+        let started = template(serde_json::json!({"id": "cr-1", "start": null, "end": "2026-12-17T11:30:00Z",
+            "scale_in": "2026-12-17T10:50:00Z"}));
+        assert_eq!(block_window(&started).unwrap().unwrap().start_unix, None);
+        for plain in ["{}", r#"{"Metadata": {"synth": {"regions": []}}}"#, "Resources:\n  X: y\n", ""] {
+            assert_eq!(block_window(plain), Ok(None), "{plain}");
+        }
+        let bad = template(serde_json::json!({"id": "cr-1", "end": "next week", "scale_in": "2026-12-17T10:50:00Z"}));
+        assert_eq!(block_window(&bad).unwrap_err(), "the template's Metadata.synth.capacity_block.end is not readable");
+        assert!(block_window(&template(serde_json::json!({"end": 1}))).unwrap_err().ends_with(".id is not readable"));
+    }
+
+    /// `status` prints the block's line from the stack's template, and
+    /// nothing about a block for a stack without one.
+    #[tokio::test]
+    async fn status_shows_the_blocks_window_from_the_template() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let cloud = FakeCloud::default();
+        let stack = Stack { name: "demo".into(), status: "CREATE_COMPLETE".into(), ..Stack::default() };
+        cloud.stacks.lock().unwrap().insert("demo".into(), stack);
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "demo").await, ExitCode::Success);
+        assert!(!console.stdout().contains("block"), "{}", console.stdout());
+        let template = serde_json::json!({"Metadata": {"synth": {"capacity_block": {"id": "cr-0123456789abcdef0",
+            "start": "2020-01-01T00:00:00Z", "end": "2020-01-08T00:00:00Z", "scale_in": "2020-01-07T23:20:00Z"}}}});
+        cloud.templates.lock().unwrap().insert("demo".into(), template.to_string());
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "demo").await, ExitCode::Success);
+        assert!(
+            console.stdout().contains(
+                "block      capacity block cr-0123456789abcdef0: 2020-01-01 00:00 UTC to 2020-01-08 00:00 UTC, ended; \
+                 the workers were scaled to 0 at 2020-01-07 23:20 UTC\n"
+            ),
+            "{}",
+            console.stdout()
         );
     }
 

@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 
 use cfn::Expr;
+use node_contract::interruption::CapacityBlock;
 use node_contract::{Efa, Efs, Elastic, Logs, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
 
 use super::context::{Ctx, sub_literal};
@@ -71,6 +72,13 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
         // On workers too: a worker reports its activity only when the
         // cluster has an idle guard.
         idle: spec.idle.clone(),
+        // Workers only: the master is an On-Demand instance outside the block.
+        capacity_block: match role {
+            Role::Worker => {
+                spec.workers.capacity_block().map(|b| CapacityBlock { id: sub_literal(&b.id), end_unix: b.end_unix })
+            }
+            Role::Master => None,
+        },
     };
     // Serializing a struct of strings and numbers to JSON cannot fail.
     let json = serde_json::to_string(&config).unwrap_or_default();
@@ -109,6 +117,17 @@ mod tests {
         out
     }
 
+    /// The worker leaves at the block's end less 45 minutes: five minutes
+    /// before the template's scale-in (end less 40), fifteen before EC2
+    /// reclaims the instances (end less 30).
+    #[test]
+    fn a_worker_leaves_five_minutes_before_the_groups_scale_in() {
+        use node_contract::interruption::{LEAVE_BEFORE_END_SECONDS, RECLAIM_BEFORE_END_SECONDS};
+        let scale_in = crate::spec::CapacityBlock::SCALE_IN_BEFORE_END_SECONDS;
+        assert_eq!(LEAVE_BEFORE_END_SECONDS, scale_in + 5 * 60);
+        assert!(RECLAIM_BEFORE_END_SECONDS < scale_in);
+    }
+
     #[test]
     fn the_user_data_holds_a_config_the_agent_reads() {
         for (name, spec) in variants() {
@@ -128,6 +147,12 @@ mod tests {
                 assert_eq!(config.version, NODE_CONFIG_VERSION, "{name} {lt}");
                 assert!(config.logs.is_some(), "{name} {lt}");
                 assert_eq!(config.idle, spec.idle, "{name} {lt}");
+                let block = spec.workers.capacity_block().filter(|_| role == Role::Worker);
+                assert_eq!(
+                    config.capacity_block.as_ref().map(|b| (b.id.as_str(), b.end_unix)),
+                    block.map(|b| (b.id.as_str(), b.end_unix)),
+                    "{name} {lt}"
+                );
                 if let Some(efa) = &config.efa {
                     assert!(efa.rdma_instance_types.iter().any(|t| t == "p4d.24xlarge"), "{name}: {efa:?}");
                 }

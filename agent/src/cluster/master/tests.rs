@@ -999,11 +999,18 @@ fn rebalance_notice(id: &str) -> MasterInbound {
     MasterInbound::Notice(node_contract::interruption::from_rebalance(id, body).unwrap())
 }
 
+/// A worker's Capacity Block ending 2026-01-01T01:00:00Z: reclaimed at 00:30.
+fn block_end_notice(id: &str) -> MasterInbound {
+    let block = node_contract::interruption::CapacityBlock { id: "cr-1".into(), end_unix: 1_767_229_200 };
+    MasterInbound::Notice(node_contract::interruption::capacity_block_end(id, &block))
+}
+
 #[test]
 fn a_noticed_member_leaves_at_once_and_the_host_log_says_why() {
     for (message, why) in [
         (notice("i-w2"), "notice spot-instance-action terminate at 2026-01-01T00:12:00Z"),
         (rebalance_notice("i-w2"), "notice rebalance-recommendation at 2026-01-01T00:09:00Z"),
+        (block_end_notice("i-w2"), "notice capacity-block-end at 2026-01-01T00:30:00Z"),
     ] {
         let mut s = formed(3, false);
         let t = T0 + 10 * MINUTE;
