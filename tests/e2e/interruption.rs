@@ -22,45 +22,11 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use e2e::scenario::{applied, logs, plain, removal_reason, send_as_auto_scaling, termination_notification, wait_until};
-use e2e::sshd::trainer_bin;
-use e2e::{AgentProcess, Cluster, Error, Report, TestResult};
+use e2e::{Cluster, Error, Report, TestResult};
 use node_contract::interruption::{NoticeFile, NoticeKind, SpotAction, format_utc};
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
-}
-
-/// One `trainer train` rank per node, master first (rank 0, the
-/// rendezvous), started as `trainer launch` starts them, training for far
-/// longer than the test runs. Each node's config file is written from its
-/// user data first when the agent has not (the rendezvous reads it).
-fn start_training(cluster: &Cluster, data: &Path) -> Result<Vec<AgentProcess>, Report> {
-    let trainer = trainer_bin()?;
-    let master_ip = cluster.master().ip().to_string();
-    let world = cluster.nodes().len().to_string();
-    let mut ranks = Vec::new();
-    for (rank, node) in cluster.nodes().iter().enumerate() {
-        let config = node.root().join("etc/deeplearning/node.json");
-        if !config.exists() {
-            // The config in the node's own user data, as the agent reads it.
-            let script = node.imds().identity().user_data.unwrap_or_default();
-            let json = node_contract::config_from_user_data(&script).map_err(|e| Error::Unexpected {
-                what: format!("user data of {}", node.ip()),
-                detail: e.to_string(),
-            })?;
-            std::fs::create_dir_all(config.parent().unwrap_or(node.root()))
-                .map_err(Error::io("creating the config directory", &config))?;
-            std::fs::write(&config, json).map_err(Error::io("writing the node config", &config))?;
-        }
-        let mut command = node.command(&trainer);
-        command.args(["train", "--model", "mlp", "--epochs", "100000", "--batch-size", "8", "--threads", "1"]);
-        command.arg("--data").arg(data).arg("--root").arg(node.root());
-        command.arg("--checkpoint-dir").arg(cluster.master().root().join("checkpoints"));
-        command.env("RANK", rank.to_string()).env("WORLD_SIZE", &world).env("LOCAL_RANK", "0");
-        command.env("MASTER_ADDR", &master_ip).env("MASTER_PORT", "29500");
-        ranks.push(node.spawn_logged(command, "trainer")?);
-    }
-    Ok(ranks)
 }
 
 /// Forms a cluster of 3 workers, gives worker 2 (`deeplearning-worker3`) a
@@ -90,7 +56,7 @@ async fn noticed(
 
     let mut ranks = Vec::new();
     if train {
-        ranks = start_training(&cluster, &e2e::mnist_dir()?)?;
+        ranks = cluster.start_training(&e2e::mnist_dir()?)?;
         let mut waited = 0;
         while !ranks[0].log().contains("epoch 1/100000 ") {
             waited += 1;

@@ -146,6 +146,40 @@ impl Cluster {
         &self.nodes[0]
     }
 
+    /// One `trainer train` rank per node, master first (rank 0, the
+    /// rendezvous), started as `trainer launch` starts them, training for
+    /// far longer than a test runs, on the MNIST fixture in `data`. Each
+    /// node's config file is written from its user data first when the
+    /// agent has not (the rendezvous reads it).
+    pub fn start_training(&self, data: &std::path::Path) -> Result<Vec<AgentProcess>> {
+        let trainer = crate::sshd::trainer_bin()?;
+        let master_ip = self.master().ip().to_string();
+        let world = self.nodes().len().to_string();
+        let mut ranks = Vec::new();
+        for (rank, node) in self.nodes().iter().enumerate() {
+            let config = node.root().join("etc/deeplearning/node.json");
+            if !config.exists() {
+                // The config in the node's own user data, as the agent reads it.
+                let script = node.imds().identity().user_data.unwrap_or_default();
+                let json = node_contract::config_from_user_data(&script).map_err(|e| Error::Unexpected {
+                    what: format!("user data of {}", node.ip()),
+                    detail: e.to_string(),
+                })?;
+                std::fs::create_dir_all(config.parent().unwrap_or(node.root()))
+                    .map_err(Error::io("creating the config directory", &config))?;
+                std::fs::write(&config, json).map_err(Error::io("writing the node config", &config))?;
+            }
+            let mut command = node.command(&trainer);
+            command.args(["train", "--model", "mlp", "--epochs", "100000", "--batch-size", "8", "--threads", "1"]);
+            command.arg("--data").arg(data).arg("--root").arg(node.root());
+            command.arg("--checkpoint-dir").arg(self.master().root().join("checkpoints"));
+            command.env("RANK", rank.to_string()).env("WORLD_SIZE", &world).env("LOCAL_RANK", "0");
+            command.env("MASTER_ADDR", &master_ip).env("MASTER_PORT", "29500");
+            ranks.push(node.spawn_logged(command, "trainer")?);
+        }
+        Ok(ranks)
+    }
+
     /// The worker nodes.
     pub fn workers(&self) -> &[Node] {
         &self.nodes[1..]
