@@ -105,7 +105,13 @@ async fn workers_leave_their_capacity_block_before_it_ends() -> TestResult {
         }
         let log = rank.log();
         assert_eq!(status.and_then(|s| s.code()), Some(0), "rank {i}:\n{log}");
-        assert!(log.contains("this node left the job (its host was given an interruption notice)"), "{log}");
+        // The agent writes the notice file and tells the master at once, so
+        // the rank learns it must go either from the file (its leaving flag)
+        // or from the next generation without its node, whichever it reads
+        // first; both are a clean leave (exit 0, the others train on).
+        let noticed = log.contains("this node left the job (its host was given an interruption notice)");
+        let dropped = log.contains("this node left the job (not in the manifest of generation");
+        assert!(noticed || dropped, "{log}");
     }
     assert!(ranks[0].try_wait()?.is_none(), "rank 0 ended:\n{}", ranks[0].log());
 
