@@ -32,27 +32,65 @@ const VERSION: &str = "2016-11-15";
 /// How long one request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Where a hand-signed request goes and as whom: what [`Ec2`] and
+/// `super::service_quotas::ServiceQuotas` share (the endpoint resolved as
+/// the SDK clients resolve it, the region, the SDK's credentials), and the
+/// one way they sign and send a POST.
+#[derive(Clone, Debug)]
+pub(super) struct Signed {
+    endpoint: String,
+    region: String,
+    /// The service's SigV4 signing name (`ec2`, `servicequotas`).
+    name: &'static str,
+    credentials: Option<SharedCredentialsProvider>,
+}
+
+impl Signed {
+    /// For a loaded config and its region: the endpoint is `endpoint_env`
+    /// (`AWS_ENDPOINT_URL_EC2`), else the shared override, else
+    /// `https://<host>.<region>.amazonaws.com`.
+    pub(super) fn new(config: &SdkConfig, region: &str, endpoint_env: &str, host: &str, name: &'static str) -> Signed {
+        let endpoint = std::env::var(endpoint_env)
+            .ok()
+            .filter(|e| !e.is_empty())
+            .or_else(|| config.endpoint_url().map(str::to_owned))
+            .unwrap_or_else(|| format!("https://{host}.{region}.amazonaws.com"));
+        Signed {
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            region: region.to_owned(),
+            name,
+            credentials: config.credentials_provider(),
+        }
+    }
+
+    /// Signs `body` with `headers` and POSTs it to the endpoint's `/` on a
+    /// blocking thread: the status and the answer's text, whatever the
+    /// status; `what` names the call in errors.
+    pub(super) async fn post(&self, what: &str, headers: &[(&str, &str)], body: String) -> CloudResult<(u16, String)> {
+        let unavailable = |message: String| CloudError::Unavailable { what: what.to_owned(), message };
+        let provider = self.credentials.as_ref().ok_or_else(|| CloudError::NoCredentials(String::new()))?;
+        let credentials =
+            provider.provide_credentials().await.map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))?;
+        let url = format!("{}/", self.endpoint);
+        let headers =
+            sign(&url, &self.region, self.name, credentials, headers, body.as_bytes()).map_err(unavailable)?;
+        let sent = tokio::task::spawn_blocking(move || send(&url, &headers, &body))
+            .await
+            .map_err(|e| unavailable(format!("the request's thread failed: {e}")))?;
+        sent.map_err(unavailable)
+    }
+}
+
 /// Signs and sends EC2 Query API requests.
 #[derive(Clone, Debug)]
 pub struct Ec2 {
-    endpoint: String,
-    region: String,
-    credentials: Option<SharedCredentialsProvider>,
+    signed: Signed,
 }
 
 impl Ec2 {
     /// The client for a loaded config and its region.
     pub fn new(config: &SdkConfig, region: &str) -> Ec2 {
-        let endpoint = std::env::var("AWS_ENDPOINT_URL_EC2")
-            .ok()
-            .filter(|e| !e.is_empty())
-            .or_else(|| config.endpoint_url().map(str::to_owned))
-            .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
-        Ec2 {
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
-            region: region.to_owned(),
-            credentials: config.credentials_provider(),
-        }
+        Ec2 { signed: Signed::new(config, region, "AWS_ENDPOINT_URL_EC2", "ec2", "ec2") }
     }
 
     /// The instance's state name (`pending`, `running`, `stopping`,
@@ -154,33 +192,24 @@ impl Ec2 {
             ("TargetCapacity", capacity.as_str()),
             ("TargetCapacityUnitType", "units"),
             ("SingleAvailabilityZone", "false"),
-            ("RegionName.1", self.region.as_str()),
+            ("RegionName.1", self.signed.region.as_str()),
         ]);
         let body = self.call(&what, "GetSpotPlacementScores", &params).await?;
         let set = tag_text(&body, "spotPlacementScoreSet").unwrap_or_default();
         Ok(items(set)
-            .filter(|item| tag_text(item, "regionName").is_none_or(|r| r == self.region))
+            .filter(|item| tag_text(item, "regionName").is_none_or(|r| r == self.signed.region))
             .find_map(|item| tag_text(item, "score").and_then(|n| n.trim().parse().ok())))
     }
 
     /// One signed request with the form `params` (values that need no
     /// escaping: checked by the callers); the answer's body on success.
     async fn call(&self, what: &str, action: &str, params: &[(&str, &str)]) -> CloudResult<String> {
-        let unavailable = |message: String| CloudError::Unavailable { what: what.to_owned(), message };
-        let provider = self.credentials.as_ref().ok_or_else(|| CloudError::NoCredentials(String::new()))?;
-        let credentials =
-            provider.provide_credentials().await.map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))?;
         let mut body = format!("Action={action}&Version={VERSION}");
         for (key, value) in params {
             body.push_str(&format!("&{key}={value}"));
         }
-        let url = format!("{}/", self.endpoint);
         let form = ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
-        let headers = sign(&url, &self.region, "ec2", credentials, &[form], body.as_bytes()).map_err(unavailable)?;
-        let sent = tokio::task::spawn_blocking(move || send(&url, &headers, &body))
-            .await
-            .map_err(|e| unavailable(format!("the request's thread failed: {e}")))?;
-        let (status, text) = sent.map_err(unavailable)?;
+        let (status, text) = self.signed.post(what, &[form], body).await?;
         if (200..300).contains(&status) {
             return Ok(text);
         }
@@ -270,7 +299,7 @@ fn items(set: &str) -> impl Iterator<Item = &str> {
 
 /// The SigV4 headers (with `headers`, which are signed too) of a POST of
 /// `body` to `url` for the service `name` signs as (`ec2`, `servicequotas`).
-pub(super) fn sign(
+fn sign(
     url: &str,
     region: &str,
     name: &str,
@@ -298,7 +327,7 @@ pub(super) fn sign(
 }
 
 /// POSTs `body`; the status and the answer's text, whatever the status.
-pub(super) fn send(url: &str, headers: &[(String, String)], body: &str) -> Result<(u16, String), String> {
+fn send(url: &str, headers: &[(String, String)], body: &str) -> Result<(u16, String), String> {
     let mut request = ureq::post(url);
     for (name, value) in headers {
         request = request.header(name, value);

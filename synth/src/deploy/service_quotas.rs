@@ -14,10 +14,9 @@
 //! [`CloudError`] as the SDK's are.
 
 use aws_config::SdkConfig;
-use aws_sdk_cloudformation::config::{ProvideCredentials, SharedCredentialsProvider};
 use serde_json::{Value, json};
 
-use super::ec2::{send, sign};
+use super::ec2::Signed;
 use super::policy::action_of;
 use super::port::{CloudError, CloudResult, Quota};
 
@@ -27,24 +26,14 @@ const TARGET: &str = "ServiceQuotasV20190624.GetServiceQuota";
 /// Signs and sends Service Quotas requests.
 #[derive(Clone, Debug)]
 pub struct ServiceQuotas {
-    endpoint: String,
-    region: String,
-    credentials: Option<SharedCredentialsProvider>,
+    signed: Signed,
 }
 
 impl ServiceQuotas {
     /// The client for a loaded config and its region.
     pub fn new(config: &SdkConfig, region: &str) -> ServiceQuotas {
-        let endpoint = std::env::var("AWS_ENDPOINT_URL_SERVICE_QUOTAS")
-            .ok()
-            .filter(|e| !e.is_empty())
-            .or_else(|| config.endpoint_url().map(str::to_owned))
-            .unwrap_or_else(|| format!("https://servicequotas.{region}.amazonaws.com"));
-        ServiceQuotas {
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
-            region: region.to_owned(),
-            credentials: config.credentials_provider(),
-        }
+        let signed = Signed::new(config, region, "AWS_ENDPOINT_URL_SERVICE_QUOTAS", "servicequotas", "servicequotas");
+        ServiceQuotas { signed }
     }
 
     /// The applied value of quota `code` of `service`, or `None` when
@@ -56,19 +45,9 @@ impl ServiceQuotas {
         if !plain(service) || !plain(code) {
             return Err(CloudError::Invalid { what, message: "not a service code and quota code".into() });
         }
-        let unavailable = |message: String| CloudError::Unavailable { what: what.clone(), message };
-        let provider = self.credentials.as_ref().ok_or_else(|| CloudError::NoCredentials(String::new()))?;
-        let credentials =
-            provider.provide_credentials().await.map_err(|e| CloudError::NoCredentials(cli_output::report(&e)))?;
         let body = json!({"ServiceCode": service, "QuotaCode": code}).to_string();
-        let url = format!("{}/", self.endpoint);
         let headers = [("Content-Type", "application/x-amz-json-1.1"), ("X-Amz-Target", TARGET)];
-        let headers =
-            sign(&url, &self.region, "servicequotas", credentials, &headers, body.as_bytes()).map_err(unavailable)?;
-        let sent = tokio::task::spawn_blocking(move || send(&url, &headers, &body))
-            .await
-            .map_err(|e| unavailable(format!("the request's thread failed: {e}")))?;
-        let (status, text) = sent.map_err(unavailable)?;
+        let (status, text) = self.signed.post(&what, &headers, body).await?;
         let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             return quota_of(&answer).map(Some).ok_or_else(|| CloudError::Unavailable {
