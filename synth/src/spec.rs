@@ -52,7 +52,7 @@ impl ClusterSpec {
     /// (its OS-bypass traffic does not leave its subnet), or a Capacity
     /// Block (its instances are in its zone).
     pub fn single_zone(&self) -> bool {
-        self.placement_group || self.efa || self.workers.capacity_block().is_some()
+        single_zone(self.placement_group, self.efa, &self.workers)
     }
 
     /// One line on where the workers come from and where they launch, for
@@ -106,6 +106,12 @@ impl ClusterSpec {
         };
         format!("workers: {} x {types}, {source}, in {zones}", w.count)
     }
+}
+
+/// [`ClusterSpec::single_zone`] from its parts, for validation, which
+/// checks the subnets before the spec exists.
+pub fn single_zone(placement_group: bool, efa: bool, workers: &WorkerSpec) -> bool {
+    placement_group || efa || workers.capacity_block().is_some()
 }
 
 /// The retention periods CloudWatch Logs accepts, in days

@@ -186,8 +186,7 @@ impl Checker<'_> {
         self.placement(placement_group, master_type, &all_worker_types);
         let efa = self.efa(network.efa.unwrap_or_default(), master_type, &all_worker_types, master_public);
         if let Some(workers) = &workers {
-            // As `ClusterSpec::single_zone` decides for the template.
-            let one_zone = placement_group || efa || workers.capacity_block().is_some();
+            let one_zone = crate::spec::single_zone(placement_group, efa, workers);
             self.subnet_capacity(&network_spec, workers, master_public, one_zone);
             if let (Some(block), NetworkSpec::Existing { .. }) = (workers.capacity_block(), &network_spec) {
                 self.warning(

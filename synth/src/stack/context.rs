@@ -24,13 +24,6 @@ impl Ctx<'_> {
         tags.extend(self.spec.tags.iter().map(|(k, v)| Tag::new(k.clone(), v.clone())));
         tags
     }
-
-    /// All nodes in one Availability Zone: a cluster placement group, EFA
-    /// (EFA's OS-bypass traffic does not leave its subnet), or a Capacity
-    /// Block (its instances are in its zone).
-    pub(super) fn single_az(&self) -> bool {
-        self.spec.single_zone()
-    }
 }
 
 /// Escapes a literal for use inside `Fn::Sub` text (`${` would start a reference).

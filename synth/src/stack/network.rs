@@ -40,7 +40,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs) -> Network {
             // A placement group or EFA needs every node in one zone; the
             // first private subnet is that zone (validation warned about it).
             let workers: Vec<Expr> =
-                if ctx.single_az() { private.iter().take(1).cloned().collect() } else { private.clone() };
+                if ctx.spec.single_zone() { private.iter().take(1).cloned().collect() } else { private.clone() };
             let master_subnet = match (ctx.spec.master.public, public_subnet_id) {
                 (true, Some(public)) => Expr::from(public.as_str()),
                 _ => workers[0].clone(),
@@ -61,7 +61,7 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs) -> Network {
 /// A new VPC; `zone`: the one zone every node must be in (a Capacity
 /// Block's), else the region's first zone(s).
 fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net, zone_pinned: Option<Expr>) -> Network {
-    let zones = if ctx.single_az() { 1 } else { 2 };
+    let zones = if ctx.spec.single_zone() { 1 } else { 2 };
     // Four equal blocks: public 1, public 2, private 1, private 2. A /16 gives
     // /18 subnets (16,379 usable addresses each); validation allows /16 to /24.
     let blocks: Vec<String> =
