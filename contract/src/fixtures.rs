@@ -32,5 +32,8 @@ pub fn node_config() -> NodeConfig {
         logs: None,
         idle: None,
         capacity_block: None,
+        scratch: None,
+        data: Vec::new(),
+        fsx: None,
     }
 }

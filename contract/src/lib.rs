@@ -24,6 +24,7 @@
 //! (unix milliseconds, as every time here), in [`clock`].
 
 pub mod clock;
+pub mod data;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod idle;
@@ -60,7 +61,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 ///   a new field, so a version bump: a version-4 agent refuses a version-5
 ///   config by its version, rather than staying in the cluster until EC2
 ///   reclaims the block's instances under a running job.
-pub const NODE_CONFIG_VERSION: u32 = 5;
+/// - 6: adds [`NodeConfig::scratch`], [`NodeConfig::data`] and
+///   [`NodeConfig::fsx`] ([`data`]): new fields, so a version bump: a
+///   version-5 agent refuses a version-6 config by its version, rather
+///   than forming a cluster whose nodes lack the data the user asked for.
+pub const NODE_CONFIG_VERSION: u32 = 6;
 
 /// The tag on the worker Auto Scaling group that holds the fewest workers
 /// the cluster forms with (a decimal number, not propagated to instances).
@@ -290,6 +295,15 @@ pub struct NodeConfig {
     /// ([`interruption::CapacityBlock`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_block: Option<interruption::CapacityBlock>,
+    /// The local NVMe scratch volume; `None`: none asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch: Option<data::Scratch>,
+    /// The data sets this node fetches (or waits for) before it registers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<data::DataSet>,
+    /// The FSx for Lustre file system every node mounts; `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsx: Option<data::FsxLustre>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -420,9 +434,31 @@ impl NodeConfig {
                 ));
             }
         }
+        const NOT_PLAIN: &str = "not an absolute path without `..` and control characters";
         let mount = &self.efs.mount;
-        if !mount.starts_with('/') || mount.split('/').any(|part| part == "..") || mount.chars().any(char::is_control) {
-            return Err(invalid("efs.mount", mount, "not an absolute path without `..` and control characters"));
+        if !data::is_plain_absolute(mount) {
+            return Err(invalid("efs.mount", mount, NOT_PLAIN));
+        }
+        if let Some(scratch) = &self.scratch
+            && !data::is_plain_absolute(&scratch.mount)
+        {
+            return Err(invalid("scratch.mount", &scratch.mount, NOT_PLAIN));
+        }
+        if let Some(fsx) = &self.fsx
+            && !data::is_plain_absolute(&fsx.mount)
+        {
+            return Err(invalid("fsx.mount", &fsx.mount, NOT_PLAIN));
+        }
+        for set in &self.data {
+            if !data::is_plain_absolute(&set.dir) {
+                return Err(invalid("data.dir", &set.dir, NOT_PLAIN));
+            }
+            if !data::is_bucket_name(&set.bucket) {
+                return Err(invalid("data.bucket", &set.bucket, "not an S3 bucket name"));
+            }
+            if !(set.prefix.is_empty() || set.prefix.ends_with('/')) {
+                return Err(invalid("data.prefix", &set.prefix, "neither empty nor ending in `/`"));
+            }
         }
         Ok(())
     }
@@ -569,13 +605,13 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 6.into();
+        v["version"] = 7.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 6, supported: 5 }), "{e}");
-        assert!(e.to_string().contains("version 6") && e.to_string().contains("reads version 5 only"), "{e}");
-        // A version-4 config (no Capacity Block) is refused by its version.
-        v["version"] = 4.into();
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 7, supported: 6 }), "{e}");
+        assert!(e.to_string().contains("version 7") && e.to_string().contains("reads version 6 only"), "{e}");
+        // A version-5 config (no data) is refused by its version.
+        v["version"] = 5.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         // A version-3 config (no idle guard) is refused by its version.
         v["version"] = 3.into();

@@ -31,7 +31,7 @@
 //! agent reads it as before; a `notice` is written as version 3
 //! ([`Message::version`]), so an agent of the version-2 release refuses it
 //! by its version, with what to do ([`Unusable::UnsupportedVersion`]),
-//! rather than as a malformed body. This build reads versions 2 to 10 and
+//! rather than as a malformed body. This build reads versions 2 to 11 and
 //! refuses any other before it looks at the rest, so agents of different
 //! releases in one cluster say so instead of misreading each other; a kind
 //! it does not know within those versions is refused by name
@@ -47,6 +47,10 @@
 //! version 10 ([`CAPACITY_BLOCK_NOTICE_VERSION`]), so a version-9 agent,
 //! which would find the kind unknown and drop the body as malformed,
 //! refuses it by its version; every other `notice` is still version 3.
+//! Version 11 added `data` to `register` (what the node's data fetch took,
+//! [`crate::data::DataReady`]): such a `register` is written as version 11
+//! ([`REGISTER_DATA_VERSION`]), so a version-10 master refuses it by its
+//! version rather than as malformed.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -99,8 +103,13 @@ pub const ACTIVITY_VERSION: u32 = 9;
 /// instead of misreading it.
 pub const CAPACITY_BLOCK_NOTICE_VERSION: u32 = 10;
 
+/// The version a `register` that carries its data fetch
+/// ([`Register::data`]) is written with, for the same reason as
+/// [`REGISTER_TIMES_VERSION`].
+pub const REGISTER_DATA_VERSION: u32 = 11;
+
 /// The newest message version this crate reads.
-pub const NEWEST_MESSAGE_VERSION: u32 = 10;
+pub const NEWEST_MESSAGE_VERSION: u32 = 11;
 
 /// The kinds this crate knows, for the error about one it does not.
 const KINDS: &[&str] =
@@ -173,6 +182,11 @@ pub struct Register {
     /// timeline's `agent started`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_started_unix_ms: Option<u64>,
+    /// What the node's data fetch took (the formation timeline's `data
+    /// ready`); absent without data sets (version
+    /// [`REGISTER_DATA_VERSION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<crate::data::DataReady>,
 }
 
 /// One node in a manifest.
@@ -406,6 +420,7 @@ impl Message {
             Message::LinkReport(_) => LINK_REPORT_VERSION,
             Message::Activity(_) => ACTIVITY_VERSION,
             Message::ManifestPart(_) => MANIFEST_DEFLATED_VERSION,
+            Message::Register(r) if r.data.is_some() => REGISTER_DATA_VERSION,
             Message::Register(r) if r.launched_unix_ms.is_some() => REGISTER_LAUNCHED_VERSION,
             Message::Register(r) if r.booted_unix_ms.is_some() || r.agent_started_unix_ms.is_some() => {
                 REGISTER_TIMES_VERSION
@@ -580,6 +595,7 @@ mod tests {
             launched_unix_ms: None,
             booted_unix_ms: None,
             agent_started_unix_ms: None,
+            data: None,
         }
     }
 
@@ -656,7 +672,7 @@ mod tests {
         assert_eq!(v["notice"], "capacity_block_end");
         assert_eq!(v["deadline_unix"], block.reclaim_unix());
         assert!(v.get("action").is_none(), "{v}");
-        assert_eq!(NEWEST_MESSAGE_VERSION, CAPACITY_BLOCK_NOTICE_VERSION);
+        assert_eq!(NEWEST_MESSAGE_VERSION, REGISTER_DATA_VERSION);
         assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(n));
         assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("notice"));
         assert!(Unusable::UnsupportedVersion(10).to_string().contains("update the older one"));
@@ -763,11 +779,11 @@ mod tests {
             ("not json".into(), "malformed"),
             ("[1,2]".into(), "not a JSON object"),
             (r#"{"kind":"register"}"#.into(), "no `version`"),
-            (r#"{"version":11,"kind":"register"}"#.into(), "version 11"),
+            (r#"{"version":12,"kind":"register"}"#.into(), "version 12"),
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":11,"kind":"notice"}"#.into(), "versions 2 to 10"),
+            (r#"{"version":12,"kind":"notice"}"#.into(), "versions 2 to 11"),
             (r#"{"version":9,"kind":"activity","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),

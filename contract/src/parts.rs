@@ -857,6 +857,7 @@ mod tests {
             launched_unix_ms: None,
             booted_unix_ms: None,
             agent_started_unix_ms: None,
+            data: None,
         };
         assert_eq!(check_register(&ok), Ok(()));
         type Spoil = fn(&mut Register);

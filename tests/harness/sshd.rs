@@ -402,6 +402,9 @@ fn config(role: Role, efs: &Path) -> NodeConfig {
         logs: None,
         idle: None,
         capacity_block: None,
+        scratch: None,
+        data: Vec::new(),
+        fsx: None,
     }
 }
 

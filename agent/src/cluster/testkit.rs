@@ -24,6 +24,7 @@ pub fn master_reg() -> Register {
         launched_unix_ms: None,
         booted_unix_ms: None,
         agent_started_unix_ms: None,
+        data: None,
     }
 }
 
@@ -42,6 +43,7 @@ pub fn worker_reg(n: u32) -> Register {
         launched_unix_ms: None,
         booted_unix_ms: None,
         agent_started_unix_ms: None,
+        data: None,
     }
 }
 

@@ -127,6 +127,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         launched_unix_ms: crate::identity::launched_ms(&imds).await,
         booted_unix_ms: crate::identity::booted_ms(&opts.root),
         agent_started_unix_ms: Some(started_ms),
+        data: None,
     };
 
     // The network gate's listener, for the predecessor's probe; it lives

@@ -79,6 +79,9 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             }
             Role::Master => None,
         },
+        scratch: None,
+        data: Vec::new(),
+        fsx: None,
     };
     // Serializing a struct of strings and numbers to JSON cannot fail.
     let json = serde_json::to_string(&config).unwrap_or_default();

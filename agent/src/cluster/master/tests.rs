@@ -1204,6 +1204,7 @@ fn the_success_signal_carries_the_timeline_summary() {
         launched_unix_ms: Some(T0 - 90_000),
         booted_unix_ms: Some(T0 - 60_000),
         agent_started_unix_ms: Some(T0 - 10_000),
+        data: None,
         ..master_reg()
     };
     let mut s = MasterState::new(&config(30, false), size, me, "ssh-ed25519 AAAA key".into(), T0);
@@ -1261,6 +1262,7 @@ fn a_workers_boot_and_start_times_come_with_its_registration() {
         launched_unix_ms: Some(T0 - 70_000),
         booted_unix_ms: Some(T0 - 30_000),
         agent_started_unix_ms: Some(T0 - 5_000),
+        data: None,
         ..worker_reg(1)
     };
     send(&mut s, MasterInbound::Register(timed), T0 + 1_000);
