@@ -25,6 +25,10 @@ pub struct ClusterSpec {
     pub root_volume_gb: u32,
     /// The shared file system.
     pub efs: EfsSpec,
+    /// The local NVMe scratch volume's mount point; `None`: none.
+    pub scratch: Option<String>,
+    /// The data sets every node has before it joins.
+    pub data: Vec<DataSpec>,
     /// Network layout.
     pub network: NetworkSpec,
     /// A cluster placement group (all nodes in one AZ).
@@ -106,12 +110,84 @@ impl ClusterSpec {
         };
         format!("workers: {} x {types}, {source}, in {zones}", w.count)
     }
+
+    /// Lines on the nodes' scratch volume and data sets, for `synth
+    /// validate` (none when there is neither).
+    pub fn data_summary(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(mount) = &self.scratch {
+            lines.push(format!(
+                "scratch: each node's instance-store NVMe drives, striped into one volume at {mount} (none on types without them)"
+            ));
+        }
+        for set in &self.data {
+            let dir = set.dir(self.scratch.as_deref(), &self.efs.mount);
+            let how = match set.fetcher() {
+                node_contract::data::Fetcher::EveryNode => {
+                    "on every node before it joins (fetched together: S3 is read about once)"
+                }
+                node_contract::data::Fetcher::Master => "once, by the master, before the cluster forms",
+            };
+            lines.push(format!("data: {} -> {dir}, {how}", set.url()));
+        }
+        lines
+    }
 }
 
 /// [`ClusterSpec::single_zone`] from its parts, for validation, which
 /// checks the subnets before the spec exists.
 pub fn single_zone(placement_group: bool, efa: bool, workers: &WorkerSpec) -> bool {
     placement_group || efa || workers.capacity_block().is_some()
+}
+
+/// Where a data set goes on the nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataTarget {
+    /// Each node's scratch volume, in this directory under it (`""`: its top).
+    Scratch(String),
+    /// EFS, in this directory under its mount: fetched once, by the master.
+    Efs(String),
+    /// An absolute path on each node's root volume.
+    Path(String),
+}
+
+/// One data set: everything under `s3://bucket/prefix` into its target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataSpec {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix: empty or ending in `/`.
+    pub prefix: String,
+    /// Where it goes.
+    pub to: DataTarget,
+}
+
+impl DataSpec {
+    /// The absolute directory on the node, given the scratch and EFS
+    /// mounts (a scratch target is only valid with a scratch mount).
+    pub fn dir(&self, scratch: Option<&str>, efs: &str) -> String {
+        let under = |mount: &str, sub: &str| {
+            if sub.is_empty() { mount.to_owned() } else { format!("{}/{sub}", mount.trim_end_matches('/')) }
+        };
+        match &self.to {
+            DataTarget::Scratch(sub) => under(scratch.unwrap_or(node_contract::data::DEFAULT_SCRATCH_MOUNT), sub),
+            DataTarget::Efs(sub) => under(efs, sub),
+            DataTarget::Path(path) => path.clone(),
+        }
+    }
+
+    /// Who fetches it: the master alone for EFS, every node otherwise.
+    pub fn fetcher(&self) -> node_contract::data::Fetcher {
+        match self.to {
+            DataTarget::Efs(_) => node_contract::data::Fetcher::Master,
+            _ => node_contract::data::Fetcher::EveryNode,
+        }
+    }
+
+    /// `s3://bucket/prefix`.
+    pub fn url(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix)
+    }
 }
 
 /// The retention periods CloudWatch Logs accepts, in days

@@ -63,6 +63,12 @@ pub struct Blueprint {
     /// The CloudWatch Logs group every node ships its agent and boot output
     /// to (kept after the stack is deleted).
     pub logs: Option<Logs>,
+    /// Training data every node has before it joins the cluster: each entry
+    /// copies everything under an S3 prefix to a directory, as `aws s3
+    /// sync` would. Nodes fetch together, so S3 is read about once however
+    /// many nodes there are; a node joins only once its data is complete.
+    /// At most 20 entries.
+    pub data: Option<Vec<DataSource>>,
     /// The idle guard (off without it): once no node has run a
     /// `trainer launch` job, held an SSH session or used a GPU (5 % or
     /// more) for `after_minutes`, the master scales the workers to 0, or
@@ -280,6 +286,80 @@ pub struct Storage {
     pub root_volume_gb: Option<u32>,
     /// The shared EFS file system.
     pub efs: Option<Efs>,
+    /// Local NVMe scratch: every node whose instance type has instance-store
+    /// drives gets them as one striped volume mounted here (default
+    /// `/scratch`, exported as `DEEPLEARNING_SCRATCH`); `false`: none. Its
+    /// contents are lost when the instance stops.
+    pub scratch: Option<ScratchSetting>,
+}
+
+/// Where the scratch volume goes, or `false`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScratchSetting {
+    /// Mounted here.
+    Mount(String),
+    /// `true`: at the default mount point.
+    On,
+    /// `false`: no scratch volume.
+    Off,
+}
+
+impl<'de> Deserialize<'de> for ScratchSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ScratchSetting;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an absolute path or `false`")
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<ScratchSetting, E> {
+                Ok(if on { ScratchSetting::On } else { ScratchSetting::Off })
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ScratchSetting, E> {
+                Ok(ScratchSetting::Mount(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl JsonSchema for ScratchSetting {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ScratchSetting".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Where the local NVMe scratch volume is mounted (default `/scratch`), or `false` for none.",
+            "oneOf": [
+                { "type": "string", "pattern": "^/" },
+                { "type": "boolean" }
+            ],
+            "default": "/scratch"
+        })
+    }
+}
+
+/// One data set: everything under `from` copied into `to` on the nodes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(transform = required_data_fields)]
+pub struct DataSource {
+    /// The S3 prefix, `s3://bucket/prefix/` (or `s3://bucket/` for the
+    /// whole bucket).
+    #[serde(default, deserialize_with = "present_text")]
+    #[schemars(with = "String", regex(pattern = r"^s3://"))]
+    pub from: Option<String>,
+    /// Where it goes: `scratch` (each node's NVMe scratch volume), `efs`
+    /// (the shared file system: fetched once, by the master), either
+    /// followed by a directory (`scratch/imagenet`), or an absolute path on
+    /// each node's root volume.
+    #[serde(default, deserialize_with = "present_text")]
+    #[schemars(with = "String")]
+    pub to: Option<String>,
 }
 
 /// The shared EFS file system.
@@ -555,6 +635,10 @@ fn required_workers_fields(schema: &mut schemars::Schema) {
         "oneOf".into(),
         serde_json::json!([{ "required": ["instance_type"] }, { "required": ["instance_types"] }]),
     );
+}
+
+fn required_data_fields(schema: &mut schemars::Schema) {
+    require(schema, &["from", "to"]);
 }
 
 fn required_idle_fields(schema: &mut schemars::Schema) {

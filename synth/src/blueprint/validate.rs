@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 mod capacity;
+mod data;
 
 use ipnet::{IpNet, Ipv4Net};
 
@@ -171,9 +172,11 @@ impl Checker<'_> {
             self.workers(w, count, type_count, region)
         });
 
-        let storage = bp.storage.unwrap_or(super::model::Storage { root_volume_gb: None, efs: None });
+        let storage = bp.storage.unwrap_or(super::model::Storage { root_volume_gb: None, efs: None, scratch: None });
         let root_volume_gb = self.root_volume(storage.root_volume_gb, &image);
         let efs = self.efs(storage.efs);
+        let scratch = data::scratch(self, storage.scratch, &efs);
+        let data = data::data_sets(self, bp.data, scratch.as_deref(), &efs);
 
         let network = bp.network.unwrap_or(super::model::Network {
             vpc_cidr: None,
@@ -219,6 +222,8 @@ impl Checker<'_> {
             },
             root_volume_gb,
             efs,
+            scratch,
+            data,
             network: network_spec,
             placement_group,
             efa,

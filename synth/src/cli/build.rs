@@ -30,8 +30,9 @@ pub(super) enum Compiled {
         json: String,
         resources: usize,
         notes: String,
-        /// Where the workers come from and launch (`ClusterSpec::workers_summary`).
-        workers: String,
+        /// Where the workers come from and launch, and the nodes' data
+        /// (`ClusterSpec::workers_summary`, `ClusterSpec::data_summary`).
+        summary: Vec<String>,
         /// The region the template is for; `None`: all five.
         region: Option<crate::region::Region>,
     },
@@ -90,7 +91,7 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
                 resources,
                 notes,
                 region: loaded.spec.region,
-                workers: loaded.spec.workers_summary(),
+                summary: std::iter::once(loaded.spec.workers_summary()).chain(loaded.spec.data_summary()).collect(),
             }
         }
         Err(e) => {

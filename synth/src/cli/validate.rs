@@ -21,7 +21,7 @@ pub struct ValidateArgs {
 /// Runs `synth validate`.
 pub(super) fn run(args: &ValidateArgs) -> ExitCode {
     match compile(&args.input) {
-        Compiled::Ok { json, resources, notes, region, workers } => {
+        Compiled::Ok { json, resources, notes, region, summary } => {
             err!("{notes}");
             let regions = match region {
                 Some(r) => r.to_string(),
@@ -35,7 +35,9 @@ pub(super) fn run(args: &ValidateArgs) -> ExitCode {
                 args.input.display_path(),
                 json.len()
             );
-            errln!("    {workers}");
+            for line in summary {
+                errln!("    {line}");
+            }
             ExitCode::Success
         }
         Compiled::Failed(code) => code,

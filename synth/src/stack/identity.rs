@@ -66,6 +66,49 @@ fn ship_logs(logs: &LogGroup) -> Json {
     })
 }
 
+/// Read access to exactly the data sets' prefixes the role's nodes fetch
+/// (`data:`): `s3:GetObject` on the objects under them, and `s3:ListBucket`
+/// on each bucket only for listings under them (the `s3:prefix`
+/// condition), so a node cannot read, nor list, another prefix of the same
+/// bucket. The workers' role has the sets every node fetches; the master's
+/// also those bound for EFS, which it alone fetches.
+/// <https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html#condition-key-bucket-ops-2>
+fn read_data(ctx: &Ctx, master: bool) -> Option<iam::Policy> {
+    use std::collections::BTreeMap;
+    let sets: Vec<_> =
+        ctx.spec.data.iter().filter(|set| master || set.fetcher() == node_contract::data::Fetcher::EveryNode).collect();
+    if sets.is_empty() {
+        return None;
+    }
+    let literal = super::context::sub_literal;
+    let objects: Vec<Expr> =
+        sets.iter().map(|set| arn(&format!("s3:::{}/{}*", set.bucket, literal(&set.prefix)))).collect();
+    let mut prefixes: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for set in &sets {
+        prefixes.entry(&set.bucket).or_default().push(format!("{}*", set.prefix));
+    }
+    let mut statements = vec![json!({
+        "Sid": "ReadData",
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": objects
+    })];
+    for (i, (bucket, prefixes)) in prefixes.into_iter().enumerate() {
+        let mut statement = json!({
+            "Sid": format!("ListData{}", i + 1),
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": arn(&format!("s3:::{bucket}"))
+        });
+        // A whole bucket (`s3://bucket/`) needs no condition.
+        if !prefixes.iter().any(|p| p == "*") {
+            statement["Condition"] = json!({"StringLike": {"s3:prefix": prefixes}});
+        }
+        statements.push(statement);
+    }
+    Some(iam::Policy { policy_name: "read-data".into(), policy_document: document(statements) })
+}
+
 fn role_and_profile(
     t: &mut Template,
     ctx: &Ctx,
@@ -74,6 +117,7 @@ fn role_and_profile(
     mut policies: Vec<iam::Policy>,
 ) -> Expr {
     policies.extend(agent_package(ctx));
+    policies.extend(read_data(ctx, who == "Master"));
     let role = t.add(
         &format!("{who}Role"),
         iam::Role {

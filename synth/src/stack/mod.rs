@@ -110,6 +110,8 @@ pub(crate) mod tests {
             },
             root_volume_gb: 200,
             efs: EfsSpec { mount: "/efs".into(), file_system_id: None },
+            scratch: Some("/scratch".into()),
+            data: Vec::new(),
             network: NetworkSpec::New { vpc_cidr: "10.0.0.0/16".parse().unwrap() },
             placement_group: false,
             efa: false,

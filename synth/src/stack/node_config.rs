@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 
 use cfn::Expr;
+use node_contract::data::{DataSet, Scratch};
 use node_contract::interruption::CapacityBlock;
 use node_contract::{Efa, Efs, Elastic, Logs, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
 
@@ -79,8 +80,20 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             }
             Role::Master => None,
         },
-        scratch: None,
-        data: Vec::new(),
+        scratch: spec.scratch.as_ref().map(|mount| Scratch { mount: sub_literal(mount) }),
+        // Every node has every data set: the master alone fetches those
+        // bound for EFS, and the workers wait for them to be complete there
+        // before they register (only the master's role may read them).
+        data: spec
+            .data
+            .iter()
+            .map(|set| DataSet {
+                bucket: set.bucket.clone(),
+                prefix: sub_literal(&set.prefix),
+                dir: sub_literal(&set.dir(spec.scratch.as_deref(), &spec.efs.mount)),
+                fetcher: set.fetcher(),
+            })
+            .collect(),
         fsx: None,
     };
     // Serializing a struct of strings and numbers to JSON cannot fail.
