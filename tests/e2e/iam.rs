@@ -257,6 +257,51 @@ async fn nodes_read_exactly_the_agent_package_from_the_bucket() -> TestResult {
     Ok(())
 }
 
+/// The data sets' prefixes, and nothing else of their bucket: a node reads
+/// and lists its data, never another prefix; a worker not even the set the
+/// master alone fetches onto EFS (launcher patch (t10) evaluates the
+/// listing's `s3:prefix` condition as AWS does).
+#[tokio::test(flavor = "multi_thread")]
+async fn nodes_read_and_list_exactly_their_data_prefixes() -> TestResult {
+    // imagenet-data.yaml: imagenet/train/ to scratch (every node), imagenet/val/ to EFS (the master).
+    let s = stacks("blueprints/imagenet-data.yaml", "iam-data").await?;
+    let bucket = "my-training-data";
+    let (train, val, other) = ("imagenet/train/n01/a.jpg", "imagenet/val/b.jpg", "imagenet/secret/c.jpg");
+    let admin = s3(&s.aws.sdk_config());
+    admin.create_bucket().bucket(bucket).send().await.map_err(|e| Error::aws("CreateBucket", &e))?;
+    for k in [train, val, other] {
+        let put = admin.put_object().bucket(bucket).key(k).body(k.as_bytes().to_vec().into()).send().await;
+        put.map_err(|e| Error::aws(format!("PutObject {k}"), &e))?;
+    }
+    let (master, worker) = (s3(&s.master), s3(&s.worker));
+    let read = |client: aws_sdk_s3::Client, key: &'static str| async move {
+        client.get_object().bucket(bucket).key(key).send().await.map(|_| ())
+    };
+    let list = |client: aws_sdk_s3::Client, prefix: Option<&'static str>| async move {
+        client.list_objects_v2().bucket(bucket).set_prefix(prefix.map(str::to_owned)).send().await.map(|out| {
+            out.contents().iter().filter_map(|o| o.key()).map(str::to_owned).collect::<Vec<_>>()
+        })
+    };
+    read(worker.clone(), train).await.map_err(|e| Error::aws("GetObject of its data as a worker", &e))?;
+    let listed = list(worker.clone(), Some("imagenet/train/")).await;
+    assert_eq!(listed.map_err(|e| Error::aws("ListObjectsV2 of its prefix as a worker", &e))?, vec![train]);
+    assert_denied("a worker reads the set the master fetches onto EFS", read(worker.clone(), val).await);
+    assert_denied("a worker reads another prefix of the bucket", read(worker.clone(), other).await);
+    assert_denied("a worker lists another prefix", list(worker.clone(), Some("imagenet/secret/")).await);
+    assert_denied("a worker lists the whole bucket", list(worker.clone(), None).await);
+    assert_denied("a worker lists a prefix above its own", list(worker.clone(), Some("imagenet/")).await);
+    for key in [train, val] {
+        read(master.clone(), key).await.map_err(|e| Error::aws(format!("GetObject {key} as the master"), &e))?;
+    }
+    let listed = list(master.clone(), Some("imagenet/val/")).await;
+    assert_eq!(listed.map_err(|e| Error::aws("ListObjectsV2 of the EFS set as the master", &e))?, vec![val]);
+    assert_denied("the master reads another prefix", read(master.clone(), other).await);
+    assert_denied("the master lists another prefix", list(master.clone(), Some("imagenet/secret/")).await);
+    let put = master.put_object().bucket(bucket).key(train).body(b"replaced".to_vec().into()).send().await;
+    assert_denied("the master writes its data", put);
+    Ok(())
+}
+
 fn s3(config: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(true).build())
 }

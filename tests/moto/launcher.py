@@ -1678,6 +1678,69 @@ S3_ACTION_MAP["BUCKET"]["PUT"]["encryption"] = "PutEncryptionConfiguration"
 S3_ACTION_MAP["BUCKET"]["PUT"]["ownershipControls"] = "PutBucketOwnershipControls"
 S3_ACTION_MAP["BUCKET"]["PUT"]["publicAccessBlock"] = "PutBucketPublicAccessBlock"
 
+# (t10) Conditions in identity policies: moto evaluates `StringEquals` only
+#       and gives identity policies no request values, so every condition
+#       holds there; and a statement whose condition fails is an explicit
+#       deny in moto, whatever its resource. The nodes may list their data's
+#       bucket only under the data's prefixes (`s3:ListBucket` with a
+#       `StringLike` condition on `s3:prefix`; synth's `read_data`). Here an
+#       S3 listing's `prefix` (empty without one) is the `s3:prefix` value,
+#       `StringLike` is evaluated (`*` and `?`, as AWS matches them), and a
+#       statement whose action, resource or condition does not match does
+#       not apply (neither allows nor denies), as in AWS.
+from moto.iam import policy_conditions  # noqa: E402
+from moto.iam.access_control import IAMPolicy, IAMPolicyStatement, PermissionResult, S3IAMRequest  # noqa: E402
+
+
+def string_like(expected, actual):
+    patterns = expected if isinstance(expected, list) else [expected]
+    return any(
+        re.fullmatch(re.escape(p).replace(r"\*", ".*").replace(r"\?", "."), actual, re.DOTALL) for p in patterns
+    )
+
+
+policy_conditions.CONDITION_OPERATIONS["StringLike"] = string_like
+
+
+def statement_permits(self, action, resource="*", principal=None, incoming_condition_values=None):
+    if "NotAction" in self._statement:
+        concerned = not self._check_element_matches("NotAction", action)
+    else:
+        concerned = self._check_element_matches("Action", action)
+    if not concerned or self.is_unknown_principal(self._statement.get("Principal")):
+        return PermissionResult.NEUTRAL
+    if principal and not self._check_principal(principal):
+        return PermissionResult.DENIED
+    if not self._check_conditions(incoming_condition_values):
+        return PermissionResult.NEUTRAL
+    if self._statement.get("Resource") and not self._check_element_matches("Resource", resource):
+        return PermissionResult.NEUTRAL
+    return PermissionResult.PERMITTED if self._statement["Effect"] == "Allow" else PermissionResult.DENIED
+
+
+IAMPolicyStatement.is_action_permitted = statement_permits
+
+
+def s3_check_action_permitted(self, resource):
+    values = None
+    if self._action == "s3:ListBucket":
+        prefix = self._data.get("prefix", "") if isinstance(self._data, dict) else ""
+        if isinstance(prefix, list):
+            prefix = prefix[0] if prefix else ""
+        values = {"s3:prefix": prefix}
+    permitted = False
+    for policy in self._access_key.collect_policies():
+        result = IAMPolicy(policy).is_action_permitted(self._action, resource, None, values)
+        if result == PermissionResult.DENIED:
+            self._raise_access_denied()
+        elif result == PermissionResult.PERMITTED:
+            permitted = True
+    if not permitted:
+        self._raise_access_denied()
+
+
+S3IAMRequest.check_action_permitted = s3_check_action_permitted
+
 # (t1) EC2: StartInstances and StopInstances of one instance are authorized
 #      against the instance's ARN, as AWS does, so the deploying user's
 #      ec2:StartInstances statement (`synth resume`, scoped to
