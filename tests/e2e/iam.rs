@@ -278,9 +278,13 @@ async fn nodes_read_and_list_exactly_their_data_prefixes() -> TestResult {
         client.get_object().bucket(bucket).key(key).send().await.map(|_| ())
     };
     let list = |client: aws_sdk_s3::Client, prefix: Option<&'static str>| async move {
-        client.list_objects_v2().bucket(bucket).set_prefix(prefix.map(str::to_owned)).send().await.map(|out| {
-            out.contents().iter().filter_map(|o| o.key()).map(str::to_owned).collect::<Vec<_>>()
-        })
+        client
+            .list_objects_v2()
+            .bucket(bucket)
+            .set_prefix(prefix.map(str::to_owned))
+            .send()
+            .await
+            .map(|out| out.contents().iter().filter_map(|o| o.key()).map(str::to_owned).collect::<Vec<_>>())
     };
     read(worker.clone(), train).await.map_err(|e| Error::aws("GetObject of its data as a worker", &e))?;
     let listed = list(worker.clone(), Some("imagenet/train/")).await;

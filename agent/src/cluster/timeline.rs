@@ -11,6 +11,9 @@
 //!   own as it notes them, a worker's from its `register` (message version
 //!   6; no extra call), by the worker's clock (EC2 instances keep theirs in
 //!   step with the Amazon Time Sync Service, within a millisecond or so);
+//! - **data ready**: when the node's data sets were complete on it, by its
+//!   clock, from its `register` (message version 11), with what the fetch
+//!   took (bytes, bytes read from S3, milliseconds);
 //! - **registered**: when the master read the node's admitted `register`
 //!   (the master's own: when its state was made);
 //! - **applied**: when the master read the node's first `applied` after it
@@ -24,7 +27,8 @@ use std::collections::BTreeMap;
 use node_contract::message::Register;
 use serde::{Deserialize, Serialize};
 
-pub use node_contract::timeline::{PHASES, PhaseSummary};
+use node_contract::data::DataReady;
+pub use node_contract::timeline::{DataSummary, PHASES, PhaseSummary};
 
 /// One node's times (unix milliseconds); `None`: not known to the master.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,14 +40,27 @@ pub struct NodeTimes {
     pub launched_ms: Option<u64>,
     pub booted_ms: Option<u64>,
     pub agent_started_ms: Option<u64>,
+    /// Absent from a master state written before data sets.
+    #[serde(default)]
+    pub data_ready_ms: Option<u64>,
+    /// What the node's data fetch took.
+    #[serde(default)]
+    pub data: Option<DataReady>,
     pub registered_ms: Option<u64>,
     pub applied_ms: Option<u64>,
 }
 
 impl NodeTimes {
     /// The phases' times in [`PHASES`] order.
-    pub fn phases(&self) -> [Option<u64>; 5] {
-        [self.launched_ms, self.booted_ms, self.agent_started_ms, self.registered_ms, self.applied_ms]
+    pub fn phases(&self) -> [Option<u64>; 6] {
+        [
+            self.launched_ms,
+            self.booted_ms,
+            self.agent_started_ms,
+            self.data_ready_ms,
+            self.registered_ms,
+            self.applied_ms,
+        ]
     }
 }
 
@@ -64,6 +81,8 @@ impl Timeline {
             launched_ms: r.launched_unix_ms,
             booted_ms: r.booted_unix_ms,
             agent_started_ms: r.agent_started_unix_ms,
+            data_ready_ms: r.data.as_ref().map(|d| d.ready_unix_ms),
+            data: r.data.clone(),
             registered_ms: Some(registered_ms),
             applied_ms: None,
         };
@@ -126,23 +145,54 @@ impl Timeline {
         out
     }
 
+    /// What the members' data fetches took; `None` when no member reported
+    /// one (a cluster without data sets).
+    pub fn data_summary(&self) -> Option<DataSummary> {
+        let mut fetches: Vec<(&DataReady, &str)> =
+            self.nodes.values().filter_map(|n| n.data.as_ref().map(|d| (d, n.alias.as_str()))).collect();
+        if fetches.is_empty() {
+            return None;
+        }
+        let mut rates: Vec<f64> = fetches.iter().map(|(d, _)| gbps(d)).collect();
+        rates.sort_by(f64::total_cmp);
+        // Slowest first; among equal times the first alias.
+        fetches.sort_by(|a, b| b.0.millis.cmp(&a.0.millis).then(a.1.cmp(b.1)));
+        let (slowest, alias) = fetches[0];
+        Some(DataSummary {
+            nodes: fetches.len(),
+            bytes: fetches.iter().map(|(d, _)| d.bytes).max().unwrap_or(0),
+            bytes_from_s3: fetches.iter().map(|(d, _)| d.bytes_from_s3).sum(),
+            median_gbps: (rates[(rates.len() - 1) / 2] * 100.0).round() / 100.0,
+            slowest_s: seconds(slowest.millis),
+            slowest: alias.to_string(),
+        })
+    }
+
     /// The phase table `agent status` prints: one line a node, seconds after
     /// [`Timeline::origin_ms`], "-" where the master does not know.
     pub fn table(&self) -> String {
         let origin = self.origin_ms().unwrap_or(0);
         let mut text = format!(
-            "formation timeline (seconds after {} ms since the epoch; - : not known to the master)\n{:<24} {:>8} {:>8} {:>14} {:>11} {:>8}\n",
-            origin, "node", "launched", "booted", "agent_started", "registered", "applied"
+            "formation timeline (seconds after {} ms since the epoch; - : not known to the master)\n{:<24} {:>8} {:>8} {:>14} {:>10} {:>11} {:>8}  {}\n",
+            origin, "node", "launched", "booted", "agent_started", "data_ready", "registered", "applied", "data"
         );
         let mut rows: Vec<&NodeTimes> = self.nodes.values().collect();
         rows.sort_by(|a, b| a.alias.cmp(&b.alias));
         for n in rows {
-            let [l, b, s, r, a] =
-                n.phases().map(|t| t.map_or("-".to_string(), |t| format!("{:.1}", seconds(t - origin))));
-            text.push_str(&format!("{:<24} {l:>8} {b:>8} {s:>14} {r:>11} {a:>8}\n", n.alias));
+            let [l, b, s, d, r, a] =
+                n.phases().map(|t| t.map_or("-".to_string(), |t| format!("{:.1}", seconds(t.saturating_sub(origin)))));
+            let data = n.data.as_ref().map_or("-".to_string(), |f| {
+                format!("{:.2} GB in {:.1} s ({:.2} GB/s)", f.bytes as f64 / 1e9, seconds(f.millis), gbps(f))
+            });
+            text.push_str(&format!("{:<24} {l:>8} {b:>8} {s:>14} {d:>10} {r:>11} {a:>8}  {data}\n", n.alias));
         }
         text
     }
+}
+
+/// A fetch's throughput, GB/s (10^9 bytes a second; 0 for an instant one).
+fn gbps(d: &DataReady) -> f64 {
+    if d.millis == 0 { 0.0 } else { d.bytes as f64 / 1e6 / d.millis as f64 }
 }
 
 /// Milliseconds as seconds, to a tenth.
@@ -206,7 +256,7 @@ mod tests {
         t.applied("i-1", 3_000);
         t.registered(&reg("i-1"), "w2".into(), 9_000);
         assert_eq!(t.nodes().len(), 2);
-        assert_eq!(t.nodes()["i-1"].phases(), [None, None, None, Some(9_000), None]);
+        assert_eq!(t.nodes()["i-1"].phases(), [None, None, None, None, Some(9_000), None]);
         t.remove("i-1");
         t.applied("i-1", 10_000); // not a member: nothing comes back
         assert_eq!(t.nodes().keys().collect::<Vec<_>>(), ["i-0"]);
@@ -222,8 +272,8 @@ mod tests {
         assert_eq!(lines.len(), 4, "{table}");
         assert_eq!(lines[1].split_whitespace().nth(1), Some("launched"), "{table}");
         let row = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
-        assert_eq!(row(2), ["deeplearning-worker1", "-", "0.0", "1.0", "3.0", "-"]);
-        assert_eq!(row(3), ["deeplearning-worker2", "-", "-", "-", "5.2", "7.0"]);
+        assert_eq!(row(2), ["deeplearning-worker1", "-", "0.0", "1.0", "-", "3.0", "-", "-"]);
+        assert_eq!(row(3), ["deeplearning-worker2", "-", "-", "-", "-", "5.2", "7.0", "-"]);
     }
 
     /// The launch time a registration reports is the first phase, and the
@@ -233,7 +283,7 @@ mod tests {
         let mut t = timeline(&[("w1", 50_000), ("w2", 52_000)]);
         let r = Register { launched_unix_ms: Some(10_000), booted_unix_ms: Some(30_000), ..reg("i-1") };
         t.registered(&r, "w2".into(), 52_000);
-        assert_eq!(t.nodes()["i-1"].phases(), [Some(10_000), Some(30_000), None, Some(52_000), None]);
+        assert_eq!(t.nodes()["i-1"].phases(), [Some(10_000), Some(30_000), None, None, Some(52_000), None]);
         assert_eq!(t.origin_ms(), Some(10_000));
         let s = t.summary();
         assert_eq!((s["launched"].nodes, s["launched"].slowest_s, s["launched"].slowest.as_str()), (1, 0.0, "w2"));
@@ -243,6 +293,38 @@ mod tests {
             r#"{"alias":"w1","booted_ms":1,"agent_started_ms":2,"registered_ms":3,"applied_ms":null}"#,
         )
         .unwrap();
-        assert_eq!(old.phases(), [None, Some(1), Some(2), Some(3), None]);
+        assert_eq!(old.phases(), [None, Some(1), Some(2), None, Some(3), None]);
+    }
+
+    /// A node's data fetch is its `data ready` phase and a column of the
+    /// table; the summary has the biggest node's bytes, the bytes all read
+    /// from S3, the median rate and the slowest node.
+    #[test]
+    fn data_fetches_are_a_phase_and_a_summary() {
+        let mut t = timeline(&[("w1", 50_000), ("w2", 52_000), ("w3", 53_000)]);
+        assert_eq!(t.data_summary(), None);
+        let fetch =
+            |ready, bytes, from_s3, millis| DataReady { ready_unix_ms: ready, bytes, bytes_from_s3: from_s3, millis };
+        for (id, alias, f) in [
+            ("i-0", "w1", fetch(40_000, 4_000_000_000, 1_400_000_000, 2_000)),
+            ("i-1", "w2", fetch(45_000, 4_000_000_000, 1_300_000_000, 8_000)),
+            ("i-2", "w3", fetch(41_000, 4_000_000_000, 1_300_000_000, 4_000)),
+        ] {
+            let r = Register { agent_started_unix_ms: Some(10_000), data: Some(f), ..reg(id) };
+            t.registered(&r, alias.into(), 50_000);
+        }
+        let s = t.summary();
+        assert_eq!(
+            (s["data_ready"].nodes, s["data_ready"].slowest_s, s["data_ready"].slowest.as_str()),
+            (3, 35.0, "w2")
+        );
+        let d = t.data_summary().unwrap();
+        assert_eq!(
+            (d.nodes, d.bytes, d.bytes_from_s3, d.median_gbps, d.slowest_s, d.slowest.as_str()),
+            (3, 4_000_000_000, 4_000_000_000, 1.0, 8.0, "w2")
+        );
+        assert_eq!(d.line(), "4.0 GB on each of 3 nodes, S3 read 1.00x, median 1.00 GB/s, slowest w2 (8.0 s)");
+        let table = t.table();
+        assert!(table.contains("4.00 GB in 8.0 s (0.50 GB/s)"), "{table}");
     }
 }

@@ -193,7 +193,7 @@ async fn deploy_inner<K: Console, C: Cloud>(
             )),
         }
         if let Some(summary) = formation::timeline(&stack.outputs) {
-            console.note(&formation::table(&summary));
+            console.note(&formation::table(&summary, formation::data(&stack.outputs).as_ref()));
         }
     }
     Ok(printed(console.print(&outputs_text(&stack.outputs)), "the outputs", ExitCode::Success))

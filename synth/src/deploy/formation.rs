@@ -19,7 +19,7 @@ use serde::Deserialize;
 use super::port::Output;
 
 use node_contract::timeline::PHASES;
-pub use node_contract::timeline::PhaseSummary;
+pub use node_contract::timeline::{DataSummary, PhaseSummary};
 
 pub use crate::stack::FORMATION_DATA_OUTPUT;
 
@@ -34,6 +34,17 @@ pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
         let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
         let summary: BTreeMap<String, PhaseSummary> = BTreeMap::deserialize(data.get("timeline")?).ok()?;
         (!summary.is_empty()).then_some(summary)
+    })
+}
+
+/// What the nodes' data fetches took, from the success signal's `data`
+/// (a cluster with data sets, from an agent that reports it).
+pub fn data(outputs: &[Output]) -> Option<DataSummary> {
+    let output = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT)?;
+    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).ok()?;
+    by_signal.values().find_map(|data| {
+        let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
+        DataSummary::deserialize(data.get("data")?).ok()
     })
 }
 
@@ -67,8 +78,9 @@ pub fn signal(outputs: &[Output]) -> Option<Signal> {
 }
 
 /// The phase table: one line per phase the summary has, in phase order
-/// (phases this synth does not know follow, by name).
-pub fn table(summary: &BTreeMap<String, PhaseSummary>) -> String {
+/// (phases this synth does not know follow, by name), and the data line
+/// when the nodes fetched data.
+pub fn table(summary: &BTreeMap<String, PhaseSummary>, data: Option<&DataSummary>) -> String {
     let known = PHASES.iter().map(|key| (*key, key.replace('_', " ")));
     let unknown = summary.keys().filter(|k| !PHASES.contains(&k.as_str())).map(|k| (k.as_str(), k.clone()));
     let rows: Vec<(String, &PhaseSummary)> =
@@ -85,6 +97,9 @@ pub fn table(summary: &BTreeMap<String, PhaseSummary>) -> String {
             s.slowest_s,
             s.slowest.chars().filter(|c| !c.is_control()).collect::<String>()
         ));
+    }
+    if let Some(data) = data {
+        text.push_str(&format!("  data: {}\n", data.line()));
     }
     text
 }
@@ -109,7 +124,7 @@ mod tests {
         let summary = timeline(&outputs(RECORDED)).expect("a timeline");
         assert_eq!(summary["registered"].slowest, "deeplearning-worker4");
         assert_eq!(
-            table(&summary),
+            table(&summary, None),
             "Formation (seconds after the first launch or boot the master knows of):
   phase          nodes    median   slowest  slowest node
   booted             1      0.0s      0.0s  deeplearning-worker1
@@ -126,11 +141,33 @@ mod tests {
         let data = r#"{"generation":1,"joined_workers":3,"min_workers":1,"nodes":4,"requested_workers":3,"timeline":{"agent_started":{"median_s":80.0,"nodes":1,"slowest":"deeplearning-worker1","slowest_s":80.0},"booted":{"median_s":30.0,"nodes":1,"slowest":"deeplearning-worker1","slowest_s":30.0},"launched":{"median_s":0.0,"nodes":1,"slowest":"deeplearning-worker1","slowest_s":0.0},"registered":{"median_s":91.0,"nodes":4,"slowest":"deeplearning-worker4","slowest_s":99.0}}}"#;
         let output = serde_json::json!({ "i-0123456789abcdef0": data }).to_string();
         let summary = timeline(&outputs(&output)).expect("a timeline");
-        let text = table(&summary);
+        let text = table(&summary, None);
         let phases: Vec<&str> =
             text.lines().skip(2).filter_map(|l| l.split("  ").map(str::trim).find(|c| !c.is_empty())).collect();
         assert_eq!(phases, ["launched", "booted", "agent started", "registered"], "{text}");
         assert!(text.contains("  launched           1      0.0s      0.0s  deeplearning-worker1\n"), "{text}");
+    }
+
+    /// The data line follows the phases when the signal has the nodes'
+    /// fetches, and the data ready phase sits between agent started and
+    /// registered.
+    #[test]
+    fn the_data_fetches_print_after_the_phases() {
+        let data = r#"{"generation":1,"joined_workers":1,"nodes":2,"requested_workers":1,"timeline":{"data_ready":{"median_s":40.0,"nodes":2,"slowest":"deeplearning-worker2","slowest_s":45.0},"registered":{"median_s":50.0,"nodes":2,"slowest":"deeplearning-worker2","slowest_s":52.0},"agent_started":{"median_s":10.0,"nodes":2,"slowest":"deeplearning-worker2","slowest_s":11.0}},"data":{"nodes":2,"bytes":4000000000,"bytes_from_s3":4100000000,"median_gbps":0.5,"slowest_s":8.0,"slowest":"deeplearning-worker2"}}"#;
+        let output = outputs(&serde_json::json!({ "i-0123456789abcdef0": data }).to_string());
+        let summary = timeline(&output).expect("a timeline");
+        let fetched = super::data(&output).expect("the fetches");
+        let text = table(&summary, Some(&fetched));
+        let rows: Vec<&str> = text.lines().skip(2).collect();
+        assert!(
+            rows[0].trim_start().starts_with("agent started") && rows[1].trim_start().starts_with("data ready"),
+            "{text}"
+        );
+        assert_eq!(
+            rows[3],
+            "  data: 4.0 GB on each of 2 nodes, S3 read 1.02x, median 0.50 GB/s, slowest deeplearning-worker2 (8.0 s)"
+        );
+        assert_eq!(super::data(&outputs(RECORDED)), None);
     }
 
     #[test]

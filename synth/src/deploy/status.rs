@@ -118,7 +118,7 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         }
     }
     if let Some(summary) = formation::timeline(&stack.outputs) {
-        text.push_str(&formation::table(&summary));
+        text.push_str(&formation::table(&summary, formation::data(&stack.outputs).as_ref()));
     }
     text.push_str(&outputs_text(&stack.outputs));
     printed(console.print(&text), "the status", ExitCode::Success)

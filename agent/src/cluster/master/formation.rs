@@ -243,6 +243,9 @@ impl MasterState {
         if !summary.is_empty() {
             data["timeline"] = serde_json::to_value(&summary).unwrap_or_default();
         }
+        if let Some(fetched) = self.timeline.data_summary() {
+            data["data"] = serde_json::to_value(&fetched).unwrap_or_default();
+        }
         data.to_string()
     }
 }

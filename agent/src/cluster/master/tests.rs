@@ -1240,7 +1240,10 @@ fn the_success_signal_carries_the_timeline_summary() {
         assert!(n.registered_ms.is_some_and(|r| r <= T0 + 12_000), "{n:?}");
     }
     let master = &timeline.nodes()["i-master"];
-    assert_eq!(master.phases(), [Some(T0 - 90_000), Some(T0 - 60_000), Some(T0 - 10_000), Some(T0), Some(T0 + 12_000)]);
+    assert_eq!(
+        master.phases(),
+        [Some(T0 - 90_000), Some(T0 - 60_000), Some(T0 - 10_000), None, Some(T0), Some(T0 + 12_000)]
+    );
     assert_eq!(timeline.summary()["applied"].slowest_s, 102.0);
     // A restart keeps it (it is in the saved state).
     let resumed: MasterState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
@@ -1267,7 +1270,7 @@ fn a_workers_boot_and_start_times_come_with_its_registration() {
     };
     send(&mut s, MasterInbound::Register(timed), T0 + 1_000);
     let worker = &s.timeline().nodes()["i-w1"];
-    assert_eq!(worker.phases(), [Some(T0 - 70_000), Some(T0 - 30_000), Some(T0 - 5_000), Some(T0 + 1_000), None]);
+    assert_eq!(worker.phases(), [Some(T0 - 70_000), Some(T0 - 30_000), Some(T0 - 5_000), None, Some(T0 + 1_000), None]);
 }
 
 /// One entry per member, however many join and leave: a node that leaves
