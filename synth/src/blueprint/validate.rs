@@ -1383,6 +1383,7 @@ fn suggest_name(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::InstanceStore;
 
     #[test]
     fn cidrs() {
@@ -1478,6 +1479,7 @@ mod tests {
             cluster_placement: true,
             efa_rdma: false,
             network_mbps: None,
+            instance_store: InstanceStore::Unknown,
             regions: Region::UsEast1.bit() | Region::UsWest2.bit(),
         };
         assert_eq!(offering_problem(&t, &[Region::UsEast1]), None);
@@ -1495,6 +1497,7 @@ mod tests {
             cluster_placement,
             efa_rdma: false,
             network_mbps: None,
+            instance_store: InstanceStore::Unknown,
             regions: 0b11111,
         }
     }
