@@ -145,7 +145,7 @@ pub fn discover(root: &Path) -> Result<Found, ScratchError> {
             name,
         });
     }
-    devices.sort_by(|a, b| natural_key(&a.name).cmp(&natural_key(&b.name)));
+    devices.sort_by_key(|d| natural_key(&d.name));
     let mountinfo = under(root, "/proc/self/mountinfo");
     let text = std::fs::read_to_string(&mountinfo).map_err(|source| ScratchError::Read { path: mountinfo, source })?;
     Ok(Found { devices, mounts: parse_mountinfo(&text) })
