@@ -23,6 +23,7 @@
 //! - [`memory`]: freed heap given back to the system after bursts.
 //! - [`activity`]: what keeps this node busy (jobs, SSH, GPUs), for the
 //!   idle guard; [`power`]: the master's power-off for its `stop`.
+//! - [`scratch`]: the scratch volume striped over the instance store's NVMe drives.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
 pub mod activity;
@@ -41,3 +42,4 @@ pub mod netgate;
 pub mod ports;
 pub mod power;
 pub mod runner;
+pub mod scratch;

@@ -20,7 +20,10 @@
 //!   pages named there and in [`SOURCE`], and
 //! * the baseline network bandwidth per type (`synth/data/instance-bandwidth.tsv`,
 //!   from the AWS instance type pages; the network gate's expected figure),
-//!   where transcribed: GPU, Trainium, EFA and the common CPU families.
+//!   where transcribed: GPU, Trainium, EFA and the common CPU families, and
+//! * the instance store per type (`synth/data/instance-storage.tsv`, from the
+//!   AWS instance type pages): how many NVMe drives of what size, or none
+//!   (EBS only), where transcribed; the scratch volume is built from them.
 //!
 //! The facts err on the side of "no": a type wrongly marked without EFA or
 //! cluster placement only runs slower, while one wrongly marked with them makes
@@ -49,6 +52,40 @@ pub enum Accelerator {
     Other,
 }
 
+/// The instance store of an instance type: the local NVMe drives the agent
+/// stripes into the scratch volume (docs/ARCHITECTURE.md, "Scratch on local
+/// NVMe"). Sizes are as AWS documents them, in GB (10^9 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceStore {
+    /// Not transcribed: the type may or may not have one (the agent finds
+    /// out on the node).
+    Unknown,
+    /// EBS only: no instance store.
+    None,
+    /// `drives` NVMe instance store drives of `gb_each` GB each.
+    Nvme {
+        /// How many drives.
+        drives: u32,
+        /// The size of each, in GB.
+        gb_each: u32,
+    },
+}
+
+impl InstanceStore {
+    /// The drives' total size in GB; `None` when unknown or there are none.
+    pub fn total_gb(self) -> Option<u64> {
+        match self {
+            InstanceStore::Nvme { drives, gb_each } => Some(u64::from(drives) * u64::from(gb_each)),
+            InstanceStore::Unknown | InstanceStore::None => None,
+        }
+    }
+
+    /// Whether the type is known to have NVMe instance store.
+    pub fn has_drives(self) -> bool {
+        matches!(self, InstanceStore::Nvme { .. })
+    }
+}
+
 /// One EC2 instance type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InstanceType {
@@ -69,6 +106,8 @@ pub struct InstanceType {
     /// Baseline network bandwidth in Mbit/s, from the AWS instance type
     /// pages (`synth/data/instance-bandwidth.tsv`); `None`: not transcribed.
     pub network_mbps: Option<u32>,
+    /// Its instance store (`synth/data/instance-storage.tsv`).
+    pub instance_store: InstanceStore,
     /// Regions (of the five) where it is offered: OR of [`Region::bit`].
     pub regions: u8,
 }
@@ -103,6 +142,13 @@ pub fn lookup(name: &str) -> Option<&'static InstanceType> {
     // `Ord` uses), so a binary search finds any of the ~1,400 rows in about
     // eleven comparisons; a test checks the order.
     table::TABLE.binary_search_by(|t| t.name.cmp(name)).ok().and_then(|i| table::TABLE.get(i))
+}
+
+/// The instance store of the instance type `name`: [`InstanceStore::Unknown`]
+/// for a name that is not in the catalogue as well as for a type whose
+/// instance store is not transcribed.
+pub fn instance_store(name: &str) -> InstanceStore {
+    lookup(name).map_or(InstanceStore::Unknown, |t| t.instance_store)
 }
 
 /// The known instance type closest to `name`, for "did you mean"; `None` when
@@ -270,6 +316,66 @@ mod tests {
     }
 
     #[test]
+    fn instance_store_of_the_gpu_and_trainium_types() {
+        let nvme = |drives, gb_each| InstanceStore::Nvme { drives, gb_each };
+        let expected = [
+            ("p3dn.24xlarge", nvme(2, 900)),
+            ("p4d.24xlarge", nvme(8, 1000)),
+            ("p4de.24xlarge", nvme(8, 1000)),
+            ("p5.48xlarge", nvme(8, 3800)),
+            ("p5.4xlarge", nvme(1, 3800)),
+            ("p5e.48xlarge", nvme(8, 3800)),
+            ("p5en.48xlarge", nvme(8, 3800)),
+            ("p6-b200.48xlarge", nvme(8, 3800)),
+            ("g4dn.xlarge", nvme(1, 125)),
+            ("g4dn.metal", nvme(2, 900)),
+            ("g5.48xlarge", nvme(2, 3800)),
+            ("g6.8xlarge", nvme(2, 450)),
+            ("g6e.48xlarge", nvme(4, 1900)),
+            ("gr6.4xlarge", nvme(1, 600)),
+            ("trn1.32xlarge", nvme(4, 1900)),
+            ("trn1n.32xlarge", nvme(4, 1900)),
+            ("trn2.48xlarge", nvme(4, 1900)),
+            ("c5d.18xlarge", nvme(2, 900)),
+            ("c6id.32xlarge", nvme(4, 1900)),
+            ("m5d.24xlarge", nvme(4, 900)),
+            ("m6id.large", nvme(1, 118)),
+            ("r5d.4xlarge", nvme(2, 300)),
+        ];
+        for (name, store) in expected {
+            assert_eq!(instance_store(name), store, "{name}");
+            assert_eq!(get(name).instance_store, store, "{name}");
+        }
+        assert_eq!(instance_store("p4d.24xlarge").total_gb(), Some(8000));
+        assert!(instance_store("p5.48xlarge").has_drives());
+    }
+
+    #[test]
+    fn ebs_only_and_unknown_instance_store() {
+        for name in ["p3.2xlarge", "p3.16xlarge", "p2.xlarge", "inf2.48xlarge", "c5.xlarge", "m5.large", "t3.micro"] {
+            assert_eq!(instance_store(name), InstanceStore::None, "{name}");
+            assert_eq!(instance_store(name).total_gb(), None, "{name}");
+            assert!(!instance_store(name).has_drives(), "{name}");
+        }
+        // Not transcribed (newer than the sources), and not a type at all.
+        for name in ["c7i.large", "m8i.48xlarge", "zz.9xlarge", ""] {
+            assert_eq!(instance_store(name), InstanceStore::Unknown, "{name}");
+        }
+        // Every type the catalogue knows is one of the three, and every GPU
+        // family of the project's blueprints is transcribed.
+        for t in table::TABLE {
+            if let InstanceStore::Nvme { drives, gb_each } = t.instance_store {
+                assert!((1..=24).contains(&drives) && gb_each > 0, "{}", t.name);
+            }
+            if t.has_nvidia_gpus()
+                && ["p3", "p4d", "p5", "g4dn", "g5", "g6", "g6e"].iter().any(|f| t.name.starts_with(&format!("{f}.")))
+            {
+                assert_ne!(t.instance_store, InstanceStore::Unknown, "{}", t.name);
+            }
+        }
+    }
+
+    #[test]
     fn unknown_names_are_not_found() {
         assert_eq!(lookup(""), None);
         assert_eq!(lookup("p3.16xlarg"), None);
@@ -326,5 +432,6 @@ mod tests {
         assert!(SOURCE.contains("https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"));
         assert!(SOURCE.contains("generated on "));
         assert!(SOURCE.contains("aws-ofi-nccl"));
+        assert!(SOURCE.contains("instance-storage.tsv"));
     }
 }

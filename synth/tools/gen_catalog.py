@@ -9,7 +9,9 @@ The table joins two inputs:
 * hand-maintained facts per instance family or type (accelerators, EFA,
   cluster placement groups, EFA RDMA) in synth/data/instance-families.tsv,
 * and the baseline network bandwidth per type, where transcribed, in
-  synth/data/instance-bandwidth.tsv (per type: it grows with the size).
+  synth/data/instance-bandwidth.tsv (per type: it grows with the size),
+* and the instance store (NVMe drives and their size) per type, or `none`
+  per family, where transcribed, in synth/data/instance-storage.tsv.
 
 Usage (from anywhere; paths default relative to the repository root):
 
@@ -38,6 +40,7 @@ DEFAULT_VENV_GLOB = "lib/python3*/site-packages/cfnlint"
 
 FACTS = REPO_ROOT / "synth/data/instance-families.tsv"
 BANDWIDTH = REPO_ROOT / "synth/data/instance-bandwidth.tsv"
+STORAGE = REPO_ROOT / "synth/data/instance-storage.tsv"
 OUT = REPO_ROOT / "synth/src/catalog/table.rs"
 
 # The five regions, with the bit crate::region::Region::bit() gives each
@@ -57,6 +60,7 @@ DOC_AC = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"
 DOC_EFA = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types"
 DOC_PG = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html"
 DOC_NET = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ (Network specifications, baseline bandwidth)"
+DOC_STORE = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html (Instance store specifications) and the EC2 user guide's instance store volume tables"
 DOC_RDMA = "aws-ofi-nccl's platform table (src/platform-aws.cpp, gdr_required) and doc/efa-env-var.md"
 
 # Written into the generated file. Fixed text (not the arguments actually
@@ -217,6 +221,35 @@ def read_bandwidth(path: Path) -> dict[str, int]:
     return out
 
 
+def read_storage(path: Path) -> dict[str, object]:
+    """Type or family -> "none" (EBS only) or (drives, GB each) of NVMe
+    instance store; a name without a row is not transcribed."""
+    out: dict[str, object] = {}
+    errors = []
+    for _, where, cols in tsv_rows(path):
+        if len(cols) != 2:
+            errors.append(f"{where}: expected 2 TAB-separated columns, found {len(cols)}")
+            continue
+        name, volumes = (c.strip() for c in cols)
+        if volumes == "none":
+            value: object = "none"
+        else:
+            m = re.fullmatch(r"(\d+) x (\d+)", volumes)
+            if not m or not 0 < int(m.group(1)) <= 24 or not 0 < int(m.group(2)) < 100_000:
+                errors.append(f"{where}: volumes must be `none` or `N x GB` (1-24 drives), not {volumes!r}")
+                continue
+            if "." not in name:
+                errors.append(f"{where}: {name!r} is a family; drive counts and sizes are per type")
+                continue
+            value = (int(m.group(1)), int(m.group(2)))
+        if name in out:
+            errors.append(f"{where}: {name} already has a row")
+        out[name] = value
+    if errors:
+        raise InputError(summarize(errors))
+    return out
+
+
 @dataclass
 class Row:
     name: str
@@ -227,6 +260,7 @@ class Row:
     efa_rdma: bool
     regions: int
     network_mbps: int | None = None
+    instance_store: object = None
 
 
 def join(offered: dict[str, int], facts: dict[str, Facts]) -> tuple[list[Row], list[str]]:
@@ -289,6 +323,30 @@ def add_bandwidth(rows: list[Row], bandwidth: dict[str, int]) -> list[str]:
     return unused
 
 
+def add_storage(rows: list[Row], storage: dict[str, object]) -> list[str]:
+    """Sets each row's instance store (its type row, else its family row);
+    returns warnings about rows that match no offered type or family."""
+    names = {r.name for r in rows}
+    families = {r.name.split(".", 1)[0] for r in rows}
+    for row in rows:
+        own = storage.get(row.name)
+        row.instance_store = own if own is not None else storage.get(row.name.split(".", 1)[0])
+    return [
+        f"{m} in the storage file matches no type offered in the five regions"
+        for m in storage
+        if m not in (names if "." in m else families)
+    ]
+
+
+def rust_store(value: object) -> str:
+    if value is None:
+        return "InstanceStore::Unknown"
+    if value == "none":
+        return "InstanceStore::None"
+    drives, gb = value  # type: ignore[misc]
+    return f"InstanceStore::Nvme {{ drives: {drives}, gb_each: {gb} }}"
+
+
 def rust_string(s: str) -> str:
     return json.dumps(s)  # ASCII-only JSON strings are valid Rust string literals
 
@@ -300,11 +358,13 @@ def render(rows: list[Row], version: str, date: str) -> str:
         f"accelerator counts from {DOC_AC}, EFA support from {DOC_EFA}, cluster "
         f"placement group support from {DOC_PG} and EFA RDMA support from {DOC_RDMA}, as transcribed into "
         f"synth/data/instance-families.tsv; baseline network bandwidth from {DOC_NET}, as transcribed into "
-        f"synth/data/instance-bandwidth.tsv (types without a row: unknown); the table was generated on {date}."
+        f"synth/data/instance-bandwidth.tsv (types without a row: unknown); instance store from {DOC_STORE}, as transcribed into "
+        f"synth/data/instance-storage.tsv (types without a row: unknown); the table was generated on {date}."
     )
     out = [
         "// @generated by synth/tools/gen_catalog.py. DO NOT EDIT BY HAND: edit",
-        "// synth/data/instance-families.tsv or synth/data/instance-bandwidth.tsv (or update",
+        "// synth/data/instance-families.tsv, synth/data/instance-bandwidth.tsv or",
+        "// synth/data/instance-storage.tsv (or update",
         "// cfn-lint) and regenerate with,",
         "// from the repository root:",
         f"//     {REGEN_COMMAND}",
@@ -314,7 +374,7 @@ def render(rows: list[Row], version: str, date: str) -> str:
         "//! instance type offered in at least one of the five supported regions,",
         "//! sorted by name so that lookups can binary-search it.",
         "",
-        "use super::{Accelerator, InstanceType};",
+        "use super::{Accelerator, InstanceStore, InstanceType};",
         "",
         "/// Where the data comes from; re-exported as [`super::SOURCE`].",
         f"pub(super) const SOURCE: &str = {rust_string(source)};",
@@ -332,6 +392,7 @@ def render(rows: list[Row], version: str, date: str) -> str:
             f"cluster_placement: {str(r.cluster_placement).lower()}, "
             f"efa_rdma: {str(r.efa_rdma).lower()}, "
             f"network_mbps: {'None' if r.network_mbps is None else f'Some({r.network_mbps})'}, "
+            f"instance_store: {rust_store(r.instance_store)}, "
             f"regions: 0b{r.regions:05b} }},"
         )
     out.append("];")
@@ -343,6 +404,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("enum", nargs="?", type=Path, help="cfn-lint's instancetype_enum.json")
     parser.add_argument("--facts", type=Path, default=FACTS, help="the facts TSV")
     parser.add_argument("--bandwidth", type=Path, default=BANDWIDTH, help="the bandwidth TSV")
+    parser.add_argument("--storage", type=Path, default=STORAGE, help="the instance store TSV")
     parser.add_argument("--out", type=Path, default=OUT, help="the Rust file to write")
     parser.add_argument(
         "--date",
@@ -359,6 +421,7 @@ def main(argv: list[str]) -> int:
         facts = read_facts(args.facts)
         rows, unused = join(offered, facts)
         unused += add_bandwidth(rows, read_bandwidth(args.bandwidth))
+        unused += add_storage(rows, read_storage(args.storage))
     except (InputError, ValueError) as e:
         print(f"gen_catalog: {e}", file=sys.stderr)
         return 2

@@ -10,6 +10,12 @@
 //!
 //! The DNS name `<fs-id>.efs.<region>.amazonaws.com` resolves to the mount
 //! target in the instance's own Availability Zone.
+//!
+//! The same fstab block holds the scratch volume's line when the node
+//! config asks for one ([`scratch_fstab_line`]; the volume itself is
+//! [`crate::scratch`]'s): by its label, with `nofail` and a short device
+//! timeout, so a reboot that keeps the instance store mounts it at once and
+//! one after a stop and start (blank drives) boots without it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +39,15 @@ pub fn source(config: &NodeConfig) -> String {
     format!("{}.efs.{}.amazonaws.com:/", config.efs.file_system_id, config.region)
 }
 
+/// The file system label of the scratch volume the agent makes (at most 12
+/// characters, XFS's limit).
+pub const SCRATCH_LABEL: &str = "dlscratch";
+
+/// The fstab line of the scratch volume at `mount` (no newline).
+pub fn scratch_fstab_line(mount: &str) -> String {
+    format!("LABEL={SCRATCH_LABEL} {} auto defaults,noatime,nofail,x-systemd.device-timeout=10s 0 2", escape(mount))
+}
+
 /// The fstab line for the config's file system (no newline).
 pub fn fstab_line(config: &NodeConfig) -> String {
     format!("{} {} nfs4 {OPTIONS} 0 0", source(config), escape(&config.efs.mount))
@@ -42,7 +57,10 @@ pub fn fstab_line(config: &NodeConfig) -> String {
 pub fn fstab_file(config: &NodeConfig) -> PlannedFile {
     PlannedFile {
         path: PathBuf::from(FSTAB_PATH),
-        content: Content::Block(format!("{}\n", fstab_line(config))),
+        content: Content::Block(match &config.scratch {
+            Some(scratch) => format!("{}\n{}\n", fstab_line(config), scratch_fstab_line(&scratch.mount)),
+            None => format!("{}\n", fstab_line(config)),
+        }),
         mode: 0o644,
         owner: None,
     }
@@ -148,6 +166,19 @@ mod tests {
         let mut c = config();
         c.efs.mount = "/mnt/my efs".into();
         assert!(fstab_line(&c).contains(" /mnt/my\\040efs nfs4 "));
+    }
+
+    #[test]
+    fn the_scratch_line_is_in_the_block_only_when_asked_for() {
+        let Content::Block(without) = fstab_file(&config()).content else { panic!("a block") };
+        assert!(!without.contains("LABEL="), "{without}");
+        let mut c = config();
+        c.scratch = Some(node_contract::data::Scratch { mount: "/scratch".into() });
+        let Content::Block(with) = fstab_file(&c).content else { panic!("a block") };
+        assert_eq!(
+            with.lines().nth(1),
+            Some("LABEL=dlscratch /scratch auto defaults,noatime,nofail,x-systemd.device-timeout=10s 0 2")
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! `/etc/profile.d/deeplearning.sh`: the `DEEPLEARNING_*` environment,
-//! `EFS_MOUNT` and this node's NCCL/EFA environment ([`crate::fabric`]), for
+//! `EFS_MOUNT`, `DEEPLEARNING_SCRATCH` while the node's scratch volume is
+//! mounted ([`scratch`], given by the runner with the node's other
+//! variables) and this node's NCCL/EFA environment ([`crate::fabric`]), for
 //! every login shell and for `trainer launch`, which reads this file on every
 //! host and gives these variables to every rank.
 //!
@@ -33,6 +35,12 @@ pub fn content(manifest: &Manifest, nodes: &[Node<'_>], gpus: u32, config: &Node
         out.push_str(&format!("export {name}={}\n", quote(value)));
     }
     out
+}
+
+/// The scratch volume's line (`DEEPLEARNING_SCRATCH=<mount>`), for a node
+/// whose volume is mounted ([`crate::scratch::environment`]).
+pub fn scratch(mount: &str) -> Variable {
+    (node_contract::data::SCRATCH_ENV, mount.to_owned())
 }
 
 /// `value` as one shell word: bare when it holds only characters no shell

@@ -1,6 +1,7 @@
 //! The boot steps a node takes before and beside its loops: shipping its
 //! lines to CloudWatch Logs ([`start_shipping`]), mounting EFS
-//! ([`mount_efs`]), running a worker's prepare-data script
+//! ([`mount_efs`]), making the scratch volume on the instance store
+//! ([`prepare_scratch`]), running a worker's prepare-data script
 //! ([`prepare_data`], with its log and its marker on EFS), and taking back
 //! an interruption notice this boot was already given ([`restore_notice`]).
 
@@ -11,7 +12,7 @@ use anyhow::Context;
 use node_contract::clock::Clock;
 use node_contract::message::BootFailure;
 use node_contract::{NodeConfig, Role};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::files;
 use crate::identity::Identity;
@@ -84,6 +85,50 @@ pub(super) async fn mount_efs(root: &Path, config: &NodeConfig, mount: bool) -> 
         }
     }
     Ok(())
+}
+
+/// Makes the scratch volume the node config asks for ([`crate::scratch`]),
+/// on every node: after the EFS mount (before anything is put on it) and
+/// again at the top of the node loop, before the node registers, where it
+/// is a no-op once the volume is mounted. A node without instance store
+/// goes without and says so; a volume that cannot be made on one that has
+/// it is a [`BootFailure`] for the master, as a failed prepare-data script
+/// is: the node loop reports it and tries again, and the node does not join
+/// without its scratch.
+pub(super) fn prepare_scratch(root: &Path, config: &NodeConfig, me: &Identity) -> Result<(), BootFailure> {
+    use crate::scratch::{Outcome, Plan};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // "No instance store" is said once per start, not at every call.
+    static SAID_ABSENT: AtomicBool = AtomicBool::new(false);
+    let Some(scratch) = &config.scratch else { return Ok(()) };
+    let prepared = tokio::task::block_in_place(|| {
+        crate::scratch::prepare(root, scratch, &config.default_user, &crate::scratch::System)
+    });
+    match prepared {
+        Ok((Outcome::Mounted { how }, Plan::AlreadyMounted { .. })) => {
+            debug!(mount = %scratch.mount, "the scratch volume is mounted: {how}");
+            Ok(())
+        }
+        Ok((Outcome::Mounted { how }, _)) => {
+            info!(mount = %scratch.mount, "scratch volume mounted: {how}");
+            Ok(())
+        }
+        Ok((Outcome::Absent { why }, _)) => {
+            if !SAID_ABSENT.swap(true, Ordering::Relaxed) {
+                info!(
+                    instance_type = %me.instance_type,
+                    "{why}; {} is not set", node_contract::data::SCRATCH_ENV
+                );
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let what = format!("cannot make the scratch volume at {}", scratch.mount);
+            let failure = BootFailure::new(&me.instance_id, &me.private_ip, &what, e.to_string().as_bytes());
+            error!("{what}: {e}; this node will not join until it can");
+            Err(failure)
+        }
+    }
 }
 
 /// Where a worker's prepare-data script writes its output (stdout and

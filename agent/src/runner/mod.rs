@@ -22,7 +22,7 @@
 //! master, the master hands its own readings to its loop.
 //!
 //! Before the loops, [`run`] takes the [`boot`] steps: log shipping, the EFS
-//! mount, the notice of this boot; a worker's prepare-data script runs at
+//! mount, the scratch volume, the notice of this boot; a worker's prepare-data script runs at
 //! the top of its node loop. The loops read the time from the one
 //! [`Clock`] they are given (the system clock in [`run`]).
 //!
@@ -105,6 +105,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let clients = crate::aws::clients(&config.region).await;
     boot::start_shipping(&opts.root, &config, &me, &clients, clock);
     boot::mount_efs(&opts.root, &config, opts.mount).await?;
+    // The scratch volume, before any data goes on it; a failure is reported
+    // by the node loop, which tries again before the node registers.
+    let _ = boot::prepare_scratch(&opts.root, &config, &me);
 
     let master_queue = SqsQueue::new(clients.sqs.clone(), config.queues.master.clone());
     let worker_queue = SqsQueue::new(clients.sqs.clone(), config.queues.workers.clone());

@@ -19,7 +19,7 @@ use node_contract::message::{self, Applied, Message, Register};
 use node_contract::parts::Assembly;
 use tracing::{debug, error, info, warn};
 
-use super::boot::prepare_data;
+use super::boot::{prepare_data, prepare_scratch};
 use super::probe::{Link, ProbeTask};
 use super::retry::{LONG_POLL, retry};
 use crate::aws::SqsQueue;
@@ -60,9 +60,14 @@ pub(super) async fn node_loop(
             node.interrupted();
         }
         if !prepared {
-            match prepare_data(config, root, me).await {
+            let ready = match prepare_scratch(root, config, me) {
+                Ok(()) => prepare_data(config, root, me).await,
+                Err(failure) => Err(failure),
+            };
+            match ready {
                 Ok(()) => prepared = true,
                 Err(failure) => {
+                    // The scratch volume or the prepare-data script failed.
                     // The master quotes it if formation fails; sent at every
                     // failed attempt (the newest replaces the older).
                     let body = Message::BootFailure(failure).to_body();
@@ -221,7 +226,9 @@ fn apply(
     // Looked up at every manifest (one getifaddrs call): an interface renamed
     // or moved since the start is picked up.
     let interface = crate::fabric::interface_with(&me.private_ip);
-    let fabric = crate::fabric::environment(config.efa.as_ref(), Some(&me.instance_type), interface.as_deref());
+    let mut fabric = crate::fabric::environment(config.efa.as_ref(), Some(&me.instance_type), interface.as_deref());
+    // `DEEPLEARNING_SCRATCH` only while the volume is really mounted.
+    fabric.extend(crate::scratch::environment(root, config));
     let changed = files::apply_manifest(root, manifest, &me.instance_id, config, key, &fabric)?;
     // The manifest's text, checks and rendered files are freed by now.
     crate::memory::release_free_heap();

@@ -1388,6 +1388,7 @@ fn suggest_name(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::InstanceStore;
 
     #[test]
     fn cidrs() {
@@ -1483,6 +1484,7 @@ mod tests {
             cluster_placement: true,
             efa_rdma: false,
             network_mbps: None,
+            instance_store: InstanceStore::Unknown,
             regions: Region::UsEast1.bit() | Region::UsWest2.bit(),
         };
         assert_eq!(offering_problem(&t, &[Region::UsEast1]), None);
@@ -1500,6 +1502,7 @@ mod tests {
             cluster_placement,
             efa_rdma: false,
             network_mbps: None,
+            instance_store: InstanceStore::Unknown,
             regions: 0b11111,
         }
     }
