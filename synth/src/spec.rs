@@ -116,8 +116,21 @@ impl ClusterSpec {
     pub fn data_summary(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if let Some(mount) = &self.scratch {
+            use crate::catalog::{InstanceStore, instance_store};
+            let mut types = vec![self.master.instance_type.as_str(), self.workers.instance_type.as_str()];
+            types.extend(self.workers.fallback_types.iter().map(String::as_str));
+            types.dedup();
+            let drives: Vec<String> = types
+                .iter()
+                .map(|t| match instance_store(t) {
+                    InstanceStore::Nvme { drives, gb_each } => format!("{t}: {drives} x {gb_each} GB"),
+                    InstanceStore::None => format!("{t}: none"),
+                    InstanceStore::Unknown => format!("{t}: not known to synth"),
+                })
+                .collect();
             lines.push(format!(
-                "scratch: each node's instance-store NVMe drives, striped into one volume at {mount} (none on types without them)"
+                "scratch: each node's instance-store NVMe drives, striped into one volume at {mount} ({})",
+                drives.join("; ")
             ));
         }
         for set in &self.data {

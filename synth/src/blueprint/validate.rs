@@ -210,6 +210,7 @@ impl Checker<'_> {
         let idle = bp.idle.and_then(|i| self.idle(i));
         let tags = self.tags(bp.tags.unwrap_or_default());
         self.gpu_image_on_cpus(gpu_dlami, master_type, worker_type);
+        data::scratch_types(self, &data, master_type.map(|t| ("master.instance_type", t)), &worker_types);
 
         Some(ClusterSpec {
             name: name?,

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use super::super::model::{DataSource, ScratchSetting};
 use super::{At, Checker, mount_problem, ticked};
+use crate::catalog::{InstanceStore, InstanceType};
 use crate::spec::{DataSpec, DataTarget, EfsSpec};
 
 /// The most data sets a blueprint may list (each is a line in the node
@@ -190,5 +191,49 @@ fn target(c: &mut Checker<'_>, path: &str, to: &str, scratch: Option<&str>, efs:
             c.error(path, At::Value, format!("{shown} is neither `scratch`, `efs` nor an absolute path"), help);
             None
         }
+    }
+}
+
+/// Data bound for the scratch volume needs instance-store drives on every
+/// node that fetches it (every node): a type the catalogue knows has none
+/// is an error (the data would land on the root volume, under the mount
+/// point, and fill it), a type it does not know a warning.
+pub(super) fn scratch_types(
+    c: &mut Checker<'_>,
+    sets: &[DataSpec],
+    master: Option<(&str, &InstanceType)>,
+    workers: &[(&str, &InstanceType)],
+) {
+    let Some(i) = sets.iter().position(|s| matches!(s.to, DataTarget::Scratch(_))) else { return };
+    let path = format!("data[{i}].to");
+    let nodes = master.into_iter().chain(workers.iter().copied());
+    let (mut without, mut unknown) = (Vec::new(), Vec::new());
+    for (at, t) in nodes {
+        let name = format!("`{}` ({})", t.name, at.trim_end_matches(".instance_type"));
+        match t.instance_store {
+            InstanceStore::None => without.push(name),
+            InstanceStore::Unknown => unknown.push(name),
+            InstanceStore::Nvme { .. } => {}
+        }
+    }
+    if !without.is_empty() {
+        c.error(
+            &path,
+            At::Value,
+            format!(
+                "goes to the scratch volume, but {} {} no instance-store drives",
+                without.join(", "),
+                if without.len() == 1 { "has" } else { "have" }
+            ),
+            "send it to `efs` or to an absolute path on the root volume (with `storage.root_volume_gb` big enough), \
+             or use types with NVMe instance store (p4d, p5, g5, g6, trn1, and the CPU types with a `d`: c6id, m6id, ...)",
+        );
+    } else if !unknown.is_empty() {
+        c.warning(
+            &path,
+            At::Value,
+            format!("goes to the scratch volume, and synth does not know whether {} has instance-store drives", unknown.join(", ")),
+            "a node without them keeps the data on its root volume under the scratch mount point; check the type's page in the EC2 documentation",
+        );
     }
 }
