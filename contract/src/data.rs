@@ -29,6 +29,37 @@ pub const DATA_PORT: u16 = 7462;
 /// announce themselves and leave their progress.
 pub const DATA_DIR_ON_EFS: &str = "deeplearning/data";
 
+/// The tag on the worker Auto Scaling group where the master leaves the
+/// nodes' data fetch progress for `synth status` ([`DataMark`]; not
+/// propagated to instances).
+pub const DATA_TAG: &str = "deeplearning:data";
+
+/// The master's last line on the nodes' data fetches, with when it wrote
+/// it: the value of [`DATA_TAG`], `at=<unix ms> <line>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataMark {
+    /// When the master wrote it, unix milliseconds.
+    pub at_ms: u64,
+    /// What it says, e.g. "412.0 of 1280.0 GB on 16 nodes, 2.10 GB/s, 7 min left".
+    pub line: String,
+}
+
+impl DataMark {
+    /// The most characters of a tag value Auto Scaling keeps.
+    pub const MAX_TAG_CHARS: usize = 256;
+
+    /// The tag value, cut to [`DataMark::MAX_TAG_CHARS`] characters.
+    pub fn to_tag(&self) -> String {
+        format!("at={} {}", self.at_ms, self.line).chars().take(Self::MAX_TAG_CHARS).collect()
+    }
+
+    /// Reads a tag value; `None` for anything else (a tag edited by hand).
+    pub fn from_tag(value: &str) -> Option<DataMark> {
+        let (at, line) = value.trim().strip_prefix("at=")?.split_once(' ')?;
+        Some(DataMark { at_ms: at.parse().ok()?, line: line.chars().filter(|c| !c.is_control()).collect() })
+    }
+}
+
 /// The local NVMe scratch volume (blueprint `storage.scratch`): the
 /// agent assembles the instance-store drives into one striped volume and
 /// mounts it here, or reuses the image's striped mount. A node whose
@@ -134,6 +165,17 @@ mod tests {
         assert!(is_plain_absolute("/scratch/imagenet"));
         for bad in ["scratch", "/a/../b", "/a\n"] {
             assert!(!is_plain_absolute(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_data_mark_reads_back_and_fits_a_tag() {
+        let mark = DataMark { at_ms: 1_700_000_000_000, line: "412.0 of 1280.0 GB on 16 nodes".into() };
+        assert_eq!(DataMark::from_tag(&mark.to_tag()), Some(mark));
+        let long = DataMark { at_ms: 1, line: "x".repeat(400) };
+        assert_eq!(long.to_tag().chars().count(), DataMark::MAX_TAG_CHARS);
+        for bad in ["", "412 GB", "at=soon 412 GB", "at=12"] {
+            assert_eq!(DataMark::from_tag(bad), None, "{bad}");
         }
     }
 

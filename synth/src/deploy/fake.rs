@@ -196,7 +196,7 @@ impl Cloud for FakeCloud {
     }
     async fn group(&self, _name: &str) -> CloudResult<Option<GroupState>> {
         self.call("group");
-        Ok(*self.group.lock().unwrap())
+        Ok(self.group.lock().unwrap().clone())
     }
     async fn set_desired_capacity(&self, _group: &str, desired: u32) -> CloudResult<()> {
         self.call("set_desired_capacity");

@@ -233,7 +233,7 @@ pub struct ChangeSet {
 
 /// The worker group's instances, for the formation progress line, and the
 /// idle guard's state, for `synth status`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupState {
     /// Desired capacity.
     pub desired: u32,
@@ -242,6 +242,10 @@ pub struct GroupState {
     /// The master's idle guard's tag (`node_contract::idle::IDLE_TAG`);
     /// `None` without a guard, or before the master wrote it.
     pub idle: Option<node_contract::idle::IdleMark>,
+    /// The master's line on the nodes' data fetches
+    /// (`node_contract::data::DATA_TAG`); `None` without data sets, or
+    /// before the master wrote it.
+    pub data: Option<node_contract::data::DataMark>,
 }
 
 /// One line a node wrote to CloudWatch Logs (`FilterLogEvents`).

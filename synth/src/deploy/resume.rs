@@ -346,7 +346,7 @@ mod tests {
     fn found(desired: u32, master: &str, idle: Option<IdleMark>) -> Found {
         Found {
             worker_count: 2,
-            group: GroupState { desired, in_service: desired, idle },
+            group: GroupState { desired, in_service: desired, idle, data: None },
             master: Some(master.to_owned()),
         }
     }
@@ -400,7 +400,7 @@ mod tests {
             .lock()
             .unwrap()
             .insert("demo".into(), vec![resource(WORKER_GROUP, "demo-WorkerGroup-x"), resource(MASTER, "i-0master")]);
-        *cloud.group.lock().unwrap() = Some(GroupState { desired: 0, in_service: 0, idle: Some(ACTED) });
+        *cloud.group.lock().unwrap() = Some(GroupState { desired: 0, in_service: 0, idle: Some(ACTED), data: None });
         cloud.instances.lock().unwrap().insert("i-0master".into(), "stopped".into());
         cloud
     }
@@ -420,8 +420,8 @@ mod tests {
         let calls = cloud.calls.lock().unwrap().clone();
         let at = |name: &str| calls.iter().position(|c| c == name).unwrap_or_else(|| panic!("{name}: {calls:?}"));
         assert!(at("start_instance") < at("set_desired_capacity"), "{calls:?}");
-        assert_eq!(cloud.group.lock().unwrap().unwrap().desired, 2);
-        assert_eq!(cloud.group.lock().unwrap().unwrap().idle, None, "the mark is cleared");
+        assert_eq!(cloud.group.lock().unwrap().clone().unwrap().desired, 2);
+        assert_eq!(cloud.group.lock().unwrap().clone().unwrap().idle, None, "the mark is cleared");
         let err = console.stderr();
         assert!(err.contains("Starting the master i-0master"), "{err}");
         assert!(err.contains("Scaling the worker group demo-WorkerGroup-x to 2 (was 0)"), "{err}");
@@ -432,7 +432,8 @@ mod tests {
     async fn a_cluster_that_is_not_scaled_down_is_left_alone() {
         let cloud = stopped_cluster();
         cloud.instances.lock().unwrap().insert("i-0master".into(), "running".into());
-        *cloud.group.lock().unwrap() = Some(GroupState { desired: 2, in_service: 2, idle: Some(IdleMark::Busy) });
+        *cloud.group.lock().unwrap() =
+            Some(GroupState { desired: 2, in_service: 2, idle: Some(IdleMark::Busy), data: None });
         let console = FakeConsole::default();
         assert_eq!(resume(&console, &cloud, "demo", Duration::from_secs(600)).await, ExitCode::Success);
         assert_eq!(
@@ -462,6 +463,6 @@ mod tests {
             ),
             "{err}"
         );
-        assert_eq!(cloud.group.lock().unwrap().unwrap().desired, 2, "the capacity stays raised");
+        assert_eq!(cloud.group.lock().unwrap().clone().unwrap().desired, 2, "the capacity stays raised");
     }
 }

@@ -497,6 +497,12 @@ impl Cloud for SdkCloud {
                 .find(|t| t.key() == Some(node_contract::idle::IDLE_TAG))
                 .and_then(|t| t.value())
                 .and_then(node_contract::idle::IdleMark::from_tag),
+            data: g
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some(node_contract::data::DATA_TAG))
+                .and_then(|t| t.value())
+                .and_then(node_contract::data::DataMark::from_tag),
         }))
     }
 

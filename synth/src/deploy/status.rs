@@ -101,9 +101,13 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         resources.ok().and_then(|r| r.into_iter().find(|r| r.logical_id == crate::stack::WORKER_GROUP_ID)?.physical_id);
     if let Some(group) = group
         && let Ok(Some(state)) = cloud.group(&group).await
-        && let Some(mark) = state.idle
     {
-        text.push_str(&format!("idle       {}\n", idle_line(&mark, now_ms(), &stack.name)));
+        if let Some(mark) = &state.data {
+            text.push_str(&format!("data       {}\n", data_line(mark, now_ms())));
+        }
+        if let Some(mark) = state.idle {
+            text.push_str(&format!("idle       {}\n", idle_line(&mark, now_ms(), &stack.name)));
+        }
     }
     // A template that cannot be read (or is not synth's JSON) has no block
     // to show; the rest of the status stands.
@@ -122,6 +126,13 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
     }
     text.push_str(&outputs_text(&stack.outputs));
     printed(console.print(&text), "the status", ExitCode::Success)
+}
+
+/// The master's line on the nodes' data fetches, and how long ago it
+/// wrote it.
+pub fn data_line(mark: &node_contract::data::DataMark, now_ms: i64) -> String {
+    let ago = u64::try_from(now_ms).unwrap_or(0).saturating_sub(mark.at_ms) / 1000;
+    format!("{} ({} ago, the master's last count)", mark.line, span(ago))
 }
 
 /// The idle guard's state as `synth status` prints it for `stack`: busy;
@@ -262,6 +273,19 @@ mod tests {
         assert_eq!(outputs_text(&outputs), "MasterAddress  10.0.0.5\nSshCommand     ssh ubuntu@10.0.0.5\n");
         assert_eq!(outputs_json(&outputs), "{\"MasterAddress\":\"10.0.0.5\",\"SshCommand\":\"ssh ubuntu@10.0.0.5\"}\n");
         assert_eq!(outputs_text(&[]), "");
+    }
+
+    #[test]
+    fn the_data_line_says_how_long_ago_the_master_counted() {
+        let mark = node_contract::data::DataMark { at_ms: 1_000_000, line: "4.0 of 12.0 GB on 3 nodes".into() };
+        assert_eq!(
+            data_line(&mark, 1_030_000),
+            "4.0 of 12.0 GB on 3 nodes (under a minute ago, the master's last count)"
+        );
+        assert_eq!(
+            data_line(&mark, 1_000_000 + 7 * 60_000),
+            "4.0 of 12.0 GB on 3 nodes (7 min ago, the master's last count)"
+        );
     }
 
     #[test]

@@ -256,7 +256,7 @@ impl Watcher {
             let finished =
                 planned.iter().filter(|id| self.resources.get(**id).is_some_and(|s| is_done(&s.status))).count();
             if phase == Phase::Formation {
-                match self.group {
+                match &self.group {
                     Some(g) => parts.push(format!("formation: {} of {} workers running", g.in_service, g.desired)),
                     None => parts.push("formation: waiting for the master's report".to_owned()),
                 }
