@@ -188,7 +188,9 @@ pub(super) fn master(
     // The idle guard leaves its state in a tag on the worker group (the
     // place `synth status` reads, `node_contract::idle::IDLE_TAG`); its
     // action lowers the desired capacity, which the master may already.
-    if ctx.spec.idle.is_some() {
+    // The nodes' data fetch progress goes to a tag beside it
+    // (`node_contract::data::DATA_TAG`).
+    if ctx.spec.idle.is_some() || !ctx.spec.data.is_empty() {
         group_actions.push("autoscaling:CreateOrUpdateTags");
     }
     let policy = iam::Policy {
