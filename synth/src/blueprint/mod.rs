@@ -129,6 +129,7 @@ workers:
             },
             root_volume_gb: 200,
             efs: EfsSpec { mount: "/efs".into(), file_system_id: None },
+            fsx: None,
             network: NetworkSpec::New { vpc_cidr: "10.0.0.0/16".parse().unwrap() },
             placement_group: false,
             efa: false,

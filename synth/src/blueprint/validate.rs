@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 mod capacity;
+mod fsx;
 
 use ipnet::{IpNet, Ipv4Net};
 
@@ -171,9 +172,10 @@ impl Checker<'_> {
             self.workers(w, count, type_count, region)
         });
 
-        let storage = bp.storage.unwrap_or(super::model::Storage { root_volume_gb: None, efs: None });
+        let storage = bp.storage.unwrap_or_default();
         let root_volume_gb = self.root_volume(storage.root_volume_gb, &image);
         let efs = self.efs(storage.efs);
+        let fsx = storage.fsx_lustre.map(|f| fsx::fsx(self, f, &efs.mount));
 
         let network = bp.network.unwrap_or(super::model::Network {
             vpc_cidr: None,
@@ -219,6 +221,7 @@ impl Checker<'_> {
             },
             root_volume_gb,
             efs,
+            fsx,
             network: network_spec,
             placement_group,
             efa,
@@ -1346,7 +1349,7 @@ fn is_private(net: &Ipv4Net) -> bool {
         .any(|private| private.contains(net))
 }
 
-/// Why `mount` cannot be the EFS mount point, if it cannot.
+/// Why `mount` cannot be a file system's mount point (EFS's, FSx's), if it cannot.
 fn mount_problem(mount: &str) -> Option<&'static str> {
     const SYSTEM: [&str; 6] = ["/etc", "/usr", "/proc", "/sys", "/dev", "/boot"];
     if !mount.starts_with('/') {

@@ -32,6 +32,8 @@ pub(super) enum Compiled {
         notes: String,
         /// Where the workers come from and launch (`ClusterSpec::workers_summary`).
         workers: String,
+        /// The FSx for Lustre file system and its zone (`ClusterSpec::fsx_summary`).
+        fsx: Option<String>,
         /// The region the template is for; `None`: all five.
         region: Option<crate::region::Region>,
     },
@@ -91,6 +93,7 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
                 notes,
                 region: loaded.spec.region,
                 workers: loaded.spec.workers_summary(),
+                fsx: loaded.spec.fsx_summary(),
             }
         }
         Err(e) => {

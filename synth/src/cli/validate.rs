@@ -21,7 +21,7 @@ pub struct ValidateArgs {
 /// Runs `synth validate`.
 pub(super) fn run(args: &ValidateArgs) -> ExitCode {
     match compile(&args.input) {
-        Compiled::Ok { json, resources, notes, region, workers } => {
+        Compiled::Ok { json, resources, notes, region, workers, fsx } => {
             err!("{notes}");
             let regions = match region {
                 Some(r) => r.to_string(),
@@ -36,6 +36,9 @@ pub(super) fn run(args: &ValidateArgs) -> ExitCode {
                 json.len()
             );
             errln!("    {workers}");
+            if let Some(fsx) = fsx {
+                errln!("    {fsx}");
+            }
             ExitCode::Success
         }
         Compiled::Failed(code) => code,

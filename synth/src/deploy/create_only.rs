@@ -31,6 +31,8 @@ pub fn create_only(resource_type: &str) -> Option<&'static [&'static str]> {
         "AWS::EC2::VPCGatewayAttachment" => &["VpcId"],
         "AWS::EFS::FileSystem" => &["AvailabilityZoneName", "Encrypted", "KmsKeyId", "PerformanceMode"],
         "AWS::EFS::MountTarget" => &["FileSystemId", "IpAddress", "IpAddressType", "Ipv6Address", "SubnetId"],
+        "AWS::FSx::DataRepositoryAssociation" => &["BatchImportMetaDataOnCreate", "DataRepositoryPath", "FileSystemId", "FileSystemPath"],
+        "AWS::FSx::FileSystem" => &["BackupId", "FileSystemType", "KmsKeyId", "SecurityGroupIds", "SubnetIds"],
         "AWS::IAM::InstanceProfile" => &["InstanceProfileName", "Path"],
         "AWS::IAM::Role" => &["Path", "RoleName"],
         "AWS::Logs::LogGroup" => &["LogGroupName"],
