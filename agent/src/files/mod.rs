@@ -7,7 +7,7 @@
 //! |------|--------|-----|
 //! | `/etc/hosts` (managed block) | [`hosts`] | aliases `deeplearning-workerN` and `deeplearning-master` resolve on every node |
 //! | `/etc/ssh/ssh_known_hosts` (managed block) | [`known_hosts`] | SSH between nodes verifies host keys; host key checking stays on |
-//! | `/etc/fstab` (managed block) | [`efs`] | EFS is mounted again after a reboot |
+//! | `/etc/fstab` (managed block) | [`efs`], [`fsx`] | EFS (and FSx for Lustre) are mounted again after a reboot |
 //! | `/opt/deeplearning/workers` | [`workers`] | one alias per line, master first (`$DEEPLEARNING_WORKERS_PATH`, MXNet `launch.py -H`) |
 //! | `/opt/deeplearning/hostfile` | [`hostfile`] | `alias slots=N` for mpirun, Horovod, DeepSpeed |
 //! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*`, `EFS_MOUNT` and the NCCL/EFA environment ([`crate::fabric`]) in every login shell |
@@ -50,6 +50,7 @@ pub mod authorized_keys;
 pub mod cluster_key;
 pub mod efs;
 pub mod error;
+pub mod fsx;
 pub mod host_log;
 pub mod hostfile;
 pub mod hosts;

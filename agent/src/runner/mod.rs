@@ -105,6 +105,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let clients = crate::aws::clients(&config.region).await;
     boot::start_shipping(&opts.root, &config, &me, &clients, clock);
     boot::mount_efs(&opts.root, &config, opts.mount).await?;
+    boot::mount_fsx(&opts.root, &config, opts.mount).await?;
 
     let master_queue = SqsQueue::new(clients.sqs.clone(), config.queues.master.clone());
     let worker_queue = SqsQueue::new(clients.sqs.clone(), config.queues.workers.clone());
