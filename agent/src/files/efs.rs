@@ -12,9 +12,10 @@
 //! target in the instance's own Availability Zone.
 //!
 //! The fstab block holds every shared file system's line (EFS's, and FSx
-//! for Lustre's from [`super::fsx`] when the config has one), and
-//! [`mount_one`] is how either is mounted: the mount point, the fstab
-//! block, then `mount` unless something is mounted there already.
+//! for Lustre's from [`super::fsx`] when the config has one;
+//! [`super::fstab_file`]), and [`mount_one`] is how either is mounted: the
+//! mount point, the fstab block, then `mount` unless something is mounted
+//! there already.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,7 +26,7 @@ use super::apply::apply;
 use super::atomic;
 use super::error::FilesError;
 use super::paths::under;
-use super::plan::{Content, Plan, PlannedFile};
+use super::plan::Plan;
 
 /// The file, as on the node.
 pub const FSTAB_PATH: &str = "/etc/fstab";
@@ -41,18 +42,6 @@ pub fn source(config: &NodeConfig) -> String {
 /// The fstab line for the config's file system (no newline).
 pub fn fstab_line(config: &NodeConfig) -> String {
     format!("{} {} nfs4 {OPTIONS} 0 0", source(config), escape(&config.efs.mount))
-}
-
-/// The planned `/etc/fstab` block: EFS's line, and FSx for Lustre's when
-/// the config has one (one managed block holds both, so that writing it
-/// for one never drops the other).
-pub fn fstab_file(config: &NodeConfig) -> PlannedFile {
-    let mut block = format!("{}\n", fstab_line(config));
-    if let Some(line) = super::fsx::fstab_line(config) {
-        block.push_str(&line);
-        block.push('\n');
-    }
-    PlannedFile { path: PathBuf::from(FSTAB_PATH), content: Content::Block(block), mode: 0o644, owner: None }
 }
 
 /// One file system to mount: what it is called in messages, `mount`'s
@@ -109,7 +98,7 @@ pub(super) fn mount_one(
     if !mounted {
         atomic::create_dirs(&target)?;
     }
-    apply(&Plan { files: vec![fstab_file(config)] }, root)?;
+    apply(&Plan { files: vec![super::fstab_file(config)] }, root)?;
     if mounted {
         tracing::debug!(target = %target.display(), "{what} is already mounted");
         return Ok(());

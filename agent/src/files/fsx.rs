@@ -1,6 +1,6 @@
 //! The FSx for Lustre file system (node config `fsx`): mounted at its mount
 //! point after EFS, with a line in `/etc/fstab` beside EFS's (the same
-//! managed block, [`super::efs::fstab_file`]) so a reboot mounts it again.
+//! managed block, [`super::fstab_file`]) so a reboot mounts it again.
 //!
 //! The mount command and fstab options are AWS's
 //! (<https://docs.aws.amazon.com/fsx/latest/LustreGuide/mount-fs-auto-mount-onreboot.html>):

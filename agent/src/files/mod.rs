@@ -79,6 +79,19 @@ pub use plan::{Content, Plan, PlannedFile};
 
 use crate::fabric::Variable;
 
+/// The planned `/etc/fstab` block: EFS's line, and FSx for Lustre's when
+/// the config has one. One managed block holds both, so that writing it
+/// for one (a boot's mount step, every manifest's plan) never drops the
+/// other.
+pub fn fstab_file(config: &NodeConfig) -> PlannedFile {
+    let mut block = format!("{}\n", efs::fstab_line(config));
+    if let Some(line) = fsx::fstab_line(config) {
+        block.push_str(&line);
+        block.push('\n');
+    }
+    PlannedFile { path: PathBuf::from(efs::FSTAB_PATH), content: Content::Block(block), mode: 0o644, owner: None }
+}
+
 /// The files for `manifest` as seen by the node `me` (instance id).
 /// `cluster_private_key` is `Some` on the master only; `fabric` is this
 /// node's NCCL/EFA environment for the profile ([`crate::fabric`]).
@@ -108,7 +121,7 @@ pub fn plan(
     let mut files = vec![
         root_file(hosts::PATH, Content::Block(hosts::body(&nodes))),
         root_file(known_hosts::PATH, Content::Block(known_hosts::body(&nodes)?)),
-        efs::fstab_file(config),
+        fstab_file(config),
         root_file(workers::PATH, Content::Whole(workers::content(&nodes))),
         root_file(hostfile::PATH, Content::Whole(hostfile::content(&nodes))),
         root_file(profile::PATH, Content::Whole(profile::content(manifest, &nodes, this.gpus, config, fabric))),

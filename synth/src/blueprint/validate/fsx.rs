@@ -34,7 +34,7 @@ pub(super) fn fsx(c: &mut Checker<'_>, fsx: FsxLustre, efs_mount: &str) -> FsxSp
         Written::Persistent2 => FsxDeployment::Persistent2,
     };
     let capacity_gib = fsx.capacity_gib.unwrap_or(SMALL_GIB[0]);
-    if !(SMALL_GIB.contains(&capacity_gib) || (capacity_gib > 0 && capacity_gib % STEP_GIB == 0)) {
+    if !(SMALL_GIB.contains(&capacity_gib) || (capacity_gib > 0 && capacity_gib.is_multiple_of(STEP_GIB))) {
         let below = (capacity_gib / STEP_GIB) * STEP_GIB;
         let above = below + STEP_GIB;
         let near = if capacity_gib < SMALL_GIB[1] { "1200 or 2400".to_owned() } else { format!("{below} or {above}") };
