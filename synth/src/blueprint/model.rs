@@ -302,7 +302,7 @@ pub struct FsxLustre {
     /// An S3 prefix to link, `s3://bucket/` or `s3://bucket/prefix/`: its
     /// objects are listed into the file system when it is made and loaded
     /// from S3 on first read. Omit it for an empty file system.
-    #[schemars(regex(pattern = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"))]
+    #[schemars(regex(pattern = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/([^/]+/)*)?$"))]
     pub import: Option<String>,
     /// Where every node mounts it (default `/fsx`).
     #[schemars(extend("default" = "/fsx"))]
