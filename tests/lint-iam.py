@@ -5,15 +5,19 @@ Usage: lint-iam.py TEMPLATE.json...
 
 A file that is an IAM policy document itself (a top-level `Statement`, no
 `Resources`: what `synth policy` prints, the deploying user's policy) is
-linted as it is. Three of parliament's findings are what deploying a stack
-with IAM roles means, not mistakes, and are expected there (printed as
-`expected:`, not counted): PERMISSIONS_MANAGEMENT_ACTIONS and
+linted as it is. Four of parliament's findings are what deploying a stack
+with IAM roles (and an FSx for Lustre file system linked to S3) means, not
+mistakes, and are expected there (printed as `expected:`, not counted): PERMISSIONS_MANAGEMENT_ACTIONS and
 PRIVILEGE_ESCALATION (CloudFormation, with the user's credentials, creates
 the stack's roles, writes their policies and passes them to instances; the
 roles are limited to the stack-name prefix, but a user who can deploy can
 write a role's policy), and RESOURCE_STAR (EC2 and EFS resources, and the
 calls that take no resource, cannot be named before CloudFormation makes
-them). Any other finding fails, as for templates.
+them), and RESOURCE_POLICY_PRIVILEGE_ESCALATION (the handler of
+`AWS::FSx::DataRepositoryAssociation` declares `s3:PutBucketPolicy` and
+`s3:GetBucketPolicy`: FSx sets the linked bucket's policy as the caller; the
+bucket is the blueprint's, which `synth policy` does not know, so `*`). Any
+other finding fails, as for templates.
 
 For each template: every identity policy of every `AWS::IAM::Role` (its inline
 `Policies`), `AWS::IAM::Policy` and `AWS::IAM::ManagedPolicy`, and every resource
@@ -53,7 +57,12 @@ PARAMETER_EXAMPLES = {
 }
 NO_VALUE = object()
 # Findings expected in the deploying user's policy (see the docstring).
-EXPECTED_IN_DEPLOYER_POLICY = {"PERMISSIONS_MANAGEMENT_ACTIONS", "PRIVILEGE_ESCALATION", "RESOURCE_STAR"}
+EXPECTED_IN_DEPLOYER_POLICY = {
+    "PERMISSIONS_MANAGEMENT_ACTIONS",
+    "PRIVILEGE_ESCALATION",
+    "RESOURCE_STAR",
+    "RESOURCE_POLICY_PRIVILEGE_ESCALATION",
+}
 
 
 class Unresolved(Exception):

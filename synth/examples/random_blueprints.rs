@@ -257,6 +257,24 @@ fn blueprint(seed: u64, index: u32) -> String {
         let digits = if rng.chance(20) { 8 } else { 17 };
         line!("    file_system_id: fs-{}", rng.hex(digits));
     }
+    if rng.chance(30) {
+        // FSx for Lustre: either deployment, a size it makes, a prefix or not.
+        line!("  fsx_lustre:");
+        let persistent = rng.chance(50);
+        line!("    deployment: {}", if persistent { "persistent_2" } else { "scratch_2" });
+        line!("    capacity_gib: {}", rng.pick(&[1200, 2400, 4800, 9600]));
+        if persistent {
+            line!("    throughput_per_tib: {}", rng.pick(&[125, 250, 500, 1000]));
+        }
+        if rng.chance(70) {
+            line!(
+                "    import: s3://{}/{}",
+                rng.pick(&["my-data", "datasets.example"]),
+                rng.pick(&["", "imagenet/", "a/b/"])
+            );
+        }
+        line!("    mount: {}", rng.pick(&["/fsx", "/lustre", "/mnt/fsx"]));
+    }
 
     line!("network:");
     if rng.chance(60) {

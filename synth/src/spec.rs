@@ -29,6 +29,8 @@ pub struct ClusterSpec {
     pub scratch: Option<String>,
     /// The data sets every node has before it joins.
     pub data: Vec<DataSpec>,
+    /// An FSx for Lustre file system every node mounts; `None`: none.
+    pub fsx: Option<FsxSpec>,
     /// Network layout.
     pub network: NetworkSpec,
     /// A cluster placement group (all nodes in one AZ).
@@ -144,6 +146,82 @@ impl ClusterSpec {
             lines.push(format!("data: {} -> {dir}, {how}", set.url()));
         }
         lines
+    }
+}
+
+impl ClusterSpec {
+    /// One line on the FSx for Lustre file system and where it lives, for
+    /// `synth validate`: a Lustre file system is in one subnet, so one
+    /// Availability Zone; with nodes in two zones, those of the other reach
+    /// it across zones (slower, and charged per GB each way).
+    pub fn fsx_summary(&self) -> Option<String> {
+        let fsx = self.fsx.as_ref()?;
+        let link = fsx.import.as_ref().map_or_else(String::new, |s| format!(", linked to {}", s.url()));
+        let zone = if self.single_zone() {
+            "in the nodes' one Availability Zone".to_owned()
+        } else {
+            match &self.network {
+                NetworkSpec::New { .. } => "in one Availability Zone (the first private subnet's); nodes in the other zone reach it across zones",
+                NetworkSpec::Existing { .. } => "in one Availability Zone (the first private subnet's); nodes in other subnets' zones reach it across zones",
+            }
+            .to_owned()
+        };
+        Some(format!(
+            "fsx: {} GiB FSx for Lustre {}{link}, mounted at {}, {zone}",
+            fsx.capacity_gib,
+            fsx.deployment.aws_name(),
+            fsx.mount
+        ))
+    }
+}
+
+/// An FSx for Lustre file system (blueprint `storage.fsx_lustre`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FsxSpec {
+    /// How it is deployed.
+    pub deployment: FsxDeployment,
+    /// GiB: 1200, 2400 or a multiple of 2400.
+    pub capacity_gib: u32,
+    /// The S3 prefix linked to it.
+    pub import: Option<S3Prefix>,
+    /// Absolute mount point on every node.
+    pub mount: String,
+    /// MB/s per TiB, persistent deployments only.
+    pub throughput_per_tib: Option<u32>,
+}
+
+/// FSx for Lustre's deployment types that synth offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsxDeployment {
+    /// `SCRATCH_2`: links S3 with `ImportPath`.
+    Scratch2,
+    /// `PERSISTENT_2`: links S3 with a data repository association.
+    Persistent2,
+}
+
+impl FsxDeployment {
+    /// The `DeploymentType` value.
+    pub fn aws_name(self) -> &'static str {
+        match self {
+            FsxDeployment::Scratch2 => "SCRATCH_2",
+            FsxDeployment::Persistent2 => "PERSISTENT_2",
+        }
+    }
+}
+
+/// An S3 bucket and a key prefix (empty, or ending in `/`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Prefix {
+    /// The bucket.
+    pub bucket: String,
+    /// The prefix: empty or ending in `/`.
+    pub prefix: String,
+}
+
+impl S3Prefix {
+    /// `s3://bucket/prefix`.
+    pub fn url(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix)
     }
 }
 

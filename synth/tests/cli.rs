@@ -106,6 +106,18 @@ fn validate_schema_and_regions() {
         "{}",
         stderr(&o)
     );
+    assert!(!stderr(&o).contains("fsx:"), "no FSx line without FSx: {}", stderr(&o));
+    // FSx for Lustre: the summary says which zone the file system is in.
+    let o = synth(&["validate", "blueprints/fsx-imagenet.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "    fsx: 2400 GiB FSx for Lustre PERSISTENT_2, linked to s3://my-imagenet-data/ilsvrc2012/, mounted at \
+             /fsx, in the nodes' one Availability Zone\n"
+        ),
+        "{}",
+        stderr(&o)
+    );
 
     let o = synth(&["schema"]);
     assert_eq!(o.status.code(), Some(0));

@@ -32,6 +32,17 @@ SCHEMAS_IN_PACKAGE = Path("data/schemas/resources")
 REGEN_COMMAND = "python3 synth/tools/gen_create_only.py"
 
 
+# Properties the schemas do not list as create-only but that no update API
+# can change, so CloudFormation replaces the resource: AWS::FSx::FileSystem
+# is a legacy type whose schema lists only its top-level identity
+# properties, while FSx's UpdateFileSystem takes neither a Lustre
+# DeploymentType nor an ImportPath nor a StorageType
+# (https://docs.aws.amazon.com/fsx/latest/APIReference/API_UpdateFileSystemLustreConfiguration.html).
+EXTRA_CREATE_ONLY = {
+    "AWS::FSx::FileSystem": ["LustreConfiguration/DeploymentType", "LustreConfiguration/ImportPath", "StorageType"],
+}
+
+
 def default_schema_dir() -> Path:
     found = sorted((REPO_ROOT / ".venv").glob("lib/python3*/site-packages/cfnlint"))
     if not found:
@@ -68,14 +79,15 @@ def render(schema_dir: Path) -> str:
         name = schema.get("typeName")
         if name in wanted:
             props = [p.removeprefix("/properties/") for p in schema.get("createOnlyProperties", [])]
-            table[name] = sorted(props)
+            table[name] = sorted(set(props) | set(EXTRA_CREATE_ONLY.get(name, [])))
     missing = wanted - set(table)
     if missing:
         sys.exit(f"no schema for {sorted(missing)} in {schema_dir}")
     lines = [
         "//! Create-only properties of the resource types the cluster templates use:",
         "//! changing one replaces the resource. Generated from the CloudFormation",
-        f"//! resource schemas that cfn-lint {cfnlint_version(schema_dir)} ships (`createOnlyProperties`);",
+        f"//! resource schemas that cfn-lint {cfnlint_version(schema_dir)} ships (`createOnlyProperties`), plus the",
+        "//! few the schemas miss (`EXTRA_CREATE_ONLY` in the generator, with its source);",
         f"//! do not edit, regenerate with `{REGEN_COMMAND}`.",
         "",
         "/// The create-only properties of `resource_type`, as paths under",

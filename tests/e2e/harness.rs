@@ -248,6 +248,56 @@ async fn stack_updates_change_what_aws_changes_and_the_stack_deletes() -> TestRe
     Ok(())
 }
 
+/// moto's FSx backend as boto3 (in the launcher's venv) describes it.
+fn describe_file_systems(aws: &LocalAws) -> e2e::Result<serde_json::Value> {
+    let mut command = std::process::Command::new(e2e::venv::moto_python()?);
+    command
+        .args([
+            "-c",
+            "import boto3, json; print(json.dumps(boto3.client('fsx').describe_file_systems()['FileSystems'], default=str))",
+        ])
+        .envs(aws.env());
+    let text = output(command, "boto3 fsx describe_file_systems")?;
+    serde_json::from_str(&text).map_err(|e| unexpected("DescribeFileSystems", e))
+}
+
+/// Launcher patches (aa) and (ab): a template's FSx for Lustre file system is
+/// made in moto's FSx backend (what DescribeFileSystems shows), with the
+/// DNS name and Lustre mount name `Fn::GetAtt` gives the nodes, its data
+/// repository association is made on it, and both go with the stack.
+#[tokio::test(flavor = "multi_thread")]
+async fn moto_makes_fsx_for_lustre_and_its_s3_link_from_a_template() -> TestResult {
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let stack = ClusterStack::create(&aws, "blueprints/fsx-imagenet.yaml", "fsxself", 1, &[]).await?;
+    let fs_id = stack.resource("FsxFileSystem")?;
+    let systems = describe_file_systems(&aws)?;
+    let systems = systems.as_array().ok_or_else(|| unexpected("DescribeFileSystems", &systems))?;
+    assert_eq!(systems.len(), 1, "{systems:?}");
+    let fs = &systems[0];
+    assert_eq!(fs["FileSystemId"], fs_id);
+    assert_eq!(fs["FileSystemType"], "LUSTRE");
+    assert_eq!(fs["StorageCapacity"], 2400);
+    assert_eq!(fs["DNSName"], format!("{fs_id}.fsx.{REGION}.amazonaws.com"));
+    assert_eq!(fs["LustreConfiguration"]["DeploymentType"], "PERSISTENT_2");
+    assert_eq!(fs["LustreConfiguration"]["PerUnitStorageThroughput"], 250);
+    assert_eq!(fs["SubnetIds"][0], stack.resource("PrivateSubnet1")?);
+    let worker = NodeConfig::from_json(&stack.node_config_json(&aws, "WorkerLaunchTemplate")?)
+        .map_err(|e| unexpected("worker node config", e))?;
+    let fsx = worker.fsx.ok_or_else(|| unexpected("worker node config", "no fsx"))?;
+    assert_eq!(
+        (fsx.file_system_id.as_str(), &fsx.dns_name),
+        (fs_id, fs["DNSName"].as_str().map(str::to_string).as_ref().unwrap())
+    );
+    assert_eq!(fs["LustreConfiguration"]["MountName"], fsx.mount_name.as_str());
+    let association = stack.resource("FsxDataRepositoryAssociation")?;
+    assert!(association.starts_with("dra-") && association.len() == 21, "{association}");
+
+    let cfn = aws.cloudformation();
+    cfn.delete_stack().stack_name("fsxself").send().await.map_err(|e| Error::aws("DeleteStack", &e))?;
+    assert_eq!(describe_file_systems(&aws)?, serde_json::json!([]), "the file system went with the stack");
+    Ok(())
+}
+
 /// User plus system CPU seconds a process has used (`/proc/<pid>/stat`).
 fn cpu_seconds(pid: u32) -> e2e::Result<f64> {
     let path = format!("/proc/{pid}/stat");

@@ -992,6 +992,162 @@ def delete_route_table(self, account_id, region_name):
 RouteTable.delete = delete_route_table
 
 
+# --- Patch (aa): AWS::FSx::FileSystem from CloudFormation ------------------------
+# moto 5.2.5 has an FSx backend (CreateFileSystem, DescribeFileSystems,
+# DeleteFileSystem) but no CloudFormation model for it: a template with an
+# FSx for Lustre file system gets nothing, and `Fn::GetAtt [<fs>, DNSName]`
+# (in the nodes' user data) is an HTTP 500. Model it on the backend: the
+# file system is made by create_file_system (`Ref` is its id), `DNSName` is
+# the backend's (`<id>.fsx.<region>.amazonaws.com`, as AWS names it),
+# `LustreMountName` is eight lower-case letters and digits as AWS gives a
+# SCRATCH_2 or PERSISTENT_2 file system (also in its LustreConfiguration's
+# `MountName`, as DescribeFileSystems shows it), `ResourceARN` the backend's;
+# an update keeps the file system (the templates change only what FSx
+# updates in place), a delete deletes it.
+class FsxFileSystem(CloudFormationModel):
+    __module__ = "moto.fsx.launcher"
+
+    ATTRIBUTES = ("DNSName", "LustreMountName", "ResourceARN", "RootVolumeId")
+
+    def __init__(self, file_system):
+        self.file_system = file_system
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::FSx::FileSystem"
+
+    @staticmethod
+    def cloudformation_name_type():
+        return ""
+
+    @property
+    def physical_resource_id(self):
+        return self.file_system.file_system_id
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr in cls.ATTRIBUTES
+
+    def get_cfn_attribute(self, attribute_name):
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+        fs = self.file_system
+        if attribute_name == "DNSName":
+            return fs.dns_name
+        if attribute_name == "LustreMountName":
+            return (fs.lustre_configuration or {}).get("MountName", "")
+        if attribute_name == "ResourceARN":
+            return fs.resource_arn
+        raise UnformattedGetAttTemplateException()
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        from moto.fsx.models import fsx_backends
+
+        p = cloudformation_json["Properties"]
+        lustre = dict(p.get("LustreConfiguration") or {})
+        if p["FileSystemType"] == "LUSTRE":
+            lustre["MountName"] = uuid.uuid4().hex[:8]
+        file_system = fsx_backends[account_id][region_name].create_file_system(
+            client_request_token=str(uuid.uuid4()),
+            file_system_type=p["FileSystemType"],
+            storage_capacity=int(p.get("StorageCapacity", 0)),
+            storage_type=p.get("StorageType", "SSD"),
+            subnet_ids=p["SubnetIds"],
+            security_group_ids=p.get("SecurityGroupIds", []),
+            tags=p.get("Tags"),
+            kms_key_id=p.get("KmsKeyId"),
+            windows_configuration=p.get("WindowsConfiguration"),
+            lustre_configuration=lustre or None,
+            ontap_configuration=p.get("OntapConfiguration"),
+            file_system_type_version=p.get("FileSystemTypeVersion"),
+            open_zfs_configuration=p.get("OpenZFSConfiguration"),
+        )
+        return cls(file_system)
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        p = cloudformation_json["Properties"]
+        fs = original_resource.file_system
+        fs.storage_capacity = int(p.get("StorageCapacity", fs.storage_capacity))
+        mount_name = (fs.lustre_configuration or {}).get("MountName")
+        fs.lustre_configuration = dict(p.get("LustreConfiguration") or {}, **({"MountName": mount_name} if mount_name else {}))
+        return original_resource
+
+    def delete(self, account_id, region_name):
+        from moto.fsx.models import fsx_backends
+
+        backend = fsx_backends[account_id][region_name]
+        if self.file_system.file_system_id in backend.file_systems:
+            backend.delete_file_system(self.file_system.file_system_id, str(uuid.uuid4()), None, None, None)
+
+
+# --- Patch (ab): AWS::FSx::DataRepositoryAssociation ------------------------------
+# moto 5.2.5 has no data repository associations at all (neither the API nor
+# a CloudFormation model). Model the resource: its file system must exist in
+# the FSx backend (an unknown FileSystemId fails the resource, as in AWS),
+# `Ref` and `AssociationId` are `dra-` and 17 hex digits, `ResourceARN` is
+# the association's ARN; the file system lists it (its
+# `data_repository_associations`, for tests) until the association is deleted.
+class FsxDataRepositoryAssociation(CloudFormationModel):
+    __module__ = "moto.fsx.launcher"
+
+    def __init__(self, association_id, arn, file_system, properties):
+        self.association_id = association_id
+        self.arn = arn
+        self.file_system = file_system
+        self.properties = properties
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::FSx::DataRepositoryAssociation"
+
+    @staticmethod
+    def cloudformation_name_type():
+        return ""
+
+    @property
+    def physical_resource_id(self):
+        return self.association_id
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr in ("AssociationId", "ResourceARN")
+
+    def get_cfn_attribute(self, attribute_name):
+        return self.association_id if attribute_name == "AssociationId" else self.arn
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        from moto.fsx.exceptions import FileSystemNotFound
+        from moto.fsx.models import fsx_backends
+
+        p = cloudformation_json["Properties"]
+        fs = fsx_backends[account_id][region_name].file_systems.get(p["FileSystemId"])
+        if fs is None:
+            raise FileSystemNotFound(p["FileSystemId"])
+        association_id = "dra-" + uuid.uuid4().hex[:17]
+        arn = f"arn:aws:fsx:{region_name}:{account_id}:association/{fs.file_system_id}/{association_id}"
+        association = cls(association_id, arn, fs, dict(p))
+        if not hasattr(fs, "data_repository_associations"):
+            fs.data_repository_associations = {}
+        fs.data_repository_associations[association_id] = p
+        return association
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        original_resource.properties = dict(cloudformation_json["Properties"])
+        return original_resource
+
+    def delete(self, account_id, region_name):
+        getattr(self.file_system, "data_repository_associations", {}).pop(self.association_id, None)
+
+
+cfn_parsing.get_model_list.cache_clear()
+cfn_parsing.get_model_map.cache_clear()
+cfn_parsing.get_name_type_map.cache_clear()
+
+
 # --- Patch (z): no capacity ------------------------------------------------------
 # moto 5.2.5 launches any instance type anywhere. POST /_insufficient_capacity
 # (JSON InstanceType, optional AvailabilityZone and Region: every zone, every

@@ -11,8 +11,14 @@
 //! The DNS name `<fs-id>.efs.<region>.amazonaws.com` resolves to the mount
 //! target in the instance's own Availability Zone.
 //!
-//! The same fstab block holds the scratch volume's line when the node
-//! config asks for one ([`scratch_fstab_line`]; the volume itself is
+//! The fstab block holds every shared file system's line (EFS's, and FSx
+//! for Lustre's from [`super::fsx`] when the config has one;
+//! [`super::fstab_file`]), and [`mount_one`] is how either is mounted: the
+//! mount point, the fstab block, then `mount` unless something is mounted
+//! there already.
+//!
+//! The same block holds the scratch volume's line when the node config
+//! asks for one ([`scratch_fstab_line`]; the volume itself is
 //! [`crate::scratch`]'s): by its label, with `nofail` and a short device
 //! timeout, so a reboot that keeps the instance store mounts it at once and
 //! one after a stop and start (blank drives) boots without it.
@@ -26,7 +32,7 @@ use super::apply::apply;
 use super::atomic;
 use super::error::FilesError;
 use super::paths::under;
-use super::plan::{Content, Plan, PlannedFile};
+use super::plan::Plan;
 
 /// The file, as on the node.
 pub const FSTAB_PATH: &str = "/etc/fstab";
@@ -53,17 +59,21 @@ pub fn fstab_line(config: &NodeConfig) -> String {
     format!("{} {} nfs4 {OPTIONS} 0 0", source(config), escape(&config.efs.mount))
 }
 
-/// The planned `/etc/fstab` block.
-pub fn fstab_file(config: &NodeConfig) -> PlannedFile {
-    PlannedFile {
-        path: PathBuf::from(FSTAB_PATH),
-        content: Content::Block(match &config.scratch {
-            Some(scratch) => format!("{}\n{}\n", fstab_line(config), scratch_fstab_line(&scratch.mount)),
-            None => format!("{}\n", fstab_line(config)),
-        }),
-        mode: 0o644,
-        owner: None,
-    }
+/// One file system to mount: what it is called in messages, `mount`'s
+/// arguments, and what to check when it fails.
+pub(super) struct MountSpec<'a> {
+    /// `EFS`, `FSx for Lustre`.
+    pub what: &'static str,
+    /// `-t` of `mount`.
+    pub fs_type: &'static str,
+    /// `-o` of `mount`.
+    pub options: &'a str,
+    /// The device: `host:/path`, `dns@tcp:/name`.
+    pub source: String,
+    /// The absolute mount point on the node.
+    pub mount: &'a str,
+    /// What to check when `mount` fails.
+    pub hint: &'static str,
 }
 
 /// Ensures the mount point and the fstab line, then mounts the file system
@@ -71,7 +81,31 @@ pub fn fstab_file(config: &NodeConfig) -> PlannedFile {
 /// With `enabled == false` (no EFS in this environment, as in the local
 /// tests) only the directory and the fstab line are ensured.
 pub fn mount(root: &Path, config: &NodeConfig, enabled: bool) -> Result<(), FilesError> {
-    let target = under(root, &config.efs.mount);
+    let spec = MountSpec {
+        what: "EFS",
+        fs_type: "nfs4",
+        options: OPTIONS,
+        source: source(config),
+        mount: &config.efs.mount,
+        hint: "check that the file system has a mount target in this instance's Availability Zone and that its \
+               security group allows NFS (TCP 2049) from the cluster",
+    };
+    mount_one(root, config, &spec, enabled, |_| Ok(()))
+}
+
+/// [`mount`] for any of the config's file systems: the mount point, the
+/// fstab block, and `mount -t <fs_type> -o <options> <source> <mount>`
+/// unless something is mounted there already. `ready` runs just before
+/// `mount` (a check that the node can mount this kind at all).
+pub(super) fn mount_one(
+    root: &Path,
+    config: &NodeConfig,
+    spec: &MountSpec,
+    enabled: bool,
+    ready: impl FnOnce(&MountSpec) -> Result<(), String>,
+) -> Result<(), FilesError> {
+    let what = spec.what;
+    let target = under(root, spec.mount);
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|source| FilesError::Read { path: PathBuf::from("/proc/self/mountinfo"), source })?;
     // Checked before touching the directory: a stat of a hung hard NFS mount blocks.
@@ -79,31 +113,33 @@ pub fn mount(root: &Path, config: &NodeConfig, enabled: bool) -> Result<(), File
     if !mounted {
         atomic::create_dirs(&target)?;
     }
-    apply(&Plan { files: vec![fstab_file(config)] }, root)?;
+    apply(&Plan { files: vec![super::fstab_file(config)] }, root)?;
     if mounted {
-        tracing::debug!(target = %target.display(), "EFS is already mounted");
+        tracing::debug!(target = %target.display(), "{what} is already mounted");
         return Ok(());
     }
     if !enabled {
-        tracing::info!(target = %target.display(), "EFS mounting is disabled; mount point and fstab line are in place");
+        tracing::info!(target = %target.display(), "{what} mounting is disabled; mount point and fstab line are in place");
         return Ok(());
     }
-    let source = source(config);
-    tracing::info!(%source, target = %target.display(), "mounting EFS");
+    ready(spec).map_err(|reason| FilesError::CannotMount { what, target: target.clone(), reason })?;
+    let source = &spec.source;
+    tracing::info!(%source, target = %target.display(), "mounting {what}");
     let out = Command::new("mount")
-        .args(["-t", "nfs4", "-o", OPTIONS])
-        .arg(&source)
+        .args(["-t", spec.fs_type, "-o", spec.options])
+        .arg(source)
         .arg(&target)
         .output()
-        .map_err(|e| FilesError::Mount { target: target.clone(), reason: format!("cannot run mount: {e}") })?;
+        .map_err(|e| FilesError::Mount { what, target: target.clone(), reason: format!("cannot run mount: {e}") })?;
     if !out.status.success() {
         return Err(FilesError::Mount {
+            what,
             target,
             reason: format!(
-                "mount {source} exited with {}: {}; check that the file system has a mount target in this \
-                 instance's Availability Zone and that its security group allows NFS (TCP 2049) from the cluster",
+                "mount {source} exited with {}: {}; {}",
                 out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
+                String::from_utf8_lossy(&out.stderr).trim(),
+                spec.hint
             ),
         });
     }
@@ -117,7 +153,7 @@ pub fn is_mounted(mountinfo: &str, target: &Path) -> bool {
 }
 
 /// fstab and mountinfo write space, tab, newline and backslash as octal escapes.
-fn escape(path: &str) -> String {
+pub(super) fn escape(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
         match c {
@@ -170,11 +206,13 @@ mod tests {
 
     #[test]
     fn the_scratch_line_is_in_the_block_only_when_asked_for() {
-        let Content::Block(without) = fstab_file(&config()).content else { panic!("a block") };
+        let crate::files::Content::Block(without) = crate::files::fstab_file(&config()).content else {
+            panic!("a block")
+        };
         assert!(!without.contains("LABEL="), "{without}");
         let mut c = config();
         c.scratch = Some(node_contract::data::Scratch { mount: "/scratch".into() });
-        let Content::Block(with) = fstab_file(&c).content else { panic!("a block") };
+        let crate::files::Content::Block(with) = crate::files::fstab_file(&c).content else { panic!("a block") };
         assert_eq!(
             with.lines().nth(1),
             Some("LABEL=dlscratch /scratch auto defaults,noatime,nofail,x-systemd.device-timeout=10s 0 2")

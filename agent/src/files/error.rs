@@ -146,9 +146,22 @@ pub enum FilesError {
         /// Why.
         source: node_contract::interruption::NoticeError,
     },
-    /// Mounting EFS failed.
-    #[error("cannot mount EFS at {target}: {reason}")]
+    /// This node cannot mount a kind of file system at all (its image lacks
+    /// the client): trying again does not help.
+    #[error("cannot mount {what} at {target}: {reason}")]
+    CannotMount {
+        /// Which file system.
+        what: &'static str,
+        /// The mount point, under the root.
+        target: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// Mounting a shared file system (EFS, FSx for Lustre) failed.
+    #[error("cannot mount {what} at {target}: {reason}")]
     Mount {
+        /// Which file system: `EFS`, `FSx for Lustre`.
+        what: &'static str,
         /// The mount point, under the root.
         target: PathBuf,
         /// Why, and what to check.

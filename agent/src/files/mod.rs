@@ -7,7 +7,7 @@
 //! |------|--------|-----|
 //! | `/etc/hosts` (managed block) | [`hosts`] | aliases `deeplearning-workerN` and `deeplearning-master` resolve on every node |
 //! | `/etc/ssh/ssh_known_hosts` (managed block) | [`known_hosts`] | SSH between nodes verifies host keys; host key checking stays on |
-//! | `/etc/fstab` (managed block) | [`efs`] | EFS is mounted again after a reboot |
+//! | `/etc/fstab` (managed block) | [`efs`], [`fsx`] | EFS (and FSx for Lustre) are mounted again after a reboot |
 //! | `/opt/deeplearning/workers` | [`workers`] | one alias per line, master first (`$DEEPLEARNING_WORKERS_PATH`, MXNet `launch.py -H`) |
 //! | `/opt/deeplearning/hostfile` | [`hostfile`] | `alias slots=N` for mpirun, Horovod, DeepSpeed |
 //! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*`, `EFS_MOUNT` and the NCCL/EFA environment ([`crate::fabric`]) in every login shell |
@@ -50,6 +50,7 @@ pub mod authorized_keys;
 pub mod cluster_key;
 pub mod efs;
 pub mod error;
+pub mod fsx;
 pub mod host_log;
 pub mod hostfile;
 pub mod hosts;
@@ -77,6 +78,23 @@ pub use paths::{network_check_path, under};
 pub use plan::{Content, Plan, PlannedFile};
 
 use crate::fabric::Variable;
+
+/// The planned `/etc/fstab` block: EFS's line, and FSx for Lustre's when
+/// the config has one. One managed block holds both, so that writing it
+/// for one (a boot's mount step, every manifest's plan) never drops the
+/// other.
+pub fn fstab_file(config: &NodeConfig) -> PlannedFile {
+    let mut block = format!("{}\n", efs::fstab_line(config));
+    if let Some(line) = fsx::fstab_line(config) {
+        block.push_str(&line);
+        block.push('\n');
+    }
+    if let Some(scratch) = &config.scratch {
+        block.push_str(&efs::scratch_fstab_line(&scratch.mount));
+        block.push('\n');
+    }
+    PlannedFile { path: PathBuf::from(efs::FSTAB_PATH), content: Content::Block(block), mode: 0o644, owner: None }
+}
 
 /// The files for `manifest` as seen by the node `me` (instance id).
 /// `cluster_private_key` is `Some` on the master only; `fabric` is this
@@ -107,7 +125,7 @@ pub fn plan(
     let mut files = vec![
         root_file(hosts::PATH, Content::Block(hosts::body(&nodes))),
         root_file(known_hosts::PATH, Content::Block(known_hosts::body(&nodes)?)),
-        efs::fstab_file(config),
+        fstab_file(config),
         root_file(workers::PATH, Content::Whole(workers::content(&nodes))),
         root_file(hostfile::PATH, Content::Whole(hostfile::content(&nodes))),
         root_file(profile::PATH, Content::Whole(profile::content(manifest, &nodes, this.gpus, config, fabric))),

@@ -1,7 +1,8 @@
 //! The boot steps a node takes before and beside its loops: shipping its
 //! lines to CloudWatch Logs ([`start_shipping`]), mounting EFS
-//! ([`mount_efs`]), making the scratch volume on the instance store
-//! ([`prepare_scratch`]), running a worker's prepare-data script
+//! ([`mount_efs`]) and FSx for Lustre ([`mount_fsx`]), making the scratch
+//! volume on the instance store ([`prepare_scratch`]), running a worker's
+//! prepare-data script
 //! ([`prepare_data`], with its log and its marker on EFS), and taking back
 //! an interruption notice this boot was already given ([`restore_notice`]).
 
@@ -66,22 +67,39 @@ pub(super) fn start_shipping(
 /// `mount`: mount it (off in containers and tests, where only the fstab
 /// line is written).
 pub(super) async fn mount_efs(root: &Path, config: &NodeConfig, mount: bool) -> anyhow::Result<()> {
+    with_retries("EFS", || files::efs::mount(root, config, mount)).await
+}
+
+/// Mounts the FSx for Lustre file system when the config has one, after
+/// EFS, with the same retries (the file system is AVAILABLE before the
+/// launch templates exist, but its DNS name may take a moment to resolve).
+/// An image without the Lustre client fails at once, saying what to use.
+pub(super) async fn mount_fsx(root: &Path, config: &NodeConfig, mount: bool) -> anyhow::Result<()> {
+    with_retries("FSx for Lustre", || files::fsx::mount(root, config, mount)).await
+}
+
+/// Runs `attempt` up to 30 times, 10 s apart, until it succeeds.
+async fn with_retries(
+    what: &str,
+    mut attempt_mount: impl FnMut() -> Result<(), files::FilesError>,
+) -> anyhow::Result<()> {
     const ATTEMPTS: u32 = 30;
     for attempt in 1..=ATTEMPTS {
-        let result = tokio::task::block_in_place(|| files::efs::mount(root, config, mount));
+        let result = tokio::task::block_in_place(&mut attempt_mount);
         match result {
             Ok(()) => return Ok(()),
+            Err(e @ files::FilesError::CannotMount { .. }) => return Err(e).context(format!("mounting {what}")),
             // The mount point or the fstab line cannot be written: this
-            // node's own disk (read-only, full), not EFS, is the problem.
+            // node's own disk (read-only, full), not the file system, is the problem.
             Err(e @ (files::FilesError::Write { .. } | files::FilesError::CreateDir { .. })) if attempt < ATTEMPTS => {
-                error!(attempt, "cannot prepare the EFS mount on this node's disk, retrying in 10 s: {e}");
+                error!(attempt, "cannot prepare the {what} mount on this node's disk, retrying in 10 s: {e}");
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
             Err(e) if attempt < ATTEMPTS => {
-                warn!(attempt, "cannot mount EFS yet, retrying in 10 s: {e}");
+                warn!(attempt, "cannot mount {what} yet, retrying in 10 s: {e}");
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
-            Err(e) => return Err(e).context("mounting EFS"),
+            Err(e) => return Err(e).context(format!("mounting {what}")),
         }
     }
     Ok(())

@@ -108,6 +108,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // The scratch volume, before any data goes on it; a failure is reported
     // by the node loop, which tries again before the node registers.
     let _ = boot::prepare_scratch(&opts.root, &config, &me);
+    boot::mount_fsx(&opts.root, &config, opts.mount).await?;
 
     let master_queue = SqsQueue::new(clients.sqs.clone(), config.queues.master.clone());
     let worker_queue = SqsQueue::new(clients.sqs.clone(), config.queues.workers.clone());

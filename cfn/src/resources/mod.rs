@@ -9,6 +9,7 @@ pub mod autoscaling;
 pub mod cloudformation;
 pub mod ec2;
 pub mod efs;
+pub mod fsx;
 pub mod iam;
 pub mod imagebuilder;
 pub mod logs;

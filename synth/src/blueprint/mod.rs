@@ -131,6 +131,7 @@ workers:
             efs: EfsSpec { mount: "/efs".into(), file_system_id: None },
             scratch: Some("/scratch".into()),
             data: Vec::new(),
+            fsx: None,
             network: NetworkSpec::New { vpc_cidr: "10.0.0.0/16".parse().unwrap() },
             placement_group: false,
             efa: false,

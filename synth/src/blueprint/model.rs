@@ -277,7 +277,7 @@ pub struct CapacityBlockSource {
 }
 
 /// Disks and the shared file system.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct Storage {
     /// Root volume size of every node in GiB, 8 to 16384 (default 200). Deep
@@ -291,6 +291,48 @@ pub struct Storage {
     /// `/scratch`, exported as `DEEPLEARNING_SCRATCH`); `false`: none. Its
     /// contents are lost when the instance stops.
     pub scratch: Option<ScratchSetting>,
+    /// An FSx for Lustre file system every node mounts, for data sets
+    /// larger than the nodes' disks: optional, none without it.
+    pub fsx_lustre: Option<FsxLustre>,
+}
+
+/// An FSx for Lustre file system, made with the stack and deleted with it,
+/// in the first private subnet (one Availability Zone), mounted on every
+/// node. With `import`, the S3 prefix's objects appear as files and are
+/// read from S3 on first access.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct FsxLustre {
+    /// `scratch_2` (default: the cheapest, no replication, for data that
+    /// lives in S3 anyway) or `persistent_2` (replicated within its zone,
+    /// with a set throughput per TiB).
+    pub deployment: Option<FsxDeployment>,
+    /// Size in GiB: 1200, 2400, or a multiple of 2400 (default 1200).
+    #[schemars(range(min = 1200), extend("default" = 1200))]
+    pub capacity_gib: Option<u32>,
+    /// An S3 prefix to link, `s3://bucket/` or `s3://bucket/prefix/`: its
+    /// objects are listed into the file system when it is made and loaded
+    /// from S3 on first read. Omit it for an empty file system.
+    #[schemars(regex(pattern = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/([^/]+/)*)?$"))]
+    pub import: Option<String>,
+    /// Where every node mounts it (default `/fsx`).
+    #[schemars(extend("default" = "/fsx"))]
+    pub mount: Option<String>,
+    /// `persistent_2` only: throughput in MB/s per TiB of storage, one of
+    /// 125 (default), 250, 500 or 1000.
+    #[schemars(extend("enum" = [125, 250, 500, 1000]))]
+    pub throughput_per_tib: Option<u32>,
+}
+
+/// An FSx for Lustre deployment type.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+pub enum FsxDeployment {
+    /// `SCRATCH_2`: temporary storage, not replicated.
+    #[serde(rename = "scratch_2")]
+    Scratch2,
+    /// `PERSISTENT_2`: replicated within its Availability Zone.
+    #[serde(rename = "persistent_2")]
+    Persistent2,
 }
 
 /// Where the scratch volume goes, or `false`.

@@ -61,6 +61,12 @@ mod tests {
                 .or(s["$defs"]["EfaMode"]["enum"].as_array().map(Vec::len)),
             Some(4)
         );
+        let fsx = &s["$defs"]["FsxLustre"]["properties"];
+        assert_eq!(fsx["throughput_per_tib"]["enum"], serde_json::json!([125, 250, 500, 1000]));
+        assert_eq!(fsx["capacity_gib"]["minimum"], 1200);
+        let deployments = &s["$defs"]["FsxDeployment"]["oneOf"];
+        assert_eq!(deployments[0]["const"], "scratch_2");
+        assert_eq!(deployments[1]["const"], "persistent_2");
         let tags = &s["properties"]["tags"];
         let values = tags["anyOf"][0]["additionalProperties"].get("type").or(tags["additionalProperties"].get("type"));
         assert_eq!(values, Some(&serde_json::json!(["string", "number", "boolean"])), "{tags}");

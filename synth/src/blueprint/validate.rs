@@ -12,6 +12,7 @@ use std::net::Ipv4Addr;
 
 mod capacity;
 mod data;
+mod fsx;
 
 use ipnet::{IpNet, Ipv4Net};
 
@@ -172,11 +173,12 @@ impl Checker<'_> {
             self.workers(w, count, type_count, region)
         });
 
-        let storage = bp.storage.unwrap_or(super::model::Storage { root_volume_gb: None, efs: None, scratch: None });
+        let storage = bp.storage.unwrap_or_default();
         let root_volume_gb = self.root_volume(storage.root_volume_gb, &image);
         let efs = self.efs(storage.efs);
         let scratch = data::scratch(self, storage.scratch, &efs);
         let data = data::data_sets(self, bp.data, scratch.as_deref(), &efs);
+        let fsx = storage.fsx_lustre.map(|f| fsx::fsx(self, f, &efs.mount));
 
         let network = bp.network.unwrap_or(super::model::Network {
             vpc_cidr: None,
@@ -225,6 +227,7 @@ impl Checker<'_> {
             efs,
             scratch,
             data,
+            fsx,
             network: network_spec,
             placement_group,
             efa,
@@ -1352,7 +1355,7 @@ fn is_private(net: &Ipv4Net) -> bool {
         .any(|private| private.contains(net))
 }
 
-/// Why `mount` cannot be the EFS mount point, if it cannot.
+/// Why `mount` cannot be a file system's mount point (EFS's, FSx's), if it cannot.
 fn mount_problem(mount: &str) -> Option<&'static str> {
     const SYSTEM: [&str; 6] = ["/etc", "/usr", "/proc", "/sys", "/dev", "/boot"];
     if !mount.starts_with('/') {

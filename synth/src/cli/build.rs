@@ -30,8 +30,9 @@ pub(super) enum Compiled {
         json: String,
         resources: usize,
         notes: String,
-        /// Where the workers come from and launch, and the nodes' data
-        /// (`ClusterSpec::workers_summary`, `ClusterSpec::data_summary`).
+        /// Where the workers come from and launch, the nodes' data and the
+        /// FSx for Lustre file system (`ClusterSpec::workers_summary`,
+        /// `ClusterSpec::data_summary`, `ClusterSpec::fsx_summary`).
         summary: Vec<String>,
         /// The region the template is for; `None`: all five.
         region: Option<crate::region::Region>,
@@ -91,7 +92,10 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
                 resources,
                 notes,
                 region: loaded.spec.region,
-                summary: std::iter::once(loaded.spec.workers_summary()).chain(loaded.spec.data_summary()).collect(),
+                summary: std::iter::once(loaded.spec.workers_summary())
+                    .chain(loaded.spec.data_summary())
+                    .chain(loaded.spec.fsx_summary())
+                    .collect(),
             }
         }
         Err(e) => {

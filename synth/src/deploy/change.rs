@@ -15,7 +15,8 @@
 //!
 //! [`Preview::refusals`] names the replacements and removals that would
 //! destroy data: the master instance (its root volume goes with it), the
-//! EFS file system, the VPC its mount targets are in.
+//! EFS file system, the VPC its mount targets are in, the FSx for Lustre
+//! file system.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -214,6 +215,7 @@ fn local_changes(before: &Resolved, after: &Resolved) -> BTreeMap<String, Resour
                         (Some("LatestVersionNumber"), _, _) if t.resource_type == "AWS::EC2::LaunchTemplate" => {
                             Some(Replacement::Yes)
                         }
+                        (Some(a), _, Replacement::No) if fixed_for_life(&t.resource_type, a) => None,
                         (Some(_), _, _) => Some(Replacement::Conditional),
                     };
                     let Some(certainty) = effect else { continue };
@@ -255,6 +257,14 @@ fn local_changes(before: &Resolved, after: &Resolved) -> BTreeMap<String, Resour
         }
     }
     changes
+}
+
+/// Attributes a resource keeps for its whole life, whatever an in-place
+/// update changes: an FSx file system's DNS name and Lustre mount name
+/// (the nodes' configs read them, so a new throughput tier or a larger
+/// file system must not look like new user data and a new master).
+fn fixed_for_life(resource_type: &str, attribute: &str) -> bool {
+    matches!((resource_type, attribute), ("AWS::FSx::FileSystem", "DNSName" | "LustreMountName" | "ResourceARN"))
 }
 
 /// Top-level property names whose values differ.
@@ -358,6 +368,9 @@ fn holds_data(resource_type: &str, has_efs: bool) -> Option<&'static str> {
     match resource_type {
         "AWS::EC2::Instance" => Some("the master instance: its root volume is deleted with it"),
         "AWS::EFS::FileSystem" => Some("the shared EFS file system and every file on it"),
+        "AWS::FSx::FileSystem" => {
+            Some("the FSx for Lustre file system and every file written to it (what it imported from S3 stays in S3)")
+        }
         "AWS::EC2::VPC" if has_efs => Some("the VPC the EFS file system's mount targets are in"),
         _ => None,
     }
@@ -614,6 +627,54 @@ mod tests {
         assert!(text.contains("REPLACED: LaunchTemplate (create-only) <- MasterLaunchTemplate"), "{text}");
         assert!(text.starts_with("Stack demo: 0 to add, 2 to change in place, 1 to replace, 0 to delete"), "{text}");
         assert!(text.contains("~ MasterElasticIp"), "the address follows the new instance: {text}");
+    }
+
+    /// FSx cannot change a Lustre file system's deployment type or import
+    /// path in place: the file system would be replaced, and what was
+    /// written to it lost, so the update is refused; a new throughput tier
+    /// is an in-place change.
+    #[test]
+    fn a_new_fsx_deployment_or_import_replaces_the_file_system_and_is_refused() {
+        use crate::spec::{FsxDeployment, FsxSpec, S3Prefix};
+        let mut base = sample();
+        base.fsx = Some(FsxSpec {
+            deployment: FsxDeployment::Persistent2,
+            capacity_gib: 1200,
+            import: None,
+            mount: "/fsx".into(),
+            throughput_per_tib: Some(125),
+        });
+        let old = template(&base);
+        let edit = |f: fn(&mut FsxSpec)| {
+            let mut s = base.clone();
+            f(s.fsx.as_mut().unwrap());
+            between(&old, &template(&s), &[], &[])
+        };
+        for p in [
+            edit(|f| {
+                f.deployment = FsxDeployment::Scratch2;
+                f.throughput_per_tib = None;
+            }),
+            edit(|f| {
+                f.deployment = FsxDeployment::Scratch2;
+                f.throughput_per_tib = None;
+                f.import = Some(S3Prefix { bucket: "b".into(), prefix: String::new() });
+            }),
+        ] {
+            let refused: Vec<String> = p.refusals().iter().map(Refusal::render).collect();
+            assert!(
+                refused.iter().any(|r| r.starts_with("FsxFileSystem (AWS::FSx::FileSystem) would be replaced")),
+                "{refused:?}\n{}",
+                p.render("demo")
+            );
+        }
+        let p = edit(|f| f.throughput_per_tib = Some(500));
+        assert!(p.refusals().is_empty(), "{}", p.render("demo"));
+        assert!(
+            summary(&p).contains(&("FsxFileSystem".into(), Action::Modify, Replacement::No)),
+            "{}",
+            p.render("demo")
+        );
     }
 
     #[test]

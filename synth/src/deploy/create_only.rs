@@ -1,6 +1,7 @@
 //! Create-only properties of the resource types the cluster templates use:
 //! changing one replaces the resource. Generated from the CloudFormation
-//! resource schemas that cfn-lint 1.58.0 ships (`createOnlyProperties`);
+//! resource schemas that cfn-lint 1.58.0 ships (`createOnlyProperties`), plus the
+//! few the schemas miss (`EXTRA_CREATE_ONLY` in the generator, with its source);
 //! do not edit, regenerate with `python3 synth/tools/gen_create_only.py`.
 
 /// The create-only properties of `resource_type`, as paths under
@@ -31,6 +32,8 @@ pub fn create_only(resource_type: &str) -> Option<&'static [&'static str]> {
         "AWS::EC2::VPCGatewayAttachment" => &["VpcId"],
         "AWS::EFS::FileSystem" => &["AvailabilityZoneName", "Encrypted", "KmsKeyId", "PerformanceMode"],
         "AWS::EFS::MountTarget" => &["FileSystemId", "IpAddress", "IpAddressType", "Ipv6Address", "SubnetId"],
+        "AWS::FSx::DataRepositoryAssociation" => &["BatchImportMetaDataOnCreate", "DataRepositoryPath", "FileSystemId", "FileSystemPath"],
+        "AWS::FSx::FileSystem" => &["BackupId", "FileSystemType", "KmsKeyId", "LustreConfiguration/DeploymentType", "LustreConfiguration/ImportPath", "SecurityGroupIds", "StorageType", "SubnetIds"],
         "AWS::IAM::InstanceProfile" => &["InstanceProfileName", "Path"],
         "AWS::IAM::Role" => &["Path", "RoleName"],
         "AWS::Logs::LogGroup" => &["LogGroupName"],

@@ -41,6 +41,18 @@
 //!   `verb_resource_types`, from parliament's IAM definitions; not
 //!   `autoscaling:Delete*`, which would grant `DeleteLaunchConfiguration`):
 //!   more actions, on the same groups, which the user's own stacks made.
+//!   The stack's own log groups, roles, instance profiles, queues and
+//!   worker groups share one statement (`CloudFormationManagesStackResources`,
+//!   naming all their ARNs): every action in it takes one of those resource
+//!   types only, and IAM matches an action only against ARNs of a type it
+//!   takes, so this grants nothing more than five statements would.
+//!   FSx for Lustre's file systems and data repository associations get
+//!   ids, so their actions are on `*`; FSx's IAM work is on its own
+//!   service-linked roles (`role/aws-service-role/*`), never the stack's;
+//!   a data repository association's handler declares `s3:GetBucketPolicy`
+//!   and `s3:PutBucketPolicy` on the linked bucket, which the blueprint
+//!   names and the policy cannot, so `*` (parliament's
+//!   RESOURCE_POLICY_PRIVILEGE_ESCALATION, expected in `tests/lint-iam.py`).
 //!
 //! The local AWS of the tests checks the first part (moto evaluates every
 //! call synth makes against the user's policies); it does not check the
@@ -289,9 +301,15 @@ pub fn resource_permissions() -> Result<ResourcePermissions, String> {
         .map_err(|e| format!("internal error: the resource_permissions.json built into synth does not parse: {e}"))
 }
 
-/// What a CloudFormation handler's action acts on in this project's stacks.
-fn on_for(action: &str, resource_types: &[String]) -> On {
-    if action == "iam:CreateServiceLinkedRole" {
+/// What a CloudFormation handler's action, needed for a resource of
+/// `resource_type`, acts on in this project's stacks.
+fn on_for(resource_type: &str, action: &str, resource_types: &[String]) -> On {
+    // FSx's only IAM work is on its own service-linked roles (it makes
+    // `AWSServiceRoleForFSxS3Access_<fs>` for a file system linked to S3 and
+    // puts and attaches its policy as the caller), never on the stack's roles.
+    if action == "iam:CreateServiceLinkedRole"
+        || (resource_type.starts_with("AWS::FSx::") && action.starts_with("iam:"))
+    {
         return On::ServiceLinkedRoles;
     }
     let has = |t: &str| resource_types.iter().any(|x| x == t);
@@ -393,28 +411,57 @@ fn calls_statements(scope: &Scope) -> Vec<Value> {
     statements
 }
 
+/// The stack-owned kinds of resource whose statements are written as one
+/// ([`resources_statements`]), each with the one IAM resource type its
+/// ARN names.
+const STACK_RESOURCES: [(On, &str); 5] = [
+    (On::LogGroups, "log-group"),
+    (On::Roles, "role"),
+    (On::InstanceProfiles, "instance-profile"),
+    (On::Queues, "queue"),
+    (On::Groups, "autoScalingGroup"),
+];
+
 fn resources_statements(scope: &Scope) -> Result<Vec<Value>, String> {
     let table = resource_permissions()?;
     let mut statements = Vec::new();
     let mut resources: BTreeMap<On, BTreeSet<String>> = BTreeMap::new();
     let no_types = Vec::new();
-    for action in table.types.values().flatten() {
-        let types = table.resource_types.get(action).unwrap_or(&no_types);
-        resources.entry(on_for(action, types)).or_default().insert(action.clone());
+    for (resource_type, actions) in &table.types {
+        for action in actions {
+            let types = table.resource_types.get(action).unwrap_or(&no_types);
+            resources.entry(on_for(resource_type, action, types)).or_default().insert(action.clone());
+        }
     }
+    // The stack's own log groups, roles, instance profiles, queues and
+    // worker groups: one statement naming all their ARNs. Each action there
+    // takes one of those resource types only (the test below holds it to
+    // that), and IAM matches an action only against ARNs of a type it
+    // takes, so naming the others' ARNs beside it grants nothing more; one
+    // statement instead of five is what keeps the document within the limit.
+    let mut stack_actions = BTreeSet::new();
+    let mut stack_arns = Vec::new();
     for (on, actions) in resources {
         // Reads only where the resource is `*` already: a wildcard in a
         // statement scoped to roles would also name reads of other IAM
         // resources. Any verb on the stacks' worker groups: every action of
         // a verb there acts on a group the user's own stack made (which the
         // user may already create, update and delete), and the group's
-        // statement has to fit beside everything else in one managed policy.
+        // actions have to fit beside everything else in one managed policy.
         let actions = match on {
             On::Any => compact(&actions, Verbs::Reads),
             On::Groups => compact(&actions, Verbs::On(&table.verb_resource_types, &["autoScalingGroup"])),
             _ => actions,
         };
-        statements.push(statement(&sid("CloudFormationManages", on), &actions, scope.arns(on)));
+        if STACK_RESOURCES.iter().any(|(o, _)| *o == on) {
+            stack_actions.extend(actions);
+            stack_arns.extend(scope.arns(on));
+        } else {
+            statements.push(statement(&sid("CloudFormationManages", on), &actions, scope.arns(on)));
+        }
+    }
+    if !stack_actions.is_empty() {
+        statements.push(statement("CloudFormationManagesStackResources", &stack_actions, stack_arns));
     }
     Ok(statements)
 }
@@ -519,11 +566,32 @@ mod tests {
                 .find(|s| names(s, true))
                 .or_else(|| statements.iter().find(|s| names(s, false)))
                 .unwrap_or_else(|| panic!("no statement allows {action}"));
-            s["Resource"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_owned()).collect()
+            // The statement's resources of the action's service (the stack's
+            // own resources share one statement; see below).
+            let service = action.split(':').next().unwrap();
+            s["Resource"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_str().unwrap().to_owned())
+                .filter(|r| r == "*" || r.starts_with(&format!("arn:aws:{service}:")))
+                .collect()
         };
         assert_eq!(on("cloudformation:CreateChangeSet"), ["arn:aws:cloudformation:eu-west-1:*:stack/ml*/*"]);
-        assert_eq!(on("iam:PassRole"), ["arn:aws:iam::*:role/ml*"]);
-        assert_eq!(on("iam:AddRoleToInstanceProfile"), ["arn:aws:iam::*:instance-profile/ml*"]);
+        let iam = ["arn:aws:iam::*:role/ml*", "arn:aws:iam::*:instance-profile/ml*"];
+        assert_eq!(on("iam:PassRole"), iam);
+        assert_eq!(on("iam:AddRoleToInstanceProfile"), iam);
+        // FSx's IAM calls are on its service-linked roles, not the stack's.
+        let linked =
+            doc["Statement"].as_array().unwrap().iter().find(|s| s["Sid"] == "CloudFormationManagesServiceLinkedRoles");
+        let linked = linked.unwrap();
+        assert_eq!(linked["Resource"], json!(["arn:aws:iam::*:role/aws-service-role/*"]));
+        assert_eq!(
+            linked["Action"],
+            json!(["iam:AttachRolePolicy", "iam:CreateServiceLinkedRole", "iam:PutRolePolicy"])
+        );
+        assert_eq!(on("fsx:CreateFileSystem"), ["*"]);
+        assert_eq!(on("fsx:CreateDataRepositoryAssociation"), ["*"]);
         assert_eq!(on("sqs:CreateQueue"), ["arn:aws:sqs:eu-west-1:*:ml*"]);
         assert_eq!(on("logs:FilterLogEvents"), ["arn:aws:logs:eu-west-1:*:log-group:/deeplearning-cluster/ml*"]);
         assert_eq!(
@@ -548,6 +616,30 @@ mod tests {
         // Without a region: every region, every staging bucket.
         let doc = everything();
         assert!(doc.to_string().contains("arn:aws:s3:::deeplearning-cluster-staging-*\""), "{doc}");
+    }
+
+    /// The stack's own resources share one statement: that grants nothing
+    /// more only while every action in it takes the resource type of its
+    /// own kind and none of the others' (IAM matches an action only against
+    /// ARNs of a type it takes).
+    #[test]
+    fn the_stack_resources_statement_grants_each_action_on_its_own_kind_only() {
+        let table = resource_permissions().unwrap();
+        let doc = document(&Scope::new("ml", None).unwrap(), Part::Resources).unwrap();
+        let s = doc["Statement"].as_array().unwrap().iter().find(|s| s["Sid"] == "CloudFormationManagesStackResources");
+        let s = s.expect("one statement on the stack's own resources");
+        let types: BTreeSet<&str> = STACK_RESOURCES.iter().map(|(_, t)| *t).collect();
+        let actions = s["Action"].as_array().unwrap();
+        assert!(actions.len() > 40, "{actions:?}");
+        for action in actions.iter().map(|a| a.as_str().unwrap()) {
+            let takes: Vec<&str> = match action.strip_suffix('*') {
+                Some(verb) => table.verb_resource_types[verb].iter().map(String::as_str).collect(),
+                None => table.resource_types[action].iter().map(String::as_str).collect(),
+            };
+            let kinds: Vec<&str> = takes.iter().copied().filter(|t| types.contains(t)).collect();
+            assert_eq!(kinds.len(), 1, "{action} takes {takes:?}: exactly one of the statement's kinds");
+        }
+        assert_eq!(s["Resource"].as_array().unwrap().len(), STACK_RESOURCES.len());
     }
 
     #[test]

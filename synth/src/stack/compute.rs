@@ -51,6 +51,7 @@ pub(super) struct Deps<'a> {
     pub queues: &'a Queues,
     pub fs: &'a FileSystem,
     pub logs: &'a LogGroup,
+    pub lustre: Option<&'a super::fsx::Lustre>,
 }
 
 /// What the outputs need.
@@ -130,6 +131,7 @@ fn refs(d: &Deps, worker_group: Option<Expr>, signals: Option<(String, Expr)>) -
         worker_queue: d.queues.workers.r#ref(),
         worker_group,
         efs_id: d.fs.id.clone(),
+        lustre: d.lustre.map(|l| (l.id.clone(), l.dns_name.clone(), l.mount_name.clone())),
         signals,
         log_group: d.logs.group.r#ref(),
     }

@@ -4,7 +4,7 @@
 //! Each submodule adds one concern's resources and hands back the handles the
 //! next one needs: [`parameters`] (the console form), [`network`] (VPC or an
 //! existing one), [`security`] (security groups), [`queues`] (SQS),
-//! [`identity`] (IAM), [`logs`] (the nodes' log group), [`storage`] (EFS), [`compute`] (launch templates, the
+//! [`identity`] (IAM), [`logs`] (the nodes' log group), [`storage`] (EFS), [`fsx`] (FSx for Lustre), [`compute`] (launch templates, the
 //! master, the worker group, formation; where the workers' capacity comes
 //! from is [`capacity`]) and [`outputs`]. The node config each
 //! instance boots with is rendered by [`node_config`].
@@ -16,6 +16,7 @@
 mod capacity;
 mod compute;
 mod context;
+mod fsx;
 pub(crate) mod identity;
 mod logs;
 mod network;
@@ -50,10 +51,19 @@ pub fn compile(spec: &ClusterSpec) -> Template {
     let queues = queues::add(&mut t, &ctx);
     let logs = logs::add(&mut t, &ctx);
     let fs = storage::add(&mut t, &ctx, &net, &groups, &inputs);
+    let lustre = fsx::add(&mut t, &ctx, &net, &groups);
     let cluster = compute::add(
         &mut t,
         &ctx,
-        compute::Deps { inputs: &inputs, net: &net, groups: &groups, queues: &queues, fs: &fs, logs: &logs },
+        compute::Deps {
+            inputs: &inputs,
+            net: &net,
+            groups: &groups,
+            queues: &queues,
+            fs: &fs,
+            logs: &logs,
+            lustre: lustre.as_ref(),
+        },
     );
     outputs::add(&mut t, &ctx, &inputs, &cluster, &fs, &groups);
     t
@@ -68,8 +78,9 @@ fn description(spec: &ClusterSpec) -> String {
         [] => String::new(),
         types => format!(" (or {})", types.join(", ")),
     };
+    let lustre = if spec.fsx.is_some() { " and FSx for Lustre" } else { "" };
     format!(
-        "Deep learning cluster '{}' {region}: a master, {} x {}{fallback} workers, shared EFS. Built by synth {}.",
+        "Deep learning cluster '{}' {region}: a master, {} x {}{fallback} workers, shared EFS{lustre}. Built by synth {}.",
         spec.name,
         spec.workers.count,
         spec.workers.instance_type,
@@ -112,6 +123,7 @@ pub(crate) mod tests {
             efs: EfsSpec { mount: "/efs".into(), file_system_id: None },
             scratch: Some("/scratch".into()),
             data: Vec::new(),
+            fsx: None,
             network: NetworkSpec::New { vpc_cidr: "10.0.0.0/16".parse().unwrap() },
             placement_group: false,
             efa: false,
@@ -194,6 +206,25 @@ pub(crate) mod tests {
             end_unix: 1_900_604_800,
         });
         out.push(("capacity-block", s));
+        let mut s = sample();
+        s.fsx = Some(FsxSpec {
+            deployment: FsxDeployment::Scratch2,
+            capacity_gib: 1200,
+            import: Some(S3Prefix { bucket: "my-data".into(), prefix: "imagenet/".into() }),
+            mount: "/fsx".into(),
+            throughput_per_tib: None,
+        });
+        out.push(("fsx-scratch", s));
+        let mut s = sample();
+        s.placement_group = true;
+        s.fsx = Some(FsxSpec {
+            deployment: FsxDeployment::Persistent2,
+            capacity_gib: 4800,
+            import: Some(S3Prefix { bucket: "my-data".into(), prefix: String::new() }),
+            mount: "/mnt/lustre".into(),
+            throughput_per_tib: Some(500),
+        });
+        out.push(("fsx-persistent", s));
         out
     }
 

@@ -6,7 +6,9 @@
 //! URLs, the stack id, the group name), serialized, and wrapped in the
 //! contract's user data script. With `image.agent_package_url`, the script
 //! installs the package first. With EFA, the config says so and lists the
-//! instance types whose EFA does RDMA.
+//! instance types whose EFA does RDMA. With FSx for Lustre, the config names
+//! the file system (id, DNS name, Lustre mount name) through `Fn::Sub`
+//! variables and the mount point.
 //!
 //! No parameter a user changes to resize the cluster (worker count, type,
 //! minimum, maximum) is in any config: a changed user data is a new launch
@@ -17,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use cfn::Expr;
-use node_contract::data::{DataSet, Scratch};
+use node_contract::data::{DataSet, FsxLustre, Scratch};
 use node_contract::interruption::CapacityBlock;
 use node_contract::{Efa, Efs, Elastic, Logs, NODE_CONFIG_VERSION, NodeConfig, PackageSource, Queues, Role, Signals};
 
@@ -29,6 +31,8 @@ pub(super) struct Refs {
     pub worker_queue: Expr,
     pub worker_group: Option<Expr>,
     pub efs_id: Expr,
+    /// The FSx for Lustre file system: its id, DNS name and mount name.
+    pub lustre: Option<(Expr, Expr, Expr)>,
     /// (master instance logical id, formation handle) on the master.
     pub signals: Option<(String, Expr)>,
     /// The nodes' log group (its `Ref`: the name).
@@ -94,7 +98,12 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
                 fetcher: set.fetcher(),
             })
             .collect(),
-        fsx: None,
+        fsx: refs.lustre.map(|(id, dns, mount_name)| FsxLustre {
+            file_system_id: var("FsxFileSystemId", id),
+            dns_name: var("FsxDnsName", dns),
+            mount_name: var("FsxMountName", mount_name),
+            mount: spec.fsx.as_ref().map(|f| sub_literal(&f.mount)).unwrap_or_default(),
+        }),
     };
     // Serializing a struct of strings and numbers to JSON cannot fail.
     let json = serde_json::to_string(&config).unwrap_or_default();
@@ -169,6 +178,21 @@ mod tests {
                     block.map(|b| (b.id.as_str(), b.end_unix)),
                     "{name} {lt}"
                 );
+                assert_eq!(
+                    config.fsx.as_ref().map(|f| f.mount.as_str()),
+                    spec.fsx.as_ref().map(|f| f.mount.as_str()),
+                    "{name} {lt}"
+                );
+                if spec.fsx.is_some() {
+                    let vars = &template["Resources"][lt]["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]
+                        ["Fn::Sub"][1];
+                    assert_eq!(vars["FsxDnsName"], serde_json::json!({"Fn::GetAtt": ["FsxFileSystem", "DNSName"]}));
+                    assert_eq!(
+                        vars["FsxMountName"],
+                        serde_json::json!({"Fn::GetAtt": ["FsxFileSystem", "LustreMountName"]})
+                    );
+                    assert_eq!(vars["FsxFileSystemId"], serde_json::json!({"Ref": "FsxFileSystem"}));
+                }
                 if let Some(efa) = &config.efa {
                     assert!(efa.rdma_instance_types.iter().any(|t| t == "p4d.24xlarge"), "{name}: {efa:?}");
                 }
