@@ -1342,7 +1342,8 @@ def record_call(environ):
     `assumed-role/<role>/<session>`, when known), `service`, `action`
     (from X-Amz-Target, else Action= in the query string or form body),
     and for SQS `queue` (the last part of QueueUrl) and, for SendMessage,
-    `kind` (the message body's "kind", e.g. register). The body is read
+    `kind` (the message body's "kind", e.g. register); for S3 `method`,
+    `path` (`/<bucket>/<key>`) and `range` (the Range header, when sent). The body is read
     and put back for moto. Returns the call, or None when unsigned."""
     t = time.time()
     match = CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
@@ -1376,6 +1377,13 @@ def record_call(environ):
             call["kind"] = json.loads(params.get("MessageBody", "")).get("kind")
         except (ValueError, AttributeError):
             pass
+    if service == "s3":
+        # S3 names its operation by method and path: which object a node
+        # read, and which bytes of it (the data fetch's ranged GETs).
+        call["method"] = environ.get("REQUEST_METHOD")
+        call["path"] = urllib.parse.unquote(environ.get("PATH_INFO", ""))
+        if environ.get("HTTP_RANGE"):
+            call["range"] = environ["HTTP_RANGE"]
     principal = principal_of(key)
     if principal is not None:
         call["principal"] = principal
