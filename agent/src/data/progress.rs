@@ -315,7 +315,7 @@ mod tests {
         let nodes: Vec<NodeProgress> =
             (0..16).map(|i| node(&format!("10.0.0.{i}"), 25 * gb + i * gb / 2, 80 * gb, 131e6, 1_000)).collect();
         let line = summary_line(&nodes, 5_000, 30_000);
-        assert_eq!(line, "data: 460 of 1,280 GB on 16 nodes (0 done), 2.1 GB/s, 8 min left, 1.4x the data read from S3");
+        assert_eq!(line, "data: 460 of 1,280 GB on 16 nodes (0 done), 2.1 GB/s, 7 min left, 1.4x the data read from S3");
         assert_eq!(summary_line(&[], 0, 0), "data: no node has reported yet");
 
         // One node silent for a minute: named, no time given.
