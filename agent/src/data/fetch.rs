@@ -321,11 +321,16 @@ impl<S: ObjectStore> DataFetch<S> {
             .collect();
         let slots = Arc::new(tokio::sync::Semaphore::new(self.engine.tuning().objects_in_flight.max(1)));
         let mut tasks = tokio::task::JoinSet::new();
+        // After the first failure no new object starts, and those in
+        // flight finish (what they wrote is not fetched again).
+        let mut first: Option<FetchError> = None;
         for t in todo {
             let slot = slots.clone().acquire_owned().await.expect("never closed");
-            // Reap what finished, so the first failure ends the set early.
             while let Some(done) = tasks.try_join_next() {
-                flatten(done)?;
+                keep_first(&mut first, done);
+            }
+            if first.is_some() {
+                break;
             }
             let (engine, view) = (self.engine.clone(), view.clone());
             tasks.spawn(async move {
@@ -339,7 +344,10 @@ impl<S: ObjectStore> DataFetch<S> {
             });
         }
         while let Some(done) = tasks.join_next().await {
-            flatten(done)?;
+            keep_first(&mut first, done);
+        }
+        if let Some(e) = first {
+            return Err(e);
         }
         Ok((objects, bytes))
     }
@@ -365,11 +373,13 @@ impl<S: ObjectStore> DataFetch<S> {
     }
 }
 
-fn flatten(joined: Result<Result<(), FetchError>, tokio::task::JoinError>) -> Result<(), FetchError> {
-    match joined {
-        Ok(r) => r,
-        Err(e) => panic!("a fetch task failed: {e}"),
-    }
+fn keep_first(first: &mut Option<FetchError>, joined: Result<Result<(), FetchError>, tokio::task::JoinError>) {
+    let e = match joined {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    first.get_or_insert(e);
 }
 
 async fn list<S: ObjectStore>(store: &S, set: &DataSet, attempts: u32) -> Result<Vec<super::store::ObjectInfo>, FetchError> {

@@ -319,7 +319,8 @@ mod tests {
         assert_eq!(summary_line(&[], 0, 0), "data: no node has reported yet");
 
         // One node silent for a minute: named, no time given.
-        let mut quiet = nodes.clone();
+        let mut quiet: Vec<NodeProgress> =
+            nodes.iter().map(|n| NodeProgress { updated_unix_ms: 60_000, ..n.clone() }).collect();
         quiet[3].updated_unix_ms = 0;
         let line = summary_line(&quiet, 61_000, 30_000);
         assert!(line.contains("time left unknown") && line.ends_with("no word for a while from 10.0.0.3"), "{line}");
@@ -327,7 +328,7 @@ mod tests {
         let all_done: Vec<NodeProgress> = (0..2).map(|i| node(&format!("10.0.0.{i}"), gb, gb, 0.0, 0)).collect();
         assert_eq!(
             summary_line(&all_done, 99_000, 30_000),
-            "data: 1,000 of 2,000 MB on 2 nodes (2 done), 0 B/s, complete, 0.5x the data read from S3"
+            "data: 2,000 of 2,000 MB on 2 nodes (2 done), 0 B/s, complete, 0.5x the data read from S3"
         );
     }
 
