@@ -346,7 +346,8 @@ async fn s3_data_set_is_fetched_through_the_sdk_port() {
     let bucket = unique("data").to_lowercase();
     client.create_bucket().bucket(&bucket).send().await.unwrap();
     let body = |i: usize, len: usize| -> Vec<u8> { (0..len).map(|j| ((i * 13 + j) % 251) as u8).collect() };
-    let mut objects: Vec<(String, Vec<u8>)> = (0..1005).map(|i| (format!("in/small/{i:04}.jpg"), body(i, 300))).collect();
+    let mut objects: Vec<(String, Vec<u8>)> =
+        (0..1005).map(|i| (format!("in/small/{i:04}.jpg"), body(i, 300))).collect();
     objects.push(("in/large.bin".into(), body(7, 2_500_000)));
     for (i, (key, bytes)) in objects.iter().enumerate() {
         let mut put = client.put_object().bucket(&bucket).key(key).body(ByteStream::from(bytes.clone()));
@@ -360,7 +361,8 @@ async fn s3_data_set_is_fetched_through_the_sdk_port() {
 
     let root = tempfile::tempdir().unwrap();
     let set = DataSet { bucket: bucket.clone(), prefix: "in/".into(), dir: "/data".into(), fetcher: Fetcher::Master };
-    let mut plan = Plan::for_node(root.path(), "/efs", vec![set.clone()], "127.0.0.1", "boot", node_contract::Role::Master);
+    let mut plan =
+        Plan::for_node(root.path(), "/efs", vec![set.clone()], "127.0.0.1", "boot", node_contract::Role::Master);
     plan.tuning = Tuning { part_size: 1 << 20, parts_in_flight: 4, objects_in_flight: 16, ..Tuning::default() };
     let fetch = DataFetch::start(agent::aws::S3Objects::new(client.clone()), plan.clone()).await.unwrap();
     let ready = fetch.run().await.unwrap();

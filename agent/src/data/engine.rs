@@ -9,8 +9,8 @@
 //!
 //! Every object goes through [`Engine::ensure`], single-flight per file: the
 //! node's own fetch and a peer asking this node for the same object (a
-//! pull-through, [`super::peer`]) share one download. The bytes come from
-//! S3 or from a peer ([`super::peer::request`]); a peer that fails is
+//! pull-through, [`super::server`]) share one download. The bytes come from
+//! S3 or from a peer ([`super::wire::request`]); a peer that fails is
 //! counted and the object read from S3 instead.
 
 use std::collections::HashMap;
@@ -28,10 +28,10 @@ use tracing::debug;
 use super::checksum::{self, Parts};
 use super::error::FetchError;
 use super::key;
-use super::peer;
 use super::progress::Progress;
 use super::roster::PeerView;
 use super::store::{Checksum, Got, Integrity, ObjectStore, StoreErrorKind};
+use super::wire;
 
 /// How hard a node fetches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,7 +225,8 @@ impl<S: ObjectStore> Engine<S> {
     ) -> Result<Done, Failed> {
         let url = target.url();
         let partial = key::partial_path(&target.path);
-        let write_err = |path: &Path, source: std::io::Error| FetchError::Write { url: url.clone(), path: path.to_owned(), source };
+        let write_err =
+            |path: &Path, source: std::io::Error| FetchError::Write { url: url.clone(), path: path.to_owned(), source };
         if let Some(dir) = target.path.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(|e| write_err(dir, e))?;
         }
@@ -353,12 +354,7 @@ impl<S: ObjectStore> Engine<S> {
     /// permit is taken before the GET; from a peer once its reply header
     /// came (so a node waiting on a peer's pull-through holds no memory
     /// the peer's own fetch might wait for).
-    async fn part(
-        &self,
-        target: &Target,
-        source: Source,
-        range: Option<Range<u64>>,
-    ) -> Result<(Got, Held), Failed> {
+    async fn part(&self, target: &Target, source: Source, range: Option<Range<u64>>) -> Result<(Got, Held), Failed> {
         match source {
             Source::S3 => {
                 let mut delay = Duration::from_millis(200);
@@ -381,7 +377,7 @@ impl<S: ObjectStore> Engine<S> {
             }
             Source::Peer(addr) => {
                 let r = range.unwrap_or(0..target.size);
-                let request = peer::Request {
+                let request = wire::Request {
                     bucket: target.bucket.clone(),
                     key: target.key.clone(),
                     size: target.size,
@@ -390,9 +386,9 @@ impl<S: ObjectStore> Engine<S> {
                     len: r.end - r.start,
                 };
                 let (reply, stream) =
-                    peer::request(addr, &request, self.tuning.peer_connect_timeout).await.map_err(Failed::Peer)?;
+                    wire::request(addr, &request, self.tuning.peer_connect_timeout).await.map_err(Failed::Peer)?;
                 let permit = self.permit().await;
-                let bytes = peer::read_body(stream, reply.len).await.map_err(Failed::Peer)?;
+                let bytes = wire::read_body(stream, reply.len).await.map_err(Failed::Peer)?;
                 Ok((Got { bytes, integrity: reply.integrity }, self.hold(permit)))
             }
         }
@@ -430,7 +426,9 @@ fn check_size(url: &str, expected: u64, got: u64, source: Source) -> Result<(), 
         return Ok(());
     }
     match source {
-        Source::Peer(addr) => Err(Failed::Peer(format!("{addr} sent {got} bytes of {url} where {expected} were expected"))),
+        Source::Peer(addr) => {
+            Err(Failed::Peer(format!("{addr} sent {got} bytes of {url} where {expected} were expected")))
+        }
         Source::S3 => Err(Failed::Fetch(FetchError::Size { url: url.to_owned(), expected, got })),
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! - [`Fetcher::EveryNode`]: every node fetches into its own disk, and the
 //!   nodes fetch together: each announces itself on EFS and serves what it
-//!   has on its data port ([`super::peer`]); each object's home
+//!   has on its data port ([`super::server`]); each object's home
 //!   ([`super::roster`]) reads it from S3 and the others get it from the
 //!   home, or from S3 when the home fails. The server keeps serving as
 //!   long as the [`DataFetch`] lives (the agent's life), so nodes that
@@ -28,9 +28,9 @@ use tracing::{info, warn};
 use super::engine::{Engine, Target, Tuning};
 use super::error::FetchError;
 use super::key;
-use super::peer::{self, Served};
 use super::progress::{NodeProgress, PROGRESS_VERSION, Progress, write_progress};
 use super::roster::{self, Announcement, PeerView};
+use super::server::{self, Served};
 use super::store::{ObjectStore, StoreErrorKind};
 
 /// What a node fetches, and how.
@@ -143,7 +143,8 @@ impl<S: ObjectStore> DataFetch<S> {
             return Ok(fetch);
         }
         let bind = fetch.plan.bind;
-        let listener = tokio::net::TcpListener::bind(bind).await.map_err(|source| FetchError::Listen { addr: bind, source })?;
+        let listener =
+            tokio::net::TcpListener::bind(bind).await.map_err(|source| FetchError::Listen { addr: bind, source })?;
         let addr = listener.local_addr().map_err(|source| FetchError::Listen { addr: bind, source })?;
         let served: Vec<Served> = fetch
             .plan
@@ -152,7 +153,7 @@ impl<S: ObjectStore> DataFetch<S> {
             .filter(|s| s.fetcher == Fetcher::EveryNode)
             .map(|s| Served { set: s.clone(), dir: fetch.plan.dir(s) })
             .collect();
-        fetch.tasks.push(tokio::spawn(peer::serve(listener, fetch.engine.clone(), Arc::new(served))));
+        fetch.tasks.push(tokio::spawn(server::serve(listener, fetch.engine.clone(), Arc::new(served))));
         let view = Arc::new(PeerView::new(addr, &fetch.plan.efs_data_dir));
         fetch.engine.set_view(view.clone());
         fetch.addr = Some(addr);
@@ -297,8 +298,11 @@ impl<S: ObjectStore> DataFetch<S> {
                 continue;
             }
             let url = format!("s3://{}/{}", set.bucket, o.key);
-            let path =
-                key::path_in(&dir, &set.prefix, &o.key).map_err(|why| FetchError::UnsafeKey { url, dir: dir.clone(), why })?;
+            let path = key::path_in(&dir, &set.prefix, &o.key).map_err(|why| FetchError::UnsafeKey {
+                url,
+                dir: dir.clone(),
+                why,
+            })?;
             targets.push(Target { bucket: set.bucket.clone(), key: o.key, size: o.size, etag: o.etag, path });
         }
         let p = self.progress();
@@ -382,7 +386,11 @@ fn keep_first(first: &mut Option<FetchError>, joined: Result<Result<(), FetchErr
     first.get_or_insert(e);
 }
 
-async fn list<S: ObjectStore>(store: &S, set: &DataSet, attempts: u32) -> Result<Vec<super::store::ObjectInfo>, FetchError> {
+async fn list<S: ObjectStore>(
+    store: &S,
+    set: &DataSet,
+    attempts: u32,
+) -> Result<Vec<super::store::ObjectInfo>, FetchError> {
     let mut delay = Duration::from_millis(500);
     let mut attempt = 1;
     loop {

@@ -114,7 +114,9 @@ impl ObjectStore for MemoryStore {
             Some(r) if r.start <= r.end && r.end <= bytes.len() as u64 => {
                 Ok(Got { bytes: bytes.slice(r.start as usize..r.end as usize), integrity: Integrity::None })
             }
-            Some(_) => Err(StoreError::new(StoreErrorKind::Other, "InvalidRange", "The requested range is not satisfiable")),
+            Some(_) => {
+                Err(StoreError::new(StoreErrorKind::Other, "InvalidRange", "The requested range is not satisfiable"))
+            }
         });
         if let Ok(got) = &result {
             c.bytes.fetch_add(got.bytes.len() as u64, Ordering::SeqCst);

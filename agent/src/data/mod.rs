@@ -10,7 +10,8 @@
 //!   parts written in place, bounded memory, verified, atomic, resumable);
 //!   [`checksum`] computes S3's checksums, [`key`] maps keys to paths
 //!   inside the data set's directory, [`error`] names what failed.
-//! - [`peer`]: the nodes' data protocol on `DATA_PORT` (serve, ask);
+//! - [`wire`] and [`server`]: the nodes' data protocol on `DATA_PORT`
+//!   (ask, serve);
 //!   [`roster`]: who fetches together (announcements on EFS) and each
 //!   object's home (rendezvous hashing).
 //! - [`fetch`]: a node's whole fetch ([`DataFetch`]: every set, together
@@ -24,10 +25,11 @@ pub mod failing;
 pub mod fetch;
 pub mod key;
 pub mod memory;
-pub mod peer;
 pub mod progress;
 pub mod roster;
+pub mod server;
 pub mod store;
+pub mod wire;
 
 pub use engine::{Engine, Target, Tuning};
 pub use error::FetchError;

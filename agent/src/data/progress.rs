@@ -92,7 +92,7 @@ impl Snapshot {
     /// its last interval).
     pub fn line(&self, bytes_per_second: f64) -> String {
         let fetched = self.bytes_from_s3 + self.bytes_from_peers;
-        let peers = if fetched == 0 { 0 } else { self.bytes_from_peers * 100 / fetched };
+        let peers = (self.bytes_from_peers * 100).checked_div(fetched).unwrap_or(0);
         let mut line = format!(
             "data: {}, {}, {}, {peers}% from peers, {} of {} objects",
             of(self.bytes_done, self.bytes_total),
@@ -180,7 +180,7 @@ pub fn summary_line(nodes: &[NodeProgress], now_ms: u64, stale_ms: u64) -> Strin
         .iter()
         .filter(|n| !n.done)
         .map(|n| seconds_left(n.bytes_total.saturating_sub(n.bytes_done), n.bytes_per_second))
-        .fold(Some(0.0f64), |a, b| Some(a?.max(b?)));
+        .try_fold(0.0f64, |a, b| Some(a.max(b?)));
     let time = if finished == nodes.len() {
         "complete".to_owned()
     } else {
@@ -192,9 +192,14 @@ pub fn summary_line(nodes: &[NodeProgress], now_ms: u64, stale_ms: u64) -> Strin
     // One data set's bytes: the largest node's total (every node fetches
     // the same sets; a node that has listed nothing yet shows 0).
     let one_copy = nodes.iter().map(|n| n.bytes_total).max().unwrap_or(0);
-    let reads = if one_copy == 0 { String::new() } else { format!(", {:.1}x the data read from S3", from_s3 as f64 / one_copy as f64) };
+    let reads = if one_copy == 0 {
+        String::new()
+    } else {
+        format!(", {:.1}x the data read from S3", from_s3 as f64 / one_copy as f64)
+    };
     let stale: Vec<&str> = nodes.iter().filter(|n| !n.done && !fresh(n)).map(|n| n.ip.as_str()).collect();
-    let stale = if stale.is_empty() { String::new() } else { format!("; no word for a while from {}", stale.join(", ")) };
+    let stale =
+        if stale.is_empty() { String::new() } else { format!("; no word for a while from {}", stale.join(", ")) };
     let count = if nodes.len() == 1 { "1 node".to_owned() } else { format!("{} nodes", thousands(nodes.len() as u64)) };
     format!("data: {} on {count} ({finished} done), {}, {time}{reads}{stale}", of(done, total), rate(speed))
 }
@@ -263,7 +268,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -315,7 +320,10 @@ mod tests {
         let nodes: Vec<NodeProgress> =
             (0..16).map(|i| node(&format!("10.0.0.{i}"), 25 * gb + i * gb / 2, 80 * gb, 131e6, 1_000)).collect();
         let line = summary_line(&nodes, 5_000, 30_000);
-        assert_eq!(line, "data: 460 of 1,280 GB on 16 nodes (0 done), 2.1 GB/s, 7 min left, 1.4x the data read from S3");
+        assert_eq!(
+            line,
+            "data: 460 of 1,280 GB on 16 nodes (0 done), 2.1 GB/s, 7 min left, 1.4x the data read from S3"
+        );
         assert_eq!(summary_line(&[], 0, 0), "data: no node has reported yet");
 
         // One node silent for a minute: named, no time given.

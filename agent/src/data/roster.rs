@@ -125,11 +125,8 @@ impl PeerView {
         let known = self.known.read().unwrap();
         let others: Vec<&Announcement> = known.iter().filter(|a| a.addr != self.me).filter(alive).collect();
         let complete: Vec<SocketAddr> = others.iter().filter(|a| a.complete).map(|a| a.addr).collect();
-        let candidates = if complete.is_empty() {
-            others.iter().map(|a| a.addr).chain([self.me]).collect()
-        } else {
-            complete
-        };
+        let candidates =
+            if complete.is_empty() { others.iter().map(|a| a.addr).chain([self.me]).collect() } else { complete };
         home(key, &candidates).filter(|h| *h != self.me)
     }
 }

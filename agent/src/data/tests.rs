@@ -110,9 +110,10 @@ async fn a_restarted_fetch_skips_complete_files_and_names_only_complete_ones() {
     assert!(complete > 0 && complete < objects.len(), "{complete} complete");
 
     let before = store.gets();
-    let fetch = DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.1", Fetcher::Master, Role::Master))
-        .await
-        .unwrap();
+    let fetch =
+        DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.1", Fetcher::Master, Role::Master))
+            .await
+            .unwrap();
     let ready = fetch.run().await.unwrap();
     assert_eq!(store.gets() - before, expected_gets, "only what was not complete is fetched again");
     let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
@@ -156,7 +157,10 @@ async fn a_denied_object_is_named_with_the_step() {
     let (err, _root) = fetch_err(FailingStore::new(store.clone()).deny(Op::Get, "small/07")).await;
     assert!(err.to_string().starts_with("s3://b/in/small/07.jpg: AccessDenied reading it: Access Denied"), "{err}");
     let (err, _root) = fetch_err(FailingStore::new(store.clone()).deny(Op::Head, "large/1")).await;
-    assert!(err.to_string().starts_with("s3://b/in/large/1.bin: AccessDenied reading its checksum (HeadObject)"), "{err}");
+    assert!(
+        err.to_string().starts_with("s3://b/in/large/1.bin: AccessDenied reading its checksum (HeadObject)"),
+        "{err}"
+    );
     let (err, _root) = fetch_err(FailingStore::new(store).deny(Op::List, "in/")).await;
     assert_eq!(err.to_string(), "s3://b/in/: AccessDenied listing it: Access Denied");
 }
@@ -186,7 +190,12 @@ async fn a_checksum_mismatch_is_detected() {
         assert!(!root.path().join("data").join(&key[3..]).exists());
     }
     let store = MemoryStore::default();
-    store.put_with("b", "in/sha", large.clone(), Integrity::Full(checksum::compute(&Checksum::Sha256([0; 32]), &large)));
+    store.put_with(
+        "b",
+        "in/sha",
+        large.clone(),
+        Integrity::Full(checksum::compute(&Checksum::Sha256([0; 32]), &large)),
+    );
     store.put_with("b", "in/crc32", large.clone(), Integrity::Full(checksum::compute(&Checksum::Crc32(0), &large)));
     store.put_with("b", "in/composite", large.clone(), Integrity::Composite("CRC32".into()));
     store.put_with("b", "in/none", small.clone(), Integrity::None);
@@ -212,9 +221,10 @@ async fn parts_in_flight_never_exceed_the_bound() {
     let objects = objects();
     let store = store_with(&objects, Duration::from_millis(3));
     let (root, efs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let fetch = DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.1", Fetcher::Master, Role::Master))
-        .await
-        .unwrap();
+    let fetch =
+        DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.1", Fetcher::Master, Role::Master))
+            .await
+            .unwrap();
     fetch.run().await.unwrap();
     let max = store.counters.max_in_flight.load(Ordering::SeqCst);
     assert!((2..=4).contains(&max), "{max} GETs at once, bound 4");
@@ -228,16 +238,18 @@ async fn parts_in_flight_never_exceed_the_bound() {
 async fn a_worker_waits_for_the_masters_marker() {
     let (root, efs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = store_with(&objects(), Duration::ZERO);
-    let worker = DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.2", Fetcher::Master, Role::Worker))
-        .await
-        .unwrap();
+    let worker =
+        DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.2", Fetcher::Master, Role::Worker))
+            .await
+            .unwrap();
     let waiting = tokio::spawn(async move { worker.run().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished());
     assert_eq!(store.gets(), 0, "a worker reads nothing of a master-only set");
-    let master = DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.1", Fetcher::Master, Role::Master))
-        .await
-        .unwrap();
+    let master =
+        DataFetch::start(store.clone(), plan(root.path(), efs.path(), "127.0.0.1", Fetcher::Master, Role::Master))
+            .await
+            .unwrap();
     let m = master.run().await.unwrap();
     let w = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
     assert_eq!((w.bytes, w.bytes_from_s3), (m.bytes, 0));
@@ -259,10 +271,13 @@ async fn nodes_fetching_together_read_s3_once() {
             .unwrap();
         fetches.push(Arc::new(f));
     }
-    let runs: Vec<_> = fetches.iter().map(|f| {
-        let f = f.clone();
-        tokio::spawn(async move { f.run().await })
-    }).collect();
+    let runs: Vec<_> = fetches
+        .iter()
+        .map(|f| {
+            let f = f.clone();
+            tokio::spawn(async move { f.run().await })
+        })
+        .collect();
     let mut from_s3 = 0;
     for r in runs {
         from_s3 += r.await.unwrap().unwrap().bytes_from_s3;

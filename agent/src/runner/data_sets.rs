@@ -157,7 +157,15 @@ mod tests {
         assert_eq!(ready.map(|r| r.bytes), Some(200));
         assert!(fetch.is_some());
         config.data.clear();
-        let (ready, fetch) = fetch_before_registering(root.path(), &config, &me(), Arc::new(MemoryStore::default()), &queue, Duration::ZERO).await;
+        let (ready, fetch) = fetch_before_registering(
+            root.path(),
+            &config,
+            &me(),
+            Arc::new(MemoryStore::default()),
+            &queue,
+            Duration::ZERO,
+        )
+        .await;
         assert!(ready.is_none() && fetch.is_none());
     }
 }

@@ -135,7 +135,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // the agent.
     let store = crate::aws::S3Objects::new(clients.s3.clone());
     let (data, _data_server) =
-        data_sets::fetch_before_registering(&opts.root, &config, &me, store, &master_queue, data_sets::RETRY_AFTER).await;
+        data_sets::fetch_before_registering(&opts.root, &config, &me, store, &master_queue, data_sets::RETRY_AFTER)
+            .await;
     register.data = data;
 
     // The network gate's listener, for the predecessor's probe; it lives
