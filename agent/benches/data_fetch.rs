@@ -23,7 +23,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     match args.first().map(String::as_str) {
         Some("node") if args.len() == 8 => node(&args[1..]),
-        Some("cluster") if args.len() == 7 => cluster(&args[1..]),
+        Some("cluster") if args.len() == 6 => cluster(&args[1..]),
         _ => {
             eprintln!("usage: data_fetch node ENDPOINT BUCKET PREFIX ROOT EFS_DATA_DIR IP TOGETHER");
             eprintln!("       data_fetch cluster N ENDPOINT BUCKET PREFIX OUT");
