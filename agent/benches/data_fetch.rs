@@ -63,7 +63,7 @@ fn node(a: &[String]) {
             serde_json::json!({
                 "ip": ip, "millis": ready.millis, "bytes": ready.bytes, "bytes_from_s3": ready.bytes_from_s3,
                 "bytes_from_peers": s.bytes_from_peers, "s3_gets": s.s3_gets, "peer_fallbacks": s.peer_fallbacks,
-                "max_parts_held": fetch.engine().max_parts_held(),
+                "max_parts_held": fetch.engine().max_parts_held(), "max_bytes_held": fetch.engine().max_bytes_held(),
             })
         );
         // Fetching together, a node serves its peers until they are done:
@@ -121,6 +121,7 @@ fn cluster(a: &[String]) {
             "s3_gets": sum("s3_gets"), "peer_fallbacks": sum("peer_fallbacks"),
             "slowest_node_ms": lines.iter().map(|l| l["millis"].as_u64().unwrap_or(0)).max(),
             "max_parts_held": lines.iter().map(|l| l["max_parts_held"].as_u64().unwrap_or(0)).max(),
+            "max_bytes_held": lines.iter().map(|l| l["max_bytes_held"].as_u64().unwrap_or(0)).max(),
         })
     );
 }

@@ -12,6 +12,11 @@
 //! pull-through, [`super::server`]) share one download. The bytes come from
 //! S3 or from a peer ([`super::wire::request`]); a peer that fails is
 //! counted and the object read from S3 instead.
+//!
+//! The bound is on bytes, not GETs: a GET takes permits for the bytes it
+//! will hold, in units of at most 64 KiB, so a small object holds what it
+//! is (110 KB: 2 units) and many small objects are fetched at once, while
+//! at most [`Tuning::parts_in_flight`] full parts are.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -38,8 +43,9 @@ use super::wire;
 pub struct Tuning {
     /// Objects larger than this are fetched in parts of this size.
     pub part_size: u64,
-    /// GETs (S3 or peer) whose bytes may be held at once: the memory
-    /// bound is this times [`Tuning::part_size`].
+    /// Full parts whose bytes may be held at once: the memory bound is
+    /// this times [`Tuning::part_size`] (smaller GETs hold what they are,
+    /// so more of them run at once).
     pub parts_in_flight: usize,
     /// Objects fetched at once.
     pub objects_in_flight: usize,
@@ -52,12 +58,12 @@ pub struct Tuning {
 }
 
 impl Default for Tuning {
-    /// 8 MiB parts, 16 in flight (128 MiB), 64 objects at once.
+    /// 8 MiB parts, 16 in flight (128 MiB), 128 objects at once.
     fn default() -> Tuning {
         Tuning {
             part_size: 8 << 20,
             parts_in_flight: 16,
-            objects_in_flight: 64,
+            objects_in_flight: 128,
             attempts: 3,
             peer_connect_timeout: Duration::from_secs(1),
         }
@@ -123,6 +129,8 @@ pub struct Engine<S> {
     /// Parts whose bytes are held now, and the most ever (the memory bound's test).
     held: Arc<AtomicU64>,
     max_held: AtomicU64,
+    held_bytes: Arc<AtomicU64>,
+    max_held_bytes: AtomicU64,
     /// The peers, told when one fails (fetching together).
     view: std::sync::OnceLock<Arc<PeerView>>,
 }
@@ -132,12 +140,14 @@ impl<S: ObjectStore> Engine<S> {
     pub fn new(store: S, tuning: Tuning, progress: Arc<Progress>) -> Arc<Engine<S>> {
         Arc::new(Engine {
             store,
-            parts: Arc::new(Semaphore::new(tuning.parts_in_flight.max(1))),
+            parts: Arc::new(Semaphore::new(tuning.parts_in_flight.max(1) * units(tuning.part_size, tuning.part_size))),
             tuning,
             progress,
             flights: Mutex::new(HashMap::new()),
             held: Arc::new(AtomicU64::new(0)),
             max_held: AtomicU64::new(0),
+            held_bytes: Arc::new(AtomicU64::new(0)),
+            max_held_bytes: AtomicU64::new(0),
             view: std::sync::OnceLock::new(),
         })
     }
@@ -163,9 +173,15 @@ impl<S: ObjectStore> Engine<S> {
         &self.progress
     }
 
-    /// The most parts whose bytes were held at once.
+    /// The most GETs whose bytes were held at once.
     pub fn max_parts_held(&self) -> u64 {
         self.max_held.load(Ordering::SeqCst)
+    }
+
+    /// The most bytes of GETs held at once (the memory bound:
+    /// [`Tuning::parts_in_flight`] × [`Tuning::part_size`]).
+    pub fn max_bytes_held(&self) -> u64 {
+        self.max_held_bytes.load(Ordering::SeqCst)
     }
 
     /// Whether `target`'s file is there with its final name and listed
@@ -360,10 +376,11 @@ impl<S: ObjectStore> Engine<S> {
                 let mut delay = Duration::from_millis(200);
                 let mut attempt = 1;
                 loop {
-                    let permit = self.permit().await;
+                    let want = range.as_ref().map_or(target.size, |r| r.end - r.start);
+                    let permit = self.permit(want).await;
                     Progress::add(&self.progress.s3_gets, 1);
                     match self.store.get(&target.bucket, &target.key, range.clone()).await {
-                        Ok(got) => return Ok((got, self.hold(permit))),
+                        Ok(got) => return Ok((got, self.hold(permit, want))),
                         Err(e) if e.kind == StoreErrorKind::Transient && attempt < self.tuning.attempts => {
                             drop(permit);
                             debug!(object = %target.url(), attempt, "GET failed, retrying in {delay:?}: {e}");
@@ -387,21 +404,26 @@ impl<S: ObjectStore> Engine<S> {
                 };
                 let (reply, stream) =
                     wire::request(addr, &request, self.tuning.peer_connect_timeout).await.map_err(Failed::Peer)?;
-                let permit = self.permit().await;
+                let permit = self.permit(reply.len).await;
                 let bytes = wire::read_body(stream, reply.len).await.map_err(Failed::Peer)?;
-                Ok((Got { bytes, integrity: reply.integrity }, self.hold(permit)))
+                Ok((Got { bytes, integrity: reply.integrity }, self.hold(permit, reply.len)))
             }
         }
     }
 
-    async fn permit(&self) -> OwnedSemaphorePermit {
-        self.parts.clone().acquire_owned().await.expect("the part semaphore is never closed")
+    /// Permits for `bytes` (at least one unit, at most all of them).
+    async fn permit(&self, bytes: u64) -> OwnedSemaphorePermit {
+        let total = self.tuning.parts_in_flight.max(1) * units(self.tuning.part_size, self.tuning.part_size);
+        let n = units(bytes, self.tuning.part_size).clamp(1, total) as u32;
+        self.parts.clone().acquire_many_owned(n).await.expect("the part semaphore is never closed")
     }
 
-    fn hold(&self, permit: OwnedSemaphorePermit) -> Held {
+    fn hold(&self, permit: OwnedSemaphorePermit, bytes: u64) -> Held {
         let now = self.held.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_held.fetch_max(now, Ordering::SeqCst);
-        Held { _permit: permit, count: self.held.clone() }
+        let now_bytes = self.held_bytes.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        self.max_held_bytes.fetch_max(now_bytes, Ordering::SeqCst);
+        Held { _permit: permit, count: self.held.clone(), bytes, held_bytes: self.held_bytes.clone() }
     }
 
     async fn head(&self, target: &Target) -> Result<super::store::Head, Failed> {
@@ -458,12 +480,25 @@ fn verify(url: &str, expected: &Checksum, got: &Checksum, source: Source) -> Res
 struct Held {
     _permit: OwnedSemaphorePermit,
     count: Arc<AtomicU64>,
+    bytes: u64,
+    held_bytes: Arc<AtomicU64>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::SeqCst);
+        self.held_bytes.fetch_sub(self.bytes, Ordering::SeqCst);
     }
+}
+
+/// The permit unit: 64 KiB, or the part size when it is smaller.
+fn unit(part_size: u64) -> u64 {
+    part_size.clamp(1, 64 * 1024)
+}
+
+/// The units `bytes` take.
+fn units(bytes: u64, part_size: u64) -> usize {
+    bytes.div_ceil(unit(part_size)) as usize
 }
 
 /// Writes a whole small file: the temporary name, fsync, rename.

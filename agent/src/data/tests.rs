@@ -215,7 +215,8 @@ async fn a_checksum_mismatch_is_detected() {
 }
 
 /// However many objects and parts there are, no more GETs run, nor part
-/// buffers are held, than the bound.
+/// buffers or bytes are held, than the bound (4 parts of 64 KiB; the
+/// small objects here take a unit of 64 KiB each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parts_in_flight_never_exceed_the_bound() {
     let objects = objects();
@@ -230,6 +231,8 @@ async fn parts_in_flight_never_exceed_the_bound() {
     assert!((2..=4).contains(&max), "{max} GETs at once, bound 4");
     let held = fetch.engine().max_parts_held();
     assert!((2..=4).contains(&held), "{held} parts held at once, bound 4");
+    let bytes = fetch.engine().max_bytes_held();
+    assert!(bytes <= 4 * PART, "{bytes} bytes held at once, bound {}", 4 * PART);
     check_files(root.path(), &objects);
 }
 
