@@ -53,7 +53,9 @@ pub struct Tuning {
     /// within each).
     pub attempts: u32,
     /// How long a peer may take to accept a connection before it is
-    /// taken for dead.
+    /// taken for dead: 3 s, past the kernel's first SYN retransmission
+    /// (1 s), so a dropped SYN (a listen backlog overflowing on a busy
+    /// home) is not a dead peer.
     pub peer_connect_timeout: Duration,
 }
 
@@ -65,7 +67,7 @@ impl Default for Tuning {
             parts_in_flight: 16,
             objects_in_flight: 128,
             attempts: 3,
-            peer_connect_timeout: Duration::from_secs(1),
+            peer_connect_timeout: Duration::from_secs(3),
         }
     }
 }

@@ -300,32 +300,47 @@ async fn nodes_fetching_together_read_s3_once() {
     assert!(line.contains("on 4 nodes (4 done)"), "{line}");
 }
 
-/// A peer that announced itself and died: the others fall back to S3 for
-/// its objects, count it, and still complete.
+/// Peers that die: one that announced itself and never served, and one
+/// killed mid-way through its own fetch (its run and its server stop).
+/// The others fall back to S3 for their objects, count it, and complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_peer_is_skipped_and_its_objects_read_from_s3() {
+async fn dead_peers_are_skipped_and_their_objects_read_from_s3() {
     let objects = objects();
-    let store = store_with(&objects, Duration::from_millis(1));
+    let store = store_with(&objects, Duration::from_millis(40));
     let efs = tempfile::tempdir().unwrap();
-    let roots: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let roots: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut fetches = Vec::new();
     for (i, root) in roots.iter().enumerate() {
         let ip = format!("127.0.0.{}", i + 12);
-        fetches.push(
-            DataFetch::start(store.clone(), plan(root.path(), efs.path(), &ip, Fetcher::EveryNode, Role::Worker))
-                .await
-                .unwrap(),
-        );
+        let f = DataFetch::start(store.clone(), plan(root.path(), efs.path(), &ip, Fetcher::EveryNode, Role::Worker))
+            .await
+            .unwrap();
+        fetches.push(Arc::new(f));
     }
-    // The third dies before it serves anything: its server stops.
+    // The fourth dies before it serves anything: its server stops.
     drop(fetches.pop());
-    let (a, b) = (&fetches[0], &fetches[1]);
-    let (ra, rb) = tokio::join!(a.run(), b.run());
-    ra.unwrap();
-    rb.unwrap();
+    let runs: Vec<_> = fetches
+        .iter()
+        .map(|f| {
+            let f = f.clone();
+            tokio::spawn(async move { f.run().await })
+        })
+        .collect();
+    // The third dies mid-way: once it has written something of its own.
+    while fetches[2].progress().snapshot().bytes_done == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut runs = runs.into_iter();
+    let (a, b, c) = (runs.next().unwrap(), runs.next().unwrap(), runs.next().unwrap());
+    assert!(!c.is_finished(), "the third finished before it could die");
+    c.abort();
+    let _ = c.await;
+    drop(fetches.pop());
+    a.await.unwrap().unwrap();
+    b.await.unwrap().unwrap();
     check_files(roots[0].path(), &objects);
     check_files(roots[1].path(), &objects);
-    let fallbacks = a.progress().snapshot().peer_fallbacks + b.progress().snapshot().peer_fallbacks;
+    let fallbacks: u64 = fetches.iter().map(|f| f.progress().snapshot().peer_fallbacks).sum();
     assert!(fallbacks > 0, "no fallback counted");
 }
 
