@@ -20,6 +20,8 @@
 //!   [`interruption`]: the watcher for Spot and rebalance notices.
 //! - [`netgate`]: the network gate's bandwidth probe and its judgement.
 //! - [`logs`]: the node's lines shipped to its CloudWatch Logs stream.
+//! - [`data`]: the training data fetched from S3 before a node registers,
+//!   shared between the nodes.
 //! - [`memory`]: freed heap given back to the system after bursts.
 //! - [`activity`]: what keeps this node busy (jobs, SSH, GPUs), for the
 //!   idle guard; [`power`]: the master's power-off for its `stop`.
@@ -31,6 +33,7 @@ pub mod aws;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod data;
 pub mod fabric;
 pub mod files;
 pub mod gpu;

@@ -324,3 +324,60 @@ async fn unreachable_endpoint_is_transient() {
     let err = signals.master_up("i-0abc").await.unwrap_err();
     assert!(matches!(err, PortError::Transient(_)), "{err:?}");
 }
+
+/// The training data's S3 port ([`agent::aws::S3Objects`]) under the data
+/// fetch: a listing of several pages, small objects with and without a
+/// checksum (one CRC32, verified), a large one in ranged parts after its
+/// HEAD, written under the data set's directory; a missing bucket is an
+/// error that names it and the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_data_set_is_fetched_through_the_sdk_port() {
+    use agent::data::{DataFetch, Plan, Tuning};
+    use aws_sdk_s3::primitives::ByteStream;
+    use aws_sdk_s3::types::ChecksumAlgorithm;
+    use node_contract::data::{DataSet, Fetcher};
+
+    let config = agent::aws::config_loader(REGION)
+        .endpoint_url(&moto().url)
+        .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
+        .load()
+        .await;
+    let client = agent::aws::S3Objects::client(&config);
+    let bucket = unique("data").to_lowercase();
+    client.create_bucket().bucket(&bucket).send().await.unwrap();
+    let body = |i: usize, len: usize| -> Vec<u8> { (0..len).map(|j| ((i * 13 + j) % 251) as u8).collect() };
+    let mut objects: Vec<(String, Vec<u8>)> =
+        (0..1005).map(|i| (format!("in/small/{i:04}.jpg"), body(i, 300))).collect();
+    objects.push(("in/large.bin".into(), body(7, 2_500_000)));
+    for (i, (key, bytes)) in objects.iter().enumerate() {
+        let mut put = client.put_object().bucket(&bucket).key(key).body(ByteStream::from(bytes.clone()));
+        if i % 2 == 0 {
+            put = put.checksum_algorithm(ChecksumAlgorithm::Crc32);
+        }
+        put.send().await.unwrap();
+    }
+    // A folder marker, skipped.
+    client.put_object().bucket(&bucket).key("in/small/").body(ByteStream::from_static(b"")).send().await.unwrap();
+
+    let root = tempfile::tempdir().unwrap();
+    let set = DataSet { bucket: bucket.clone(), prefix: "in/".into(), dir: "/data".into(), fetcher: Fetcher::Master };
+    let mut plan =
+        Plan::for_node(root.path(), "/efs", vec![set.clone()], "127.0.0.1", "boot", node_contract::Role::Master);
+    plan.tuning = Tuning { part_size: 1 << 20, parts_in_flight: 4, objects_in_flight: 16, ..Tuning::default() };
+    let fetch = DataFetch::start(agent::aws::S3Objects::new(client.clone()), plan.clone()).await.unwrap();
+    let ready = fetch.run().await.unwrap();
+    let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
+    assert_eq!((ready.bytes, ready.bytes_from_s3), (total as u64, total as u64));
+    for (key, bytes) in &objects {
+        let got = std::fs::read(root.path().join("data").join(&key[3..])).unwrap();
+        assert!(got == *bytes, "{key} differs");
+    }
+    // 1,005 small GETs and 3 parts of the large one.
+    assert_eq!(fetch.progress().snapshot().s3_gets, 1008);
+
+    let missing = DataSet { bucket: format!("{bucket}-missing"), ..set };
+    let plan = Plan { sets: vec![missing], ..plan };
+    let fetch = DataFetch::start(agent::aws::S3Objects::new(client), plan).await.unwrap();
+    let err = fetch.run().await.unwrap_err().to_string();
+    assert!(err.starts_with(&format!("s3://{bucket}-missing/in/: NoSuchBucket listing it")), "{err}");
+}

@@ -306,6 +306,65 @@ async fn nodes_read_and_list_exactly_their_data_prefixes() -> TestResult {
     Ok(())
 }
 
+/// The training data's calls need exactly what the node role will grant
+/// for a data set: `s3:GetObject` on the prefix's objects and
+/// `s3:ListBucket` on the bucket under the condition `s3:prefix` equals
+/// the prefix. The agent's fetch (the SDK port, a small object with one
+/// GET, a large one after its HEAD in ranged GETs) completes with that
+/// policy alone, and a data set under another prefix is refused, its URL
+/// and the step named (the listing: launcher patch (t10) evaluates the
+/// `s3:prefix` condition as AWS does).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_fetches_its_data_with_get_object_and_a_prefix_scoped_list_only() -> TestResult {
+    use agent::data::{DataFetch, Plan, Tuning};
+    use node_contract::data::{DataSet, Fetcher};
+
+    let aws = LocalAws::start(Ipv4Addr::LOCALHOST.into())?;
+    let bucket = "training-data-iam";
+    let admin = s3(&aws.sdk_config());
+    admin.create_bucket().bucket(bucket).send().await.map_err(|e| Error::aws("CreateBucket", &e))?;
+    let large: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    for (k, body) in [("train/a.jpg", vec![1u8; 1000]), ("train/large.bin", large), ("secret/b.jpg", vec![2u8; 10])] {
+        let put = admin.put_object().bucket(bucket).key(k).body(body.into()).send().await;
+        put.map_err(|e| Error::aws(format!("PutObject {k}"), &e))?;
+    }
+    let policy = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{bucket}/train/*")},
+            {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": format!("arn:aws:s3:::{bucket}"),
+             "Condition": {"StringEquals": {"s3:prefix": "train/"}}},
+        ],
+    });
+    let (key, secret) = aws.user_with_policies("data-reader", &[policy])?;
+    let config = aws_config::SdkConfig::builder()
+        .endpoint_url(aws.endpoint())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(
+            aws_sdk_sqs::config::Credentials::new(key, secret, None, None, "e2e"),
+        ))
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build();
+    let store = agent::aws::S3Objects::new(agent::aws::S3Objects::client(&config));
+    let root = tempfile::tempdir().map_err(|e| Error::Setup(e.to_string()))?;
+    let set = DataSet { bucket: bucket.into(), prefix: "train/".into(), dir: "/data".into(), fetcher: Fetcher::Master };
+    let mut plan =
+        Plan::for_node(root.path(), "/efs", vec![set.clone()], "127.0.0.1", "boot", node_contract::Role::Master);
+    plan.tuning = Tuning { part_size: 1 << 20, ..Tuning::default() };
+    let fetch = DataFetch::start(store.clone(), plan.clone()).await.map_err(|e| Error::Setup(e.to_string()))?;
+    let ready = fetch.run().await.map_err(|e| Error::Setup(format!("the fetch with the data policy: {e}")))?;
+    assert_eq!(ready.bytes, 3_001_000);
+    assert_eq!(std::fs::read(root.path().join("data/a.jpg")).map_err(|e| Error::Setup(e.to_string()))?, vec![1u8; 1000]);
+
+    let other = DataSet { prefix: "secret/".into(), ..set };
+    let fetch = DataFetch::start(store, Plan { sets: vec![other], ..plan }).await.map_err(|e| Error::Setup(e.to_string()))?;
+    let refused = fetch.run().await.map(|_| ()).map_err(|e| e.to_string());
+    let refused = refused.expect_err("listing another prefix is refused");
+    // The listing is refused (the `s3:prefix` condition), the set named.
+    assert!(refused.starts_with("s3://training-data-iam/secret/: AccessDenied listing it"), "{refused}");
+    Ok(())
+}
+
 fn s3(config: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(true).build())
 }

@@ -1,7 +1,8 @@
 //! The ports of [`crate::ports`] implemented with the AWS SDK: SQS queues
 //! ([`SqsQueue`]), the workers' Auto Scaling group ([`AsgWorkerGroup`]),
-//! the CloudFormation signals ([`CfnSignals`]) and the node's log stream
-//! ([`CloudWatchLogs`]).
+//! the CloudFormation signals ([`CfnSignals`]), the node's log stream
+//! ([`CloudWatchLogs`]) and the training data's objects ([`S3Objects`],
+//! the port of [`crate::data::store`]).
 //!
 //! Endpoints are configuration: [`clients`] ([`sdk_config`]) loads the standard SDK config
 //! (region, credentials from the instance profile, endpoint overrides from
@@ -13,12 +14,14 @@ pub mod autoscaling;
 pub mod cloudformation;
 pub mod error;
 pub mod logs;
+pub mod s3;
 pub mod sdk_config;
 pub mod sqs;
 
 pub use autoscaling::AsgWorkerGroup;
 pub use cloudformation::CfnSignals;
 pub use logs::CloudWatchLogs;
+pub use s3::S3Objects;
 pub use sdk_config::{
     ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, Clients, MAX_ATTEMPTS, clients, config_loader, long_poll_timeouts,
     stall_protection,

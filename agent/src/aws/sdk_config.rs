@@ -29,16 +29,19 @@ pub struct Clients {
     pub cloudformation: aws_sdk_cloudformation::Client,
     /// CloudWatch Logs: the node's own stream.
     pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// S3: the training data (path-style with an endpoint override).
+    pub s3: aws_sdk_s3::Client,
 }
 
 impl Clients {
-    /// Builds the four clients from one loaded config.
+    /// Builds the clients from one loaded config.
     pub fn new(config: &SdkConfig) -> Self {
         Self {
             sqs: aws_sdk_sqs::Client::new(config),
             autoscaling: aws_sdk_autoscaling::Client::new(config),
             cloudformation: aws_sdk_cloudformation::Client::new(config),
             logs: aws_sdk_cloudwatchlogs::Client::new(config),
+            s3: super::s3::S3Objects::client(config),
         }
     }
 }

@@ -22,7 +22,7 @@
 //! master, the master hands its own readings to its loop.
 //!
 //! Before the loops, [`run`] takes the [`boot`] steps: log shipping, the EFS
-//! mount, the scratch volume, the notice of this boot; a worker's prepare-data script runs at
+//! mount, the scratch volume, the data sets ([`data_sets`]), the notice of this boot; a worker's prepare-data script runs at
 //! the top of its node loop. The loops read the time from the one
 //! [`Clock`] they are given (the system clock in [`run`]).
 //!
@@ -34,6 +34,7 @@
 
 mod activity_loop;
 mod boot;
+mod data_sets;
 mod effects;
 mod interruption_loop;
 mod master_loop;
@@ -116,7 +117,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         Role::Master => Some(files::cluster_key::load_or_create(&opts.root)?),
         Role::Worker => None,
     };
-    let register = Register {
+    let mut register = Register {
         instance_id: me.instance_id.clone(),
         private_ip: me.private_ip.clone(),
         hostname: me.hostname.clone(),
@@ -133,6 +134,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         agent_started_unix_ms: Some(started_ms),
         data: None,
     };
+    // The data sets, before this node registers (the master too: it admits
+    // itself); the server that shares them with the peers lives as long as
+    // the agent.
+    let store = crate::aws::S3Objects::new(clients.s3.clone());
+    let (data, _data_server) =
+        data_sets::fetch_before_registering(&opts.root, &config, &me, store, &master_queue, data_sets::RETRY_AFTER)
+            .await;
+    register.data = data;
 
     // The network gate's listener, for the predecessor's probe; it lives
     // as long as the agent.
