@@ -374,6 +374,14 @@ async fn s3_data_set_is_fetched_through_the_sdk_port() {
     }
     // 1,005 small GETs and 3 parts of the large one.
     assert_eq!(fetch.progress().snapshot().s3_gets, 1008);
+    // The port decodes S3's checksum headers: the CRC32 PutObject stored.
+    {
+        use agent::data::{Checksum, Integrity, ObjectStore};
+        let crc = agent::data::checksum::compute(&Checksum::Crc32(0), &objects[0].1);
+        let s3 = agent::aws::S3Objects::new(client.clone());
+        assert_eq!(s3.head(&bucket, &objects[0].0).await.unwrap().integrity, Integrity::Full(crc.clone()));
+        assert_eq!(s3.get(&bucket, &objects[0].0, None).await.unwrap().integrity, Integrity::Full(crc));
+    }
 
     let missing = DataSet { bucket: format!("{bucket}-missing"), ..set };
     let plan = Plan { sets: vec![missing], ..plan };

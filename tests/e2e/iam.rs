@@ -354,10 +354,14 @@ async fn a_node_fetches_its_data_with_get_object_and_a_prefix_scoped_list_only()
     let fetch = DataFetch::start(store.clone(), plan.clone()).await.map_err(|e| Error::Setup(e.to_string()))?;
     let ready = fetch.run().await.map_err(|e| Error::Setup(format!("the fetch with the data policy: {e}")))?;
     assert_eq!(ready.bytes, 3_001_000);
-    assert_eq!(std::fs::read(root.path().join("data/a.jpg")).map_err(|e| Error::Setup(e.to_string()))?, vec![1u8; 1000]);
+    assert_eq!(
+        std::fs::read(root.path().join("data/a.jpg")).map_err(|e| Error::Setup(e.to_string()))?,
+        vec![1u8; 1000]
+    );
 
     let other = DataSet { prefix: "secret/".into(), ..set };
-    let fetch = DataFetch::start(store, Plan { sets: vec![other], ..plan }).await.map_err(|e| Error::Setup(e.to_string()))?;
+    let fetch =
+        DataFetch::start(store, Plan { sets: vec![other], ..plan }).await.map_err(|e| Error::Setup(e.to_string()))?;
     let refused = fetch.run().await.map(|_| ()).map_err(|e| e.to_string());
     let refused = refused.expect_err("listing another prefix is refused");
     // The listing is refused (the `s3:prefix` condition), the set named.
