@@ -988,7 +988,7 @@ fn phase_table(master_state: &Path) -> String {
         .and_then(|v| serde_json::from_value::<Timeline>(v["timeline"].clone()).ok())
         .map(|timeline| timeline.summary().into_iter().map(|(phase, s)| (phase.to_string(), s)).collect());
     match summary {
-        Some(summary) => synth::deploy::formation::table(&summary),
+        Some(summary) => synth::deploy::formation::table(&summary, None),
         None => format!("no timeline in {}", master_state.display()),
     }
 }

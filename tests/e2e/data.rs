@@ -63,7 +63,9 @@ fn matches(dir: &Path, prefix: &str, objects: &BTreeMap<String, Vec<u8>>) -> Res
         let path = dir.join(&key[prefix.len()..]);
         match std::fs::read(&path) {
             Ok(bytes) if &bytes == body => {}
-            Ok(bytes) => return Err(format!("{} has {} bytes, not the object's {}", path.display(), bytes.len(), body.len())),
+            Ok(bytes) => {
+                return Err(format!("{} has {} bytes, not the object's {}", path.display(), bytes.len(), body.len()));
+            }
             Err(e) => return Err(format!("{}: {e}", path.display())),
         }
     }
@@ -158,7 +160,10 @@ async fn a_cluster_forms_once_every_node_holds_its_data_read_from_s3_about_once(
     let group = cluster.stack().worker_group()?.to_string();
     let tagged = || async {
         let g = cluster.aws().auto_scaling_group(&group).await.ok()?;
-        g.tags().iter().find(|t| t.key() == Some(node_contract::data::DATA_TAG)).and_then(|t| t.value().map(str::to_owned))
+        g.tags()
+            .iter()
+            .find(|t| t.key() == Some(node_contract::data::DATA_TAG))
+            .and_then(|t| t.value().map(str::to_owned))
     };
     let mut tag = None;
     for _ in 0..40 {
@@ -183,7 +188,8 @@ async fn a_cluster_forms_once_every_node_holds_its_data_read_from_s3_about_once(
         .map_err(|e| Error::aws("SetDesiredCapacity", &e))?;
     let known: Vec<String> = cluster.nodes().iter().map(|n| n.instance_id()).collect();
     let now = cluster.stack().worker_instance_ids(cluster.aws()).await?;
-    let new_id = now.iter().find(|id| !known.contains(id)).cloned().ok_or_else(|| Error::Setup("no new instance".into()))?;
+    let new_id =
+        now.iter().find(|id| !known.contains(id)).cloned().ok_or_else(|| Error::Setup("no new instance".into()))?;
     let node = cluster.add_worker(&new_id)?;
     efs.link(node)?;
     let new_root = node.root().to_path_buf();
@@ -199,7 +205,8 @@ async fn a_cluster_forms_once_every_node_holds_its_data_read_from_s3_about_once(
     let state: serde_json::Value = serde_json::from_str(&master_state).unwrap_or_default();
     let joined = &state["timeline"]["nodes"][&new_id];
     assert!(
-        joined["data_ready_ms"].as_u64().is_some() && joined["data_ready_ms"].as_u64() <= joined["registered_ms"].as_u64(),
+        joined["data_ready_ms"].as_u64().is_some()
+            && joined["data_ready_ms"].as_u64() <= joined["registered_ms"].as_u64(),
         "the new worker registered before its data was ready: {joined}"
     );
 
@@ -224,24 +231,29 @@ async fn a_cluster_forms_once_every_node_holds_its_data_read_from_s3_about_once(
         .skip(before)
         .map(|(_, key, _)| key)
         .collect();
-    assert!(after.iter().all(|k| k == "train/n01/img001.jpg"), "the restarted agent read complete files again: {after:?}");
+    assert!(
+        after.iter().all(|k| k == "train/n01/img001.jpg"),
+        "the restarted agent read complete files again: {after:?}"
+    );
     Ok(())
 }
 
-/// A worker whose role may not read one object (an explicit deny on it,
-/// added to the worker role as an administrator would): it does not join,
-/// and the failed formation's reason names the object.
+/// A worker whose role may not read its data (an explicit deny on the
+/// objects, added to the worker role as an administrator would): the
+/// objects whose home it is fail to fetch (the master reads them itself
+/// once the worker cannot serve them), it does not join, and the failed
+/// formation's reason names an object and AWS's refusal.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_that_cannot_read_an_object_is_named_with_its_key() -> TestResult {
     let stack = "data-denied";
     let mut cluster = Cluster::start_with(BLUEPRINT, stack, 1, &[("MinWorkers", "1")]).await?;
     let objects = objects();
     fill_bucket(cluster.aws(), &objects).await?;
-    let locked = "train/n02/img002.jpg";
+    let locked = "train/";
     let role = cluster.stack().resource("WorkerRole")?.to_string();
     let deny = serde_json::json!({
         "Version": "2012-10-17",
-        "Statement": [{"Effect": "Deny", "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{BUCKET}/{locked}")}]
+        "Statement": [{"Effect": "Deny", "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{BUCKET}/{locked}*")}]
     });
     let policy = deny.to_string();
     cluster.aws().query(
@@ -273,7 +285,11 @@ async fn a_node_that_cannot_read_an_object_is_named_with_its_key() -> TestResult
         .ok_or_else(|| Error::Setup("no formation signal".into()))?;
     let reason = formation["Reason"].as_str().unwrap_or_default();
     assert_eq!(formation["Status"], "FAILURE", "{reason}");
-    assert!(reason.contains(locked), "the reason does not name the object: {reason}");
+    let named = format!("s3://{BUCKET}/{locked}");
+    assert!(
+        reason.contains(&named) && reason.contains("AccessDenied"),
+        "the reason does not name the object: {reason}"
+    );
     let worker = cluster.workers()[0].root();
     assert!(applied(worker).is_none(), "the worker applied a manifest");
     Ok(())

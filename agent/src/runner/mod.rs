@@ -34,6 +34,7 @@
 
 mod activity_loop;
 mod boot;
+mod data_progress;
 mod data_sets;
 mod effects;
 mod interruption_loop;
@@ -133,6 +134,18 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         booted_unix_ms: crate::identity::booted_ms(&opts.root),
         agent_started_unix_ms: Some(started_ms),
         data: None,
+    };
+    // The master counts the nodes' fetches from their files on EFS (its own
+    // included) into its log and the worker group's tag, from now on.
+    let _data_count = match (&config.worker_group, config.role, config.data.is_empty()) {
+        (Some(group), Role::Master, false) => {
+            let group = AsgWorkerGroup::new(clients.autoscaling.clone(), group.clone());
+            let dir = data_progress::data_dir(&opts.root, &config.efs.mount);
+            Some(tokio::spawn(
+                async move { data_progress::report_loop(dir, &group, data_progress::EVERY, clock).await },
+            ))
+        }
+        _ => None,
     };
     // The data sets, before this node registers (the master too: it admits
     // itself); the server that shares them with the peers lives as long as

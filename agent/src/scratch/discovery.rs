@@ -113,13 +113,20 @@ impl Found {
     }
 }
 
-/// Reads `<root>/sys/block` and `<root>/proc/self/mountinfo`.
+/// Reads `<root>/sys/block` and `<root>/proc/self/mountinfo`. A root
+/// without them (a container without sysfs, a test's root) has no drives
+/// and no mounts: nothing to assemble, which the plan says.
 pub fn discover(root: &Path) -> Result<Found, ScratchError> {
     let block = under(root, "/sys/block");
-    let read_dir =
-        |path: &Path| std::fs::read_dir(path).map_err(|source| ScratchError::Read { path: path.into(), source });
+    let entries = match std::fs::read_dir(&block) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Found { devices: Vec::new(), mounts: Vec::new() });
+        }
+        Err(source) => return Err(ScratchError::Read { path: block, source }),
+    };
     let mut devices = Vec::new();
-    for entry in read_dir(&block)? {
+    for entry in entries {
         let entry = entry.map_err(|source| ScratchError::Read { path: block.clone(), source })?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let dir = block.join(&name);
