@@ -565,9 +565,12 @@ fn a_user_without_a_statement_is_told_the_missing_action() -> TestResult {
         (
             "SynthStagingBucket",
             &["stage", pkg, "--region", "us-east-1"],
-            "error: S3 HeadBucket on bucket deeplearning-cluster-staging-123456789012-us-east-1: AWS refused \
-             s3:ListBucket (HTTP 403: the bucket is another account's, or these credentials may not list it): the \
-             deploying user's policy may lack it; `synth policy` prints the policy this release needs",
+            // HeadBucket passes without it: FSx for Lustre's import needs
+            // s3:ListBucket on any bucket (its own statement), so the first
+            // call refused is the bucket's creation.
+            "error: S3 CreateBucket on bucket deeplearning-cluster-staging-123456789012-us-east-1: AWS refused \
+             s3:CreateBucket (AccessDenied: Access Denied): the deploying user's policy may lack it; `synth policy` \
+             prints the policy this release needs",
         ),
         (
             "SynthAny",

@@ -179,8 +179,9 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     assert!(status.status.success(), "{out}{}", String::from_utf8_lossy(&status.stderr));
     assert!(out.contains("formation timeline"), "{out}");
     for alias in &aliases {
-        let row = out.lines().find(|l| l.starts_with(alias) && l.split_whitespace().count() == 6);
-        assert!(row.is_some_and(|r| !r.ends_with('-')), "{alias}'s row with applied: {out}");
+        // alias, launched, booted, agent started, data ready, registered, applied, data.
+        let row = out.lines().find(|l| l.starts_with(alias) && l.split_whitespace().count() == 8);
+        assert!(row.is_some_and(|r| r.split_whitespace().nth(6) != Some("-")), "{alias}'s row with applied: {out}");
     }
     eprintln!("formed in {formed_in:?}\n{out}");
     drop(agents);

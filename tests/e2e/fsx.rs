@@ -58,9 +58,12 @@ async fn every_node_gets_the_lustre_file_system_in_its_config_and_its_fstab() ->
     for node in cluster.nodes() {
         let block = managed_block(&read(node.root(), "/etc/fstab"));
         let lines: Vec<&str> = block.lines().collect();
-        assert_eq!(lines.len(), 2, "EFS's line and Lustre's: {block}");
+        // EFS's, Lustre's, and the scratch volume's (on by default; by its
+        // label, nofail: these nodes have no instance store).
+        assert_eq!(lines.len(), 3, "EFS's line, Lustre's and the scratch volume's: {block}");
         assert!(lines[0].contains(" /efs nfs4 "), "{block}");
         assert_eq!(lines[1], lustre);
+        assert!(lines[2].starts_with("LABEL=dlscratch /scratch "), "{block}");
         assert!(node.root().join("fsx").is_dir(), "no mount point under {}", node.root().display());
     }
     Ok(())

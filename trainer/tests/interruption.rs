@@ -209,7 +209,7 @@ fn write_state(root: &Path) {
 /// The agent's node config and state file under `root` for node `me` of a
 /// cluster of `nodes` nodes, all on 127.0.0.1 (node 1 is the master).
 fn write_cluster_state(root: &Path, me: u32, nodes: u32) {
-    let config = serde_json::json!({"version": 5, "cluster": "t",
+    let config = serde_json::json!({"version": node_contract::NODE_CONFIG_VERSION, "cluster": "t",
         "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/t/1", "stack_name": "t",
         "region": "us-east-1", "role": "master", "queues": {"master": "https://sqs/m", "workers": "https://sqs/w"},
         "worker_group": "t-workers", "efs": {"file_system_id": "fs-12345678", "mount": "/efs"},

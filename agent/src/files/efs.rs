@@ -167,7 +167,9 @@ pub(super) fn escape(path: &str) -> String {
     out
 }
 
-fn unescape(field: &str) -> String {
+/// A field of `/proc/self/mountinfo` or `/etc/fstab` with its octal
+/// escapes (`\040` for a space) undone: the reverse of [`escape`].
+pub(crate) fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -187,31 +187,11 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
             let dash = fields.iter().position(|f| *f == "-")?;
             Some(Mount {
                 dev: (*fields.get(2)?).to_owned(),
-                fs_root: unescape(fields.get(3)?),
-                point: PathBuf::from(unescape(fields.get(4)?)),
+                fs_root: crate::files::efs::unescape(fields.get(3)?),
+                point: PathBuf::from(crate::files::efs::unescape(fields.get(4)?)),
                 fstype: (*fields.get(dash + 1)?).to_owned(),
-                source: unescape(fields.get(dash + 2)?),
+                source: crate::files::efs::unescape(fields.get(dash + 2)?),
             })
         })
         .collect()
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &str) -> String {
-    let mut out = Vec::with_capacity(field.len());
-    let bytes = field.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && let Some(d) = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)))
-            && let Ok(v) = u8::try_from(d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0')))
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

@@ -337,7 +337,7 @@ mod tests {
             // The user data (`Fn::Base64` of an `Fn::Sub` text) checks exactly that package.
             assert!(template.contains(&format!("echo '{}  '", package.sha256)), "{name}");
         }
-        assert_eq!(staged, 10, "the examples on the stock image");
+        assert_eq!(staged, 11, "the examples on the stock image");
     }
 
     #[test]
