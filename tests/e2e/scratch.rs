@@ -21,20 +21,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use agent::scratch::{Outcome, Plan, System, discovery::INSTANCE_STORE_MODEL};
+use e2e::netns::run;
 use e2e::{Error, TestResult};
 use node_contract::data::Scratch;
-
-/// Runs a command; its stdout, or an error with its stderr.
-fn run(program: &str, args: &[&str]) -> e2e::Result<String> {
-    let out = Command::new(program).args(args).output().map_err(Error::io("running a command", program))?;
-    if !out.status.success() {
-        return Err(Error::Command {
-            command: format!("{program} {}", args.join(" ")),
-            detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 /// Loop devices over sparse files, the mounts on them and any md array
 /// built on them; all undone on drop.

@@ -57,6 +57,23 @@ fn objects() -> Vec<(String, Vec<u8>)> {
     all
 }
 
+/// One node fetching every object together with the others per root, on
+/// 127.0.0.<first>, 127.0.0.<first + 1>, ...
+async fn start_together(
+    store: &Arc<MemoryStore>,
+    efs: &Path,
+    roots: &[tempfile::TempDir],
+    first: usize,
+) -> Vec<Arc<DataFetch<Arc<MemoryStore>>>> {
+    let mut fetches = Vec::new();
+    for (i, root) in roots.iter().enumerate() {
+        let ip = format!("127.0.0.{}", i + first);
+        let plan = plan(root.path(), efs, &ip, Fetcher::EveryNode, Role::Worker);
+        fetches.push(Arc::new(DataFetch::start(store.clone(), plan).await.unwrap()));
+    }
+    fetches
+}
+
 fn store_with(objects: &[(String, Vec<u8>)], latency: Duration) -> Arc<MemoryStore> {
     let store = Arc::new(MemoryStore::with_latency(latency));
     for (k, b) in objects {
@@ -266,14 +283,7 @@ async fn nodes_fetching_together_read_s3_once() {
     let store = store_with(&objects, Duration::from_millis(2));
     let efs = tempfile::tempdir().unwrap();
     let roots: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut fetches = Vec::new();
-    for (i, root) in roots.iter().enumerate() {
-        let ip = format!("127.0.0.{}", i + 2);
-        let f = DataFetch::start(store.clone(), plan(root.path(), efs.path(), &ip, Fetcher::EveryNode, Role::Worker))
-            .await
-            .unwrap();
-        fetches.push(Arc::new(f));
-    }
+    let fetches = start_together(&store, efs.path(), &roots, 2).await;
     let runs: Vec<_> = fetches
         .iter()
         .map(|f| {
@@ -309,14 +319,7 @@ async fn dead_peers_are_skipped_and_their_objects_read_from_s3() {
     let store = store_with(&objects, Duration::from_millis(40));
     let efs = tempfile::tempdir().unwrap();
     let roots: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut fetches = Vec::new();
-    for (i, root) in roots.iter().enumerate() {
-        let ip = format!("127.0.0.{}", i + 12);
-        let f = DataFetch::start(store.clone(), plan(root.path(), efs.path(), &ip, Fetcher::EveryNode, Role::Worker))
-            .await
-            .unwrap();
-        fetches.push(Arc::new(f));
-    }
+    let mut fetches = start_together(&store, efs.path(), &roots, 12).await;
     // The fourth dies before it serves anything: its server stops.
     drop(fetches.pop());
     let runs: Vec<_> = fetches

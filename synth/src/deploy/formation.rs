@@ -23,15 +23,20 @@ pub use node_contract::timeline::{DataSummary, PhaseSummary};
 
 pub use crate::stack::FORMATION_DATA_OUTPUT;
 
+/// Every signal's data in the stack's [`FORMATION_DATA_OUTPUT`] (a JSON
+/// object of signal id to a JSON document in a string), parsed; none when
+/// the output is missing or not that shape.
+fn signals_data(outputs: &[Output]) -> Vec<serde_json::Value> {
+    let Some(output) = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT) else { return Vec::new() };
+    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).unwrap_or_default();
+    by_signal.values().filter_map(|data| serde_json::from_str(data.as_str()?).ok()).collect()
+}
+
 /// The timeline summary in the stack's outputs, by phase; `None` when
 /// there is none (a stack from an older synth, a master that has not
 /// signalled, or an agent that sends no timeline).
 pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
-    let output = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT)?;
-    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).ok()?;
-    by_signal.values().find_map(|data| {
-        // Each signal's data is a JSON document in a string.
-        let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
+    signals_data(outputs).into_iter().find_map(|data| {
         let summary: BTreeMap<String, PhaseSummary> = BTreeMap::deserialize(data.get("timeline")?).ok()?;
         (!summary.is_empty()).then_some(summary)
     })
@@ -40,12 +45,7 @@ pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
 /// What the nodes' data fetches took, from the success signal's `data`
 /// (a cluster with data sets, from an agent that reports it).
 pub fn data(outputs: &[Output]) -> Option<DataSummary> {
-    let output = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT)?;
-    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).ok()?;
-    by_signal.values().find_map(|data| {
-        let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
-        DataSummary::deserialize(data.get("data")?).ok()
-    })
+    signals_data(outputs).into_iter().find_map(|data| DataSummary::deserialize(data.get("data")?).ok())
 }
 
 /// What the master's success signal reported about the formation.
@@ -64,10 +64,7 @@ pub struct Signal {
 /// that nobody signalled, and its `FormationData` is then `{}`, or holds
 /// data without the counts the master always sends.
 pub fn signal(outputs: &[Output]) -> Option<Signal> {
-    let output = outputs.iter().find(|o| o.key == FORMATION_DATA_OUTPUT)?;
-    let by_signal: BTreeMap<String, serde_json::Value> = serde_json::from_str(&output.value).ok()?;
-    by_signal.values().find_map(|data| {
-        let data: serde_json::Value = serde_json::from_str(data.as_str()?).ok()?;
+    signals_data(outputs).into_iter().find_map(|data| {
         let count = |key: &str| data.get(key).and_then(serde_json::Value::as_u64);
         Some(Signal {
             nodes: count("nodes")?,
