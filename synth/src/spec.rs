@@ -245,10 +245,8 @@ pub enum DataTarget {
 /// One data set: everything under `s3://bucket/prefix` into its target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataSpec {
-    /// The bucket.
-    pub bucket: String,
-    /// The key prefix: empty or ending in `/`.
-    pub prefix: String,
+    /// The bucket and the key prefix (empty or ending in `/`).
+    pub source: S3Prefix,
     /// Where it goes.
     pub to: DataTarget,
 }
@@ -277,7 +275,7 @@ impl DataSpec {
 
     /// `s3://bucket/prefix`.
     pub fn url(&self) -> String {
-        format!("s3://{}/{}", self.bucket, self.prefix)
+        self.source.url()
     }
 }
 

@@ -82,10 +82,10 @@ fn read_data(ctx: &Ctx, master: bool) -> Option<iam::Policy> {
     }
     let literal = super::context::sub_literal;
     let objects: Vec<Expr> =
-        sets.iter().map(|set| arn(&format!("s3:::{}/{}*", set.bucket, literal(&set.prefix)))).collect();
+        sets.iter().map(|set| arn(&format!("s3:::{}/{}*", set.source.bucket, literal(&set.source.prefix)))).collect();
     let mut prefixes: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for set in &sets {
-        prefixes.entry(&set.bucket).or_default().push(format!("{}*", set.prefix));
+        prefixes.entry(&set.source.bucket).or_default().push(format!("{}*", set.source.prefix));
     }
     let mut statements = vec![json!({
         "Sid": "ReadData",

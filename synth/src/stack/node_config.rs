@@ -92,8 +92,8 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             .data
             .iter()
             .map(|set| DataSet {
-                bucket: set.bucket.clone(),
-                prefix: sub_literal(&set.prefix),
+                bucket: set.source.bucket.clone(),
+                prefix: sub_literal(&set.source.prefix),
                 dir: sub_literal(&set.dir(spec.scratch.as_deref(), &spec.efs.mount)),
                 fetcher: set.fetcher(),
             })

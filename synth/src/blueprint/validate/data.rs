@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use super::super::model::{DataSource, ScratchSetting};
 use super::{At, Checker, mount_problem, ticked};
 use crate::catalog::{InstanceStore, InstanceType};
-use crate::spec::{DataSpec, DataTarget, EfsSpec};
+use crate::spec::{DataSpec, DataTarget, EfsSpec, S3Prefix};
 
 /// The most data sets a blueprint may list (each is a line in the node
 /// config, which EC2's 16 KB of user data must hold, and a statement in the
@@ -76,7 +76,7 @@ pub(super) fn data_sets(
         let from = from.and_then(|f| source(c, &format!("{path}.from"), &f));
         let to = to.and_then(|t| target(c, &format!("{path}.to"), &t, scratch, efs));
         let (Some((bucket, prefix)), Some(to)) = (from, to) else { continue };
-        let set = DataSpec { bucket, prefix, to };
+        let set = DataSpec { source: S3Prefix { bucket, prefix }, to };
         let dir = set.dir(scratch, &efs.mount);
         if let Some(first) = dirs.get(&dir) {
             c.error(
