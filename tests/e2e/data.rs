@@ -177,19 +177,8 @@ async fn a_cluster_forms_once_every_node_holds_its_data_read_from_s3_about_once(
     assert!(mark.as_ref().is_some_and(|m| m.line.contains("3 nodes")), "the worker group's data tag: {tag:?}");
 
     // A worker that joins later fetches before it joins.
-    cluster
-        .aws()
-        .autoscaling()
-        .set_desired_capacity()
-        .auto_scaling_group_name(&group)
-        .desired_capacity(3)
-        .send()
-        .await
-        .map_err(|e| Error::aws("SetDesiredCapacity", &e))?;
-    let known: Vec<String> = cluster.nodes().iter().map(|n| n.instance_id()).collect();
-    let now = cluster.stack().worker_instance_ids(cluster.aws()).await?;
     let new_id =
-        now.iter().find(|id| !known.contains(id)).cloned().ok_or_else(|| Error::Setup("no new instance".into()))?;
+        cluster.scale_out(3).await?.into_iter().next().ok_or_else(|| Error::Setup("no new instance".into()))?;
     let node = cluster.add_worker(&new_id)?;
     efs.link(node)?;
     let new_root = node.root().to_path_buf();

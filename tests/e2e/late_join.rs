@@ -40,19 +40,9 @@ async fn a_late_worker_runs_prepare_data_and_joins_as_generation_two() -> TestRe
     let indices_before = applied_indices(cluster.master().root());
 
     // Scale out: Auto Scaling launches a third worker.
-    let group = cluster.stack().worker_group()?.to_string();
-    cluster
-        .aws()
-        .autoscaling()
-        .set_desired_capacity()
-        .auto_scaling_group_name(&group)
-        .desired_capacity(3)
-        .send()
-        .await
-        .map_err(|e| e2e::Error::aws("SetDesiredCapacity", &e))?;
-    let now_ids = cluster.stack().worker_instance_ids(cluster.aws()).await?;
-    let new_ids: Vec<&String> = now_ids.iter().filter(|id| !formed_ids.contains(*id)).collect();
-    assert_eq!(new_ids.len(), 1, "one new instance: {now_ids:?}");
+    let new_ids = cluster.scale_out(3).await?;
+    assert_eq!(new_ids.len(), 1, "one new instance: {new_ids:?}");
+    assert!(!formed_ids.contains(&new_ids[0]), "{new_ids:?}");
     let new_id = new_ids[0].clone();
     let joined_at = unix_nanos();
     let node = cluster.add_worker(&new_id)?;

@@ -121,6 +121,25 @@ impl Cluster {
         Ok(&self.nodes[index])
     }
 
+    /// Raises the worker group's desired capacity to `desired` through the
+    /// Auto Scaling API (moto launches the instances at once) and returns
+    /// the group's instances that are not yet nodes of this cluster, for
+    /// [`Cluster::add_worker`].
+    pub async fn scale_out(&self, desired: i32) -> Result<Vec<String>> {
+        let group = self.stack.worker_group()?;
+        self.aws
+            .autoscaling()
+            .set_desired_capacity()
+            .auto_scaling_group_name(group)
+            .desired_capacity(desired)
+            .send()
+            .await
+            .map_err(|e| Error::aws("SetDesiredCapacity", &e))?;
+        let known: Vec<String> = self.nodes.iter().map(|n| n.instance_id()).collect();
+        let ids = self.stack.worker_instance_ids(&self.aws).await?;
+        Ok(ids.into_iter().filter(|id| !known.contains(id)).collect())
+    }
+
     /// The local AWS.
     pub fn aws(&self) -> &LocalAws {
         &self.aws
