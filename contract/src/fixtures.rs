@@ -35,5 +35,6 @@ pub fn node_config() -> NodeConfig {
         scratch: None,
         data: Vec::new(),
         fsx: None,
+        gpu_check: None,
     }
 }

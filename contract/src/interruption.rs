@@ -76,6 +76,11 @@ pub enum NoticeKind {
     /// [`LEAVE_BEFORE_END_SECONDS`] before the block's end; the deadline is
     /// when EC2 reclaims the block's instances (message version 10).
     CapacityBlockEnd,
+    /// The agent's GPU watch found a fatal fault on one of the node's GPUs
+    /// (a fatal XID, new uncorrectable ECC errors, a GPU gone): the node
+    /// leaves at once; no deadline (message version 12,
+    /// [`crate::gpu`]). The fault is in [`Interruption::detail`].
+    GpuFault,
 }
 
 impl NoticeKind {
@@ -85,6 +90,7 @@ impl NoticeKind {
             NoticeKind::InstanceAction => "spot-instance-action",
             NoticeKind::RebalanceRecommendation => "rebalance-recommendation",
             NoticeKind::CapacityBlockEnd => "capacity-block-end",
+            NoticeKind::GpuFault => "gpu-fault",
         }
     }
 }
@@ -132,6 +138,10 @@ pub struct Interruption {
     /// or the block's reclaim; `None` for a rebalance recommendation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_unix: Option<u64>,
+    /// What happened, in words, for a notice the agent raised itself: the
+    /// GPU fault ("XID 79 on GPU 3: GPU has fallen off the bus").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl Interruption {
@@ -139,9 +149,13 @@ impl Interruption {
     /// `spot-instance-action terminate at 2026-11-25T20:00:00Z` or
     /// `rebalance-recommendation at 2026-11-25T19:58:00Z`.
     pub fn describe(&self) -> String {
-        match self.action {
+        let line = match self.action {
             Some(a) => format!("{} {} at {}", self.notice.describe(), a.as_str(), self.time),
             None => format!("{} at {}", self.notice.describe(), self.time),
+        };
+        match &self.detail {
+            Some(d) => format!("{line}: {d}"),
+            None => line,
         }
     }
 }
@@ -219,6 +233,7 @@ pub fn from_instance_action(instance_id: &str, body: &str) -> Result<Interruptio
     let a: InstanceAction = serde_json::from_str(body)?;
     let deadline = parse_utc(&a.time).ok_or_else(|| NoticeError::Time(a.time.clone()))?;
     Ok(Interruption {
+        detail: None,
         instance_id: instance_id.to_owned(),
         notice: NoticeKind::InstanceAction,
         action: Some(a.action),
@@ -239,6 +254,7 @@ pub fn from_rebalance(instance_id: &str, body: &str) -> Result<Interruption, Not
         return Err(NoticeError::Time(r.notice_time));
     }
     Ok(Interruption {
+        detail: None,
         instance_id: instance_id.to_owned(),
         notice: NoticeKind::RebalanceRecommendation,
         action: None,
@@ -312,6 +328,7 @@ impl CapacityBlock {
 /// action; the deadline and time are the block's reclaim.
 pub fn capacity_block_end(instance_id: &str, block: &CapacityBlock) -> Interruption {
     Interruption {
+        detail: None,
         instance_id: instance_id.to_owned(),
         notice: NoticeKind::CapacityBlockEnd,
         action: None,

@@ -27,6 +27,7 @@ pub mod clock;
 pub mod data;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod gpu;
 pub mod idle;
 pub mod interruption;
 pub mod logs;
@@ -65,7 +66,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 ///   [`NodeConfig::fsx`] ([`data`]): new fields, so a version bump: a
 ///   version-5 agent refuses a version-6 config by its version, rather
 ///   than forming a cluster whose nodes lack the data the user asked for.
-pub const NODE_CONFIG_VERSION: u32 = 6;
+/// - 7: adds [`NodeConfig::gpu_check`], the GPU gate ([`gpu`]): a new
+///   field, so a version bump: a version-6 agent refuses a version-7 config
+///   by its version, rather than letting a node with a failing GPU join.
+pub const NODE_CONFIG_VERSION: u32 = 7;
 
 /// The tag on the worker Auto Scaling group that holds the fewest workers
 /// the cluster forms with (a decimal number, not propagated to instances).
@@ -304,6 +308,9 @@ pub struct NodeConfig {
     /// The FSx for Lustre file system every node mounts; `None`: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fsx: Option<data::FsxLustre>,
+    /// The GPU gate and watch; `None`: off (CPU clusters, or switched off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_check: Option<gpu::GpuCheck>,
 }
 
 /// Numbers may arrive as decimal strings: CloudFormation substitutes a
@@ -408,6 +415,28 @@ impl NodeConfig {
                 && !(g.is_finite() && g > 0.0)
             {
                 return Err(number("network_check.expected_gbps", g, "not a positive number"));
+            }
+        }
+        if let Some(check) = &self.gpu_check {
+            if !(1..=gpu::GPU_CHECK_MAX_SECONDS).contains(&check.timeout_seconds) {
+                return Err(invalid(
+                    "gpu_check.timeout_seconds",
+                    &check.timeout_seconds.to_string(),
+                    "not between 1 and 3600 seconds",
+                ));
+            }
+            for (ty, e) in &check.expect {
+                for (field, v) in [
+                    ("gpu_check.expect.bf16_tflops", e.bf16_tflops),
+                    ("gpu_check.expect.memory_gbps", e.memory_gbps),
+                    ("gpu_check.expect.nvlink_busbw_gbps", e.nvlink_busbw_gbps),
+                ] {
+                    if let Some(v) = v
+                        && !(v.is_finite() && v > 0.0)
+                    {
+                        return Err(invalid(field, &format!("{ty}: {v}"), "not a positive number"));
+                    }
+                }
             }
         }
         if let Some(idle) = &self.idle
@@ -605,11 +634,14 @@ mod tests {
     #[test]
     fn unknown_versions_are_rejected_clearly() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["version"] = 7.into();
+        v["version"] = 8.into();
         v["something_new"] = true.into();
         let e = NodeConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(matches!(e, ContractError::UnsupportedVersion { found: 7, supported: 6 }), "{e}");
-        assert!(e.to_string().contains("version 7") && e.to_string().contains("reads version 6 only"), "{e}");
+        assert!(matches!(e, ContractError::UnsupportedVersion { found: 8, supported: 7 }), "{e}");
+        assert!(e.to_string().contains("version 8") && e.to_string().contains("reads version 7 only"), "{e}");
+        // A version-6 config (no GPU gate) is refused by its version.
+        v["version"] = 6.into();
+        assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));
         // A version-5 config (no data) is refused by its version.
         v["version"] = 5.into();
         assert!(matches!(NodeConfig::from_json(&v.to_string()), Err(ContractError::UnsupportedVersion { .. })));

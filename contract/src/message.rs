@@ -51,6 +51,9 @@
 //! [`crate::data::DataReady`]): such a `register` is written as version 11
 //! ([`REGISTER_DATA_VERSION`]), so a version-10 master refuses it by its
 //! version rather than as malformed.
+//! Version 12 added `gpu_report` (a node's GPU gate verdict,
+//! [`crate::gpu::GpuReport`]) and the notice kind `gpu_fault`: both are
+//! written as version 12 ([`GPU_VERSION`]), for the same reason.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -108,12 +111,16 @@ pub const CAPACITY_BLOCK_NOTICE_VERSION: u32 = 10;
 /// [`REGISTER_TIMES_VERSION`].
 pub const REGISTER_DATA_VERSION: u32 = 11;
 
+/// The version `gpu_report`, and a `notice` of kind `gpu_fault`, are
+/// written with (the first that has them).
+pub const GPU_VERSION: u32 = 12;
+
 /// The newest message version this crate reads.
-pub const NEWEST_MESSAGE_VERSION: u32 = 11;
+pub const NEWEST_MESSAGE_VERSION: u32 = 12;
 
 /// The kinds this crate knows, for the error about one it does not.
 const KINDS: &[&str] =
-    &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report", "activity"];
+    &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report", "activity", "gpu_report"];
 
 /// The most bytes of a [`LinkReport`]'s `error`.
 pub const LINK_REPORT_ERROR_BYTES: usize = 256;
@@ -397,6 +404,9 @@ pub enum Message {
     LinkReport(LinkReport),
     /// See [`Activity`] (message version 9).
     Activity(Activity),
+    /// A node's GPU gate verdict, passed or failed, sent before it
+    /// registers ([`crate::gpu::GpuReport`], message version 12).
+    GpuReport(crate::gpu::GpuReport),
 }
 
 #[derive(Serialize)]
@@ -415,7 +425,9 @@ impl Message {
             Message::Notice(n) if n.notice == crate::interruption::NoticeKind::CapacityBlockEnd => {
                 CAPACITY_BLOCK_NOTICE_VERSION
             }
+            Message::Notice(n) if n.notice == crate::interruption::NoticeKind::GpuFault => GPU_VERSION,
             Message::Notice(_) => NOTICE_VERSION,
+            Message::GpuReport(_) => GPU_VERSION,
             Message::BootFailure(_) => BOOT_FAILURE_VERSION,
             Message::LinkReport(_) => LINK_REPORT_VERSION,
             Message::Activity(_) => ACTIVITY_VERSION,
@@ -504,6 +516,8 @@ pub enum MasterInbound {
     LinkReport(LinkReport),
     /// A node says what keeps it busy (the idle guard).
     Activity(Activity),
+    /// A node's GPU gate verdict (bounded).
+    GpuReport(crate::gpu::GpuReport),
     /// Auto Scaling: an instance is launching or terminating.
     Lifecycle(LifecycleAction),
     /// Auto Scaling's test notification, sent when a hook is created.
@@ -549,6 +563,7 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
         Ok(Message::BootFailure(m)) => Ok(MasterInbound::BootFailure(m.bounded())),
         Ok(Message::LinkReport(m)) => Ok(MasterInbound::LinkReport(m.bounded())),
         Ok(Message::Activity(m)) => Ok(MasterInbound::Activity(m)),
+        Ok(Message::GpuReport(m)) => Ok(MasterInbound::GpuReport(m.bounded())),
         Ok(Message::ManifestPart(_)) => Err(Unusable::WrongQueue("manifest_part")),
         Err(value) => {
             if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
@@ -572,6 +587,7 @@ pub fn parse_worker_queue(body: &str) -> Result<ManifestPart, Unusable> {
         Ok(Message::BootFailure(_)) => Err(Unusable::WrongQueue("boot_failure")),
         Ok(Message::LinkReport(_)) => Err(Unusable::WrongQueue("link_report")),
         Ok(Message::Activity(_)) => Err(Unusable::WrongQueue("activity")),
+        Ok(Message::GpuReport(_)) => Err(Unusable::WrongQueue("gpu_report")),
         Err(_) => Err(Unusable::Malformed("not a message of ours".into())),
     }
 }
@@ -672,7 +688,7 @@ mod tests {
         assert_eq!(v["notice"], "capacity_block_end");
         assert_eq!(v["deadline_unix"], block.reclaim_unix());
         assert!(v.get("action").is_none(), "{v}");
-        assert_eq!(NEWEST_MESSAGE_VERSION, REGISTER_DATA_VERSION);
+        assert_eq!(NEWEST_MESSAGE_VERSION, GPU_VERSION);
         assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(n));
         assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("notice"));
         assert!(Unusable::UnsupportedVersion(10).to_string().contains("update the older one"));
@@ -699,6 +715,24 @@ mod tests {
         assert_eq!(LinkReport { millis: 0, ..link_report() }.gbps(), None);
     }
 
+    fn gpu_report() -> crate::gpu::GpuReport {
+        crate::gpu::GpuReport {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.5".into(),
+            instance_type: "p5.48xlarge".into(),
+            checks: vec![crate::gpu::CheckResult {
+                check: "count".into(),
+                gpu: None,
+                value: "8 GPUs".into(),
+                expected: "8".into(),
+                verdict: crate::gpu::Verdict::Pass,
+                millis: 4,
+            }],
+            timed_out: false,
+            millis: 30_000,
+        }
+    }
+
     fn part() -> ManifestPart {
         crate::parts::split(&manifest(), 17).unwrap().remove(0)
     }
@@ -714,10 +748,20 @@ mod tests {
             Message::BootFailure(boot_failure()),
             Message::LinkReport(link_report()),
             Message::Activity(Activity { instance_id: "i-1".into(), job_ranks: 1, ..Activity::default() }),
+            Message::GpuReport(gpu_report()),
+            Message::Notice(Interruption {
+                notice: crate::interruption::NoticeKind::GpuFault,
+                action: None,
+                deadline_unix: None,
+                detail: Some("xid on GPU 3: XID 79 (GPU has fallen off the bus)".into()),
+                ..notice()
+            }),
         ] {
             let body = m.to_body();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-            let version = match m {
+            let version = match &m {
+                Message::Notice(n) if n.notice == crate::interruption::NoticeKind::GpuFault => 12,
+                Message::GpuReport(_) => 12,
                 Message::Notice(_) => 3,
                 Message::BootFailure(_) => 4,
                 Message::LinkReport(_) => 5,
@@ -751,6 +795,10 @@ mod tests {
                 Message::Activity(a) => {
                     assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Activity(a.clone()));
                 }
+                Message::GpuReport(r) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::GpuReport(r.clone()));
+                    assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("gpu_report"));
+                }
             }
         }
     }
@@ -779,11 +827,11 @@ mod tests {
             ("not json".into(), "malformed"),
             ("[1,2]".into(), "not a JSON object"),
             (r#"{"kind":"register"}"#.into(), "no `version`"),
-            (r#"{"version":12,"kind":"register"}"#.into(), "version 12"),
+            (r#"{"version":13,"kind":"register"}"#.into(), "version 13"),
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":12,"kind":"notice"}"#.into(), "versions 2 to 11"),
+            (r#"{"version":13,"kind":"notice"}"#.into(), "versions 2 to 12"),
             (r#"{"version":9,"kind":"activity","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),

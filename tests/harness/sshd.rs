@@ -405,6 +405,7 @@ fn config(role: Role, efs: &Path) -> NodeConfig {
         scratch: None,
         data: Vec::new(),
         fsx: None,
+        gpu_check: None,
     }
 }
 
