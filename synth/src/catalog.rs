@@ -33,7 +33,10 @@
 
 use crate::region::Region;
 
+mod gpus;
 mod table;
+
+pub use gpus::expect as gpu_expect;
 
 /// Where the table's data comes from (cfn-lint version and file, AWS
 /// documentation pages, generation date).

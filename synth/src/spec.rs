@@ -45,6 +45,8 @@ pub struct ClusterSpec {
     pub formation_minutes: u32,
     /// The network gate; `None`: off.
     pub network_check: Option<node_contract::NetworkCheck>,
+    /// The GPU gate; `None`: off.
+    pub gpu_check: Option<node_contract::gpu::GpuCheck>,
     /// Days the nodes' log group keeps lines: one of [`LOG_RETENTION_DAYS`].
     pub log_retention_days: u32,
     /// The idle guard; `None`: off.
@@ -150,6 +152,28 @@ impl ClusterSpec {
 }
 
 impl ClusterSpec {
+    /// One line on the GPU gate, for `synth validate`: "gpu check: quick,
+    /// replace, 60 s; p5.48xlarge: 8 x H100, 32 EFA devices".
+    pub fn gpu_summary(&self) -> Option<String> {
+        let check = self.gpu_check.as_ref()?;
+        let types: Vec<String> = check
+            .expect
+            .iter()
+            .map(|(name, e)| {
+                let model = e.model.as_deref().map_or_else(|| "GPUs".to_owned(), str::to_owned);
+                let efa = e.efa_devices.map_or_else(String::new, |n| format!(", {n} EFA devices"));
+                format!("{name}: {} x {model}{efa}", e.gpus)
+            })
+            .collect();
+        let types = if types.is_empty() { "no instance type with known GPUs".to_owned() } else { types.join("; ") };
+        Some(format!(
+            "gpu check: {}, {}, {} s before a node joins; {types}",
+            check.level.name(),
+            check.action.name(),
+            check.timeout_seconds
+        ))
+    }
+
     /// One line on the FSx for Lustre file system and where it lives, for
     /// `synth validate`: a Lustre file system is in one subnet, so one
     /// Availability Zone; with nodes in two zones, those of the other reach

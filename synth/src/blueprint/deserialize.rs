@@ -74,7 +74,8 @@ fn split(path: &str) -> (&str, &str) {
     path.rsplit_once('.').unwrap_or(("", path))
 }
 
-/// The schema of the value at `path`, following `$ref` and `Option`'s `anyOf`.
+/// The schema of the value at `path`, following `$ref`, `Option`'s `anyOf`
+/// and a `oneOf` of a mapping and a scalar.
 fn schema_at<'s>(schema: &'s Value, path: &str) -> Option<&'s Value> {
     let resolve = |mut node: &'s Value| -> Option<&'s Value> {
         loop {
@@ -82,6 +83,11 @@ fn schema_at<'s>(schema: &'s Value, path: &str) -> Option<&'s Value> {
                 node = schema.pointer(r.strip_prefix('#')?)?;
             } else if let Some(any) = node.get("anyOf").and_then(Value::as_array) {
                 node = any.iter().find(|v| v.get("type") != Some(&Value::from("null")))?;
+            } else if let Some(one) = node.get("oneOf").and_then(Value::as_array).filter(|_| node.get("properties").is_none())
+                && let Some(mapping) = one.iter().find(|v| v.get("$ref").is_some() || v.get("properties").is_some())
+            {
+                // A mapping or a scalar (`gpu_check: false`): the mapping's fields.
+                node = mapping;
             } else {
                 return Some(node);
             }

@@ -139,6 +139,25 @@ workers:
             prepare_data_script: None,
             formation_minutes: 30,
             network_check: None,
+            // On by default for GPU types: a p3.2xlarge promises one V100
+            // (no BF16 figure: its GEMM is measured, not judged).
+            gpu_check: Some(node_contract::gpu::GpuCheck {
+                level: node_contract::gpu::GpuLevel::Quick,
+                action: node_contract::gpu::GpuAction::Replace,
+                timeout_seconds: 60,
+                expect: [(
+                    "p3.2xlarge".to_owned(),
+                    node_contract::gpu::GpuExpect {
+                        gpus: 1,
+                        model: Some("V100".into()),
+                        efa_devices: None,
+                        bf16_tflops: None,
+                        memory_gbps: Some(900.0),
+                        nvlink_busbw_gbps: None,
+                    },
+                )]
+                .into(),
+            }),
             log_retention_days: 14,
             idle: None,
             tags: BTreeMap::new(),

@@ -593,6 +593,82 @@ pub struct Formation {
     /// type's network bandwidth (or, when that is not known, with the
     /// median of the nodes).
     pub network_check: Option<NetworkCheck>,
+    /// The GPU gate (on by default where a node has NVIDIA GPUs): before a
+    /// node joins it checks its GPUs (driver counters, links, the kernel
+    /// log's XID errors, a short GEMM and memory burn, an all-reduce across
+    /// them, the EFA devices) against what its instance type promises, and
+    /// while it runs it watches for fatal faults. `false`: off.
+    pub gpu_check: Option<GpuCheckSetting>,
+}
+
+/// The GPU gate's settings, or `false`.
+#[derive(Debug)]
+pub enum GpuCheckSetting {
+    /// `true`: the defaults.
+    On,
+    /// `false`: no GPU gate.
+    Off,
+    /// The settings written.
+    Settings(GpuCheck),
+}
+
+impl<'de> Deserialize<'de> for GpuCheckSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = GpuCheckSetting;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("the GPU gate's settings (level, action, timeout_seconds) or `false`")
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<GpuCheckSetting, E> {
+                Ok(if on { GpuCheckSetting::On } else { GpuCheckSetting::Off })
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GpuCheckSetting, A::Error> {
+                GpuCheck::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(GpuCheckSetting::Settings)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl JsonSchema for GpuCheckSetting {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GpuCheckSetting".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let settings = generator.subschema_for::<GpuCheck>();
+        schemars::json_schema!({
+            "description": "The GPU gate's settings, or `false` for none (default: on with `level: quick`, `action: replace` where a node has NVIDIA GPUs).",
+            "oneOf": [settings, { "type": "boolean" }]
+        })
+    }
+}
+
+/// The GPU gate's settings.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct GpuCheck {
+    /// `quick` (default: the driver's counters, links and kernel log, a
+    /// short burn per GPU, an all-reduce across them, `dcgmi diag -r 1`
+    /// where DCGM is installed; under a minute on an 8-GPU node) or
+    /// `thorough` (longer burns and `dcgmi diag -r 3`, about 30 minutes).
+    #[schemars(extend("enum" = ["quick", "thorough"], "default" = "quick"))]
+    pub level: Option<String>,
+    /// What happens to a node that fails: `replace` (default: it does not
+    /// join; the master marks it unhealthy in its Auto Scaling group, which
+    /// launches another; a master that fails fails the formation), `fail`
+    /// (the formation fails with the reason; after formation, as
+    /// `replace`) or `warn` (it joins; the logs and `synth status` name it).
+    #[schemars(extend("enum" = ["warn", "replace", "fail"], "default" = "replace"))]
+    pub action: Option<String>,
+    /// The gate's time budget on a node, 10 to 3600 seconds (default 60 at
+    /// `quick`, 2400 at `thorough`); a node past it fails.
+    #[schemars(range(min = 10, max = 3600))]
+    pub timeout_seconds: Option<u32>,
 }
 
 /// The network gate's settings.

@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 mod capacity;
 mod data;
 mod fsx;
+mod gpu;
 
 use ipnet::{IpNet, Ipv4Net};
 
@@ -206,8 +207,9 @@ impl Checker<'_> {
         let access = self.access(bp.access, master_public);
         let prepare_data_script = self.prepare_data_script(bp.elastic.and_then(|e| e.prepare_data_script));
         let formation_minutes = self.formation_minutes(bp.timeouts.and_then(|t| t.formation_minutes));
-        let network_check =
-            bp.formation.and_then(|f| f.network_check).map(|c| self.network_check(c, master_type, &all_worker_types));
+        let (network_check, gpu_check) = bp.formation.map_or((None, None), |f| (f.network_check, f.gpu_check));
+        let network_check = network_check.map(|c| self.network_check(c, master_type, &all_worker_types));
+        let gpu_check = gpu::gpu_check(self, gpu_check, master_type, &all_worker_types, efa);
         let log_retention_days = self.log_retention(bp.logs.and_then(|l| l.retention_days));
         let idle = bp.idle.and_then(|i| self.idle(i));
         let tags = self.tags(bp.tags.unwrap_or_default());
@@ -235,6 +237,7 @@ impl Checker<'_> {
             prepare_data_script,
             formation_minutes,
             network_check,
+            gpu_check,
             log_retention_days,
             idle,
             tags,

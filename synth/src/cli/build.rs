@@ -32,7 +32,7 @@ pub(super) enum Compiled {
         notes: String,
         /// Where the workers come from and launch, the nodes' data and the
         /// FSx for Lustre file system (`ClusterSpec::workers_summary`,
-        /// `ClusterSpec::data_summary`, `ClusterSpec::fsx_summary`).
+        /// `ClusterSpec::data_summary`, `ClusterSpec::fsx_summary`, `ClusterSpec::gpu_summary`).
         summary: Vec<String>,
         /// The region the template is for; `None`: all five.
         region: Option<crate::region::Region>,
@@ -95,6 +95,7 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
                 summary: std::iter::once(loaded.spec.workers_summary())
                     .chain(loaded.spec.data_summary())
                     .chain(loaded.spec.fsx_summary())
+                    .chain(loaded.spec.gpu_summary())
                     .collect(),
             }
         }

@@ -185,6 +185,11 @@ pub(super) fn master(
     if ctx.spec.network_check.as_ref().is_some_and(|check| check.action == node_contract::NetworkAction::Replace) {
         group_actions.push("autoscaling:TerminateInstanceInAutoScalingGroup");
     }
+    // The GPU gate's `replace` (and `fail` once the cluster formed) marks a
+    // worker whose GPUs failed unhealthy, so Auto Scaling replaces it.
+    if ctx.spec.gpu_check.as_ref().is_some_and(|check| check.action != node_contract::gpu::GpuAction::Warn) {
+        group_actions.push("autoscaling:SetInstanceHealth");
+    }
     // The idle guard leaves its state in a tag on the worker group (the
     // place `synth status` reads, `node_contract::idle::IDLE_TAG`); its
     // action lowers the desired capacity, which the master may already.

@@ -135,6 +135,7 @@ pub(crate) mod tests {
             prepare_data_script: Some("/efs/prepare.sh".into()),
             formation_minutes: 30,
             network_check: None,
+            gpu_check: None,
             idle: None,
             log_retention_days: 14,
             tags: BTreeMap::from([("team".into(), "ml".into())]),

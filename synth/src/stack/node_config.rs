@@ -74,6 +74,7 @@ pub(super) fn user_data(ctx: &Ctx, role: Role, refs: Refs) -> Expr {
             .efa
             .then(|| Efa { rdma_instance_types: crate::catalog::efa_rdma_types().map(String::from).collect() }),
         network_check: spec.network_check.clone(),
+        gpu_check: spec.gpu_check.clone(),
         // On workers too: a worker reports its activity only when the
         // cluster has an idle guard.
         idle: spec.idle.clone(),
