@@ -89,6 +89,9 @@ pub trait WorkerGroup: Send + Sync {
     /// Terminates a worker without lowering the desired capacity, so the
     /// group launches another in its place (the network gate's `replace`).
     fn terminate_instance(&self, instance_id: &str) -> impl Future<Output = Result<(), PortError>> + Send;
+    /// Marks a worker unhealthy, so the group terminates it and launches
+    /// another (the GPU gate's `replace`).
+    fn set_unhealthy(&self, instance_id: &str) -> impl Future<Output = Result<(), PortError>> + Send;
     /// Why launches failed: the status messages of the group's failed and
     /// cancelled scaling activities, newest first (for example
     /// "InsufficientInstanceCapacity ... in us-east-1a").

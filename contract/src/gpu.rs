@@ -283,6 +283,49 @@ pub struct GpuReportFile {
     pub report: GpuReport,
 }
 
+/// The GPU gate's outcome at formation, as the success signal carries it
+/// under `gpu` (and `synth status` prints it): a few numbers and at most
+/// [`GPU_SUMMARY_NAMED`] failed nodes named, whatever the cluster's size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuSummary {
+    /// Nodes that reported a verdict.
+    pub checked: u32,
+    /// Of those, nodes that passed.
+    pub passed: u32,
+    /// Failed nodes, "i-... (10.0.1.7): xid on GPU 3: XID 79 (GPU has
+    /// fallen off the bus)", at most [`GPU_SUMMARY_NAMED`].
+    #[serde(default)]
+    pub failed: Vec<String>,
+    /// The action taken on failed nodes (`warn`, `replace`, `fail`).
+    pub action: GpuAction,
+}
+
+/// How many failed nodes a [`GpuSummary`] names.
+pub const GPU_SUMMARY_NAMED: usize = 5;
+
+impl GpuSummary {
+    /// One line: "gpu check: 3 of 4 nodes passed; replaced: i-... (10.0.1.7):
+    /// xid on GPU 3: ..." (`warned` for `warn`, `failed` for `fail`).
+    pub fn line(&self) -> String {
+        let mut line = format!("gpu check: {} of {} nodes passed", self.passed, self.checked);
+        if !self.failed.is_empty() {
+            let verb = match self.action {
+                GpuAction::Warn => "joined anyway",
+                GpuAction::Replace => "replaced",
+                GpuAction::Fail => "failed",
+            };
+            let clean: Vec<String> =
+                self.failed.iter().map(|f| f.chars().filter(|c| !c.is_control()).collect()).collect();
+            line.push_str(&format!("; {verb}: {}", clean.join("; ")));
+            let more = (self.checked - self.passed) as usize;
+            if more > self.failed.len() {
+                line.push_str(&format!("; and {} more", more - self.failed.len()));
+            }
+        }
+        line
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +383,17 @@ mod tests {
         let b = back.bounded();
         assert_eq!(b.checks.len(), MAX_CHECKS);
         assert!(b.checks[0].value.len() <= 203 && b.checks[0].value.ends_with('…'));
+    }
+
+    #[test]
+    fn the_summary_line_names_the_failed_nodes() {
+        let mut s = GpuSummary { checked: 4, passed: 4, failed: vec![], action: GpuAction::Replace };
+        assert_eq!(s.line(), "gpu check: 4 of 4 nodes passed");
+        s.passed = 2;
+        s.failed = vec!["i-1 (10.0.1.7): xid on GPU 3: XID 79\n".into()];
+        assert_eq!(s.line(), "gpu check: 2 of 4 nodes passed; replaced: i-1 (10.0.1.7): xid on GPU 3: XID 79; and 1 more");
+        s.action = GpuAction::Warn;
+        assert!(s.line().contains("; joined anyway: i-1"));
     }
 
     #[test]

@@ -107,6 +107,22 @@ impl WorkerGroup for AsgWorkerGroup {
         Ok(())
     }
 
+    /// <https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_SetInstanceHealth.html>:
+    /// `Unhealthy`, without respecting the health check grace period (the
+    /// node's own gate found the fault), so the group replaces it at once.
+    #[tracing::instrument(skip(self), fields(group = %self.name))]
+    async fn set_unhealthy(&self, instance_id: &str) -> Result<(), PortError> {
+        self.client
+            .set_instance_health()
+            .instance_id(instance_id)
+            .health_status("Unhealthy")
+            .should_respect_grace_period(false)
+            .send()
+            .await
+            .or_port_error(|| format!("Auto Scaling SetInstanceHealth ({instance_id}, Unhealthy)"))?;
+        Ok(())
+    }
+
     #[tracing::instrument(skip(self), fields(group = %self.name))]
     async fn launch_failures(&self) -> Result<Vec<String>, PortError> {
         let output = self

@@ -51,6 +51,9 @@ pub enum Effect {
     /// desired capacity, so the group launches another (the network gate's
     /// `replace`).
     TerminateWorker(String),
+    /// Mark this worker unhealthy in its Auto Scaling group, which
+    /// terminates it and launches another (the GPU gate's `replace`).
+    MarkUnhealthy(String),
     /// Write the network gate's verdict (JSON) to
     /// `/var/lib/deeplearning/network-check.json` for `trainer doctor`.
     WriteNetworkCheck(String),

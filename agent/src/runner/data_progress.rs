@@ -95,6 +95,9 @@ mod tests {
         async fn terminate_instance(&self, _: &str) -> Result<(), PortError> {
             unreachable!("not called")
         }
+        async fn set_unhealthy(&self, _: &str) -> Result<(), PortError> {
+            unreachable!("not called")
+        }
         async fn launch_failures(&self) -> Result<Vec<String>, PortError> {
             unreachable!("not called")
         }

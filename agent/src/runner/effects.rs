@@ -120,6 +120,12 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
                     Err(e) => warn!(instance_id, "cannot terminate the slow worker: {e}"),
                 }
             }
+            Effect::MarkUnhealthy(instance_id) => {
+                match retry("mark a worker unhealthy", || group.set_unhealthy(&instance_id)).await {
+                    Ok(()) => info!(instance_id, "marked a worker whose GPUs failed unhealthy; its group launches another"),
+                    Err(e) => warn!(instance_id, "cannot mark the worker unhealthy: {e}"),
+                }
+            }
             Effect::WriteNetworkCheck(json) => {
                 let path = files::network_check_path(root);
                 if let Err(e) = files::atomic::write_if_changed(&path, &json, 0o644) {

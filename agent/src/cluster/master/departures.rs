@@ -58,11 +58,22 @@ impl MasterState {
             fx.push(Effect::Log(format!("interruption notice from {id} ({what}) ignored: {known}")));
             return;
         }
-        let why = format!("was given an interruption notice ({what}) and leaves the cluster");
+        let gpu_fault = n.notice == node_contract::interruption::NoticeKind::GpuFault;
+        let why = if gpu_fault {
+            format!("found a fatal GPU fault ({what}) and leaves the cluster")
+        } else {
+            format!("was given an interruption notice ({what}) and leaves the cluster")
+        };
         let note = format!("notice {what}");
         self.remove(&id, &why, None, Some(note), now_ms, fx);
         if let Some(d) = self.departed.get_mut(&id) {
             d.interrupted = true;
+        }
+        // The GPU watch's fault: with `replace` (or `fail`, which acts as
+        // `replace` once formed) its group replaces the node.
+        if gpu_fault && self.gpu_action.is_some_and(|a| a != node_contract::gpu::GpuAction::Warn) {
+            fx.push(Effect::Log(format!("marking {id} unhealthy so its group replaces it (its GPU fault)")));
+            fx.push(Effect::MarkUnhealthy(id));
         }
     }
 

@@ -191,6 +191,10 @@ impl MasterState {
     /// check of the generation just published decides (at most its time
     /// budget).
     fn signal_formed(&mut self, reason: String, data: String, fx: &mut Vec<Effect>) {
+        let reason = match self.gpu_summary() {
+            Some(gpu) => format!("{reason}. {}", gpu.line()),
+            None => reason,
+        };
         let generation = self.generation();
         if let Some(gate) = self.gate.as_mut().filter(|g| g.generation == generation && g.held.is_none()) {
             fx.push(Effect::Log(format!(
@@ -245,6 +249,9 @@ impl MasterState {
         }
         if let Some(fetched) = self.timeline.data_summary() {
             data["data"] = serde_json::to_value(&fetched).unwrap_or_default();
+        }
+        if let Some(gpu) = self.gpu_summary() {
+            data["gpu"] = serde_json::to_value(&gpu).unwrap_or_default();
         }
         data.to_string()
     }

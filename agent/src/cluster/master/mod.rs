@@ -21,13 +21,14 @@
 //! (leave, interruption notices, lifecycle actions, removal),
 //! [`formation`] (the decision at the requested count or the deadline, boot
 //! and launch failures, the formation signal), [`gate`] (the network
-//! check) and [`publishing`] (generations, re-sends, acknowledgements,
+//! check), [`gpu`] (the GPU gate's verdicts) and [`publishing`] (generations, re-sends, acknowledgements,
 //! retirement). The idle guard's decision is a state machine of its own
 //! ([`idle`]) that the master holds and feeds once the cluster formed.
 
 mod departures;
 mod formation;
 mod gate;
+mod gpu;
 pub mod idle;
 mod joins;
 mod publishing;
@@ -159,6 +160,13 @@ pub struct MasterState {
     /// Older state files have none.
     #[serde(default)]
     idle: Option<IdleWatch>,
+    /// The GPU gate's action (node config `gpu_check`); `None`: off. Older
+    /// state files have none.
+    #[serde(default)]
+    gpu_action: Option<node_contract::gpu::GpuAction>,
+    /// The GPU gate's verdicts so far.
+    #[serde(default)]
+    gpu: gpu::GpuTally,
 }
 
 /// The most workers the network gate's `replace` terminates over the
@@ -214,6 +222,8 @@ impl MasterState {
             gate: None,
             network_replacements: 0,
             idle: None,
+            gpu_action: config.gpu_check.as_ref().map(|c| c.action),
+            gpu: gpu::GpuTally::default(),
         }
     }
 
@@ -307,6 +317,7 @@ impl MasterState {
             MasterInbound::Notice(n) => self.on_notice(n, now_ms, &mut fx),
             MasterInbound::BootFailure(f) => self.on_boot_failure(f, &mut fx),
             MasterInbound::LinkReport(r) => self.on_link_report(r, now_ms, &mut fx),
+            MasterInbound::GpuReport(r) => self.on_gpu_report(r, &mut fx),
             MasterInbound::Activity(a) => {
                 // Readings before formation are dropped: the idle clock
                 // starts once the cluster formed.
@@ -458,3 +469,6 @@ mod tests;
 
 #[cfg(test)]
 mod gate_tests;
+
+#[cfg(test)]
+mod gpu_tests;
