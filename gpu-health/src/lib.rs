@@ -56,7 +56,12 @@
 //! several drivers, the watch, the fixture, the table, `/dev/kmsg`
 //! records, EFA devices in a stand-in sysfs, `dcgmi` run and killed at its
 //! timeout (a stand-in script) and both of DCGM's JSON layouts, and that
-//! the real side without a driver answers with errors, not panics.
+//! the real side without a driver answers with errors that name it, not
+//! panics (with and without the `cuda` feature). With the `cuda` feature
+//! and cuBLAS and NCCL installed (NVIDIA's wheels, as
+//! `scripts/gpu-toolchain` installs them, on `LD_LIBRARY_PATH`), every
+//! cuBLAS and NCCL function the burns call resolves in the libraries as
+//! cudarc loads them.
 //!
 //! Not proven here: the real side's figures on a GPU. NVML's answers on a
 //! real device, the burns' kernels and their TFLOP/s and GB/s, the NCCL
@@ -74,8 +79,9 @@ mod table;
 mod watch;
 pub mod xid;
 
-// The NVML and CUDA side comes in the next commit; until then every build
-// answers as one without the `cuda` feature does.
+#[cfg(feature = "cuda")]
+mod nvidia;
+#[cfg(not(feature = "cuda"))]
 #[path = "no_nvidia.rs"]
 mod nvidia;
 
