@@ -96,8 +96,7 @@ pub fn model(devices: &[DeviceFacts], expect: Option<&GpuExpect>) -> Row {
     };
     match expect.and_then(|e| e.model.as_deref()) {
         Some(word) => {
-            let wanted = word.to_lowercase();
-            let ok = !devices.is_empty() && devices.iter().all(|d| d.name.to_lowercase().contains(&wanted));
+            let ok = !devices.is_empty() && devices.iter().all(|d| has_word(&d.name, word));
             Row::new(
                 "model",
                 None,
@@ -108,6 +107,13 @@ pub fn model(devices: &[DeviceFacts], expect: Option<&GpuExpect>) -> Row {
         }
         None => Row::new("model", None, value, "", Verdict::Info),
     }
+}
+
+/// Whether NVML's name holds the model's word as a word of its own
+/// ("NVIDIA A100-SXM4-40GB" holds "A100"; "NVIDIA L40S" does not hold "L4",
+/// which a plain substring test would take).
+pub fn has_word(name: &str, word: &str) -> bool {
+    name.split(|c: char| c.is_whitespace() || c == '-').any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// `ecc`: uncorrectable ECC errors since the driver loaded.
@@ -411,6 +417,29 @@ pub fn dcgm(level: u8, outcome: Option<&Result<DcgmOutcome, String>>) -> Vec<Row
                 }
             }
             vec![Row::new("dcgm", None, value, expected, Verdict::Pass)]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_is_a_word_of_nvmls_name() {
+        for (name, word) in [
+            ("NVIDIA H100 80GB HBM3", "H100"),
+            ("NVIDIA H200", "H200"),
+            ("NVIDIA A100-SXM4-40GB", "A100"),
+            ("NVIDIA A10G", "A10G"),
+            ("NVIDIA L4", "L4"),
+            ("Tesla T4", "T4"),
+            ("NVIDIA B200", "b200"),
+        ] {
+            assert!(has_word(name, word), "{word} in {name}");
+        }
+        for (name, word) in [("NVIDIA L40S", "L4"), ("NVIDIA GH200 480GB", "H200"), ("NVIDIA A100-SXM4-40GB", "A10")] {
+            assert!(!has_word(name, word), "{word} in {name}");
         }
     }
 }

@@ -26,7 +26,7 @@ use node_contract::gpu::{CheckResult, GpuExpect, GpuLevel, GpuReport, Verdict};
 
 use crate::Gpus;
 use crate::checks::{self, Row};
-use crate::facts::DeviceFacts;
+use crate::facts::{DeviceFacts, throttle};
 
 /// What a burn may spend beyond its measured time, setting up (CUDA
 /// contexts, cuBLAS handles, NCCL communicators, allocations) and warming
@@ -251,6 +251,11 @@ impl Run {
             return;
         };
         for d in loaded {
+            // A GPU whose burn had not started yet (its context still being
+            // made) still rests: its reading says nothing about load.
+            if d.throttle_reasons.is_some_and(|m| m & throttle::GPU_IDLE != 0) {
+                continue;
+            }
             if let Some(&at) = rows.throttle.get(&d.index) {
                 let under = checks::throttle_row(d, "under load");
                 if under.verdict == Verdict::Fail && self.checks[at].verdict != Verdict::Fail {

@@ -233,8 +233,11 @@ fn under_load_the_generation_is_judged_and_a_thermal_slowdown_shows() {
             throttle_reasons: Some(throttle::HW_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN),
         },
     );
+    // GPU 4's burn has not started when the gate reads: it still rests, and is not judged.
+    f.under_load.insert(4, LoadFacts { pcie_gen_current: Some(1), throttle_reasons: Some(throttle::GPU_IDLE) });
     let r = run(&f, "H100");
     fails_only(&r, &[("throttle", Some(5)), ("pcie", Some(3))]);
+    assert_eq!(row(&r, "pcie", Some(4)).value, "gen1 x16 at idle; generation not judged at idle");
     assert_eq!(row(&r, "pcie", Some(3)).value, "gen3 x16 under load");
     assert_eq!(row(&r, "pcie", Some(0)).value, "gen5 x16 under load");
     assert_eq!(row(&r, "pcie", Some(0)).verdict, Verdict::Pass);

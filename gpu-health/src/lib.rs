@@ -22,29 +22,44 @@
 //!
 //! # The fixture's JSON
 //!
-//! [`Fixture`]'s serde form; [`Fixture::healthy`] writes a full one. In short:
+//! [`Fixture`]'s serde form; [`Fixture::healthy`] makes a full one and
+//! [`Fixture::write`] writes it. A node of one H100 that lost its bus:
 //!
-//! ```json
-//! {
+//! ```
+//! let json = r#"{
 //!   "devices": [
 //!     { "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-5e1c0000-1a2b-3c4d-5e6f-708192a3b4c5",
 //!       "pci_bus_id": "00000000:53:00.0", "ecc_volatile_uncorrected": 0, "ecc_volatile_corrected": 0,
 //!       "retired_pages_pending": null,
 //!       "remapped_rows": { "correctable": 0, "uncorrectable": 0, "pending": false, "failed": false },
-//!       "throttle_reasons": 1, "pcie_gen_current": 1, "pcie_gen_max": 5, "pcie_width_current": 16,
-//!       "pcie_width_max": 16, "nvlink_active": [true, true, true] }
+//!       "throttle_reasons": 1, "pcie_gen_current": 1, "pcie_gen_max": 5,
+//!       "pcie_width_current": 16, "pcie_width_max": 16, "nvlink_active": null }
 //!   ],
 //!   "kernel_log": ["[  812.339201] NVRM: Xid (PCI:0000:53:00): 79, pid=4120, name=python, GPU has fallen off the bus."],
-//!   "gemm_tflops": [718.4], "memory_gbps": [2987.0], "allreduce_busbw_gbps": 468.2,
-//!   "efa_devices": 32,
+//!   "gemm_tflops": [718.4],
+//!   "memory_gbps": [2987.0],
+//!   "allreduce_busbw_gbps": null,
+//!   "efa_devices": 1,
 //!   "dcgm": { "Ok": { "level": 1, "results": [ { "test": "memory", "gpu": 0, "status": "Pass", "detail": "" } ] } },
-//!   "driver_error": "optional: devices() fails with this text",
 //!   "burns_take_their_time": false,
 //!   "under_load": { "0": { "pcie_gen_current": 5, "throttle_reasons": 4 } }
-//! }
+//! }"#;
+//! let fixture: gpu_health::Fixture = serde_json::from_str(json).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("gpus.json");
+//! fixture.write(&path).unwrap();
+//! let gpus = gpu_health::FixtureGpus::new(&path);
+//! let report = gpu_health::gate(&gpus, "i-0abc", "10.0.1.5", "p5.4xlarge", None,
+//!     node_contract::gpu::GpuLevel::Quick, std::time::Duration::from_secs(60));
+//! assert_eq!(report.failure_line(), "xid on GPU 0: XID 79 (GPU has fallen off the bus), expected no fatal XID since boot");
 //! ```
 //!
-//! Absent `dcgm`: DCGM not installed; `{"Err": "..."}`: it failed to run.
+//! Every field but `devices` may be left out. `dcgm` absent: DCGM is not
+//! installed; `{"Err": "..."}`: it failed to run. `driver_error` (a text)
+//! makes `devices()` fail with it, as a node without a driver. A burn
+//! without a result for its GPU (or `allreduce_busbw_gbps` null) fails.
+//! `burns_take_their_time` makes burns sleep as long as asked, and
+//! `under_load` is what a GPU reports while a burn runs.
 //!
 //! # What is proven without a GPU, and what is not
 //!
