@@ -10,9 +10,9 @@
 //! close to what cuBLAS, a device-to-device copy and nccl-tests measure on
 //! them (see [`Fixture::healthy`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use node_contract::gpu::GpuExpect;
@@ -273,17 +273,35 @@ impl Fixture {
 
 /// The fake [`Gpus`]: serves the [`Fixture`] in a JSON file, read again at
 /// every call. A missing or garbled file is an error of that call.
-#[derive(Debug)]
+/// `FixtureGpus { path }` and [`FixtureGpus::new`] make the same thing.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FixtureGpus {
-    path: PathBuf,
-    /// Burns running now (their GPUs report [`Fixture::under_load`]).
-    burning: AtomicUsize,
+    /// The fixture file (it need not exist yet).
+    pub path: PathBuf,
+}
+
+/// Burns running now, by fixture file (their GPUs report
+/// [`Fixture::under_load`]); kept beside the fake so that it stays a plain
+/// path, and keyed by the path so that fakes of two files do not mix.
+fn burning() -> &'static Mutex<HashMap<PathBuf, usize>> {
+    static BURNING: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
+    BURNING.get_or_init(Mutex::default)
 }
 
 impl FixtureGpus {
     /// Serves the fixture at `path` (it need not exist yet).
     pub fn new(path: impl Into<PathBuf>) -> FixtureGpus {
-        FixtureGpus { path: path.into(), burning: AtomicUsize::new(0) }
+        FixtureGpus { path: path.into() }
+    }
+
+    fn burns_running(&self) -> usize {
+        burning().lock().unwrap_or_else(|p| p.into_inner()).get(&self.path).copied().unwrap_or(0)
+    }
+
+    fn count_burn(&self, delta: isize) {
+        let mut all = burning().lock().unwrap_or_else(|p| p.into_inner());
+        let n = all.entry(self.path.clone()).or_default();
+        *n = n.saturating_add_signed(delta);
     }
 
     /// The fixture file.
@@ -303,9 +321,9 @@ impl FixtureGpus {
         let fixture = self.read()?;
         let value = result(&fixture)?;
         if fixture.burns_take_their_time {
-            self.burning.fetch_add(1, Ordering::SeqCst);
+            self.count_burn(1);
             std::thread::sleep(Duration::from_millis(for_ms));
-            self.burning.fetch_sub(1, Ordering::SeqCst);
+            self.count_burn(-1);
         }
         Ok(value)
     }
@@ -322,7 +340,7 @@ impl Gpus for FixtureGpus {
             return Err(e);
         }
         let mut devices = fixture.devices;
-        if self.burning.load(Ordering::SeqCst) > 0 {
+        if self.burns_running() > 0 {
             for d in &mut devices {
                 if let Some(load) = fixture.under_load.get(&d.index) {
                     d.pcie_gen_current = load.pcie_gen_current.or(d.pcie_gen_current);
@@ -412,7 +430,7 @@ mod tests {
         let mut f = Fixture::healthy("H100", 2);
         f.burns_take_their_time = true;
         f.write(&path).unwrap();
-        let gpus = FixtureGpus::new(&path);
+        let gpus = FixtureGpus { path: path.clone() };
         assert_eq!(gpus.gemm_tflops(1, 1).unwrap(), 724.9);
         assert!(gpus.gemm_tflops(2, 1).unwrap_err().contains("GPU 2"));
         assert_eq!(gpus.devices().unwrap()[0].pcie_gen_current, Some(1));

@@ -280,6 +280,22 @@ mod tests {
         assert_eq!(kmsg_record("no separator"), None);
     }
 
+    /// This machine's own kernel log: read to its end without blocking
+    /// (`/dev/kmsg` as root, else journalctl), or an error that says why.
+    #[test]
+    fn the_hosts_kernel_log_is_read_to_its_end_without_blocking() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(Host::system().kernel_log()));
+        match rx.recv_timeout(Duration::from_secs(30)).expect("reading the kernel log blocked") {
+            Ok(lines) => {
+                for l in lines.iter().take(50) {
+                    assert!(l.starts_with('['), "not a dmesg-style line: {l:?}");
+                }
+            }
+            Err(e) => assert!(e.starts_with("opening ") && e.contains("/dev/kmsg"), "{e}"),
+        }
+    }
+
     #[test]
     fn efa_devices_are_the_rdma_devices_the_efa_driver_owns() {
         let root = tempfile::tempdir().unwrap();
