@@ -170,14 +170,14 @@ pub fn remap(d: &DeviceFacts) -> Row {
 }
 
 /// `throttle`: clock event reasons that mean a fault. `when` says when it
-/// was read ("at idle", "under load").
+/// was read ("before the burns", "during the GEMM burn").
 pub fn throttle_row(d: &DeviceFacts, when: &str) -> Row {
     let expected = "no HW slowdown, HW thermal, HW power brake or SW thermal";
     match d.throttle_reasons {
         Some(mask) => {
             let faults = throttle::faults(mask);
             let verdict = if faults.is_empty() { Verdict::Pass } else { Verdict::Fail };
-            Row::new("throttle", Some(d.index), format!("{} {when}", throttle::describe(mask)), expected, verdict)
+            Row::new("throttle", Some(d.index), format!("{} ({when})", throttle::describe(mask)), expected, verdict)
         }
         None => Row::new("throttle", Some(d.index), "not reported", "", Verdict::Info),
     }

@@ -165,7 +165,8 @@ impl Run {
             if !self.may_start(Duration::ZERO) {
                 return;
             }
-            let at = self.push(devices.iter().map(|d| checks::throttle_row(d, "at rest")).collect(), Duration::ZERO);
+            let at = self
+                .push(devices.iter().map(|d| checks::throttle_row(d, "before the burns")).collect(), Duration::ZERO);
             load_rows.throttle = devices.iter().map(|d| d.index).zip(at).collect();
             if !self.may_start(Duration::ZERO) {
                 return;
@@ -257,7 +258,7 @@ impl Run {
                 continue;
             }
             if let Some(&at) = rows.throttle.get(&d.index) {
-                let under = checks::throttle_row(d, "under load");
+                let under = checks::throttle_row(d, "during the GEMM burn");
                 if under.verdict == Verdict::Fail && self.checks[at].verdict != Verdict::Fail {
                     self.checks[at].value = under.value;
                     self.checks[at].verdict = Verdict::Fail;

@@ -91,7 +91,7 @@ fn healthy_nodes_of_each_model_pass_every_check_in_order() {
     assert_eq!(row(&r, "efa", None).value, "32 EFA devices");
     assert_eq!(row(&r, "allreduce", None).value, "472 GB/s bus bandwidth");
     // At rest: idle is no fault, and the link's generation waits for load (none here: the burns answer at once).
-    assert_eq!(row(&r, "throttle", Some(2)).value, "idle at rest");
+    assert_eq!(row(&r, "throttle", Some(2)).value, "idle (before the burns)");
     assert_eq!(row(&r, "pcie", Some(2)).value, "gen1 x16 at idle; generation not judged at idle");
 }
 
@@ -196,10 +196,10 @@ fn hardware_slowdown_fails_but_the_power_cap_and_idle_do_not() {
     }
     let r = run(&f, "H100");
     fails_only(&r, &[("throttle", Some(2)), ("throttle", Some(4)), ("throttle", Some(5))]);
-    assert_eq!(row(&r, "throttle", Some(2)).value, "power cap, HW slowdown at rest");
-    assert_eq!(row(&r, "throttle", Some(4)).value, "HW slowdown, HW power brake at rest");
-    assert_eq!(row(&r, "throttle", Some(6)).value, "power cap at rest");
-    assert_eq!(row(&r, "throttle", Some(7)).value, "none at rest");
+    assert_eq!(row(&r, "throttle", Some(2)).value, "power cap, HW slowdown (before the burns)");
+    assert_eq!(row(&r, "throttle", Some(4)).value, "HW slowdown, HW power brake (before the burns)");
+    assert_eq!(row(&r, "throttle", Some(6)).value, "power cap (before the burns)");
+    assert_eq!(row(&r, "throttle", Some(7)).value, "none (before the burns)");
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn under_load_the_generation_is_judged_and_a_thermal_slowdown_shows() {
     assert_eq!(row(&r, "pcie", Some(3)).value, "gen3 x16 under load");
     assert_eq!(row(&r, "pcie", Some(0)).value, "gen5 x16 under load");
     assert_eq!(row(&r, "pcie", Some(0)).verdict, Verdict::Pass);
-    assert_eq!(row(&r, "throttle", Some(5)).value, "HW slowdown, HW thermal slowdown under load");
+    assert_eq!(row(&r, "throttle", Some(5)).value, "HW slowdown, HW thermal slowdown (during the GEMM burn)");
     // The rows keep their place in the order.
     assert_eq!(order(&r)[5..7], ["throttle", "pcie"]);
     // Quick burns: 2 s of GEMM, 1 s of memory, 1 s of all-reduce.
