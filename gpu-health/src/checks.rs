@@ -1,6 +1,6 @@
 //! Each check's verdict from what the port reported: pure functions of the
 //! facts and the expectation, so every verdict is tested with figures from
-//! real devices and no GPU. The gate ([`crate::gate`]) runs them in order
+//! real devices and no GPU. The gate ([`crate::gate()`]) runs them in order
 //! and times them.
 
 use node_contract::gpu::{GpuExpect, Verdict};

@@ -1,6 +1,6 @@
 //! GPU health checks (issue 33: "a bad GPU never holds a run hostage").
 //!
-//! - [`gate`]: the boot gate every node with NVIDIA GPUs runs before it
+//! - [`gate()`]: the boot gate every node with NVIDIA GPUs runs before it
 //!   joins (and `trainer doctor` runs on demand): the driver's counters,
 //!   link states and kernel log, burns (GEMM, memory, all-reduce), EFA and
 //!   DCGM, each a [`CheckResult`](node_contract::gpu::CheckResult) with its
@@ -8,12 +8,12 @@
 //!   [`GpuReport`](node_contract::gpu::GpuReport).
 //! - [`Watch`]: what is new while the node trains: a fatal XID, an
 //!   uncorrectable ECC error, a GPU gone ([`Fault`]).
-//! - [`table`]: `trainer doctor`'s table of reports.
+//! - [`table()`]: `trainer doctor`'s table of reports.
 //! - [`xid`]: the kernel log's XID lines, their meanings, which are fatal.
 //!
 //! # The port
 //!
-//! Everything above reads the GPUs through [`Gpus`]: [`real`] (NVML and
+//! Everything above reads the GPUs through [`Gpus`]: [`real()`] (NVML and
 //! CUDA, loaded at run time, with the crate's `cuda` feature; the kernel
 //! log, `/sys/class/infiniband` and `dcgmi` in any build) and
 //! [`FixtureGpus`] (a JSON [`Fixture`] read at every call). Without the
