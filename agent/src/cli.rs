@@ -75,6 +75,12 @@ pub struct RunArgs {
     /// leaves a mark instead.
     #[arg(long, hide = true, value_name = "COMMAND", num_args = 1.., allow_hyphen_values = true)]
     power_off_command: Option<Vec<String>>,
+    /// Test-only knob: read the node's GPUs from this JSON fixture
+    /// (`gpu_health::Fixture`, read again at every look) instead of the
+    /// NVIDIA driver, so the end-to-end tests can give a node GPUs, and a
+    /// fault mid-run. Not in the node config: a blueprint cannot set it.
+    #[arg(long, hide = true, value_name = "FILE", env = "DEEPLEARNING_TEST_GPU_FIXTURE")]
+    gpu_fixture: Option<PathBuf>,
 }
 
 /// Arguments of `agent render`.
@@ -160,6 +166,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 power_off: args
                     .power_off_command
                     .unwrap_or_else(|| crate::power::DEFAULT_COMMAND.iter().map(|w| (*w).to_owned()).collect()),
+                gpu_fixture: args.gpu_fixture,
             })
             .await
         }

@@ -68,7 +68,7 @@ import uuid
 # request needs to go unchecked: 0.
 os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
 
-from moto.autoscaling.models import FakeAutoScalingGroup, autoscaling_backends
+from moto.autoscaling.models import AutoScalingBackend, FakeAutoScalingGroup, autoscaling_backends
 from moto.autoscaling.responses import AutoScalingResponse
 from moto.cloudformation import parsing as cfn_parsing
 from moto.cloudformation.models import Event, Stack, cloudformation_backends
@@ -1276,6 +1276,20 @@ def replace_group_instances(self, count_needed, propagated_tags):
 
 
 FakeAutoScalingGroup.replace_autoscaling_group_instances = replace_group_instances
+
+# Patch (ac): SetInstanceHealth only records the status; AWS terminates an
+# instance marked Unhealthy and launches a replacement (the desired capacity
+# unchanged). The GPU gate's `replace` relies on it.
+_set_instance_health = AutoScalingBackend.set_instance_health
+
+
+def set_instance_health(self, instance_id, health_status, *args, **kwargs):
+    _set_instance_health(self, instance_id, health_status, *args, **kwargs)
+    if health_status == "Unhealthy":
+        self.terminate_instance(instance_id, should_decrement=False)
+
+
+AutoScalingBackend.set_instance_health = set_instance_health
 
 _stack_outputs = Stack.outputs
 

@@ -22,7 +22,8 @@
 //! master, the master hands its own readings to its loop.
 //!
 //! Before the loops, [`run`] takes the [`boot`] steps: log shipping, the EFS
-//! mount, the scratch volume, the data sets ([`data_sets`]), the notice of this boot; a worker's prepare-data script runs at
+//! mount, the scratch volume, the data sets ([`data_sets`]), the GPU gate
+//! ([`gpu_gate`], whose watch then runs beside the loops), the notice of this boot; a worker's prepare-data script runs at
 //! the top of its node loop. The loops read the time from the one
 //! [`Clock`] they are given (the system clock in [`run`]).
 //!
@@ -37,6 +38,7 @@ mod boot;
 mod data_progress;
 mod data_sets;
 mod effects;
+mod gpu_gate;
 mod interruption_loop;
 mod master_loop;
 mod node_loop;
@@ -81,6 +83,8 @@ pub struct Options {
     pub idle_minute_ms: u64,
     /// The command that powers the master off (the idle guard's `stop`).
     pub power_off: Vec<String>,
+    /// Read the GPUs from this fixture instead of the driver (tests only).
+    pub gpu_fixture: Option<PathBuf>,
 }
 
 /// Loads the config: the file when it exists, else the instance's user data.
@@ -156,6 +160,21 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             .await;
     register.data = data;
 
+    // The GPU gate, last before registering: a node whose GPUs fail it is
+    // never in a hostfile (a worker under `replace` or `fail` waits here
+    // for its group to replace it).
+    let gpus = gpu_gate::gpus(opts.gpu_fixture.as_deref());
+    let gate = gpu_gate::before_registering(
+        &opts.root,
+        &config,
+        &me,
+        &gpus,
+        opts.gpu_fixture.is_some(),
+        &master_queue,
+        clock,
+    )
+    .await;
+
     // The network gate's listener, for the predecessor's probe; it lives
     // as long as the agent.
     let _probe_listener = config.network_check.as_ref().map(|_| {
@@ -180,17 +199,32 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         config.capacity_block.as_ref(),
         clock,
     );
-    let node = node_loop::node_loop(
-        &opts.root,
-        &config,
-        &me,
-        &register,
-        cluster_key.as_ref(),
-        &master_queue,
-        &worker_queue,
-        &interrupted,
-        clock,
-    );
+    let node = async {
+        if !gate.joins() {
+            // Kept alive (the interruption watcher, the log shipping) until
+            // Auto Scaling terminates the instance.
+            return std::future::pending().await;
+        }
+        node_loop::node_loop(
+            &opts.root,
+            &config,
+            &me,
+            &register,
+            cluster_key.as_ref(),
+            &master_queue,
+            &worker_queue,
+            &interrupted,
+            clock,
+        )
+        .await
+    };
+    // The GPU watch, once the gate looked at the GPUs.
+    let gpu_watch = async {
+        if !gate.watches() {
+            return std::future::pending().await;
+        }
+        gpu_gate::watch_loop(&opts.root, &me, gpus.clone(), &master_queue, &interrupted, clock).await
+    };
     // The idle guard's probes: a worker reports to the master; the master's
     // own readings go to its loop through `own_readings`.
     let cadence = activity_loop::Cadence::for_minute(opts.idle_minute_ms);
@@ -246,6 +280,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 r = node => r,
                 r = master => r,
                 r = watch => r,
+                r = gpu_watch => r,
                 r = guard => r,
                 r = shutdown => r,
             }
@@ -256,6 +291,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         (Role::Worker, ..) => tokio::select! {
             r = node => r,
             r = watch => r,
+            r = gpu_watch => r,
             r = guard => r,
             r = shutdown => r,
         },
