@@ -42,6 +42,14 @@ pub fn timeline(outputs: &[Output]) -> Option<BTreeMap<String, PhaseSummary>> {
     })
 }
 
+/// The GPU gate at formation, from the success signal's `gpu` (a cluster
+/// with the gate on, from an agent that reports it).
+pub fn gpu(outputs: &[Output]) -> Option<node_contract::gpu::GpuSummary> {
+    signals_data(outputs)
+        .into_iter()
+        .find_map(|data| node_contract::gpu::GpuSummary::deserialize(data.get("gpu")?).ok())
+}
+
 /// What the nodes' data fetches took, from the success signal's `data`
 /// (a cluster with data sets, from an agent that reports it).
 pub fn data(outputs: &[Output]) -> Option<DataSummary> {
@@ -165,6 +173,15 @@ mod tests {
             "  data: 4.0 GB on each of 2 nodes, S3 read 1.02x, median 0.50 GB/s, slowest deeplearning-worker2 (8.0 s)"
         );
         assert_eq!(super::data(&outputs(RECORDED)), None);
+    }
+
+    #[test]
+    fn the_gpu_gate_is_read_from_the_signal() {
+        let data = r#"{"generation":1,"joined_workers":2,"nodes":3,"requested_workers":2,"gpu":{"checked":4,"passed":3,"failed":["i-1 (10.0.1.7): xid on GPU 3: XID 79"],"action":"replace"}}"#;
+        let output = outputs(&format!(r#"{{"i-0123456789abcdef0":{}}}"#, serde_json::to_string(data).unwrap()));
+        let gpu = gpu(&output).expect("a gpu summary");
+        assert_eq!(gpu.line(), "gpu check: 3 of 4 nodes passed; replaced: i-1 (10.0.1.7): xid on GPU 3: XID 79");
+        assert_eq!(super::gpu(&outputs(RECORDED)), None, "a signal without the gate");
     }
 
     #[test]

@@ -97,6 +97,9 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         (None, Err(e)) => format!("unknown ({e})"),
     };
     text.push_str(&format!("formation  {formation}\n"));
+    if let Some(gpu) = formation::gpu(&stack.outputs) {
+        text.push_str(&format!("gpus       {}\n", gpu.line()));
+    }
     let group =
         resources.ok().and_then(|r| r.into_iter().find(|r| r.logical_id == crate::stack::WORKER_GROUP_ID)?.physical_id);
     if let Some(group) = group
