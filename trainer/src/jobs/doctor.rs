@@ -64,6 +64,12 @@ pub struct Args {
     /// Largest clock difference to the master that passes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub max_skew_ms: u64,
+    /// Run the GPU checks on every host with GPUs now, at this level
+    /// (`quick`: about two seconds of burn a GPU; `thorough`: DCGM's level
+    /// 3, about 30 minutes), instead of showing each agent's boot gate.
+    /// Not while a job trains: the burns take the GPUs.
+    #[arg(long, value_name = "LEVEL", num_args = 0..=1, default_missing_value = "quick", value_parser = ["quick", "thorough"])]
+    pub gpus: Option<String>,
     /// Filesystem root the agent's files are under.
     #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
     pub root: PathBuf,
@@ -84,6 +90,9 @@ pub struct LocalArgs {
     /// Filesystem root the agent's files are under.
     #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
     pub root: PathBuf,
+    /// Run the GPU checks now at this level (`trainer doctor --gpus`).
+    #[arg(long, value_name = "LEVEL", value_parser = ["quick", "thorough"])]
+    pub gpus: Option<String>,
 }
 
 fn now_ms() -> i64 {
@@ -184,6 +193,10 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
             line(format!("fabric={name}={value}"));
         }
     }
+    let level = args.gpus.as_deref().and_then(node_contract::gpu::GpuLevel::from_name);
+    if let Some(report) = super::doctor_gpu::local_line(&args.root, &args.host, gpus, level) {
+        line(report);
+    }
     line(format!("time_ms={}", now_ms()));
     Ok(cli_output::print_report(&out, EXIT_OK)?)
 }
@@ -213,6 +226,8 @@ struct Row {
     skew_ms: Option<(i64, i64)>,
     /// The NCCL/EFA environment of its profile, `NAME=VALUE`.
     fabric: Vec<String>,
+    /// Its GPU report (`--gpus`, or its agent's boot gate).
+    gpu: Option<node_contract::gpu::GpuReport>,
 }
 
 /// Checks every host and prints the table; 1 when anything fails.
@@ -223,17 +238,27 @@ pub async fn run(args: Args) -> Result<u8> {
     let permits = args.ssh.permits("trainer doctor")?;
     let mut tasks = Vec::new();
     for host in &hosts {
-        let remote = ssh::quote(&[
+        let mut argv = vec![
             trainer.clone(),
             "doctor-local".into(),
             "--probe".into(),
             probe.clone(),
             "--host".into(),
             host.name.clone(),
-        ]);
+        ];
+        if let Some(level) = &args.gpus {
+            argv.extend(["--gpus".into(), level.clone()]);
+        }
+        let remote = ssh::quote(&argv);
         let mut command = tokio::process::Command::new("ssh");
         command.args(args.ssh.args(&host.name, &format!("exec {remote}"))).stdin(Stdio::null()).kill_on_drop(true);
-        let timeout = Duration::from_secs(u64::from(args.ssh.connect_timeout) + 20);
+        // The checks' own budget on top, when they run now.
+        let checks = args
+            .gpus
+            .as_deref()
+            .and_then(node_contract::gpu::GpuLevel::from_name)
+            .map_or(0, |l| u64::from(l.default_timeout_seconds()));
+        let timeout = Duration::from_secs(u64::from(args.ssh.connect_timeout) + 20 + checks);
         let permits = permits.clone();
         tasks.push((
             host.name.clone(),
@@ -260,6 +285,7 @@ pub async fn run(args: Args) -> Result<u8> {
             efs: Err("not checked".into()),
             skew_ms: None,
             fabric: Vec::new(),
+            gpu: None,
         };
         let output = match out {
             Err(_) => {
@@ -306,6 +332,7 @@ pub async fn run(args: Args) -> Result<u8> {
         // of the ssh call; how far outside that window it falls is the least skew.
         row.skew_ms = field("time_ms").and_then(|t| t.parse::<i64>().ok()).map(|t| (least_skew(t0, t, t1), t1 - t0));
         row.fabric = stdout.lines().filter_map(|l| l.strip_prefix("fabric=")).map(str::to_owned).collect();
+        row.gpu = super::doctor_gpu::parse(&stdout);
         rows.push(row);
     }
     if let Some(efs) = &master_efs {
@@ -384,6 +411,11 @@ pub async fn run(args: Args) -> Result<u8> {
     let (lines, slow) = network_check(&args.root, master_generation.as_ref().ok().copied());
     out += &lines;
     problems.extend(slow);
+    let reports: Vec<(String, node_contract::gpu::GpuReport)> =
+        rows.iter().filter_map(|r| Some((r.host.clone(), r.gpu.clone()?))).collect();
+    let (lines, failed) = super::doctor_gpu::table(&reports, args.gpus.is_some());
+    out += &lines;
+    problems.extend(failed);
     problems.dedup();
     let code = if problems.is_empty() {
         out += &format!("all {} hosts are ready\n", rows.len());

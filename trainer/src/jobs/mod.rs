@@ -23,6 +23,7 @@
 //! Nothing here is used by [`crate::train`].
 
 pub mod doctor;
+pub mod doctor_gpu;
 pub mod error_file;
 pub mod hosts;
 pub mod install_check;
