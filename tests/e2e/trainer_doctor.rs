@@ -46,6 +46,31 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
     std::fs::write(&profile, text).map_err(Error::io("writing", &profile))?;
     let gpu = root.join("proc/driver/nvidia/gpus/0000:00:1e.0");
     std::fs::create_dir_all(&gpu).map_err(Error::io("creating", &gpu))?;
+    // Its agent's GPU gate found XID 79 at boot (the report file it leaves).
+    let mut broken = gpu_health::Fixture::healthy("H100", 1);
+    broken.kernel_log.push("NVRM: Xid (PCI:0000:53:00): 79, pid=4120, name=python, GPU has fallen off the bus.".into());
+    let fixture = root.join("gpus.json");
+    broken.write(&fixture).map_err(Error::io("writing", &fixture))?;
+    let report = gpu_health::gate(
+        &gpu_health::FixtureGpus::new(&fixture),
+        "i-2",
+        "10.0.0.2",
+        "p5.4xlarge",
+        None,
+        node_contract::gpu::GpuLevel::Quick,
+        std::time::Duration::from_secs(60),
+    );
+    let file = node_contract::gpu::GpuReportFile {
+        version: node_contract::gpu::GPU_REPORT_FILE_VERSION,
+        decided_unix_ms: 1,
+        level: node_contract::gpu::GpuLevel::Quick,
+        action: node_contract::gpu::GpuAction::Warn,
+        expect: None,
+        report,
+    };
+    let path = root.join(node_contract::gpu::GPU_CHECK_PATH.trim_start_matches('/'));
+    std::fs::create_dir_all(path.parent().expect("a parent")).map_err(Error::io("creating", &path))?;
+    std::fs::write(&path, serde_json::to_string(&file).expect("JSON")).map_err(Error::io("writing", &path))?;
     cluster.stop_sshd(2);
 
     let out = doctor(&cluster)?;
@@ -57,7 +82,9 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
         "- deeplearning-worker2: a file deeplearning-worker2 wrote to its EFS_MOUNT is not in the master's",
         "- deeplearning-worker2: it has GPUs, but --device cuda: no CUDA driver (libcuda.so.1) found on this host",
         "- deeplearning-worker3: deeplearning-worker3 is unreachable over SSH",
-        "4 problem(s):",
+        "- deeplearning-worker2: its GPU check failed: xid on GPU 0: XID 79 (GPU has fallen off the bus)",
+        "GPU checks (each agent's boot gate):",
+        "5 problem(s):",
     ] {
         assert!(stdout.contains(needle), "{needle:?} in:\n{stdout}");
     }
