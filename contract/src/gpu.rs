@@ -180,7 +180,11 @@ impl CheckResult {
             Some(i) => format!("{} on GPU {i}", self.check),
             None => self.check.clone(),
         };
-        if self.expected.is_empty() { format!("{place}: {}", self.value) } else { format!("{place}: {}, expected {}", self.value, self.expected) }
+        if self.expected.is_empty() {
+            format!("{place}: {}", self.value)
+        } else {
+            format!("{place}: {}, expected {}", self.value, self.expected)
+        }
     }
 }
 
@@ -391,7 +395,10 @@ mod tests {
         assert_eq!(s.line(), "gpu check: 4 of 4 nodes passed");
         s.passed = 2;
         s.failed = vec!["i-1 (10.0.1.7): xid on GPU 3: XID 79\n".into()];
-        assert_eq!(s.line(), "gpu check: 2 of 4 nodes passed; replaced: i-1 (10.0.1.7): xid on GPU 3: XID 79; and 1 more");
+        assert_eq!(
+            s.line(),
+            "gpu check: 2 of 4 nodes passed; replaced: i-1 (10.0.1.7): xid on GPU 3: XID 79; and 1 more"
+        );
         s.action = GpuAction::Warn;
         assert!(s.line().contains("; joined anyway: i-1"));
     }

@@ -119,8 +119,17 @@ pub const GPU_VERSION: u32 = 12;
 pub const NEWEST_MESSAGE_VERSION: u32 = 12;
 
 /// The kinds this crate knows, for the error about one it does not.
-const KINDS: &[&str] =
-    &["register", "manifest_part", "applied", "leave", "notice", "boot_failure", "link_report", "activity", "gpu_report"];
+const KINDS: &[&str] = &[
+    "register",
+    "manifest_part",
+    "applied",
+    "leave",
+    "notice",
+    "boot_failure",
+    "link_report",
+    "activity",
+    "gpu_report",
+];
 
 /// The most bytes of a [`LinkReport`]'s `error`.
 pub const LINK_REPORT_ERROR_BYTES: usize = 256;

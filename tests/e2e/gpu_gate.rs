@@ -24,7 +24,8 @@ use e2e::{Cluster, TestResult};
 use gpu_health::Fixture;
 use node_contract::gpu::{GPU_CHECK_PATH, GpuReportFile};
 
-const XID_79: &str = "[  812.339201] NVRM: Xid (PCI:0000:53:00): 79, pid=4120, name=python, GPU has fallen off the bus.";
+const XID_79: &str =
+    "[  812.339201] NVRM: Xid (PCI:0000:53:00): 79, pid=4120, name=python, GPU has fallen off the bus.";
 
 /// A healthy one-H100 node's fixture in `dir`, with `xid` in its kernel log when given.
 fn fixture(dir: &Path, name: &str, xid: bool) -> e2e::Result<PathBuf> {
@@ -85,13 +86,15 @@ async fn a_worker_that_fails_the_gate_never_joins_and_its_group_replaces_it() ->
         agents.push(node.spawn_agent(&["--gpu-fixture", &f.to_string_lossy()])?);
     }
     // The master marks it unhealthy; Auto Scaling terminates it and launches another.
-    let ids = wait_for_group(&cluster, "the failed worker replaced", |ids| !ids.contains(&bad) && ids.len() == 2).await?;
+    let ids =
+        wait_for_group(&cluster, "the failed worker replaced", |ids| !ids.contains(&bad) && ids.len() == 2).await?;
     let group = cluster.stack().worker_group()?.to_string();
     assert_eq!(e2e::scenario::desired_capacity(cluster.aws(), &group).await?, 2, "the desired capacity is kept");
     let bad_log = plain(&agents[2].log());
     assert!(bad_log.contains("gpu check FAILED") && bad_log.contains("XID 79"), "{bad_log}");
     assert!(bad_log.contains("it does not join"), "{bad_log}");
-    let report: GpuReportFile = serde_json::from_str(&read(cluster.workers()[1].root(), GPU_CHECK_PATH)).expect("the report file");
+    let report: GpuReportFile =
+        serde_json::from_str(&read(cluster.workers()[1].root(), GPU_CHECK_PATH)).expect("the report file");
     assert!(!report.report.passed());
     assert!(report.report.failures().any(|c| c.check == "xid" && c.value.contains("79")), "{report:#?}");
     // The replacement passes and joins: the cluster forms with it.

@@ -122,7 +122,9 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
             }
             Effect::MarkUnhealthy(instance_id) => {
                 match retry("mark a worker unhealthy", || group.set_unhealthy(&instance_id)).await {
-                    Ok(()) => info!(instance_id, "marked a worker whose GPUs failed unhealthy; its group launches another"),
+                    Ok(()) => {
+                        info!(instance_id, "marked a worker whose GPUs failed unhealthy; its group launches another")
+                    }
                     Err(e) => warn!(instance_id, "cannot mark the worker unhealthy: {e}"),
                 }
             }

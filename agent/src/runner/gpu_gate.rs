@@ -89,7 +89,10 @@ pub(super) async fn before_registering<Q: Queue>(
     let Some(check) = &config.gpu_check else { return Gate::Off };
     let expect = check.expect.get(&me.instance_type).cloned();
     if me.gpus == 0 && !fixture && expect.as_ref().is_none_or(|e| e.gpus == 0) {
-        info!("the GPU gate has nothing to check: no GPUs on this node, and its type {} promises none", me.instance_type);
+        info!(
+            "the GPU gate has nothing to check: no GPUs on this node, and its type {} promises none",
+            me.instance_type
+        );
         return Gate::Off;
     }
     info!(

@@ -164,16 +164,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // never in a hostfile (a worker under `replace` or `fail` waits here
     // for its group to replace it).
     let gpus = gpu_gate::gpus(opts.gpu_fixture.as_deref());
-    let gate = gpu_gate::before_registering(
-        &opts.root,
-        &config,
-        &me,
-        &gpus,
-        opts.gpu_fixture.is_some(),
-        &master_queue,
-        clock,
-    )
-    .await;
+    let gate =
+        gpu_gate::before_registering(&opts.root, &config, &me, &gpus, opts.gpu_fixture.is_some(), &master_queue, clock)
+            .await;
 
     // The network gate's listener, for the predecessor's probe; it lives
     // as long as the agent.

@@ -83,7 +83,8 @@ fn schema_at<'s>(schema: &'s Value, path: &str) -> Option<&'s Value> {
                 node = schema.pointer(r.strip_prefix('#')?)?;
             } else if let Some(any) = node.get("anyOf").and_then(Value::as_array) {
                 node = any.iter().find(|v| v.get("type") != Some(&Value::from("null")))?;
-            } else if let Some(one) = node.get("oneOf").and_then(Value::as_array).filter(|_| node.get("properties").is_none())
+            } else if let Some(one) =
+                node.get("oneOf").and_then(Value::as_array).filter(|_| node.get("properties").is_none())
                 && let Some(mapping) = one.iter().find(|v| v.get("$ref").is_some() || v.get("properties").is_some())
             {
                 // A mapping or a scalar (`gpu_check: false`): the mapping's fields.

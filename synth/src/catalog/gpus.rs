@@ -60,7 +60,9 @@ fn parse(text: &'static str) -> Result<Facts, String> {
             return Err(bad(format!("{} is listed twice", fields[1])));
         }
     }
-    if let Some((family, (Some(model), _))) = facts.families.iter().find(|(_, (m, _))| m.is_some_and(|m| !facts.models.contains_key(m))) {
+    if let Some((family, (Some(model), _))) =
+        facts.families.iter().find(|(_, (m, _))| m.is_some_and(|m| !facts.models.contains_key(m)))
+    {
         return Err(format!("gpu-facts.tsv: family {family} names model {model}, which has no model row"));
     }
     Ok(facts)

@@ -123,7 +123,12 @@ mod tests {
         let (text, problems) = table(&[("deeplearning-worker2".into(), back)], false);
         assert!(text.starts_with("GPU checks (each agent's boot gate):"), "{text}");
         assert!(text.contains("deeplearning-worker2") && text.contains("FAIL"), "{text}");
-        assert_eq!(problems, ["deeplearning-worker2: its GPU check failed: xid on GPU 3: XID 79 (GPU has fallen off the bus), expected no fatal XID since boot"]);
+        assert_eq!(
+            problems,
+            [
+                "deeplearning-worker2: its GPU check failed: xid on GPU 3: XID 79 (GPU has fallen off the bus), expected no fatal XID since boot"
+            ]
+        );
         let (_, none) = table(&[("h".into(), report(true))], true);
         assert!(none.is_empty());
     }

@@ -59,12 +59,16 @@ impl MasterState {
         let line = r.failure_line();
         if counted {
             self.gpu.passed.remove(&id);
-            self.gpu.failed.insert(id.clone(), format!("{} ({}): {line}", shorten(&id, 64), shorten(&r.private_ip, 64)));
+            self.gpu
+                .failed
+                .insert(id.clone(), format!("{} ({}): {line}", shorten(&id, 64), shorten(&r.private_ip, 64)));
         }
         let forming = matches!(self.phase, Phase::Forming | Phase::AwaitingLaunchFailures { .. });
         match action {
             GpuAction::Warn => {
-                fx.push(Effect::Log(format!("gpu check: {who} FAILED ({seconds:.1} s): {line}; it joins anyway (action warn)")));
+                fx.push(Effect::Log(format!(
+                    "gpu check: {who} FAILED ({seconds:.1} s): {line}; it joins anyway (action warn)"
+                )));
             }
             _ if id == self.master_id => {
                 fx.push(Effect::Log(format!("gpu check: the master {who} FAILED ({seconds:.1} s): {line}")));

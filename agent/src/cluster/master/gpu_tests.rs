@@ -49,7 +49,11 @@ fn replace_marks_a_failed_worker_unhealthy_and_the_signal_names_it() {
     send(&mut s, report("i-master", "10.0.0.100", true), T0 + 500);
     let fx = send(&mut s, report("i-w1", "10.0.0.1", false), T0 + 600);
     assert_eq!(unhealthy(&fx), ["i-w1"]);
-    assert!(logs(&fx).contains("gpu check: i-w1 (10.0.0.1, p5.48xlarge) FAILED (41.2 s): xid on GPU 3: XID 79"), "{}", logs(&fx));
+    assert!(
+        logs(&fx).contains("gpu check: i-w1 (10.0.0.1, p5.48xlarge) FAILED (41.2 s): xid on GPU 3: XID 79"),
+        "{}",
+        logs(&fx)
+    );
     assert!(!s.failed());
     // Its replacement passes and joins; so does the other worker.
     send(&mut s, report("i-w3", "10.0.0.3", true), T0 + 700);
@@ -96,7 +100,11 @@ fn fail_after_formation_replaces_and_warn_only_names() {
     assert!(logs(&fx).contains("it joins anyway (action warn)"), "{}", logs(&fx));
     let fx = send(&mut s, MasterInbound::Register(worker_reg(1)), T0 + 700);
     let f = formations(&fx);
-    assert!(f[0].success && f[0].reason.contains("gpu check: 0 of 1 nodes passed; joined anyway: i-w1"), "{}", f[0].reason);
+    assert!(
+        f[0].success && f[0].reason.contains("gpu check: 0 of 1 nodes passed; joined anyway: i-w1"),
+        "{}",
+        f[0].reason
+    );
 }
 
 #[test]
@@ -116,7 +124,8 @@ fn a_node_that_reports_again_counts_once_with_its_newest_verdict() {
     send(&mut s, report("i-w1", "10.0.0.1", true), T0 + 200);
     let summary = s.gpu_summary().unwrap();
     assert_eq!((summary.checked, summary.passed, summary.failed.len()), (1, 1, 0));
-    let mut off = MasterState::new(&config(30, false), GroupSize { requested: 1, min: 1 }, master_reg(), "k".into(), T0);
+    let mut off =
+        MasterState::new(&config(30, false), GroupSize { requested: 1, min: 1 }, master_reg(), "k".into(), T0);
     let fx = send(&mut off, report("i-w1", "10.0.0.1", false), T0 + 100);
     assert!(logs(&fx).contains("while the GPU gate is off"));
     assert_eq!(off.gpu_summary(), None);
@@ -141,7 +150,11 @@ fn a_gpu_fault_notice_removes_the_node_and_replace_marks_it_unhealthy() {
         send(&mut s, MasterInbound::Register(worker_reg(2)), T0 + 200);
         assert!(s.formed());
         let fx = send(&mut s, notice("i-w2"), T0 + 5_000);
-        assert!(logs(&fx).contains("found a fatal GPU fault (gpu-fault at 2026-12-04T21:00:00Z: XID 79 on GPU 3"), "{}", logs(&fx));
+        assert!(
+            logs(&fx).contains("found a fatal GPU fault (gpu-fault at 2026-12-04T21:00:00Z: XID 79 on GPU 3"),
+            "{}",
+            logs(&fx)
+        );
         assert!(s.manifest().unwrap().nodes.iter().all(|n| n.instance_id != "i-w2"), "removed at once");
         assert_eq!(unhealthy(&fx) == ["i-w2"], marked, "{action:?}");
     }

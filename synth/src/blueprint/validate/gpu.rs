@@ -126,11 +126,16 @@ mod tests {
         assert_eq!(load(("p4d.24xlarge", "p4d.24xlarge"), "formation:\n  gpu_check: false\n").0, None);
         let (check, _) = load(("p4d.24xlarge", "p4d.24xlarge"), "formation:\n  gpu_check: true\n");
         assert_eq!(check.unwrap().action, GpuAction::Replace);
-        let (check, _) = load(("p4d.24xlarge", "p4d.24xlarge"), "formation:\n  gpu_check:\n    level: thorough\n    action: warn\n");
+        let (check, _) =
+            load(("p4d.24xlarge", "p4d.24xlarge"), "formation:\n  gpu_check:\n    level: thorough\n    action: warn\n");
         let check = check.unwrap();
         assert_eq!((check.level, check.action, check.timeout_seconds), (GpuLevel::Thorough, GpuAction::Warn, 2400));
         let (check, _) = load_public(("p4d.24xlarge", "p4d.24xlarge"), false, "network:\n  efa: on\n");
-        assert_eq!(check.unwrap().expect["p4d.24xlarge"].efa_devices, Some(4), "EFA attached: its 4 devices are expected");
+        assert_eq!(
+            check.unwrap().expect["p4d.24xlarge"].efa_devices,
+            Some(4),
+            "EFA attached: its 4 devices are expected"
+        );
     }
 
     #[test]
