@@ -25,7 +25,7 @@ fn host_key(seed: u8) -> String {
 /// A worker's node config, as synth writes it.
 fn config() -> Value {
     json!({
-        "version": 6, "cluster": "demo", "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1",
+        "version": 7, "cluster": "demo", "stack_id": "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1",
         "stack_name": "demo", "region": "us-east-1", "role": "worker",
         "queues": { "master": "https://sqs.us-east-1.amazonaws.com/123456789012/demo-master",
                     "workers": "https://sqs.us-east-1.amazonaws.com/123456789012/demo-workers" },
