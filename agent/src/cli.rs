@@ -41,6 +41,40 @@ pub enum Command {
     Render(RenderArgs),
     /// Ask the master to remove this node from the cluster.
     Leave(LeaveArgs),
+    /// Check this node's GPUs now, as the GPU gate does before a node joins
+    /// (the driver's counters and links, the kernel log's XIDs, GEMM and
+    /// memory burns, an all-reduce, EFA, DCGM), and print one row per check
+    /// with its value and what was expected; exit 1 when one fails. Not
+    /// while a job trains: the burns take the GPUs.
+    GpuCheck(GpuCheckArgs),
+}
+
+/// Arguments of `agent gpu-check`.
+#[derive(Debug, Args)]
+pub struct GpuCheckArgs {
+    #[command(flatten)]
+    root: RootArgs,
+    /// `quick` (burns of about 2 s a GPU, `dcgmi diag -r 1`) or `thorough`
+    /// (60 s burns, `dcgmi diag -r 3`).
+    #[arg(long, default_value = "quick", value_parser = ["quick", "thorough"])]
+    level: String,
+    /// What this node's type promises, as the node config's
+    /// `gpu_check.expect` entry in JSON, for example
+    /// '{"gpus":8,"model":"H100","bf16_tflops":989,"memory_gbps":3350}';
+    /// default: what the boot gate used (/var/lib/deeplearning/gpu-check.json),
+    /// else nothing (every figure measured, not judged).
+    #[arg(long, value_name = "JSON")]
+    expect: Option<String>,
+    /// The time budget in seconds; default: the level's (60, 2400).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    timeout: Option<u64>,
+    /// Print only what the idle guard reads (the busiest GPU's utilisation
+    /// through NVML, as every 10 s on a node with the guard on), and exit.
+    #[arg(long)]
+    idle_reading: bool,
+    /// Test-only: read the GPUs from this fixture instead of the driver.
+    #[arg(long, hide = true, value_name = "FILE", env = "DEEPLEARNING_TEST_GPU_FIXTURE")]
+    gpu_fixture: Option<PathBuf>,
 }
 
 /// Where the node's files live.
@@ -173,7 +207,51 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status(args) => status(&args),
         Command::Render(args) => render(&args),
         Command::Leave(args) => leave(&args).await,
+        Command::GpuCheck(args) => gpu_check(&args),
     }
+}
+
+fn gpu_check(args: &GpuCheckArgs) -> anyhow::Result<()> {
+    use node_contract::gpu::{GPU_CHECK_PATH, GpuExpect, GpuLevel, GpuReportFile};
+    if args.idle_reading {
+        let line = match crate::activity::Gpus::open().busiest_percent() {
+            Some(p) => format!("idle guard's GPU reading: the busiest GPU is at {p} % (busy at 5 % or more)\n"),
+            None => "idle guard's GPU reading: none (no NVML, no GPU, or none could be read)\n".to_owned(),
+        };
+        return Ok(cli_output::print(&line)?);
+    }
+    let level = GpuLevel::from_name(&args.level).unwrap_or(GpuLevel::Quick);
+    let boot: Option<GpuReportFile> = std::fs::read_to_string(files::paths::under(&args.root.root, GPU_CHECK_PATH))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let expect: Option<GpuExpect> = match &args.expect {
+        Some(json) => {
+            Some(serde_json::from_str(json).map_err(|e| anyhow::anyhow!("--expect is not a GpuExpect: {e}"))?)
+        }
+        None => boot.as_ref().and_then(|b| b.expect.clone()),
+    };
+    let (id, ip, ty) = boot.as_ref().map_or_else(
+        || (String::new(), String::new(), "this node".to_owned()),
+        |b| (b.report.instance_id.clone(), b.report.private_ip.clone(), b.report.instance_type.clone()),
+    );
+    let gpus: Box<dyn gpu_health::Gpus> = match &args.gpu_fixture {
+        Some(path) => Box::new(gpu_health::FixtureGpus::new(path)),
+        None => gpu_health::real(),
+    };
+    let budget = std::time::Duration::from_secs(args.timeout.unwrap_or(u64::from(level.default_timeout_seconds())));
+    let report = gpu_health::gate(&*gpus, &id, &ip, &ty, expect.as_ref(), level, budget);
+    let host = if ip.is_empty() { "this node".to_owned() } else { ip.clone() };
+    let mut text = gpu_health::table(&[(host, report.clone())]);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let verdict = if report.passed() { "passed" } else { "FAILED" };
+    text.push_str(&format!("gpu check {verdict} in {:.1} s\n", report.millis as f64 / 1000.0));
+    cli_output::print(&text)?;
+    if !report.passed() {
+        anyhow::bail!("the GPU check failed: {}", report.failure_line());
+    }
+    Ok(())
 }
 
 fn status(args: &RootArgs) -> anyhow::Result<()> {
