@@ -291,7 +291,7 @@ fn master_timeline(root: &std::path::Path) -> String {
 const MAX_MANIFEST_FILE_BYTES: u64 = 2 * message::MAX_BODY_BYTES as u64;
 
 /// The manifest in `text`: a manifest message body (with `kind`; a whole
-/// manifest fits in one part up to about 900 nodes), an agent state file
+/// manifest fits in one part up to about 3,000 nodes), an agent state file
 /// (with `manifest`), or a bare manifest as a state file holds it. The error
 /// is the reason that kind of document is refused (an oversized body, a
 /// version this agent does not read, one part of several), not a guess at

@@ -57,7 +57,7 @@
 //!    the receive that brings the parts, `applied`, and after the pause the
 //!    receive that finds them retired and becomes its idle long poll), 5
 //!    when the master retires later than the pause, at any size up to 10
-//!    parts (about 9,000 nodes). The master handles two messages a node at
+//!    parts (about 30,000 nodes; `node_contract::parts`, "Sizes"). The master handles two messages a node at
 //!    formation (register, applied; one more register after a wait of 30 s
 //!    for the formation, another at 90 s, then one a minute), with one receive and one batch delete for every
 //!    1 to 10 of them: between 0.4 and 4 calls a node (0.4 when messages
