@@ -77,6 +77,79 @@ impl Node {
     }
 }
 
+impl Node {
+    /// The node as block-style YAML that serde_yaml_ng reads as it reads the
+    /// original: plain scalars keep their text (so they resolve as they did),
+    /// quoted and block scalars and folded plain ones become double-quoted
+    /// strings. Used to read a blueprint again with a wrong value taken out,
+    /// so every type error is found in one run (see `deserialize`).
+    pub fn to_yaml(&self) -> String {
+        let mut out = String::new();
+        match &self.kind {
+            NodeKind::Mapping(entries) if entries.is_empty() => out.push_str("{}\n"),
+            NodeKind::Sequence(items) if items.is_empty() => out.push_str("[]\n"),
+            NodeKind::Scalar { .. } => {
+                self.emit_scalar(&mut out);
+                out.push('\n');
+            }
+            _ => self.emit_block(&mut out, 0),
+        }
+        out
+    }
+
+    /// A mapping's or a sequence's lines at `indent` spaces.
+    fn emit_block(&self, out: &mut String, indent: usize) {
+        let child = |out: &mut String, node: &Node| match &node.kind {
+            NodeKind::Mapping(e) if !e.is_empty() => {
+                out.push('\n');
+                node.emit_block(out, indent + 2);
+            }
+            NodeKind::Sequence(i) if !i.is_empty() => {
+                out.push('\n');
+                node.emit_block(out, indent + 2);
+            }
+            NodeKind::Mapping(_) => out.push_str(" {}\n"),
+            NodeKind::Sequence(_) => out.push_str(" []\n"),
+            NodeKind::Scalar { .. } => {
+                out.push(' ');
+                node.emit_scalar(out);
+                out.push('\n');
+            }
+        };
+        match &self.kind {
+            NodeKind::Mapping(entries) => {
+                for (key, value) in entries {
+                    out.extend(std::iter::repeat_n(' ', indent));
+                    key.emit_scalar(out);
+                    out.push(':');
+                    child(out, value);
+                }
+            }
+            NodeKind::Sequence(items) => {
+                for item in items {
+                    out.extend(std::iter::repeat_n(' ', indent));
+                    out.push('-');
+                    child(out, item);
+                }
+            }
+            NodeKind::Scalar { .. } => self.emit_scalar(out),
+        }
+    }
+
+    fn emit_scalar(&self, out: &mut String) {
+        if let NodeKind::Scalar { value, plain } = &self.kind {
+            // A plain scalar was valid plain text where it was written, and
+            // block context allows more than flow context; one folded over
+            // lines holds a line break and is a string whatever its style.
+            if *plain && !value.contains('\n') {
+                out.push_str(value);
+            } else {
+                out.push_str(&serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned()));
+            }
+        }
+    }
+}
+
 /// Whether a plain scalar's text is null under the YAML 1.2 core schema.
 fn is_null_text(text: &str) -> bool {
     matches!(text, "" | "~" | "null" | "Null" | "NULL")

@@ -10,7 +10,9 @@
 //! 3. [`deserialize`]: the text -> the [`model`] serde structs, parsed by
 //!    `serde_yaml_ng`; `serde_ignored` collects every unknown field (reported
 //!    with the allowed names from the JSON Schema and a "did you mean"), and
-//!    `serde_path_to_error` names the field of a type error (which stops here);
+//!    `serde_path_to_error` names the field of a type error; the wrong value
+//!    is taken out of the tree and the rest read again, so every type error
+//!    is reported, and the later checks skip the fields already reported;
 //! 4. [`validate`]: every rule and default -> [`ClusterSpec`] and warnings.
 //!
 //! Nothing here touches files, the network or AWS; the caller reads the file
@@ -55,17 +57,23 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     let root = document::parse(text).map_err(|d| fail(vec![d]))?;
     let map = source_map::SourceMap::new(&root, text);
 
-    let (parsed, mut diagnostics) = deserialize::blueprint(text, &map);
-    // A type error leaves no blueprint to check further; it is reported with
-    // the unknown fields found before it.
-    let Some(blueprint) = parsed else {
+    let read = deserialize::blueprint(text, &root, &map);
+    let mut diagnostics = read.diagnostics;
+    // A type error that could not be taken out leaves no blueprint to check
+    // further; it is reported with everything found before it.
+    let Some(blueprint) = read.blueprint else {
         return Err(fail(diagnostics));
     };
 
-    // Unknown fields do not stop validation: the user gets both kinds of
-    // problem in one run.
+    // Unknown fields and type errors do not stop validation: the user gets
+    // every kind of problem in one run, one error per mistake (a field with
+    // a wrong value is not also missing, nor a misspelt one).
     let (spec, found) = validate::validate(blueprint, &map, region);
-    diagnostics.extend(found);
+    diagnostics.extend(found.into_iter().filter(|d| {
+        let reported = read.wrong.iter().any(|w| d.path == *w || deserialize::is_under(&d.path, w));
+        let misspelt = d.message == deserialize::MISSING && read.misspelt.contains(&d.path);
+        !reported && !misspelt
+    }));
     match spec {
         Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
             // Only once the blueprint is otherwise right (no error from any
@@ -162,9 +170,9 @@ workers:
 
     #[test]
     fn every_problem_is_reported_in_one_pass_whatever_is_missing() {
-        // One mistake of each kind: a typo in a required field (so it is
-        // missing too), a missing required field and section, an unknown
-        // instance type, a bad CIDR, a value out of range, a bad enum value.
+        // One mistake of each kind: a typo in a required field, a missing
+        // required field and section, an unknown instance type, a bad CIDR,
+        // a value out of range, a bad enum value.
         let text = "\
 master:
   instance_type: p3.2xlarge
@@ -182,7 +190,6 @@ formation:
         let paths: Vec<&str> = e.items.iter().map(|d| d.path.as_str()).collect();
         for expected in [
             "name",
-            "workers.count",
             "workers.cuont",
             "workers.instance_type",
             "workers.max",
@@ -191,9 +198,66 @@ formation:
         ] {
             assert!(paths.contains(&expected), "{expected} not reported: {paths:?}\n{e}");
         }
+        // The typo is one mistake: `count` is not also reported missing.
+        assert!(!paths.contains(&"workers.count"), "{paths:?}");
+        assert_eq!(e.error_count(), 6, "{e}");
         // Every missing section is reported once, not field by field.
         let e = load("name: x\n", "t.yaml", None).expect_err("should fail");
         assert_eq!(e.items.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["master", "workers"]);
+    }
+
+    #[test]
+    fn every_type_error_is_reported_in_one_run_once() {
+        // Nine wrong types (issue 35), a misspelt section and a bad CIDR:
+        // eleven mistakes, eleven errors, one run.
+        let text = "\
+name: x
+master:
+  instance_type: [p3.2xlarge]
+  public: \"yes please\"
+workers:
+  instance_type: p3.2xlarge
+  count: four
+  min: -1
+  max: 2.5
+  spot: 1
+storage:
+  root_volume_gb: 1.5
+network:
+  vpc_cidr: 10.0.0.0/33
+  placement_group: yes
+timeouts: { formation_minutes: \"x\" }
+logs: {retention_days: true}
+acess: {}
+";
+        let e = load(text, "t.yaml", None).expect_err("should fail");
+        let paths: Vec<&str> = e.items.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "master.instance_type",
+                "master.public",
+                "workers.count",
+                "workers.min",
+                "workers.max",
+                "workers.spot",
+                "storage.root_volume_gb",
+                "network.vpc_cidr",
+                "network.placement_group",
+                "timeouts.formation_minutes",
+                "logs.retention_days",
+                "acess",
+            ],
+            "{e}"
+        );
+        // Each at its own line, and `count` only for its wrong type.
+        let count: Vec<_> = e.items.iter().filter(|d| d.path == "workers.count").collect();
+        assert_eq!(count.len(), 1);
+        assert_eq!((count[0].line, count[0].message.as_str()), (7, "expected a whole number, found the text \"four\""));
+        // A misspelt section is not also a missing one.
+        let e = load("name: x\nmastr: { instance_type: p3.2xlarge }\nworkers: { instance_type: p3.2xlarge, count: 1 }\n", "t.yaml", None)
+            .expect_err("should fail");
+        assert_eq!(e.items.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["mastr"], "{e}");
     }
 
     #[test]
