@@ -439,8 +439,65 @@ fn credentials_region_and_profile_errors_are_one_paragraph() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("error: no AWS profile named nosuch in your AWS config files"), "{err}");
     }
+    // AWS_PROFILE is checked as --profile is, keys in the environment or
+    // not, and the advice names the profile.
+    for env in [&keys[..], &[]] {
+        let mut env = env.to_vec();
+        env.push(("AWS_PROFILE", "nosuch"));
+        let o = synth_env(&["status", "--region", "us-east-1"], &env, &home);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.starts_with("error: no AWS profile named nosuch in your AWS config files (AWS_PROFILE names it"));
+        assert!(err.ends_with("create it with `aws configure --profile nosuch`\n"), "{err}");
+    }
+    // A region from the environment is checked as --region is.
+    let o = synth_env(&["status"], &[keys[0], keys[1], ("AWS_REGION", "eu-central-1")], &home);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: `eu-central-1` is not a supported region"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(from AWS_REGION)"), "{}", stderr(&o));
+    let flag = synth_env(&["status", "--region", "eu-central-1"], &keys, &home);
+    assert_eq!(flag.status.code(), Some(2));
+    assert!(stderr(&flag).contains("`eu-central-1` is not a supported region"), "{}", stderr(&flag));
+
     std::fs::create_dir_all(home.join(".aws")).unwrap();
     std::fs::write(home.join(".aws/config"), "[profile dev]\nregion = us-east-1\n[default]\n").unwrap();
     let o = synth_env(&["status", "--profile", "nosuch"], &keys, &home);
     assert!(stderr(&o).ends_with("; the profiles there are default, dev\n"), "{}", stderr(&o));
+}
+
+/// Keys AWS does not know are a credentials problem, not a policy one: the
+/// message names the credentials used and what to check (issue 35). The
+/// endpoint answers every call as AWS answers an unknown access key.
+#[test]
+fn credentials_aws_rejects_are_named_with_their_source() {
+    let home = temp_dir("aws-home-rejected");
+    let aws = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", aws.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let body = "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidClientTokenId</Code>\
+                    <Message>The security token included in the request is invalid.</Message></Error>\
+                    <RequestId>1</RequestId></ErrorResponse>";
+        for mut stream in aws.incoming().flatten() {
+            let _ = stream.read(&mut [0; 65536]);
+            let head = format!(
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(format!("{head}{body}").as_bytes());
+        }
+    });
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIDUNKNOWN1234"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_MAX_ATTEMPTS", "1"),
+    ];
+    let o = synth_env(&["status", "demo", "--region", "us-east-1"], &env, &home);
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("AWS did not accept the credentials (InvalidClientTokenId"), "{err}");
+    assert!(err.contains("synth used the keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, access key ****1234"));
+    assert!(err.contains("`aws sts get-caller-identity`"), "{err}");
+    assert!(!err.contains("policy"), "{err}");
 }

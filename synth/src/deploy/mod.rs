@@ -38,6 +38,7 @@ pub mod capacity;
 pub mod cause;
 pub mod change;
 pub mod console;
+pub mod credentials;
 pub mod create_only;
 pub mod delete;
 pub mod ec2;

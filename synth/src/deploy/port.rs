@@ -35,6 +35,19 @@ pub enum CloudError {
         /// it (S3's).
         action: Option<String>,
     },
+    /// AWS did not accept the credentials themselves (an unknown key, a
+    /// secret that does not match, an expired session): the message names
+    /// the credentials used and what to check
+    /// ([`super::credentials::rejected`]).
+    #[error("{}", super::credentials::rejected(.what, .code, .message))]
+    Rejected {
+        /// The call.
+        what: String,
+        /// AWS's error code (`InvalidClientTokenId`, ...).
+        code: String,
+        /// The service's message.
+        message: String,
+    },
     /// The request was refused as invalid.
     #[error("{what}: {message}")]
     Invalid {
