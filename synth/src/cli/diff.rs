@@ -18,8 +18,8 @@ Prints, on stdout, every resource the update would add (+), change in place
 (~), replace (!), maybe replace (?) or delete (-), with the properties that
 change; `(create-only)` marks a property whose change replaces the resource.
 Replacements that lose data (the master instance, the EFS file system, the
-VPC under it) are listed last: `synth deploy` refuses them without
---allow-replacement.
+VPC under it) are listed last: only
+`synth deploy --allow-replacement` applies them.
 
 Exit codes: 0 the preview was printed, 1 the blueprint has problems, 2 usage,
 credentials or AWS error.")]

@@ -52,7 +52,8 @@ pub(super) fn run(args: &StageArgs) -> ExitCode {
             staging::package_dir().join(staging::package_file_name(node_contract::PackageFormat::Deb))
         });
         let display = Terminal.display();
-        let package = match stage_package(&Terminal, &cloud, &file, true, &display).await {
+        let name_one = "name it: `synth stage FILE`";
+        let package = match stage_package(&Terminal, &cloud, &file, true, &display, name_one).await {
             Ok(p) => p,
             Err(code) => return code,
         };

@@ -140,7 +140,7 @@ pub fn rejected(what: &str, code: &str, message: &str) -> String {
              its AWS_SESSION_TOKEN): `aws sts get-caller-identity{flag}` checks the same credentials"
         ),
     };
-    format!("{what}: AWS did not accept the credentials ({message}); synth used {used}: {check}")
+    format!("{what}: AWS did not accept the credentials ({message}); they were {used}: {check}")
 }
 
 /// Why connecting failed before any call: the local checks.

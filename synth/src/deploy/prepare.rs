@@ -182,7 +182,7 @@ where
             Some(f) => f.clone(),
             None => staging::package_dir().join(staging::package_file_name(spec.image.package_format)),
         };
-        let package = stage_package(console, &cloud, &file, upload, display).await?;
+        let package = stage_package(console, &cloud, &file, upload, display, "pass --agent-package FILE").await?;
         install_at_boot(&mut spec, &mut loaded.warnings, package);
     }
     if !loaded.warnings.is_empty() {
@@ -222,19 +222,22 @@ fn check_parameters<K: Console>(
 /// Reads the agent package `file` and, when `upload`, puts it into the
 /// staging bucket (created when missing), saying what it did; returns what
 /// the nodes download. Without `upload` (a preview) nothing is written.
+/// `name_one` says how the command takes another file ("pass
+/// --agent-package FILE" for deploy, the argument for `synth stage`).
 pub async fn stage_package<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     file: &Path,
     upload: bool,
     display: &Display,
+    name_one: &str,
 ) -> Result<AgentPackage, ExitCode> {
     let package = staging::read_package(file).map_err(|e| {
         fail(
             console,
             format!(
                 "{e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
-                 `packaging/build`, or pass --agent-package FILE (or bake an image: see the README)"
+                 `packaging/build`, or {name_one} (or bake an image: see the README)"
             ),
         )
     })?;
