@@ -69,7 +69,7 @@ fn run(cmd: Command) -> (i32, String, String) {
 /// A package file as `packaging/build` names it.
 fn package(dir: &Path) -> PathBuf {
     let path = dir.join("deeplearning-agent_0.1.0-1_amd64.deb");
-    std::fs::write(&path, b"not really a package, but bytes with a checksum").unwrap();
+    std::fs::write(&path, e2e::synth_cli::placeholder_deb()).unwrap();
     path
 }
 

@@ -53,7 +53,7 @@ pub(super) fn run(args: &StageArgs) -> ExitCode {
         });
         let display = Terminal.display();
         let name_one = "name it: `synth stage FILE`";
-        let package = match stage_package(&Terminal, &cloud, &file, true, &display, name_one).await {
+        let package = match stage_package(&Terminal, &cloud, &file, None, true, &display, name_one).await {
             Ok(p) => p,
             Err(code) => return code,
         };

@@ -50,6 +50,7 @@ pub mod formation;
 pub mod image;
 pub mod logs;
 pub mod monitor;
+pub mod package;
 pub mod phase;
 pub mod policy;
 pub mod port;

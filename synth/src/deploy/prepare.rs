@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
+use node_contract::PackageFormat;
 use serde_json::Value as Json;
 
 use super::console::{Console, Display, fail};
@@ -182,7 +183,8 @@ where
             Some(f) => f.clone(),
             None => staging::package_dir().join(staging::package_file_name(spec.image.package_format)),
         };
-        let package = stage_package(console, &cloud, &file, upload, display, "pass --agent-package FILE").await?;
+        let format = Some(spec.image.package_format);
+        let package = stage_package(console, &cloud, &file, format, upload, display, "pass --agent-package FILE").await?;
         install_at_boot(&mut spec, &mut loaded.warnings, package);
     }
     if !loaded.warnings.is_empty() {
@@ -222,25 +224,38 @@ fn check_parameters<K: Console>(
 /// Reads the agent package `file` and, when `upload`, puts it into the
 /// staging bucket (created when missing), saying what it did; returns what
 /// the nodes download. Without `upload` (a preview) nothing is written.
-/// `name_one` says how the command takes another file ("pass
-/// --agent-package FILE" for deploy, the argument for `synth stage`).
+/// The file must be an agent package ([`super::package::check`]), of
+/// `format` when the image says which; `name_one` says how the command
+/// takes another file ("pass --agent-package FILE" for deploy, the
+/// argument for `synth stage`). Both are checked before any AWS call.
 pub async fn stage_package<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     file: &Path,
+    format: Option<PackageFormat>,
     upload: bool,
     display: &Display,
     name_one: &str,
 ) -> Result<AgentPackage, ExitCode> {
-    let package = staging::read_package(file).map_err(|e| {
-        fail(
-            console,
-            format!(
-                "{e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
-                 `packaging/build`, or {name_one} (or bake an image: see the README)"
-            ),
-        )
-    })?;
+    let package = staging::read_package(file)
+        .and_then(|p| match format {
+            Some(wanted) if wanted != p.format => Err(format!(
+                "{} is {}, but the blueprint's image installs {}",
+                file.display(),
+                kind(p.format),
+                kind(wanted)
+            )),
+            _ => Ok(p),
+        })
+        .map_err(|e| {
+            fail(
+                console,
+                format!(
+                    "{e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
+                     `packaging/build`, or {name_one} (or bake an image: see the README)"
+                ),
+            )
+        })?;
     let account = cloud.account_id().await.map_err(|e| fail(console, e))?;
     let key = staging::package_key(&package.sha256, &package.file_name);
     let bucket = if upload {
@@ -272,6 +287,14 @@ pub async fn stage_package<K: Console, C: Cloud>(
 pub fn install_at_boot(spec: &mut ClusterSpec, warnings: &mut Vec<Diagnostic>, package: AgentPackage) {
     spec.image.agent_package = Some(package);
     warnings.retain(|w| w.path != MISSING_AGENT_PATH);
+}
+
+/// A package format in words.
+fn kind(format: PackageFormat) -> &'static str {
+    match format {
+        PackageFormat::Deb => "the Debian package (.deb, Ubuntu and Debian images)",
+        PackageFormat::Tarball => "the .tar.gz (Amazon Linux images)",
+    }
 }
 
 /// Where CloudFormation reads the template: inline, or from the staging
@@ -341,6 +364,42 @@ mod tests {
             assert!(template.contains(&format!("echo '{}  '", package.sha256)), "{name}");
         }
         assert_eq!(staged, 11, "the examples on the stock image");
+    }
+
+    /// Issue 35: `synth stage /etc/passwd` uploaded it and a 3-byte
+    /// `--agent-package` made a stack whose nodes could not boot. A file
+    /// that is no agent package, or not the kind the image installs, is
+    /// refused before any AWS call; a real one is uploaded.
+    #[tokio::test]
+    async fn only_an_agent_package_of_the_images_kind_is_staged() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        use crate::deploy::package::tests::{deb_named, tar_gz};
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let display = Display::plain(|_| {});
+        let tarball = tar_gz(&[("deeplearning-agent-0.1.0-x86_64/bin/agent", b"\x7fELF")]);
+        let cases = [
+            (write("notapkg.deb", b"abc"), Some(PackageFormat::Deb), "is not an agent package: it is 3 bytes long"),
+            (write("passwd", b"root:x:0:0:root:/root:/bin/bash\n"), None, "neither an ar archive nor gzip"),
+            (write("curl.deb", &deb_named("curl")), None, "the Debian package `curl`, not deeplearning-agent"),
+            (write("a.tar.gz", &tarball), Some(PackageFormat::Deb), "but the blueprint's image installs the Debian"),
+        ];
+        for (file, format, says) in cases {
+            let (console, cloud) = (FakeConsole::default(), FakeCloud::default());
+            let staged = stage_package(&console, &cloud, &file, format, true, &display, "name it").await;
+            assert_eq!(staged.err(), Some(ExitCode::Error), "{}", file.display());
+            assert!(console.stderr().contains(says), "{}", console.stderr());
+            assert!(cloud.calls.lock().unwrap().is_empty(), "no AWS call: {:?}", cloud.calls.lock().unwrap());
+        }
+        let (console, cloud) = (FakeConsole::default(), FakeCloud::default());
+        let deb = write("deeplearning-agent_0.1.0-1_amd64.deb", &deb_named("deeplearning-agent"));
+        let staged = stage_package(&console, &cloud, &deb, Some(PackageFormat::Deb), true, &display, "name it").await;
+        assert!(staged.is_ok(), "{}", console.stderr());
+        assert_eq!(cloud.objects.lock().unwrap().len(), 1);
     }
 
     #[test]
