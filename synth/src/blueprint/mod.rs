@@ -85,6 +85,75 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     }
 }
 
+/// The errors the blueprint `text` (which loads) has once the fields in
+/// `overrides` (a field's path, such as `workers.count`, and its value as
+/// given; an empty value leaves the field out) are written over it: what a
+/// stack parameter set on the command line would break, checked by the
+/// blueprint's own rules. A value of digits is a number, any other text;
+/// a field the blueprint lists as `workers.instance_types` is its first
+/// type.
+pub fn check_overrides(text: &str, region: Option<Region>, overrides: &[(&str, &str)]) -> Vec<Diagnostic> {
+    let Ok(mut root) = document::parse(text) else {
+        return Vec::new();
+    };
+    for (field, value) in overrides {
+        let digits = value.strip_prefix('-').unwrap_or(value);
+        let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+        let node = (!value.is_empty()).then(|| document::Node {
+            kind: document::NodeKind::Scalar { value: (*value).to_owned(), plain },
+            location: root.location.clone(),
+        });
+        set(&mut root, field, node);
+    }
+    match load(&root.to_yaml(), "", region) {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems.items.into_iter().filter(|d| d.severity == Severity::Error).collect(),
+    }
+}
+
+/// Writes `value` at the dotted `path` of the mapping `node` (making the
+/// mappings on the way), or removes the field when `value` is `None`.
+fn set(node: &mut document::Node, path: &str, value: Option<document::Node>) {
+    use document::{Node, NodeKind};
+    let (key, rest) = path.split_once('.').map_or((path, None), |(k, r)| (k, Some(r)));
+    let location = node.location.clone();
+    let NodeKind::Mapping(entries) = &mut node.kind else {
+        return;
+    };
+    // The first of a list of types stands for the one type.
+    if key == "instance_type" && rest.is_none() {
+        if let Some((_, list)) = entries.iter_mut().find(|(k, _)| k.scalar() == Some("instance_types")) {
+            if let (NodeKind::Sequence(items), Some(value)) = (&mut list.kind, value) {
+                match items.first_mut() {
+                    Some(first) => *first = value,
+                    None => items.push(value),
+                }
+            }
+            return;
+        }
+    }
+    let found = entries.iter().position(|(k, _)| k.scalar() == Some(key));
+    match (rest, found, value) {
+        (None, Some(i), Some(value)) => entries[i].1 = value,
+        (None, Some(i), None) => {
+            entries.remove(i);
+        }
+        (None, None, Some(value)) => {
+            let k = Node { kind: NodeKind::Scalar { value: key.to_owned(), plain: true }, location };
+            entries.push((k, value));
+        }
+        (None, None, None) => {}
+        (Some(rest), Some(i), value) => set(&mut entries[i].1, rest, value),
+        (Some(_), None, None) => {}
+        (Some(rest), None, Some(value)) => {
+            let k = Node { kind: NodeKind::Scalar { value: key.to_owned(), plain: true }, location: location.clone() };
+            let mut child = Node { kind: NodeKind::Mapping(Vec::new()), location };
+            set(&mut child, rest, Some(value));
+            entries.push((k, child));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

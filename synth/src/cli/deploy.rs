@@ -111,7 +111,9 @@ pub(super) struct DeployTarget {
     pub profile: Option<String>,
 
     /// A stack parameter, overriding the blueprint's value (repeatable), e.g.
-    /// KeyName=my-key, WorkerCount=8, ImageId=/my/ssm/parameter.
+    /// KeyName=my-key, WorkerCount=8 with MaxWorkers=8, ImageId=/my/ssm/parameter.
+    /// Checked by the blueprint's rules for the field it stands for
+    /// (WorkerCount is workers.count, at most workers.max).
     #[arg(long = "parameter", short = 'p', value_name = "KEY=VALUE")]
     pub parameters: Vec<String>,
 

@@ -153,6 +153,7 @@ where
         .map_err(|e| fail(console, format!("internal error, please report it: the template is not JSON: {e}")))?;
     check_parameters(console, &template, &overrides)?;
     let region = region.or(loaded.spec.region);
+    check_values(console, text, region, &template, &overrides)?;
     let cloud = connect(region).await?;
     if region.is_none() {
         // The template is checked for the region it goes to.
@@ -219,6 +220,60 @@ fn check_parameters<K: Console>(
         }
     }
     Ok(())
+}
+
+/// Refuses an override the blueprint's rules refuse for the field it stands
+/// for (`-p WorkerCount=50` past `workers.max`, `-p WorkerCount=lots`),
+/// naming the parameter and the field, before any AWS call. The worker
+/// counts the stack would run with are checked together: those not set
+/// keep the template's defaults, the blueprint's values.
+fn check_values<K: Console>(
+    console: &K,
+    text: &str,
+    region: Option<Region>,
+    template: &Json,
+    overrides: &BTreeMap<String, String>,
+) -> Result<(), ExitCode> {
+    let default = |name: &str| {
+        let value = template.get("Parameters")?.get(name)?.get("Default")?;
+        Some(value.as_str().map_or_else(|| value.to_string(), str::to_owned))
+    };
+    let mut fields: Vec<(&str, String, &str)> = Vec::new();
+    for (name, value) in overrides {
+        if let Some(field) = crate::stack::blueprint_field(name) {
+            fields.push((name, value.clone(), field));
+        }
+    }
+    if fields.is_empty() {
+        return Ok(());
+    }
+    for name in [crate::stack::WORKER_COUNT_PARAMETER, "MinWorkers", "MaxWorkers"] {
+        if let (false, Some(value), Some(field)) =
+            (overrides.contains_key(name), default(name), crate::stack::blueprint_field(name))
+        {
+            fields.push((name, value, field));
+        }
+    }
+    let written: Vec<(&str, &str)> = fields.iter().map(|(_, value, field)| (*field, value.as_str())).collect();
+    let errors = blueprint::check_overrides(text, region, &written);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let set: Vec<String> =
+        overrides.iter().filter(|(n, _)| crate::stack::blueprint_field(n).is_some()).map(|(n, v)| format!("-p {n}={v}")).collect();
+    for d in &errors {
+        let by = fields.iter().find(|(name, _, field)| *field == d.path && overrides.contains_key(*name));
+        let head = match by {
+            Some((name, value, field)) => format!("-p {name}={value} (the blueprint's {field})"),
+            None => format!("with {}: {}", set.join(" "), d.path),
+        };
+        let mut help = d.help.as_deref().map(|h| format!("\n  = help: {h}")).unwrap_or_default();
+        if matches!(d.path.as_str(), "workers.count" | "workers.min" | "workers.max") {
+            help.push_str("\n  = help: on the command line, -p MinWorkers, -p WorkerCount and -p MaxWorkers set them");
+        }
+        console.noteln(&format!("error: {head}: {}{help}", d.message));
+    }
+    Err(ExitCode::Invalid)
 }
 
 /// Reads the agent package `file` and, when `upload`, puts it into the
@@ -400,6 +455,51 @@ mod tests {
         let staged = stage_package(&console, &cloud, &deb, Some(PackageFormat::Deb), true, &display, "name it").await;
         assert!(staged.is_ok(), "{}", console.stderr());
         assert_eq!(cloud.objects.lock().unwrap().len(), 1);
+    }
+
+    /// Issue 35: `-p WorkerCount=50` past minimal.yaml's max of 2 and
+    /// `-p WorkerCount=lots` previewed as ordinary changes. They are the
+    /// blueprint's errors now, naming the parameter and the field, before
+    /// any AWS call; values the blueprint allows go on to connect.
+    #[tokio::test]
+    async fn parameter_values_get_the_blueprints_rules_before_any_aws_call() {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../blueprints/minimal.yaml")).unwrap();
+        let run = |parameters: &[&str]| {
+            let text = text.clone();
+            let parameters: Vec<String> = parameters.iter().map(|p| (*p).to_owned()).collect();
+            async move {
+                let blueprint = Blueprint { text: &text, path: "minimal.yaml", region: Some(Region::UsEast1) };
+                let target = Target { parameters, ..Target::default() };
+                let console = crate::deploy::fake::FakeConsole::default();
+                let connected = std::cell::Cell::new(false);
+                let connect = |_| {
+                    connected.set(true);
+                    // Refused at once: only whether it was reached matters.
+                    std::future::ready(Err::<crate::deploy::fake::FakeCloud, _>(ExitCode::Error))
+                };
+                let display = Display::plain(|_| {});
+                let result = prepare(&console, blueprint, &target, false, &display, connect).await;
+                (result.err(), connected.get(), console.stderr())
+            }
+        };
+        let (code, connected, err) = run(&["WorkerCount=50"]).await;
+        assert_eq!((code, connected), (Some(ExitCode::Invalid), false), "{err}");
+        assert!(
+            err.starts_with("error: -p WorkerCount=50 (the blueprint's workers.count): count is 50 but max is 2"),
+            "{err}"
+        );
+        let (code, connected, err) = run(&["WorkerCount=lots"]).await;
+        assert_eq!((code, connected), (Some(ExitCode::Invalid), false), "{err}");
+        assert!(err.contains("-p WorkerCount=lots (the blueprint's workers.count): expected a whole number"), "{err}");
+        let (_, connected, err) = run(&["MasterInstanceType=p9.mega", "SshCidr=0.0.0.0/0"]).await;
+        assert!(!connected, "{err}");
+        assert!(err.contains("-p MasterInstanceType=p9.mega (the blueprint's master.instance_type): "), "{err}");
+        assert!(err.contains("-p SshCidr=0.0.0.0/0 (the blueprint's access.ssh.cidr): "), "{err}");
+        for fine in [&["WorkerCount=3", "MaxWorkers=3"][..], &["WorkerCount=1", "MinWorkers=1", "KeyName="]] {
+            let (code, connected, err) = run(fine).await;
+            assert_eq!((code, connected), (Some(ExitCode::Error), true), "{fine:?}: {err}");
+        }
     }
 
     #[test]
