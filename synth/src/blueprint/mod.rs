@@ -29,7 +29,7 @@ mod validate;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, render_all};
 pub use schema::json_schema;
-pub use validate::{DEFAULT_SSM_PARAMETER, MISSING_AGENT_PATH};
+pub use validate::DEFAULT_SSM_PARAMETER;
 
 use crate::region::Region;
 use crate::spec::ClusterSpec;
@@ -41,6 +41,11 @@ pub struct Loaded {
     pub spec: ClusterSpec,
     /// Things the user should know that do not stop the build.
     pub warnings: Vec<Diagnostic>,
+    /// The image, in words, when it is a stock image with no agent and the
+    /// blueprint names no package to install at boot: a template built
+    /// as it is would fail to form. `synth deploy` stages the package
+    /// itself; `synth build` and `validate` say what a console upload needs.
+    pub missing_agent: Option<String>,
 }
 
 /// Parses and checks the blueprint `text`, read from `path`.
@@ -78,8 +83,8 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
         Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
             // Only once the blueprint is otherwise right (no error from any
             // step): until then, the errors are what to fix.
-            diagnostics.extend(validate::missing_agent(&spec.image, &map));
-            Ok(Loaded { spec, warnings: diagnostics })
+            let missing_agent = validate::missing_agent(&spec.image, &map);
+            Ok(Loaded { spec, warnings: diagnostics, missing_agent })
         }
         _ => Err(fail(diagnostics)),
     }
@@ -182,9 +187,9 @@ workers:
     #[test]
     fn the_minimal_blueprint_gets_every_default() {
         let loaded = ok(MINIMAL, None);
-        // The one warning: the default (stock) image cannot hold the agent.
-        let [warning] = &loaded.warnings[..] else { panic!("{:?}", loaded.warnings) };
-        assert!(warning.message.contains("has no deeplearning agent"), "{warning:?}");
+        // No warning; the default (stock) image has no agent.
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(loaded.missing_agent.as_deref(), Some("the default image (the stock Deep Learning AMI)"));
         let expected = ClusterSpec {
             name: "minimal".into(),
             region: None,
@@ -389,18 +394,24 @@ acess: {}
     }
 
     #[test]
-    fn the_missing_agent_warning_comes_only_without_errors() {
-        // An unknown field (found by deserialize, not validate) is an error:
-        // the warning waits until it is fixed.
+    fn the_missing_agent_is_no_warning_on_a_field_the_file_lacks() {
+        // An unknown field is an error: nothing is said of the agent until
+        // it is fixed.
         let unknown = format!("{MINIMAL}  cont: 3\n");
         let e = load(&unknown, "t.yaml", None).expect_err("should fail");
-        assert!(e.items.iter().all(|d| d.path != MISSING_AGENT_PATH), "{:?}", e.items);
+        assert!(e.items.iter().all(|d| !d.message.contains("agent")), "{:?}", e.items);
 
         // An `image:` block that does not choose the image keeps the default one.
-        let unchosen = format!("{MINIMAL}image:\n  family: ubuntu\n");
-        let [warning] = &ok(&unchosen, None).warnings[..] else { panic!("not one warning") };
-        assert_eq!(warning.path, MISSING_AGENT_PATH);
-        assert!(warning.message.starts_with("the default image"), "{}", warning.message);
+        let unchosen = ok(&format!("{MINIMAL}image:\n  family: ubuntu\n"), None);
+        assert!(unchosen.warnings.is_empty(), "{:?}", unchosen.warnings);
+        assert_eq!(unchosen.missing_agent.as_deref(), Some("the default image (the stock Deep Learning AMI)"));
+        let chosen = format!("{MINIMAL}image:\n  ssm_parameter: /aws/service/x/ami-id\n");
+        assert_eq!(ok(&chosen, None).missing_agent.as_deref(), Some("the stock public image `/aws/service/x/ami-id`"));
+        let package = format!(
+            "{MINIMAL}image:\n  agent_package_url: s3://my-bucket/agent/k.deb\n  agent_package_sha256: {}\n",
+            "a".repeat(64)
+        );
+        assert_eq!(ok(&package, None).missing_agent, None);
     }
 
     #[test]

@@ -90,7 +90,7 @@ mod tests {
             let text = std::fs::read_to_string(&path).unwrap();
             let name = path.display().to_string();
             let before = crate::blueprint::load(&text, &name, Some(crate::region::Region::UsEast1)).unwrap();
-            if !before.warnings.iter().any(|w| w.path == crate::blueprint::MISSING_AGENT_PATH) {
+            if before.missing_agent.is_none() {
                 continue; // it names its own package (install-at-boot.yaml)
             }
             // Pasted as a user would: under an existing `image:`, else as a new block.
@@ -105,7 +105,7 @@ mod tests {
             };
             let after = crate::blueprint::load(&pasted, &name, Some(crate::region::Region::UsEast1))
                 .unwrap_or_else(|e| panic!("{name}:\n{pasted}\n{e}"));
-            assert!(after.warnings.iter().all(|w| w.path != crate::blueprint::MISSING_AGENT_PATH), "{name}");
+            assert_eq!(after.missing_agent, None, "{name}");
             assert_eq!(after.spec.image.agent_package.as_ref(), Some(&package), "{name}");
             checked += 1;
         }

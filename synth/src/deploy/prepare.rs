@@ -16,7 +16,7 @@ use super::port::{Cloud, TemplateSource};
 use super::staging::{self, Staging, Upload};
 use super::template::{Pseudo, parameter_values, resolve};
 use super::watch::Planned;
-use crate::blueprint::{self, Diagnostic, MISSING_AGENT_PATH};
+use crate::blueprint;
 use crate::exit::ExitCode;
 use crate::region::Region;
 use crate::spec::{AgentPackage, ClusterSpec};
@@ -178,7 +178,7 @@ where
         super::capacity::preflight(console, &cloud, &ask, display).await?;
     }
     let mut spec = loaded.spec.clone();
-    let needs_package = loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH);
+    let needs_package = loaded.missing_agent.is_some();
     if needs_package || target.agent_package.is_some() {
         let file = match &target.agent_package {
             Some(f) => f.clone(),
@@ -186,7 +186,7 @@ where
         };
         let format = Some(spec.image.package_format);
         let package = stage_package(console, &cloud, &file, format, upload, display, "pass --agent-package FILE").await?;
-        install_at_boot(&mut spec, &mut loaded.warnings, package);
+        install_at_boot(&mut spec, package);
     }
     if !loaded.warnings.is_empty() {
         console.note(&blueprint::render_all(&loaded.warnings, text, path));
@@ -338,10 +338,9 @@ pub async fn stage_package<K: Console, C: Cloud>(
 }
 
 /// The blueprint as deploy builds it: every node installs `package` at
-/// boot, so the warning that the image has no agent no longer holds.
-pub fn install_at_boot(spec: &mut ClusterSpec, warnings: &mut Vec<Diagnostic>, package: AgentPackage) {
+/// boot (so deploy says nothing of an image without the agent).
+pub fn install_at_boot(spec: &mut ClusterSpec, package: AgentPackage) {
     spec.image.agent_package = Some(package);
-    warnings.retain(|w| w.path != MISSING_AGENT_PATH);
 }
 
 /// A package format in words.
@@ -405,14 +404,13 @@ mod tests {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
             let name = path.display().to_string();
-            let mut loaded = blueprint::load(&text, &name, Some(Region::UsEast1)).unwrap();
+            let loaded = blueprint::load(&text, &name, Some(Region::UsEast1)).unwrap();
             let mut spec = loaded.spec.clone();
-            if loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH) {
+            if loaded.missing_agent.is_some() {
                 let url = format!("s3://bucket/agent/{}/pkg", "c".repeat(64));
-                install_at_boot(&mut spec, &mut loaded.warnings, AgentPackage { url, sha256: "c".repeat(64) });
+                install_at_boot(&mut spec, AgentPackage { url, sha256: "c".repeat(64) });
                 staged += 1;
             }
-            assert!(loaded.warnings.iter().all(|w| w.path != MISSING_AGENT_PATH), "{name}");
             let template = crate::stack::compile(&spec).render().unwrap().json;
             let package = spec.image.agent_package.as_ref().expect("every example installs a package or has one");
             // The user data (`Fn::Base64` of an `Fn::Sub` text) checks exactly that package.
