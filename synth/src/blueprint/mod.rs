@@ -29,6 +29,7 @@ mod validate;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, render_all};
 pub use schema::json_schema;
+pub(crate) use suggestion::did_you_mean;
 pub use validate::DEFAULT_SSM_PARAMETER;
 
 use crate::region::Region;

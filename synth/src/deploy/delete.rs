@@ -40,7 +40,7 @@ async fn delete_inner<K: Console, C: Cloud>(
 ) -> Result<ExitCode, ExitCode> {
     let flag = region_flag(cloud);
     let Some(stack) = cloud.stack(name).await.map_err(|e| fail(console, e))? else {
-        return Err(not_found(console, format!("no stack {name} in {}", cloud.region())));
+        return Err(super::status::missing(console, cloud, name).await);
     };
     let resources = cloud.resources(name).await.map_err(|e| fail(console, e))?;
     let template: Json =

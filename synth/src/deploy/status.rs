@@ -34,8 +34,23 @@ pub fn outputs_json(outputs: &[Output]) -> String {
 pub async fn find<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> Result<Stack, ExitCode> {
     match cloud.stack(name).await {
         Ok(Some(stack)) => Ok(stack),
-        Ok(None) => Err(not_found(console, format!("no stack {name} in {}", cloud.region()))),
+        Ok(None) => Err(missing(console, cloud, name).await),
         Err(e) => Err(fail(console, e)),
+    }
+}
+
+/// Says that there is no stack `name` (exit 3): with a "did you mean" when
+/// a cluster stack's name is close, and where the list is. The list is a
+/// help: when it cannot be read, the message goes without it.
+pub async fn missing<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> ExitCode {
+    let region = cloud.region();
+    let stacks = cloud.stacks().await.unwrap_or_default();
+    let ours = stacks.iter().filter(|s| s.description.as_deref().is_some_and(|d| d.contains(SYNTH_MARK)));
+    let close = crate::blueprint::did_you_mean(name, ours.map(|s| s.name.as_str()));
+    let list = format!("`synth status --region {region}` lists the cluster stacks there");
+    match close {
+        Some(close) => not_found(console, format!("no stack {name} in {region}; did you mean {close}? ({list})")),
+        None => not_found(console, format!("no stack {name} in {region}; {list}")),
     }
 }
 
@@ -408,11 +423,34 @@ mod tests {
         for json in [false, true] {
             let console = FakeConsole::default();
             assert_eq!(outputs(&console, &cloud, "gone", json).await, ExitCode::NotFound);
-            assert_eq!(console.stderr(), "error: no stack gone in us-east-1\n");
+            assert_eq!(console.stderr(), "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n");
         }
         let console = FakeConsole::default();
         assert_eq!(show(&console, &cloud, "gone").await, ExitCode::NotFound);
-        assert_eq!((console.stdout().as_str(), console.stderr().as_str()), ("", "error: no stack gone in us-east-1\n"));
+        assert_eq!((console.stdout().as_str(), console.stderr().as_str()), ("", "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"));
+    }
+
+    /// Issue 35: `synth status minimall` said only that there is no such
+    /// stack. A close cluster stack's name is suggested (not another
+    /// program's stack), and the message says where the list is.
+    #[tokio::test]
+    async fn a_misspelt_stack_name_gets_a_did_you_mean() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let cloud = FakeCloud::default();
+        for (name, description) in [("minimal", "Built by synth 0.1.0"), ("minimax", "someone else's")] {
+            let stack = Stack { name: name.into(), description: Some(description.into()), ..Stack::default() };
+            cloud.stacks.lock().unwrap().insert(name.into(), stack);
+        }
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "minimall").await, ExitCode::NotFound);
+        assert_eq!(
+            console.stderr(),
+            "error: no stack minimall in us-east-1; did you mean minimal? (`synth status --region us-east-1` lists \
+             the cluster stacks there)\n"
+        );
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "minimaxx").await, ExitCode::NotFound);
+        assert!(!console.stderr().contains("did you mean minimax"), "{}", console.stderr());
     }
 
     /// `status` says formed only from the master's signal: a completed wait
