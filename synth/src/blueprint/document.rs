@@ -230,6 +230,20 @@ enum Open {
     },
 }
 
+/// The path (`tags.team`, `workers.instance_types[2]`) of the node being
+/// read inside `stack`, and whether it is a mapping's key rather than a value.
+fn path_in(stack: &[Open]) -> (String, bool) {
+    let mut path = String::new();
+    for open in stack {
+        match open {
+            Open::Sequence { items, .. } => path.push_str(&format!("[{}]", items.len())),
+            Open::Mapping { key: Some(key), .. } => path = super::source_map::join(&path, key.scalar().unwrap_or("?")),
+            Open::Mapping { key: None, .. } => return (path, true),
+        }
+    }
+    (path, false)
+}
+
 /// Parses the whole text into one node. Errors are complete diagnostics.
 pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
     let positions = Positions::new(text);
@@ -280,11 +294,17 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
             }
             Event::Scalar(value, style, anchor, tag) => {
                 if value.len() > MAX_SCALAR_BYTES {
+                    let (path, is_key) = path_in(&stack);
+                    let what = match (is_key, path.is_empty()) {
+                        (true, true) => "this key at the top level".to_owned(),
+                        (true, false) => format!("this key in `{path}`"),
+                        (false, _) => "this value".to_owned(),
+                    };
                     return Err(Diagnostic::error(
-                        "",
+                        if is_key { "" } else { path.as_str() },
                         location,
                         format!(
-                            "this value is {} bytes long; no blueprint field takes more than {MAX_SCALAR_BYTES}",
+                            "{what} is {} bytes long; no blueprint field takes more than {MAX_SCALAR_BYTES}",
                             value.len()
                         ),
                     )
@@ -405,14 +425,18 @@ fn empty(positions: &Positions<'_>) -> Diagnostic {
 fn syntax_error(positions: &Positions<'_>, text: &str, marker: &Marker, info: &str) -> Diagnostic {
     // The scanner reports a tab where the token it was reading began, which
     // can be a line above the tab; point at the tab itself.
-    if info.contains("tab")
+    // "tab" as a word: "found unprintable character" is about something else.
+    let tab = info.split(|c: char| !c.is_ascii_alphabetic()).any(|w| w == "tab" || w == "tabs");
+    if tab
         && let Some(tab) = first_indenting_tab(text, marker.line())
     {
         return Diagnostic::error("", positions.at(&tab), "the file is not valid YAML: a tab is used for indentation")
             .with_help("indent with spaces: YAML does not allow tabs in indentation");
     }
-    let help = if info.contains("tab") {
+    let help = if tab {
         "indent with spaces: YAML does not allow tabs in indentation"
+    } else if info.contains("unprintable") {
+        "YAML does not allow this control character (a NUL byte, say): a blueprint is UTF-8 text, not a binary file"
     } else if info.contains("mapping values are not allowed") {
         "a value that contains `: ` must be quoted, and a nested mapping must be indented under its key"
     } else {

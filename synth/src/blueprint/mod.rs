@@ -335,6 +335,25 @@ acess: {}
         assert_eq!(e.items.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["mastr"], "{e}");
     }
 
+    /// Issue 35: for `8.8.0.0/24` the size check suggested `8.8.0.0/23`,
+    /// no more private; a value longer than any field was reported without
+    /// its field.
+    #[test]
+    fn a_public_range_is_one_error_and_a_long_value_names_its_field() {
+        let text = "name: x\nmaster: {instance_type: p3.2xlarge}\nworkers: {instance_type: p3.2xlarge, count: 300}\nnetwork: {vpc_cidr: 8.8.0.0/24}\n";
+        let e = load(text, "t.yaml", None).expect_err("should fail");
+        let [d] = &e.items[..] else { panic!("{e}") };
+        assert!(d.message.contains("not a private (RFC 1918) range"), "{e}");
+        assert!(!e.to_string().contains("8.8.0.0/22") && !e.to_string().contains("8.8.0.0/23"), "{e}");
+        let long = format!("{MINIMAL}tags:\n  team: {}\n", "b".repeat(5000));
+        let e = load(&long, "t.yaml", None).expect_err("should fail");
+        assert_eq!(e.items[0].path, "tags.team");
+        assert!(e.to_string().starts_with("error: tags.team: this value is 5000 bytes long"), "{e}");
+        let item = format!("{MINIMAL}  instance_types: [p3.2xlarge, {}]\n", "p".repeat(5000));
+        let e = load(&item, "t.yaml", None).expect_err("should fail");
+        assert_eq!(e.items[0].path, "workers.instance_types[1]");
+    }
+
     #[test]
     fn the_region_argument_selects_or_conflicts() {
         assert_eq!(ok(MINIMAL, Some(Region::EuWest1)).spec.region, Some(Region::EuWest1));

@@ -834,6 +834,11 @@ impl Checker<'_> {
         if !VPC_PREFIXES.contains(&vpc_cidr.prefix_len()) {
             return;
         }
+        // A public range is refused on its own too: one error per mistake,
+        // and a larger range around it would be no more private.
+        if !is_private(vpc_cidr) {
+            return;
+        }
         let layout =
             |prefix: u8| SubnetLayout { vpc_prefix: prefix, zones: if one_zone { 1 } else { 2 }, master_public };
         let here = layout(vpc_cidr.prefix_len());

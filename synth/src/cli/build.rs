@@ -57,7 +57,7 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
         Ok(t) => t,
         Err(e) => {
             errln!("{e}");
-            return Compiled::Failed(ExitCode::Error);
+            return Compiled::Failed(e.code);
         }
     };
     let region = match input.region() {

@@ -161,7 +161,7 @@ pub(super) async fn prepared(
     })?;
     let text = input.read().map_err(|e| {
         errln!("{e}");
-        ExitCode::Error
+        e.code
     })?;
     prepared_in(&text, &input.display_path(), target, region, upload, display).await
 }
@@ -186,11 +186,18 @@ pub(super) fn run(args: &DeployArgs) -> ExitCode {
     cloud::block_on(async {
         let mut target = args.target.clone();
         target.capacity_check = !args.skip_capacity_check;
-        let (regions, text) = match args.input.regions().and_then(|r| Ok((r, args.input.read()?))) {
-            Ok(read) => read,
+        let regions = match args.input.regions() {
+            Ok(regions) => regions,
             Err(e) => {
                 errln!("{e}");
                 return ExitCode::Error;
+            }
+        };
+        let text = match args.input.read() {
+            Ok(text) => text,
+            Err(e) => {
+                errln!("{e}");
+                return e.code;
             }
         };
         let path = args.input.display_path();

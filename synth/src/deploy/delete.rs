@@ -3,7 +3,7 @@
 
 use serde_json::Value as Json;
 
-use super::console::{Answer, Console, confirm, fail, not_found};
+use super::console::{Answer, Console, confirm, fail};
 use super::monitor::{self, Watched, region_flag, report_ending};
 use super::port::Cloud;
 use super::time::now_ms;

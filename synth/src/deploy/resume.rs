@@ -19,7 +19,7 @@ use std::time::Duration;
 use node_contract::idle::{IDLE_TAG, IdleMark};
 use node_contract::logs::{log_group_name, node_label, parse_publishing_line, stack_run, stream_name};
 
-use super::console::{Console, fail, not_found};
+use super::console::{Console, fail};
 use super::port::{Cloud, CloudError, GroupState, LogQuery, Stack};
 use super::time::now_ms;
 use super::watch::clock;
