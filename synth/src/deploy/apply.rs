@@ -14,7 +14,7 @@ use super::image;
 use super::monitor::{self, Watched, region_flag, report_ending};
 use super::port::{Cloud, StackRequest};
 use super::prepare::{Prepared, create_plan, resource_count, template_source};
-use super::status::outputs_text;
+use super::status::{outputs_text, shown_outputs};
 use super::time::now_ms;
 use super::update::{Decision, Update, decide_update, not_updatable, unless_interrupted};
 use super::watch::{Operation, Planned, Watcher, clock};
@@ -143,7 +143,7 @@ async fn deploy_inner<K: Console, C: Cloud>(
             )
             .await?;
             let Some((set, preview)) = decided else {
-                return Ok(printed(console.print(&outputs_text(&stack.outputs)), "the outputs", ExitCode::Success));
+                return Ok(printed(console.print(&outputs_text(&shown_outputs(&stack))), "the outputs", ExitCode::Success));
             };
             let boundary = monitor::newest_event(cloud, &stack.id).await.map_err(|e| fail(console, e))?;
             cloud.execute_change_set(&set.id).await.map_err(|e| fail(console, e))?;
@@ -196,7 +196,7 @@ async fn deploy_inner<K: Console, C: Cloud>(
             console.note(&formation::table(&summary, formation::data(&stack.outputs).as_ref()));
         }
     }
-    Ok(printed(console.print(&outputs_text(&stack.outputs)), "the outputs", ExitCode::Success))
+    Ok(printed(console.print(&outputs_text(&shown_outputs(&stack))), "the outputs", ExitCode::Success))
 }
 
 #[cfg(test)]
