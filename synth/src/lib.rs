@@ -43,7 +43,6 @@ impl TemplateKind {
             TemplateKind::Image => image_build::compile(spec),
         }
     }
-
 }
 
 /// Why a blueprint did not become a template.
@@ -74,8 +73,7 @@ pub fn build_image(source: &str, path: &str, region: Option<Region>) -> Result<B
 fn build_with(source: &str, path: &str, region: Option<Region>, kind: TemplateKind) -> Result<Built, BuildError> {
     let loaded = blueprint::load(source, path, region).map_err(|d| BuildError::Blueprint(d.render()))?;
     let rendered = kind.compile(&loaded.spec).render()?;
-    let mut warnings: Vec<String> =
-        loaded.warnings.iter().map(|w| w.render(source, path)).collect();
+    let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.render(source, path)).collect();
     warnings.extend(rendered.warnings);
     Ok(Built { json: rendered.json, warnings })
 }

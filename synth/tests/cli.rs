@@ -441,7 +441,8 @@ mod named_flags_exist {
             return None;
         }
         let module = std::fs::read_to_string(path).unwrap_or_default();
-        let is_function = |item: &str| module.contains(&format!("fn {item}(")) || module.contains(&format!("fn {item}<"));
+        let is_function =
+            |item: &str| module.contains(&format!("fn {item}(")) || module.contains(&format!("fn {item}<"));
         let mut commands = Vec::new();
         for (command, text) in cli {
             let uses = uses(text);

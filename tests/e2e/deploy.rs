@@ -264,7 +264,10 @@ fn a_cluster_lives_from_deploy_to_delete() -> TestResult {
     let outputs: serde_json::Value = serde_json::from_str(&out)?;
     // minimal.yaml has no key pair and no SSH range: ssh cannot work, and
     // the output says why instead of a command `synth ssh` would refuse.
-    assert!(outputs["SshCommand"].as_str().is_some_and(|s| s.starts_with("none: its KeyName parameter is empty")), "{out}");
+    assert!(
+        outputs["SshCommand"].as_str().is_some_and(|s| s.starts_with("none: its KeyName parameter is empty")),
+        "{out}"
+    );
     let (code, out, _) = run(synth(&aws, key, &["status", "--region", "us-east-1"]));
     assert_eq!(code, 0);
     assert!(out.starts_with("minimal") && out.contains("UPDATE_COMPLETE"), "{out}");

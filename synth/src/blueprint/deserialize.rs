@@ -352,8 +352,7 @@ pub(crate) const MISSING: &str = "this required field is missing";
 /// level, at the first key.
 pub(crate) fn missing_field(parent: &str, field: &str, map: &SourceMap) -> Diagnostic {
     let at = if parent.is_empty() { map.value("") } else { map.key(parent) };
-    Diagnostic::error(join(parent, field), at, MISSING)
-        .with_help(missing_help(field, split(parent).1))
+    Diagnostic::error(join(parent, field), at, MISSING).with_help(missing_help(field, split(parent).1))
 }
 
 /// What to add for a missing required field, with an example value.

@@ -427,9 +427,7 @@ fn syntax_error(positions: &Positions<'_>, text: &str, marker: &Marker, info: &s
     // can be a line above the tab; point at the tab itself.
     // "tab" as a word: "found unprintable character" is about something else.
     let tab = info.split(|c: char| !c.is_ascii_alphabetic()).any(|w| w == "tab" || w == "tabs");
-    if tab
-        && let Some(tab) = first_indenting_tab(text, marker.line())
-    {
+    if tab && let Some(tab) = first_indenting_tab(text, marker.line()) {
         return Diagnostic::error("", positions.at(&tab), "the file is not valid YAML: a tab is used for indentation")
             .with_help("indent with spaces: YAML does not allow tabs in indentation");
     }

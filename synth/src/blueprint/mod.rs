@@ -127,16 +127,17 @@ fn set(node: &mut document::Node, path: &str, value: Option<document::Node>) {
         return;
     };
     // The first of a list of types stands for the one type.
-    if key == "instance_type" && rest.is_none() {
-        if let Some((_, list)) = entries.iter_mut().find(|(k, _)| k.scalar() == Some("instance_types")) {
-            if let (NodeKind::Sequence(items), Some(value)) = (&mut list.kind, value) {
-                match items.first_mut() {
-                    Some(first) => *first = value,
-                    None => items.push(value),
-                }
+    if key == "instance_type"
+        && rest.is_none()
+        && let Some((_, list)) = entries.iter_mut().find(|(k, _)| k.scalar() == Some("instance_types"))
+    {
+        if let (NodeKind::Sequence(items), Some(value)) = (&mut list.kind, value) {
+            match items.first_mut() {
+                Some(first) => *first = value,
+                None => items.push(value),
             }
-            return;
         }
+        return;
     }
     let found = entries.iter().position(|(k, _)| k.scalar() == Some(key));
     match (rest, found, value) {
@@ -330,8 +331,12 @@ acess: {}
         assert_eq!(count.len(), 1);
         assert_eq!((count[0].line, count[0].message.as_str()), (7, "expected a whole number, found the text \"four\""));
         // A misspelt section is not also a missing one.
-        let e = load("name: x\nmastr: { instance_type: p3.2xlarge }\nworkers: { instance_type: p3.2xlarge, count: 1 }\n", "t.yaml", None)
-            .expect_err("should fail");
+        let e = load(
+            "name: x\nmastr: { instance_type: p3.2xlarge }\nworkers: { instance_type: p3.2xlarge, count: 1 }\n",
+            "t.yaml",
+            None,
+        )
+        .expect_err("should fail");
         assert_eq!(e.items.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["mastr"], "{e}");
     }
 

@@ -143,7 +143,11 @@ async fn deploy_inner<K: Console, C: Cloud>(
             )
             .await?;
             let Some((set, preview)) = decided else {
-                return Ok(printed(console.print(&outputs_text(&shown_outputs(&stack))), "the outputs", ExitCode::Success));
+                return Ok(printed(
+                    console.print(&outputs_text(&shown_outputs(stack))),
+                    "the outputs",
+                    ExitCode::Success,
+                ));
             };
             let boundary = monitor::newest_event(cloud, &stack.id).await.map_err(|e| fail(console, e))?;
             cloud.execute_change_set(&set.id).await.map_err(|e| fail(console, e))?;

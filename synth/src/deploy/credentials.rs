@@ -126,9 +126,9 @@ pub fn rejected(what: &str, code: &str, message: &str) -> String {
         None => ("the credentials of the standard chain".to_owned(), String::new()),
     };
     let check = match code {
-        "ExpiredToken" | "ExpiredTokenException" | "TokenRefreshRequired" | "InvalidToken" => format!(
-            "the session has expired: sign in again (`aws sso login{flag}` for SSO) or get new session keys"
-        ),
+        "ExpiredToken" | "ExpiredTokenException" | "TokenRefreshRequired" | "InvalidToken" => {
+            format!("the session has expired: sign in again (`aws sso login{flag}` for SSO) or get new session keys")
+        }
         "SignatureDoesNotMatch" | "IncompleteSignature" => {
             "the secret access key does not match the access key id: check that both are copied whole, \
              and that this computer's clock is right"

@@ -155,7 +155,10 @@ mod tests {
     async fn a_missing_stack_is_named() {
         let console = FakeConsole::default();
         assert_eq!(print_events(&console, &FakeCloud::default(), "gone", false).await, ExitCode::NotFound);
-        assert_eq!(console.stderr(), "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n");
+        assert_eq!(
+            console.stderr(),
+            "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+        );
     }
 
     /// The rule for an empty answer: a stack with no events (yet) is exit

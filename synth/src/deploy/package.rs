@@ -184,7 +184,9 @@ pub(crate) mod tests {
     pub(crate) fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
         let mut out = b"!<arch>\n".to_vec();
         for (name, content) in members {
-            out.extend_from_slice(format!("{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", name, 0, 0, 0, 100644, content.len()).as_bytes());
+            out.extend_from_slice(
+                format!("{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", name, 0, 0, 0, 100644, content.len()).as_bytes(),
+            );
             out.extend_from_slice(content);
             if content.len() % 2 == 1 {
                 out.push(b'\n');

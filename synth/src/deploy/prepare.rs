@@ -185,7 +185,8 @@ where
             None => staging::package_dir().join(staging::package_file_name(spec.image.package_format)),
         };
         let format = Some(spec.image.package_format);
-        let package = stage_package(console, &cloud, &file, format, upload, display, "pass --agent-package FILE").await?;
+        let package =
+            stage_package(console, &cloud, &file, format, upload, display, "pass --agent-package FILE").await?;
         install_at_boot(&mut spec, package);
     }
     if !loaded.warnings.is_empty() {
@@ -259,8 +260,11 @@ fn check_values<K: Console>(
     if errors.is_empty() {
         return Ok(());
     }
-    let set: Vec<String> =
-        overrides.iter().filter(|(n, _)| crate::stack::blueprint_field(n).is_some()).map(|(n, v)| format!("-p {n}={v}")).collect();
+    let set: Vec<String> = overrides
+        .iter()
+        .filter(|(n, _)| crate::stack::blueprint_field(n).is_some())
+        .map(|(n, v)| format!("-p {n}={v}"))
+        .collect();
     for d in &errors {
         let by = fields.iter().find(|(name, _, field)| *field == d.path && overrides.contains_key(*name));
         let head = match by {

@@ -446,7 +446,10 @@ mod tests {
         }
         let console = FakeConsole::default();
         assert_eq!(resume(&console, &cloud, "gone", Duration::from_secs(600)).await, ExitCode::NotFound);
-        assert_eq!(console.stderr(), "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n");
+        assert_eq!(
+            console.stderr(),
+            "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+        );
     }
 
     #[tokio::test(start_paused = true)]

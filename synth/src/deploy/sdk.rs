@@ -23,8 +23,8 @@ use aws_sdk_cloudformation::types::{Capability, ChangeSetType, OnFailure, Parame
 use aws_sdk_s3::primitives::ByteStream;
 
 use super::credentials;
-use super::policy::action_of;
 pub use super::credentials::ConnectError;
+use super::policy::action_of;
 use super::port::*;
 
 /// The SDK clients, sharing one config.
@@ -80,9 +80,9 @@ impl SdkCloud {
         let key_id = check_credentials(&config).await?;
         let set = profiles().await;
         let sso = |name: &str| {
-            set.as_ref().and_then(|s| s.get_profile(name)).is_some_and(|p| {
-                p.get("sso_session").is_some() || p.get("sso_start_url").is_some()
-            })
+            set.as_ref()
+                .and_then(|s| s.get_profile(name))
+                .is_some_and(|p| p.get("sso_session").is_some() || p.get("sso_start_url").is_some())
         };
         credentials::record(credentials::Source::find(connection.profile.as_deref(), env, sso), &key_id);
         Ok(SdkCloud::new(&config, region))
@@ -115,8 +115,7 @@ async fn check_profile(name: &str, named_by: &'static str) -> Result<(), Connect
     }
     // Files that cannot be read or parsed define no profile; the provider
     // would fail on them the same way.
-    let mut known: Vec<String> =
-        profiles.map(|set| set.profiles().map(str::to_owned).collect()).unwrap_or_default();
+    let mut known: Vec<String> = profiles.map(|set| set.profiles().map(str::to_owned).collect()).unwrap_or_default();
     known.sort();
     Err(ConnectError::NoProfile { profile: name.to_owned(), named_by, known })
 }

@@ -492,11 +492,20 @@ mod tests {
         for json in [false, true] {
             let console = FakeConsole::default();
             assert_eq!(outputs(&console, &cloud, "gone", json).await, ExitCode::NotFound);
-            assert_eq!(console.stderr(), "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n");
+            assert_eq!(
+                console.stderr(),
+                "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+            );
         }
         let console = FakeConsole::default();
         assert_eq!(show(&console, &cloud, "gone").await, ExitCode::NotFound);
-        assert_eq!((console.stdout().as_str(), console.stderr().as_str()), ("", "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"));
+        assert_eq!(
+            (console.stdout().as_str(), console.stderr().as_str()),
+            (
+                "",
+                "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+            )
+        );
     }
 
     /// Issue 35: `synth status minimall` said only that there is no such
