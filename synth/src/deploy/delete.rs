@@ -5,7 +5,10 @@ use serde_json::Value as Json;
 
 use super::console::{Answer, Console, confirm, fail};
 use super::monitor::{self, Watched, region_flag, report_ending};
-use super::port::{Cloud, Resource};
+use std::collections::BTreeSet;
+
+use super::port::{Cloud, Resource, Stack};
+use super::template::{Pseudo, parameter_values, resolve};
 use super::time::now_ms;
 use super::watch::{Operation, Planned, Watcher, clock};
 use crate::exit::ExitCode;
@@ -26,9 +29,20 @@ pub fn retained(template: &Json) -> Vec<(String, String)> {
 }
 
 /// The stack's resources that exist: not already deleted (a rolled-back
-/// create lists its resources as `DELETE_COMPLETE`) or skipped.
-fn existing(resources: &[Resource]) -> Vec<&Resource> {
-    resources.iter().filter(|r| !matches!(r.status.as_str(), "DELETE_COMPLETE" | "DELETE_SKIPPED")).collect()
+/// create lists its resources as `DELETE_COMPLETE`) or skipped, and not
+/// left out by their condition with the stack's parameters (the count
+/// `deploy` gave when it created them; the local AWS lists those too).
+fn existing<'r>(resources: &'r [Resource], template: &Json, stack: &Stack, region: &str) -> Vec<&'r Resource> {
+    let made: Option<BTreeSet<String>> = template.get("Resources").map(|_| {
+        let values = parameter_values(template, &stack.parameters);
+        let pseudo = Pseudo { region: region.to_owned(), stack_name: stack.name.clone(), account_id: None };
+        resolve(template, &values, &pseudo).resources.into_keys().collect()
+    });
+    resources
+        .iter()
+        .filter(|r| !matches!(r.status.as_str(), "DELETE_COMPLETE" | "DELETE_SKIPPED"))
+        .filter(|r| made.as_ref().is_none_or(|m| m.contains(&r.logical_id)))
+        .collect()
 }
 
 /// The question before a delete: how many resources there are, and of the
@@ -92,7 +106,7 @@ async fn delete_inner<K: Console, C: Cloud>(
     let resources = cloud.resources(name).await.map_err(|e| fail(console, e))?;
     let template: Json =
         serde_json::from_str(&cloud.template(name).await.map_err(|e| fail(console, e))?).unwrap_or(Json::Null);
-    let there = existing(&resources);
+    let there = existing(&resources, &template, &stack, cloud.region());
     let question = question(name, cloud.region(), &stack.status, &there, &retained(&template));
     if confirm(console, &question, yes).await? != Answer::Yes {
         console.noteln("Nothing was deleted.");
@@ -205,9 +219,10 @@ mod tests {
             status: status.into(),
             ..Resource::default()
         };
+        let stack = Stack { name: "demo".into(), ..Stack::default() };
         let rolled_back =
             [r("Vpc", "AWS::EC2::VPC", "DELETE_COMPLETE"), r("Fs", "AWS::EFS::FileSystem", "DELETE_COMPLETE")];
-        let there = existing(&rolled_back);
+        let there = existing(&rolled_back, &Json::Null, &stack, "us-east-1");
         assert_eq!(
             question("demo", "us-east-1", "ROLLBACK_COMPLETE", &there, &[]),
             "Delete stack demo in us-east-1 (ROLLBACK_COMPLETE: it has no resources left)?"
@@ -217,8 +232,22 @@ mod tests {
             r("MasterInstance", "AWS::EC2::Instance", "CREATE_COMPLETE"),
             r("Fs", "AWS::EFS::FileSystem", "CREATE_COMPLETE"),
             r("Skipped", "AWS::EC2::PlacementGroup", "DELETE_SKIPPED"),
+            r("Conditional", "AWS::EFS::FileSystem", "CREATE_COMPLETE"),
         ];
-        let there = existing(&formed);
+        // A resource whose condition is false with the stack's parameters
+        // is not counted, as deploy did not count it (the local AWS lists it).
+        let template = serde_json::json!({
+            "Parameters": { "EfsFileSystemId": { "Type": "String", "Default": "fs-12345678" } },
+            "Conditions": { "CreateFileSystem": { "Fn::Equals": [{ "Ref": "EfsFileSystemId" }, ""] } },
+            "Resources": {
+                "Vpc": { "Type": "AWS::EC2::VPC" },
+                "MasterInstance": { "Type": "AWS::EC2::Instance" },
+                "Fs": { "Type": "AWS::EFS::FileSystem" },
+                "Skipped": { "Type": "AWS::EC2::PlacementGroup" },
+                "Conditional": { "Type": "AWS::EFS::FileSystem", "Condition": "CreateFileSystem" }
+            }
+        });
+        let there = existing(&formed, &template, &stack, "us-east-1");
         assert_eq!(
             question("demo", "us-east-1", "CREATE_COMPLETE", &there, &[]),
             "Delete stack demo in us-east-1 and its 3 resources (the nodes and their disks, the EFS file system it made)?"
