@@ -83,6 +83,13 @@ pub struct DeployArgs {
     #[arg(long, short = 'y', help_heading = "Safety")]
     yes: bool,
 
+    /// Start the create or update and return (exit 0), saying how to
+    /// follow it (`synth events STACK --follow`, `synth status STACK`).
+    /// Without a wait nothing can fail over: only the first of --region's
+    /// regions is tried.
+    #[arg(long, conflicts_with = "retry_until_up")]
+    no_wait: bool,
+
     /// Deploy without first checking the region's vCPU quotas, the zones
     /// that offer the instance types, and the reservations the blueprint
     /// names (`synth capacity` runs that check alone).
@@ -206,6 +213,7 @@ pub(super) fn run(args: &DeployArgs) -> ExitCode {
             keep_on_failure: args.keep_on_failure,
             allow_replacement: args.allow_replacement,
             yes: args.yes,
+            no_wait: args.no_wait,
         };
         let retry = args.retry_until_up.then(|| args.retry_interval.unwrap_or(failover::DEFAULT_RETRY_INTERVAL));
         let plan = Plan { regions: &regions, retry, options };
