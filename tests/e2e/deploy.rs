@@ -1189,7 +1189,7 @@ fn transcript() -> TestResult {
     let pkg = package(dir.path());
     let pkg = pkg.to_str().unwrap();
     let mut t = String::from(
-        "Transcript for issue 26: synth against the local AWS (moto with the project's launcher), every command\n\
+        "Transcript for issues 26 and 35: synth against the local AWS (moto with the project's launcher), every command\n\
          in a pseudo-terminal of 100 columns (script(1)), each screen as vt100 renders it after the command ended.\n\
          Written by tests/e2e/deploy.rs `transcript` (cargo test --test deploy -- --ignored transcript).\n\n",
     );
@@ -1354,6 +1354,61 @@ fn transcript() -> TestResult {
         &deploy(&["-p", "WorkerCount=3", "-p", "MaxWorkers=3", "--yes", "--update-image"]),
         "",
     );
+
+    t.push_str("== the stumbles of issue 35 ==\n");
+    let typed = dir.path().join("types.yaml");
+    std::fs::write(
+        &typed,
+        "name: minimal\nmaster:\n  instance_type: g4dn.xlarge\n  public: \"yes please\"\nworkers:\n  instance_type: \
+         [g4dn.xlarge]\n  count: \"four\"\n  min: -1\n  spot: 1\nstorage:\n  root_volume_gb: 1.5\nmastr: {}\n",
+    )?;
+    let typed = typed.to_str().unwrap();
+    transcript_step(
+        &mut t,
+        &format!("synth validate {typed}   (wrong types, a misspelt section: one run)"),
+        &synth(&aws, "deployer", &["validate", typed]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        "synth stage /etc/passwd --region us-east-1   (not an agent package)",
+        &stack(&["stage", "/etc/passwd"]),
+        "",
+    );
+    transcript_step(
+        &mut t,
+        &format!("synth diff {} ... -p WorkerCount=50   (past workers.max)", base[..3].join(" ")),
+        &{
+            let mut args = vec!["diff"];
+            args.extend(base);
+            args.extend(["-p", "WorkerCount=50"]);
+            synth(&aws, "deployer", &args)
+        },
+        "",
+    );
+    transcript_step(&mut t, "synth status minimall --region us-east-1   (a typo)", &stack(&["status", "minimall"]), "");
+    transcript_step(
+        &mut t,
+        "synth build blueprints/minimal.yaml --region us-east-1 > /dev/null   (the console route)",
+        &synth(&aws, "deployer", &["build", "blueprints/minimal.yaml", "--region", "us-east-1"]),
+        " > /dev/null",
+    );
+    transcript_step(&mut t, "synth outputs minimal --region us-east-1", &stack(&["outputs", "minimal"]), "");
+    transcript_step(
+        &mut t,
+        "synth events minimal --region us-east-1 | tail -3",
+        &stack(&["events", "minimal"]),
+        " | tail -3",
+    );
+    transcript_step(
+        &mut t,
+        "synth status --regoin us-east-1 minimal   (a misspelt flag)",
+        &synth(&aws, "deployer", &["status", "--regoin", "us-east-1", "minimal"]),
+        "",
+    );
+    let mut bad_key = stack(&["status", "minimal"]);
+    bad_key.env("AWS_ACCESS_KEY_ID", "AKIAUNKNOWNKEY000001");
+    transcript_step(&mut t, "AWS_ACCESS_KEY_ID=AKIAUNKNOWNKEY000001 synth status minimal", &bad_key, "");
 
     t.push_str("== delete ==\n");
     transcript_step(
