@@ -316,7 +316,7 @@ impl Watcher {
 fn time_left(limit: FormationLimit, elapsed: i64) -> String {
     let total = minutes(limit.timeout_ms);
     let parts = match limit.formation_ms {
-        Some(f) => format!(" ({} formation + {} stack and boot)", minutes(f), minutes(limit.timeout_ms - f)),
+        Some(f) => format!(" ({} formation + {} boot)", minutes(f), minutes(limit.timeout_ms - f)),
         None => String::new(),
     };
     let left = limit.timeout_ms - elapsed;
@@ -409,9 +409,10 @@ pub(crate) mod tests {
         w.set_group(GroupState { desired: 2, in_service: 2, ..GroupState::default() });
         assert_eq!(
             w.live_status(100_000 + 326_000),
-            "formation: 2 of 2 workers running, 19m 34s left of 25m (5m formation + 20m stack and boot)"
+            "formation: 2 of 2 workers running, 19m 34s left of 25m (5m formation + 20m boot)"
         );
         // It fits a 100-column terminal with the spinner and the clock.
+        w.set_group(GroupState { desired: 200, in_service: 100, ..GroupState::default() });
         assert!(format!("⠏ 59m 59s {}", w.live_status(100_000)).chars().count() < 100);
         assert!(w.live_status(100_000 + 1_600_000).contains("past the wait condition's 25m"));
     }
