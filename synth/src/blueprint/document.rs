@@ -237,7 +237,10 @@ fn path_in(stack: &[Open]) -> (String, bool) {
     for open in stack {
         match open {
             Open::Sequence { items, .. } => path.push_str(&format!("[{}]", items.len())),
-            Open::Mapping { key: Some(key), .. } => path = super::source_map::join(&path, key.scalar().unwrap_or("?")),
+            Open::Mapping { key: Some(key), .. } => {
+                let key = key.scalar().unwrap_or("?");
+                path = if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+            }
             Open::Mapping { key: None, .. } => return (path, true),
         }
     }

@@ -38,7 +38,8 @@ const REJECTED: &[&str] = &[
 /// `message` already `code: text`) as the port's error.
 pub fn classify(what: &str, status: u16, code: &str, message: String) -> CloudError {
     if REJECTED.contains(&code) {
-        CloudError::Rejected { what: what.to_owned(), code: code.to_owned(), message }
+        let said = rejected(what, code, &message);
+        CloudError::Rejected { what: what.to_owned(), code: code.to_owned(), said }
     } else if status == 403 || code.contains("AccessDenied") || code.contains("UnauthorizedOperation") {
         CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
     } else if status >= 500 {
