@@ -43,12 +43,6 @@ impl TemplateKind {
             TemplateKind::Image => image_build::compile(spec),
         }
     }
-
-    /// Whether a blueprint warning matters for this template: that the image
-    /// has no agent does not, for the template that bakes the agent in.
-    pub fn keeps(self, warning: &blueprint::Diagnostic) -> bool {
-        !(self == TemplateKind::Image && warning.path == blueprint::MISSING_AGENT_PATH)
-    }
 }
 
 /// Why a blueprint did not become a template.
@@ -79,8 +73,7 @@ pub fn build_image(source: &str, path: &str, region: Option<Region>) -> Result<B
 fn build_with(source: &str, path: &str, region: Option<Region>, kind: TemplateKind) -> Result<Built, BuildError> {
     let loaded = blueprint::load(source, path, region).map_err(|d| BuildError::Blueprint(d.render()))?;
     let rendered = kind.compile(&loaded.spec).render()?;
-    let mut warnings: Vec<String> =
-        loaded.warnings.iter().filter(|w| kind.keeps(w)).map(|w| w.render(source, path)).collect();
+    let mut warnings: Vec<String> = loaded.warnings.iter().map(|w| w.render(source, path)).collect();
     warnings.extend(rendered.warnings);
     Ok(Built { json: rendered.json, warnings })
 }

@@ -13,7 +13,7 @@ fn main() -> std::process::ExitCode {
     // provider's multi-line `WARN ... ProviderError` dump) would come before
     // synth's one clean message saying the same; `SYNTH_LOG=debug` has them.
     cli_output::init_logging("SYNTH_LOG", DEFAULT_LOG, std::io::stderr().is_terminal());
-    let code = match cli_output::parse::<synth::cli::Cli>() {
+    let code = match synth::cli::parse() {
         Ok(cli) => synth::cli::run(cli) as u8,
         Err(code) => code,
     };

@@ -200,9 +200,29 @@ fn image_prints_the_image_builder_template_without_the_missing_agent_warning() {
     // The same blueprint, as a cluster: the stock image cannot hold the agent.
     let o = synth(&["validate", "blueprints/gpu-cluster.yaml"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("image.agent_package_url"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`synth deploy` stages the agent package"), "{}", stderr(&o));
     let o = synth(&["validate", "blueprints/install-at-boot.yaml"]);
     assert!(!stderr(&o).contains("no deeplearning agent"), "{}", stderr(&o));
+}
+
+/// Issue 35: `synth build` warned on 7 of the 8 examples that the cluster
+/// "would fail to form", labelled with `image.agent_package_url:` (a field
+/// the file does not have) and a caret on `name:`. It is one note in the
+/// words of building a template for the console, with the next step; no
+/// warning names a field the file lacks.
+#[test]
+fn build_says_once_what_a_console_template_needs_without_a_field_label() {
+    let o = synth(&["build", "blueprints/minimal.yaml", "--region", "us-east-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("no deeplearning agent").count(), 1, "{err}");
+    assert!(err.starts_with("note: this template's nodes boot the default image"), "{err}");
+    assert!(err.contains("\n    packaging/build && synth stage --region us-east-1\n"), "{err}");
+    assert!(err.contains("`synth deploy` stages the package by itself"), "{err}");
+    assert!(!err.contains("warning:") && !err.contains("agent_package_url") && !err.contains("-->"), "{err}");
+    // Without a region, the command names where it goes.
+    let o = synth(&["build", "blueprints/minimal.yaml"]);
+    assert!(stderr(&o).contains("synth stage --region REGION"), "{}", stderr(&o));
 }
 
 /// Every flag and `synth <command>` that synth's own words name (its
@@ -273,6 +293,17 @@ mod named_flags_exist {
     /// `\` (a string continued in the source) goes on with the next.
     fn problems(owner: &str, text: &str, tree: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
         let all: BTreeSet<&String> = tree.values().flatten().collect();
+        problems_for(owner, text, tree, &|flag: &str| all.iter().any(|f| *f == flag))
+    }
+
+    /// [`problems`] where a flag outside a `synth X` command line must
+    /// satisfy `known`: the commands the text belongs to have it.
+    fn problems_for(
+        owner: &str,
+        text: &str,
+        tree: &BTreeMap<String, BTreeSet<String>>,
+        known: &dyn Fn(&str) -> bool,
+    ) -> Vec<String> {
         let mut found = Vec::new();
         // The command line a flag belongs to: synth's (which
         // subcommand), another program's, or none yet.
@@ -284,6 +315,18 @@ mod named_flags_exist {
             }
             continued = line.trim_end().ends_with('\\');
             let words: Vec<&str> = line.split(|c: char| c.is_whitespace() || "`'\"(),;[]{}".contains(c)).collect();
+            // Where each word starts, to tell a command line (`agent render`,
+            // a line that starts with it) from prose ("the image has no agent").
+            let mut starts = Vec::with_capacity(words.len());
+            let mut at = 0;
+            for word in &words {
+                starts.push(at);
+                at += word.len() + line[at + word.len()..].chars().next().map_or(0, char::len_utf8);
+            }
+            let commandish = |i: usize| {
+                let before = line[..starts[i]].trim_end_matches(' ');
+                before.ends_with(['`', '$', '(', '\'', '"', '-', ':']) || before.trim_start().is_empty()
+            };
             for (i, word) in words.iter().enumerate() {
                 match *word {
                     "synth" => {
@@ -296,7 +339,9 @@ mod named_flags_exist {
                             }
                         }
                     }
-                    "aws" | "ssh" | "cargo" | "journalctl" | "sh" | "scp" | "rsync" | "curl" | "trainer" | "agent" => {
+                    "aws" | "ssh" | "cargo" | "journalctl" | "sh" | "scp" | "rsync" | "curl" | "trainer" | "agent"
+                        if commandish(i) =>
+                    {
                         current = Some(None)
                     }
                     _ => {}
@@ -309,9 +354,9 @@ mod named_flags_exist {
                 let ok = match &current {
                     Some(Some(command)) => tree[command].contains(&flag),
                     Some(None) => true,
-                    // Prose may name another command's flag (`diff` says
-                    // what deploy's --allow-replacement does).
-                    None => all.contains(&flag),
+                    // Outside a `synth X` command line, a flag belongs to
+                    // the commands the text is shown by.
+                    None => known(&flag),
                 };
                 if !ok {
                     found.push(format!("{owner}: --{flag} is no flag of {current:?}: {line}"));
@@ -324,6 +369,8 @@ mod named_flags_exist {
     #[test]
     fn every_help_text_names_flags_and_commands_that_exist() {
         let tree = tree();
+        // A command's help may name another command's flag in prose (`diff`
+        // says what deploy's --allow-replacement does).
         let found: Vec<String> = help_texts().iter().flat_map(|(owner, text)| problems(owner, text, &tree)).collect();
         assert!(found.is_empty(), "{}", found.join("\n"));
         // The check can fail: a flag synth does not have is found, a flag
@@ -354,13 +401,105 @@ mod named_flags_exist {
         assert!(wide.is_empty(), "{}", wide.join("\n"));
     }
 
+    /// The ports every command imports for their traits and types: their
+    /// messages belong to whichever flow calls them (the prompt's `--yes`
+    /// to deploy's and delete's), so a flag there need only exist on some
+    /// command.
+    const PORTS: &[&str] = &["console", "port"];
+
+    /// The text of every `use` statement of a command's file.
+    fn uses(text: &str) -> String {
+        let mut out = String::new();
+        let mut inside = false;
+        for line in text.lines() {
+            let t = line.trim_start();
+            inside |= t.starts_with("use ") || t.starts_with("pub use ") || t.starts_with("pub(super) use ");
+            if inside {
+                out.push_str(t);
+                out.push(' ');
+                inside = !t.trim_end().ends_with(';');
+            }
+        }
+        out
+    }
+
+    /// The commands that show a message written in the function `function`
+    /// of the source file `path`: `cli/X.rs`'s are command X's; another
+    /// module's are those of every command whose `cli/X.rs` imports that
+    /// function, the module itself, or a type of it (`synth stage`
+    /// imports only `prepare::stage_package`, so `prepare`'s other
+    /// functions are deploy's). A module no command imports (the pure core,
+    /// reached through the flows) and the [`PORTS`] give `None`: a flag
+    /// there need only exist on some command.
+    fn commands_of(path: &Path, function: &str, cli: &BTreeMap<String, String>) -> Option<Vec<String>> {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let in_cli = path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == "cli");
+        if in_cli && cli.contains_key(stem) {
+            return Some(vec![stem.to_owned()]);
+        }
+        if PORTS.contains(&stem) {
+            return None;
+        }
+        let module = std::fs::read_to_string(path).unwrap_or_default();
+        let is_function =
+            |item: &str| module.contains(&format!("fn {item}(")) || module.contains(&format!("fn {item}<"));
+        let mut commands = Vec::new();
+        for (command, text) in cli {
+            let uses = uses(text);
+            // What the file imports from the module: `self` for the module.
+            let mut items: Vec<&str> = Vec::new();
+            for (i, _) in uses.match_indices(&format!("::{stem}")) {
+                let rest = &uses[i + 2 + stem.len()..];
+                if rest.starts_with([';', ',', '}', ' ']) {
+                    items.push("self");
+                } else if let Some(rest) = rest.strip_prefix("::{") {
+                    items.extend(rest.split('}').next().unwrap_or_default().split(',').map(str::trim));
+                } else if let Some(rest) = rest.strip_prefix("::") {
+                    items.push(rest.split([';', ',', '}', ' ']).next().unwrap_or_default());
+                }
+            }
+            if items.iter().any(|item| *item == "self" || *item == function || !is_function(item)) {
+                commands.push(command.clone());
+            }
+        }
+        (!commands.is_empty()).then_some(commands)
+    }
+
+    /// `text` without its `#[cfg(test)]` modules (test code prints nothing
+    /// to users), each line with the function it is in.
+    fn lines_by_function(text: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut function = String::new();
+        for line in text.lines() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break;
+            }
+            let t = line.trim_start();
+            if let Some(rest) = t.split_once("fn ").filter(|(before, _)| {
+                before.is_empty() || before.ends_with("pub ") || before.ends_with(") ") || before.ends_with("async ")
+            }) {
+                function = rest.1.split(['(', '<']).next().unwrap_or_default().to_owned();
+            }
+            out.push((function.clone(), line.to_owned()));
+        }
+        out
+    }
+
     /// The messages and warnings synth prints are string literals in its
-    /// source; every line of them (comments left out) is checked.
+    /// source; every line of them (comments left out) is checked, each
+    /// flag against the commands that show the message ([`commands_of`]):
+    /// `synth stage`'s missing-package message once said "pass
+    /// --agent-package FILE", a flag of deploy's that stage does not have.
     #[test]
     fn every_message_in_the_source_names_flags_and_commands_that_exist() {
         let tree = tree();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let cli: BTreeMap<String, String> = tree
+            .keys()
+            .filter_map(|c| Some((c.clone(), std::fs::read_to_string(src.join("cli").join(format!("{c}.rs"))).ok()?)))
+            .collect();
         let mut found = Vec::new();
-        let mut files = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        let mut files = vec![src.clone()];
         while let Some(path) = files.pop() {
             if path.is_dir() {
                 files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
@@ -370,11 +509,47 @@ mod named_flags_exist {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            let code: String =
-                text.lines().filter(|l| !l.trim_start().starts_with("//")).map(|l| format!("{l}\n")).collect();
-            found.extend(problems(&path.display().to_string(), &code, &tree));
+            let all: BTreeSet<&String> = tree.values().flatten().collect();
+            // The lines of each function together (a message continued over
+            // lines stays one text).
+            let mut by_function: Vec<(String, String)> = Vec::new();
+            for (function, line) in lines_by_function(&text) {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                match by_function.last_mut() {
+                    Some((f, code)) if *f == function => {
+                        code.push_str(&line);
+                        code.push('\n');
+                    }
+                    _ => by_function.push((function, format!("{line}\n"))),
+                }
+            }
+            for (function, code) in by_function {
+                let commands = commands_of(&path, &function, &cli);
+                let known = |flag: &str| match &commands {
+                    None => all.iter().any(|f| *f == flag),
+                    Some(commands) => commands.iter().all(|c| tree[c].contains(flag)),
+                };
+                let owner = format!("{} (fn {function}, {commands:?})", path.display());
+                found.extend(problems_for(&owner, &code, &tree, &known));
+            }
         }
         assert!(found.is_empty(), "{}", found.join("\n"));
+        // The check can fail: stage's old advice, in the module stage and
+        // deploy both use, names a flag stage does not have.
+        let prepare = src.join("deploy/prepare.rs");
+        let commands = commands_of(&prepare, "stage_package", &cli).unwrap_or_default();
+        assert!(commands.contains(&"stage".to_owned()) && commands.contains(&"deploy".to_owned()), "{commands:?}");
+        assert_eq!(commands_of(&prepare, "check_parameters", &cli), Some(vec!["deploy".to_owned()]));
+        let known = |flag: &str| commands.iter().all(|c| tree[c].contains(flag));
+        assert_eq!(problems_for("prepare", "\"or pass --agent-package FILE\"", &tree, &known).len(), 1);
+        let code: String = lines_by_function(&std::fs::read_to_string(&prepare).unwrap())
+            .into_iter()
+            .filter(|(f, _)| f == "stage_package")
+            .map(|(_, l)| l + "\n")
+            .collect();
+        assert_eq!(problems_for("prepare", &code, &tree, &known), Vec::<String>::new());
     }
 }
 
@@ -439,8 +614,65 @@ fn credentials_region_and_profile_errors_are_one_paragraph() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("error: no AWS profile named nosuch in your AWS config files"), "{err}");
     }
+    // AWS_PROFILE is checked as --profile is, keys in the environment or
+    // not, and the advice names the profile.
+    for env in [&keys[..], &[]] {
+        let mut env = env.to_vec();
+        env.push(("AWS_PROFILE", "nosuch"));
+        let o = synth_env(&["status", "--region", "us-east-1"], &env, &home);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.starts_with("error: no AWS profile named nosuch in your AWS config files (AWS_PROFILE names it"));
+        assert!(err.ends_with("create it with `aws configure --profile nosuch`\n"), "{err}");
+    }
+    // A region from the environment is checked as --region is.
+    let o = synth_env(&["status"], &[keys[0], keys[1], ("AWS_REGION", "eu-central-1")], &home);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: `eu-central-1` is not a supported region"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(from AWS_REGION)"), "{}", stderr(&o));
+    let flag = synth_env(&["status", "--region", "eu-central-1"], &keys, &home);
+    assert_eq!(flag.status.code(), Some(2));
+    assert!(stderr(&flag).contains("`eu-central-1` is not a supported region"), "{}", stderr(&flag));
+
     std::fs::create_dir_all(home.join(".aws")).unwrap();
     std::fs::write(home.join(".aws/config"), "[profile dev]\nregion = us-east-1\n[default]\n").unwrap();
     let o = synth_env(&["status", "--profile", "nosuch"], &keys, &home);
     assert!(stderr(&o).ends_with("; the profiles there are default, dev\n"), "{}", stderr(&o));
+}
+
+/// Keys AWS does not know are a credentials problem, not a policy one: the
+/// message names the credentials used and what to check (issue 35). The
+/// endpoint answers every call as AWS answers an unknown access key.
+#[test]
+fn credentials_aws_rejects_are_named_with_their_source() {
+    let home = temp_dir("aws-home-rejected");
+    let aws = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", aws.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let body = "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidClientTokenId</Code>\
+                    <Message>The security token included in the request is invalid.</Message></Error>\
+                    <RequestId>1</RequestId></ErrorResponse>";
+        for mut stream in aws.incoming().flatten() {
+            let _ = stream.read(&mut [0; 65536]);
+            let head = format!(
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(format!("{head}{body}").as_bytes());
+        }
+    });
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIDUNKNOWN1234"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_MAX_ATTEMPTS", "1"),
+    ];
+    let o = synth_env(&["status", "demo", "--region", "us-east-1"], &env, &home);
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("AWS did not accept the credentials (InvalidClientTokenId"), "{err}");
+    assert!(err.contains("they were the keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, access key ****1234"));
+    assert!(err.contains("`aws sts get-caller-identity`"), "{err}");
+    assert!(!err.contains("policy"), "{err}");
 }

@@ -245,26 +245,41 @@ const CASES: &[Case] = &[
         says: "",
         after: nothing,
     },
+    // What was read is no blueprint: exit 1, as a tab is (issue 35 found
+    // these at exit 2), with the file and, where there is one, the place.
     Case {
-        name: "an endless blueprint on stdin: stopped at 1 MiB",
+        name: "an endless blueprint on stdin: stopped at 1 MiB, exit 1",
         setup: |_| {
             let mut c = synth(&["validate", "-"]);
             c.stdin(fs::File::open("/dev/zero").unwrap());
             Some(c)
         },
-        code: 2,
-        says: "it is larger than 1024 KiB (reading stopped there)",
+        code: 1,
+        says: "error: <stdin>: the blueprint is larger than 1024 KiB (reading stopped there)",
         after: nothing,
     },
     Case {
-        name: "a blueprint that is not UTF-8: says where",
+        name: "a blueprint that is not UTF-8: says where, exit 1",
         setup: |d| {
-            fs::write(d.path("latin1.yaml"), b"name: caf\xe9\n").unwrap();
+            fs::write(d.path("latin1.yaml"), b"name: x\ntag: caf\xe9\n").unwrap();
             Some(synth(&["validate", &d.arg("latin1.yaml")]))
         },
-        code: 2,
-        says: "it is not UTF-8 text (byte 9 is not)",
+        code: 1,
+        says: "latin1.yaml:2:9: the blueprint is not UTF-8 text (byte 16, 0xe9, is not)",
         after: nothing,
+    },
+    Case {
+        name: "a binary blueprint with a NUL byte: a control character, not a tab, exit 1",
+        setup: |d| {
+            fs::write(d.path("nul.yaml"), b"name: x\x00\x01\n").unwrap();
+            Some(synth(&["validate", &d.arg("nul.yaml")]))
+        },
+        code: 1,
+        says: "YAML does not allow this control character",
+        after: |_, out| {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!err.contains("indent with spaces"), "{err}");
+        },
     },
     Case {
         name: "a 100 KB instance type: refused at once, echoed cut short",

@@ -159,7 +159,7 @@ fn deploy_with_a_p_quota_of_0_is_refused_before_any_stack_exists() -> TestResult
     let narrow = aws.user_with_policies("no-quota-reader", &[calls_policy, policy("resources")])?;
     let dir = tempfile::tempdir()?;
     let package = dir.path().join("deeplearning-agent_0.1.0-1_amd64.deb");
-    std::fs::write(&package, b"a package's bytes")?;
+    std::fs::write(&package, e2e::synth_cli::placeholder_deb())?;
     let mut deploy = synth_as(&aws, &narrow, &["deploy", "blueprints/minimal.yaml", "--region", "us-east-1"]);
     deploy.args(["-p", "ImageId=/e2e/ami-id", "--yes", "--agent-package"]).arg(&package);
     let (code, _, err) = run(deploy);

@@ -203,8 +203,7 @@ async fn a_deploy_without_capacity_in_the_first_region_forms_in_the_second() -> 
     aws.insufficient_capacity("g4dn.xlarge", None, Some("us-east-1"))?;
     let dir = tempfile::tempdir().map_err(|e| unexpected("temp dir", e))?;
     let package = dir.path().join("deeplearning-agent_0.1.0-1_amd64.deb");
-    std::fs::write(&package, b"not really a package, but bytes with a checksum")
-        .map_err(|e| unexpected("the package", e))?;
+    std::fs::write(&package, e2e::synth_cli::placeholder_deb()).map_err(|e| unexpected("the package", e))?;
     let args = [
         "deploy",
         "blueprints/minimal.yaml",

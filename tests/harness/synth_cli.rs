@@ -48,3 +48,26 @@ pub fn command_as(aws: &LocalAws, (key, secret): &(String, String), args: &[&str
         .stdin(Stdio::null());
     cmd
 }
+
+/// The bytes of a Debian package as cargo-deb lays one out (`debian-binary`,
+/// `control.tar.xz`, `data.tar.xz`), with placeholder members: enough for
+/// synth's check of an agent package (which reads an xz member's structure,
+/// not its content), for the tests whose nodes never install it.
+pub fn placeholder_deb() -> Vec<u8> {
+    let mut out = b"!<arch>\n".to_vec();
+    let members: [(&str, &[u8]); 3] = [
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.xz", b"\xfd7zXZ\0 placeholder control"),
+        ("data.tar.xz", b"\xfd7zXZ\0 placeholder data, bytes with a checksum"),
+    ];
+    for (name, content) in members {
+        out.extend_from_slice(
+            format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, 100644, content.len()).as_bytes(),
+        );
+        out.extend_from_slice(content);
+        if content.len() % 2 == 1 {
+            out.push(b'\n');
+        }
+    }
+    out
+}

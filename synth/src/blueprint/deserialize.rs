@@ -1,7 +1,9 @@
 //! The blueprint text -> the [`super::model`] structs, by `serde_yaml_ng`.
 //!
 //! `serde_ignored` collects every unknown field (all of them, not only the
-//! first), and `serde_path_to_error` gives the field path of a type error.
+//! first), and `serde_path_to_error` gives the field path of a type error;
+//! after each type error the wrong value is taken out of the document tree
+//! and the rest read again, so every type error is found in one run.
 //! This module only turns what those libraries report into diagnostics: the
 //! position comes from the [`SourceMap`], the allowed field names from the
 //! JSON Schema, and serde's standard messages ("invalid type: string
@@ -12,30 +14,143 @@
 //! `no` are strings, not booleans; a field that wants a string takes any
 //! scalar's text as written, so `version: 1.10` in `tags` stays `1.10`.
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 use super::diagnostic::{Diagnostic, Location, shown, ticked};
+use super::document::{Node, NodeKind};
 use super::model::Blueprint;
 use super::schema::json_schema;
 use super::source_map::{SourceMap, join};
 use super::suggestion::{backticked, did_you_mean};
 
-/// The blueprint, or `None` after a type error; and every problem found
-/// (unknown fields, then the type error if there is one).
-pub(crate) fn blueprint(text: &str, map: &SourceMap) -> (Option<Blueprint>, Vec<Diagnostic>) {
+/// At most this many type errors are collected (a report shows the first
+/// [`super::diagnostic::MAX_REPORTED`] problems): each costs one more read of
+/// the blueprint, so the work stays linear in its size.
+const MAX_TYPE_ERRORS: usize = 50;
+
+/// What reading the blueprint into the model found.
+pub(crate) struct Deserialized {
+    /// The blueprint, with every value that had a type error left out; `None`
+    /// when a type error could not be taken out to read on.
+    pub blueprint: Option<Blueprint>,
+    /// Every unknown field and every type error, in the order found.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The paths of the type errors: later checks say nothing more about
+    /// these fields (a wrong `count` is not also a missing one).
+    pub wrong: Vec<String>,
+    /// `parent.field` for each unknown field that is a likely typo of
+    /// `field`: the typo is the one mistake, not also a missing field.
+    pub misspelt: Vec<String>,
+}
+
+/// Reads the blueprint into the model, reporting every unknown field and
+/// every type error at once: after a type error the wrong value is taken out
+/// of the YAML tree `root` (parsed from `text`) and the rest read again, so a
+/// file with nine wrong values gets nine errors in one run.
+pub(crate) fn blueprint(text: &str, root: &Node, map: &SourceMap) -> Deserialized {
     let schema = json_schema();
+    let mut unknown: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut errors: Vec<Diagnostic> = Vec::new();
+    let mut wrong: Vec<String> = Vec::new();
+    // The tree with the wrong values taken out, once there is one.
+    let mut edited: Option<Node> = None;
+    let blueprint = loop {
+        let yaml = edited.as_ref().map(Node::to_yaml);
+        let (result, found) = read(yaml.as_deref().unwrap_or_else(|| without_bom(text)));
+        for path in found {
+            if seen.insert(path.clone()) {
+                unknown.push(path);
+            }
+        }
+        let e = match result {
+            Ok(b) => break Some(b),
+            Err(e) => e,
+        };
+        let path = error_path(e.path());
+        // A problem made by taking a value out (its parent read again
+        // without it) is not the user's; stop reading there.
+        if edited.is_some() && wrong.iter().any(|w| w == &path || is_under(w, &path)) {
+            break None;
+        }
+        // Positions in a text read again are not the file's; the source
+        // map has every path that can be taken out.
+        let diagnostic = type_error(&e, edited.is_none().then_some(text), text, map, &schema);
+        let missing = diagnostic.message == MISSING;
+        errors.push(diagnostic);
+        wrong.push(path.clone());
+        if missing || path.is_empty() || !map.contains(&path) || errors.len() >= MAX_TYPE_ERRORS {
+            break None;
+        }
+        let tree = edited.get_or_insert_with(|| root.clone());
+        if !take_out(tree, "", &path) {
+            break None;
+        }
+    };
+    let mut diagnostics = Vec::with_capacity(unknown.len() + errors.len());
+    let mut misspelt = Vec::new();
+    for path in &unknown {
+        let (d, close) = unknown_field(path, map, &schema);
+        if let Some(close) = close {
+            misspelt.push(join(split(path).0, &close));
+        }
+        diagnostics.push(d);
+    }
+    diagnostics.extend(errors);
+    Deserialized { blueprint, diagnostics, wrong, misspelt }
+}
+
+/// One read of `yaml` into the model: the result, and the unknown fields'
+/// paths.
+fn read(yaml: &str) -> (Result<Blueprint, serde_path_to_error::Error<serde_yaml_ng::Error>>, Vec<String>) {
     let mut unknown = Vec::new();
-    // libyaml reads a byte order mark as part of the first key.
-    let de = serde_yaml_ng::Deserializer::from_str(without_bom(text));
+    let de = serde_yaml_ng::Deserializer::from_str(yaml);
     let mut record = |path: serde_ignored::Path<'_>| unknown.push(ignored_path(&path));
     let ignored = serde_ignored::Deserializer::new(de, &mut record);
-    let result: Result<Blueprint, _> = serde_path_to_error::deserialize(ignored);
-    let mut diagnostics: Vec<Diagnostic> = unknown.iter().map(|path| unknown_field(path, map, &schema)).collect();
-    match result {
-        Ok(b) => (Some(b), diagnostics),
-        Err(e) => {
-            diagnostics.push(type_error(&e, text, map, &schema));
-            (None, diagnostics)
+    let result = serde_path_to_error::deserialize(ignored);
+    (result, unknown)
+}
+
+/// Whether `path` is inside `ancestor` (`workers.count` in `workers`; every
+/// path in the root, `""`).
+pub(crate) fn is_under(path: &str, ancestor: &str) -> bool {
+    ancestor.is_empty()
+        || path.strip_prefix(ancestor).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
+/// Takes the value at `target` out of `node` (whose path is `at`): a mapping
+/// entry is removed, a list item becomes the empty text `""` (removing it
+/// would renumber the items after it). Whether it was found.
+fn take_out(node: &mut Node, at: &str, target: &str) -> bool {
+    match &mut node.kind {
+        NodeKind::Scalar { .. } => false,
+        NodeKind::Sequence(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let path = format!("{at}[{i}]");
+                if path == target {
+                    item.kind = NodeKind::Scalar { value: String::new(), plain: false };
+                    return true;
+                }
+                if is_under(target, &path) {
+                    return take_out(item, &path, target);
+                }
+            }
+            false
+        }
+        NodeKind::Mapping(entries) => {
+            for i in 0..entries.len() {
+                let path = join(at, entries[i].0.scalar().unwrap_or_default());
+                if path == target {
+                    entries.remove(i);
+                    return true;
+                }
+                if is_under(target, &path) && take_out(&mut entries[i].1, &path, target) {
+                    return true;
+                }
+            }
+            false
         }
     }
 }
@@ -129,16 +244,19 @@ fn within(parent: &str) -> String {
     if parent.is_empty() { "at the top level".to_owned() } else { format!("in `{parent}`") }
 }
 
-fn unknown_field(path: &str, map: &SourceMap, schema: &Value) -> Diagnostic {
+/// The error for an unknown field, and the field it is likely a typo of.
+fn unknown_field(path: &str, map: &SourceMap, schema: &Value) -> (Diagnostic, Option<String>) {
     let (parent, name) = split(path);
     let fields = fields_at(schema, parent);
     let listed = backticked(fields.iter().copied());
-    let help = match did_you_mean(name, fields.iter().copied()) {
+    let close = if name == "<<" { None } else { did_you_mean(name, fields.iter().copied()) };
+    let help = match close {
         _ if name == "<<" => "YAML merge keys (`<<`) are not supported in blueprints; write the fields out".to_owned(),
         Some(close) => format!("did you mean `{close}`? The fields allowed {} are {listed}", within(parent)),
         None => format!("the fields allowed {} are {listed}", within(parent)),
     };
-    Diagnostic::error(path, map.key(path), format!("unknown field {}", ticked(name))).with_help(help)
+    let d = Diagnostic::error(path, map.key(path), format!("unknown field {}", ticked(name))).with_help(help);
+    (d, close.map(str::to_owned))
 }
 
 /// What serde found, parsed back from its standard wording
@@ -233,13 +351,15 @@ fn type_help(expected: &str, found: &Found<'_>) -> String {
     }
 }
 
+/// The message of a missing required field.
+pub(crate) const MISSING: &str = "this required field is missing";
+
 /// `field` of the mapping at `parent` (`""`: the top level) is required and
 /// missing. Pointed at the key of the mapping it belongs in; for the top
 /// level, at the first key.
 pub(crate) fn missing_field(parent: &str, field: &str, map: &SourceMap) -> Diagnostic {
     let at = if parent.is_empty() { map.value("") } else { map.key(parent) };
-    Diagnostic::error(join(parent, field), at, "this required field is missing")
-        .with_help(missing_help(field, split(parent).1))
+    Diagnostic::error(join(parent, field), at, MISSING).with_help(missing_help(field, split(parent).1))
 }
 
 /// What to add for a missing required field, with an example value.
@@ -298,18 +418,21 @@ fn yaml_location(e: &serde_yaml_ng::Error, text: &str) -> Option<Location> {
     })
 }
 
+/// The diagnostic for a type error. `read` is the text serde read when it is
+/// the file's own (its positions are the file's), `text` the file's text.
 fn type_error(
     e: &serde_path_to_error::Error<serde_yaml_ng::Error>,
+    read: Option<&str>,
     text: &str,
     map: &SourceMap,
     schema: &Value,
 ) -> Diagnostic {
     let path = error_path(e.path());
     let message = bare_message(e.inner(), &e.path().to_string());
-    let location = if map.contains(&path) {
-        map.value(&path)
-    } else {
-        yaml_location(e.inner(), text).unwrap_or_else(|| map.value(&path))
+    let location = match read {
+        _ if map.contains(&path) => map.value(&path),
+        Some(read) => yaml_location(e.inner(), read).unwrap_or_else(|| map.value(&path)),
+        None => map.value(&path),
     };
     let error =
         |message: String, help: String| Diagnostic::error(path.clone(), location.clone(), message).with_help(help);
@@ -438,13 +561,13 @@ mod tests {
 
     fn load(text: &str) -> (Option<Blueprint>, Vec<Diagnostic>) {
         let root = parse(text).unwrap();
-        blueprint(text, &SourceMap::new(&root, text))
+        let d = blueprint(text, &root, &SourceMap::new(&root, text));
+        (d.blueprint, d.diagnostics)
     }
 
     fn error(text: &str) -> Diagnostic {
-        let (b, mut d) = load(text);
-        assert!(b.is_none(), "loaded");
-        d.pop().unwrap()
+        let (_, mut d) = load(text);
+        d.pop().expect("an error")
     }
 
     const BASE: &str = "name: x\nmaster: { instance_type: p3.2xlarge }\n";

@@ -77,6 +77,79 @@ impl Node {
     }
 }
 
+impl Node {
+    /// The node as block-style YAML that serde_yaml_ng reads as it reads the
+    /// original: plain scalars keep their text (so they resolve as they did),
+    /// quoted and block scalars and folded plain ones become double-quoted
+    /// strings. Used to read a blueprint again with a wrong value taken out,
+    /// so every type error is found in one run (see `deserialize`).
+    pub fn to_yaml(&self) -> String {
+        let mut out = String::new();
+        match &self.kind {
+            NodeKind::Mapping(entries) if entries.is_empty() => out.push_str("{}\n"),
+            NodeKind::Sequence(items) if items.is_empty() => out.push_str("[]\n"),
+            NodeKind::Scalar { .. } => {
+                self.emit_scalar(&mut out);
+                out.push('\n');
+            }
+            _ => self.emit_block(&mut out, 0),
+        }
+        out
+    }
+
+    /// A mapping's or a sequence's lines at `indent` spaces.
+    fn emit_block(&self, out: &mut String, indent: usize) {
+        let child = |out: &mut String, node: &Node| match &node.kind {
+            NodeKind::Mapping(e) if !e.is_empty() => {
+                out.push('\n');
+                node.emit_block(out, indent + 2);
+            }
+            NodeKind::Sequence(i) if !i.is_empty() => {
+                out.push('\n');
+                node.emit_block(out, indent + 2);
+            }
+            NodeKind::Mapping(_) => out.push_str(" {}\n"),
+            NodeKind::Sequence(_) => out.push_str(" []\n"),
+            NodeKind::Scalar { .. } => {
+                out.push(' ');
+                node.emit_scalar(out);
+                out.push('\n');
+            }
+        };
+        match &self.kind {
+            NodeKind::Mapping(entries) => {
+                for (key, value) in entries {
+                    out.extend(std::iter::repeat_n(' ', indent));
+                    key.emit_scalar(out);
+                    out.push(':');
+                    child(out, value);
+                }
+            }
+            NodeKind::Sequence(items) => {
+                for item in items {
+                    out.extend(std::iter::repeat_n(' ', indent));
+                    out.push('-');
+                    child(out, item);
+                }
+            }
+            NodeKind::Scalar { .. } => self.emit_scalar(out),
+        }
+    }
+
+    fn emit_scalar(&self, out: &mut String) {
+        if let NodeKind::Scalar { value, plain } = &self.kind {
+            // A plain scalar was valid plain text where it was written, and
+            // block context allows more than flow context; one folded over
+            // lines holds a line break and is a string whatever its style.
+            if *plain && !value.contains('\n') {
+                out.push_str(value);
+            } else {
+                out.push_str(&serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned()));
+            }
+        }
+    }
+}
+
 /// Whether a plain scalar's text is null under the YAML 1.2 core schema.
 fn is_null_text(text: &str) -> bool {
     matches!(text, "" | "~" | "null" | "Null" | "NULL")
@@ -157,6 +230,23 @@ enum Open {
     },
 }
 
+/// The path (`tags.team`, `workers.instance_types[2]`) of the node being
+/// read inside `stack`, and whether it is a mapping's key rather than a value.
+fn path_in(stack: &[Open]) -> (String, bool) {
+    let mut path = String::new();
+    for open in stack {
+        match open {
+            Open::Sequence { items, .. } => path.push_str(&format!("[{}]", items.len())),
+            Open::Mapping { key: Some(key), .. } => {
+                let key = key.scalar().unwrap_or("?");
+                path = if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+            }
+            Open::Mapping { key: None, .. } => return (path, true),
+        }
+    }
+    (path, false)
+}
+
 /// Parses the whole text into one node. Errors are complete diagnostics.
 pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
     let positions = Positions::new(text);
@@ -207,11 +297,17 @@ pub(crate) fn parse(text: &str) -> Result<Node, Diagnostic> {
             }
             Event::Scalar(value, style, anchor, tag) => {
                 if value.len() > MAX_SCALAR_BYTES {
+                    let (path, is_key) = path_in(&stack);
+                    let what = match (is_key, path.is_empty()) {
+                        (true, true) => "this key at the top level".to_owned(),
+                        (true, false) => format!("this key in `{path}`"),
+                        (false, _) => "this value".to_owned(),
+                    };
                     return Err(Diagnostic::error(
-                        "",
+                        if is_key { "" } else { path.as_str() },
                         location,
                         format!(
-                            "this value is {} bytes long; no blueprint field takes more than {MAX_SCALAR_BYTES}",
+                            "{what} is {} bytes long; no blueprint field takes more than {MAX_SCALAR_BYTES}",
                             value.len()
                         ),
                     )
@@ -332,14 +428,16 @@ fn empty(positions: &Positions<'_>) -> Diagnostic {
 fn syntax_error(positions: &Positions<'_>, text: &str, marker: &Marker, info: &str) -> Diagnostic {
     // The scanner reports a tab where the token it was reading began, which
     // can be a line above the tab; point at the tab itself.
-    if info.contains("tab")
-        && let Some(tab) = first_indenting_tab(text, marker.line())
-    {
+    // "tab" as a word: "found unprintable character" is about something else.
+    let tab = info.split(|c: char| !c.is_ascii_alphabetic()).any(|w| w == "tab" || w == "tabs");
+    if tab && let Some(tab) = first_indenting_tab(text, marker.line()) {
         return Diagnostic::error("", positions.at(&tab), "the file is not valid YAML: a tab is used for indentation")
             .with_help("indent with spaces: YAML does not allow tabs in indentation");
     }
-    let help = if info.contains("tab") {
+    let help = if tab {
         "indent with spaces: YAML does not allow tabs in indentation"
+    } else if info.contains("unprintable") {
+        "YAML does not allow this control character (a NUL byte, say): a blueprint is UTF-8 text, not a binary file"
     } else if info.contains("mapping values are not allowed") {
         "a value that contains `: ` must be quoted, and a nested mapping must be indented under its key"
     } else {

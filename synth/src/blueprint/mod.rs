@@ -10,7 +10,9 @@
 //! 3. [`deserialize`]: the text -> the [`model`] serde structs, parsed by
 //!    `serde_yaml_ng`; `serde_ignored` collects every unknown field (reported
 //!    with the allowed names from the JSON Schema and a "did you mean"), and
-//!    `serde_path_to_error` names the field of a type error (which stops here);
+//!    `serde_path_to_error` names the field of a type error; the wrong value
+//!    is taken out of the tree and the rest read again, so every type error
+//!    is reported, and the later checks skip the fields already reported;
 //! 4. [`validate`]: every rule and default -> [`ClusterSpec`] and warnings.
 //!
 //! Nothing here touches files, the network or AWS; the caller reads the file
@@ -27,7 +29,8 @@ mod validate;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, render_all};
 pub use schema::json_schema;
-pub use validate::{DEFAULT_SSM_PARAMETER, MISSING_AGENT_PATH};
+pub(crate) use suggestion::did_you_mean;
+pub use validate::DEFAULT_SSM_PARAMETER;
 
 use crate::region::Region;
 use crate::spec::ClusterSpec;
@@ -39,6 +42,11 @@ pub struct Loaded {
     pub spec: ClusterSpec,
     /// Things the user should know that do not stop the build.
     pub warnings: Vec<Diagnostic>,
+    /// The image, in words, when it is a stock image with no agent and the
+    /// blueprint names no package to install at boot: a template built
+    /// as it is would fail to form. `synth deploy` stages the package
+    /// itself; `synth build` and `validate` say what a console upload needs.
+    pub missing_agent: Option<String>,
 }
 
 /// Parses and checks the blueprint `text`, read from `path`.
@@ -55,25 +63,101 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
     let root = document::parse(text).map_err(|d| fail(vec![d]))?;
     let map = source_map::SourceMap::new(&root, text);
 
-    let (parsed, mut diagnostics) = deserialize::blueprint(text, &map);
-    // A type error leaves no blueprint to check further; it is reported with
-    // the unknown fields found before it.
-    let Some(blueprint) = parsed else {
+    let read = deserialize::blueprint(text, &root, &map);
+    let mut diagnostics = read.diagnostics;
+    // A type error that could not be taken out leaves no blueprint to check
+    // further; it is reported with everything found before it.
+    let Some(blueprint) = read.blueprint else {
         return Err(fail(diagnostics));
     };
 
-    // Unknown fields do not stop validation: the user gets both kinds of
-    // problem in one run.
+    // Unknown fields and type errors do not stop validation: the user gets
+    // every kind of problem in one run, one error per mistake (a field with
+    // a wrong value is not also missing, nor a misspelt one).
     let (spec, found) = validate::validate(blueprint, &map, region);
-    diagnostics.extend(found);
+    diagnostics.extend(found.into_iter().filter(|d| {
+        let reported = read.wrong.iter().any(|w| d.path == *w || deserialize::is_under(&d.path, w));
+        let misspelt = d.message == deserialize::MISSING && read.misspelt.contains(&d.path);
+        !reported && !misspelt
+    }));
     match spec {
         Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
             // Only once the blueprint is otherwise right (no error from any
             // step): until then, the errors are what to fix.
-            diagnostics.extend(validate::missing_agent(&spec.image, &map));
-            Ok(Loaded { spec, warnings: diagnostics })
+            let missing_agent = validate::missing_agent(&spec.image, &map);
+            Ok(Loaded { spec, warnings: diagnostics, missing_agent })
         }
         _ => Err(fail(diagnostics)),
+    }
+}
+
+/// The errors the blueprint `text` (which loads) has once the fields in
+/// `overrides` (a field's path, such as `workers.count`, and its value as
+/// given; an empty value leaves the field out) are written over it: what a
+/// stack parameter set on the command line would break, checked by the
+/// blueprint's own rules. A value of digits is a number, any other text;
+/// a field the blueprint lists as `workers.instance_types` is its first
+/// type.
+pub fn check_overrides(text: &str, region: Option<Region>, overrides: &[(&str, &str)]) -> Vec<Diagnostic> {
+    let Ok(mut root) = document::parse(text) else {
+        return Vec::new();
+    };
+    for (field, value) in overrides {
+        let digits = value.strip_prefix('-').unwrap_or(value);
+        let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+        let node = (!value.is_empty()).then(|| document::Node {
+            kind: document::NodeKind::Scalar { value: (*value).to_owned(), plain },
+            location: root.location.clone(),
+        });
+        set(&mut root, field, node);
+    }
+    match load(&root.to_yaml(), "", region) {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems.items.into_iter().filter(|d| d.severity == Severity::Error).collect(),
+    }
+}
+
+/// Writes `value` at the dotted `path` of the mapping `node` (making the
+/// mappings on the way), or removes the field when `value` is `None`.
+fn set(node: &mut document::Node, path: &str, value: Option<document::Node>) {
+    use document::{Node, NodeKind};
+    let (key, rest) = path.split_once('.').map_or((path, None), |(k, r)| (k, Some(r)));
+    let location = node.location.clone();
+    let NodeKind::Mapping(entries) = &mut node.kind else {
+        return;
+    };
+    // The first of a list of types stands for the one type.
+    if key == "instance_type"
+        && rest.is_none()
+        && let Some((_, list)) = entries.iter_mut().find(|(k, _)| k.scalar() == Some("instance_types"))
+    {
+        if let (NodeKind::Sequence(items), Some(value)) = (&mut list.kind, value) {
+            match items.first_mut() {
+                Some(first) => *first = value,
+                None => items.push(value),
+            }
+        }
+        return;
+    }
+    let found = entries.iter().position(|(k, _)| k.scalar() == Some(key));
+    match (rest, found, value) {
+        (None, Some(i), Some(value)) => entries[i].1 = value,
+        (None, Some(i), None) => {
+            entries.remove(i);
+        }
+        (None, None, Some(value)) => {
+            let k = Node { kind: NodeKind::Scalar { value: key.to_owned(), plain: true }, location };
+            entries.push((k, value));
+        }
+        (None, None, None) => {}
+        (Some(rest), Some(i), value) => set(&mut entries[i].1, rest, value),
+        (Some(_), None, None) => {}
+        (Some(rest), None, Some(value)) => {
+            let k = Node { kind: NodeKind::Scalar { value: key.to_owned(), plain: true }, location: location.clone() };
+            let mut child = Node { kind: NodeKind::Mapping(Vec::new()), location };
+            set(&mut child, rest, Some(value));
+            entries.push((k, child));
+        }
     }
 }
 
@@ -105,9 +189,9 @@ workers:
     #[test]
     fn the_minimal_blueprint_gets_every_default() {
         let loaded = ok(MINIMAL, None);
-        // The one warning: the default (stock) image cannot hold the agent.
-        let [warning] = &loaded.warnings[..] else { panic!("{:?}", loaded.warnings) };
-        assert!(warning.message.contains("has no deeplearning agent"), "{warning:?}");
+        // No warning; the default (stock) image has no agent.
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(loaded.missing_agent.as_deref(), Some("the default image (the stock Deep Learning AMI)"));
         let expected = ClusterSpec {
             name: "minimal".into(),
             region: None,
@@ -181,9 +265,9 @@ workers:
 
     #[test]
     fn every_problem_is_reported_in_one_pass_whatever_is_missing() {
-        // One mistake of each kind: a typo in a required field (so it is
-        // missing too), a missing required field and section, an unknown
-        // instance type, a bad CIDR, a value out of range, a bad enum value.
+        // One mistake of each kind: a typo in a required field, a missing
+        // required field and section, an unknown instance type, a bad CIDR,
+        // a value out of range, a bad enum value.
         let text = "\
 master:
   instance_type: p3.2xlarge
@@ -201,7 +285,6 @@ formation:
         let paths: Vec<&str> = e.items.iter().map(|d| d.path.as_str()).collect();
         for expected in [
             "name",
-            "workers.count",
             "workers.cuont",
             "workers.instance_type",
             "workers.max",
@@ -210,9 +293,89 @@ formation:
         ] {
             assert!(paths.contains(&expected), "{expected} not reported: {paths:?}\n{e}");
         }
+        // The typo is one mistake: `count` is not also reported missing.
+        assert!(!paths.contains(&"workers.count"), "{paths:?}");
+        assert_eq!(e.error_count(), 6, "{e}");
         // Every missing section is reported once, not field by field.
         let e = load("name: x\n", "t.yaml", None).expect_err("should fail");
         assert_eq!(e.items.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["master", "workers"]);
+    }
+
+    #[test]
+    fn every_type_error_is_reported_in_one_run_once() {
+        // Nine wrong types (issue 35), a misspelt section and a bad CIDR:
+        // eleven mistakes, eleven errors, one run.
+        let text = "\
+name: x
+master:
+  instance_type: [p3.2xlarge]
+  public: \"yes please\"
+workers:
+  instance_type: p3.2xlarge
+  count: four
+  min: -1
+  max: 2.5
+  spot: 1
+storage:
+  root_volume_gb: 1.5
+network:
+  vpc_cidr: 10.0.0.0/33
+  placement_group: yes
+timeouts: { formation_minutes: \"x\" }
+logs: {retention_days: true}
+acess: {}
+";
+        let e = load(text, "t.yaml", None).expect_err("should fail");
+        let paths: Vec<&str> = e.items.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "master.instance_type",
+                "master.public",
+                "workers.count",
+                "workers.min",
+                "workers.max",
+                "workers.spot",
+                "storage.root_volume_gb",
+                "network.vpc_cidr",
+                "network.placement_group",
+                "timeouts.formation_minutes",
+                "logs.retention_days",
+                "acess",
+            ],
+            "{e}"
+        );
+        // Each at its own line, and `count` only for its wrong type.
+        let count: Vec<_> = e.items.iter().filter(|d| d.path == "workers.count").collect();
+        assert_eq!(count.len(), 1);
+        assert_eq!((count[0].line, count[0].message.as_str()), (7, "expected a whole number, found the text \"four\""));
+        // A misspelt section is not also a missing one.
+        let e = load(
+            "name: x\nmastr: { instance_type: p3.2xlarge }\nworkers: { instance_type: p3.2xlarge, count: 1 }\n",
+            "t.yaml",
+            None,
+        )
+        .expect_err("should fail");
+        assert_eq!(e.items.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["mastr"], "{e}");
+    }
+
+    /// Issue 35: for `8.8.0.0/24` the size check suggested `8.8.0.0/23`,
+    /// no more private; a value longer than any field was reported without
+    /// its field.
+    #[test]
+    fn a_public_range_is_one_error_and_a_long_value_names_its_field() {
+        let text = "name: x\nmaster: {instance_type: p3.2xlarge}\nworkers: {instance_type: p3.2xlarge, count: 300}\nnetwork: {vpc_cidr: 8.8.0.0/24}\n";
+        let e = load(text, "t.yaml", None).expect_err("should fail");
+        let [d] = &e.items[..] else { panic!("{e}") };
+        assert!(d.message.contains("not a private (RFC 1918) range"), "{e}");
+        assert!(!e.to_string().contains("8.8.0.0/22") && !e.to_string().contains("8.8.0.0/23"), "{e}");
+        let long = format!("{MINIMAL}tags:\n  team: {}\n", "b".repeat(5000));
+        let e = load(&long, "t.yaml", None).expect_err("should fail");
+        assert_eq!(e.items[0].path, "tags.team");
+        assert!(e.to_string().starts_with("error: tags.team: this value is 5000 bytes long"), "{e}");
+        let item = format!("{MINIMAL}  instance_types: [p3.2xlarge, {}]\n", "p".repeat(5000));
+        let e = load(&item, "t.yaml", None).expect_err("should fail");
+        assert_eq!(e.items[0].path, "workers.instance_types[1]");
     }
 
     #[test]
@@ -275,18 +438,24 @@ formation:
     }
 
     #[test]
-    fn the_missing_agent_warning_comes_only_without_errors() {
-        // An unknown field (found by deserialize, not validate) is an error:
-        // the warning waits until it is fixed.
+    fn the_missing_agent_is_no_warning_on_a_field_the_file_lacks() {
+        // An unknown field is an error: nothing is said of the agent until
+        // it is fixed.
         let unknown = format!("{MINIMAL}  cont: 3\n");
         let e = load(&unknown, "t.yaml", None).expect_err("should fail");
-        assert!(e.items.iter().all(|d| d.path != MISSING_AGENT_PATH), "{:?}", e.items);
+        assert!(e.items.iter().all(|d| !d.message.contains("agent")), "{:?}", e.items);
 
         // An `image:` block that does not choose the image keeps the default one.
-        let unchosen = format!("{MINIMAL}image:\n  family: ubuntu\n");
-        let [warning] = &ok(&unchosen, None).warnings[..] else { panic!("not one warning") };
-        assert_eq!(warning.path, MISSING_AGENT_PATH);
-        assert!(warning.message.starts_with("the default image"), "{}", warning.message);
+        let unchosen = ok(&format!("{MINIMAL}image:\n  family: ubuntu\n"), None);
+        assert!(unchosen.warnings.is_empty(), "{:?}", unchosen.warnings);
+        assert_eq!(unchosen.missing_agent.as_deref(), Some("the default image (the stock Deep Learning AMI)"));
+        let chosen = format!("{MINIMAL}image:\n  ssm_parameter: /aws/service/x/ami-id\n");
+        assert_eq!(ok(&chosen, None).missing_agent.as_deref(), Some("the stock public image `/aws/service/x/ami-id`"));
+        let package = format!(
+            "{MINIMAL}image:\n  agent_package_url: s3://my-bucket/agent/k.deb\n  agent_package_sha256: {}\n",
+            "a".repeat(64)
+        );
+        assert_eq!(ok(&package, None).missing_agent, None);
     }
 
     #[test]

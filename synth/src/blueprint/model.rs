@@ -727,13 +727,33 @@ pub struct Logs {
 /// Lists `fields` as required in a struct's schema. The required fields are
 /// `Option`s with a serde default (see [`present`]), which schemars would
 /// otherwise describe as optional.
+/// A required field has no default: the `"default": null` schemars gives
+/// an `Option` with a serde default is dropped.
 fn require(schema: &mut schemars::Schema, fields: &[&str]) {
-    let required = schema.ensure_object().entry("required").or_insert_with(|| serde_json::json!([]));
+    let object = schema.ensure_object();
+    let required = object.entry("required").or_insert_with(|| serde_json::json!([]));
     if let Some(list) = required.as_array_mut() {
         for field in fields {
             if !list.iter().any(|v| v == field) {
                 list.push(serde_json::json!(field));
             }
+        }
+    }
+    no_default(schema, fields);
+}
+
+/// Drops the `"default": null` of `fields` (required ones, or one of which
+/// is required).
+fn no_default(schema: &mut schemars::Schema, fields: &[&str]) {
+    let Some(properties) = schema.ensure_object().get_mut("properties").and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    for field in fields {
+        if let Some(property) = properties.get_mut(*field).and_then(serde_json::Value::as_object_mut)
+            && property.get("default").is_some_and(serde_json::Value::is_null)
+        {
+            property.remove("default");
         }
     }
 }
@@ -748,6 +768,7 @@ fn required_master_fields(schema: &mut schemars::Schema) {
 
 fn required_workers_fields(schema: &mut schemars::Schema) {
     require(schema, &["count"]);
+    no_default(schema, &["instance_type", "instance_types"]);
     // One of the two ways to name the types, not both.
     schema.ensure_object().insert(
         "oneOf".into(),

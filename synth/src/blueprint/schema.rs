@@ -49,6 +49,17 @@ mod tests {
             serde_json::json!([{ "required": ["instance_type"] }, { "required": ["instance_types"] }])
         );
         assert_eq!(s["$defs"]["Idle"]["required"], serde_json::json!(["after_minutes"]));
+        // Issue 35: a required field has no default, not `"default": null`.
+        for (def, field) in [
+            (&s, "name"),
+            (&s["$defs"]["Master"], "instance_type"),
+            (&s["$defs"]["Workers"], "count"),
+            (&s["$defs"]["Workers"], "instance_type"),
+            (&s["$defs"]["Idle"], "after_minutes"),
+            (&s["$defs"]["DataSource"], "from"),
+        ] {
+            assert!(def["properties"][field].get("default").is_none(), "{field}: {}", def["properties"][field]);
+        }
         assert_eq!(s["$defs"]["Idle"]["properties"]["after_minutes"]["maximum"], 10080);
         assert_eq!(s["additionalProperties"], serde_json::Value::Bool(false));
         assert!(props["name"]["description"].as_str().unwrap().contains("lower-case"));

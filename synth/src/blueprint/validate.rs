@@ -45,10 +45,6 @@ const NETWORK_CHECK_MIN_SECONDS: u32 = 20;
 pub const DEFAULT_SSM_PARAMETER: &str =
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id";
 
-/// The path of the warning about a stock image with no agent package: the
-/// field that fixes it. `synth image` drops that warning (it is the fix).
-pub const MISSING_AGENT_PATH: &str = "image.agent_package_url";
-
 /// A CPU image to suggest for CPU-only clusters: Canonical's Ubuntu 22.04
 /// parameter (<https://documentation.ubuntu.com/aws/en/latest/aws-how-to/instances/find-ubuntu-images/>).
 const CPU_SSM_PARAMETER: &str = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id";
@@ -841,6 +837,11 @@ impl Checker<'_> {
         if !VPC_PREFIXES.contains(&vpc_cidr.prefix_len()) {
             return;
         }
+        // A public range is refused on its own too: one error per mistake,
+        // and a larger range around it would be no more private.
+        if !is_private(vpc_cidr) {
+            return;
+        }
         let layout =
             |prefix: u8| SubnetLayout { vpc_prefix: prefix, zones: if one_zone { 1 } else { 2 }, master_public };
         let here = layout(vpc_cidr.prefix_len());
@@ -1233,12 +1234,15 @@ fn near(map: &SourceMap, path: &str, shown_at: &str) -> Location {
     if map.contains(path) { map.value(path) } else { map.value(shown_at) }
 }
 
-/// The warning that a stock image (the default Deep Learning AMI, or any
-/// public `/aws/service/` parameter) has no agent: without a package to
-/// install at boot, formation fails at once ("the image has no deeplearning
-/// agent"). The caller asks only once the blueprint is otherwise right (no
-/// error from any step): until then, the errors are what to fix.
-pub(crate) fn missing_agent(image: &ImageSpec, map: &SourceMap) -> Option<Diagnostic> {
+/// The image, in words, when it is a stock one (the default Deep Learning
+/// AMI, or any public `/aws/service/` parameter) with no agent package:
+/// without one to install at boot, formation fails at once ("the image has
+/// no deeplearning agent"). Not a warning on a field: what it means depends
+/// on what the user does (`synth deploy` stages the package itself, a
+/// template for the console needs `synth stage`'s lines), so each command
+/// says it in its own words ([`super::Loaded::missing_agent`]). The caller
+/// asks only once the blueprint is otherwise right.
+pub(crate) fn missing_agent(image: &ImageSpec, map: &SourceMap) -> Option<String> {
     const SSM: &str = "image.ssm_parameter";
     if image.agent_package.is_some() {
         return None;
@@ -1249,17 +1253,11 @@ pub(crate) fn missing_agent(image: &ImageSpec, map: &SourceMap) -> Option<Diagno
     if !p.starts_with("/aws/service/") {
         return None;
     }
-    let what = if map.contains(SSM) {
-        format!("{} is a stock public image", ticked(p))
+    Some(if map.contains(SSM) {
+        format!("the stock public image {}", ticked(p))
     } else {
         "the default image (the stock Deep Learning AMI)".to_owned()
-    };
-    let message = format!("{what}, which has no deeplearning agent: the cluster would fail to form");
-    // Named after the field that fixes it, shown where the image is chosen.
-    let location = near(map, SSM, "name");
-    Some(Diagnostic::warning(MISSING_AGENT_PATH, location, message).with_help(
-        "add `image.agent_package_url` and `image.agent_package_sha256` (the package from `packaging/build`) to install the agent at boot, or set `image.ssm_parameter` to an image built with the agent (`synth image`; see the README)",
-    ))
+    })
 }
 
 /// Why `t` cannot be used in every target region, if it cannot.

@@ -36,6 +36,10 @@ pub(super) enum Compiled {
         summary: Vec<String>,
         /// The region the template is for; `None`: all five.
         region: Option<crate::region::Region>,
+        /// The cluster's image, in words, when it has no agent and the
+        /// blueprint names no package (`blueprint::Loaded::missing_agent`);
+        /// `None` for `synth image`'s template, which bakes the agent in.
+        missing_agent: Option<String>,
     },
     /// Already reported on stderr.
     Failed(ExitCode),
@@ -53,7 +57,7 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
         Ok(t) => t,
         Err(e) => {
             errln!("{e}");
-            return Compiled::Failed(ExitCode::Error);
+            return Compiled::Failed(e.code);
         }
     };
     let region = match input.region() {
@@ -75,10 +79,10 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
     };
     tracing::debug!(warnings = loaded.warnings.len(), elapsed = ?started.elapsed(), "the blueprint is valid");
     let mut notes = String::new();
-    let warnings: Vec<_> = loaded.warnings.into_iter().filter(|w| kind.keeps(w)).collect();
-    if !warnings.is_empty() {
-        notes.push_str(&blueprint::render_all(&warnings, &text, &path));
+    if !loaded.warnings.is_empty() {
+        notes.push_str(&blueprint::render_all(&loaded.warnings, &text, &path));
     }
+    let missing_agent = loaded.missing_agent.filter(|_| kind == crate::TemplateKind::Cluster);
     let template = kind.compile(&loaded.spec);
     let resources = template.resource_count();
     match template.render() {
@@ -92,6 +96,7 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
                 resources,
                 notes,
                 region: loaded.spec.region,
+                missing_agent,
                 summary: std::iter::once(loaded.spec.workers_summary())
                     .chain(loaded.spec.data_summary())
                     .chain(loaded.spec.fsx_summary())
@@ -103,6 +108,37 @@ pub(super) fn compile_with(input: &Input, kind: crate::TemplateKind) -> Compiled
             errln!("error: internal error, please report it: {e}");
             Compiled::Failed(ExitCode::Error)
         }
+    }
+}
+
+/// What the user is doing when told that the image has no agent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Doing {
+    /// `synth build`: a template, for the console.
+    Build,
+    /// `synth validate`: checking, before `deploy` or `build`.
+    Validate,
+}
+
+/// The note that the cluster's `image` (in words) has no agent, once, in
+/// the words of what the user is doing, with the next step: `synth deploy`
+/// stages the package itself; a template for the console needs the lines
+/// `synth stage` prints.
+pub(super) fn agent_note(image: &str, region: Option<crate::region::Region>, doing: Doing) -> String {
+    let region = region.map_or("REGION", |r| r.code());
+    let stage = format!("packaging/build && synth stage --region {region}");
+    match doing {
+        Doing::Build => format!(
+            "note: this template's nodes boot {image}, which has no deeplearning agent, and it names no agent \
+             package: uploaded as it is, the cluster would fail to form. For the console, stage the package and \
+             add the `image:` lines it prints to the blueprint, then build again:\n    {stage}\n\
+             (`synth deploy` stages the package by itself.)\n"
+        ),
+        Doing::Validate => format!(
+            "note: the nodes boot {image}, which has no deeplearning agent: `synth deploy` stages the agent \
+             package and installs it at boot by itself; a template for the console needs the `image:` lines \
+             that `synth stage` prints, else the cluster would fail to form:\n    {stage}\n"
+        ),
     }
 }
 
@@ -122,7 +158,10 @@ pub(super) fn emit(input: &Input, output: Option<&std::path::Path>, kind: crate:
         }
     };
     let (json, notes) = match compile_with(input, kind) {
-        Compiled::Ok { json, notes, .. } => (json, notes),
+        Compiled::Ok { json, notes, missing_agent, region, .. } => {
+            let note = missing_agent.map(|image| agent_note(&image, region, Doing::Build)).unwrap_or_default();
+            (json, notes + &note)
+        }
         Compiled::Failed(code) => return code,
     };
     err!("{notes}");

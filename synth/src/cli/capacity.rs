@@ -68,7 +68,7 @@ pub(super) fn run(args: &CapacityArgs) -> ExitCode {
         Ok(text) => text,
         Err(e) => {
             errln!("{e}");
-            return ExitCode::Error;
+            return e.code;
         }
     };
     let path = input.display_path();

@@ -83,6 +83,13 @@ pub struct DeployArgs {
     #[arg(long, short = 'y', help_heading = "Safety")]
     yes: bool,
 
+    /// Start the create or update and return (exit 0), saying how to
+    /// follow it (`synth events STACK --follow`, `synth status STACK`).
+    /// Without a wait nothing can fail over: only the first of --region's
+    /// regions is tried.
+    #[arg(long, conflicts_with = "retry_until_up")]
+    no_wait: bool,
+
     /// Deploy without first checking the region's vCPU quotas, the zones
     /// that offer the instance types, and the reservations the blueprint
     /// names (`synth capacity` runs that check alone).
@@ -111,7 +118,9 @@ pub(super) struct DeployTarget {
     pub profile: Option<String>,
 
     /// A stack parameter, overriding the blueprint's value (repeatable), e.g.
-    /// KeyName=my-key, WorkerCount=8, ImageId=/my/ssm/parameter.
+    /// KeyName=my-key, WorkerCount=8 with MaxWorkers=8, ImageId=/my/ssm/parameter.
+    /// Checked by the blueprint's rules for the field it stands for
+    /// (WorkerCount is workers.count, at most workers.max).
     #[arg(long = "parameter", short = 'p', value_name = "KEY=VALUE")]
     pub parameters: Vec<String>,
 
@@ -159,7 +168,7 @@ pub(super) async fn prepared(
     })?;
     let text = input.read().map_err(|e| {
         errln!("{e}");
-        ExitCode::Error
+        e.code
     })?;
     prepared_in(&text, &input.display_path(), target, region, upload, display).await
 }
@@ -184,11 +193,18 @@ pub(super) fn run(args: &DeployArgs) -> ExitCode {
     cloud::block_on(async {
         let mut target = args.target.clone();
         target.capacity_check = !args.skip_capacity_check;
-        let (regions, text) = match args.input.regions().and_then(|r| Ok((r, args.input.read()?))) {
-            Ok(read) => read,
+        let regions = match args.input.regions() {
+            Ok(regions) => regions,
             Err(e) => {
                 errln!("{e}");
                 return ExitCode::Error;
+            }
+        };
+        let text = match args.input.read() {
+            Ok(text) => text,
+            Err(e) => {
+                errln!("{e}");
+                return e.code;
             }
         };
         let path = args.input.display_path();
@@ -197,6 +213,7 @@ pub(super) fn run(args: &DeployArgs) -> ExitCode {
             keep_on_failure: args.keep_on_failure,
             allow_replacement: args.allow_replacement,
             yes: args.yes,
+            no_wait: args.no_wait,
         };
         let retry = args.retry_until_up.then(|| args.retry_interval.unwrap_or(failover::DEFAULT_RETRY_INTERVAL));
         let plan = Plan { regions: &regions, retry, options };

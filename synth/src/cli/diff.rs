@@ -16,10 +16,12 @@ use crate::exit::ExitCode;
 
 Prints, on stdout, every resource the update would add (+), change in place
 (~), replace (!), maybe replace (?) or delete (-), with the properties that
-change; `(create-only)` marks a property whose change replaces the resource.
+change and, inside them, old → new, named by the blueprint field where synth
+knows it (`master.instance_type: p3.2xlarge → p3.8xlarge`); `(create-only)`
+marks a property whose change replaces the resource.
 Replacements that lose data (the master instance, the EFS file system, the
-VPC under it) are listed last: `synth deploy` refuses them without
---allow-replacement.
+VPC under it) are listed last: only
+`synth deploy --allow-replacement` applies them.
 
 Exit codes: 0 the preview was printed, 1 the blueprint has problems, 2 usage,
 credentials or AWS error.")]

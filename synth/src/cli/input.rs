@@ -4,6 +4,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::exit::ExitCode;
 use crate::region::Region;
 
 /// The blueprint and region arguments `build` and `validate` share.
@@ -63,24 +64,45 @@ impl Input {
     }
 
     /// The blueprint's text, at most [`MAX_BLUEPRINT_BYTES`] of UTF-8.
-    pub(super) fn read(&self) -> Result<String, String> {
-        let fail = |why: String| format!("error: cannot read the blueprint {}: {why}", self.display_path());
+    pub(super) fn read(&self) -> Result<String, ReadError> {
+        let path = self.display_path();
         let mut bytes = Vec::new();
         let result = if self.is_stdin() {
             std::io::stdin().lock().take(MAX_BLUEPRINT_BYTES + 1).read_to_end(&mut bytes)
         } else {
             std::fs::File::open(&self.blueprint).and_then(|f| f.take(MAX_BLUEPRINT_BYTES + 1).read_to_end(&mut bytes))
         };
-        result.map_err(|e| fail(e.to_string()))?;
+        result.map_err(|e| ReadError {
+            message: format!("error: cannot read the blueprint {path}: {e}"),
+            code: ExitCode::Error,
+        })?;
+        // What was read is not a blueprint: the blueprint's problem (exit 1,
+        // as a tab or a syntax error is), said with where.
         if bytes.len() as u64 > MAX_BLUEPRINT_BYTES {
-            return Err(fail(format!(
-                "it is larger than {} KiB (reading stopped there); a blueprint is a few KB of YAML",
-                MAX_BLUEPRINT_BYTES / 1024
-            )));
+            return Err(ReadError {
+                message: format!(
+                    "error: {path}: the blueprint is larger than {} KiB (reading stopped there); a blueprint is a few \
+                     KB of YAML",
+                    MAX_BLUEPRINT_BYTES / 1024
+                ),
+                code: ExitCode::Invalid,
+            });
         }
-        tracing::debug!(path = %self.display_path(), bytes = bytes.len(), "read the blueprint");
+        tracing::debug!(path = %path, bytes = bytes.len(), "read the blueprint");
         String::from_utf8(bytes).map_err(|e| {
-            fail(format!("it is not UTF-8 text (byte {} is not); save it as UTF-8", e.utf8_error().valid_up_to()))
+            let at = e.utf8_error().valid_up_to();
+            let bytes = e.as_bytes();
+            let before = String::from_utf8_lossy(&bytes[..at]);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            ReadError {
+                message: format!(
+                    "error: {path}:{line}:{column}: the blueprint is not UTF-8 text (byte {at}, 0x{:02x}, is not); \
+                     save it as UTF-8 (a blueprint is text, not a binary file)",
+                    bytes[at]
+                ),
+                code: ExitCode::Invalid,
+            }
         })
     }
 
@@ -93,5 +115,20 @@ impl Input {
         } else {
             std::fs::metadata(&self.blueprint).ok()
         }
+    }
+}
+
+/// Why the blueprint could not be read: the message, and the exit code
+/// (2 when the file could not be read, 1 when what was read is no
+/// blueprint: too large, not text).
+#[derive(Debug)]
+pub(super) struct ReadError {
+    pub message: String,
+    pub code: ExitCode,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }

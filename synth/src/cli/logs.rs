@@ -30,7 +30,8 @@ Examples:
 
 The stack may be running, rolled back or deleted: its nodes' log group,
 /deeplearning-cluster/<STACK>/<the stack id's UUID>, outlives it. When
-stacks of that name were created more than once, the newest one's lines.
+stacks of that name were created more than once, the newest one's lines;
+--stack-id ID reads an earlier one's (the note lists their ids).
 
 Exit codes: 0 printed, or no lines (said on stderr: \"no log lines since ...\"), 2 usage or
 AWS error, 3 no logs of that stack (or no node of that name among those with lines), 130 Ctrl-C.")]
@@ -51,6 +52,12 @@ pub struct LogsArgs {
     /// Keep printing new lines as the nodes write them, until Ctrl-C.
     #[arg(long, short = 'f')]
     follow: bool,
+
+    /// An earlier stack of this name: its id (the ARN `synth status`
+    /// showed, or the UUID at its end; the note on several stacks lists
+    /// them). Default: the newest stack's lines.
+    #[arg(long, value_name = "ID")]
+    stack_id: Option<String>,
 
     /// Only lines from this far back (`90s`, `10m`, `2h`, `1d`) or since
     /// this RFC 3339 time (`2026-11-25T20:00:00Z`). Default: from the start.
@@ -79,7 +86,13 @@ pub(super) fn run(args: &LogsArgs) -> ExitCode {
             },
             _ = Terminal.interrupted() => return ExitCode::Interrupted,
         };
-        let request = Request { stack: &args.stack, node: args.node.as_deref(), since, follow: args.follow };
+        let request = Request {
+            stack: &args.stack,
+            node: args.node.as_deref(),
+            since,
+            follow: args.follow,
+            stack_id: args.stack_id.as_deref(),
+        };
         print_logs(&Terminal, &cloud, &request).await
     })
 }

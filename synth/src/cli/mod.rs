@@ -113,6 +113,39 @@ pub enum Command {
 /// regions whatever it says.
 const IMAGE_REGION_HELP: &str = "Check the blueprint for this region, and take its `image.ami` entry for this region as the base image's default. The image is still copied to all five regions";
 
+/// Parses the command line as `cli_output::parse` does (errors and help
+/// printed, the exit code returned), except that an unknown flag's usage
+/// line is the command's own: clap counts the flag it suggests as given and
+/// shows it as if required (`synth status --regoin x` said `Usage: synth
+/// status --region <REGION> [STACK]`).
+pub fn parse() -> Result<Cli, u8> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Err(e) = <Cli as clap::Parser>::try_parse_from(&args)
+        && let Some(text) = unknown_flag_message(&e, &args)
+    {
+        cli_output::eprint(&text);
+        return Err(cli_output::EXIT_WRITE_FAILED);
+    }
+    cli_output::parse::<Cli>()
+}
+
+/// For an unknown flag, clap's message with the usage line of the command
+/// it was given to, as its `--help` shows it.
+fn unknown_flag_message(e: &clap::Error, args: &[std::ffi::OsString]) -> Option<String> {
+    use clap::CommandFactory;
+    if e.kind() != clap::error::ErrorKind::UnknownArgument {
+        return None;
+    }
+    let mut root = Cli::command();
+    root.build();
+    let name = args.iter().skip(1).filter_map(|a| a.to_str()).find(|a| !a.starts_with('-'))?;
+    let usage = root.find_subcommand_mut(name)?.render_usage().to_string();
+    let text = e.render().to_string();
+    let start = text.find("Usage: ")?;
+    let end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    Some(format!("{}{}{}", &text[..start], usage.trim_end(), &text[end..]))
+}
+
 /// Runs a parsed command line and returns how to exit.
 pub fn run(cli: Cli) -> ExitCode {
     let code = run_command(cli);
@@ -139,5 +172,23 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::Delete(args) => delete::run(&args),
         Command::Stage(args) => stage::run(&args),
         Command::Policy(args) => policy::run(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35: a misspelt `--regoin` showed a usage line in which
+    /// `--region` looked required.
+    #[test]
+    fn an_unknown_flag_shows_the_commands_own_usage() {
+        let args: Vec<std::ffi::OsString> = ["synth", "status", "--regoin", "us-east-1", "x"].map(Into::into).to_vec();
+        let e = <Cli as clap::Parser>::try_parse_from(&args).expect_err("unknown flag");
+        let text = unknown_flag_message(&e, &args).expect("rewritten");
+        assert!(text.contains("unexpected argument '--regoin'"), "{text}");
+        assert!(text.contains("a similar argument exists: '--region'"), "{text}");
+        assert!(text.contains("\nUsage: synth status [OPTIONS] [STACK]\n"), "{text}");
+        assert!(!text.contains("--region <REGION> [STACK]"), "{text}");
     }
 }

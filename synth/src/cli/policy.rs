@@ -36,7 +36,7 @@ pub struct PolicyArgs {
 
     /// Only stacks whose names start with this (a blueprint's `name` is its
     /// stack's name). Default: every stack name.
-    #[arg(long, value_name = "PREFIX", default_value = "")]
+    #[arg(long, value_name = "PREFIX", default_value = "", hide_default_value = true)]
     stack_name_prefix: String,
 
     /// Only this region. Default: every region.

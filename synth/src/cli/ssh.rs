@@ -50,16 +50,7 @@ pub fn command_line(ssh_command: &str, worker: Option<u32>) -> Result<String, St
 /// Manager), or a public master with no SSH ingress (no address may reach
 /// port 22: ssh would wait for a timeout). `None`: ssh can work.
 pub fn refusal(stack: &Stack, flag: &str) -> Option<String> {
-    let parameter = |key: &str| stack.parameters.get(key).map(|v| v.trim()).unwrap_or("");
-    let ssh = stack.outputs.iter().find(|o| o.key == "SshCommand").map_or("", |o| o.value.as_str());
-    let through_ssm = ssh.contains("ProxyCommand");
-    let mut why = Vec::new();
-    if parameter("KeyName").is_empty() {
-        why.push("its KeyName parameter is empty (no key pair: ssh has no key to log in with)");
-    }
-    if !through_ssm && parameter("SshCidr").is_empty() {
-        why.push("its SshCidr parameter is empty (no SSH ingress: no address may reach port 22)");
-    }
+    let why = crate::deploy::status::ssh_obstacles(stack);
     if why.is_empty() {
         return None;
     }

@@ -52,7 +52,8 @@ pub(super) fn run(args: &StageArgs) -> ExitCode {
             staging::package_dir().join(staging::package_file_name(node_contract::PackageFormat::Deb))
         });
         let display = Terminal.display();
-        let package = match stage_package(&Terminal, &cloud, &file, true, &display).await {
+        let name_one = "name it: `synth stage FILE`";
+        let package = match stage_package(&Terminal, &cloud, &file, None, true, &display, name_one).await {
             Ok(p) => p,
             Err(code) => return code,
         };
@@ -89,7 +90,7 @@ mod tests {
             let text = std::fs::read_to_string(&path).unwrap();
             let name = path.display().to_string();
             let before = crate::blueprint::load(&text, &name, Some(crate::region::Region::UsEast1)).unwrap();
-            if !before.warnings.iter().any(|w| w.path == crate::blueprint::MISSING_AGENT_PATH) {
+            if before.missing_agent.is_none() {
                 continue; // it names its own package (install-at-boot.yaml)
             }
             // Pasted as a user would: under an existing `image:`, else as a new block.
@@ -104,7 +105,7 @@ mod tests {
             };
             let after = crate::blueprint::load(&pasted, &name, Some(crate::region::Region::UsEast1))
                 .unwrap_or_else(|e| panic!("{name}:\n{pasted}\n{e}"));
-            assert!(after.warnings.iter().all(|w| w.path != crate::blueprint::MISSING_AGENT_PATH), "{name}");
+            assert_eq!(after.missing_agent, None, "{name}");
             assert_eq!(after.spec.image.agent_package.as_ref(), Some(&package), "{name}");
             checked += 1;
         }

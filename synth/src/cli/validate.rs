@@ -3,7 +3,7 @@
 
 use cli_output::{err, errln};
 
-use super::build::{Compiled, compile};
+use super::build::{Compiled, Doing, agent_note, compile};
 use super::input::Input;
 use crate::exit::ExitCode;
 use crate::region::Region;
@@ -21,8 +21,11 @@ pub struct ValidateArgs {
 /// Runs `synth validate`.
 pub(super) fn run(args: &ValidateArgs) -> ExitCode {
     match compile(&args.input) {
-        Compiled::Ok { json, resources, notes, region, summary } => {
+        Compiled::Ok { json, resources, notes, region, summary, missing_agent } => {
             err!("{notes}");
+            if let Some(image) = missing_agent {
+                err!("{}", agent_note(&image, region, Doing::Validate));
+            }
             let regions = match region {
                 Some(r) => r.to_string(),
                 None => format!(

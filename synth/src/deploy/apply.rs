@@ -14,7 +14,7 @@ use super::image;
 use super::monitor::{self, Watched, region_flag, report_ending};
 use super::port::{Cloud, StackRequest};
 use super::prepare::{Prepared, create_plan, resource_count, template_source};
-use super::status::outputs_text;
+use super::status::{outputs_text, shown_outputs};
 use super::time::now_ms;
 use super::update::{Decision, Update, decide_update, not_updatable, unless_interrupted};
 use super::watch::{Operation, Planned, Watcher, clock};
@@ -31,9 +31,13 @@ pub struct Options<'a> {
     pub allow_replacement: bool,
     /// Do not ask before applying an update.
     pub yes: bool,
+    /// Start the create or the update and return: say how to follow it,
+    /// exit 0 (`--no-wait`).
+    pub no_wait: bool,
 }
 
-/// Creates or updates the stack `p` describes, and watches it; the exit
+/// Creates or updates the stack `p` describes, and watches it (unless
+/// `options.no_wait`: then it says how to follow it and returns 0); the exit
 /// code says how it ended (everything was said on the console). `display`
 /// is the one [`super::prepare::prepare`] showed its progress on.
 pub async fn deploy<K: Console, C: Cloud>(
@@ -143,7 +147,11 @@ async fn deploy_inner<K: Console, C: Cloud>(
             )
             .await?;
             let Some((set, preview)) = decided else {
-                return Ok(printed(console.print(&outputs_text(&stack.outputs)), "the outputs", ExitCode::Success));
+                return Ok(printed(
+                    console.print(&outputs_text(&shown_outputs(stack))),
+                    "the outputs",
+                    ExitCode::Success,
+                ));
             };
             let boundary = monitor::newest_event(cloud, &stack.id).await.map_err(|e| fail(console, e))?;
             cloud.execute_change_set(&set.id).await.map_err(|e| fail(console, e))?;
@@ -160,8 +168,17 @@ async fn deploy_inner<K: Console, C: Cloud>(
             (Operation::Update, stack.id.clone(), boundary, plan)
         }
     };
+    if options.no_wait {
+        let verb = if op == Operation::Create { "creating" } else { "updating" };
+        console.noteln(&format!(
+            "{:>12} stack {} is {verb}; follow it with `synth events {} {flag} --follow`, or `synth status {} {flag}`",
+            "Started", p.stack, p.stack, p.stack
+        ));
+        return Ok(ExitCode::Success);
+    }
     let display = console.display();
     let mut watcher = Watcher::new(op, plan);
+    watcher.set_formation_limit(super::watch::formation_limit(&p.template));
     let ending = monitor::watch(cloud, &id, &mut watcher, boundary.as_deref(), &display, console.interrupted())
         .await
         .map_err(|e| fail(console, e))?;
@@ -196,7 +213,7 @@ async fn deploy_inner<K: Console, C: Cloud>(
             console.note(&formation::table(&summary, formation::data(&stack.outputs).as_ref()));
         }
     }
-    Ok(printed(console.print(&outputs_text(&stack.outputs)), "the outputs", ExitCode::Success))
+    Ok(printed(console.print(&outputs_text(&shown_outputs(&stack))), "the outputs", ExitCode::Success))
 }
 
 #[cfg(test)]
@@ -326,6 +343,27 @@ mod tests {
         assert!(console.stderr().ends_with("Nothing was changed (the change set was deleted).\n"));
         assert_eq!(cloud.calls_named("execute_change_set"), 0);
         assert!(cloud.open_change_sets.lock().unwrap().is_empty());
+    }
+
+    /// Issue 35: there was no `--no-wait`. It creates the stack, says how
+    /// to follow it, and exits 0 without reading a single event.
+    #[tokio::test(start_paused = true)]
+    async fn no_wait_creates_says_how_to_follow_and_exits_0() {
+        let cloud = FakeCloud::default();
+        let console = FakeConsole::default();
+        let options = Options { blueprint: "bp.yaml", yes: true, no_wait: true, ..Options::default() };
+        let p = prepared(|_| {});
+        assert_eq!(deploy(&console, &cloud, &p, options, &console.display()).await, ExitCode::Success);
+        assert_eq!(cloud.calls_named("create_stack"), 1);
+        assert_eq!(cloud.calls_named("events"), 0, "nothing is watched");
+        let err = console.stderr();
+        assert!(
+            err.contains(
+                "Started stack demo is creating; follow it with `synth events demo --region us-east-1 --follow`, \
+                 or `synth status demo --region us-east-1`"
+            ),
+            "{err}"
+        );
     }
 
     /// A create whose formation wait condition completes: the cluster is

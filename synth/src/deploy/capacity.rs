@@ -795,7 +795,7 @@ pub async fn preflight<K: Console, C: Cloud>(
         console.noteln(&format!("error: {}", p.text));
     }
     console.noteln(&format!(
-        "error: refused before anything was created: {} (--skip-capacity-check deploys anyway; \
+        "error: refused before anything was created: {} (`synth deploy --skip-capacity-check` deploys anyway; \
          `synth capacity` shows the whole table)",
         report.verdict()
     ));

@@ -67,6 +67,102 @@ pub struct PropertyChange {
     pub replaces: Replacement,
     /// The resource whose change this one follows, when it is not in the template text itself.
     pub follows: Option<String>,
+    /// What changes inside it, old → new, in the blueprint's field where
+    /// there is one ([`ValueChange`]); empty when only the change set
+    /// reported it, or it follows another resource.
+    pub values: Vec<ValueChange>,
+}
+
+/// One value that changes inside a property: its path under the
+/// property, the blueprint field it comes from (when synth knows it), the
+/// old and new values as shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueChange {
+    /// `LaunchTemplateData.InstanceType`.
+    pub path: String,
+    /// `master.instance_type`.
+    pub field: Option<&'static str>,
+    /// The old value, shown.
+    pub old: String,
+    /// The new value, shown.
+    pub new: String,
+}
+
+impl ValueChange {
+    /// `master.instance_type: p3.2xlarge → p3.8xlarge`, else the path.
+    pub fn render(&self) -> String {
+        let name = self.field.unwrap_or(&self.path);
+        format!("{name}: {} → {}", self.old, self.new)
+    }
+}
+
+/// At most this many values are shown per property.
+const MAX_VALUES: usize = 3;
+
+/// The values that differ between `old` and `new` under `path`, leaf by
+/// leaf (objects by key, lists of one length by index), at most
+/// [`MAX_VALUES`], for the resource `id`.
+fn value_changes(id: &str, path: &str, old: Option<&Json>, new: Option<&Json>, out: &mut Vec<ValueChange>) {
+    if out.len() >= MAX_VALUES || old == new {
+        return;
+    }
+    match (old, new) {
+        (Some(Json::Object(o)), Some(Json::Object(n))) => {
+            let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+            for k in keys {
+                value_changes(id, &format!("{path}.{k}"), o.get(k), n.get(k), out);
+            }
+        }
+        (Some(Json::Array(o)), Some(Json::Array(n))) if o.len() == n.len() => {
+            for (i, (a, b)) in o.iter().zip(n).enumerate() {
+                value_changes(id, &format!("{path}[{i}]"), Some(a), Some(b), out);
+            }
+        }
+        _ => {
+            let leaf = path.rsplit(['.', '[']).next().unwrap_or(path);
+            out.push(ValueChange {
+                path: path.to_owned(),
+                field: field_of(id, leaf),
+                old: shown(old),
+                new: shown(new),
+            });
+        }
+    }
+}
+
+/// A value in a line: text as it is (cut at 60 characters), numbers and
+/// booleans as JSON, a structure as `{…}` or `[…]`.
+fn shown(value: Option<&Json>) -> String {
+    match value {
+        None | Some(Json::Null) => "(none)".to_owned(),
+        Some(Json::String(s)) if s.chars().count() > 60 => format!("{}…", s.chars().take(59).collect::<String>()),
+        Some(Json::String(s)) => s.clone(),
+        Some(Json::Object(_)) => "{…}".to_owned(),
+        Some(Json::Array(_)) => "[…]".to_owned(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The blueprint field a template value of resource `id` comes from, for
+/// the values a user changes in the blueprint (the leaf's name).
+fn field_of(id: &str, leaf: &str) -> Option<&'static str> {
+    let master = id.starts_with("Master");
+    let workers = id.starts_with("Worker");
+    Some(match leaf {
+        "InstanceType" if master => "master.instance_type",
+        "InstanceType" if workers => "workers.instance_type",
+        "ImageId" => "image",
+        "VolumeSize" => "storage.root_volume_gb",
+        "KeyName" => "access.ssh.key_name",
+        "CidrBlock" if id == "Vpc" => "network.vpc_cidr",
+        "DesiredCapacity" if workers => "workers.count",
+        "MinSize" if workers => "workers.min",
+        "MaxSize" if workers => "workers.max",
+        "PerformanceMode" | "ThroughputMode" | "Encrypted" => "storage.efs",
+        "StorageCapacity" => "storage.fsx_lustre.capacity_gib",
+        "DeploymentType" => "storage.fsx_lustre.deployment",
+        _ => return None,
+    })
 }
 
 /// One resource that changes.
@@ -141,7 +237,12 @@ pub fn preview(
             let replaces = Replacement::from_aws(Some(recreation));
             match entry.properties.iter_mut().find(|p| p.path == *name) {
                 Some(p) => p.replaces = p.replaces.max(replaces),
-                None => entry.properties.push(PropertyChange { path: name.clone(), replaces, follows: None }),
+                None => entry.properties.push(PropertyChange {
+                    path: name.clone(),
+                    replaces,
+                    follows: None,
+                    values: Vec::new(),
+                }),
             }
         }
     }
@@ -172,7 +273,12 @@ fn local_changes(before: &Resolved, after: &Resolved) -> BTreeMap<String, Resour
             (Some(o), Some(n)) if o.resource_type != n.resource_type => {
                 let mut c = change(Action::Modify, &n.resource_type);
                 c.replacement = Replacement::Yes;
-                c.properties.push(PropertyChange { path: "Type".into(), replaces: Replacement::Yes, follows: None });
+                c.properties.push(PropertyChange {
+                    path: "Type".into(),
+                    replaces: Replacement::Yes,
+                    follows: None,
+                    values: Vec::new(),
+                });
                 changes.insert(id.clone(), c);
             }
             (Some(o), Some(n)) => {
@@ -185,7 +291,9 @@ fn local_changes(before: &Resolved, after: &Resolved) -> BTreeMap<String, Resour
                         } else {
                             Replacement::No
                         };
-                        c.properties.push(PropertyChange { path, replaces, follows: None });
+                        let mut values = Vec::new();
+                        value_changes(id, &path, o.properties.get(&path), n.properties.get(&path), &mut values);
+                        c.properties.push(PropertyChange { path, replaces, follows: None, values });
                     }
                     c.replacement = c.properties.iter().map(|p| p.replaces).max().unwrap_or(Replacement::No);
                     changes.insert(id.clone(), c);
@@ -241,6 +349,7 @@ fn local_changes(before: &Resolved, after: &Resolved) -> BTreeMap<String, Resour
                                 path: key.clone(),
                                 replaces,
                                 follows: Some(target.clone()),
+                                values: Vec::new(),
                             });
                             grew = true;
                         }
@@ -400,9 +509,18 @@ impl Preview {
                     .properties
                     .iter()
                     .filter(|p| p.replaces > Replacement::No)
-                    .map(|p| match &p.follows {
-                        Some(t) => format!("{} changes with {t} (create-only property)", p.path),
-                        None => format!("{} changes (create-only property)", p.path),
+                    .map(|p| {
+                        // What the user changed: the values of this
+                        // property, or of the resource it follows.
+                        let values = match &p.follows {
+                            Some(t) => self.values_of(t),
+                            None => p.values.iter().map(ValueChange::render).collect(),
+                        };
+                        let values = if values.is_empty() { String::new() } else { format!(": {}", values.join(", ")) };
+                        match &p.follows {
+                            Some(t) => format!("{} changes with {t} (create-only property){values}", p.path),
+                            None => format!("{} changes (create-only property){values}", p.path),
+                        }
                     })
                     .collect();
                 if reasons.is_empty() { "the change set says so".to_owned() } else { reasons.join("; ") }
@@ -416,6 +534,15 @@ impl Preview {
             });
         }
         out
+    }
+
+    /// Every value that changes in the resource `id`, rendered.
+    fn values_of(&self, id: &str) -> Vec<String> {
+        self.changes
+            .iter()
+            .filter(|c| c.logical_id == id)
+            .flat_map(|c| c.properties.iter().flat_map(|p| p.values.iter().map(ValueChange::render)))
+            .collect()
     }
 
     /// The changes, one line each: `+` added, `~` modified in place, `!`
@@ -444,6 +571,10 @@ impl Preview {
                         .iter()
                         .map(|p| {
                             let mut s = p.path.clone();
+                            if !p.values.is_empty() {
+                                let values: Vec<String> = p.values.iter().map(ValueChange::render).collect();
+                                s.push_str(&format!(" [{}]", values.join(", ")));
+                            }
                             if p.replaces > Replacement::No {
                                 s.push_str(" (create-only)");
                             }
@@ -627,6 +758,11 @@ mod tests {
         assert!(text.contains("REPLACED: LaunchTemplate (create-only) <- MasterLaunchTemplate"), "{text}");
         assert!(text.starts_with("Stack demo: 0 to add, 2 to change in place, 1 to replace, 0 to delete"), "{text}");
         assert!(text.contains("~ MasterElasticIp"), "the address follows the new instance: {text}");
+        // Issue 35: in the blueprint's words, old → new.
+        let from = &base.master.instance_type;
+        let said = format!("master.instance_type: {from} → p3.8xlarge");
+        assert!(line.contains(&format!("(create-only property): {said}")), "{line}");
+        assert!(text.contains(&format!("LaunchTemplateData [{said}")), "{text}");
     }
 
     /// FSx cannot change a Lustre file system's deployment type or import

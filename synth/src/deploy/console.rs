@@ -4,8 +4,8 @@
 //!
 //! On a terminal, progress is drawn by one renderer (indicatif): one live
 //! status line per process, a clock on it that counts each second from the
-//! operation's start, story lines printed above it and cut to the
-//! terminal's width, and every other write to stderr passed above it too
+//! operation's start, story lines printed whole above it (the live line
+//! alone is cut to the terminal's width), and every other write to stderr passed above it too
 //! ([`above_the_line`]), so no spinner frame is left behind.
 //!
 //! The command line implements it with `cli-output` (a reader that went
@@ -96,9 +96,8 @@ pub fn clear_live_line() {
     }
 }
 
-/// `text` cut to the terminal's width (`…` at the end): a story line wider
-/// than the terminal (an S3 URL) would wrap, and a wrapped line under a
-/// live line leaves the line's old drawing behind.
+/// `text` cut to the terminal's width (`…` at the end): the live line,
+/// drawn again in place, must stay on one row.
 pub fn fit(text: &str, width: usize) -> String {
     console::truncate_str(text, width, "…").into_owned()
 }
@@ -160,16 +159,13 @@ impl Display {
     }
 
     /// One line of the story: a right-aligned verb, as cargo prints them;
-    /// on a terminal, cut to its width.
+    /// whole, also on a terminal: it goes to the scrollback, where a line
+    /// cut at the width (an S3 URL) would be lost (issue 35). indicatif
+    /// counts a wrapped line's rows when it draws the live line again under
+    /// it; only the live line is cut ([`Display::live`]).
     pub fn line(&self, verb: &str, text: &str) {
         match &self.live {
-            Some(live) => {
-                let line = format!("{verb:>12} {text}");
-                // One column short of the width: a line that fills the last
-                // column leaves the cursor waiting to wrap, and some
-                // terminals wrap it at the next newline.
-                live.bar.println(fit(&line, Self::width() - 1));
-            }
+            Some(live) => live.bar.println(format!("{verb:>12} {text}")),
             None => (self.plain)(&format!("{} {verb:>12} {text}\n", stamp(now_ms()))),
         }
     }

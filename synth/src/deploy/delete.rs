@@ -3,9 +3,12 @@
 
 use serde_json::Value as Json;
 
-use super::console::{Answer, Console, confirm, fail, not_found};
+use super::console::{Answer, Console, confirm, fail};
 use super::monitor::{self, Watched, region_flag, report_ending};
-use super::port::Cloud;
+use std::collections::BTreeSet;
+
+use super::port::{Cloud, Resource, Stack};
+use super::template::{Pseudo, parameter_values, resolve};
 use super::time::now_ms;
 use super::watch::{Operation, Planned, Watcher, clock};
 use crate::exit::ExitCode;
@@ -25,6 +28,64 @@ pub fn retained(template: &Json) -> Vec<(String, String)> {
     out
 }
 
+/// The stack's resources that exist: not already deleted (a rolled-back
+/// create lists its resources as `DELETE_COMPLETE`) or skipped, and not
+/// left out by their condition with the stack's parameters (the count
+/// `deploy` gave when it created them; the local AWS lists those too).
+fn existing<'r>(resources: &'r [Resource], template: &Json, stack: &Stack, region: &str) -> Vec<&'r Resource> {
+    let made: Option<BTreeSet<String>> = template.get("Resources").map(|_| {
+        let values = parameter_values(template, &stack.parameters);
+        let pseudo = Pseudo { region: region.to_owned(), stack_name: stack.name.clone(), account_id: None };
+        resolve(template, &values, &pseudo).resources.into_keys().collect()
+    });
+    resources
+        .iter()
+        .filter(|r| !matches!(r.status.as_str(), "DELETE_COMPLETE" | "DELETE_SKIPPED"))
+        .filter(|r| made.as_ref().is_none_or(|m| m.contains(&r.logical_id)))
+        .collect()
+}
+
+/// The question before a delete: how many resources there are, and of the
+/// ones a user cares about (nodes, their disks, a file system) only those
+/// that are there and not retained.
+fn question(name: &str, region: &str, status: &str, there: &[&Resource], kept: &[(String, String)]) -> String {
+    if there.is_empty() {
+        return format!("Delete stack {name} in {region} ({status}: it has no resources left)?");
+    }
+    let has = |t: &str| there.iter().any(|r| r.resource_type == t && !kept.iter().any(|(id, _)| *id == r.logical_id));
+    let mut named = Vec::new();
+    if has("AWS::EC2::Instance") || has("AWS::AutoScaling::AutoScalingGroup") {
+        named.push("the nodes and their disks");
+    }
+    if has("AWS::EFS::FileSystem") {
+        named.push("the EFS file system it made");
+    }
+    if has("AWS::FSx::FileSystem") {
+        named.push("the FSx for Lustre file system");
+    }
+    let n = there.len();
+    let noun = if n == 1 { "resource" } else { "resources" };
+    if named.is_empty() {
+        format!("Delete stack {name} in {region} and its {n} {noun}?")
+    } else {
+        format!("Delete stack {name} in {region} and its {n} {noun} ({})?", named.join(", "))
+    }
+}
+
+/// How to delete a retained resource by hand, when there is a command for
+/// its kind.
+fn delete_command(resource_type: &str, physical: &str, region: &str) -> Option<String> {
+    match resource_type {
+        "AWS::Logs::LogGroup" => {
+            Some(format!("aws logs delete-log-group --log-group-name {physical} --region {region}"))
+        }
+        "AWS::EFS::FileSystem" => Some(format!(
+            "aws efs delete-file-system --file-system-id {physical} --region {region} (after its mount targets)"
+        )),
+        _ => None,
+    }
+}
+
 /// Deletes the stack `name` (asking first unless `yes`) and watches it go.
 pub async fn delete<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, yes: bool) -> ExitCode {
     match delete_inner(console, cloud, name, yes).await {
@@ -40,16 +101,13 @@ async fn delete_inner<K: Console, C: Cloud>(
 ) -> Result<ExitCode, ExitCode> {
     let flag = region_flag(cloud);
     let Some(stack) = cloud.stack(name).await.map_err(|e| fail(console, e))? else {
-        return Err(not_found(console, format!("no stack {name} in {}", cloud.region())));
+        return Err(super::status::missing(console, cloud, name).await);
     };
     let resources = cloud.resources(name).await.map_err(|e| fail(console, e))?;
     let template: Json =
         serde_json::from_str(&cloud.template(name).await.map_err(|e| fail(console, e))?).unwrap_or(Json::Null);
-    let question = format!(
-        "Delete stack {name} in {} and its {} resources (the nodes, their disks, the EFS file system it made)?",
-        cloud.region(),
-        resources.len()
-    );
+    let there = existing(&resources, &template, &stack, cloud.region());
+    let question = question(name, cloud.region(), &stack.status, &there, &retained(&template));
     if confirm(console, &question, yes).await? != Answer::Yes {
         console.noteln("Nothing was deleted.");
         return Err(ExitCode::Invalid);
@@ -58,8 +116,8 @@ async fn delete_inner<K: Console, C: Cloud>(
     let boundary = monitor::newest_event(cloud, &stack.id).await.map_err(|e| fail(console, e))?;
     cloud.delete_stack(name).await.map_err(|e| fail(console, e))?;
     let display = console.display();
-    display.line("Deleting", &format!("stack {name} ({} resources)", resources.len()));
-    let plan = resources
+    display.line("Deleting", &format!("stack {name} ({} resources)", there.len()));
+    let plan = there
         .iter()
         .map(|r| (r.logical_id.clone(), Planned { resource_type: r.resource_type.clone(), optional: false }))
         .collect();
@@ -78,13 +136,17 @@ async fn delete_inner<K: Console, C: Cloud>(
     }
     for (id, why) in kept {
         // Its name, as AWS gave it (the log group's, the file system's id).
-        let physical = resources
-            .iter()
-            .find(|r| r.logical_id == id)
-            .and_then(|r| r.physical_id.clone())
-            .or_else(|| monitor::physical_id(watcher.events(), &id));
+        let resource = resources.iter().find(|r| r.logical_id == id);
+        let physical =
+            resource.and_then(|r| r.physical_id.clone()).or_else(|| monitor::physical_id(watcher.events(), &id));
+        let command = match (resource, &physical) {
+            (Some(r), Some(p)) => delete_command(&r.resource_type, p, cloud.region()),
+            _ => None,
+        };
         let named = physical.map(|p| format!("{id} ({p})")).unwrap_or(id);
-        console.noteln(&format!("{:>12} {named}: {why}; delete it yourself when you no longer need it", "Retained"));
+        let how = command.map_or_else(String::new, |c| format!(": `{c}`"));
+        console
+            .noteln(&format!("{:>12} {named}: {why}; delete it yourself when you no longer need it{how}", "Retained"));
     }
     Ok(ExitCode::Success)
 }
@@ -139,9 +201,58 @@ mod tests {
         assert!(
             err.contains(
                 "    Retained NodeLogGroup (/deeplearning-cluster/demo/run-1): its DeletionPolicy is Retain; \
-                 delete it yourself"
+                 delete it yourself when you no longer need it: `aws logs delete-log-group --log-group-name \
+                 /deeplearning-cluster/demo/run-1 --region us-east-1`"
             ),
             "{err}"
         );
+    }
+
+    /// Issue 35: delete asked about every resource the stack lists (43 where
+    /// create said 42) and promised nodes, disks and EFS for a
+    /// `ROLLBACK_COMPLETE` stack that had none.
+    #[test]
+    fn the_question_counts_and_names_only_what_is_there() {
+        let r = |id: &str, t: &str, status: &str| Resource {
+            logical_id: id.into(),
+            resource_type: t.into(),
+            status: status.into(),
+            ..Resource::default()
+        };
+        let stack = Stack { name: "demo".into(), ..Stack::default() };
+        let rolled_back =
+            [r("Vpc", "AWS::EC2::VPC", "DELETE_COMPLETE"), r("Fs", "AWS::EFS::FileSystem", "DELETE_COMPLETE")];
+        let there = existing(&rolled_back, &Json::Null, &stack, "us-east-1");
+        assert_eq!(
+            question("demo", "us-east-1", "ROLLBACK_COMPLETE", &there, &[]),
+            "Delete stack demo in us-east-1 (ROLLBACK_COMPLETE: it has no resources left)?"
+        );
+        let formed = [
+            r("Vpc", "AWS::EC2::VPC", "CREATE_COMPLETE"),
+            r("MasterInstance", "AWS::EC2::Instance", "CREATE_COMPLETE"),
+            r("Fs", "AWS::EFS::FileSystem", "CREATE_COMPLETE"),
+            r("Skipped", "AWS::EC2::PlacementGroup", "DELETE_SKIPPED"),
+            r("Conditional", "AWS::EFS::FileSystem", "CREATE_COMPLETE"),
+        ];
+        // A resource whose condition is false with the stack's parameters
+        // is not counted, as deploy did not count it (the local AWS lists it).
+        let template = serde_json::json!({
+            "Parameters": { "EfsFileSystemId": { "Type": "String", "Default": "fs-12345678" } },
+            "Conditions": { "CreateFileSystem": { "Fn::Equals": [{ "Ref": "EfsFileSystemId" }, ""] } },
+            "Resources": {
+                "Vpc": { "Type": "AWS::EC2::VPC" },
+                "MasterInstance": { "Type": "AWS::EC2::Instance" },
+                "Fs": { "Type": "AWS::EFS::FileSystem" },
+                "Skipped": { "Type": "AWS::EC2::PlacementGroup" },
+                "Conditional": { "Type": "AWS::EFS::FileSystem", "Condition": "CreateFileSystem" }
+            }
+        });
+        let there = existing(&formed, &template, &stack, "us-east-1");
+        assert_eq!(
+            question("demo", "us-east-1", "CREATE_COMPLETE", &there, &[]),
+            "Delete stack demo in us-east-1 and its 3 resources (the nodes and their disks, the EFS file system it made)?"
+        );
+        let kept = [("Fs".to_owned(), "its DeletionPolicy is Retain".to_owned())];
+        assert!(!question("demo", "us-east-1", "CREATE_COMPLETE", &there, &kept).contains("EFS"));
     }
 }

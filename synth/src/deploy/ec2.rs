@@ -23,7 +23,6 @@ use std::time::{Duration, SystemTime};
 use aws_config::SdkConfig;
 use aws_sdk_cloudformation::config::{Credentials, ProvideCredentials, SharedCredentialsProvider};
 
-use super::policy::action_of;
 use super::port::{CloudError, CloudResult, Reservation};
 
 /// The EC2 API version the requests speak (the current one).
@@ -350,15 +349,7 @@ fn error_of(what: &str, status: u16, body: &str) -> CloudError {
     let code = tag_text(body, "Code").unwrap_or_default();
     let message = tag_text(body, "Message").map(unescape).unwrap_or_else(|| format!("HTTP {status}"));
     let message = if code.is_empty() { format!("HTTP {status}: {message}") } else { format!("{code}: {message}") };
-    if status == 403 || code.contains("UnauthorizedOperation") || code.contains("AccessDenied") {
-        CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
-    } else if matches!(code, "AuthFailure" | "ExpiredToken" | "InvalidClientTokenId") {
-        CloudError::NoCredentials(message)
-    } else if status >= 500 {
-        CloudError::Unavailable { what: what.to_owned(), message }
-    } else {
-        CloudError::Invalid { what: what.to_owned(), message }
-    }
+    super::credentials::classify(what, status, code, message)
 }
 
 /// The text between the first `<tag>` and its `</tag>`.

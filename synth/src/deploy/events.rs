@@ -10,10 +10,16 @@ use super::time::stamp;
 use super::watch::{Backoff, Operation, Watcher, is_settled};
 use crate::exit::{ExitCode, printed};
 
+/// The status column's width: `CREATE_IN_PROGRESS`, the longest common
+/// status; a longer one (`UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS`)
+/// takes what it needs. Padding to the longest of all pushed every line
+/// past 100 columns.
+const STATUS_WIDTH: usize = 18;
+
 /// One event as a line: time, status, resource, reason.
 pub fn line(e: &Event) -> String {
     let reason = e.reason.as_deref().map(|r| format!("  {r}")).unwrap_or_default();
-    format!("{}  {:32}  {} ({}){reason}", stamp(e.at_ms()), e.status, e.logical_id, e.resource_type)
+    format!("{}  {:STATUS_WIDTH$}  {} ({}){reason}", stamp(e.at_ms()), e.status, e.logical_id, e.resource_type)
 }
 
 /// Prints the events of the stack `name`; with `follow`, goes on until it settles.
@@ -84,6 +90,24 @@ async fn fetch_new_all<C: Cloud>(cloud: &C, stack: &str, seen: &Watcher, first: 
 
 #[cfg(test)]
 mod tests {
+    /// Issue 35: the status column was padded to 32 characters, so an
+    /// ordinary line wrapped in a 100-column terminal.
+    #[test]
+    fn an_ordinary_event_line_fits_100_columns() {
+        let e = Event {
+            at_ns: 1_764_000_000_000_000_000,
+            status: "CREATE_COMPLETE".into(),
+            logical_id: "MasterLaunchTemplate".into(),
+            resource_type: "AWS::EC2::LaunchTemplate".into(),
+            ..Event::default()
+        };
+        let text = line(&e);
+        assert_eq!(text, "2025-11-24T16:00:00Z  CREATE_COMPLETE     MasterLaunchTemplate (AWS::EC2::LaunchTemplate)");
+        assert!(text.chars().count() <= 100, "{} columns", text.chars().count());
+        let long = Event { status: "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS".into(), ..e };
+        assert!(line(&long).contains("UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS  MasterLaunchTemplate"));
+    }
+
     use super::*;
     use crate::deploy::fake::{FakeCloud, FakeConsole};
     use crate::deploy::port::Stack;
@@ -131,7 +155,10 @@ mod tests {
     async fn a_missing_stack_is_named() {
         let console = FakeConsole::default();
         assert_eq!(print_events(&console, &FakeCloud::default(), "gone", false).await, ExitCode::NotFound);
-        assert_eq!(console.stderr(), "error: no stack gone in us-east-1\n");
+        assert_eq!(
+            console.stderr(),
+            "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+        );
     }
 
     /// The rule for an empty answer: a stack with no events (yet) is exit

@@ -91,7 +91,7 @@ impl Cloud for FakeCloud {
     }
     async fn stacks(&self) -> CloudResult<Vec<Stack>> {
         self.call("stacks");
-        Ok(Vec::new())
+        Ok(self.stacks.lock().unwrap().values().cloned().collect())
     }
     async fn events(&self, _stack: &str, page: Option<String>) -> CloudResult<EventPage> {
         self.call("events");

@@ -48,6 +48,18 @@ pub enum LogsError {
         /// What its groups' names start with.
         prefix: String,
     },
+    /// No log group of the stack with the id `--stack-id` names.
+    #[error("no logs for stack {stack} with id {run} in region {region}; {}", runs_of(.runs))]
+    NoRun {
+        /// The stack's name.
+        stack: String,
+        /// The UUID asked for.
+        run: String,
+        /// The region looked in.
+        region: String,
+        /// The runs that have logs, newest first, with when each was made.
+        runs: Vec<(String, i64)>,
+    },
     /// No stream of the group is the node `--node` names.
     #[error("no logs from node {node} in {group}: {}", known_nodes(.known))]
     NoSuchNode {
@@ -313,6 +325,9 @@ pub struct Request<'a> {
     pub since: Option<i64>,
     /// Keep printing new lines until the console is interrupted.
     pub follow: bool,
+    /// `--stack-id`: the stack of that name with this id (its ARN, or the
+    /// UUID at its end), for an earlier stack's lines; `None`: the newest.
+    pub stack_id: Option<&'a str>,
 }
 
 /// `synth logs`: prints the lines of the newest log group of the stack
@@ -336,19 +351,39 @@ async fn print_logs_inner<K: Console, C: Cloud>(console: &K, cloud: &C, request:
         Ok(groups) => groups,
         Err(e) => return failed(console, e.into()),
     };
-    let Some(newest) = groups.iter().max_by(|a, b| (a.created_ms, &a.name).cmp(&(b.created_ms, &b.name))) else {
-        let stack = request.stack.to_owned();
-        return failed(console, LogsError::NoGroup { stack, region: cloud.region().to_owned(), prefix });
+    let mut groups = groups;
+    groups.sort_by(|a, b| (b.created_ms, &b.name).cmp(&(a.created_ms, &a.name)));
+    let runs: Vec<(String, i64)> =
+        groups.iter().map(|g| (g.name.strip_prefix(&prefix).unwrap_or(&g.name).to_owned(), g.created_ms)).collect();
+    let chosen = match request.stack_id {
+        // The UUID at the end of an id, or the UUID itself.
+        Some(id) => {
+            let run = node_contract::logs::stack_run(id).unwrap_or(id);
+            match groups.iter().find(|g| g.name.strip_prefix(&prefix) == Some(run)) {
+                Some(group) => group,
+                None => {
+                    let (stack, region) = (request.stack.to_owned(), cloud.region().to_owned());
+                    return failed(console, LogsError::NoRun { stack, run: run.to_owned(), region, runs });
+                }
+            }
+        }
+        None => match groups.first() {
+            Some(newest) => newest,
+            None => {
+                let stack = request.stack.to_owned();
+                return failed(console, LogsError::NoGroup { stack, region: cloud.region().to_owned(), prefix });
+            }
+        },
     };
-    let mut query = LogQuery { group: newest.name.clone(), streams: Vec::new(), start_ms: since };
-    if groups.len() > 1 {
+    let mut query = LogQuery { group: chosen.name.clone(), streams: Vec::new(), start_ms: since };
+    if groups.len() > 1 && request.stack_id.is_none() {
         console.noteln(&format!(
-            "note: {} earlier stack(s) named {} left logs too; these lines are from the newest, {} \
-             (the others: `aws logs tail GROUP`, with GROUP from `aws logs describe-log-groups \
-             --log-group-name-prefix {prefix}`)",
+            "note: {} earlier stack(s) named {} left logs too; these lines are from the newest, {}; \
+             `--stack-id ID` reads another's ({})",
             groups.len() - 1,
             request.stack,
-            query.group
+            query.group,
+            runs_of(&runs[1..])
         ));
     }
     let mut format = match narrow(cloud, request.node, &mut query).await {
@@ -404,11 +439,22 @@ async fn narrow<C: Cloud>(cloud: &C, node: Option<&str>, query: &mut LogQuery) -
     Ok(all)
 }
 
+/// The runs of a stack name that left logs, as `UUID (created TIME)`.
+fn runs_of(runs: &[(String, i64)]) -> String {
+    let listed: Vec<String> = runs.iter().map(|(run, ms)| format!("{run} (created {})", stamp(*ms))).collect();
+    if listed.is_empty() { "no stack of that name left logs".to_owned() } else { format!("ids: {}", listed.join(", ")) }
+}
+
 /// The one line that says a read found nothing: which node, since when,
-/// in which group.
+/// in which group. "Yet" only while waiting for more: the stack may be
+/// deleted, and its group will get no more lines.
 fn nothing_since(request: &Request<'_>, group: &str) -> String {
     let from = request.node.map(|n| format!(" from node {}", n.trim())).unwrap_or_default();
-    let since = request.since.map_or_else(|| " yet".to_owned(), |ms| format!(" since {}", stamp(ms)));
+    let since = match request.since {
+        Some(ms) => format!(" since {}", stamp(ms)),
+        None if request.follow => " yet".to_owned(),
+        None => String::new(),
+    };
     format!("no log lines{from}{since} in {group}")
 }
 
@@ -417,7 +463,7 @@ fn nothing_since(request: &Request<'_>, group: &str) -> String {
 fn failed<K: Console>(console: &K, e: LogsError) -> ExitCode {
     match e {
         LogsError::Cloud(_) | LogsError::TooManyStreams { .. } => fail(console, e),
-        LogsError::NoGroup { .. } | LogsError::NoSuchNode { .. } => not_found(console, e),
+        LogsError::NoGroup { .. } | LogsError::NoRun { .. } | LogsError::NoSuchNode { .. } => not_found(console, e),
     }
 }
 
@@ -618,6 +664,43 @@ mod tests {
         assert!(console.stderr().starts_with("error: no logs from node 7 in "), "{}", console.stderr());
     }
 
+    /// Issue 35: only the newest stack of a name could be read. The note
+    /// lists the earlier ones' ids, and `--stack-id` (an ARN or its UUID)
+    /// reads one of them.
+    #[tokio::test]
+    async fn stack_id_reads_an_earlier_stacks_lines() {
+        let cloud = FakeCloud::default();
+        {
+            let mut groups = cloud.log_groups.lock().unwrap();
+            groups.insert("/deeplearning-cluster/demo/run-1".into(), vec![event("master-i-0aa", T0, "e1", "first")]);
+            groups.insert("/deeplearning-cluster/demo/run-2".into(), vec![event("master-i-0bb", T0, "e2", "second")]);
+        }
+        let console = FakeConsole::default();
+        assert_eq!(
+            print_logs(&console, &cloud, &Request { stack: "demo", ..Request::default() }).await,
+            ExitCode::Success
+        );
+        assert!(console.stdout().contains("second") && !console.stdout().contains("first"), "{}", console.stdout());
+        assert!(
+            console.stderr().contains("`--stack-id ID` reads another's (ids: run-1 (created "),
+            "{}",
+            console.stderr()
+        );
+        for id in ["arn:aws:cloudformation:us-east-1:123456789012:stack/demo/run-1", "run-1"] {
+            let console = FakeConsole::default();
+            let request = Request { stack: "demo", stack_id: Some(id), ..Request::default() };
+            assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::Success);
+            assert!(console.stdout().contains("first") && !console.stdout().contains("second"), "{}", console.stdout());
+            assert_eq!(console.stderr(), "", "no note when an id is chosen");
+        }
+        let console = FakeConsole::default();
+        let request = Request { stack: "demo", stack_id: Some("run-9"), ..Request::default() };
+        assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::NotFound);
+        assert!(
+            console.stderr().starts_with("error: no logs for stack demo with id run-9 in region us-east-1; ids: run-2")
+        );
+    }
+
     /// The rule for an empty answer: a stack whose logs exist but hold no
     /// line since then, or a group no node has written to yet (with or
     /// without `--node`), is exit 0 with one line on stderr saying so, and
@@ -647,9 +730,11 @@ mod tests {
             let request = Request { stack: "demo", node, ..Request::default() };
             assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::Success, "{node:?}");
             assert_eq!(console.stdout(), "", "{node:?}");
+            // No "yet": the stack may be deleted (issue 35); only --follow waits.
             assert!(
                 console.stderr().starts_with("no log lines")
-                    && console.stderr().ends_with(" yet in /deeplearning-cluster/demo/run-1\n"),
+                    && console.stderr().ends_with(" in /deeplearning-cluster/demo/run-1\n")
+                    && !console.stderr().contains("yet"),
                 "{node:?}: {}",
                 console.stderr()
             );

@@ -102,7 +102,7 @@ pub async fn watch<C: Cloud>(
                 }
             }
         }
-        display.live_since(watcher.started_ms().unwrap_or(started), &watcher.live_status());
+        display.live_since(watcher.started_ms().unwrap_or(started), &watcher.live_status(now));
         let wait = backoff.next(news);
         tokio::select! {
             _ = &mut interrupted => return Ok(Ending::Interrupted),

@@ -35,6 +35,19 @@ pub enum CloudError {
         /// it (S3's).
         action: Option<String>,
     },
+    /// AWS did not accept the credentials themselves (an unknown key, a
+    /// secret that does not match, an expired session): the message names
+    /// the credentials used and what to check (`credentials::rejected`
+    /// writes it when it classifies the answer).
+    #[error("{said}")]
+    Rejected {
+        /// The call.
+        what: String,
+        /// AWS's error code (`InvalidClientTokenId`, ...).
+        code: String,
+        /// The whole message.
+        said: String,
+    },
     /// The request was refused as invalid.
     #[error("{what}: {message}")]
     Invalid {

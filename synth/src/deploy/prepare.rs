@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
+use node_contract::PackageFormat;
 use serde_json::Value as Json;
 
 use super::console::{Console, Display, fail};
@@ -15,7 +16,7 @@ use super::port::{Cloud, TemplateSource};
 use super::staging::{self, Staging, Upload};
 use super::template::{Pseudo, parameter_values, resolve};
 use super::watch::Planned;
-use crate::blueprint::{self, Diagnostic, MISSING_AGENT_PATH};
+use crate::blueprint;
 use crate::exit::ExitCode;
 use crate::region::Region;
 use crate::spec::{AgentPackage, ClusterSpec};
@@ -152,6 +153,7 @@ where
         .map_err(|e| fail(console, format!("internal error, please report it: the template is not JSON: {e}")))?;
     check_parameters(console, &template, &overrides)?;
     let region = region.or(loaded.spec.region);
+    check_values(console, text, region, &template, &overrides)?;
     let cloud = connect(region).await?;
     if region.is_none() {
         // The template is checked for the region it goes to.
@@ -176,14 +178,16 @@ where
         super::capacity::preflight(console, &cloud, &ask, display).await?;
     }
     let mut spec = loaded.spec.clone();
-    let needs_package = loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH);
+    let needs_package = loaded.missing_agent.is_some();
     if needs_package || target.agent_package.is_some() {
         let file = match &target.agent_package {
             Some(f) => f.clone(),
             None => staging::package_dir().join(staging::package_file_name(spec.image.package_format)),
         };
-        let package = stage_package(console, &cloud, &file, upload, display).await?;
-        install_at_boot(&mut spec, &mut loaded.warnings, package);
+        let format = Some(spec.image.package_format);
+        let package =
+            stage_package(console, &cloud, &file, format, upload, display, "pass --agent-package FILE").await?;
+        install_at_boot(&mut spec, package);
     }
     if !loaded.warnings.is_empty() {
         console.note(&blueprint::render_all(&loaded.warnings, text, path));
@@ -219,25 +223,98 @@ fn check_parameters<K: Console>(
     Ok(())
 }
 
+/// Refuses an override the blueprint's rules refuse for the field it stands
+/// for (`-p WorkerCount=50` past `workers.max`, `-p WorkerCount=lots`),
+/// naming the parameter and the field, before any AWS call. The worker
+/// counts the stack would run with are checked together: those not set
+/// keep the template's defaults, the blueprint's values.
+fn check_values<K: Console>(
+    console: &K,
+    text: &str,
+    region: Option<Region>,
+    template: &Json,
+    overrides: &BTreeMap<String, String>,
+) -> Result<(), ExitCode> {
+    let default = |name: &str| {
+        let value = template.get("Parameters")?.get(name)?.get("Default")?;
+        Some(value.as_str().map_or_else(|| value.to_string(), str::to_owned))
+    };
+    let mut fields: Vec<(&str, String, &str)> = Vec::new();
+    for (name, value) in overrides {
+        if let Some(field) = crate::stack::blueprint_field(name) {
+            fields.push((name, value.clone(), field));
+        }
+    }
+    if fields.is_empty() {
+        return Ok(());
+    }
+    for name in [crate::stack::WORKER_COUNT_PARAMETER, "MinWorkers", "MaxWorkers"] {
+        if let (false, Some(value), Some(field)) =
+            (overrides.contains_key(name), default(name), crate::stack::blueprint_field(name))
+        {
+            fields.push((name, value, field));
+        }
+    }
+    let written: Vec<(&str, &str)> = fields.iter().map(|(_, value, field)| (*field, value.as_str())).collect();
+    let errors = blueprint::check_overrides(text, region, &written);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let set: Vec<String> = overrides
+        .iter()
+        .filter(|(n, _)| crate::stack::blueprint_field(n).is_some())
+        .map(|(n, v)| format!("-p {n}={v}"))
+        .collect();
+    for d in &errors {
+        let by = fields.iter().find(|(name, _, field)| *field == d.path && overrides.contains_key(*name));
+        let head = match by {
+            Some((name, value, field)) => format!("-p {name}={value} (the blueprint's {field})"),
+            None => format!("with {}: {}", set.join(" "), d.path),
+        };
+        let mut help = d.help.as_deref().map(|h| format!("\n  = help: {h}")).unwrap_or_default();
+        if matches!(d.path.as_str(), "workers.count" | "workers.min" | "workers.max") {
+            help.push_str("\n  = help: on the command line, -p MinWorkers, -p WorkerCount and -p MaxWorkers set them");
+        }
+        console.noteln(&format!("error: {head}: {}{help}", d.message));
+    }
+    Err(ExitCode::Invalid)
+}
+
 /// Reads the agent package `file` and, when `upload`, puts it into the
 /// staging bucket (created when missing), saying what it did; returns what
 /// the nodes download. Without `upload` (a preview) nothing is written.
+/// The file must be an agent package ([`super::package::check`]), of
+/// `format` when the image says which; `name_one` says how the command
+/// takes another file ("pass --agent-package FILE" for deploy, the
+/// argument for `synth stage`). Both are checked before any AWS call.
 pub async fn stage_package<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     file: &Path,
+    format: Option<PackageFormat>,
     upload: bool,
     display: &Display,
+    name_one: &str,
 ) -> Result<AgentPackage, ExitCode> {
-    let package = staging::read_package(file).map_err(|e| {
-        fail(
-            console,
-            format!(
-                "{e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
-                 `packaging/build`, or pass --agent-package FILE (or bake an image: see the README)"
-            ),
-        )
-    })?;
+    let package = staging::read_package(file)
+        .and_then(|p| match format {
+            Some(wanted) if wanted != p.format => Err(format!(
+                "{} is {}, but the blueprint's image installs {}",
+                file.display(),
+                kind(p.format),
+                kind(wanted)
+            )),
+            _ => Ok(p),
+        })
+        .map_err(|e| {
+            fail(
+                console,
+                format!(
+                    "{e}\n  = help: the image has no agent, so nodes install the package at boot: build it with \
+                     `packaging/build`, or {name_one} (or bake an image: see the README)"
+                ),
+            )
+        })?;
     let account = cloud.account_id().await.map_err(|e| fail(console, e))?;
     let key = staging::package_key(&package.sha256, &package.file_name);
     let bucket = if upload {
@@ -265,10 +342,17 @@ pub async fn stage_package<K: Console, C: Cloud>(
 }
 
 /// The blueprint as deploy builds it: every node installs `package` at
-/// boot, so the warning that the image has no agent no longer holds.
-pub fn install_at_boot(spec: &mut ClusterSpec, warnings: &mut Vec<Diagnostic>, package: AgentPackage) {
+/// boot (so deploy says nothing of an image without the agent).
+pub fn install_at_boot(spec: &mut ClusterSpec, package: AgentPackage) {
     spec.image.agent_package = Some(package);
-    warnings.retain(|w| w.path != MISSING_AGENT_PATH);
+}
+
+/// A package format in words.
+fn kind(format: PackageFormat) -> &'static str {
+    match format {
+        PackageFormat::Deb => "the Debian package (.deb, Ubuntu and Debian images)",
+        PackageFormat::Tarball => "the .tar.gz (Amazon Linux images)",
+    }
 }
 
 /// Where CloudFormation reads the template: inline, or from the staging
@@ -324,20 +408,100 @@ mod tests {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
             let name = path.display().to_string();
-            let mut loaded = blueprint::load(&text, &name, Some(Region::UsEast1)).unwrap();
+            let loaded = blueprint::load(&text, &name, Some(Region::UsEast1)).unwrap();
             let mut spec = loaded.spec.clone();
-            if loaded.warnings.iter().any(|w| w.path == MISSING_AGENT_PATH) {
+            if loaded.missing_agent.is_some() {
                 let url = format!("s3://bucket/agent/{}/pkg", "c".repeat(64));
-                install_at_boot(&mut spec, &mut loaded.warnings, AgentPackage { url, sha256: "c".repeat(64) });
+                install_at_boot(&mut spec, AgentPackage { url, sha256: "c".repeat(64) });
                 staged += 1;
             }
-            assert!(loaded.warnings.iter().all(|w| w.path != MISSING_AGENT_PATH), "{name}");
             let template = crate::stack::compile(&spec).render().unwrap().json;
             let package = spec.image.agent_package.as_ref().expect("every example installs a package or has one");
             // The user data (`Fn::Base64` of an `Fn::Sub` text) checks exactly that package.
             assert!(template.contains(&format!("echo '{}  '", package.sha256)), "{name}");
         }
         assert_eq!(staged, 11, "the examples on the stock image");
+    }
+
+    /// Issue 35: `synth stage /etc/passwd` uploaded it and a 3-byte
+    /// `--agent-package` made a stack whose nodes could not boot. A file
+    /// that is no agent package, or not the kind the image installs, is
+    /// refused before any AWS call; a real one is uploaded.
+    #[tokio::test]
+    async fn only_an_agent_package_of_the_images_kind_is_staged() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        use crate::deploy::package::tests::{deb_named, tar_gz};
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let display = Display::plain(|_| {});
+        let tarball = tar_gz(&[("deeplearning-agent-0.1.0-x86_64/bin/agent", b"\x7fELF")]);
+        let cases = [
+            (write("notapkg.deb", b"abc"), Some(PackageFormat::Deb), "is not an agent package: it is 3 bytes long"),
+            (write("passwd", b"root:x:0:0:root:/root:/bin/bash\n"), None, "neither an ar archive nor gzip"),
+            (write("curl.deb", &deb_named("curl")), None, "the Debian package `curl`, not deeplearning-agent"),
+            (write("a.tar.gz", &tarball), Some(PackageFormat::Deb), "but the blueprint's image installs the Debian"),
+        ];
+        for (file, format, says) in cases {
+            let (console, cloud) = (FakeConsole::default(), FakeCloud::default());
+            let staged = stage_package(&console, &cloud, &file, format, true, &display, "name it").await;
+            assert_eq!(staged.err(), Some(ExitCode::Error), "{}", file.display());
+            assert!(console.stderr().contains(says), "{}", console.stderr());
+            assert!(cloud.calls.lock().unwrap().is_empty(), "no AWS call: {:?}", cloud.calls.lock().unwrap());
+        }
+        let (console, cloud) = (FakeConsole::default(), FakeCloud::default());
+        let deb = write("deeplearning-agent_0.1.0-1_amd64.deb", &deb_named("deeplearning-agent"));
+        let staged = stage_package(&console, &cloud, &deb, Some(PackageFormat::Deb), true, &display, "name it").await;
+        assert!(staged.is_ok(), "{}", console.stderr());
+        assert_eq!(cloud.objects.lock().unwrap().len(), 1);
+    }
+
+    /// Issue 35: `-p WorkerCount=50` past minimal.yaml's max of 2 and
+    /// `-p WorkerCount=lots` previewed as ordinary changes. They are the
+    /// blueprint's errors now, naming the parameter and the field, before
+    /// any AWS call; values the blueprint allows go on to connect.
+    #[tokio::test]
+    async fn parameter_values_get_the_blueprints_rules_before_any_aws_call() {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../blueprints/minimal.yaml")).unwrap();
+        let run = |parameters: &[&str]| {
+            let text = text.clone();
+            let parameters: Vec<String> = parameters.iter().map(|p| (*p).to_owned()).collect();
+            async move {
+                let blueprint = Blueprint { text: &text, path: "minimal.yaml", region: Some(Region::UsEast1) };
+                let target = Target { parameters, ..Target::default() };
+                let console = crate::deploy::fake::FakeConsole::default();
+                let connected = std::cell::Cell::new(false);
+                let connect = |_| {
+                    connected.set(true);
+                    // Refused at once: only whether it was reached matters.
+                    std::future::ready(Err::<crate::deploy::fake::FakeCloud, _>(ExitCode::Error))
+                };
+                let display = Display::plain(|_| {});
+                let result = prepare(&console, blueprint, &target, false, &display, connect).await;
+                (result.err(), connected.get(), console.stderr())
+            }
+        };
+        let (code, connected, err) = run(&["WorkerCount=50"]).await;
+        assert_eq!((code, connected), (Some(ExitCode::Invalid), false), "{err}");
+        assert!(
+            err.starts_with("error: -p WorkerCount=50 (the blueprint's workers.count): count is 50 but max is 2"),
+            "{err}"
+        );
+        let (code, connected, err) = run(&["WorkerCount=lots"]).await;
+        assert_eq!((code, connected), (Some(ExitCode::Invalid), false), "{err}");
+        assert!(err.contains("-p WorkerCount=lots (the blueprint's workers.count): expected a whole number"), "{err}");
+        let (_, connected, err) = run(&["MasterInstanceType=p9.mega", "SshCidr=0.0.0.0/0"]).await;
+        assert!(!connected, "{err}");
+        assert!(err.contains("-p MasterInstanceType=p9.mega (the blueprint's master.instance_type): "), "{err}");
+        assert!(err.contains("-p SshCidr=0.0.0.0/0 (the blueprint's access.ssh.cidr): "), "{err}");
+        for fine in [&["WorkerCount=3", "MaxWorkers=3"][..], &["WorkerCount=1", "MinWorkers=1", "KeyName="]] {
+            let (code, connected, err) = run(fine).await;
+            assert_eq!((code, connected), (Some(ExitCode::Error), true), "{fine:?}: {err}");
+        }
     }
 
     #[test]

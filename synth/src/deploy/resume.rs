@@ -19,7 +19,7 @@ use std::time::Duration;
 use node_contract::idle::{IDLE_TAG, IdleMark};
 use node_contract::logs::{log_group_name, node_label, parse_publishing_line, stack_run, stream_name};
 
-use super::console::{Console, fail, not_found};
+use super::console::{Console, fail};
 use super::port::{Cloud, CloudError, GroupState, LogQuery, Stack};
 use super::time::now_ms;
 use super::watch::clock;
@@ -122,7 +122,7 @@ async fn resume_inner<K: Console, C: Cloud>(
 ) -> Result<ExitCode, ExitCode> {
     let started = now_ms();
     let Some(stack) = cloud.stack(name).await.map_err(|e| fail(console, e))? else {
-        return Err(not_found(console, format!("no stack {name} in {}", cloud.region())));
+        return Err(super::status::missing(console, cloud, name).await);
     };
     let resources = cloud.resources(name).await.map_err(|e| fail(console, e))?;
     let group_name = physical(&resources, WORKER_GROUP, name).map_err(|e| fail(console, e))?;
@@ -446,7 +446,10 @@ mod tests {
         }
         let console = FakeConsole::default();
         assert_eq!(resume(&console, &cloud, "gone", Duration::from_secs(600)).await, ExitCode::NotFound);
-        assert_eq!(console.stderr(), "error: no stack gone in us-east-1\n");
+        assert_eq!(
+            console.stderr(),
+            "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+        );
     }
 
     #[tokio::test(start_paused = true)]

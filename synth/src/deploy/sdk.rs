@@ -22,6 +22,8 @@ use aws_sdk_cloudformation::error::{DisplayErrorContext, ProvideErrorMetadata, S
 use aws_sdk_cloudformation::types::{Capability, ChangeSetType, OnFailure, Parameter};
 use aws_sdk_s3::primitives::ByteStream;
 
+use super::credentials;
+pub use super::credentials::ConnectError;
 use super::policy::action_of;
 use super::port::*;
 
@@ -55,18 +57,34 @@ impl SdkCloud {
         if let Some(region) = &connection.region {
             loader = loader.region(Region::new(region.clone()));
         }
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         if let Some(profile) = &connection.profile {
             // A named profile that is not there is an error naming it, and
             // a named profile's credentials are the ones used, as the AWS
             // CLI does: aws-config's default chain would take keys from the
             // environment first and ignore the profile silently.
-            check_profile(profile).await?;
+            check_profile(profile, "--profile").await?;
             let credentials = ProfileFileCredentialsProvider::builder().profile_name(profile).build();
             loader = loader.profile_name(profile).credentials_provider(credentials);
+        } else if let Some(profile) = env("AWS_PROFILE") {
+            // The same check when the environment names it, also when the
+            // environment's keys are what the chain will use: a name that
+            // is not there is a mistake either way.
+            check_profile(&profile, "AWS_PROFILE").await?;
         }
         let config = loader.load().await;
         let region = config.region().map(|r| r.to_string()).ok_or(ConnectError::NoRegion)?;
-        check_credentials(&config).await?;
+        if connection.region.is_none() {
+            credentials::check_region(&region, env)?;
+        }
+        let key_id = check_credentials(&config).await?;
+        let set = profiles().await;
+        let sso = |name: &str| {
+            set.as_ref()
+                .and_then(|s| s.get_profile(name))
+                .is_some_and(|p| p.get("sso_session").is_some() || p.get("sso_start_url").is_some())
+        };
+        credentials::record(credentials::Source::find(connection.profile.as_deref(), env, sso), &key_id);
         Ok(SdkCloud::new(&config, region))
     }
 
@@ -87,57 +105,31 @@ impl SdkCloud {
     }
 }
 
-/// Why [`SdkCloud::connect`] failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConnectError {
-    /// No region anywhere in the chain.
-    #[error("no AWS region: pass --region, or set AWS_REGION (or a region in your AWS profile)")]
-    NoRegion,
-    /// `--profile` names a profile the AWS config files do not have.
-    #[error(
-        "no AWS profile named {profile} in your AWS config files (~/.aws/config and ~/.aws/credentials, or the files \
-         AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE name); {}",
-        known_profiles(.known)
-    )]
-    NoProfile {
-        /// What `--profile` said.
-        profile: String,
-        /// The profiles the files define.
-        known: Vec<String>,
-    },
-    /// No credentials.
-    #[error(transparent)]
-    Cloud(#[from] CloudError),
-}
-
-fn known_profiles(known: &[String]) -> String {
-    if known.is_empty() {
-        "they define none: create it with `aws configure --profile NAME`".to_owned()
-    } else {
-        format!("the profiles there are {}", known.join(", "))
-    }
-}
-
 /// Whether the profile `name` is defined, read with aws-config's own
-/// profile parser (the files and variables it reads, the same rules).
-async fn check_profile(name: &str) -> Result<(), ConnectError> {
-    use aws_types::os_shim_internal::{Env, Fs};
-    // The default files: ~/.aws/config and ~/.aws/credentials, or where
-    // AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE point.
-    let files = Default::default();
-    let known: Vec<String> = match aws_config::profile::load(&Fs::real(), &Env::real(), &files, None).await {
-        Ok(set) if set.get_profile(name).is_some() => return Ok(()),
-        Ok(set) => set.profiles().map(str::to_owned).collect(),
-        // Files that cannot be read or parsed define no profile; the
-        // provider would fail on them the same way.
-        Err(_) => Vec::new(),
-    };
-    let mut known = known;
+/// profile parser (the files and variables it reads, the same rules); the
+/// error says what named it (`named_by`) and which profiles there are.
+async fn check_profile(name: &str, named_by: &'static str) -> Result<(), ConnectError> {
+    let profiles = profiles().await;
+    if profiles.as_ref().is_some_and(|set| set.get_profile(name).is_some()) {
+        return Ok(());
+    }
+    // Files that cannot be read or parsed define no profile; the provider
+    // would fail on them the same way.
+    let mut known: Vec<String> = profiles.map(|set| set.profiles().map(str::to_owned).collect()).unwrap_or_default();
     known.sort();
-    Err(ConnectError::NoProfile { profile: name.to_owned(), known })
+    Err(ConnectError::NoProfile { profile: name.to_owned(), named_by, known })
 }
 
-async fn check_credentials(config: &SdkConfig) -> Result<(), CloudError> {
+/// The profiles of the default files: ~/.aws/config and ~/.aws/credentials,
+/// or where AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE point.
+async fn profiles() -> Option<aws_config::profile::ProfileSet> {
+    use aws_types::os_shim_internal::{Env, Fs};
+    let files = Default::default();
+    aws_config::profile::load(&Fs::real(), &Env::real(), &files, None).await.ok()
+}
+
+/// The credentials' access key id, once the chain gave some.
+async fn check_credentials(config: &SdkConfig) -> Result<String, CloudError> {
     use aws_sdk_cloudformation::config::ProvideCredentials;
     let Some(provider) = config.credentials_provider() else {
         return Err(CloudError::NoCredentials(String::new()));
@@ -145,7 +137,7 @@ async fn check_credentials(config: &SdkConfig) -> Result<(), CloudError> {
     // What each source of the chain said (several lines, the last source
     // tried: instance metadata, which a laptop does not have) is for
     // `SYNTH_LOG=debug`; the error is one paragraph saying what to do.
-    provider.provide_credentials().await.map(|_| ()).map_err(|e| {
+    provider.provide_credentials().await.map(|c| c.access_key_id().to_owned()).map_err(|e| {
         tracing::debug!(error = %cli_output::report(&e), "no credentials from the standard chain");
         CloudError::NoCredentials(String::new())
     })
@@ -163,16 +155,7 @@ where
             let message = context.err().message().unwrap_or("no message").to_owned();
             let message =
                 if code.is_empty() { format!("HTTP {status}: {message}") } else { format!("{code}: {message}") };
-            if status == 403 || code.contains("AccessDenied") || code.contains("UnauthorizedOperation") {
-                CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
-            } else if code == "ExpiredToken" || code == "InvalidClientTokenId" || code == "UnrecognizedClientException"
-            {
-                CloudError::NoCredentials(message)
-            } else if status >= 500 {
-                CloudError::Unavailable { what: what.to_owned(), message }
-            } else {
-                CloudError::Invalid { what: what.to_owned(), message }
-            }
+            credentials::classify(what, status, code, message)
         }
         _ => CloudError::Unavailable { what: what.to_owned(), message: DisplayErrorContext(&err).to_string() },
     }

@@ -17,7 +17,6 @@ use aws_config::SdkConfig;
 use serde_json::{Value, json};
 
 use super::ec2::Signed;
-use super::policy::action_of;
 use super::port::{CloudError, CloudResult, Quota};
 
 /// The operation's target header.
@@ -86,15 +85,7 @@ fn error_of(what: &str, status: u16, answer: &Value, text: &str) -> CloudError {
         (code, Some(said)) => format!("{code}: {said}"),
         (code, None) => code.to_owned(),
     };
-    if status == 403 || code.contains("AccessDenied") || code.contains("UnauthorizedOperation") {
-        CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
-    } else if matches!(code, "ExpiredToken" | "InvalidClientTokenId" | "UnrecognizedClientException") {
-        CloudError::NoCredentials(message)
-    } else if status >= 500 {
-        CloudError::Unavailable { what: what.to_owned(), message }
-    } else {
-        CloudError::Invalid { what: what.to_owned(), message }
-    }
+    super::credentials::classify(what, status, code, message)
 }
 
 /// At most 200 characters of an unexpected answer, for a message.

@@ -55,17 +55,21 @@ pub struct Package {
     pub bytes: Vec<u8>,
     /// Its SHA-256.
     pub sha256: String,
+    /// What kind of package it is ([`super::package::check`]).
+    pub format: PackageFormat,
 }
 
-/// Reads a package; the error says which file and why.
+/// Reads a package and checks that it is one ([`super::package::check`]);
+/// the error says which file and why.
 pub fn read_package(path: &Path) -> Result<Package, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read the agent package {}: {e}", path.display()))?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| format!("{} is not a file", path.display()))?;
+    let format = super::package::check(&bytes, &path.display().to_string())?;
     let sha256 = sha256_hex(&bytes);
-    Ok(Package { path: path.to_owned(), file_name, bytes, sha256 })
+    Ok(Package { path: path.to_owned(), file_name, bytes, sha256, format })
 }
 
 /// The file name `packaging/build` gives the package of this format.

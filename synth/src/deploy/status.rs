@@ -23,6 +23,45 @@ pub fn outputs_text(outputs: &[Output]) -> String {
     outputs.iter().map(|o| format!("{:width$}  {}\n", o.key, o.value, width = width)).collect()
 }
 
+/// Why ssh to the stack's master cannot work, each in a few words: no key
+/// pair (ssh has nothing to log in with, also through Session Manager), or
+/// a public master with no SSH range (no address may reach port 22). What
+/// `synth ssh` refuses with, and what [`shown_outputs`] says instead of an
+/// `SshCommand` that would not work.
+pub fn ssh_obstacles(stack: &Stack) -> Vec<&'static str> {
+    let parameter = |key: &str| stack.parameters.get(key).map(|v| v.trim()).unwrap_or("");
+    let ssh = stack.outputs.iter().find(|o| o.key == "SshCommand").map_or("", |o| o.value.as_str());
+    let through_ssm = ssh.contains("ProxyCommand");
+    let mut why = Vec::new();
+    if parameter("KeyName").is_empty() {
+        why.push("its KeyName parameter is empty (no key pair: ssh has no key to log in with)");
+    }
+    if !through_ssm && parameter("SshCidr").is_empty() {
+        why.push("its SshCidr parameter is empty (no SSH ingress: no address may reach port 22)");
+    }
+    why
+}
+
+/// The stack's outputs as synth shows them: an `SshCommand` that cannot
+/// work (issue 35: shown for a stack with no key pair and no SSH range,
+/// then refused by `synth ssh`) says why instead, as the template's own
+/// "none: ..." does for a private master without Session Manager.
+pub fn shown_outputs(stack: &Stack) -> Vec<Output> {
+    let why = ssh_obstacles(stack);
+    let mut outputs = stack.outputs.clone();
+    if !why.is_empty() {
+        for o in outputs.iter_mut().filter(|o| o.key == "SshCommand" && !o.value.starts_with("none:")) {
+            let instead = if stack.outputs.iter().any(|o| o.key == "SessionManagerCommand") {
+                "; use SessionManagerCommand"
+            } else {
+                ""
+            };
+            o.value = format!("none: {}{instead}", why.join(", and "));
+        }
+    }
+    outputs
+}
+
 /// Outputs as one JSON object, output name to value.
 pub fn outputs_json(outputs: &[Output]) -> String {
     let map: serde_json::Map<String, serde_json::Value> =
@@ -34,8 +73,23 @@ pub fn outputs_json(outputs: &[Output]) -> String {
 pub async fn find<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> Result<Stack, ExitCode> {
     match cloud.stack(name).await {
         Ok(Some(stack)) => Ok(stack),
-        Ok(None) => Err(not_found(console, format!("no stack {name} in {}", cloud.region()))),
+        Ok(None) => Err(missing(console, cloud, name).await),
         Err(e) => Err(fail(console, e)),
+    }
+}
+
+/// Says that there is no stack `name` (exit 3): with a "did you mean" when
+/// a cluster stack's name is close, and where the list is. The list is a
+/// help: when it cannot be read, the message goes without it.
+pub async fn missing<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> ExitCode {
+    let region = cloud.region();
+    let stacks = cloud.stacks().await.unwrap_or_default();
+    let ours = stacks.iter().filter(|s| s.description.as_deref().is_some_and(|d| d.contains(SYNTH_MARK)));
+    let close = crate::blueprint::did_you_mean(name, ours.map(|s| s.name.as_str()));
+    let list = format!("`synth status --region {region}` lists the cluster stacks there");
+    match close {
+        Some(close) => not_found(console, format!("no stack {name} in {region}; did you mean {close}? ({list})")),
+        None => not_found(console, format!("no stack {name} in {region}; {list}")),
     }
 }
 
@@ -127,7 +181,7 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
     if let Some(summary) = formation::timeline(&stack.outputs) {
         text.push_str(&formation::table(&summary, formation::data(&stack.outputs).as_ref()));
     }
-    text.push_str(&outputs_text(&stack.outputs));
+    text.push_str(&outputs_text(&shown_outputs(&stack)));
     printed(console.print(&text), "the status", ExitCode::Success)
 }
 
@@ -258,7 +312,8 @@ pub async fn outputs<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, j
         Ok(s) => s,
         Err(code) => return code,
     };
-    let text = if json { outputs_json(&stack.outputs) } else { outputs_text(&stack.outputs) };
+    let outputs = shown_outputs(&stack);
+    let text = if json { outputs_json(&outputs) } else { outputs_text(&outputs) };
     printed(console.print(&text), "the outputs", ExitCode::Success)
 }
 
@@ -266,6 +321,35 @@ pub async fn outputs<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, j
 mod tests {
     use super::*;
     use crate::stack::FORMATION_DATA_OUTPUT as FORMATION_DATA;
+
+    /// Issue 35: `synth outputs` showed an `SshCommand` for a stack with no
+    /// key pair and no SSH range, which `synth ssh` then refused.
+    #[tokio::test]
+    async fn outputs_say_why_there_is_no_ssh_command_when_ssh_cannot_work() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let outputs = vec![
+            Output { key: "SshCommand".into(), value: "ssh ubuntu@203.0.113.9".into(), description: None },
+            Output { key: "SessionManagerCommand".into(), value: "aws ssm start-session".into(), description: None },
+        ];
+        let stack = |key: &str, cidr: &str| Stack {
+            name: "demo".into(),
+            outputs: outputs.clone(),
+            parameters: [("KeyName".into(), key.into()), ("SshCidr".into(), cidr.into())].into(),
+            ..Stack::default()
+        };
+        let cloud = FakeCloud::default();
+        cloud.stacks.lock().unwrap().insert("demo".into(), stack("", ""));
+        for json in [false, true] {
+            let console = FakeConsole::default();
+            assert_eq!(super::outputs(&console, &cloud, "demo", json).await, ExitCode::Success);
+            let out = console.stdout();
+            assert!(!out.contains("ssh ubuntu@"), "{out}");
+            assert!(out.contains("none: its KeyName parameter is empty"), "{out}");
+            assert!(out.contains("use SessionManagerCommand"), "{out}");
+        }
+        let ready = shown_outputs(&stack("my-key", "198.51.100.7/32"));
+        assert_eq!(ready[0].value, "ssh ubuntu@203.0.113.9");
+    }
 
     #[test]
     fn outputs_are_aligned_text_or_one_json_object() {
@@ -411,11 +495,43 @@ mod tests {
         for json in [false, true] {
             let console = FakeConsole::default();
             assert_eq!(outputs(&console, &cloud, "gone", json).await, ExitCode::NotFound);
-            assert_eq!(console.stderr(), "error: no stack gone in us-east-1\n");
+            assert_eq!(
+                console.stderr(),
+                "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+            );
         }
         let console = FakeConsole::default();
         assert_eq!(show(&console, &cloud, "gone").await, ExitCode::NotFound);
-        assert_eq!((console.stdout().as_str(), console.stderr().as_str()), ("", "error: no stack gone in us-east-1\n"));
+        assert_eq!(
+            (console.stdout().as_str(), console.stderr().as_str()),
+            (
+                "",
+                "error: no stack gone in us-east-1; `synth status --region us-east-1` lists the cluster stacks there\n"
+            )
+        );
+    }
+
+    /// Issue 35: `synth status minimall` said only that there is no such
+    /// stack. A close cluster stack's name is suggested (not another
+    /// program's stack), and the message says where the list is.
+    #[tokio::test]
+    async fn a_misspelt_stack_name_gets_a_did_you_mean() {
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let cloud = FakeCloud::default();
+        for (name, description) in [("minimal", "Built by synth 0.1.0"), ("minimax", "someone else's")] {
+            let stack = Stack { name: name.into(), description: Some(description.into()), ..Stack::default() };
+            cloud.stacks.lock().unwrap().insert(name.into(), stack);
+        }
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "minimall").await, ExitCode::NotFound);
+        assert_eq!(
+            console.stderr(),
+            "error: no stack minimall in us-east-1; did you mean minimal? (`synth status --region us-east-1` lists \
+             the cluster stacks there)\n"
+        );
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "minimaxx").await, ExitCode::NotFound);
+        assert!(!console.stderr().contains("did you mean minimax"), "{}", console.stderr());
     }
 
     /// `status` says formed only from the master's signal: a completed wait

@@ -173,7 +173,7 @@ pub async fn decide_update<K: Console, C: Cloud>(
         let _ = cloud.delete_change_set(&set.id).await;
         console.noteln(
             "Nothing was changed (the change set was deleted). To apply it anyway, losing that data, \
-             add --allow-replacement.",
+             run `synth deploy --allow-replacement`.",
         );
         return Err(ExitCode::Invalid);
     }

@@ -89,6 +89,35 @@ pub struct Watcher {
     group: Option<GroupState>,
     settled: Option<(String, Option<String>)>,
     start_ms: Option<i64>,
+    formation_limit: Option<FormationLimit>,
+}
+
+/// How long the formation wait condition waits, from the template: its
+/// `Timeout` and, within it, the master's formation time (its
+/// `CreationPolicy`); the rest is for the stack and the master's boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FormationLimit {
+    /// The wait condition's timeout.
+    pub timeout_ms: i64,
+    /// The formation time (`timeouts.formation_minutes`), when known.
+    pub formation_ms: Option<i64>,
+}
+
+/// The formation wait condition's limits in `template`, if it has one.
+pub fn formation_limit(template: &serde_json::Value) -> Option<FormationLimit> {
+    let resources = template.get("Resources")?;
+    let timeout = resources.get("FormationWaitCondition")?.get("Properties")?.get("Timeout")?;
+    let seconds: i64 = match timeout {
+        serde_json::Value::String(s) => s.parse().ok()?,
+        other => other.as_i64()?,
+    };
+    // `PT5M`: ISO 8601 minutes, as the stack writes it.
+    let formation_ms = resources
+        .get(crate::stack::MASTER_ID)
+        .and_then(|m| m.get("CreationPolicy")?.get("ResourceSignal")?.get("Timeout")?.as_str())
+        .and_then(|t| t.strip_prefix("PT")?.strip_suffix('M')?.parse::<i64>().ok())
+        .map(|m| m * 60_000);
+    Some(FormationLimit { timeout_ms: seconds * 1000, formation_ms })
 }
 
 /// Whether a stack status ends an operation.
@@ -122,7 +151,14 @@ impl Watcher {
             group: None,
             settled: None,
             start_ms: None,
+            formation_limit: None,
         }
+    }
+
+    /// The formation wait condition's limits, for the time left on the
+    /// live line.
+    pub fn set_formation_limit(&mut self, limit: Option<FormationLimit>) {
+        self.formation_limit = limit;
     }
 
     /// Whether an event was already fed (the polling edge stops paging there).
@@ -232,7 +268,7 @@ impl Watcher {
     /// count, and the formation's worker count.
     pub fn live_line(&self, now_ms: i64) -> String {
         let elapsed = self.start_ms.map(|s| now_ms - s).unwrap_or(0);
-        format!("{} {}", clock(elapsed), self.live_status())
+        format!("{} {}", clock(elapsed), self.live_status(now_ms))
     }
 
     /// When the operation began (its first event), once known.
@@ -240,8 +276,9 @@ impl Watcher {
         self.start_ms
     }
 
-    /// The live line without its clock (which the display draws, ticking).
-    pub fn live_status(&self) -> String {
+    /// The live line without its clock (which the display draws, ticking);
+    /// `now_ms` gives the formation's time left.
+    pub fn live_status(&self, now_ms: i64) -> String {
         let mut parts = Vec::new();
         for phase in Phase::ALL {
             if self.done.contains_key(&phase) {
@@ -256,16 +293,43 @@ impl Watcher {
             let finished =
                 planned.iter().filter(|id| self.resources.get(**id).is_some_and(|s| is_done(&s.status))).count();
             if phase == Phase::Formation {
-                match &self.group {
-                    Some(g) => parts.push(format!("formation: {} of {} workers running", g.in_service, g.desired)),
-                    None => parts.push("formation: waiting for the master's report".to_owned()),
-                }
+                let workers = match &self.group {
+                    Some(g) => format!("formation: {} of {} workers running", g.in_service, g.desired),
+                    None => "formation: waiting for the master's report".to_owned(),
+                };
+                let began = planned.iter().filter_map(|id| self.resources.get(*id)).map(|s| s.first_ms).min();
+                parts.push(match (self.formation_limit, began) {
+                    (Some(limit), Some(began)) => format!("{workers}, {}", time_left(limit, now_ms - began)),
+                    _ => workers,
+                });
             } else {
                 parts.push(format!("{} {finished}/{}", phase.label(), planned.len()));
             }
         }
         if parts.is_empty() { "waiting for CloudFormation".to_owned() } else { parts.join(" · ") }
     }
+}
+
+/// The formation's time left after `elapsed` in the wait condition, with
+/// what its timeout is made of: the formation time plus the stack's and
+/// the master's boot (a 5-minute formation waits 25 minutes).
+fn time_left(limit: FormationLimit, elapsed: i64) -> String {
+    let total = minutes(limit.timeout_ms);
+    let parts = match limit.formation_ms {
+        Some(f) => format!(" ({} formation + {} boot)", minutes(f), minutes(limit.timeout_ms - f)),
+        None => String::new(),
+    };
+    let left = limit.timeout_ms - elapsed;
+    if left > 0 {
+        format!("{} left of {total}{parts}", clock(left))
+    } else {
+        format!("past the wait condition's {total}{parts}")
+    }
+}
+
+/// `25m`, `1m 30s`: a whole number of minutes without its seconds.
+fn minutes(ms: i64) -> String {
+    if ms % 60_000 == 0 { format!("{}m", ms / 60_000) } else { clock(ms) }
 }
 
 /// `1m 05s`, `42s`.
@@ -323,6 +387,34 @@ pub(crate) mod tests {
             .iter()
             .map(|(id, ty)| (id.to_string(), Planned { resource_type: ty.to_string(), optional: false }))
             .collect()
+    }
+
+    /// Issue 35: "5m 26s formation: 2 of 2 workers running" had no
+    /// deadline. The live line says the time left of the wait condition
+    /// and what it is made of; past it, it says so.
+    #[test]
+    fn the_formation_line_says_the_time_left_and_what_the_wait_is() {
+        let template = serde_json::json!({ "Resources": {
+            "FormationWaitCondition": { "Type": "AWS::CloudFormation::WaitCondition",
+                "Properties": { "Timeout": "1500" } },
+            "MasterInstance": { "Type": "AWS::EC2::Instance",
+                "CreationPolicy": { "ResourceSignal": { "Count": 1, "Timeout": "PT5M" } } }
+        }});
+        let limit = formation_limit(&template);
+        assert_eq!(limit, Some(FormationLimit { timeout_ms: 1_500_000, formation_ms: Some(300_000) }));
+        let wait = "AWS::CloudFormation::WaitCondition";
+        let mut w = Watcher::new(Operation::Create, plan(&[("FormationWaitCondition", wait)]));
+        w.set_formation_limit(limit);
+        w.feed(vec![ev(1, 100, "FormationWaitCondition", wait, "CREATE_IN_PROGRESS", None)]);
+        w.set_group(GroupState { desired: 2, in_service: 2, ..GroupState::default() });
+        assert_eq!(
+            w.live_status(100_000 + 326_000),
+            "formation: 2 of 2 workers running, 19m 34s left of 25m (5m formation + 20m boot)"
+        );
+        // It fits a 100-column terminal with the spinner and the clock.
+        w.set_group(GroupState { desired: 200, in_service: 100, ..GroupState::default() });
+        assert!(format!("⠏ 59m 59s {}", w.live_status(100_000)).chars().count() < 100);
+        assert!(w.live_status(100_000 + 1_600_000).contains("past the wait condition's 25m"));
     }
 
     #[test]

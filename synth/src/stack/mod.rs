@@ -31,7 +31,7 @@ pub use compute::{MASTER_ID, WORKER_GROUP_ID};
 pub use context::CLUSTER_TAG;
 pub(crate) use context::{arn, checkov_skip};
 pub use outputs::{FORMATION_DATA_OUTPUT, IMAGE_OUTPUT};
-pub use parameters::WORKER_COUNT_PARAMETER;
+pub use parameters::{WORKER_COUNT_PARAMETER, blueprint_field};
 
 use cfn::Template;
 

@@ -37,6 +37,24 @@ pub(super) struct Inputs {
     pub create_fs: ConditionHandle,
 }
 
+/// The blueprint field a parameter stands for (its default is that
+/// field's value), for the parameters `-p` may set that the blueprint's
+/// rules cover; `None` for the image and a Capacity Block's zone, which
+/// CloudFormation checks.
+pub fn blueprint_field(parameter: &str) -> Option<&'static str> {
+    Some(match parameter {
+        "MasterInstanceType" => "master.instance_type",
+        "WorkerInstanceType" => "workers.instance_type",
+        WORKER_COUNT_PARAMETER => "workers.count",
+        "MinWorkers" => "workers.min",
+        "MaxWorkers" => "workers.max",
+        "KeyName" => "access.ssh.key_name",
+        "SshCidr" => "access.ssh.cidr",
+        "EfsFileSystemId" => "storage.efs.file_system_id",
+        _ => return None,
+    })
+}
+
 const INSTANCE_TYPE_PATTERN: &str = "^[a-z][a-z0-9-]*\\.[a-z0-9-]+$";
 const MAX_WORKERS: i64 = 1000;
 
