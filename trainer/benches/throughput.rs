@@ -2,7 +2,11 @@
 //! train` (MLP and LeNet on the MNIST fixture) against the same models in
 //! PyTorch (eager, on the CPU) at the same thread count and batch sizes,
 //! and gemm against PyTorch's sgemm (`torch.mm`) on the shapes the models
-//! use, printed side by side with ratios.
+//! use, printed side by side with ratios. PyTorch is timed two ways
+//! (`torch_reference.py`): as its users write it, the data set normalised
+//! once and resident (the `pytorch` column and its ratio, the reference),
+//! and gathering and normalising each batch as the trainer's data path
+//! does (`pipeline`).
 //!
 //! Run with `scripts/bench-train` (makes the fixture, puts the pinned
 //! PyTorch into .venv when missing, runs `cargo bench -p trainer --bench
@@ -185,17 +189,20 @@ fn main() {
          (4,000 digits), SGD momentum 0.9, best of {rounds} rounds x {EPOCHS} epochs",
         theirs.get("torch_version").map_or("?", |v| v)
     );
-    println!("{:<34} {:>12} {:>12} {:>8}", "measure", "trainer", "pytorch", "ratio");
+    println!("{:<34} {:>12} {:>12} {:>8} {:>12} {:>8}", "measure", "trainer", "pytorch", "ratio", "pipeline", "ratio");
     for &batch in &batches {
         for (name, arch) in [("mlp", Arch::Mlp), ("lenet", Arch::Lenet)] {
             let key = format!("{name}_{batch}");
             let (rate, other) = (ours[&key], torch(&format!("{key}_samples_per_sec")));
+            let pipeline = torch(&format!("{key}_pipeline_samples_per_sec"));
             println!(
-                "{:<34} {:>12.0} {:>12.0} {:>8.2}",
+                "{:<34} {:>12.0} {:>12.0} {:>8.2} {:>12.0} {:>8.2}",
                 format!("{name} batch {batch} samples/s"),
                 rate,
                 other,
-                rate / other
+                rate / other,
+                pipeline,
+                rate / pipeline
             );
             let flops = step_flops(&Model::new(arch, (1, 28, 28)));
             println!(
