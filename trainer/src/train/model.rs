@@ -752,7 +752,7 @@ fn with_block_cols<R>(s: ConvShape, len: usize, f: impl FnOnce(&mut [f32], &mut 
 struct ConvScratch {
     /// The weights with each filter in `(ky, kx, c)` order, as the im2col columns.
     w: Vec<f32>,
-    /// Each block's weight gradient, in that order (summed in block order).
+    /// Each block's weight gradient (in that order) and bias gradient, summed in block order.
     parts: Vec<f32>,
 }
 
@@ -814,11 +814,17 @@ fn conv_backward(
         // The weights are read only for the input gradient.
         tap_major(s, p, &mut tmp.w);
     }
+    // Each block's part: its weight gradient, then its bias gradient (the
+    // block's output gradient summed while it is in cache, not in one pass
+    // over the whole batch's on one thread afterwards).
+    let part_len = weights + s.out_c;
     tmp.parts.clear();
-    tmp.parts.resize(n.div_ceil(block) * weights, 0.0);
+    tmp.parts.resize(n.div_ceil(block) * part_len, 0.0);
     let w = &tmp.w[..];
     let work = |part: &mut [f32], x: &[f32], delta: &[f32], dx: Option<&mut [f32]>| {
         let rows = delta.len() / s.out_c;
+        let (part, bias_part) = part.split_at_mut(weights);
+        bias_grad(delta, bias_part);
         with_block_cols(s, rows * patch, |cols, d_cols| {
             for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
                 im2col_sample(s, x, cols);
@@ -835,7 +841,7 @@ fn conv_backward(
             }
         });
     };
-    let blocks = tmp.parts.par_chunks_mut(weights).zip(x.par_chunks(block * in_len));
+    let blocks = tmp.parts.par_chunks_mut(part_len).zip(x.par_chunks(block * in_len));
     let blocks = blocks.zip(delta.par_chunks(block * positions * s.out_c));
     match dx {
         None => blocks.for_each(|((part, x), delta)| work(part, x, delta, None)),
@@ -845,12 +851,12 @@ fn conv_backward(
     }
     // The blocks' sum, in block order, then back to the parameter layout:
     // each filter from (ky, kx, c) to (c, ky, kx).
-    let (first, rest) = tmp.parts.split_at_mut(weights);
-    for part in rest.chunks_exact(weights) {
+    let (first, rest) = tmp.parts.split_at_mut(part_len);
+    for part in rest.chunks_exact(part_len) {
         first.iter_mut().zip(part).for_each(|(g, &v)| *g += v);
     }
-    transpose(first, &mut g[..weights], s.k * s.k, s.in_c);
-    bias_grad(delta, &mut g[weights..]);
+    transpose(&first[..weights], &mut g[..weights], s.k * s.k, s.in_c);
+    g[weights..weights + s.out_c].copy_from_slice(&first[weights..]);
 }
 
 /// Floats per task of the element-wise passes (ReLU): enough to be worth
