@@ -346,7 +346,7 @@ ncu=${NCU:-$(command -v ncu || true)}
 if [ -z "$ncu" ]; then
   echo "SKIP profile: no Nsight Compute here (ncu not on PATH nor in /usr/local/cuda/bin; NCU=/path/to/ncu names one)"
 else
-  echo "== profile on GPU 0: top kernels of a few training steps at batch 1024 ($("$ncu" --version | tail -1))"
+  echo "== profile on GPU 0: top kernels of a few training steps at batch 1024 ($({ "$ncu" --version 2>&1 || true; } | tail -1))"
   for model in lenet mlp; do
     mkdir -p "$work/profile-$model"
     set +e
