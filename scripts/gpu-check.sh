@@ -45,10 +45,22 @@
 #      60,000 images (3 epochs, the last one's figure), against the same
 #      models, optimiser, batch and data in PyTorch eager on the same GPU
 #      (trainer/benches/torch_reference.py) when `python3 -c 'import torch'`
-#      works here (PYTHON overrides python3); a table with ratios, no verdict
-#      on the speed, but a speed run or a PyTorch reference that fails or
-#      prints no figure, or a fixture that cannot be tiled, is a FAIL;
-#   4. with more than one GPU (a node of a formed cluster: ranks started by
+#      works here (PYTHON overrides python3), timed two ways: as PyTorch's
+#      users write it (the data set normalised once and resident on the GPU,
+#      each step indexing a shuffled permutation: the `pytorch` column and
+#      its ratio) and copying the trainer's pipeline (each batch gathered
+#      and normalised on the host, then copied over: `pipeline`); a table
+#      with ratios, no verdict on the speed, but a speed run or a PyTorch
+#      reference that fails or prints no figure, or a fixture that cannot be
+#      tiled, is a FAIL;
+#   4. a profile, when Nsight Compute is here (`ncu` on PATH, in
+#      /usr/local/cuda/bin, or NCU=/path/to/ncu): a few training steps of
+#      LeNet and of the MLP at batch 1024 under `ncu` (the first step, where
+#      cuBLAS chooses its kernels, skipped), and their top kernels by share
+#      of GPU time with launch counts. ncu there but no kernel measured (no
+#      permission to the GPU's counters, say) is a FAIL with its message;
+#      no ncu is a SKIP line;
+#   5. with more than one GPU (a node of a formed cluster: ranks started by
 #      `trainer launch` read the agent's node config and state, and `ssh
 #      localhost` must work in BatchMode), trains through `trainer launch` on
 #      one GPU and on all of them (NCCL all-reduce) with the same global batch
@@ -296,7 +308,7 @@ else
 fi
 # Every run first (a failed one prints its FAIL line here), then the table
 # in one piece, so that no FAIL line lands between two of its rows.
-table=$(printf '  %-6s %6s %14s %14s %7s' model batch trainer pytorch ratio)
+table=$(printf '  %-6s %6s %14s %14s %7s %14s %7s' model batch trainer pytorch ratio pipeline ratio)
 for batch in 64 256 1024; do
   for model in mlp lenet; do
     ours=-
@@ -309,17 +321,75 @@ for batch in 64 256 1024; do
       }
     fi
     theirs=$(sed -n "s/^${model}_${batch}_samples_per_sec //p" "$work/torch.out")
-    if [ "$torch" = yes ] && [ -z "$theirs" ] && [ -s "$work/torch.out" ]; then
-      result FAIL "speed: $model batch $batch: the PyTorch reference printed no samples/s"
+    pipeline=$(sed -n "s/^${model}_${batch}_pipeline_samples_per_sec //p" "$work/torch.out")
+    if [ "$torch" = yes ] && { [ -z "$theirs" ] || [ -z "$pipeline" ]; } && [ -s "$work/torch.out" ]; then
+      result FAIL "speed: $model batch $batch: the PyTorch reference printed no samples/s (resident or pipeline)"
     fi
-    ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
-    # A figure that is missing shows as -, never as 0 samples/s.
-    cells=$(awk -v a="$ours" -v b="$theirs" 'BEGIN {
-      printf "%14s %14s", (a + 0 > 0 ? sprintf("%.0f", a) : "-"), (b + 0 > 0 ? sprintf("%.0f", b) : "-") }')
-    table+=$'\n'$(printf '  %-6s %6s %s %7s' "$model" "$batch" "$cells" "$ratio")
+    # A figure that is missing shows as -, never as 0 samples/s; its ratio too.
+    cells=$(awk -v a="$ours" -v b="$theirs" -v c="$pipeline" 'BEGIN {
+      fig = "%14s"; r = "%7s"
+      printf fig " " fig " " r " " fig " " r, (a + 0 > 0 ? sprintf("%.0f", a) : "-"), (b + 0 > 0 ? sprintf("%.0f", b) : "-"),
+        (a + 0 > 0 && b + 0 > 0 ? sprintf("%.2f", a / b) : "-"), (c + 0 > 0 ? sprintf("%.0f", c) : "-"),
+        (a + 0 > 0 && c + 0 > 0 ? sprintf("%.2f", a / c) : "-") }')
+    table+=$'\n'$(printf '  %-6s %6s %s' "$model" "$batch" "$cells")
   done
 done
 echo "$table"
+
+# The profile: a few steps at batch 1024 under Nsight Compute, kernels by
+# share of GPU time. One epoch of the fixture (4,000 images: 4 steps, then
+# the evaluation); the first 60 launches (the first step, where cuBLAS picks
+# its kernels and loads them) are skipped and the next 150 measured (about
+# three LeNet steps, seven of the MLP).
+ncu=${NCU:-$(command -v ncu || true)}
+[ -n "$ncu" ] || [ ! -x /usr/local/cuda/bin/ncu ] || ncu=/usr/local/cuda/bin/ncu
+if [ -z "$ncu" ]; then
+  echo "SKIP profile: no Nsight Compute here (ncu not on PATH nor in /usr/local/cuda/bin; NCU=/path/to/ncu names one)"
+else
+  echo "== profile on GPU 0: top kernels of a few training steps at batch 1024 ($({ "$ncu" --version 2>&1 || true; } | tail -1))"
+  for model in lenet mlp; do
+    mkdir -p "$work/profile-$model"
+    set +e
+    CUDA_VISIBLE_DEVICES=0 "$ncu" --target-processes all --launch-skip 60 --launch-count 150 \
+      --metrics gpu__time_duration.sum --csv --page raw --log-file "$work/profile-$model/ncu.csv" \
+      "$trainer" train --model "$model" --data "$data" --epochs 1 --batch-size 1024 --seed "$SEED" --device cuda \
+      --checkpoint-dir "$work/profile-$model/checkpoints" --tb-dir "$work/profile-$model/tb" \
+      >"$work/profile-$model/stdout" 2>"$work/profile-$model/stderr"
+    status=$?
+    set -e
+    # Sum each kernel's time over its launches; print the top 10 by share.
+    # ncu's report goes to its log file; read the run's stdout too, should a version print it there.
+    if [ "$status" -eq 0 ] && "$PYTHON" - "$model" "$work/profile-$model/ncu.csv" "$work/profile-$model/stdout" \
+      >"$work/profile-$model/top" <<'PY'; then
+import csv, sys
+rows = [r for path in sys.argv[2:] for r in csv.reader(open(path, newline="", errors="replace"))]
+head = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "gpu__time_duration.sum" in r), None)
+if head is None:
+    sys.exit("no kernel rows in ncu's output")
+cols = rows[head]
+name, time = cols.index("Kernel Name"), cols.index("gpu__time_duration.sum")
+totals, launches = {}, {}
+for r in rows[head + 1 :]:
+    if len(r) != len(cols) or not r[0].strip().isdigit():
+        continue  # the units row, ncu's own messages
+    kernel = r[name].split("(")[0].strip() or r[name]
+    totals[kernel] = totals.get(kernel, 0.0) + float(r[time].replace(",", ""))
+    launches[kernel] = launches.get(kernel, 0) + 1
+if not totals:
+    sys.exit("no kernel was measured")
+whole = sum(totals.values())
+print(f"  {sys.argv[1]} batch 1024: {sum(launches.values())} launches measured")
+print(f"  {'share':>7} {'launches':>8}  kernel")
+for kernel, t in sorted(totals.items(), key=lambda kv: -kv[1])[:10]:
+    print(f"  {100 * t / whole:6.1f}% {launches[kernel]:>8}  {kernel[:100]}")
+PY
+      cat "$work/profile-$model/top"
+      result PASS "profile: $model batch 1024 under ncu"
+    else
+      result FAIL "profile: $model batch 1024 under ncu (exit $status): $(tail -3 "$work/profile-$model/ncu.csv" "$work/profile-$model/stderr" "$work/profile-$model/top" 2>/dev/null | tr '\n' ' ')"
+    fi
+  done
+fi
 
 if [ "$gpus" -gt 1 ]; then
   echo "== trainer bench --device cuda: NCCL all-reduce bandwidth between $gpus GPUs through trainer launch"

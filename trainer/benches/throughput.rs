@@ -2,7 +2,14 @@
 //! train` (MLP and LeNet on the MNIST fixture) against the same models in
 //! PyTorch (eager, on the CPU) at the same thread count and batch sizes,
 //! and gemm against PyTorch's sgemm (`torch.mm`) on the shapes the models
-//! use, printed side by side with ratios.
+//! use, printed side by side with ratios. PyTorch is timed two ways
+//! (`torch_reference.py`): as its users write it, the data set normalised
+//! once and resident (the `pytorch` column and its ratio, the reference),
+//! and gathering and normalising each batch as the trainer's data path
+//! does (`pipeline`). Besides samples/s (wall time), samples per CPU
+//! second (user and system time of every thread of each side's process)
+//! against the resident reference: what a sample costs, which the other
+//! processes on a shared machine change much less than the wall time.
 //!
 //! Run with `scripts/bench-train` (makes the fixture, puts the pinned
 //! PyTorch into .venv when missing, runs `cargo bench -p trainer --bench
@@ -56,9 +63,23 @@ fn step_flops(model: &Model) -> f64 {
     flops
 }
 
+/// This process's CPU time so far (user and system, every thread), in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes the struct it is given; zeroed is a valid rusage.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0, "getrusage");
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
 /// The best epoch's samples/s of `trainer train`'s CPU engine (the same
-/// loop `trainer train` runs, progress line off) over [`EPOCHS`] epochs.
-fn rust_rate(arch: Arch, train: &Dataset, threads: usize, batch: usize) -> f64 {
+/// loop `trainer train` runs, progress line off) over [`EPOCHS`] epochs,
+/// and the best epoch's samples per CPU second (the work a sample costs,
+/// which other processes on the machine change less than the wall time).
+fn rust_rate(arch: Arch, train: &Dataset, threads: usize, batch: usize) -> (f64, f64) {
     let model = Model::new(arch, (1, 28, 28));
     let params = cpu::init(&model, 0);
     let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
@@ -67,15 +88,26 @@ fn rust_rate(arch: Arch, train: &Dataset, threads: usize, batch: usize) -> f64 {
     let shard = Shard { rank: 0, world: 1, generation: 0 };
     let mut progress = Progress::stderr(false);
     (0..EPOCHS)
-        .map(|e| train_epoch(&mut engine, train, shard, e, &plan, &mut progress).unwrap().samples_per_sec)
-        .fold(0.0, f64::max)
+        .map(|e| {
+            let cpu = cpu_seconds();
+            let rate = train_epoch(&mut engine, train, shard, e, &plan, &mut progress).unwrap().samples_per_sec;
+            (rate, train.len() as f64 / (cpu_seconds() - cpu))
+        })
+        .fold((0.0, 0.0), |(a, b), (x, y)| (f64::max(a, x), f64::max(b, y)))
 }
 
-/// One run of the PyTorch side: its `key value` lines.
-fn torch_side(python: &Path, script: &Path, dir: &Path, batches: &str, threads: usize) -> Vec<(String, String)> {
+/// One run of the PyTorch side (`parts`: `train`, `sgemm` or both): its `key value` lines.
+fn torch_side(
+    python: &Path,
+    script: &Path,
+    dir: &Path,
+    batches: &str,
+    threads: usize,
+    parts: &str,
+) -> Vec<(String, String)> {
     let out = Command::new(python)
         .arg(script)
-        .args([dir.to_str().unwrap(), &EPOCHS.to_string(), batches, &threads.to_string(), "cpu"])
+        .args([dir.to_str().unwrap(), &EPOCHS.to_string(), batches, &threads.to_string(), "cpu", parts])
         .env("OMP_NUM_THREADS", threads.to_string())
         .env("MKL_NUM_THREADS", threads.to_string())
         // OpenMP's idle threads spin by default: on a machine whose cores
@@ -149,9 +181,11 @@ fn main() {
     let script = root.join("trainer/benches/torch_reference.py");
     let train = data::load(&dir, None, Split::Train).expect("fixture");
 
-    // Rounds alternate the two sides, and each figure is the best of its
-    // rounds, so that load from other processes on the machine (which slows
-    // whichever side it lands on) distorts the ratios less.
+    // The two sides take turns batch size by batch size (a few seconds
+    // each), round after round, and each figure is the best of its rounds,
+    // so that load from other processes on the machine (which slows
+    // whichever side it lands on, by tens of percent here) distorts the
+    // ratios less.
     let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|t| t.parse().ok()).unwrap_or(3);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     let mut ours: HashMap<String, f64> = HashMap::new();
@@ -161,16 +195,8 @@ fn main() {
         *e = e.max(v);
     };
     let mut torch_best: HashMap<String, f64> = HashMap::new();
-    for _ in 0..rounds {
-        for &batch in &batches {
-            for (name, arch) in [("mlp", Arch::Mlp), ("lenet", Arch::Lenet)] {
-                best(&mut ours, format!("{name}_{batch}"), rust_rate(arch, &train, threads, batch));
-            }
-        }
-        for &shape in &SHAPES {
-            best(&mut ours, format!("sgemm_{}x{}x{}", shape.0, shape.1, shape.2), gemm_gflops(&pool, shape));
-        }
-        for (k, v) in torch_side(&python, &script, &dir, &batches_arg, threads) {
+    let mut record = |lines: Vec<(String, String)>| {
+        for (k, v) in lines {
             match v.parse::<f64>() {
                 Ok(x) => best(&mut torch_best, k, x),
                 Err(_) => {
@@ -178,6 +204,20 @@ fn main() {
                 }
             }
         }
+    };
+    for _ in 0..rounds {
+        for &batch in &batches {
+            for (name, arch) in [("mlp", Arch::Mlp), ("lenet", Arch::Lenet)] {
+                let (rate, per_cpu) = rust_rate(arch, &train, threads, batch);
+                best(&mut ours, format!("{name}_{batch}"), rate);
+                best(&mut ours, format!("{name}_{batch}_cpu"), per_cpu);
+            }
+            record(torch_side(&python, &script, &dir, &batch.to_string(), threads, "train"));
+        }
+        for &shape in &SHAPES {
+            best(&mut ours, format!("sgemm_{}x{}x{}", shape.0, shape.1, shape.2), gemm_gflops(&pool, shape));
+        }
+        record(torch_side(&python, &script, &dir, &batches_arg, threads, "sgemm"));
     }
     let torch = |k: &str| *torch_best.get(k).unwrap_or_else(|| panic!("no {k} from the PyTorch reference"));
     println!(
@@ -185,17 +225,28 @@ fn main() {
          (4,000 digits), SGD momentum 0.9, best of {rounds} rounds x {EPOCHS} epochs",
         theirs.get("torch_version").map_or("?", |v| v)
     );
-    println!("{:<34} {:>12} {:>12} {:>8}", "measure", "trainer", "pytorch", "ratio");
+    println!("{:<34} {:>12} {:>12} {:>8} {:>12} {:>8}", "measure", "trainer", "pytorch", "ratio", "pipeline", "ratio");
     for &batch in &batches {
         for (name, arch) in [("mlp", Arch::Mlp), ("lenet", Arch::Lenet)] {
             let key = format!("{name}_{batch}");
             let (rate, other) = (ours[&key], torch(&format!("{key}_samples_per_sec")));
+            let pipeline = torch(&format!("{key}_pipeline_samples_per_sec"));
             println!(
-                "{:<34} {:>12.0} {:>12.0} {:>8.2}",
+                "{:<34} {:>12.0} {:>12.0} {:>8.2} {:>12.0} {:>8.2}",
                 format!("{name} batch {batch} samples/s"),
                 rate,
                 other,
-                rate / other
+                rate / other,
+                pipeline,
+                rate / pipeline
+            );
+            let (cpu, other_cpu) = (ours[&format!("{key}_cpu")], torch(&format!("{key}_samples_per_cpu_sec")));
+            println!(
+                "{:<34} {:>12.0} {:>12.0} {:>8.2}",
+                format!("{name} batch {batch} samples/CPU-s"),
+                cpu,
+                other_cpu,
+                cpu / other_cpu
             );
             let flops = step_flops(&Model::new(arch, (1, 28, 28)));
             println!(

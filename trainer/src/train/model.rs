@@ -260,7 +260,15 @@ impl Model {
         ws.prepare(self.layers.len());
         ws.acts[0].clear();
         ws.acts[0].extend_from_slice(x);
-        for (i, layer) in self.layers.iter().enumerate() {
+        let mut i = 0;
+        while i < self.layers.len() {
+            let end = self.segment_end(i);
+            if end > i + 1 {
+                self.forward_blocks(params, i..end, n, ws);
+                i = end;
+                continue;
+            }
+            let layer = &self.layers[i];
             let (before, after) = ws.acts.split_at_mut(i + 1);
             let (input, out) = (&before[i], &mut after[0]);
             // Every layer writes all of its output: the buffer is not zeroed first.
@@ -275,8 +283,92 @@ impl Model {
                 Layer::MaxPool { c, h, w } => pool_forward(c, h, w, input, out, &mut ws.argmax[i]),
                 Layer::Transpose { rows, cols } => transpose(input, out, rows, cols),
             }
+            i += 1;
         }
         &ws.acts[self.layers.len()]
+    }
+
+    /// The end (exclusive) of the run of layers from `start` that the
+    /// forward pass takes block by block: the layers that work on each
+    /// sample alone (convolution, ReLU, max pooling, transpose) after
+    /// `start`, when the run has a convolution; else `start + 1`.
+    fn segment_end(&self, start: usize) -> usize {
+        let per_sample = |l: &Layer| !matches!(l, Layer::Linear { .. });
+        let end = start + self.layers[start..].iter().take_while(|l| per_sample(l)).count();
+        if self.layers[start..end].iter().any(|l| matches!(l, Layer::Conv(_))) { end } else { start + 1 }
+    }
+
+    /// The forward pass of the layers `range` (see [`Model::segment_end`]),
+    /// one task per block of samples on the pool, each block going through
+    /// every layer of the run while it is in the core's cache: LeNet's
+    /// convolutions, ReLUs, poolings and transposes were one pass over the
+    /// whole batch each, the ReLU and pooling reading back from memory what
+    /// the convolution had just written (at batch 256 its output is 4.8 MB).
+    /// Every layer still writes its whole output (the backward pass reads
+    /// them); each value is computed as [`Model::forward`] computes it layer
+    /// by layer, so the result does not depend on the block size.
+    fn forward_blocks(&self, params: &[f32], range: std::ops::Range<usize>, n: usize, ws: &mut Workspace) {
+        let layers = &self.layers[range.clone()];
+        // Samples per block: the smallest block of the run's convolutions (each sized to stay in cache).
+        let block = layers.iter().filter_map(|l| if let Layer::Conv(s) = l { Some(conv_block(*s)) } else { None });
+        let block = block.min().unwrap_or(1);
+        // Each convolution's filters in im2col column order, made once for all blocks.
+        let taps: Vec<Vec<f32>> = layers
+            .iter()
+            .zip(&self.offsets[range.clone()])
+            .map(|(l, &at)| {
+                let mut w = Vec::new();
+                if let Layer::Conv(s) = *l {
+                    tap_major(s, &params[at..], &mut w);
+                }
+                w
+            })
+            .collect();
+        for (j, layer) in layers.iter().enumerate() {
+            // Every value is written by its block: not zeroed first.
+            ws.acts[range.start + j + 1].resize(n * layer.out_len(), 0.0);
+            if matches!(layer, Layer::MaxPool { .. }) {
+                ws.argmax[range.start + j].resize(n * layer.out_len(), 0);
+            }
+        }
+        let (inputs, outputs) = ws.acts.split_at_mut(range.start + 1);
+        let x = &inputs[range.start];
+        let in_len = layers[0].in_len();
+        let mut outs: Vec<_> = outputs.iter_mut().zip(layers).map(|(o, l)| o.chunks_mut(block * l.out_len())).collect();
+        let mut args: Vec<_> =
+            ws.argmax[range.clone()].iter_mut().zip(layers).map(|(a, l)| a.chunks_mut(block * l.out_len())).collect();
+        let blocks: Vec<Block<'_>> = x
+            .chunks(block * in_len)
+            .enumerate()
+            .map(|(b, x)| {
+                let outs = outs.iter_mut().map(|o| o.next().expect("every output has a chunk per block")).collect();
+                // A layer that is not a pooling has no indices (an empty buffer: no chunk).
+                let args = args.iter_mut().map(|a| a.next().unwrap_or_default()).collect();
+                (b * block, x, outs, args)
+            })
+            .collect();
+        blocks.into_par_iter().for_each(|(first, x, mut outs, mut args)| {
+            for (j, layer) in layers.iter().enumerate() {
+                let (done, rest) = outs.split_at_mut(j);
+                let (input, out): (&[f32], &mut [f32]) = (if j == 0 { x } else { &*done[j - 1] }, &mut *rest[0]);
+                match *layer {
+                    Layer::Conv(s) => {
+                        let bias = &params[self.offsets[range.start + j] + s.out_c * s.patch()..][..s.out_c];
+                        conv_block_forward(s, bias, &taps[j], input, out);
+                    }
+                    Layer::Relu { .. } => out.iter_mut().zip(input).for_each(|(o, &v)| *o = v.max(0.0)),
+                    Layer::MaxPool { c, h, w } => {
+                        let (per_in, per_out) = (layer.in_len(), layer.out_len());
+                        let samples = input.chunks_exact(per_in).zip(out.chunks_exact_mut(per_out));
+                        for (k, ((x, out), arg)) in samples.zip(args[j].chunks_exact_mut(per_out)).enumerate() {
+                            pool_sample(c, h, w, x, out, arg, (first + k) * per_in);
+                        }
+                    }
+                    Layer::Transpose { rows, cols } => transpose(input, out, rows, cols),
+                    Layer::Linear { .. } => unreachable!("a block-by-block run has no linear layer"),
+                }
+            }
+        });
     }
 
     /// Back-propagates `d_out` (the loss's gradient w.r.t. the logits of the
@@ -300,8 +392,14 @@ impl Model {
         // Below the first layer with parameters no gradient is needed (LeNet's
         // first convolution would otherwise pay a GEMM and a col2im for nothing).
         let first_trained = self.layers.iter().position(|l| l.param_counts() != (0, 0)).unwrap_or(0);
+        let needs_dx = |i: usize| i > first_trained || input_grad;
+        // A ReLU whose gradient its max pooling's backward pass already masked.
+        let mut relu_done = None;
         for (i, layer) in self.layers.iter().enumerate().rev() {
-            let need_dx = i > first_trained || input_grad;
+            if relu_done == Some(i) {
+                continue;
+            }
+            let need_dx = needs_dx(i);
             let input = &ws.acts[i];
             let p = &params[self.offsets[i]..];
             let (w, b) = layer.param_counts();
@@ -324,7 +422,16 @@ impl Model {
                         }
                     });
                 }
-                Layer::MaxPool { c, h, w } if need_dx => pool_backward(c, h, w, &ws.argmax[i], &delta, &mut d_in),
+                // A pooling after a ReLU (LeNet's): both backward passes in one,
+                // the pooling's input gradient masked where the ReLU's input
+                // was not positive (one pass over the activations, not two).
+                Layer::MaxPool { c, h, w }
+                    if need_dx && i > 0 && matches!(self.layers[i - 1], Layer::Relu { .. }) && needs_dx(i - 1) =>
+                {
+                    pool_backward(c, h, w, &ws.argmax[i], &delta, Some(&ws.acts[i - 1]), &mut d_in);
+                    relu_done = Some(i - 1);
+                }
+                Layer::MaxPool { c, h, w } if need_dx => pool_backward(c, h, w, &ws.argmax[i], &delta, None, &mut d_in),
                 Layer::Transpose { rows, cols } if need_dx => transpose(&delta, &mut d_in, cols, rows),
                 _ => {}
             }
@@ -335,6 +442,11 @@ impl Model {
         input_gradient
     }
 }
+
+/// One block of samples of a block-by-block forward pass: its first
+/// sample's index in the batch, its input, and its part of each layer's
+/// output and of each pooling's indices (empty for other layers).
+type Block<'a> = (usize, &'a [f32], Vec<&'a mut [f32]>, Vec<&'a mut [u32]>);
 
 /// Buffers one model's forward and backward passes reuse between steps.
 #[derive(Debug, Default)]
@@ -602,21 +714,33 @@ fn conv_block(s: ConvShape) -> usize {
     (CONV_BLOCK_FLOATS / (s.out_h() * s.out_w() * s.patch()).max(1)).max(1)
 }
 
+/// One compute thread's block buffers: an im2col matrix per convolution
+/// shape, and one im2col gradient.
+type BlockCols = (Vec<(ConvShape, Vec<f32>)>, Vec<f32>);
+
 thread_local! {
-    /// One block's im2col matrix and its gradient, reused by each compute thread.
-    static BLOCK_COLS: std::cell::RefCell<(Vec<f32>, Vec<f32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    /// Each compute thread's block buffers, reused step after step.
+    static BLOCK_COLS: std::cell::RefCell<BlockCols> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// Runs `f` with this thread's two block buffers, `len` long each: the
-/// im2col matrix zeroed when `zeroed` (a padded convolution's im2col leaves
-/// the padding's entries alone; an unpadded one writes every entry), the
-/// gradient not (a GEMM overwrites it).
-fn with_block_cols<R>(len: usize, zeroed: bool, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
+/// Runs `f` with this thread's im2col matrix for shape `s` and its
+/// gradient buffer, `len` floats each. A padded convolution's im2col
+/// leaves the padding's entries alone, so each shape has its own matrix:
+/// its padding entries, zero when it grew, stay zero (a shorter block keeps
+/// whole samples of the same pattern), where a matrix shared with another
+/// shape had to be zeroed for every block (a memset of the whole matrix,
+/// 3 % of a LeNet step). The gradient is not zeroed (a GEMM overwrites it).
+fn with_block_cols<R>(s: ConvShape, len: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
     BLOCK_COLS.with(|cell| {
-        let (cols, d_cols) = &mut *cell.borrow_mut();
-        if zeroed {
-            cols.clear();
-        }
+        let (matrices, d_cols) = &mut *cell.borrow_mut();
+        let at = match matrices.iter().position(|(shape, _)| *shape == s) {
+            Some(at) => at,
+            None => {
+                matrices.push((s, Vec::new()));
+                matrices.len() - 1
+            }
+        };
+        let cols = &mut matrices[at].1;
         cols.resize(len, 0.0);
         d_cols.resize(len, 0.0);
         f(cols, d_cols)
@@ -628,7 +752,7 @@ fn with_block_cols<R>(len: usize, zeroed: bool, f: impl FnOnce(&mut [f32], &mut 
 struct ConvScratch {
     /// The weights with each filter in `(ky, kx, c)` order, as the im2col columns.
     w: Vec<f32>,
-    /// Each block's weight gradient, in that order (summed in block order).
+    /// Each block's weight gradient (in that order) and bias gradient, summed in block order.
     parts: Vec<f32>,
 }
 
@@ -648,16 +772,24 @@ fn conv_forward(p: &[f32], s: ConvShape, x: &[f32], out: &mut [f32], tmp: &mut C
     tap_major(s, p, &mut tmp.w);
     let (bias, w) = (&p[s.out_c * patch..][..s.out_c], &tmp.w[..]);
     let (block, in_len, positions) = (conv_block(s), s.h * s.w * s.in_c, s.out_h() * s.out_w());
-    out.par_chunks_mut(block * positions * s.out_c).zip(x.par_chunks(block * in_len)).for_each(|(out, x)| {
-        let rows = out.len() / s.out_c;
-        with_block_cols(rows * patch, s.pad > 0, |cols, _| {
-            for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
-                im2col_sample(s, x, cols);
-            }
-            fill_bias(out, bias);
-            let (a, b) = (View::rows(cols, patch), View::transposed(w, patch));
-            matmul_on(rows, s.out_c, patch, out, true, a, b, Parallelism::None);
-        });
+    out.par_chunks_mut(block * positions * s.out_c)
+        .zip(x.par_chunks(block * in_len))
+        .for_each(|(out, x)| conv_block_forward(s, bias, w, x, out));
+}
+
+/// One block of samples of a convolution (`x` their channel-last inputs,
+/// `out` their outputs), on this thread: the block's im2col matrix, then
+/// one GEMM with the filters `w` in im2col column order ([`tap_major`]).
+fn conv_block_forward(s: ConvShape, bias: &[f32], w: &[f32], x: &[f32], out: &mut [f32]) {
+    let (patch, in_len, positions) = (s.patch(), s.h * s.w * s.in_c, s.out_h() * s.out_w());
+    let rows = out.len() / s.out_c;
+    with_block_cols(s, rows * patch, |cols, _| {
+        for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
+            im2col_sample(s, x, cols);
+        }
+        fill_bias(out, bias);
+        let (a, b) = (View::rows(cols, patch), View::transposed(w, patch));
+        matmul_on(rows, s.out_c, patch, out, true, a, b, Parallelism::None);
     });
 }
 
@@ -682,12 +814,18 @@ fn conv_backward(
         // The weights are read only for the input gradient.
         tap_major(s, p, &mut tmp.w);
     }
+    // Each block's part: its weight gradient, then its bias gradient (the
+    // block's output gradient summed while it is in cache, not in one pass
+    // over the whole batch's on one thread afterwards).
+    let part_len = weights + s.out_c;
     tmp.parts.clear();
-    tmp.parts.resize(n.div_ceil(block) * weights, 0.0);
+    tmp.parts.resize(n.div_ceil(block) * part_len, 0.0);
     let w = &tmp.w[..];
     let work = |part: &mut [f32], x: &[f32], delta: &[f32], dx: Option<&mut [f32]>| {
         let rows = delta.len() / s.out_c;
-        with_block_cols(rows * patch, s.pad > 0, |cols, d_cols| {
+        let (part, bias_part) = part.split_at_mut(weights);
+        bias_grad(delta, bias_part);
+        with_block_cols(s, rows * patch, |cols, d_cols| {
             for (cols, x) in cols.chunks_exact_mut(positions * patch).zip(x.chunks_exact(in_len)) {
                 im2col_sample(s, x, cols);
             }
@@ -703,7 +841,7 @@ fn conv_backward(
             }
         });
     };
-    let blocks = tmp.parts.par_chunks_mut(weights).zip(x.par_chunks(block * in_len));
+    let blocks = tmp.parts.par_chunks_mut(part_len).zip(x.par_chunks(block * in_len));
     let blocks = blocks.zip(delta.par_chunks(block * positions * s.out_c));
     match dx {
         None => blocks.for_each(|((part, x), delta)| work(part, x, delta, None)),
@@ -713,12 +851,12 @@ fn conv_backward(
     }
     // The blocks' sum, in block order, then back to the parameter layout:
     // each filter from (ky, kx, c) to (c, ky, kx).
-    let (first, rest) = tmp.parts.split_at_mut(weights);
-    for part in rest.chunks_exact(weights) {
+    let (first, rest) = tmp.parts.split_at_mut(part_len);
+    for part in rest.chunks_exact(part_len) {
         first.iter_mut().zip(part).for_each(|(g, &v)| *g += v);
     }
-    transpose(first, &mut g[..weights], s.k * s.k, s.in_c);
-    bias_grad(delta, &mut g[weights..]);
+    transpose(&first[..weights], &mut g[..weights], s.k * s.k, s.in_c);
+    g[weights..weights + s.out_c].copy_from_slice(&first[weights..]);
 }
 
 /// Floats per task of the element-wise passes (ReLU): enough to be worth
@@ -734,13 +872,39 @@ fn elementwise(out: &mut [f32], x: &[f32], f: impl Fn(&mut [f32], &[f32]) + Sync
 /// The max pooling's backward pass, sample by sample on the pool: each
 /// output's gradient goes to the input its maximum came from (`argmax`,
 /// indices into the whole batch's input, as [`pool_forward`] writes them).
-fn pool_backward(c: usize, h: usize, w: usize, argmax: &[u32], delta: &[f32], dx: &mut [f32]) {
+/// With `relu_input`, the input of a ReLU whose output the pooling read,
+/// the gradient is also that ReLU's: zero where its input was not positive
+/// (what the ReLU's own backward pass would make of this one's result, bit
+/// for bit).
+fn pool_backward(
+    c: usize,
+    h: usize,
+    w: usize,
+    argmax: &[u32],
+    delta: &[f32],
+    relu_input: Option<&[f32]>,
+    dx: &mut [f32],
+) {
     let (per_in, per_out) = (h * w * c, (h / 2) * (w / 2) * c);
     let samples = dx.par_chunks_mut(per_in).zip(argmax.par_chunks(per_out)).zip(delta.par_chunks(per_out));
     samples.enumerate().for_each(|(s, ((dx, arg), dy))| {
         dx.fill(0.0);
-        for (&arg, &dy) in arg.iter().zip(dy) {
-            dx[arg as usize - s * per_in] += dy;
+        let base = s * per_in;
+        match relu_input {
+            None => {
+                for (&arg, &dy) in arg.iter().zip(dy) {
+                    dx[arg as usize - base] += dy;
+                }
+            }
+            Some(x) => {
+                let x = &x[base..base + per_in];
+                for (&arg, &dy) in arg.iter().zip(dy) {
+                    let at = arg as usize - base;
+                    if x[at] > 0.0 {
+                        dx[at] += dy;
+                    }
+                }
+            }
         }
     });
 }
@@ -751,25 +915,32 @@ fn pool_forward(c: usize, h: usize, w: usize, x: &[f32], out: &mut [f32], argmax
     argmax.resize(out.len(), 0);
     let per_in = h * w * c;
     let per_out = oh * ow * c;
-    out.par_chunks_mut(per_out).zip(argmax.par_chunks_mut(per_out)).enumerate().for_each(|(s, (out, arg))| {
-        let base = s * per_in;
-        for oy in 0..oh {
-            for ox in 0..ow {
-                for ch in 0..c {
-                    let mut best = base + ((2 * oy) * w + 2 * ox) * c + ch;
-                    for (dy, dx) in [(0, 1), (1, 0), (1, 1)] {
-                        let i = base + ((2 * oy + dy) * w + 2 * ox + dx) * c + ch;
-                        if x[i] > x[best] {
-                            best = i;
-                        }
+    let samples = out.par_chunks_mut(per_out).zip(argmax.par_chunks_mut(per_out)).zip(x.par_chunks(per_in));
+    samples.enumerate().for_each(|(s, ((out, arg), x))| pool_sample(c, h, w, x, out, arg, s * per_in));
+}
+
+/// One sample's 2x2 max pooling (`x` its channel-last input): each output,
+/// and in `arg` where its maximum is as an index into the batch's input
+/// (`base` is where this sample starts there; the first maximum in row
+/// order wins a tie).
+fn pool_sample(c: usize, h: usize, w: usize, x: &[f32], out: &mut [f32], arg: &mut [u32], base: usize) {
+    let (oh, ow) = (h / 2, w / 2);
+    for oy in 0..oh {
+        for ox in 0..ow {
+            for ch in 0..c {
+                let mut best = ((2 * oy) * w + 2 * ox) * c + ch;
+                for (dy, dx) in [(0, 1), (1, 0), (1, 1)] {
+                    let i = ((2 * oy + dy) * w + 2 * ox + dx) * c + ch;
+                    if x[i] > x[best] {
+                        best = i;
                     }
-                    let o = (oy * ow + ox) * c + ch;
-                    out[o] = x[best];
-                    arg[o] = best as u32;
                 }
+                let o = (oy * ow + ox) * c + ch;
+                out[o] = x[best];
+                arg[o] = (base + best) as u32;
             }
         }
-    });
+    }
 }
 
 /// Per sample, `rows x cols` in `x` becomes `cols x rows` in `out`.
@@ -938,6 +1109,66 @@ mod tests {
             for_each_run(s, |at, pixel, len| general[at..at + len].copy_from_slice(&x[pixel..pixel + len]));
             assert_eq!(fast, general, "{s:?}");
         }
+    }
+
+    /// LeNet's convolution stack runs block by block (`forward_blocks`):
+    /// every activation is what the layers give run one at a time over the
+    /// whole batch, bit for bit, at batch sizes that do and do not fill the
+    /// last block, and the indices of the poolings too.
+    #[test]
+    fn block_by_block_forward_is_layer_by_layer() {
+        for (shape, n) in [((1, 28, 28), 7), ((3, 32, 32), 4), ((1, 28, 28), 1)] {
+            let model = Model::new(Arch::Lenet, shape);
+            assert_eq!(model.segment_end(0), 8, "transpose, conv, relu, pool, conv, relu, pool, transpose");
+            let params = model.init(3);
+            let x = values(n * model.input_len(), 5);
+            let mut ws = Workspace::default();
+            model.forward(&params, &x, n, &mut ws);
+            let mut input = x.clone();
+            for (i, (&layer, &at)) in model.layers().iter().zip(model.offsets()).enumerate() {
+                let one = Model::from_layers(vec![layer]);
+                let (w, b) = layer.param_counts();
+                let mut alone = Workspace::default();
+                let out = one.forward(&params[at..at + w + b], &input, n, &mut alone).to_vec();
+                assert!(out == ws.acts[i + 1], "{shape:?} batch {n}: layer {i} {layer:?}");
+                if let Layer::MaxPool { .. } = layer {
+                    assert_eq!(alone.argmax[0], ws.argmax[i], "{shape:?} batch {n}: layer {i} indices");
+                }
+                input = out;
+            }
+        }
+    }
+
+    /// The pooling's backward pass that also masks for the ReLU before it
+    /// gives the gradients of the two passes one after the other, bit for
+    /// bit: the same LeNet with an identity (a one-row transpose) between
+    /// each ReLU and its pooling takes the separate passes.
+    #[test]
+    fn pooling_and_relu_backward_in_one_pass_is_both_passes() {
+        let lenet = Model::new(Arch::Lenet, (1, 28, 28));
+        let mut apart = Vec::new();
+        for &layer in lenet.layers() {
+            if let Layer::MaxPool { c, h, w } = layer {
+                apart.push(Layer::Transpose { rows: 1, cols: c * h * w });
+            }
+            apart.push(layer);
+        }
+        let apart = Model::from_layers(apart);
+        let n = 5;
+        let params = lenet.init(2);
+        let x = values(n * lenet.input_len(), 6);
+        let d_out = values(n * lenet.output_len(), 7);
+        let gradients = |model: &Model| {
+            let mut ws = Workspace::default();
+            model.forward(&params, &x, n, &mut ws);
+            let mut grads = vec![f32::NAN; params.len()];
+            let dx = model.backward(&params, &mut ws, &d_out, &mut grads, true);
+            (grads, dx)
+        };
+        let (fused, separate) = (gradients(&lenet), gradients(&apart));
+        assert!(fused.0 == separate.0, "parameter gradients");
+        assert!(fused.1 == separate.1, "input gradients");
+        assert!(fused.0.iter().any(|&g| g != 0.0));
     }
 
     #[test]

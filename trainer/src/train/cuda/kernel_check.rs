@@ -2,7 +2,8 @@
 //! arithmetic, on one GPU (`scripts/gpu-check.sh` runs them through the
 //! `gpu_kernels` example): every kernel of `kernels.cu` alone, launched by
 //! the engine's own launch functions on seeded random inputs and compared
-//! with its `reference`; then, per model, three steps of the engine's own
+//! with its `reference`, and the bias gradient's cuBLAS products
+//! (`bias_grad`) up to LeNet's shapes at batch 1,024; then, per model, three steps of the engine's own
 //! passes (`net`, with its cuBLAS GEMMs) compared layer by layer with the
 //! CPU model's forward, backward and SGD: a full batch, a smaller one in
 //! the same device buffers (as an epoch's last batch runs), then a larger
@@ -19,14 +20,15 @@
 
 use std::sync::Arc;
 
+use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
 use super::kernels::Kernels;
 use super::net::Net;
-use super::reference;
 use super::{CudaError, call, open_device};
+use super::{bias_grad, reference};
 use crate::train::data::CLASSES;
 use crate::train::engine::{Batch, StepStats};
 use crate::train::model::{Arch, ConvShape, Layer, Model, Workspace, softmax_cross_entropy};
@@ -97,10 +99,11 @@ fn values(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
     (0..len).map(|_| (rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0).collect()
 }
 
-/// The device, its kernels and the inputs' random source.
+/// The device, its kernels, a cuBLAS handle on its stream and the inputs' random source.
 struct Device {
     stream: Arc<CudaStream>,
     kernels: Kernels,
+    blas: CudaBlas,
     rng: ChaCha8Rng,
 }
 
@@ -121,9 +124,18 @@ impl Device {
         values(&mut self.rng, len)
     }
 
-    /// `bias_add` and `bias_grad`, in a linear layer's layout (`inner` 1) and a convolution's.
+    /// `bias_add`, and the bias gradient (`bias_grad`: cuBLAS products with a
+    /// ones vector), in a linear layer's layout (`inner` 1) and a convolution's,
+    /// the larger ones at LeNet's batch-1024 shapes.
     fn bias(&mut self, report: &mut dyn FnMut(Outcome)) -> Result<(), CudaError> {
-        for (n, channels, inner, what) in [(5, 10, 1, "linear 5x10"), (3, 6, 28 * 28, "conv 3x6x28x28")] {
+        let shapes = [
+            (5, 10, 1, "linear 5x10"),
+            (3, 6, 28 * 28, "conv 3x6x28x28"),
+            (1024, 120, 1, "linear 1024x120"),
+            (1024, 6, 28 * 28, "conv 1024x6x28x28"),
+            (1024, 16, 10 * 10, "conv 1024x16x10x10"),
+        ];
+        for (n, channels, inner, what) in shapes {
             let (y, bias) = (self.values(n * channels * inner), self.values(channels));
             let (mut y_dev, bias_dev) = (self.up(&y)?, self.up(&bias)?);
             self.kernels.bias_add(&mut y_dev, &bias_dev.slice(..), y.len(), channels, inner)?;
@@ -133,11 +145,17 @@ impl Device {
 
             let dy = self.values(n * channels * inner);
             let (dy_dev, mut db) = (self.up(&dy)?, self.up(&vec![f32::NAN; channels])?);
-            self.kernels.bias_grad(&dy_dev, &mut db.slice_mut(..), n, channels, inner)?;
+            let ones = self.up(&vec![1.0f32; bias_grad::ones_len(n, inner)])?;
+            let mut part = self.up(&vec![f32::NAN; bias_grad::part_len(n, channels, inner).max(1)])?;
+            bias_grad::run(&self.blas, (&ones, &mut part), &dy_dev, &mut db.slice_mut(..), (n, channels, inner))?;
             let gpu = self.down(&db)?;
-            // The same additions in the same order (sample, then position).
-            let cpu = reference::bias_grad(&dy, channels, inner);
-            report(compare(format!("kernel bias_grad ({what})"), &gpu, &cpu, Tolerance::Exact));
+            // cuBLAS adds in its own order: against the exact sum (up to 802,816 values
+            // in [-1, 1), about 500 in size) a running f32 sum is off by about 1e-6 of
+            // it, so 1e-4 leaves room for any order; a wrong layout sums other
+            // channels' or samples' values and is off by order 1.
+            let cpu = reference::bias_grad_exact(&dy, channels, inner);
+            let tolerance = Tolerance::Elementwise(1e-4);
+            report(compare(format!("cuBLAS bias_grad ({what})"), &gpu, &cpu, tolerance));
         }
         Ok(())
     }
@@ -329,7 +347,8 @@ pub fn run(ordinal: usize, report: &mut dyn FnMut(Outcome)) -> Result<(), CudaEr
     let stream = open_device(ordinal)?;
     super::probe(&[super::Library::Cublas, super::Library::Nvrtc])?;
     let kernels = Kernels::load(&stream)?;
-    let mut device = Device { stream, kernels, rng: ChaCha8Rng::seed_from_u64(16) };
+    let blas = CudaBlas::new(stream.clone()).map_err(call("creating the cuBLAS handle"))?;
+    let mut device = Device { stream, kernels, blas, rng: ChaCha8Rng::seed_from_u64(16) };
     device.bias(report)?;
     device.relu(report)?;
     device.maxpool(report)?;

@@ -2,23 +2,12 @@
 // compiled at run time by NVRTC. Every buffer is row-major, batch first
 // (sample n's features are contiguous; an image is [channel][y][x]), in the
 // layout of the CPU model. One thread per output element; no atomics, so
-// results do not depend on scheduling.
+// results do not depend on scheduling. Sums over the batch (the bias
+// gradient, bias_grad.rs) are cuBLAS products, not kernels here.
 
 extern "C" __global__ void bias_add(float *y, const float *b, int total, int channels, int inner) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total) y[i] += b[(i / inner) % channels];
-}
-
-// db[c] = sum over samples n and positions p of dy[n][c][p] (inner = positions).
-extern "C" __global__ void bias_grad(const float *dy, float *db, int batch, int channels, int inner) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= channels) return;
-    float sum = 0.0f;
-    for (int n = 0; n < batch; n++) {
-        const float *row = dy + ((size_t)n * channels + c) * inner;
-        for (int p = 0; p < inner; p++) sum += row[p];
-    }
-    db[c] = sum;
 }
 
 extern "C" __global__ void relu_forward(float *y, int total) {

@@ -27,9 +27,8 @@ use crate::train::optim::Sgd;
 pub const SOURCE: &str = include_str!("kernels.cu");
 
 /// The kernels [`SOURCE`] defines, in its order (a test reads them from the source).
-pub const NAMES: [&str; 10] = [
+pub const NAMES: [&str; 9] = [
     "bias_add",
-    "bias_grad",
     "relu_forward",
     "relu_backward",
     "maxpool_forward",
@@ -125,7 +124,6 @@ fn grid(n: usize) -> LaunchConfig {
 pub(super) struct Kernels {
     stream: Arc<CudaStream>,
     bias_add: CudaFunction,
-    bias_grad: CudaFunction,
     relu_forward: CudaFunction,
     relu_backward: CudaFunction,
     maxpool_forward: CudaFunction,
@@ -164,7 +162,6 @@ impl Kernels {
         Ok(Self {
             stream: stream.clone(),
             bias_add: f("bias_add")?,
-            bias_grad: f("bias_grad")?,
             relu_forward: f("relu_forward")?,
             relu_backward: f("relu_backward")?,
             maxpool_forward: f("maxpool_forward")?,
@@ -191,23 +188,6 @@ impl Kernels {
         // SAFETY: (float*, const float*, int x3); y has at least `total` floats and bias `channels`;
         // indices stay below both.
         unsafe { launch.launch(grid(total)) }.map_err(call("bias kernel"))?;
-        Ok(())
-    }
-
-    /// `db[c] = sum over n, p of dy[n][c][p]`.
-    pub(super) fn bias_grad(
-        &self,
-        dy: &CudaSlice<f32>,
-        db: &mut CudaViewMut<'_, f32>,
-        n: usize,
-        channels: usize,
-        inner: usize,
-    ) -> Result<(), CudaError> {
-        let (b, c, p) = (n as i32, channels as i32, inner as i32);
-        let mut launch = self.stream.launch_builder(&self.bias_grad);
-        launch.arg(dy).arg(db).arg(&b).arg(&c).arg(&p);
-        // SAFETY: (const float*, float*, int x3); dy has n*channels*inner floats and db `channels`.
-        unsafe { launch.launch(grid(channels)) }.map_err(call("bias gradient kernel"))?;
         Ok(())
     }
 

@@ -16,7 +16,8 @@
 //! and GPU start identical.
 //!
 //! Modules: [`kernels`] (the NVRTC kernels, compiled for the device's
-//! architecture, and their launches), `net` (the layer plan, forward,
+//! architecture, and their launches), `bias_grad` (a layer's bias gradient
+//! as cuBLAS products with a ones vector), `net` (the layer plan, forward,
 //! backward and SGD on the device), [`nccl`](Nccl) (the collective and its
 //! watchdog), `reference` (the CPU model's arithmetic in the device's
 //! layouts) and [`kernel_check`] (each kernel and one step of each model
@@ -24,6 +25,7 @@
 //! up in a library as cudarc loads it (`scripts/gpu-toolchain` checks every
 //! symbol the trainer uses that way, without a GPU).
 
+mod bias_grad;
 pub mod kernel_check;
 pub mod kernels;
 mod nccl;

@@ -25,7 +25,7 @@ use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::kernels::Kernels;
-use super::{CudaError, call};
+use super::{CudaError, bias_grad, call};
 use crate::train::data::CLASSES;
 use crate::train::engine::{Batch, StepStats};
 use crate::train::model;
@@ -281,7 +281,10 @@ struct Buffers {
     dcol: CudaSlice<f32>,
     /// Per-sample convolution weight gradients, summed by one GEMM with `ones`.
     wpart: CudaSlice<f32>,
-    /// `capacity` ones.
+    /// Per-sample sums of a convolution's output gradient over its positions
+    /// (the first half of its bias gradient, `bias_grad`).
+    bias_part: CudaSlice<f32>,
+    /// Ones: `capacity`, or a convolution's positions if more.
     ones: CudaSlice<f32>,
     labels: CudaSlice<u8>,
     loss: CudaSlice<f32>,
@@ -307,7 +310,18 @@ impl Buffers {
         let col_len = layers.iter().map(Layer::col_len).max().unwrap_or(0) * capacity;
         let weights = |l: &Layer| if matches!(l.op, Op::Conv { .. }) { l.weight.len() } else { 0 };
         let wpart_len = layers.iter().map(weights).max().unwrap_or(0) * capacity;
-        let ones = stream.clone_htod(&vec![1.0f32; capacity.max(1)]).map_err(call("copying to the device"))?;
+        // The bias gradients' scratch and ones (bias_grad.rs), for every layer with a bias.
+        let bias_shapes: Vec<(usize, usize)> = layers
+            .iter()
+            .filter_map(|l| match l.op {
+                Op::Linear { out, .. } => Some((out, 1)),
+                Op::Conv { oc, oh, ow, .. } => Some((oc, oh * ow)),
+                Op::Pool { .. } => None,
+            })
+            .collect();
+        let bias_part_len = bias_shapes.iter().map(|&(c, p)| bias_grad::part_len(capacity, c, p)).max().unwrap_or(0);
+        let ones_len = bias_shapes.iter().map(|&(_, p)| bias_grad::ones_len(capacity, p)).max().unwrap_or(capacity);
+        let ones = stream.clone_htod(&vec![1.0f32; ones_len.max(1)]).map_err(call("copying to the device"))?;
         let in_len = capacity * layers[0].in_len;
         let staged = [Staged::new(stream, in_len, capacity)?, Staged::new(stream, in_len, capacity)?];
         Ok(Self {
@@ -318,6 +332,7 @@ impl Buffers {
             col: zeros(col_len)?,
             dcol: zeros(col_len)?,
             wpart: zeros(wpart_len)?,
+            bias_part: zeros(bias_part_len)?,
             ones,
             labels: stream.alloc_zeros::<u8>(capacity.max(1)).map_err(call("allocating device memory"))?,
             loss: zeros(capacity)?,
@@ -564,7 +579,7 @@ impl Net {
                     let cfg = gemm_cfg(false, true, inp, out, n, inp, out, 0.0, inp);
                     // SAFETY: x has n*inp floats, dy n*out, the weight gradient out*inp.
                     unsafe { blas.gemm(cfg, x, &*dy, &mut gw) }.map_err(call("linear weight gradient (SGEMM)"))?;
-                    k.bias_grad(dy, &mut gb, n, out, 1)?;
+                    bias_grad::run(blas, (&b.ones, &mut b.bias_part), dy, &mut gb, (n, out, 1))?;
                     if !first {
                         // Row-major dX (n x inp) = dY (n x out) W (out x inp).
                         // Column-major: dX^T (inp x n) = W^T (inp x out) dY^T (out x n): the
@@ -599,7 +614,7 @@ impl Net {
                     // SAFETY: wpart holds n*oc*rows floats, ones at least n, the weight gradient oc*rows.
                     unsafe { blas.gemm(cfg, &b.wpart, &b.ones, &mut gw) }
                         .map_err(call("convolution weight gradient sum (cuBLAS SGEMM)"))?;
-                    k.bias_grad(dy, &mut gb, n, oc, p)?;
+                    bias_grad::run(blas, (&b.ones, &mut b.bias_part), dy, &mut gb, (n, oc, p))?;
                     if !first {
                         // Per sample, row-major dCOL (rows x p) = W^T (rows x oc) dY (oc x p).
                         // Column-major: dCOL^T (p x rows) = dY^T (p x oc) W (oc x rows); dY's buffer is
