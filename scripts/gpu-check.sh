@@ -109,14 +109,14 @@ build() {
     echo "gpu-check: no cargo here: build on another x86-64 Linux machine with \`scripts/gpu-check.sh --build-only DIR\`, copy DIR here and pass --bin-dir DIR" >&2
     exit 2
   }
-  cargo build --quiet --release --locked -p trainer --bin trainer --example gpu_kernels
+  cargo build --quiet --release --locked -p trainer --bin trainer --example gpu_kernels -p agent --bin agent
 }
 
 if [ -n "$build_only" ]; then
   build
   mkdir -p "$build_only/mnist"
   cp "$CARGO_TARGET_DIR/release/trainer" "$CARGO_TARGET_DIR/release/examples/gpu_kernels" \
-    trainer/benches/torch_reference.py "$build_only/"
+    "$CARGO_TARGET_DIR/release/agent" trainer/benches/torch_reference.py "$build_only/"
   cp "$(scripts/mnist-fixture)"/*-ubyte "$build_only/mnist/"
   echo "gpu-check: built into $build_only; on the GPU machine: scripts/gpu-check.sh --bin-dir $build_only --data $build_only/mnist"
   exit 0
@@ -156,7 +156,7 @@ result() {
 }
 
 if [ -n "$bin_dir" ]; then
-  trainer=$bin_dir/trainer kernels=$bin_dir/gpu_kernels reference=$bin_dir/torch_reference.py
+  trainer=$bin_dir/trainer kernels=$bin_dir/gpu_kernels reference=$bin_dir/torch_reference.py agent=$bin_dir/agent
   [ -x "$trainer" ] && [ -x "$kernels" ] || {
     echo "gpu-check: $bin_dir has no trainer and gpu_kernels: make it with --build-only" >&2
     exit 2
@@ -164,8 +164,8 @@ if [ -n "$bin_dir" ]; then
   result PASS "build: binaries from $bin_dir"
 elif build; then
   trainer=$CARGO_TARGET_DIR/release/trainer kernels=$CARGO_TARGET_DIR/release/examples/gpu_kernels
-  reference=trainer/benches/torch_reference.py
-  result PASS "build: cargo build --release (trainer, gpu_kernels)"
+  reference=trainer/benches/torch_reference.py agent=$CARGO_TARGET_DIR/release/agent
+  result PASS "build: cargo build --release (trainer, gpu_kernels, agent)"
 else
   result FAIL "build: cargo build --release failed (above)"
   exit 1
@@ -405,6 +405,66 @@ if [ "$gpus" -gt 1 ]; then
   fi
 else
   echo "SKIP multi-GPU (NCCL all-reduce across ranks, trainer launch, trainer bench --device cuda): needs a node with several GPUs; this host has $gpus"
+fi
+
+# The GPU gate (docs/ARCHITECTURE.md, "The GPU gate"), as every node with
+# GPUs runs it before it joins: `agent gpu-check` against what this GPU
+# model promises (synth/data/gpu-facts.tsv's figures for the models this
+# script knows; the count only for others); then the same with a GEMM
+# figure no GPU reaches, which must fail (exit 1, naming the gemm check);
+# then what the idle guard reads through NVML while a training run is busy
+# and after it ends.
+echo "== GPU gate: agent gpu-check on this node's $gpus GPU(s)"
+if [ ! -x "${agent:-}" ]; then
+  result FAIL "GPU gate: no agent binary (build it with --build-only, or cargo build --release -p agent)"
+else
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  case $gpu_name in
+    *H200*) promise='"model":"H200","bf16_tflops":989,"memory_gbps":4800,"nvlink_busbw_gbps":360' ;;
+    *H100*) promise='"model":"H100","bf16_tflops":989,"memory_gbps":3350,"nvlink_busbw_gbps":360' ;;
+    *A100*80GB*) promise='"model":"A100","bf16_tflops":312,"memory_gbps":2039,"nvlink_busbw_gbps":230' ;;
+    *A100*) promise='"model":"A100","bf16_tflops":312,"memory_gbps":1555,"nvlink_busbw_gbps":230' ;;
+    *) promise='' ;;
+  esac
+  [ "$gpus" -gt 1 ] || promise=$(printf '%s' "$promise" | sed 's/,"nvlink_busbw_gbps":[0-9]*//')
+  expect="{\"gpus\":$gpus${promise:+,$promise}}"
+  echo "  expected: $expect"
+  set +e
+  "$agent" gpu-check --root "$work" --expect "$expect" >"$work/gate.out" 2>&1
+  status=$?
+  set -e
+  cat "$work/gate.out"
+  case $status in
+    0) result PASS "GPU gate: every check passed on $gpu_name" ;;
+    *) result FAIL "GPU gate: agent gpu-check exit $status on $gpu_name (above)" ;;
+  esac
+  set +e
+  "$agent" gpu-check --root "$work" --expect "{\"gpus\":$gpus,\"bf16_tflops\":100000}" >"$work/gate-high.out" 2>&1
+  status=$?
+  set -e
+  if [ "$status" -eq 1 ] && grep -q 'the GPU check failed: gemm on GPU' "$work/gate-high.out"; then
+    result PASS "GPU gate: a GEMM figure above the GPU's fails the gemm check (exit 1)"
+  else
+    tail -5 "$work/gate-high.out"
+    result FAIL "GPU gate: a GEMM figure above the GPU's did not fail the gemm check (exit $status)"
+  fi
+  echo "== the idle guard's GPU reading (NVML), while trainer train runs and after"
+  CUDA_VISIBLE_DEVICES=0 "$trainer" train --model lenet --data "$data" --epochs 20 --batch-size 256 --seed "$SEED" \
+    --device cuda --checkpoint-dir "$work/idle/checkpoints" --tb-dir "$work/idle/tb" >"$work/idle.out" 2>&1 &
+  run=$!
+  sleep 8
+  busy=$("$agent" gpu-check --idle-reading 2>&1 || true)
+  kill "$run" 2>/dev/null || true
+  wait "$run" 2>/dev/null || true
+  sleep 3
+  after=$("$agent" gpu-check --idle-reading 2>&1 || true)
+  echo "  during: $busy"
+  echo "  after:  $after"
+  if printf '%s' "$busy" | grep -q 'busiest GPU is at [0-9]* %' && printf '%s' "$after" | grep -q 'busiest GPU is at [0-9]* %'; then
+    result PASS "idle guard: NVML reads the GPUs' utilisation (during and after a run; figures above)"
+  else
+    result FAIL "idle guard: NVML gave no reading (above)"
+  fi
 fi
 
 echo "gpu-check: $passed passed, $failed failed"
