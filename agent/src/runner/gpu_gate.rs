@@ -21,7 +21,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use node_contract::NodeConfig;
@@ -41,6 +41,18 @@ pub(super) const WATCH_EVERY: Duration = Duration::from_secs(5);
 
 /// How long a node waits before it sends a report that could not be sent again.
 const RESEND_AFTER: Duration = Duration::from_secs(10);
+
+/// The NVIDIA kernel module's directory: there once the driver is loaded.
+const DRIVER_PROC: &str = "/proc/driver/nvidia";
+
+/// The NVIDIA driver's control device.
+const DRIVER_DEVICE: &str = "/dev/nvidiactl";
+
+/// The image has an NVIDIA driver that loaded (under `root`: `/` on a node):
+/// then a GPU gate that cannot reach it is a fault of this instance.
+fn driver_installed(root: &Path) -> bool {
+    [DRIVER_PROC, DRIVER_DEVICE].iter().any(|p| files::paths::under(root, p).exists())
+}
 
 /// The GPUs as the agent reads them.
 pub(super) type SharedGpus = Arc<dyn gpu_health::Gpus>;
@@ -92,6 +104,18 @@ pub(super) async fn before_registering<Q: Queue>(
         info!(
             "the GPU gate has nothing to check: no GPUs on this node, and its type {} promises none",
             me.instance_type
+        );
+        return Gate::Off;
+    }
+    if me.gpus == 0 && !fixture && !driver_installed(root) {
+        // A GPU type booted from an image without the driver (a stock
+        // Ubuntu image, say): nothing on it can use the GPUs, and that is
+        // the image's choice, not a fault of this instance, which another
+        // instance of the same image would not cure.
+        warn!(
+            "{} promises GPUs, but this image has no NVIDIA driver (no {} and no {}): the GPU gate is skipped, and \
+             nothing here can use the GPUs; use an image with the driver (the Deep Learning AMI) to train on them",
+            me.instance_type, DRIVER_PROC, DRIVER_DEVICE
         );
         return Gate::Off;
     }
@@ -215,7 +239,6 @@ pub(super) async fn watch_loop<Q: Queue>(
         }
     };
     error!("GPU fault: {}: this node leaves the cluster", fault.detail);
-    interrupted.store(true, Ordering::SeqCst);
     let now_s = clock() / 1000;
     let notice = Interruption {
         instance_id: me.instance_id.clone(),
@@ -225,15 +248,7 @@ pub(super) async fn watch_loop<Q: Queue>(
         deadline_unix: None,
         detail: Some(fault.detail),
     };
-    let file = files::notice::NoticeFile {
-        version: files::notice::NOTICE_FILE_VERSION,
-        interruption: notice.clone(),
-        boot_id: me.boot_id.clone(),
-        noticed_unix_ms: clock(),
-    };
-    if let Err(e) = tokio::task::block_in_place(|| files::notice::write(root, &file)) {
-        error!("cannot write the notice file (trainer will not see the GPU fault): {e}");
-    }
+    super::interruption_loop::leave_on(root, me, &notice, interrupted, clock);
     let body = Message::Notice(notice).to_body();
     loop {
         match retry("report the GPU fault", || master_queue.send(&body)).await {
@@ -248,4 +263,97 @@ pub(super) async fn watch_loop<Q: Queue>(
         }
     }
     std::future::pending().await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use node_contract::gpu::{GpuCheck, GpuExpect, GpuLevel};
+    use node_contract::message::MasterInbound;
+
+    use super::*;
+    use crate::ports::{PortError, Received};
+
+    #[derive(Default)]
+    struct Sent(Mutex<Vec<String>>);
+
+    impl Queue for Sent {
+        async fn send(&self, body: &str) -> Result<(), PortError> {
+            self.0.lock().unwrap().push(body.to_owned());
+            Ok(())
+        }
+        async fn receive(&self, _: u8, _: Duration, _: Option<Duration>) -> Result<Vec<Received>, PortError> {
+            Ok(Vec::new())
+        }
+        async fn delete(&self, _: &str) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn delete_batch(&self, _: &[&str]) -> Result<usize, PortError> {
+            Ok(0)
+        }
+        async fn show_batch(&self, _: &[&str]) -> Result<usize, PortError> {
+            Ok(0)
+        }
+    }
+
+    fn me() -> Identity {
+        Identity {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.5".into(),
+            hostname: "h".into(),
+            instance_type: "p5.48xlarge".into(),
+            availability_zone: "z".into(),
+            boot_id: "b".into(),
+            ssh_host_key: "k".into(),
+            gpus: 0,
+        }
+    }
+
+    fn worker_config() -> NodeConfig {
+        let mut c = crate::files::tests::config();
+        c.gpu_check = Some(GpuCheck {
+            level: GpuLevel::Quick,
+            action: GpuAction::Replace,
+            timeout_seconds: 20,
+            expect: [("p5.48xlarge".to_owned(), GpuExpect { gpus: 8, ..GpuExpect::default() })].into(),
+        });
+        c
+    }
+
+    /// A GPU type on an image without the driver: skipped, nothing sent;
+    /// with the driver there (its device node) but NVML not answering: a
+    /// fault, reported, and a worker under `replace` does not join.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_driver_in_the_image_skips_a_driver_that_does_not_answer_fails() {
+        let root = tempfile::tempdir().unwrap();
+        let config = worker_config();
+        let queue = Sent::default();
+        let gpus = gpus(None);
+        let gate = before_registering(root.path(), &config, &me(), &gpus, false, &queue, || 5).await;
+        assert_eq!(gate, Gate::Off);
+        assert!(queue.0.lock().unwrap().is_empty());
+
+        let dev = root.path().join("dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("nvidiactl"), b"").unwrap();
+        let gate = before_registering(root.path(), &config, &me(), &gpus, false, &queue, || 5).await;
+        assert_eq!(gate, Gate::Failed { joins: false });
+        let sent = queue.0.lock().unwrap().clone();
+        let [body] = &sent[..] else { panic!("{sent:?}") };
+        match node_contract::message::parse_master_queue(body) {
+            Ok(MasterInbound::GpuReport(r)) => {
+                assert!(!r.passed());
+                assert!(r.failures().any(|c| c.check == "driver"), "{r:#?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let file = std::fs::read_to_string(files::paths::under(root.path(), GPU_CHECK_PATH)).unwrap();
+        assert!(file.contains("\"action\": \"replace\""), "{file}");
+        // `warn`: it joins all the same.
+        let mut warn = config.clone();
+        warn.gpu_check.as_mut().unwrap().action = GpuAction::Warn;
+        let gate = before_registering(root.path(), &warn, &me(), &gpus, false, &queue, || 5).await;
+        assert_eq!(gate, Gate::Failed { joins: true });
+    }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use node_contract::clock::Clock;
-use node_contract::interruption::{CapacityBlock, NoticeKind, format_utc};
+use node_contract::interruption::{CapacityBlock, Interruption, NoticeKind, format_utc};
 use node_contract::message::Message;
 use tracing::{error, info, warn};
 
@@ -72,16 +72,7 @@ pub(super) async fn interruption_loop(
             ),
             _ => warn!(notice = %notice.describe(), "EC2 gave this node an interruption notice: it leaves the cluster"),
         }
-        interrupted.store(true, Ordering::SeqCst);
-        let file = files::notice::NoticeFile {
-            version: files::notice::NOTICE_FILE_VERSION,
-            interruption: notice.clone(),
-            boot_id: me.boot_id.clone(),
-            noticed_unix_ms: clock(),
-        };
-        if let Err(e) = tokio::task::block_in_place(|| files::notice::write(root, &file)) {
-            error!("cannot write the interruption notice file (trainer will not see the notice): {e}");
-        }
+        leave_on(root, me, &notice, interrupted, clock);
         let body = Message::Notice(notice).to_body();
         match retry("report the interruption notice", || master_queue.send(&body)).await {
             Ok(()) => {
@@ -93,5 +84,21 @@ pub(super) async fn interruption_loop(
                 unsent = Some(body);
             }
         }
+    }
+}
+
+/// What every notice does on the node, whoever raised it (EC2, the
+/// Capacity Block's clock, the GPU watch): the node loop stops registering,
+/// and the notice file tells `trainer` (its ranks leave).
+pub(super) fn leave_on(root: &Path, me: &Identity, notice: &Interruption, interrupted: &AtomicBool, clock: Clock) {
+    interrupted.store(true, Ordering::SeqCst);
+    let file = files::notice::NoticeFile {
+        version: files::notice::NOTICE_FILE_VERSION,
+        interruption: notice.clone(),
+        boot_id: me.boot_id.clone(),
+        noticed_unix_ms: clock(),
+    };
+    if let Err(e) = tokio::task::block_in_place(|| files::notice::write(root, &file)) {
+        error!("cannot write the notice file (trainer will not see the notice): {e}");
     }
 }
