@@ -115,10 +115,12 @@ async fn a_worker_that_fails_the_gate_never_joins_and_its_group_replaces_it() ->
     );
     let master_log = plain(&agents[0].log());
     assert!(master_log.contains("marked a worker whose GPUs failed unhealthy"), "{master_log}");
-    assert!(!read(cluster.master().root(), "/opt/deeplearning/workers").is_empty());
+    // The master applies generation 1 just after it signals.
+    wait_until("the master's workers file with the three nodes", Duration::from_secs(30), &refs, || {
+        read(cluster.master().root(), "/opt/deeplearning/workers").lines().count() == 3
+    })?;
     let hostfile = read(cluster.master().root(), "/etc/hosts");
     assert!(!hostfile.contains(&bad_ip), "the failed node is in no file: {hostfile}");
-    drop(refs);
     Ok(())
 }
 
