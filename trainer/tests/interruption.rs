@@ -30,7 +30,7 @@ print("start", path, os.environ.get("DEEPLEARNING_INTERRUPTION_DEADLINE", "-"),
       os.environ.get("DEEPLEARNING_INTERRUPTION_SECONDS_LEFT", "-"), flush=True)
 def on_term(signum, frame):
     notice = json.load(open(os.environ["DEEPLEARNING_INTERRUPTION_FILE"]))["interruption"]
-    left = notice["deadline_unix"] - int(time.time())
+    left = notice.get("deadline_unix", int(time.time())) - int(time.time())
     print("sigterm", notice["time"], left, flush=True)
     if sys.argv[1] == "ignore":
         return
@@ -140,6 +140,46 @@ fn a_notice_sends_sigterm_and_the_script_finds_the_deadline() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(
         stderr.contains("this host was given an interruption notice (spot-instance-action terminate at"),
+        "{stderr}"
+    );
+}
+
+/// The agent's GPU watch raises a notice of its own (kind `gpu_fault`, no
+/// deadline, the fault in `detail`): the rank is stopped as on EC2's
+/// notices, and the supervisor's line names the fault.
+#[test]
+fn a_gpu_fault_notice_stops_the_rank_and_names_the_fault() {
+    let root = tempfile::tempdir().unwrap();
+    let checkpoint = root.path().join("checkpoint");
+    let (mut child, lines) = supervise(root.path(), "save", &checkpoint);
+    next_line(&lines, Duration::from_secs(20));
+    let file = NoticeFile {
+        version: NOTICE_FILE_VERSION,
+        interruption: node_contract::interruption::Interruption {
+            instance_id: "i-1".into(),
+            notice: node_contract::interruption::NoticeKind::GpuFault,
+            action: None,
+            time: format_utc(unix_now()),
+            deadline_unix: None,
+            detail: Some("xid on GPU 3: XID 79 (GPU has fallen off the bus)".into()),
+        },
+        boot_id: boot_id(),
+        noticed_unix_ms: unix_now() * 1000,
+    };
+    let dir = root.path().join("var/lib/deeplearning");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("interruption.json.tmp"), file.to_text()).unwrap();
+    std::fs::rename(dir.join("interruption.json.tmp"), dir.join("interruption.json")).unwrap();
+    let line = next_line(&lines, Duration::from_secs(5));
+    assert!(line.starts_with("sigterm "), "{line}");
+    let status = wait(&mut child, Duration::from_secs(10)).expect("the supervisor ends once the script exits");
+    assert_eq!(status.code(), Some(143), "128 + SIGTERM: stopped, not finished");
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "step 42\n");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("this host was given an interruption notice (gpu-fault at")
+            && stderr.contains(": xid on GPU 3: XID 79 (GPU has fallen off the bus))"),
         "{stderr}"
     );
 }
