@@ -158,3 +158,29 @@ pub trait LogStreams: Send + Sync {
     /// limits (see `crate::logs::batch`), into `stream`.
     fn put(&self, stream: &str, events: &[LogEvent]) -> impl Future<Output = Result<PutOutcome, PortError>> + Send;
 }
+
+/// A queue that keeps what is sent and receives nothing, for the boot
+/// steps' unit tests (what a node tells the master).
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct SentQueue(pub std::sync::Mutex<Vec<String>>);
+
+#[cfg(test)]
+impl Queue for SentQueue {
+    async fn send(&self, body: &str) -> Result<(), PortError> {
+        self.0.lock().unwrap().push(body.to_owned());
+        Ok(())
+    }
+    async fn receive(&self, _: u8, _: Duration, _: Option<Duration>) -> Result<Vec<Received>, PortError> {
+        Ok(Vec::new())
+    }
+    async fn delete(&self, _: &str) -> Result<(), PortError> {
+        Ok(())
+    }
+    async fn delete_batch(&self, _: &[&str]) -> Result<usize, PortError> {
+        Ok(0)
+    }
+    async fn show_batch(&self, _: &[&str]) -> Result<usize, PortError> {
+        Ok(0)
+    }
+}

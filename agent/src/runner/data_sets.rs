@@ -79,7 +79,7 @@ async fn report<Q: Queue>(me: &Identity, master_queue: &Q, what: &str) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     use node_contract::data::{DataSet, Fetcher};
     use node_contract::message::MasterInbound;
@@ -87,29 +87,6 @@ mod tests {
     use super::*;
     use crate::data::failing::{FailingStore, Op};
     use crate::data::memory::MemoryStore;
-    use crate::ports::{PortError, Received};
-
-    #[derive(Default)]
-    struct Sent(Mutex<Vec<String>>);
-
-    impl Queue for Sent {
-        async fn send(&self, body: &str) -> Result<(), PortError> {
-            self.0.lock().unwrap().push(body.to_owned());
-            Ok(())
-        }
-        async fn receive(&self, _: u8, _: Duration, _: Option<Duration>) -> Result<Vec<Received>, PortError> {
-            Ok(Vec::new())
-        }
-        async fn delete(&self, _: &str) -> Result<(), PortError> {
-            Ok(())
-        }
-        async fn delete_batch(&self, _: &[&str]) -> Result<usize, PortError> {
-            Ok(0)
-        }
-        async fn show_batch(&self, _: &[&str]) -> Result<usize, PortError> {
-            Ok(0)
-        }
-    }
 
     fn me() -> Identity {
         Identity {
@@ -137,7 +114,7 @@ mod tests {
         store.put("b", "in/locked.jpg", vec![2u8; 100]);
         // Denied for the first two attempts' GETs of locked.jpg, then allowed.
         let denied = Arc::new(FailingStore::new(store.clone()).deny(Op::Get, "locked"));
-        let queue = Sent::default();
+        let queue = crate::ports::SentQueue::default();
         let attempt = tokio::time::timeout(
             Duration::from_secs(2),
             fetch_before_registering(root.path(), &config, &me(), denied, &queue, Duration::from_millis(50)),

@@ -267,35 +267,11 @@ pub(super) async fn watch_loop<Q: Queue>(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
 
     use node_contract::gpu::{GpuCheck, GpuExpect, GpuLevel};
     use node_contract::message::MasterInbound;
 
     use super::*;
-    use crate::ports::{PortError, Received};
-
-    #[derive(Default)]
-    struct Sent(Mutex<Vec<String>>);
-
-    impl Queue for Sent {
-        async fn send(&self, body: &str) -> Result<(), PortError> {
-            self.0.lock().unwrap().push(body.to_owned());
-            Ok(())
-        }
-        async fn receive(&self, _: u8, _: Duration, _: Option<Duration>) -> Result<Vec<Received>, PortError> {
-            Ok(Vec::new())
-        }
-        async fn delete(&self, _: &str) -> Result<(), PortError> {
-            Ok(())
-        }
-        async fn delete_batch(&self, _: &[&str]) -> Result<usize, PortError> {
-            Ok(0)
-        }
-        async fn show_batch(&self, _: &[&str]) -> Result<usize, PortError> {
-            Ok(0)
-        }
-    }
 
     fn me() -> Identity {
         Identity {
@@ -328,7 +304,7 @@ mod tests {
     async fn no_driver_in_the_image_skips_a_driver_that_does_not_answer_fails() {
         let root = tempfile::tempdir().unwrap();
         let config = worker_config();
-        let queue = Sent::default();
+        let queue = crate::ports::SentQueue::default();
         let gpus = gpus(None);
         let gate = before_registering(root.path(), &config, &me(), &gpus, false, &queue, || 5).await;
         assert_eq!(gate, Gate::Off);
