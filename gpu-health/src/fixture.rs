@@ -71,8 +71,10 @@ pub struct LoadFacts {
     pub throttle_reasons: Option<u64>,
 }
 
-/// A GPU model's figures: NVIDIA's published ones (the expectation) and
-/// ones measured on healthy devices (the fixture's burn results).
+/// A GPU model's figures: NVIDIA's published ones (the expectation) and the
+/// fixture's burn results, per-GPU values chosen within the ranges public
+/// reports give for healthy devices (not read off a device: no GPU was lent
+/// when this was written; record real ones here when one is).
 struct Model {
     nvml_name: &'static str,
     word: &'static str,
@@ -82,7 +84,7 @@ struct Model {
     memory_spec: f64,
     /// nccl-tests all_reduce_perf bus bandwidth on 8 GPUs, large messages.
     busbw_expect: f64,
-    /// What healthy GPUs measure: a large BF16 GEMM through cuBLAS.
+    /// A large BF16 GEMM through cuBLAS on healthy GPUs (chosen, see above).
     gemm_measured: [f64; 8],
     /// A device-to-device copy, counting bytes read and written.
     memory_measured: [f64; 8],
