@@ -50,12 +50,17 @@ fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim().to_owned()
 }
 
-/// Writes the notice file under `root` as the agent does (atomically).
+/// Writes a Spot instance action's notice file under `root` as the agent does.
 fn give_notice(root: &Path, deadline: u64) {
     let body = format!(r#"{{"action": "terminate", "time": "{}"}}"#, format_utc(deadline));
+    write_notice(root, from_instance_action("i-1", &body).unwrap());
+}
+
+/// Writes the notice file of `interruption` under `root` as the agent does (atomically).
+fn write_notice(root: &Path, interruption: node_contract::interruption::Interruption) {
     let file = NoticeFile {
         version: NOTICE_FILE_VERSION,
-        interruption: from_instance_action("i-1", &body).unwrap(),
+        interruption,
         boot_id: boot_id(),
         noticed_unix_ms: unix_now() * 1000,
     };
@@ -153,9 +158,9 @@ fn a_gpu_fault_notice_stops_the_rank_and_names_the_fault() {
     let checkpoint = root.path().join("checkpoint");
     let (mut child, lines) = supervise(root.path(), "save", &checkpoint);
     next_line(&lines, Duration::from_secs(20));
-    let file = NoticeFile {
-        version: NOTICE_FILE_VERSION,
-        interruption: node_contract::interruption::Interruption {
+    write_notice(
+        root.path(),
+        node_contract::interruption::Interruption {
             instance_id: "i-1".into(),
             notice: node_contract::interruption::NoticeKind::GpuFault,
             action: None,
@@ -163,13 +168,7 @@ fn a_gpu_fault_notice_stops_the_rank_and_names_the_fault() {
             deadline_unix: None,
             detail: Some("xid on GPU 3: XID 79 (GPU has fallen off the bus)".into()),
         },
-        boot_id: boot_id(),
-        noticed_unix_ms: unix_now() * 1000,
-    };
-    let dir = root.path().join("var/lib/deeplearning");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("interruption.json.tmp"), file.to_text()).unwrap();
-    std::fs::rename(dir.join("interruption.json.tmp"), dir.join("interruption.json")).unwrap();
+    );
     let line = next_line(&lines, Duration::from_secs(5));
     assert!(line.starts_with("sigterm "), "{line}");
     let status = wait(&mut child, Duration::from_secs(10)).expect("the supervisor ends once the script exits");

@@ -86,17 +86,23 @@ impl MasterState {
             shorten(&f.private_ip, 64),
             f.what
         )));
-        if self.members.get(&id).is_some() {
-            return;
-        }
-        if self.boot_failures.len() >= BOOT_FAILURES_KEPT && !self.boot_failures.contains_key(&id) {
+        if self.members.get(&id).is_none() && !self.keep_boot_failure(f) {
             fx.push(Effect::Log(format!(
                 "not keeping the boot failure of {}: {BOOT_FAILURES_KEPT} nodes' failures are kept already",
                 shorten(&id, 64)
             )));
-            return;
         }
-        self.boot_failures.insert(id, f);
+    }
+
+    /// Keeps `f` (the newest per node) for a failed formation's reason,
+    /// unless [`BOOT_FAILURES_KEPT`] other nodes' are kept already: then
+    /// `false`.
+    pub(super) fn keep_boot_failure(&mut self, f: BootFailure) -> bool {
+        if self.boot_failures.len() >= BOOT_FAILURES_KEPT && !self.boot_failures.contains_key(&f.instance_id) {
+            return false;
+        }
+        self.boot_failures.insert(f.instance_id.clone(), f);
+        true
     }
 
     /// "i-1 (10.0.0.7) failed: what; last lines: "a | b". " for the failed

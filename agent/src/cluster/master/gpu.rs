@@ -14,7 +14,6 @@ use node_contract::gpu::{GPU_SUMMARY_NAMED, GpuAction, GpuReport, GpuSummary};
 use node_contract::message::BootFailure;
 use serde::{Deserialize, Serialize};
 
-use super::formation::BOOT_FAILURES_KEPT;
 use super::{MasterState, Phase, shorten};
 use crate::cluster::effect::Effect;
 
@@ -100,13 +99,14 @@ impl MasterState {
     /// A failed node never registers: a failed formation's reason names it
     /// with its check, not as an instance that never registered.
     fn keep_as_boot_failure(&mut self, r: &GpuReport, line: &str) {
-        if self.members.get(&r.instance_id).is_some()
-            || (self.boot_failures.len() >= BOOT_FAILURES_KEPT && !self.boot_failures.contains_key(&r.instance_id))
-        {
-            return;
+        if self.members.get(&r.instance_id).is_none() {
+            self.keep_boot_failure(BootFailure::new(
+                &r.instance_id,
+                &r.private_ip,
+                &format!("its GPU check: {line}"),
+                b"",
+            ));
         }
-        let failure = BootFailure::new(&r.instance_id, &r.private_ip, &format!("its GPU check: {line}"), b"");
-        self.boot_failures.insert(r.instance_id.clone(), failure);
     }
 
     /// The gate's outcome so far; `None` when the gate is off or no node reported.
