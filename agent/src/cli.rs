@@ -212,7 +212,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn gpu_check(args: &GpuCheckArgs) -> anyhow::Result<()> {
-    use node_contract::gpu::{GPU_CHECK_PATH, GpuExpect, GpuLevel, GpuReportFile};
+    use node_contract::gpu::{GPU_CHECK_PATH, GpuExpect, GpuLevel};
     if args.idle_reading {
         let line = match crate::activity::Gpus::open().busiest_percent() {
             Some(p) => format!("idle guard's GPU reading: the busiest GPU is at {p} % (busy at 5 % or more)\n"),
@@ -221,25 +221,17 @@ fn gpu_check(args: &GpuCheckArgs) -> anyhow::Result<()> {
         return Ok(cli_output::print(&line)?);
     }
     let level = GpuLevel::from_name(&args.level).unwrap_or(GpuLevel::Quick);
-    let boot: Option<GpuReportFile> = std::fs::read_to_string(files::paths::under(&args.root.root, GPU_CHECK_PATH))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let last = gpu_health::last_report(&files::paths::under(&args.root.root, GPU_CHECK_PATH));
     let expect: Option<GpuExpect> = match &args.expect {
         Some(json) => {
             Some(serde_json::from_str(json).map_err(|e| anyhow::anyhow!("--expect is not a GpuExpect: {e}"))?)
         }
-        None => boot.as_ref().and_then(|b| b.expect.clone()),
+        None => None,
     };
-    let (id, ip, ty) = boot.as_ref().map_or_else(
-        || (String::new(), String::new(), "this node".to_owned()),
-        |b| (b.report.instance_id.clone(), b.report.private_ip.clone(), b.report.instance_type.clone()),
-    );
-    let gpus: Box<dyn gpu_health::Gpus> = match &args.gpu_fixture {
-        Some(path) => Box::new(gpu_health::FixtureGpus::new(path)),
-        None => gpu_health::real(),
-    };
+    let gpus = gpu_health::open(args.gpu_fixture.as_deref());
     let budget = std::time::Duration::from_secs(args.timeout.unwrap_or(u64::from(level.default_timeout_seconds())));
-    let report = gpu_health::gate(&*gpus, &id, &ip, &ty, expect.as_ref(), level, budget);
+    let report = gpu_health::rerun(&*gpus, last.as_ref(), expect, level, budget);
+    let ip = report.private_ip.clone();
     let host = if ip.is_empty() { "this node".to_owned() } else { ip.clone() };
     let mut text = gpu_health::table(&[(host, report.clone())]);
     if !text.ends_with('\n') {

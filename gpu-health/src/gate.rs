@@ -336,3 +336,28 @@ fn burn_all(
 #[cfg(test)]
 #[path = "gate_tests.rs"]
 mod tests;
+
+/// The report a node's boot gate left at `path` (the node's
+/// [`GPU_CHECK_PATH`](node_contract::gpu::GPU_CHECK_PATH)), if there is one
+/// this build reads.
+pub fn last_report(path: &std::path::Path) -> Option<node_contract::gpu::GpuReportFile> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// The gate run again on a node by hand (`agent gpu-check`, `trainer
+/// doctor --gpus`): the node's instance, address and type as its boot gate
+/// recorded them in `last` (empty, and "unknown", without one), against
+/// `expect`, else what the boot gate expected.
+pub fn rerun(
+    gpus: &dyn Gpus,
+    last: Option<&node_contract::gpu::GpuReportFile>,
+    expect: Option<GpuExpect>,
+    level: GpuLevel,
+    budget: Duration,
+) -> GpuReport {
+    let expect = expect.or_else(|| last.and_then(|l| l.expect.clone()));
+    let (id, ip, ty) = last.map_or(("", "", "unknown"), |l| {
+        (l.report.instance_id.as_str(), l.report.private_ip.as_str(), l.report.instance_type.as_str())
+    });
+    gate(gpus, id, ip, ty, expect.as_ref(), level, budget)
+}

@@ -104,8 +104,8 @@ use std::time::Duration;
 
 pub use facts::{DcgmOutcome, DcgmResult, DeviceFacts, RemapFacts};
 pub use fixture::{Fixture, FixtureGpus, LoadFacts};
-pub use gate::gate;
-pub use real::{Real, real};
+pub use gate::{gate, last_report, rerun};
+pub use real::{Real, open, real};
 pub use table::table;
 pub use watch::{Fault, Watch};
 

@@ -35,6 +35,15 @@ pub fn real() -> Box<dyn Gpus> {
     Box::new(Real::new())
 }
 
+/// The GPUs a tool reads: the fixture at `fixture` when given (tests),
+/// else this node's ([`real`]).
+pub fn open(fixture: Option<&std::path::Path>) -> Box<dyn Gpus> {
+    match fixture {
+        Some(path) => Box::new(crate::FixtureGpus::new(path)),
+        None => real(),
+    }
+}
+
 impl Gpus for Real {
     fn devices(&self) -> Result<Vec<DeviceFacts>, String> {
         self.nvidia.devices()

@@ -59,10 +59,7 @@ pub(super) type SharedGpus = Arc<dyn gpu_health::Gpus>;
 
 /// The driver's GPUs, or the fixture's (tests).
 pub(super) fn gpus(fixture: Option<&Path>) -> SharedGpus {
-    match fixture {
-        Some(path) => Arc::new(gpu_health::FixtureGpus::new(path)),
-        None => Arc::from(gpu_health::real()),
-    }
+    Arc::from(gpu_health::open(fixture))
 }
 
 /// What the gate decided.

@@ -5,50 +5,33 @@
 //! Without `--gpus` the table shows each host's boot gate as its agent left
 //! it ([`GPU_CHECK_PATH`]); with `--gpus` every host with GPUs runs the
 //! checks now (burns of about two seconds a GPU at `quick`: not while a
-//! job trains there), against what its instance type promises (the node
-//! config's `gpu_check.expect`, by the type the boot gate recorded).
+//! job trains there), against what its boot gate expected (the node
+//! config's `gpu_check.expect` entry for its type, which the agent records
+//! in its report).
 
 use std::path::Path;
 use std::time::Duration;
 
-use node_contract::gpu::{GPU_CHECK_PATH, GpuExpect, GpuLevel, GpuReport, GpuReportFile};
+use node_contract::gpu::{GPU_CHECK_PATH, GpuLevel, GpuReport};
 
 /// The `key=value` line a host reports its GPU report on.
 pub const KEY: &str = "gpu_report";
 
-/// The boot gate's report the agent left under `root`, if any.
-fn boot_report(root: &Path) -> Option<GpuReportFile> {
-    let text = std::fs::read_to_string(crate::fsroot::under(root, GPU_CHECK_PATH)).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-/// What this host's type promises: the boot report's, else the node
-/// config's entry for the type the boot gate recorded.
-fn expect(root: &Path, boot: Option<&GpuReportFile>) -> Option<GpuExpect> {
-    if let Some(e) = boot.and_then(|b| b.expect.clone()) {
-        return Some(e);
-    }
-    let text = std::fs::read_to_string(crate::fsroot::under(root, node_contract::NODE_CONFIG_PATH)).ok()?;
-    let config = node_contract::NodeConfig::from_json(&text).ok()?;
-    let ty = boot.map(|b| b.report.instance_type.clone())?;
-    config.gpu_check?.expect.get(&ty).cloned()
-}
-
-/// This host's line: the checks run now (`run_now`, on a host with GPUs)
-/// or the boot gate's report; `None` when there is nothing to show.
+/// This host's line: the checks run now (`run_now`, on a host with GPUs,
+/// against what its boot gate expected) or the boot gate's report; `None`
+/// when there is nothing to show.
 pub fn local_line(root: &Path, host: &str, gpus: usize, run_now: Option<GpuLevel>) -> Option<String> {
-    let boot = boot_report(root);
-    let report = match run_now {
+    let boot = gpu_health::last_report(&crate::fsroot::under(root, GPU_CHECK_PATH));
+    let mut report = match run_now {
         Some(level) if gpus > 0 => {
-            let expect = expect(root, boot.as_ref());
-            let ty = boot.as_ref().map_or_else(|| "unknown".to_owned(), |b| b.report.instance_type.clone());
-            let id = boot.as_ref().map_or_else(String::new, |b| b.report.instance_id.clone());
-            let ip = boot.as_ref().map_or_else(|| host.to_owned(), |b| b.report.private_ip.clone());
             let budget = Duration::from_secs(u64::from(level.default_timeout_seconds()));
-            gpu_health::gate(&*gpu_health::real(), &id, &ip, &ty, expect.as_ref(), level, budget)
+            gpu_health::rerun(&*gpu_health::real(), boot.as_ref(), None, level, budget)
         }
         _ => boot?.report,
     };
+    if report.private_ip.is_empty() {
+        report.private_ip = host.to_owned();
+    }
     Some(format!("{KEY}={}", serde_json::to_string(&report).ok()?))
 }
 
@@ -79,7 +62,7 @@ pub fn parse(stdout: &str) -> Option<GpuReport> {
 
 #[cfg(test)]
 mod tests {
-    use node_contract::gpu::{CheckResult, GpuAction, Verdict};
+    use node_contract::gpu::{CheckResult, GpuAction, GpuReportFile, Verdict};
 
     use super::*;
 
