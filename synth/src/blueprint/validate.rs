@@ -277,16 +277,14 @@ impl Checker<'_> {
                 "write the share of the expected bandwidth a node must reach, for example 0.5",
             );
         }
-        let name = c.action.as_deref().unwrap_or("warn");
-        let action = NetworkAction::from_name(name).unwrap_or_else(|| {
-            self.error(
-                &format!("{path}.action"),
-                At::Value,
-                format!("{} is not an action", ticked(&name.escape_debug().to_string())),
-                format!("write one of {}", NetworkAction::NAMES.map(|n| format!("`{n}`")).join(", ")),
-            );
-            NetworkAction::Warn
-        });
+        let action = self.named(
+            &format!("{path}.action"),
+            c.action.as_deref(),
+            NetworkAction::Warn,
+            NetworkAction::from_name,
+            &NetworkAction::NAMES,
+            "an action",
+        );
         let timeout_seconds = c.timeout_seconds.unwrap_or(60);
         // The probe's schedule alone takes up to 14 s (agent/src/netgate.rs).
         let (min, max) = (NETWORK_CHECK_MIN_SECONDS, node_contract::NETWORK_CHECK_MAX_SECONDS);
@@ -315,6 +313,30 @@ impl Checker<'_> {
             .try_fold(f64::INFINITY, |slowest, gbps| gbps.map(|g| slowest.min(g)))
             .filter(|g| g.is_finite() && !workers.is_empty());
         NetworkCheck { min_fraction, action, timeout_seconds, expected_gbps: c.expected_gbps.or(catalogue) }
+    }
+
+    /// The value a blueprint names at `path` (`written`; `default` when it
+    /// names none), or an error listing `names` and `default` when it names
+    /// something else ("`reboot` is not an action").
+    pub(super) fn named<T>(
+        &mut self,
+        path: &str,
+        written: Option<&str>,
+        default: T,
+        parse: impl Fn(&str) -> Option<T>,
+        names: &[&str],
+        noun: &str,
+    ) -> T {
+        let Some(name) = written else { return default };
+        parse(name).unwrap_or_else(|| {
+            self.error(
+                path,
+                At::Value,
+                format!("{} is not {noun}", ticked(&name.escape_debug().to_string())),
+                format!("write one of {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")),
+            );
+            default
+        })
     }
 
     fn name(&mut self, name: &str) {

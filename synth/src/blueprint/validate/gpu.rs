@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use node_contract::gpu::{GpuAction, GpuCheck, GpuLevel};
 
 use super::super::model::{GpuCheck as Written, GpuCheckSetting};
-use super::{At, Checker, ticked};
+use super::{At, Checker};
 use crate::catalog::{self, InstanceType};
 
 const PATH: &str = "formation.gpu_check";
@@ -38,30 +38,22 @@ pub(super) fn gpu_check(
         None | Some(GpuCheckSetting::On) => Written { level: None, action: None, timeout_seconds: None },
         Some(GpuCheckSetting::Settings(w)) => w,
     };
-    let level = match written.level.as_deref() {
-        None => GpuLevel::Quick,
-        Some(name) => GpuLevel::from_name(name).unwrap_or_else(|| {
-            c.error(
-                &format!("{PATH}.level"),
-                At::Value,
-                format!("{} is not a level", ticked(&name.escape_debug().to_string())),
-                format!("write one of {}", GpuLevel::NAMES.map(|n| format!("`{n}`")).join(", ")),
-            );
-            GpuLevel::Quick
-        }),
-    };
-    let action = match written.action.as_deref() {
-        None => GpuAction::Replace,
-        Some(name) => GpuAction::from_name(name).unwrap_or_else(|| {
-            c.error(
-                &format!("{PATH}.action"),
-                At::Value,
-                format!("{} is not an action", ticked(&name.escape_debug().to_string())),
-                format!("write one of {}", GpuAction::NAMES.map(|n| format!("`{n}`")).join(", ")),
-            );
-            GpuAction::Replace
-        }),
-    };
+    let level = c.named(
+        &format!("{PATH}.level"),
+        written.level.as_deref(),
+        GpuLevel::Quick,
+        GpuLevel::from_name,
+        &GpuLevel::NAMES,
+        "a level",
+    );
+    let action = c.named(
+        &format!("{PATH}.action"),
+        written.action.as_deref(),
+        GpuAction::Replace,
+        GpuAction::from_name,
+        &GpuAction::NAMES,
+        "an action",
+    );
     let timeout_seconds = written.timeout_seconds.unwrap_or_else(|| level.default_timeout_seconds());
     let max = node_contract::gpu::GPU_CHECK_MAX_SECONDS;
     if !(MIN_SECONDS..=max).contains(&timeout_seconds) {
