@@ -116,6 +116,17 @@ fn wait(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus>
     None
 }
 
+/// The supervisor ended as a stopped command does (128 + SIGTERM) once the
+/// script saved its checkpoint; its stderr.
+fn stopped_after_saving(child: &mut Child, checkpoint: &Path) -> String {
+    let status = wait(child, Duration::from_secs(10)).expect("the supervisor ends once the script exits");
+    assert_eq!(status.code(), Some(143), "128 + SIGTERM: stopped, not finished");
+    assert_eq!(std::fs::read_to_string(checkpoint).unwrap(), "step 42\n");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    stderr
+}
+
 #[test]
 fn a_notice_sends_sigterm_and_the_script_finds_the_deadline() {
     let root = tempfile::tempdir().unwrap();
@@ -138,11 +149,7 @@ fn a_notice_sends_sigterm_and_the_script_finds_the_deadline() {
     assert_eq!(fields[..2], ["sigterm", format_utc(deadline).as_str()], "{line}");
     let left: u64 = fields[2].parse().unwrap();
     assert!((110..=120).contains(&left), "{line}");
-    let status = wait(&mut child, Duration::from_secs(10)).expect("the supervisor ends once the script exits");
-    assert_eq!(status.code(), Some(143), "128 + SIGTERM: stopped, not finished");
-    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "step 42\n");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = stopped_after_saving(&mut child, &checkpoint);
     assert!(
         stderr.contains("this host was given an interruption notice (spot-instance-action terminate at"),
         "{stderr}"
@@ -171,11 +178,7 @@ fn a_gpu_fault_notice_stops_the_rank_and_names_the_fault() {
     );
     let line = next_line(&lines, Duration::from_secs(5));
     assert!(line.starts_with("sigterm "), "{line}");
-    let status = wait(&mut child, Duration::from_secs(10)).expect("the supervisor ends once the script exits");
-    assert_eq!(status.code(), Some(143), "128 + SIGTERM: stopped, not finished");
-    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "step 42\n");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = stopped_after_saving(&mut child, &checkpoint);
     assert!(
         stderr.contains("this host was given an interruption notice (gpu-fault at")
             && stderr.contains(": xid on GPU 3: XID 79 (GPU has fallen off the bus))"),
