@@ -47,9 +47,9 @@ const SAMPLES: u64 = STEPS * GLOBAL_BATCH;
 struct WorkerConfig {
     /// This node's filesystem root (its agent state file).
     root: PathBuf,
-    /// Set on the master: host the rendezvous on this port.
+    /// Set on the master: host the rendezvous at `rendezvous`.
     host: bool,
-    rendezvous_port: u16,
+    rendezvous: std::net::SocketAddr,
     expected: usize,
     /// Where the prepare-data markers are.
     efs: PathBuf,
@@ -202,7 +202,7 @@ impl Rank for ToyRank {
 fn worker(cfg: WorkerConfig) -> i32 {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).init();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let rdv = std::net::SocketAddr::from((RENDEZVOUS_IP, cfg.rendezvous_port));
+    let rdv = cfg.rendezvous;
     let roster = Roster::new(&cfg.root, Some(cfg.efs.clone()));
     if cfg.host {
         let host_cfg = HostConfig {
@@ -277,17 +277,20 @@ struct Node {
 
 struct Cluster {
     dir: tempfile::TempDir,
-    port: u16,
+    rendezvous: std::net::SocketAddr,
     nodes: Vec<Node>,
 }
 
-/// The rendezvous listens on a loopback address of its own: the ranks' data
-/// planes bind ephemeral ports on 127.0.0.1, which could otherwise be handed
-/// the port picked here before the host binds it (seen once in CI).
-const RENDEZVOUS_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 2);
-
-fn free_port() -> u16 {
-    TcpListener::bind((RENDEZVOUS_IP, 0)).unwrap().local_addr().unwrap().port()
+/// Each cluster's rendezvous listens on a loopback address of its own
+/// (127.0.0.2, 127.0.0.3, ...): the ranks' data planes bind ephemeral ports on
+/// 127.0.0.1, which could otherwise be handed the port picked here before the
+/// host binds it (seen once in CI), and the scenarios run at the same time, so
+/// two of them picking ports on one address could both be handed the same
+/// free port, one rendezvous then taking the other's ranks (seen once in CI).
+fn rendezvous_address() -> std::net::SocketAddr {
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
+    let ip = std::net::Ipv4Addr::new(127, 0, 0, NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap()
 }
 
 impl Cluster {
@@ -295,7 +298,7 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("efs")).unwrap();
         let nodes = (1..=n).map(|index| Node { index, root: dir.path().join(format!("node{index}")) }).collect();
-        Cluster { dir, port: free_port(), nodes }
+        Cluster { dir, rendezvous: rendezvous_address(), nodes }
     }
 
     fn efs(&self) -> PathBuf {
@@ -343,7 +346,7 @@ impl Cluster {
         let cfg = WorkerConfig {
             root: self.nodes[index as usize - 1].root.clone(),
             host: index == 1,
-            rendezvous_port: self.port,
+            rendezvous: self.rendezvous,
             expected,
             efs: self.efs(),
             out: self.out(index),

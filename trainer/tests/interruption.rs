@@ -283,9 +283,19 @@ fn train_rank(root: &Path) -> (Child, mpsc::Receiver<String>) {
     spawn_rank(&["--epochs", "100000"], &data, &root.join("checkpoints"), root, (0, 1), port)
 }
 
-/// A port free on every address: the rendezvous listens on 0.0.0.0.
+/// A port free on every address (the rendezvous listens on 0.0.0.0) and not
+/// handed to another test of this binary: they run at the same time, and the
+/// kernel may hand a port it just gave one of them to the next.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port()
+    static HANDED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed = HANDED.lock().unwrap();
+    loop {
+        let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+        if !handed.contains(&port) {
+            handed.push(port);
+            return port;
+        }
+    }
 }
 
 /// `trainer train --model mlp --threads 1 ARGS` on `data` as `trainer
