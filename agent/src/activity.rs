@@ -16,11 +16,13 @@
 //!   sshd's session processes (which changed in OpenSSH 9.8), and in the
 //!   end-to-end tests, where every node is a network namespace of one
 //!   host, it sees only the node's own connections.
-//! - **GPUs**: the busiest GPU's utilisation through NVML
-//!   (`libnvidia-ml`, which the `nvml-wrapper` crate loads at run time,
-//!   behind the `cuda` feature): the percent of the last sample period in
-//!   which a kernel ran. No driver, no GPU or an NVML error: no GPU signal
-//!   (`None`), never a crash, as for the GPU count ([`crate::gpu`]).
+//! - **GPUs**: the busiest GPU's utilisation through the GPU gate's port
+//!   ([`gpu_health::Gpus`]: NVML, loaded at run time, behind the `cuda`
+//!   feature; the gate's fixture in the tests), so the guard reads the
+//!   GPUs through the same code path the gate does: the percent of the
+//!   last sample period in which a kernel ran. No driver, no GPU or an NVML
+//!   error: no GPU signal (`None`), never a crash
+//!   ([`gpu_health::busiest_percent`]).
 //!
 //! Every probe that cannot read its source counts nothing and says why at
 //! debug level: a node that cannot be probed must not be kept up forever.
@@ -34,59 +36,13 @@ pub const SSH_PORT: u16 = 22;
 
 /// This node's reading now: `root` is the agent's filesystem root (the
 /// trainer's pid files are under it), `proc` the `/proc` to read the
-/// sockets and processes from, `gpus` the GPUs' utilisation.
-pub fn probe(instance_id: &str, root: &Path, proc: &Path, gpus: &Gpus) -> Activity {
+/// sockets and processes from, `gpus` the node's GPUs.
+pub fn probe(instance_id: &str, root: &Path, proc: &Path, gpus: &dyn gpu_health::Gpus) -> Activity {
     Activity {
         instance_id: instance_id.to_owned(),
         job_ranks: job_ranks(root, proc),
         ssh_sessions: ssh_sessions(proc),
-        gpu_percent: gpus.busiest_percent(),
-    }
-}
-
-/// The node's GPUs through NVML, loaded once ([`Gpus::open`]).
-#[derive(Debug, Default)]
-pub struct Gpus {
-    #[cfg(feature = "cuda")]
-    nvml: Option<nvml_wrapper::Nvml>,
-}
-
-impl Gpus {
-    /// Loads NVML; without it (no driver, a CPU node, or built without the
-    /// `cuda` feature) every reading has no GPU signal.
-    pub fn open() -> Gpus {
-        #[cfg(feature = "cuda")]
-        {
-            // A library that is not there is an error, not a panic, in
-            // nvml-wrapper; the unwind guard is the last line, as in `gpu`.
-            let nvml = match std::panic::catch_unwind(nvml_wrapper::Nvml::init) {
-                Ok(Ok(nvml)) => Some(nvml),
-                Ok(Err(e)) => {
-                    tracing::debug!("no NVML ({e}): the idle guard has no GPU signal on this node");
-                    None
-                }
-                Err(_) => {
-                    tracing::warn!("loading NVML panicked: the idle guard has no GPU signal on this node");
-                    None
-                }
-            };
-            Gpus { nvml }
-        }
-        #[cfg(not(feature = "cuda"))]
-        Gpus::default()
-    }
-
-    /// The busiest GPU's utilisation, percent; `None` without NVML, without
-    /// GPUs, or when no GPU could be read.
-    pub fn busiest_percent(&self) -> Option<u32> {
-        #[cfg(feature = "cuda")]
-        {
-            let nvml = self.nvml.as_ref()?;
-            let count = nvml.device_count().ok()?;
-            (0..count).filter_map(|i| nvml.device_by_index(i).ok()?.utilization_rates().ok().map(|u| u.gpu)).max()
-        }
-        #[cfg(not(feature = "cuda"))]
-        None
+        gpu_percent: gpu_health::busiest_percent(gpus),
     }
 }
 
@@ -214,9 +170,37 @@ mod tests {
         std::fs::write(jobs.join("j2/2.pid"), "999 999\n").unwrap();
         std::fs::write(jobs.join("j2/3.pid"), "garbage").unwrap();
         assert_eq!(job_ranks(root.path(), proc.path()), 2);
-        let reading = probe("i-1", root.path(), proc.path(), &Gpus::default());
+        let no_gpus = gpu_health::FixtureGpus::new(root.path().join("no-gpus.json"));
+        let reading = probe("i-1", root.path(), proc.path(), &no_gpus);
         assert_eq!((reading.job_ranks, reading.ssh_sessions, reading.gpu_percent), (2, 0, None));
         assert!(reading.busy());
+    }
+
+    /// The busiest GPU's utilisation is the reading, through the gate's
+    /// port (here its fixture, re-read at every probe): an idle node reads
+    /// 0 %, one GPU at work makes the node busy, and a driver that does not
+    /// answer is no GPU signal rather than an error.
+    #[test]
+    fn the_gpu_signal_is_the_busiest_gpus_utilisation() {
+        let root = tempfile::tempdir().unwrap();
+        let proc = tempfile::tempdir().unwrap();
+        let path = root.path().join("gpus.json");
+        let gpus = gpu_health::FixtureGpus::new(&path);
+        let mut fixture = gpu_health::Fixture::healthy("H100", 8);
+        let write = |f: &gpu_health::Fixture| std::fs::write(&path, serde_json::to_string(f).unwrap()).unwrap();
+        write(&fixture);
+        let reading = probe("i-1", root.path(), proc.path(), &gpus);
+        assert_eq!(reading.gpu_percent, Some(0));
+        assert!(!reading.busy());
+        fixture.devices[5].utilisation_percent = Some(87);
+        fixture.devices[2].utilisation_percent = Some(40);
+        write(&fixture);
+        let reading = probe("i-1", root.path(), proc.path(), &gpus);
+        assert_eq!(reading.gpu_percent, Some(87));
+        assert!(reading.busy());
+        fixture.driver_error = Some("NVML: driver not loaded".into());
+        write(&fixture);
+        assert_eq!(probe("i-1", root.path(), proc.path(), &gpus).gpu_percent, None);
     }
 
     /// This machine has no NVIDIA driver: NVML does not load, and that is
@@ -224,10 +208,10 @@ mod tests {
     /// `scripts/gpu-check.sh` is where it would read a figure).
     #[test]
     fn without_nvml_there_is_no_gpu_signal() {
-        let gpus = Gpus::open();
+        let gpus = gpu_health::real();
         if std::path::Path::new("/proc/driver/nvidia").exists() {
             return;
         }
-        assert_eq!(gpus.busiest_percent(), None);
+        assert_eq!(gpu_health::busiest_percent(&*gpus), None);
     }
 }

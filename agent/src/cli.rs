@@ -214,7 +214,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 fn gpu_check(args: &GpuCheckArgs) -> anyhow::Result<()> {
     use node_contract::gpu::{GPU_CHECK_PATH, GpuExpect, GpuLevel};
     if args.idle_reading {
-        let line = match crate::activity::Gpus::open().busiest_percent() {
+        let line = match gpu_health::busiest_percent(&*gpu_health::open(args.gpu_fixture.as_deref())) {
             Some(p) => format!("idle guard's GPU reading: the busiest GPU is at {p} % (busy at 5 % or more)\n"),
             None => "idle guard's GPU reading: none (no NVML, no GPU, or none could be read)\n".to_owned(),
         };

@@ -112,6 +112,25 @@ pub struct DeviceFacts {
     /// Each NVLink's state (true: active); `None` where the GPU has no NVLink.
     #[serde(default)]
     pub nvlink_active: Option<Vec<bool>>,
+    /// NVML's utilisation: the percent of its last sample period in which
+    /// a kernel ran on the GPU. Not judged by the gate; what the idle guard
+    /// reads ([`busiest_percent`]).
+    #[serde(default)]
+    pub utilisation_percent: Option<u32>,
+}
+
+/// The busiest GPU's utilisation, percent: the idle guard's GPU signal.
+/// `None` without a driver, without GPUs, or when no GPU's utilisation
+/// could be read (never an error: a node that cannot be probed counts
+/// nothing).
+pub fn busiest_percent(gpus: &dyn crate::Gpus) -> Option<u32> {
+    match gpus.devices() {
+        Ok(devices) => devices.iter().filter_map(|d| d.utilisation_percent).max(),
+        Err(e) => {
+            tracing::debug!("no GPU utilisation ({e})");
+            None
+        }
+    }
 }
 
 /// Row remapping's counters (`nvmlDeviceGetRemappedRows`).

@@ -218,6 +218,7 @@ impl Fixture {
                 pcie_width_current: Some(16),
                 pcie_width_max: Some(16),
                 nvlink_active: if gpus > 1 { Some(vec![true; m.nvlinks]) } else { None },
+                utilisation_percent: Some(0),
             })
             .collect();
         let under_load = (0..gpus)
@@ -348,6 +349,8 @@ impl Gpus for FixtureGpus {
                     d.pcie_gen_current = load.pcie_gen_current.or(d.pcie_gen_current);
                     d.throttle_reasons = load.throttle_reasons.or(d.throttle_reasons);
                 }
+                // A burn keeps every GPU of the node busy.
+                d.utilisation_percent = Some(100);
             }
         }
         Ok(devices)

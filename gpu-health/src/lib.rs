@@ -102,7 +102,7 @@ mod nvidia;
 
 use std::time::Duration;
 
-pub use facts::{DcgmOutcome, DcgmResult, DeviceFacts, RemapFacts};
+pub use facts::{DcgmOutcome, DcgmResult, DeviceFacts, RemapFacts, busiest_percent};
 pub use fixture::{Fixture, FixtureGpus, LoadFacts};
 pub use gate::{gate, last_report, rerun};
 pub use real::{Real, open, real};

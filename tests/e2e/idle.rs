@@ -7,7 +7,10 @@
 //! the half of `trainer launch` that runs on each host, started as ssh
 //! would start it: the agents' harness has no sshd) keeps the cluster up
 //! for twice the idle time; then an open connection to the master's SSH
-//! port does; once both end, the master sets the worker group's desired
+//! port does; then a busy GPU on the worker does (its agent reads its GPUs
+//! through the GPU gate's port from a fixture, `agent run --gpu-fixture`,
+//! re-read at every probe, where a GPU's utilisation is set to 87 %, then
+//! back to 0 %); once all end, the master sets the worker group's desired
 //! capacity to 0, says why in its log, leaves the `deeplearning:idle` tag
 //! on the group, and `synth status` prints "idle since ..., workers scaled
 //! to 0 at ...". Then `synth resume`, run as a user with only the policy
@@ -90,7 +93,14 @@ async fn an_idle_cluster_scales_down_a_job_or_ssh_keeps_it_up_and_resume_brings_
     }
     assert!(pid_file.exists(), "the supervisor wrote its pid file");
 
-    let mut agents = cluster.spawn_agents()?;
+    // The worker's GPUs: eight idle H100s (a CPU type's cluster has no GPU
+    // gate; the idle guard reads whatever GPUs the driver lists).
+    let gpus_path = worker.root().join("gpus.json");
+    let mut gpus = gpu_health::Fixture::healthy("H100", 8);
+    let write_gpus = |f: &gpu_health::Fixture| std::fs::write(&gpus_path, serde_json::to_string(f).expect("JSON"));
+    write_gpus(&gpus).map_err(Error::io("writing the GPU fixture", "write"))?;
+    let mut agents =
+        vec![master.spawn_agent(&[])?, worker.spawn_agent(&["--gpu-fixture", &gpus_path.to_string_lossy()])?];
     let all: Vec<_> = agents.iter().collect();
     wait_until("the formation signal", Duration::from_secs(60), &all, || {
         cluster
@@ -122,9 +132,20 @@ async fn an_idle_cluster_scales_down_a_job_or_ssh_keeps_it_up_and_resume_brings_
     let master_log = agents[0].log();
     assert!(master_log.contains("1 SSH session"), "the master saw the session: {master_log}");
 
-    // Nothing left: the idle time later, the workers go.
+    // The SSH session ends; a GPU at work on the worker holds it instead.
+    gpus.devices[3].utilisation_percent = Some(87);
+    write_gpus(&gpus).map_err(Error::io("writing the GPU fixture", "write"))?;
+    tokio::time::sleep(Duration::from_millis(MINUTE_MS)).await;
     drop(session);
     drop(server);
+    tokio::time::sleep(2 * IDLE).await;
+    assert_eq!(desired_capacity(cluster.aws(), &group).await?, 1, "a busy GPU: {}", logs(&all));
+    let worker_log = agents[1].log();
+    assert!(worker_log.contains("this node is a GPU at 87 %; told the master"), "{worker_log}");
+
+    // Nothing left: the idle time later, the workers go.
+    gpus.devices[3].utilisation_percent = Some(0);
+    write_gpus(&gpus).map_err(Error::io("writing the GPU fixture", "write"))?;
     let idle_from = Instant::now();
     let mut capacity = 1;
     while idle_from.elapsed() < IDLE + Duration::from_secs(20) {

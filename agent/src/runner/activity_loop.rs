@@ -9,8 +9,7 @@
 //! guard (the master counts a busy reading that is not renewed as stale).
 //! The master hands its own readings to its loop through a channel instead.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
 use node_contract::clock::Clock;
@@ -19,7 +18,7 @@ use node_contract::message::Message;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::activity::Gpus;
+use super::gpu_gate::SharedGpus;
 use crate::aws::SqsQueue;
 use crate::ports::Queue;
 
@@ -60,13 +59,13 @@ pub(super) async fn report_loop(
     root: &Path,
     instance_id: &str,
     master_queue: &SqsQueue,
+    gpus: SharedGpus,
     cadence: Cadence,
     clock: Clock,
 ) -> anyhow::Result<()> {
     let mut ticks = tokio::time::interval(cadence.probe);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sent: Option<(bool, u64)> = None;
-    let gpus = Arc::new(tokio::task::spawn_blocking(Gpus::open).await.unwrap_or_default());
     loop {
         ticks.tick().await;
         let reading = read(root, instance_id, &gpus).await;
@@ -91,13 +90,13 @@ pub(super) async fn report_loop(
 pub(super) async fn own_loop(
     root: &Path,
     instance_id: &str,
+    gpus: SharedGpus,
     cadence: Cadence,
     readings: watch::Sender<Option<Activity>>,
 ) -> anyhow::Result<()> {
     let mut ticks = tokio::time::interval(cadence.probe);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = String::new();
-    let gpus = Arc::new(tokio::task::spawn_blocking(Gpus::open).await.unwrap_or_default());
     loop {
         ticks.tick().await;
         let reading = read(root, instance_id, &gpus).await;
@@ -111,9 +110,9 @@ pub(super) async fn own_loop(
 }
 
 /// One reading, off the async threads (it reads files under `/proc`, and NVML).
-async fn read(root: &Path, instance_id: &str, gpus: &Arc<Gpus>) -> Activity {
-    let (root, id, gpus): (PathBuf, String, Arc<Gpus>) = (root.to_owned(), instance_id.to_owned(), gpus.clone());
-    tokio::task::spawn_blocking(move || crate::activity::probe(&id, &root, Path::new("/proc"), &gpus))
+async fn read(root: &Path, instance_id: &str, gpus: &SharedGpus) -> Activity {
+    let (root, id, gpus) = (root.to_owned(), instance_id.to_owned(), gpus.clone());
+    tokio::task::spawn_blocking(move || crate::activity::probe(&id, &root, Path::new("/proc"), &*gpus))
         .await
         .unwrap_or_else(|_| Activity { instance_id: instance_id.to_owned(), ..Activity::default() })
 }

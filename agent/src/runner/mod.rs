@@ -226,10 +226,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         match (&config.idle, config.role) {
             (None, _) => std::future::pending().await,
             (Some(_), Role::Worker) => {
-                activity_loop::report_loop(&opts.root, &me.instance_id, &master_queue, cadence, clock).await
+                activity_loop::report_loop(&opts.root, &me.instance_id, &master_queue, gpus.clone(), cadence, clock)
+                    .await
             }
             (Some(_), Role::Master) => {
-                activity_loop::own_loop(&opts.root, &me.instance_id, cadence, own_readings).await
+                activity_loop::own_loop(&opts.root, &me.instance_id, gpus.clone(), cadence, own_readings).await
             }
         }
     };

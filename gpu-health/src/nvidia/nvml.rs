@@ -123,5 +123,6 @@ fn facts(nvml: &Nvml, index: u32) -> Result<DeviceFacts, NvmlError> {
         pcie_width_current: d.current_pcie_link_width().ok(),
         pcie_width_max: d.max_pcie_link_width().ok(),
         nvlink_active: if links.is_empty() { None } else { Some(links) },
+        utilisation_percent: d.utilization_rates().ok().map(|u| u.gpu),
     })
 }
