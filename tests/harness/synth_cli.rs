@@ -50,14 +50,25 @@ pub fn command_as(aws: &LocalAws, (key, secret): &(String, String), args: &[&str
 }
 
 /// The bytes of a Debian package as cargo-deb lays one out (`debian-binary`,
-/// `control.tar.xz`, `data.tar.xz`), with placeholder members: enough for
-/// synth's check of an agent package (which reads an xz member's structure,
-/// not its content), for the tests whose nodes never install it.
+/// `control.tar.xz` whose `control` names `deeplearning-agent`,
+/// `data.tar.xz`), with a placeholder data member: enough for synth's check
+/// of an agent package (which reads the control member, not the data), for
+/// the tests whose nodes never install it.
 pub fn placeholder_deb() -> Vec<u8> {
+    let control = b"Package: deeplearning-agent\nVersion: 0.1.0-1\nArchitecture: amd64\n";
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(control.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    tar.append_data(&mut header, "./control", &control[..]).expect("a tar in memory");
+    let tar = tar.into_inner().expect("a tar in memory");
+    let mut control_xz = Vec::new();
+    lzma_rs::xz_compress(&mut std::io::BufReader::new(&tar[..]), &mut control_xz).expect("xz in memory");
     let mut out = b"!<arch>\n".to_vec();
     let members: [(&str, &[u8]); 3] = [
         ("debian-binary", b"2.0\n"),
-        ("control.tar.xz", b"\xfd7zXZ\0 placeholder control"),
+        ("control.tar.xz", &control_xz),
         ("data.tar.xz", b"\xfd7zXZ\0 placeholder data, bytes with a checksum"),
     ];
     for (name, content) in members {
@@ -70,4 +81,21 @@ pub fn placeholder_deb() -> Vec<u8> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// The placeholder passes synth's own check, as the real package does
+    /// (`packaging/test`): the tests that stage it test the upload, not a
+    /// refusal.
+    #[test]
+    fn the_placeholder_deb_passes_synths_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deeplearning-agent_0.1.0-1_amd64.deb");
+        std::fs::write(&path, super::placeholder_deb()).unwrap();
+        let out = std::process::Command::new(super::bin()).args(["stage", "--check"]).arg(&path).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("a Debian package (deeplearning-agent)"), "{text}");
+    }
 }

@@ -22,6 +22,8 @@ use crate::spec::AgentPackage;
   # Amazon Linux images:
   synth stage --region us-east-1 \\
     \"$CARGO_TARGET_DIR\"/package/deeplearning-agent-0.1.0-x86_64.tar.gz
+  # Is this file an agent package? (no AWS call, nothing uploaded)
+  synth stage --check ./deeplearning-agent_0.1.0-1_amd64.deb
 
 The package goes to deeplearning-cluster-staging-<account>-<region> (made on
 first use: private, encrypted, public access blocked, bucket-owner
@@ -36,6 +38,13 @@ pub struct StageArgs {
     #[arg(value_name = "PACKAGE")]
     package: Option<PathBuf>,
 
+    /// Only check that PACKAGE is an agent package (what stage and deploy
+    /// check before any upload: a Debian package named deeplearning-agent,
+    /// or the .tar.gz with <dir>/bin/agent) and print its kind and
+    /// SHA-256; no AWS call, nothing uploaded. Exit 1 when it is not one.
+    #[arg(long)]
+    check: bool,
+
     #[command(flatten)]
     aws: AwsArgs,
 }
@@ -45,12 +54,46 @@ fn blueprint_lines(package: &AgentPackage) -> String {
     format!("image:\n  agent_package_url: {}\n  agent_package_sha256: {}\n", package.url, package.sha256)
 }
 
+/// The file `synth stage` stages: the one named, else the .deb
+/// `packaging/build` made.
+fn package_file(args: &StageArgs) -> PathBuf {
+    args.package
+        .clone()
+        .unwrap_or_else(|| staging::package_dir().join(staging::package_file_name(node_contract::PackageFormat::Deb)))
+}
+
+/// `synth stage --check`: the package's kind and SHA-256 on stdout, or why
+/// it is none (exit 1).
+fn check(args: &StageArgs) -> ExitCode {
+    let file = package_file(args);
+    if let Err(e) = std::fs::metadata(&file) {
+        // Not read at all: an error (exit 2), not a verdict on the file.
+        Terminal.noteln(&format!("error: cannot read the agent package {}: {e}", file.display()));
+        return ExitCode::Error;
+    }
+    match staging::read_package(&file) {
+        Ok(p) => {
+            let kind = match p.format {
+                node_contract::PackageFormat::Deb => "a Debian package (deeplearning-agent)",
+                node_contract::PackageFormat::Tarball => "a .tar.gz with bin/agent (Amazon Linux images)",
+            };
+            let line = format!("{}: {kind}, sha256 {}\n", p.path.display(), p.sha256);
+            printed(Terminal.print(&line), "the check", ExitCode::Success)
+        }
+        Err(e) => {
+            Terminal.noteln(&format!("error: {e}"));
+            ExitCode::Invalid
+        }
+    }
+}
+
 /// Runs `synth stage`.
 pub(super) fn run(args: &StageArgs) -> ExitCode {
+    if args.check {
+        return check(args);
+    }
     cloud::with_cloud(&args.aws, |cloud| async move {
-        let file = args.package.clone().unwrap_or_else(|| {
-            staging::package_dir().join(staging::package_file_name(node_contract::PackageFormat::Deb))
-        });
+        let file = package_file(args);
         let display = Terminal.display();
         let name_one = "name it: `synth stage FILE`";
         let package = match stage_package(&Terminal, &cloud, &file, None, true, &display, name_one).await {

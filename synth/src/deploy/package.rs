@@ -5,15 +5,17 @@
 //! The two kinds `packaging/build` makes:
 //! - a Debian package: an `ar` archive whose first member is
 //!   `debian-binary` (`2.x`), then `control.tar[.gz|.xz|.zst]` and
-//!   `data.tar[...]`, each member within the file. When the control member
-//!   is gzip (`dpkg-deb -Zgzip`) its `control` file must name the package
-//!   `deeplearning-agent`; cargo-deb writes xz, which synth does not
-//!   decompress (no xz decoder is built), so there the structure is what is
-//!   checked;
+//!   `data.tar[...]`, each member within the file. The control member's
+//!   `control` file must name the package `deeplearning-agent`: read when
+//!   it is gzip (`dpkg-deb -Zgzip`) or xz (cargo-deb's and dpkg-deb's
+//!   default); a zstd one (Ubuntu's dpkg-deb default) is checked for its
+//!   structure only (no zstd decoder is built);
 //! - the tarball (gzip of a tar): it must hold `<dir>/bin/agent`, a
 //!   non-empty regular file, as `packaging/build` lays it out.
 //!
-//! Nothing here touches the network; the bytes are already read.
+//! Nothing here touches the network; the bytes are already read. The tar
+//! archives are read by the `tar` crate, xz by `lzma-rs` (pure Rust), gzip
+//! by `flate2`; every read is bounded.
 
 use std::io::Read;
 
@@ -25,6 +27,9 @@ const PACKAGE_NAME: &str = "deeplearning-agent";
 /// Decompressed bytes read at most while looking for the agent in a
 /// tarball (the debug build's tarball is under 300 MB unpacked).
 const MAX_UNPACKED: u64 = 2 << 30;
+/// Decompressed bytes of a Debian package's control member read at most
+/// (cargo-deb's is a few KiB).
+const MAX_CONTROL: u64 = 1 << 20;
 
 /// The kind of agent package `bytes` (read from `shown`) is, or why it is
 /// none.
@@ -86,19 +91,48 @@ fn deb(bytes: &[u8]) -> Result<(), String> {
     if find("data.tar").is_none() {
         return Err("the Debian package has no data member".to_owned());
     }
-    if control_name.ends_with(".gz") {
-        let control = tar_file(control, |path| path.trim_start_matches("./") == "control", 1 << 20)?
-            .ok_or("the Debian package's control member has no control file")?;
-        let text = String::from_utf8_lossy(&control);
-        let package = text.lines().find_map(|l| l.strip_prefix("Package:")).map(str::trim);
-        if package != Some(PACKAGE_NAME) {
-            return Err(format!(
-                "it is the Debian package {}, not {PACKAGE_NAME}",
-                package.map_or_else(|| "with no name".to_owned(), |p| format!("`{p}`"))
-            ));
+    let is_control = |path: &str| path.trim_start_matches("./") == "control";
+    let control = match control_name.rsplit_once('.').map_or("", |(_, ext)| ext) {
+        "gz" => tar_file(flate2::read::GzDecoder::new(*control), "gzip", is_control, MAX_CONTROL)?,
+        "xz" => {
+            let tar = unxz(control, MAX_CONTROL).map_err(|e| format!("its {control_name} is damaged ({e})"))?;
+            tar_file(&tar[..], "xz", is_control, MAX_CONTROL)?
         }
+        // zstd: the structure above is what is checked.
+        _ => return Ok(()),
+    };
+    let control = control.ok_or("the Debian package's control member has no control file")?;
+    let text = String::from_utf8_lossy(&control);
+    let package = text.lines().find_map(|l| l.strip_prefix("Package:")).map(str::trim);
+    if package != Some(PACKAGE_NAME) {
+        return Err(format!(
+            "it is the Debian package {}, not {PACKAGE_NAME}",
+            package.map_or_else(|| "with no name".to_owned(), |p| format!("`{p}`"))
+        ));
     }
     Ok(())
+}
+
+/// The xz stream `xz` decompressed, at most `limit` bytes of it.
+fn unxz(xz: &[u8], limit: u64) -> Result<Vec<u8>, String> {
+    /// A sink that refuses to grow past its limit (so a small member that
+    /// unpacks to gigabytes costs no memory).
+    struct Bounded(Vec<u8>, u64);
+    impl std::io::Write for Bounded {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() as u64 + buf.len() as u64 > self.1 {
+                return Err(std::io::Error::other(format!("it unpacks to more than {} bytes", self.1)));
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Bounded(Vec::new(), limit);
+    lzma_rs::xz_decompress(&mut std::io::BufReader::new(xz), &mut out).map_err(|e| e.to_string())?;
+    Ok(out.0)
 }
 
 fn tarball(bytes: &[u8]) -> Result<(), String> {
@@ -106,50 +140,45 @@ fn tarball(bytes: &[u8]) -> Result<(), String> {
         let path = path.trim_start_matches("./");
         path.split_once('/').is_some_and(|(_, rest)| rest == "bin/agent")
     };
-    match tar_file(bytes, agent, MAX_UNPACKED)? {
+    match tar_file(flate2::read::GzDecoder::new(bytes), "gzip", agent, MAX_UNPACKED)? {
         Some(content) if !content.is_empty() => Ok(()),
         Some(_) => Err("its bin/agent is empty".to_owned()),
         None => Err("the .tar.gz holds no <dir>/bin/agent".to_owned()),
     }
 }
 
-/// The content of the first regular file of the gzipped tar `gz` whose
-/// path `wanted` accepts, reading at most `limit` unpacked bytes.
-fn tar_file(gz: &[u8], wanted: impl Fn(&str) -> bool, limit: u64) -> Result<Option<Vec<u8>>, String> {
-    let mut tar = flate2::read::GzDecoder::new(gz).take(limit);
-    let mut header = [0u8; 512];
-    loop {
-        if let Err(e) = tar.read_exact(&mut header) {
-            return match e.kind() {
-                // A tar without its two zero blocks, or cut at the limit.
-                std::io::ErrorKind::UnexpectedEof => Ok(None),
-                _ => Err(format!("its gzip data is damaged ({e})")),
-            };
+/// The content of the first regular file of the tar read from `unpacked`
+/// (a decoder of `format`) whose path `wanted` accepts, reading at most
+/// `limit` unpacked bytes; `None` when there is none within them.
+fn tar_file(
+    unpacked: impl Read,
+    format: &str,
+    wanted: impl Fn(&str) -> bool,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, String> {
+    let damaged = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => {
+            format!("its {format} data is damaged ({e})")
         }
-        if header.iter().all(|b| *b == 0) {
-            return Ok(None);
-        }
-        let text = |range: std::ops::Range<usize>| {
-            let field = &header[range];
-            let end = field.iter().position(|b| *b == 0).unwrap_or(field.len());
-            String::from_utf8_lossy(&field[..end]).into_owned()
+        _ => format!("it is not a tar archive ({e})"),
+    };
+    let mut archive = tar::Archive::new(unpacked.take(limit));
+    let entries = archive.entries().map_err(damaged)?;
+    for entry in entries {
+        let mut entry = match entry {
+            Ok(entry) => entry,
+            // Cut at the limit, or a tar without its closing blocks.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(damaged(e)),
         };
-        let size = u64::from_str_radix(text(124..136).trim(), 8).map_err(|_| "it is not a tar archive".to_owned())?;
-        let (name, prefix) = (text(0..100), text(345..500));
-        let path = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
-        let regular = matches!(header[156], b'0' | 0);
-        let padded = size.div_ceil(512) * 512;
-        if regular && wanted(&path) {
+        let path = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        if entry.header().entry_type().is_file() && wanted(&path) {
             let mut content = Vec::new();
-            (&mut tar).take(size).read_to_end(&mut content).map_err(|e| format!("its gzip data is damaged ({e})"))?;
+            entry.read_to_end(&mut content).map_err(damaged)?;
             return Ok(Some(content));
         }
-        let skipped = std::io::copy(&mut (&mut tar).take(padded), &mut std::io::sink())
-            .map_err(|e| format!("its gzip data is damaged ({e})"))?;
-        if skipped < padded {
-            return Ok(None);
-        }
     }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -158,26 +187,31 @@ pub(crate) mod tests {
 
     use super::*;
 
+    /// A tar of `files` (path, content).
+    fn tar(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, content) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(0o755);
+            header.set_cksum();
+            builder.append_data(&mut header, path, *content).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
     /// A tar of `files` (path, content), gzipped.
     pub(crate) fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut tar = Vec::new();
-        for (path, content) in files {
-            let mut header = [0u8; 512];
-            header[..path.len()].copy_from_slice(path.as_bytes());
-            header[100..107].copy_from_slice(b"0000755");
-            header[124..135].copy_from_slice(format!("{:011o}", content.len()).as_bytes());
-            header[156] = b'0';
-            header[148..156].copy_from_slice(b"        ");
-            let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
-            header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-            tar.extend_from_slice(&header);
-            tar.extend_from_slice(content);
-            tar.resize(tar.len().div_ceil(512) * 512, 0);
-        }
-        tar.extend_from_slice(&[0; 1024]);
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(&tar).unwrap();
+        gz.write_all(&tar(files)).unwrap();
         gz.finish().unwrap()
+    }
+
+    /// `bytes` as an xz stream.
+    fn xz(bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        lzma_rs::xz_compress(&mut std::io::BufReader::new(bytes), &mut out).unwrap();
+        out
     }
 
     /// An ar archive of `members`.
@@ -195,19 +229,30 @@ pub(crate) mod tests {
         out
     }
 
+    fn control(name: &str) -> String {
+        format!("Package: {name}\nVersion: 0.1.0-1\nArchitecture: amd64\n")
+    }
+
     /// A Debian package named `name`, with a gzip control member.
     pub(crate) fn deb_named(name: &str) -> Vec<u8> {
-        let control = format!("Package: {name}\nVersion: 0.1.0-1\nArchitecture: amd64\n");
-        let control = tar_gz(&[("./control", control.as_bytes())]);
+        let control = tar_gz(&[("./control", control(name).as_bytes())]);
         ar(&[("debian-binary", b"2.0\n"), ("control.tar.gz", &control), ("data.tar.xz", b"\xfd7zXZ\0 data")])
+    }
+
+    /// A Debian package named `name` as cargo-deb writes one: xz members.
+    fn deb_xz_named(name: &str) -> Vec<u8> {
+        let control = xz(&tar(&[("./control", control(name).as_bytes()), ("./md5sums", b"")]));
+        let data = xz(&tar(&[("./usr/bin/agent", b"\x7fELF...")]));
+        ar(&[("debian-binary", b"2.0\n"), ("control.tar.xz", &control), ("data.tar.xz", &data)])
     }
 
     #[test]
     fn the_packages_packaging_build_makes_pass() {
         assert_eq!(check(&deb_named("deeplearning-agent"), "a.deb"), Ok(PackageFormat::Deb));
-        // cargo-deb's xz members are checked for their structure only.
-        let xz = ar(&[("debian-binary", b"2.0\n"), ("control.tar.xz", b"\xfd7zXZ"), ("data.tar.xz", b"\xfd7zXZ")]);
-        assert_eq!(check(&xz, "a.deb"), Ok(PackageFormat::Deb));
+        assert_eq!(check(&deb_xz_named("deeplearning-agent"), "a.deb"), Ok(PackageFormat::Deb));
+        // A zstd control member (Ubuntu's dpkg-deb): its structure only.
+        let zst = ar(&[("debian-binary", b"2.0\n"), ("control.tar.zst", b"\x28\xb5\x2f\xfd"), ("data.tar.zst", b"x")]);
+        assert_eq!(check(&zst, "a.deb"), Ok(PackageFormat::Deb));
         let tarball = tar_gz(&[
             ("deeplearning-agent-0.1.0-x86_64/install.sh", b"#!/bin/sh\n"),
             ("deeplearning-agent-0.1.0-x86_64/bin/agent", b"\x7fELF..."),
@@ -222,6 +267,15 @@ pub(crate) mod tests {
         assert!(e.starts_with("x is not an agent package: it is 3 bytes long and is neither"), "{e}");
         assert!(refused(b"root:x:0:0:root:/root:/bin/bash\n").contains("neither an ar archive nor gzip"));
         assert!(refused(&deb_named("curl")).contains("it is the Debian package `curl`, not deeplearning-agent"));
+        let e = refused(&deb_xz_named("curl"));
+        assert!(e.contains("it is the Debian package `curl`, not deeplearning-agent"), "{e}");
+        let junk_xz = ar(&[("debian-binary", b"2.0\n"), ("control.tar.xz", b"\xfd7zXZ\0 junk"), ("data.tar.xz", b"x")]);
+        let e = refused(&junk_xz);
+        assert!(e.contains("its control.tar.xz is damaged"), "{e}");
+        // A control member that unpacks past its bound is refused, not read on.
+        let big = xz(&vec![0u8; (MAX_CONTROL + 1) as usize]);
+        let e = refused(&ar(&[("debian-binary", b"2.0\n"), ("control.tar.xz", &big), ("data.tar.xz", b"x")]));
+        assert!(e.contains("unpacks to more than"), "{e}");
         let cut = deb_named("deeplearning-agent");
         assert!(refused(&cut[..cut.len() - 5]).contains("runs past the end of the file"));
         assert!(refused(&ar(&[("hello.o", b"x")])).contains("not a Debian package"));
