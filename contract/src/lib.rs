@@ -27,6 +27,7 @@ pub mod clock;
 pub mod data;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod formation;
 pub mod gpu;
 pub mod idle;
 pub mod interruption;

@@ -123,6 +123,16 @@ async fn a_master_and_three_workers_form_one_cluster() -> TestResult {
     let formation = signals.iter().find(|s| s["LogicalResourceId"] == "FormationWaitCondition").unwrap();
     assert_eq!(formation["Status"], "SUCCESS", "{formation}");
     assert!(formation["Reason"].as_str().unwrap_or_default().contains("3 of 3 workers joined"), "{formation}");
+    // While it formed, the master left its count on the worker group's tag
+    // (what `synth deploy`'s live line reads), under its own role: written
+    // first when the master started counting, then on a new count at most
+    // every 5 s; formation took less, so the tag holds an early count of 3.
+    let group = cluster.stack().worker_group()?.to_string();
+    let tag = cluster.aws().auto_scaling_group(&group).await?.tags().iter().find_map(|t| {
+        (t.key() == Some(node_contract::formation::FORMATION_TAG)).then(|| t.value().unwrap_or_default().to_owned())
+    });
+    let mark = tag.as_deref().and_then(node_contract::formation::FormingMark::from_tag);
+    assert!(mark.is_some_and(|m| m.requested == 3 && m.registered <= 3 && m.failed == 0), "{tag:?}");
 
     // The formation timeline: every node's phases in order (launched <=
     // booted <= agent started <= registered <= applied) and within the

@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use node_contract::NodeConfig;
 use node_contract::clock::Clock;
+use node_contract::formation::FormingMark;
 use node_contract::idle::Activity;
 use node_contract::message::{self, MasterInbound, Register};
 use tracing::{debug, info, warn};
@@ -80,6 +81,8 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals, P: Power>(
     let effects = state.start(clock(), sent.through);
     execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, &ports, clock).await?;
     state_file.save(&state)?;
+    let mut forming = FormingTag::default();
+    forming.write(state.forming(clock()), group).await;
     // Receives in flight per turn: 1 (a long poll), more while the queue
     // has a backlog ([`next_fan_out`]).
     let mut fan_out = 1;
@@ -114,6 +117,7 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals, P: Power>(
         }
         effects.extend(state.on_tick(clock()));
         execute(root, &master_id, config, &mut state, &mut sent, effects, worker_queue, &ports, clock).await?;
+        forming.write(state.forming(clock()), group).await;
         let handled = started.elapsed();
         state_file.save(&state)?;
         if received.is_empty() {
@@ -153,6 +157,45 @@ pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals, P: Power>(
                     }
                 }
             }));
+        }
+    }
+}
+
+/// The formation's count on the worker group's tag
+/// ([`node_contract::formation::FORMATION_TAG`]), for `synth deploy`'s live
+/// line: written when the count changed, at most once every
+/// [`FormingTag::EVERY_MS`] (a 1,000-node formation changes it a thousand
+/// times), one attempt each (the next change writes it again; a tag that
+/// could not be written costs the live line only).
+#[derive(Debug, Default)]
+struct FormingTag {
+    last: Option<FormingMark>,
+    warned: bool,
+}
+
+impl FormingTag {
+    /// The least time between two writes.
+    const EVERY_MS: u64 = 5_000;
+
+    /// Whether `now` is worth writing after `last`.
+    fn due(last: Option<&FormingMark>, now: &FormingMark) -> bool {
+        last.is_none_or(|last| now.differs(last) && now.at_ms >= last.at_ms + Self::EVERY_MS)
+    }
+
+    async fn write<G: WorkerGroup>(&mut self, now: Option<FormingMark>, group: &G) {
+        let Some(now) = now else { return };
+        if !Self::due(self.last.as_ref(), &now) {
+            return;
+        }
+        self.last = Some(now);
+        let (tag, value) = (node_contract::formation::FORMATION_TAG, now.to_tag());
+        match group.set_tag(tag, &value).await {
+            Ok(()) => debug!("formation: wrote {value} to the worker group's tag {tag}"),
+            Err(e) if !self.warned => {
+                self.warned = true;
+                warn!("cannot write the formation's count to the worker group's tag {tag} (synth shows less): {e}");
+            }
+            Err(e) => debug!("cannot write the formation's count to the worker group's tag {tag}: {e}"),
         }
     }
 }
@@ -257,6 +300,15 @@ async fn group_size<G: WorkerGroup, S: StackSignals>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_formation_tag_is_written_first_then_on_a_new_count_at_most_every_5_s() {
+        let mark = |at_ms, registered| FormingMark { at_ms, registered, requested: 8, failed: 0 };
+        assert!(FormingTag::due(None, &mark(0, 0)));
+        assert!(!FormingTag::due(Some(&mark(0, 0)), &mark(60_000, 0)), "the same count");
+        assert!(!FormingTag::due(Some(&mark(0, 0)), &mark(4_999, 3)), "too soon");
+        assert!(FormingTag::due(Some(&mark(0, 0)), &mark(5_000, 3)));
+    }
 
     #[test]
     fn a_wait_sqs_cannot_express_is_slept_not_polled() {

@@ -259,6 +259,10 @@ pub struct GroupState {
     /// (`node_contract::data::DATA_TAG`); `None` without data sets, or
     /// before the master wrote it.
     pub data: Option<node_contract::data::DataMark>,
+    /// The master's count while the cluster forms
+    /// (`node_contract::formation::FORMATION_TAG`); `None` before the
+    /// master wrote it (or from an older agent).
+    pub forming: Option<node_contract::formation::FormingMark>,
 }
 
 /// One line a node wrote to CloudWatch Logs (`FilterLogEvents`).

@@ -486,6 +486,12 @@ impl Cloud for SdkCloud {
                 .find(|t| t.key() == Some(node_contract::data::DATA_TAG))
                 .and_then(|t| t.value())
                 .and_then(node_contract::data::DataMark::from_tag),
+            forming: g
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some(node_contract::formation::FORMATION_TAG))
+                .and_then(|t| t.value())
+                .and_then(node_contract::formation::FormingMark::from_tag),
         }))
     }
 

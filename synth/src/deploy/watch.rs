@@ -294,12 +294,21 @@ impl Watcher {
                 planned.iter().filter(|id| self.resources.get(**id).is_some_and(|s| is_done(&s.status))).count();
             if phase == Phase::Formation {
                 let workers = match &self.group {
-                    Some(g) => format!("formation: {} of {} workers running", g.in_service, g.desired),
+                    Some(g) => forming_line(g),
                     None => "formation: waiting for the master's report".to_owned(),
                 };
                 let began = planned.iter().filter_map(|id| self.resources.get(*id)).map(|s| s.first_ms).min();
                 parts.push(match (self.formation_limit, began) {
-                    (Some(limit), Some(began)) => format!("{workers}, {}", time_left(limit, now_ms - began)),
+                    (Some(limit), Some(began)) => {
+                        // What the wait is made of, while the line fits a
+                        // 100-column terminal with its spinner and clock.
+                        let full = format!("{workers}, {}", time_left(limit, now_ms - began, true));
+                        if full.chars().count() <= 88 {
+                            full
+                        } else {
+                            format!("{workers}, {}", time_left(limit, now_ms - began, false))
+                        }
+                    }
                     _ => workers,
                 });
             } else {
@@ -310,14 +319,28 @@ impl Watcher {
     }
 }
 
+/// The formation's count: the workers registered with the master against
+/// those requested, from the master's tag (with those running and those
+/// whose boot failed); before the master wrote it, the group's running
+/// instances.
+fn forming_line(g: &GroupState) -> String {
+    match g.forming {
+        Some(m) => {
+            let failed = if m.failed > 0 { format!(", {} failed to boot", m.failed) } else { String::new() };
+            format!("formation: {} of {} registered ({} running{failed})", m.registered, m.requested, g.in_service)
+        }
+        None => format!("formation: {} of {} workers running", g.in_service, g.desired),
+    }
+}
+
 /// The formation's time left after `elapsed` in the wait condition, with
 /// what its timeout is made of: the formation time plus the stack's and
 /// the master's boot (a 5-minute formation waits 25 minutes).
-fn time_left(limit: FormationLimit, elapsed: i64) -> String {
+fn time_left(limit: FormationLimit, elapsed: i64, what_it_is: bool) -> String {
     let total = minutes(limit.timeout_ms);
     let parts = match limit.formation_ms {
-        Some(f) => format!(" ({} formation + {} boot)", minutes(f), minutes(limit.timeout_ms - f)),
-        None => String::new(),
+        Some(f) if what_it_is => format!(" ({} formation + {} boot)", minutes(f), minutes(limit.timeout_ms - f)),
+        _ => String::new(),
     };
     let left = limit.timeout_ms - elapsed;
     if left > 0 {
@@ -411,9 +434,24 @@ pub(crate) mod tests {
             w.live_status(100_000 + 326_000),
             "formation: 2 of 2 workers running, 19m 34s left of 25m (5m formation + 20m boot)"
         );
+        // Once the master counts, the line says how many registered with it.
+        let forming =
+            |registered, failed| node_contract::formation::FormingMark { at_ms: 0, registered, requested: 8, failed };
+        w.set_group(GroupState { desired: 8, in_service: 6, forming: Some(forming(5, 0)), ..GroupState::default() });
+        assert_eq!(
+            w.live_status(100_000 + 326_000),
+            "formation: 5 of 8 registered (6 running), 19m 34s left of 25m (5m formation + 20m boot)"
+        );
+        w.set_group(GroupState { desired: 8, in_service: 8, forming: Some(forming(5, 2)), ..GroupState::default() });
+        assert!(w.live_status(0).starts_with("formation: 5 of 8 registered (8 running, 2 failed to boot),"));
         // It fits a 100-column terminal with the spinner and the clock.
         w.set_group(GroupState { desired: 200, in_service: 100, ..GroupState::default() });
         assert!(format!("⠏ 59m 59s {}", w.live_status(100_000)).chars().count() < 100);
+        let counted = Some(node_contract::formation::FormingMark { requested: 1000, ..forming(1000, 999) });
+        w.set_group(GroupState { desired: 1000, in_service: 1000, forming: counted, ..GroupState::default() });
+        let line = w.live_status(100_000);
+        assert!(format!("⠏ 59m 59s {line}").chars().count() <= 100, "{line}");
+        assert!(line.ends_with(", 25m 00s left of 25m"), "{line}");
         assert!(w.live_status(100_000 + 1_600_000).contains("past the wait condition's 25m"));
     }
 

@@ -190,14 +190,13 @@ pub(super) fn master(
     if ctx.spec.gpu_check.as_ref().is_some_and(|check| check.action != node_contract::gpu::GpuAction::Warn) {
         group_actions.push("autoscaling:SetInstanceHealth");
     }
-    // The idle guard leaves its state in a tag on the worker group (the
-    // place `synth status` reads, `node_contract::idle::IDLE_TAG`); its
-    // action lowers the desired capacity, which the master may already.
-    // The nodes' data fetch progress goes to a tag beside it
-    // (`node_contract::data::DATA_TAG`).
-    if ctx.spec.idle.is_some() || !ctx.spec.data.is_empty() {
-        group_actions.push("autoscaling:CreateOrUpdateTags");
-    }
+    // The master leaves what synth shows in tags on the worker group: the
+    // formation's count while the cluster forms, which `synth deploy`'s
+    // live line reads (`node_contract::formation::FORMATION_TAG`, every
+    // cluster); the idle guard's state (`node_contract::idle::IDLE_TAG`),
+    // and the nodes' data fetch progress (`node_contract::data::DATA_TAG`),
+    // which `synth status` reads.
+    group_actions.push("autoscaling:CreateOrUpdateTags");
     let policy = iam::Policy {
         policy_name: "cluster-formation".into(),
         policy_document: document(vec![
@@ -269,10 +268,10 @@ mod tests {
 
     use crate::stack::{compile, tests::variants};
 
-    /// The master may tag its worker group (the idle guard's state) only
-    /// when the blueprint has an idle guard, and only that group.
+    /// The master may tag its worker group (the formation's count, the
+    /// idle guard's state, the data progress), and only that group.
     #[test]
-    fn the_master_may_tag_its_group_only_with_an_idle_guard() {
+    fn the_master_may_tag_its_own_group_only() {
         for (name, spec) in variants() {
             let template: Json = serde_json::from_str(&compile(&spec).render().unwrap().json).unwrap();
             let statements =
@@ -286,7 +285,7 @@ mod tests {
                     s["Action"].as_array().is_some_and(|a| a.iter().any(|x| x == "autoscaling:CreateOrUpdateTags"))
                 })
                 .collect();
-            assert_eq!(tagging.len(), usize::from(spec.idle.is_some()), "{name}");
+            assert_eq!(tagging.len(), 1, "{name}");
             for s in tagging {
                 assert_eq!(s["Sid"], "WorkerGroup", "{name}");
                 assert!(s["Resource"].to_string().contains("autoScalingGroupName/${Group}"), "{name}: {s}");

@@ -380,6 +380,18 @@ impl MasterState {
         self.manifest.as_ref().map_or(0, |m| m.generation)
     }
 
+    /// The formation's count while the cluster forms (for the worker
+    /// group's [`node_contract::formation::FORMATION_TAG`], which `synth
+    /// deploy` shows); `None` once it formed or failed.
+    pub fn forming(&self, now_ms: u64) -> Option<node_contract::formation::FormingMark> {
+        (self.phase == Phase::Forming).then(|| node_contract::formation::FormingMark {
+            at_ms: now_ms,
+            registered: self.members.workers(),
+            requested: self.requested_workers,
+            failed: self.boot_failures.len() as u32,
+        })
+    }
+
     /// Whether the cluster formed.
     pub fn formed(&self) -> bool {
         self.phase == Phase::Formed
