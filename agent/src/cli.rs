@@ -174,9 +174,12 @@ impl Refused {
 fn files_error(e: files::FilesError) -> anyhow::Error {
     use files::FilesError as F;
     match e {
-        F::Read { .. } | F::Write { .. } | F::CreateDir { .. } | F::Chown { .. } | F::CannotMount { .. } | F::Mount { .. } => {
-            e.into()
-        }
+        F::Read { .. }
+        | F::Write { .. }
+        | F::CreateDir { .. }
+        | F::Chown { .. }
+        | F::CannotMount { .. }
+        | F::Mount { .. } => e.into(),
         _ => Refused::of(e),
     }
 }

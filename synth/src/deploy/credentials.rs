@@ -222,9 +222,16 @@ mod tests {
         // Before the shared classifier, CloudFormation's `Throttling` (HTTP
         // 400) read "CloudFormation DescribeStacks ...: Throttling: Rate
         // exceeded", an invalid request.
-        for (status, code) in [(400, "Throttling"), (400, "ThrottlingException"), (503, "RequestLimitExceeded"),
-                               (429, "TooManyRequestsException"), (503, "SlowDown"), (429, "")] {
-            let e = classify("CloudFormation DescribeStacks on stack x", status, code, format!("{code}: Rate exceeded"));
+        for (status, code) in [
+            (400, "Throttling"),
+            (400, "ThrottlingException"),
+            (503, "RequestLimitExceeded"),
+            (429, "TooManyRequestsException"),
+            (503, "SlowDown"),
+            (429, ""),
+        ] {
+            let e =
+                classify("CloudFormation DescribeStacks on stack x", status, code, format!("{code}: Rate exceeded"));
             assert!(matches!(e, CloudError::Throttled { .. }), "HTTP {status} {code}: {e:?}");
             let text = e.to_string();
             assert!(text.contains("AWS throttled"), "{text}");
