@@ -223,7 +223,8 @@ pub fn main(cli: Cli) -> u8 {
             }
             None => {
                 cli_output::errln!("error: {}", cli_output::report(e.as_ref()));
-                if e.is::<Refused>() { cli_output::exit::FAILED } else { cli_output::exit::ERROR }
+                // Anywhere in the chain: a context added above a refusal keeps it one.
+                if e.chain().any(|c| c.is::<Refused>()) { cli_output::exit::FAILED } else { cli_output::exit::ERROR }
             }
         },
     }
