@@ -14,6 +14,8 @@
 //! not a missing permission, so credentials come first; S3 answers
 //! `SlowDown` with HTTP 503, which is a throttle, not an outage.
 
+#![deny(missing_docs)]
+
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
