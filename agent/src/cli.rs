@@ -1,9 +1,14 @@
 //! The `agent` command line (clap derive): `run` (the daemon, what the
 //! systemd unit starts), `status`, `render` and `leave`.
 //!
-//! Exit codes: 0 success, 1 the command failed (the reason is printed),
-//! 2 usage error, or the output could not be written (a closed pipe is not
-//! an error: the command ends quietly).
+//! Exit codes, the three binaries' convention ([`cli_output::exit`]): 0
+//! success; 1 the checked thing failed, an error marked [`Refused`] (the GPU
+//! check failed; the manifest, node config or state file a command checks
+//! was refused; this node has applied no manifest); 2 a usage or internal
+//! error (an argument that does not parse, a file that cannot be read or
+//! written, an AWS error, `agent run` ending with an error) or output that
+//! could not be written. A closed pipe is not an error: the command ends
+//! quietly. The reason is printed in every case.
 
 use std::path::PathBuf;
 
@@ -149,10 +154,51 @@ pub struct LeaveArgs {
     reason: String,
 }
 
-/// The command failed; the reason is printed.
-pub const EXIT_FAILED: u8 = 1;
-/// Usage error, or the output could not be written.
-pub const EXIT_USAGE: u8 = 2;
+/// What the command checked was found wanting: exit 1 ([`cli_output::exit::FAILED`]).
+/// Any other error of a command is exit 2 ([`cli_output::exit::ERROR`]).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Refused(#[from] anyhow::Error);
+
+impl Refused {
+    /// `e` marked as a refusal, for `?`.
+    fn of(e: impl Into<anyhow::Error>) -> anyhow::Error {
+        Refused(e.into()).into()
+    }
+}
+
+/// A file error of the agent's `files` module: refused (exit 1) when the
+/// file was read and found wanting (a manifest the agent's checks refuse, a
+/// state file of another version), else the machine's (exit 2: a file
+/// that cannot be read or written, a mount that failed).
+fn files_error(e: files::FilesError) -> anyhow::Error {
+    use files::FilesError as F;
+    match e {
+        F::Read { .. }
+        | F::Write { .. }
+        | F::CreateDir { .. }
+        | F::Chown { .. }
+        | F::CannotMount { .. }
+        | F::Mount { .. } => e.into(),
+        _ => Refused::of(e),
+    }
+}
+
+/// A node config that could not be read is the machine's error (exit 2);
+/// one that was read and refused (not JSON of the contract, larger than a
+/// config ever is, not UTF-8 text) is exit 1, as synth treats a blueprint.
+fn config_error(e: crate::config::ConfigError) -> anyhow::Error {
+    match &e {
+        crate::config::ConfigError::Read { source, .. } if !is_refused_read(source) => e.into(),
+        _ => Refused::of(e),
+    }
+}
+
+/// Whether a failed [`crate::config::read_bounded`] read the file and
+/// refused it (too large, not UTF-8 text) rather than not reading it.
+fn is_refused_read(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::FileTooLarge | std::io::ErrorKind::InvalidData)
+}
 
 /// Runs a parsed command line on a new async runtime, prints what failed
 /// (an error and its causes, one per line), and returns the exit code.
@@ -164,20 +210,21 @@ pub fn main(cli: Cli) -> u8 {
         Ok(r) => r,
         Err(e) => {
             cli_output::errln!("error: cannot start the async runtime: {e}");
-            return EXIT_USAGE;
+            return cli_output::exit::ERROR;
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => 0,
+        Ok(()) => cli_output::exit::SUCCESS,
         Err(e) => match e.downcast_ref::<cli_output::Closed>() {
-            Some(cli_output::Closed::ReaderGone) => 0,
+            Some(cli_output::Closed::ReaderGone) => cli_output::exit::SUCCESS,
             Some(closed) => {
                 closed.report("the output");
-                EXIT_USAGE
+                cli_output::exit::ERROR
             }
             None => {
                 cli_output::errln!("error: {}", cli_output::report(e.as_ref()));
-                EXIT_FAILED
+                // Anywhere in the chain: a context added above a refusal keeps it one.
+                if e.chain().any(|c| c.is::<Refused>()) { cli_output::exit::FAILED } else { cli_output::exit::ERROR }
             }
         },
     }
@@ -241,14 +288,17 @@ fn gpu_check(args: &GpuCheckArgs) -> anyhow::Result<()> {
     text.push_str(&format!("gpu check {verdict} in {:.1} s\n", report.millis as f64 / 1000.0));
     cli_output::print(&text)?;
     if !report.passed() {
-        anyhow::bail!("the GPU check failed: {}", report.failure_line());
+        return Err(Refused::of(anyhow::anyhow!("the GPU check failed: {}", report.failure_line())));
     }
     Ok(())
 }
 
 fn status(args: &RootArgs) -> anyhow::Result<()> {
-    let Some(state) = files::state::read(&args.root)? else {
-        anyhow::bail!("this node has not applied any manifest yet (no state file under {})", args.root.display());
+    let Some(state) = files::state::read(&args.root).map_err(files_error)? else {
+        return Err(Refused::of(anyhow::anyhow!(
+            "this node has not applied any manifest yet (no state file under {})",
+            args.root.display()
+        )));
     };
     let mut text = format!(
         "cluster {}  generation {}  this node {}\n",
@@ -323,23 +373,27 @@ fn manifest_from(text: &str, path: &std::path::Path) -> anyhow::Result<message::
 }
 
 fn render(args: &RenderArgs) -> anyhow::Result<()> {
-    let text = crate::config::read_bounded(&args.manifest, MAX_MANIFEST_FILE_BYTES)
-        .map_err(|e| anyhow::anyhow!("cannot read the manifest {}: {e}", args.manifest.display()))?;
-    let manifest = manifest_from(&text, &args.manifest)?;
+    let text = crate::config::read_bounded(&args.manifest, MAX_MANIFEST_FILE_BYTES).map_err(|e| {
+        let refused = is_refused_read(&e);
+        let e = anyhow::anyhow!("cannot read the manifest {}: {e}", args.manifest.display());
+        if refused { Refused::of(e) } else { e }
+    })?;
+    let manifest = manifest_from(&text, &args.manifest).map_err(Refused::of)?;
     let config_path = args.config.clone().unwrap_or_else(|| crate::config::path_under(&args.root.root));
-    let config = crate::config::from_file(&config_path)?;
+    let config = crate::config::from_file(&config_path).map_err(config_error)?;
     let me = match &args.me {
         Some(id) => id.clone(),
-        None => files::state::read(&args.root.root)?
+        None => files::state::read(&args.root.root)
+            .map_err(files_error)?
             .map(|s| s.instance_id)
             .ok_or_else(|| anyhow::anyhow!("no --self given and no state file to take this node's id from"))?,
     };
     let interface = manifest.node(&me).and_then(|n| crate::fabric::interface_with(&n.private_ip));
     let fabric = crate::fabric::environment(config.efa.as_ref(), args.instance_type.as_deref(), interface.as_deref());
     // The same checks the running agent applies before it writes anything.
-    let plan = files::plan(&manifest, &me, &config, None, &fabric)?;
+    let plan = files::plan(&manifest, &me, &config, None, &fabric).map_err(files_error)?;
     let mut out = String::new();
-    for (path, content) in files::render(&plan, &args.root.root)? {
+    for (path, content) in files::render(&plan, &args.root.root).map_err(files_error)? {
         out.push_str(&format!("==> {} <==\n{content}", path.display()));
         if !content.ends_with('\n') {
             out.push('\n');
@@ -349,9 +403,10 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
 }
 
 async fn leave(args: &LeaveArgs) -> anyhow::Result<()> {
-    let config = crate::config::from_file(&crate::config::path_under(&args.root.root))?;
-    let state = files::state::read(&args.root.root)?
-        .ok_or_else(|| anyhow::anyhow!("this node has not joined a cluster (no state file)"))?;
+    let config = crate::config::from_file(&crate::config::path_under(&args.root.root)).map_err(config_error)?;
+    let state = files::state::read(&args.root.root)
+        .map_err(files_error)?
+        .ok_or_else(|| Refused::of(anyhow::anyhow!("this node has not joined a cluster (no state file)")))?;
     let clients = crate::aws::clients(&config.region).await;
     let queue = crate::aws::SqsQueue::new(clients.sqs, config.queues.master.clone());
     let body = Message::Leave(Leave { instance_id: state.instance_id.clone(), reason: args.reason.clone() }).to_body();

@@ -10,5 +10,5 @@ fn main() -> std::process::ExitCode {
         Ok(cli) => agent::cli::main(cli),
         Err(code) => code,
     };
-    std::process::ExitCode::from(cli_output::exit_code(code))
+    cli_output::exit::status(code)
 }

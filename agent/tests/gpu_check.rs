@@ -44,8 +44,9 @@ fn a_healthy_node_passes_and_a_promise_above_its_gpus_fails() {
     assert_eq!(out.status.code(), Some(1), "{t}");
     assert!(t.contains("gpu check FAILED"), "{t}");
     assert!(t.contains("the GPU check failed: gemm on GPU 0:"), "{t}");
+    // An --expect that does not parse is a usage error (2), not a failed check (1).
     let bad = agent(&["gpu-check", "--root", root, "--gpu-fixture", f, "--expect", "{\"gpus\": \"eight\"}"]);
-    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     assert!(text(&bad).contains("--expect is not a GpuExpect"), "{}", text(&bad));
 }
 

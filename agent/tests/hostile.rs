@@ -253,14 +253,16 @@ const CASES: &[Case] = &[
         says: "its default_user \"../../root\" is not a login name",
     },
     Case {
-        name: "a missing node config: its cause once",
+        // A file that cannot be read is the machine's error, not a refused
+        // input: exit 2, as synth's for a blueprint it cannot read.
+        name: "a missing node config: its cause once, exit 2",
         setup: || {
             let d = dir(config(), manifest());
             fs::remove_file(d.path("node.json")).unwrap();
             d
         },
         command: render,
-        code: 1,
+        code: 2,
         says: "node.json: No such file or directory (os error 2)\n",
     },
     Case {

@@ -27,13 +27,15 @@
 //! binaries keep it that way instead of restoring the default signal, which
 //! would also kill `trainer launch` when one of its ssh children exits early.
 
+pub mod exit;
 pub mod testkit;
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Exit code when a write to stdout or stderr failed (other than a closed pipe).
-pub const EXIT_WRITE_FAILED: u8 = 2;
+/// Exit code when a write to stdout or stderr failed (other than a closed
+/// pipe): the convention's [`exit::ERROR`].
+pub const EXIT_WRITE_FAILED: u8 = exit::ERROR;
 
 /// Set once a write to stderr failed for another reason than a closed pipe.
 static STDERR_FAILED: AtomicBool = AtomicBool::new(false);
@@ -152,7 +154,7 @@ macro_rules! outln {
 /// error or a failed write; a closed pipe after `--help` is still 0).
 pub fn parse<P: clap::Parser>() -> Result<P, u8> {
     P::try_parse().map_err(|e| {
-        let code = if e.use_stderr() { EXIT_WRITE_FAILED } else { 0 };
+        let code = if e.use_stderr() { exit::ERROR } else { exit::SUCCESS };
         match e.print() {
             Ok(()) => code,
             Err(w) if w.kind() == io::ErrorKind::BrokenPipe => code,

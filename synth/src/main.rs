@@ -17,5 +17,5 @@ fn main() -> std::process::ExitCode {
         Ok(cli) => synth::cli::run(cli) as u8,
         Err(code) => code,
     };
-    std::process::ExitCode::from(cli_output::exit_code(code))
+    cli_output::exit::status(code)
 }

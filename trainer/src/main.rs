@@ -11,5 +11,5 @@ fn main() -> std::process::ExitCode {
         Ok(cli) => trainer::main(cli),
         Err(code) => code,
     };
-    std::process::ExitCode::from(cli_output::exit_code(code))
+    cli_output::exit::status(code)
 }

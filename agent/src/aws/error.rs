@@ -1,48 +1,16 @@
 //! Whether a failed call is worth retrying: AWS SDK and HTTP errors mapped to
 //! [`PortError`].
 //!
-//! Transient: the request never got an answer (connection refused, DNS,
-//! timeouts, a cut-off response), the service answered 5xx, or it throttled us.
-//! Permanent: the service understood the request and refused it (no
-//! permission, no such queue or group, invalid input); the message then
-//! carries the service's error code and message so the user can act on it.
+//! The kind of failure is `aws_errors`' (the one classifier synth shares):
+//! a throttle and a transient failure (no answer, a cut-off response, 5xx,
+//! a conflict that clears by itself) are [`PortError::Transient`]; the
+//! rest (no permission, credentials AWS refused, no such queue or group,
+//! invalid input) are permanent, and the message then carries the
+//! service's error code and message so the user can act on it.
 
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 
 use crate::ports::PortError;
-
-/// Error codes that mean "slow down" or "try again", whatever the HTTP status.
-///
-/// The throttling codes are those the SDK's own retry classifier treats as
-/// throttling (<https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>);
-/// `ResourceContention` is Auto Scaling's "another update to this group is in
-/// progress", which clears by itself.
-const TRANSIENT_CODES: &[&str] = &[
-    "Throttling",
-    "ThrottlingException",
-    "ThrottledException",
-    "RequestThrottled",
-    "RequestThrottledException",
-    "TooManyRequestsException",
-    "ProvisionedThroughputExceededException",
-    "TransactionInProgressException",
-    "RequestLimitExceeded",
-    "BandwidthLimitExceeded",
-    "SlowDown",
-    "PriorRequestNotComplete",
-    "EC2ThrottledException",
-    "RequestTimeout",
-    "RequestTimeoutException",
-    "InternalError",
-    "InternalFailure",
-    "ServiceUnavailable",
-    "ResourceContention",
-];
-
-/// Whether an AWS error code is one that retrying may clear.
-pub fn is_transient_code(code: &str) -> bool {
-    TRANSIENT_CODES.contains(&code)
-}
 
 /// Maps an SDK error from `action` (for example "SQS ReceiveMessage on <url>") to a [`PortError`].
 pub fn from_sdk<E>(action: &str, err: &SdkError<E>) -> PortError
@@ -58,7 +26,7 @@ where
                 Some(code) => format!("{action} failed: {code}: {message} (HTTP {status})"),
                 None => format!("{action} failed: HTTP {status}: {message}"),
             };
-            if status >= 500 || code.is_some_and(is_transient_code) {
+            if aws_errors::of_sdk(err).is_retryable() {
                 PortError::Transient(described)
             } else {
                 PortError::Permanent(described)
@@ -91,10 +59,11 @@ where
     }
 }
 
-/// Maps an HTTP answer outside 2xx to a [`PortError`]: 5xx, 408 and 429 may clear, the rest will not.
+/// Maps an HTTP answer outside 2xx to a [`PortError`] by its status
+/// (`aws_errors::classify`): 5xx, 408 and 429 may clear, the rest will not.
 pub fn from_status(action: &str, status: u16, body: &str) -> PortError {
     let described = format!("{action} failed: HTTP {status}: {}", excerpt(body));
-    if status >= 500 || status == 408 || status == 429 {
+    if aws_errors::classify(status, "").is_retryable() {
         PortError::Transient(described)
     } else {
         PortError::Permanent(described)
@@ -164,6 +133,11 @@ mod tests {
             (500, "InternalError", true),
             (503, "ServiceUnavailable", true),
             (502, "SomethingNew", true),
+            // A 429 is a throttle whatever its code (before the shared
+            // classifier, only a throttling code made it transient).
+            (429, "SomethingNew", true),
+            (400, "ExpiredToken", false),
+            (403, "SignatureDoesNotMatch", false),
             (403, "AccessDenied", false),
             (403, "AccessDeniedException", false),
             (400, "AWS.SimpleQueueService.NonExistentQueue", false),

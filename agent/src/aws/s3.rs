@@ -12,6 +12,7 @@
 
 use std::ops::Range;
 
+use aws_errors::Kind;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::types::{ChecksumMode, ChecksumType};
 
@@ -37,7 +38,8 @@ impl S3Objects {
     }
 }
 
-/// An SDK error as a [`StoreError`]: denied, not found, transient or other.
+/// An SDK error as a [`StoreError`]: denied, not found, transient or
+/// other, by `aws_errors`' kind of it (credentials S3 refused count as denied).
 fn store_error<E>(err: SdkError<E>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -51,14 +53,11 @@ where
                 s => format!("HTTP{s}"),
             });
             let message = context.err().message().unwrap_or("no message").to_owned();
-            let kind = if status >= 500 || status == 429 || super::error::is_transient_code(&code) {
-                StoreErrorKind::Transient
-            } else if status == 403 || code == "AccessDenied" || code == "InvalidAccessKeyId" {
-                StoreErrorKind::Denied
-            } else if status == 404 || code == "NoSuchKey" || code == "NoSuchBucket" {
-                StoreErrorKind::NotFound
-            } else {
-                StoreErrorKind::Other
+            let kind = match aws_errors::classify(status, &code) {
+                Kind::Transient | Kind::Throttled => StoreErrorKind::Transient,
+                Kind::Denied | Kind::Credentials => StoreErrorKind::Denied,
+                Kind::NotFound => StoreErrorKind::NotFound,
+                Kind::Invalid => StoreErrorKind::Other,
             };
             StoreError::new(kind, &code, format!("{message} (HTTP {status})"))
         }
@@ -204,5 +203,37 @@ mod tests {
             Integrity::Composite("CRC32".into())
         );
         assert_eq!(integrity(None, None, None, None, None), Integrity::None);
+    }
+
+    #[test]
+    fn store_errors_by_the_shared_kind() {
+        use aws_sdk_s3::operation::get_object::GetObjectError;
+        use aws_smithy_runtime_api::http::{Response, StatusCode};
+        use aws_smithy_types::body::SdkBody;
+        let answer = |status: u16, code: &str| {
+            let mut meta = aws_sdk_s3::error::ErrorMetadata::builder().message("m");
+            if !code.is_empty() {
+                meta = meta.code(code);
+            }
+            let raw = Response::new(StatusCode::try_from(status).unwrap(), SdkBody::empty());
+            store_error(SdkError::service_error(GetObjectError::generic(meta.build()), raw))
+        };
+        let cases: &[(u16, &str, StoreErrorKind, &str)] = &[
+            (503, "SlowDown", StoreErrorKind::Transient, "SlowDown"),
+            (500, "InternalError", StoreErrorKind::Transient, "InternalError"),
+            (429, "", StoreErrorKind::Transient, "HTTP429"),
+            (403, "AccessDenied", StoreErrorKind::Denied, "AccessDenied"),
+            (403, "", StoreErrorKind::Denied, "AccessDenied"),
+            (403, "InvalidAccessKeyId", StoreErrorKind::Denied, "InvalidAccessKeyId"),
+            (400, "ExpiredToken", StoreErrorKind::Denied, "ExpiredToken"),
+            (404, "NoSuchKey", StoreErrorKind::NotFound, "NoSuchKey"),
+            (404, "NoSuchBucket", StoreErrorKind::NotFound, "NoSuchBucket"),
+            (404, "", StoreErrorKind::NotFound, "NotFound"),
+            (416, "InvalidRange", StoreErrorKind::Other, "InvalidRange"),
+        ];
+        for &(status, code, kind, shown) in cases {
+            let e = answer(status, code);
+            assert_eq!((e.kind, e.code.as_str()), (kind, shown), "HTTP {status} {code:?}: {e:?}");
+        }
     }
 }

@@ -5,47 +5,38 @@
 //! place: what was wrong, which credentials synth used (`--profile`, the
 //! environment's keys, `AWS_PROFILE`, SSO) and what to check.
 //!
-//! [`classify`] is the one classifier of an AWS error answer for the SDK's
-//! calls ([`super::sdk`]) and the two signed by hand ([`super::ec2`],
-//! [`super::service_quotas`]): credentials first (AWS answers an unknown
-//! key with HTTP 403, which is not a missing permission), then refusals,
-//! outages and invalid requests.
+//! [`classify`] turns an AWS error answer into the port's error for the
+//! SDK's calls ([`super::sdk`]) and the two signed by hand ([`super::ec2`],
+//! [`super::service_quotas`]); what kind of answer it is (credentials
+//! first: AWS answers an unknown key with HTTP 403, which is not a missing
+//! permission; then throttles, outages, refusals, invalid requests) is
+//! decided by `aws_errors`, the one classifier the agent shares.
 
 use std::sync::OnceLock;
+
+use aws_errors::Kind;
 
 use super::policy::action_of;
 use super::port::CloudError;
 use crate::region::{Region, UnknownRegion};
 
-/// The codes AWS answers when it does not accept the credentials
-/// themselves, as opposed to a permission they lack.
-const REJECTED: &[&str] = &[
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "IncompleteSignature",
-    "MissingAuthenticationToken",
-    "AuthFailure",
-    "InvalidToken",
-    "ExpiredToken",
-    "ExpiredTokenException",
-    "TokenRefreshRequired",
-    "RequestExpired",
-];
-
 /// An AWS error answer to the call `what` (HTTP `status`, error `code`,
-/// `message` already `code: text`) as the port's error.
+/// `message` already `code: text`) as the port's error, by the kind
+/// `aws_errors::classify` (the classifier the agent shares) gives it.
+/// Something not there stays [`CloudError::Invalid`]: synth's callers tell
+/// a missing thing by its code in the message, as they tell CloudFormation's
+/// missing stack (a `ValidationError`, not a code of its own).
 pub fn classify(what: &str, status: u16, code: &str, message: String) -> CloudError {
-    if REJECTED.contains(&code) {
-        let said = rejected(what, code, &message);
-        CloudError::Rejected { what: what.to_owned(), code: code.to_owned(), said }
-    } else if status == 403 || code.contains("AccessDenied") || code.contains("UnauthorizedOperation") {
-        CloudError::Denied { what: what.to_owned(), message, action: action_of(what).map(str::to_owned) }
-    } else if status >= 500 {
-        CloudError::Unavailable { what: what.to_owned(), message }
-    } else {
-        CloudError::Invalid { what: what.to_owned(), message }
+    let what = what.to_owned();
+    match aws_errors::classify(status, code) {
+        Kind::Credentials => {
+            let said = rejected(&what, code, &message);
+            CloudError::Rejected { what, code: code.to_owned(), said }
+        }
+        Kind::Denied => CloudError::Denied { action: action_of(&what).map(str::to_owned), what, message },
+        Kind::Throttled => CloudError::Throttled { what, message },
+        Kind::Transient => CloudError::Unavailable { what, message },
+        Kind::NotFound | Kind::Invalid => CloudError::Invalid { what, message },
     }
 }
 
@@ -224,6 +215,28 @@ mod tests {
         assert!(matches!(e, CloudError::Denied { .. }));
         assert!(matches!(classify("x", 500, "InternalFailure", "m".into()), CloudError::Unavailable { .. }));
         assert!(matches!(classify("x", 400, "ValidationError", "m".into()), CloudError::Invalid { .. }));
+    }
+
+    #[test]
+    fn a_throttle_is_reported_as_throttled_never_as_invalid_input() {
+        // Before the shared classifier, CloudFormation's `Throttling` (HTTP
+        // 400) read "CloudFormation DescribeStacks ...: Throttling: Rate
+        // exceeded", an invalid request.
+        for (status, code) in [
+            (400, "Throttling"),
+            (400, "ThrottlingException"),
+            (503, "RequestLimitExceeded"),
+            (429, "TooManyRequestsException"),
+            (503, "SlowDown"),
+            (429, ""),
+        ] {
+            let e =
+                classify("CloudFormation DescribeStacks on stack x", status, code, format!("{code}: Rate exceeded"));
+            assert!(matches!(e, CloudError::Throttled { .. }), "HTTP {status} {code}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains("AWS throttled"), "{text}");
+            assert!(text.starts_with("CloudFormation DescribeStacks on stack x: "), "{text}");
+        }
     }
 
     #[test]

@@ -56,6 +56,17 @@ pub enum CloudError {
         /// The service's message.
         message: String,
     },
+    /// AWS throttled the call (`Throttling`, `SlowDown`, HTTP 429, ...): for
+    /// a call through the SDK, also each of the SDK's own retries (its
+    /// standard mode backs off and tries three times). Not invalid input:
+    /// the same call goes through once the account's request rate is lower.
+    #[error("{what}: AWS throttled the call ({message}); wait a minute, then try again")]
+    Throttled {
+        /// The call.
+        what: String,
+        /// The service's message.
+        message: String,
+    },
     /// The service could not be reached or failed.
     #[error("{what}: {message}. Check the network and the region, then try again")]
     Unavailable {

@@ -143,7 +143,8 @@ async fn check_credentials(config: &SdkConfig) -> Result<String, CloudError> {
     })
 }
 
-/// Maps an SDK error from `what` to a [`CloudError`].
+/// Maps an SDK error from `what` to a [`CloudError`]: an answer through
+/// [`credentials::classify`], anything else by `aws_errors::of_sdk`.
 fn from_sdk<E>(what: &str, err: SdkError<E>) -> CloudError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -157,7 +158,15 @@ where
                 if code.is_empty() { format!("HTTP {status}: {message}") } else { format!("{code}: {message}") };
             credentials::classify(what, status, code, message)
         }
-        _ => CloudError::Unavailable { what: what.to_owned(), message: DisplayErrorContext(&err).to_string() },
+        // No answer (or no complete one): transient. A request that could
+        // not be built: invalid, by the same classifier.
+        _ => {
+            let message = DisplayErrorContext(&err).to_string();
+            match aws_errors::of_sdk(&err) {
+                aws_errors::Kind::Invalid => CloudError::Invalid { what: what.to_owned(), message },
+                _ => CloudError::Unavailable { what: what.to_owned(), message },
+            }
+        }
     }
 }
 
