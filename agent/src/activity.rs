@@ -92,7 +92,7 @@ impl Gpus {
 
 /// Ranks whose supervisor is alive.
 pub fn job_ranks(root: &Path, proc: &Path) -> u32 {
-    let dir = root.join(JOBS_RUN_DIR.trim_start_matches('/'));
+    let dir = node_contract::files::under(root, JOBS_RUN_DIR);
     let Ok(jobs) = std::fs::read_dir(&dir) else { return 0 };
     let mut ranks = 0;
     for job in jobs.flatten() {

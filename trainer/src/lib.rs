@@ -12,8 +12,9 @@
 //!
 //! What both read, at the top, in leaf modules: [`agent_state`] (the
 //! agent's state file), [`jobdir`] (a job's directory on EFS and the
-//! variable naming the job), [`exit`] (the exit codes) and [`fsroot`] (the
-//! filesystem root node paths are under).
+//! variable naming the job) and [`exit`] (the exit codes). Node paths are
+//! under the filesystem root through `node_contract::files::under`, the
+//! agent's own helper.
 //! Arrows run one way: `jobs` may use `train` (doctor asks the CUDA probe
 //! whether the GPU libraries load), `train` never uses `jobs`.
 //!
@@ -25,7 +26,6 @@
 pub mod agent_state;
 pub mod error;
 pub mod exit;
-pub mod fsroot;
 pub mod jobdir;
 pub mod jobs;
 pub mod train;

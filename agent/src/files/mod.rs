@@ -1,7 +1,7 @@
 //! What a manifest means on disk: the files every node ends with
 //! (docs/ARCHITECTURE.md, "Files every node ends with"), written atomically and idempotently under a root
 //! directory (`/` in production, a temp dir in tests; every path is
-//! `root.join(<path without the leading />)`).
+//! `node_contract::files::under(root, <path>)`).
 //!
 //! | File | Module | Why |
 //! |------|--------|-----|
@@ -74,7 +74,7 @@ use node_contract::message::Manifest;
 pub use apply::{apply, render};
 pub use error::FilesError;
 pub use nodes::{Node, nodes};
-pub use paths::{network_check_path, under};
+pub use paths::network_check_path;
 pub use plan::{Content, Plan, PlannedFile};
 
 use crate::fabric::Variable;
@@ -172,6 +172,7 @@ pub(crate) mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     use node_contract::Role;
+    use node_contract::files::under;
     use node_contract::message::{ManifestNode, worker_alias};
 
     use super::*;

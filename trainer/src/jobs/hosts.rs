@@ -185,14 +185,14 @@ pub fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
     let path = match (given, std::env::var_os("DEEPLEARNING_WORKERS_PATH")) {
         (Some(p), _) => p.to_owned(),
         (None, Some(p)) if !p.is_empty() => p.into(),
-        _ => crate::fsroot::under(root, WORKERS_PATH),
+        _ => node_contract::files::under(root, WORKERS_PATH),
     };
     read(&path)
 }
 
 /// The agent's hostfile under `root`, for `auto` slots; empty when missing.
 pub fn agent_hostfile(root: &Path) -> Vec<HostEntry> {
-    read(&crate::fsroot::under(root, HOSTFILE_PATH)).unwrap_or_default()
+    read(&node_contract::files::under(root, HOSTFILE_PATH)).unwrap_or_default()
 }
 
 #[cfg(test)]

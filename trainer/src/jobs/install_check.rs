@@ -20,8 +20,8 @@ use node_contract::AGENT_UNIT;
 use node_contract::state::STATE_PATH;
 
 use crate::exit::{EXIT_FAILED, EXIT_OK};
-use crate::fsroot::under;
 use crate::jobs::doctor::{gpu_count, nccl_check};
+use node_contract::files::under;
 
 /// Where systemd looks for units, most specific first; Debian packages put
 /// theirs in `/lib/systemd/system` (`/usr/lib/...` after the usr merge).

@@ -208,7 +208,7 @@ fn slot_timeout(ssh: &SshArgs) -> Duration {
 /// master's `node_contract::idle::SCALED_DOWN_PATH`): the job would run on
 /// the hosts left, the master alone. `None` when the file is not there.
 fn scaled_down_note(root: &Path, now_ms: u64) -> Option<String> {
-    let path = crate::fsroot::under(root, node_contract::idle::SCALED_DOWN_PATH);
+    let path = node_contract::files::under(root, node_contract::idle::SCALED_DOWN_PATH);
     let text = std::fs::read_to_string(path).ok()?;
     let down = node_contract::idle::ScaledDown::parse(&text)?;
     Some(format!("warning: {}; this job runs on the hosts that are left", down.advice(now_ms)))
@@ -565,7 +565,9 @@ impl Membership {
     fn read(root: &Path) -> Result<Membership> {
         match agent_state::read(root)? {
             Some(state) => Ok(Membership { generation: state.generation, nodes: state.manifest.nodes }),
-            None => Err(Error::NoMembership { path: crate::fsroot::under(root, node_contract::state::STATE_PATH) }),
+            None => {
+                Err(Error::NoMembership { path: node_contract::files::under(root, node_contract::state::STATE_PATH) })
+            }
         }
     }
 
@@ -811,7 +813,7 @@ mod tests {
     fn a_launch_while_the_workers_are_scaled_down_says_so_and_names_synth_resume() {
         let root = tempfile::tempdir().unwrap();
         assert_eq!(scaled_down_note(root.path(), 0), None);
-        let path = crate::fsroot::under(root.path(), node_contract::idle::SCALED_DOWN_PATH);
+        let path = node_contract::files::under(root.path(), node_contract::idle::SCALED_DOWN_PATH);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "stack=resnet idle since=0 until=600000 action=scale_workers acted=600000\n").unwrap();
         assert_eq!(

@@ -52,7 +52,7 @@ fn unquote(value: &str) -> String {
 /// The profile under `root`; empty when there is none (a host the agent has
 /// not set up yet: the command still gets the torchrun variables).
 pub fn read(root: &Path) -> Result<Vec<(String, String)>> {
-    let path = crate::fsroot::under(root, PATH);
+    let path = node_contract::files::under(root, PATH);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(parse(&text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),

@@ -311,13 +311,13 @@ impl Roster {
 
     /// A roster from the node config under `root` (EFS mount and prepare-data script).
     pub fn from_node_config(root: &Path) -> Result<Self, RendezvousError> {
-        let path = crate::fsroot::under(root, node_contract::NODE_CONFIG_PATH);
+        let path = node_contract::files::under(root, node_contract::NODE_CONFIG_PATH);
         let text = std::fs::read_to_string(&path)
             .map_err(|e| RendezvousError::ReadConfig { path: path.clone(), reason: e.to_string() })?;
         let config = node_contract::NodeConfig::from_json(&text)
             .map_err(|e| RendezvousError::ReadConfig { path, reason: e.to_string() })?;
         let markers =
-            config.elastic.prepare_data_script.as_ref().map(|_| crate::fsroot::under(root, &config.efs.mount));
+            config.elastic.prepare_data_script.as_ref().map(|_| node_contract::files::under(root, &config.efs.mount));
         Ok(Self::new(root, markers))
     }
 
@@ -331,7 +331,7 @@ impl Roster {
             Err(crate::Error::AgentState { source, .. }) => source.to_string(),
             Err(e) => e.to_string(),
         };
-        Err(RendezvousError::ReadState { path: crate::fsroot::under(&self.root, STATE_PATH), reason })
+        Err(RendezvousError::ReadState { path: node_contract::files::under(&self.root, STATE_PATH), reason })
     }
 
     /// Whether the node with address `ip` may join: its prepare-data marker
@@ -347,7 +347,7 @@ impl Roster {
         let node = snap.manifest.node(&snap.instance_id).ok_or_else(|| RendezvousError::NotInManifest {
             instance_id: snap.instance_id.clone(),
             generation: snap.generation,
-            path: crate::fsroot::under(&self.root, STATE_PATH),
+            path: node_contract::files::under(&self.root, STATE_PATH),
         })?;
         Ok(Hello {
             instance_id: node.instance_id.clone(),
