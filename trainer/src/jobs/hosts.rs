@@ -11,12 +11,10 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// The most processes one host runs: `slots=N` and `--nproc-per-node N`
-/// above it are refused before anything starts. One rank per GPU is usual
-/// and EC2's largest instances have 8 to 16 accelerators; 256 also allows
-/// one rank per vCPU of a p5.48xlarge (192) for CPU jobs. Every rank costs
-/// the launcher an ssh connection, its pipes and a log file.
-pub const MAX_SLOTS_PER_HOST: u32 = 256;
+use node_contract::files::hostfile::{self, parse_line};
+pub use node_contract::files::hostfile::{HostEntry, MAX_SLOTS_PER_HOST};
+use node_contract::files::profile::WORKERS_PATH_VAR;
+use node_contract::files::workers;
 
 /// The most ranks one job runs (256 hosts of 16 ranks each).
 pub const MAX_WORLD_SIZE: u32 = 4096;
@@ -25,56 +23,19 @@ pub const MAX_WORLD_SIZE: u32 = 4096;
 /// thousands of hosts.
 pub const MAX_HOSTS_FILE_BYTES: u64 = 1024 * 1024;
 
-/// Characters a host entry may hold: a name, an IPv4 or IPv6 address
-/// (`:`, `%` for a zone), or `user@host` as ssh takes it. Anything else (a
-/// NUL byte, a quote, `;`) cannot name a host and would only fail later,
-/// after other ranks started.
-fn is_host(name: &str) -> bool {
-    name.len() <= 255 && name.chars().all(|c| c.is_ascii_alphanumeric() || ".-_:@%".contains(c))
-}
-
-/// One line of a hosts file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostEntry {
-    /// Alias, host name or address, as given to `ssh`.
-    pub name: String,
-    /// `slots=N`, when the line has it.
-    pub slots: Option<u32>,
-}
-
-/// Parses a workers file or hostfile. Blank lines and `#` comments are skipped.
+/// Parses a workers file or hostfile (the node contract's
+/// [`parse_line`], each line's error named by file and line). Blank lines
+/// and `#` comments are skipped.
 pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
     let mut hosts = Vec::new();
     for (i, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            continue;
-        }
-        let bad = |reason| Error::HostsLine { path: path.to_owned(), line: i + 1, text: raw.to_owned(), reason };
-        let mut words = line.split_whitespace();
-        let name = words.next().unwrap_or_default();
-        if name.contains('=') || name.starts_with('-') {
-            return Err(bad("the first word must be a host name"));
-        }
-        if !is_host(name) {
-            return Err(bad("a host is a name, an address or user@host (letters, digits and . - _ : @ %)"));
-        }
-        let mut slots = None;
-        for word in words {
-            match word.split_once('=') {
-                Some(("slots", n)) => {
-                    let n = n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("slots must be >= 1"))?;
-                    if n > MAX_SLOTS_PER_HOST {
-                        return Err(bad("slots must be at most 256 per host"));
-                    }
-                    slots = Some(n);
-                }
-                // mpirun's hostfile also allows max_slots; it does not change how many we start.
-                Some(("max_slots", _)) => {}
-                _ => return Err(bad("unknown word")),
+        match parse_line(raw) {
+            Ok(Some(entry)) => hosts.push(entry),
+            Ok(None) => {}
+            Err(reason) => {
+                return Err(Error::HostsLine { path: path.to_owned(), line: i + 1, text: raw.to_owned(), reason });
             }
         }
-        hosts.push(HostEntry { name: name.to_owned(), slots });
     }
     if hosts.is_empty() {
         return Err(Error::NoHosts { path: path.to_owned() });
@@ -174,25 +135,20 @@ pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Resul
     Ok(out)
 }
 
-/// The agent's workers file, as on a node.
-pub const WORKERS_PATH: &str = "/opt/deeplearning/workers";
-/// The agent's hostfile (`alias slots=N`), as on a node.
-pub const HOSTFILE_PATH: &str = "/opt/deeplearning/hostfile";
-
 /// The job's hosts: `--hosts FILE` when given, else
 /// `$DEEPLEARNING_WORKERS_PATH`, else the workers file under `root`.
 pub fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
-    let path = match (given, std::env::var_os("DEEPLEARNING_WORKERS_PATH")) {
+    let path = match (given, std::env::var_os(WORKERS_PATH_VAR)) {
         (Some(p), _) => p.to_owned(),
         (None, Some(p)) if !p.is_empty() => p.into(),
-        _ => node_contract::files::under(root, WORKERS_PATH),
+        _ => node_contract::files::under(root, workers::PATH),
     };
     read(&path)
 }
 
 /// The agent's hostfile under `root`, for `auto` slots; empty when missing.
 pub fn agent_hostfile(root: &Path) -> Vec<HostEntry> {
-    read(&node_contract::files::under(root, HOSTFILE_PATH)).unwrap_or_default()
+    read(&node_contract::files::under(root, hostfile::PATH)).unwrap_or_default()
 }
 
 #[cfg(test)]
