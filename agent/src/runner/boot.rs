@@ -155,10 +155,11 @@ fn prepare_log(root: &Path) -> PathBuf {
     root.join("var/log/deeplearning/prepare-data.log")
 }
 
-/// `$EFS_MOUNT/prepare_data_success_<ip>` under `root`: a worker writes it
-/// when its prepare-data script succeeded; the master admits it only then.
+/// The prepare-data marker of the node at `ip` under `root`
+/// (`node_contract::files::prepare_data`): a worker writes it when its
+/// prepare-data script succeeded; the master admits it only then.
 pub(super) fn prepare_marker(root: &Path, config: &NodeConfig, ip: &str) -> PathBuf {
-    root.join(config.efs.mount.trim_start_matches('/')).join(format!("prepare_data_success_{ip}"))
+    node_contract::files::under(root, node_contract::files::prepare_data::marker(&config.efs.mount, ip))
 }
 
 /// Runs the prepare-data script once per boot on a worker, before it
