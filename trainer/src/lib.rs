@@ -19,9 +19,13 @@
 //! whether the GPU libraries load), `train` never uses `jobs`.
 //!
 //! Inputs are the files the agent writes (docs/ARCHITECTURE.md, "The node
-//! contract"): `/opt/deeplearning/workers`, `/opt/deeplearning/hostfile`,
-//! `/etc/profile.d/deeplearning.sh`, `/etc/ssh/ssh_known_hosts`, the agent's
-//! state file, all under a filesystem root (`--root`, `/` in production).
+//! contract", "trainer"), read through the node contract's readers
+//! (`node_contract::files`, `node_contract::state`) under a filesystem root
+//! (`--root`, `/` in production): the cluster's membership from one
+//! channel, the agent's state file (the generation and its manifest; the
+//! workers file and hostfile only when a user names one with `--hosts`),
+//! and this node's environment from `/etc/profile.d/deeplearning.sh`, the
+//! known hosts from `/etc/ssh/ssh_known_hosts`.
 
 pub mod agent_state;
 pub mod error;

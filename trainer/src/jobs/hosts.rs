@@ -1,10 +1,12 @@
-//! Which hosts a job runs on and the ranks on each: the workers file (one
-//! alias per line, master first) or an mpirun-style hostfile
-//! (`host slots=N`), and the rank table built from them.
+//! Which hosts a job runs on and the ranks on each: the cluster's nodes as
+//! the agent applied them (its state file, the trainer's one channel for
+//! the membership), or a hosts file a user names (a workers file, one alias
+//! per line, or an mpirun-style hostfile, `host slots=N`, read with the node
+//! contract's reader), and the rank table built from them.
 //!
-//! Ranks are numbered host by host in file order, so the master holds rank 0
-//! and a host keeps its ranks as long as the file order holds (the agent
-//! never reorders nodes).
+//! Ranks are numbered host by host in order (the master first, then by
+//! index), so the master holds rank 0 and a host keeps its ranks as long as
+//! the order holds (the agent never reorders nodes).
 
 use std::path::Path;
 use std::str::FromStr;
@@ -135,20 +137,46 @@ pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Resul
     Ok(out)
 }
 
-/// The job's hosts: `--hosts FILE` when given, else
-/// `$DEEPLEARNING_WORKERS_PATH`, else the workers file under `root`.
+/// The job's hosts: `--hosts FILE` when given; else
+/// `$DEEPLEARNING_WORKERS_PATH` when it names a file of the user's (not the
+/// agent's workers file, which every login shell's profile names); else
+/// the agent's membership ([`agent_hosts`]).
 pub fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
-    let path = match (given, std::env::var_os(WORKERS_PATH_VAR)) {
-        (Some(p), _) => p.to_owned(),
-        (None, Some(p)) if !p.is_empty() => p.into(),
-        _ => node_contract::files::under(root, workers::PATH),
-    };
-    read(&path)
+    let named = std::env::var_os(WORKERS_PATH_VAR).filter(|p| !p.is_empty() && *p != *workers::PATH);
+    match (given, named) {
+        (Some(p), _) => read(p),
+        (None, Some(p)) => read(Path::new(&p)),
+        (None, None) => agent_hosts(root),
+    }
 }
 
-/// The agent's hostfile under `root`, for `auto` slots; empty when missing.
-pub fn agent_hostfile(root: &Path) -> Vec<HostEntry> {
-    read(&node_contract::files::under(root, hostfile::PATH)).unwrap_or_default()
+/// The cluster's nodes as this node's agent last applied them, from its
+/// state file under `root` (the trainer's one channel for the agent's
+/// membership: docs/ARCHITECTURE.md, "trainer"): in the workers file's
+/// order, each with its slots (its GPUs, 1 without), as the workers file
+/// and the hostfile list them.
+pub fn agent_hosts(root: &Path) -> Result<Vec<HostEntry>> {
+    match crate::agent_state::read(root)? {
+        Some(state) => Ok(members(&state.manifest)),
+        None => Err(Error::NoAgentHosts { path: node_contract::files::under(root, node_contract::state::STATE_PATH) }),
+    }
+}
+
+/// The agent's nodes under `root`, for `auto` slots of hosts named by
+/// alias; empty without a state file.
+pub fn agent_slots(root: &Path) -> Vec<HostEntry> {
+    match crate::agent_state::read(root) {
+        Ok(Some(state)) => members(&state.manifest),
+        _ => Vec::new(),
+    }
+}
+
+/// A manifest's nodes as hosts-file entries: alias and slots, in order.
+fn members(manifest: &node_contract::message::Manifest) -> Vec<HostEntry> {
+    workers::in_order(manifest)
+        .into_iter()
+        .map(|n| HostEntry { name: n.alias.clone(), slots: Some(hostfile::slots(n.gpus)) })
+        .collect()
 }
 
 #[cfg(test)]
@@ -185,6 +213,47 @@ mod tests {
             let e = p(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_agents_membership_in_order_with_slots() {
+        use node_contract::message::{Manifest, ManifestNode, worker_alias};
+        let root = tempfile::tempdir().unwrap();
+        let e = agent_hosts(root.path()).unwrap_err().to_string();
+        assert!(e.contains("var/lib/deeplearning/state.json") && e.contains("--hosts FILE"), "{e}");
+        assert!(agent_slots(root.path()).is_empty());
+        let node = |index: u32, gpus: u32| ManifestNode {
+            index,
+            alias: worker_alias(index),
+            instance_id: format!("i-{index}"),
+            private_ip: format!("10.0.0.{index}"),
+            hostname: String::new(),
+            gpus,
+            ssh_host_key: String::new(),
+        };
+        let manifest = Manifest {
+            cluster: "demo".into(),
+            generation: 4,
+            master: "i-1".into(),
+            nodes: vec![node(3, 0), node(1, 8), node(2, 4)],
+            cluster_public_key: String::new(),
+        };
+        let state = node_contract::state::State {
+            version: node_contract::state::STATE_VERSION,
+            instance_id: "i-1".into(),
+            generation: 4,
+            manifest,
+        };
+        let path = node_contract::files::under(root.path(), node_contract::state::STATE_PATH);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_string(&state).unwrap()).unwrap();
+        let hosts = agent_hosts(root.path()).unwrap();
+        let read: Vec<_> = hosts.iter().map(|h| (h.name.as_str(), h.slots)).collect();
+        assert_eq!(
+            read,
+            [("deeplearning-worker1", Some(8)), ("deeplearning-worker2", Some(4)), ("deeplearning-worker3", Some(1))]
+        );
+        assert_eq!(agent_slots(root.path()), hosts);
     }
 
     #[test]

@@ -58,7 +58,9 @@ pub const KILL_AFTER: Duration = Duration::from_secs(3);
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Hosts to run on, one per line, optionally `host slots=N`; default:
-    /// `$DEEPLEARNING_WORKERS_PATH`, else /opt/deeplearning/workers.
+    /// `$DEEPLEARNING_WORKERS_PATH` when set to a file other than
+    /// /opt/deeplearning/workers, else the cluster's nodes as the agent
+    /// applied them (/var/lib/deeplearning/state.json).
     #[arg(long, value_name = "FILE")]
     pub hosts: Option<PathBuf>,
     /// Processes per host: a number, or `auto` for the host's GPU count
@@ -229,7 +231,7 @@ pub async fn run(args: Args) -> Result<u8> {
         cli_output::errln!("trainer: {note}");
     }
     let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
-    let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_hostfile(&args.root))?;
+    let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_slots(&args.root))?;
     let job = args.job.clone().unwrap_or_else(default_job);
     let logs = log_dir(&args.root, &job)?;
     let trainer = args.ssh.remote_trainer()?;
@@ -412,7 +414,7 @@ pub async fn run(args: Args) -> Result<u8> {
                 let Some(known) = membership.as_mut() else { continue };
                 match known.joined(&args.root, &procs) {
                     Ok(new_hosts) => {
-                        let hostfile = if new_hosts.is_empty() { Vec::new() } else { hosts::agent_hostfile(&args.root) };
+                        let hostfile = if new_hosts.is_empty() { Vec::new() } else { hosts::agent_slots(&args.root) };
                         for host in new_hosts {
                             let entry = hosts::HostEntry { name: host.alias.clone(), slots: None };
                             let group_rank = procs.iter().map(|p| p.spec.group_rank + 1).max().unwrap_or(0);
