@@ -71,7 +71,7 @@ fn agent_runs(agent: &Path) -> Result<String, String> {
 fn unit_installed(root: &Path) -> Result<String, String> {
     UNIT_DIRS
         .iter()
-        .map(|dir| under(root, &format!("{dir}/{AGENT_UNIT}")))
+        .map(|dir| under(root, format!("{dir}/{AGENT_UNIT}")))
         .find(|path| path.is_file())
         .map(|path| path.display().to_string())
         .ok_or_else(|| {
