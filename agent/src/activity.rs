@@ -99,7 +99,7 @@ pub fn job_ranks(root: &Path, proc: &Path) -> u32 {
         let Ok(files) = std::fs::read_dir(job.path()) else { continue };
         for file in files.flatten() {
             let path = file.path();
-            if path.extension().is_none_or(|x| x != "pid") {
+            if path.extension().is_none_or(|x| x != node_contract::idle::PID_FILE_EXTENSION) {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap_or_default();

@@ -187,7 +187,8 @@ pub(super) async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity
     let log = prepare_log(root);
     let command = || {
         let mut c = tokio::process::Command::new(script);
-        c.env("EFS_MOUNT", &config.efs.mount).env("DEEPLEARNING_NODE_IP", &me.private_ip);
+        c.env(node_contract::files::profile::EFS_MOUNT_VAR, &config.efs.mount)
+            .env("DEEPLEARNING_NODE_IP", &me.private_ip);
         c.stdin(std::process::Stdio::null());
         c
     };

@@ -113,7 +113,7 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| Some(e.ok()?.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "pid"))
+            .filter(|p| p.extension().is_some_and(|x| x == node_contract::idle::PID_FILE_EXTENSION))
             .collect();
         files.sort();
         for file in files {

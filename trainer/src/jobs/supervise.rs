@@ -172,7 +172,7 @@ fn parse_env(s: &str) -> std::result::Result<(String, String), String> {
 
 /// The pid file of `rank` of `job` under `root`.
 pub fn pid_file(root: &Path, job: &str, rank: u32) -> PathBuf {
-    node_contract::files::under(root, RUN_DIR).join(job).join(format!("{rank}.pid"))
+    node_contract::files::under(root, node_contract::idle::pid_file(job, rank))
 }
 
 /// Makes `path`'s directory and removes an error file a previous job of the
@@ -258,7 +258,7 @@ pub async fn run(args: Args) -> Result<u8> {
     let pid_path = pid_file(&args.root, &args.job, args.rank);
     let write_pid = || -> std::io::Result<()> {
         std::fs::create_dir_all(pid_path.parent().expect("a pid file has a directory"))?;
-        std::fs::write(&pid_path, format!("{} {pgid}\n", std::process::id()))
+        std::fs::write(&pid_path, node_contract::idle::pid_file_text(std::process::id(), pgid))
     };
     if let Err(source) = write_pid() {
         process::stop_group(pgid, GRACE);
