@@ -48,14 +48,14 @@ pub fn probe(instance_id: &str, root: &Path, proc: &Path, gpus: &dyn gpu_health:
 
 /// Ranks whose supervisor is alive.
 pub fn job_ranks(root: &Path, proc: &Path) -> u32 {
-    let dir = root.join(JOBS_RUN_DIR.trim_start_matches('/'));
+    let dir = node_contract::files::under(root, JOBS_RUN_DIR);
     let Ok(jobs) = std::fs::read_dir(&dir) else { return 0 };
     let mut ranks = 0;
     for job in jobs.flatten() {
         let Ok(files) = std::fs::read_dir(job.path()) else { continue };
         for file in files.flatten() {
             let path = file.path();
-            if path.extension().is_none_or(|x| x != "pid") {
+            if path.extension().is_none_or(|x| x != node_contract::idle::PID_FILE_EXTENSION) {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap_or_default();

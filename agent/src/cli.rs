@@ -268,7 +268,7 @@ fn gpu_check(args: &GpuCheckArgs) -> anyhow::Result<()> {
         return Ok(cli_output::print(&line)?);
     }
     let level = GpuLevel::from_name(&args.level).unwrap_or(GpuLevel::Quick);
-    let last = gpu_health::last_report(&files::paths::under(&args.root.root, GPU_CHECK_PATH));
+    let last = gpu_health::last_report(&node_contract::files::under(&args.root.root, GPU_CHECK_PATH));
     let expect: Option<GpuExpect> = match &args.expect {
         Some(json) => {
             Some(serde_json::from_str(json).map_err(|e| anyhow::anyhow!("--expect is not a GpuExpect: {e}"))?)

@@ -29,7 +29,7 @@ pub enum ConfigError {
 
 /// The config file's path under `root`.
 pub fn path_under(root: &Path) -> PathBuf {
-    root.join(node_contract::NODE_CONFIG_PATH.trim_start_matches('/'))
+    node_contract::files::under(root, node_contract::NODE_CONFIG_PATH)
 }
 
 /// The largest node config read. EC2 user data holds at most 16 KB, and the

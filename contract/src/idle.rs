@@ -27,6 +27,22 @@ pub const BUSY_GPU_PERCENT: u32 = 5;
 /// read by `trainer kill` and by the agent's busy probe.
 pub const JOBS_RUN_DIR: &str = "/run/deeplearning-trainer";
 
+/// The extension of a pid file under [`JOBS_RUN_DIR`]: what `trainer kill`
+/// and the agent's busy probe look for in a job's directory.
+pub const PID_FILE_EXTENSION: &str = "pid";
+
+/// The pid file of `rank` of `job`, as a node path:
+/// `<JOBS_RUN_DIR>/<job>/<rank>.pid`.
+pub fn pid_file(job: &str, rank: u32) -> String {
+    format!("{JOBS_RUN_DIR}/{job}/{rank}.{PID_FILE_EXTENSION}")
+}
+
+/// A pid file's text, as `trainer supervise` writes it: the supervisor's
+/// pid and its command's process group; [`parse_pid_file`] reads it back.
+pub fn pid_file_text(supervisor: u32, pgid: i32) -> String {
+    format!("{supervisor} {pgid}\n")
+}
+
 /// A pid file's text under [`JOBS_RUN_DIR`] read as the supervisor's pid and
 /// its command's process group (the first two numbers); `None` when it does
 /// not hold both. The one reader of the format, for `trainer kill` and the
@@ -237,6 +253,15 @@ impl IdleMark {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pid_file_reads_back() {
+        assert_eq!(pid_file("resnet", 3), "/run/deeplearning-trainer/resnet/3.pid");
+        for (pid, pgid) in [(1, 1), (4120, 4121), (u32::try_from(i32::MAX).unwrap(), i32::MAX)] {
+            assert_eq!(parse_pid_file(&pid_file_text(pid, pgid)), Some((pid as i32, pgid)));
+        }
+        assert_eq!(parse_pid_file("4120\n"), None);
+    }
 
     #[test]
     fn a_node_is_busy_with_a_job_a_session_or_a_working_gpu() {

@@ -21,10 +21,14 @@
 //! leaves on the worker group for `synth status`, in [`idle`]. Where each node's log lines live in CloudWatch Logs is
 //! in [`logs`]; the formation timeline's summary the success signal
 //! carries, in [`timeline`]; the one clock every loop reads the time from
-//! (unix milliseconds, as every time here), in [`clock`].
+//! (unix milliseconds, as every time here), in [`clock`]. The files the
+//! agent leaves on every node for `trainer` (paths under a root, the workers
+//! file, the hostfile, the profile and its quoting, the prepare-data
+//! marker), each with its writer and its reader, are in [`files`].
 
 pub mod clock;
 pub mod data;
+pub mod files;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod formation;

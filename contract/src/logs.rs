@@ -17,8 +17,13 @@
 //!   and its instance id, `worker3-i-0abc123def4567890`. [`parse_stream_name`]
 //!   reads both back.
 //! - The master logs [`publishing_line`] each time it publishes a
-//!   generation; `synth resume` reads it back from the master's stream
-//!   ([`parse_publishing_line`]) to know the workers it brought back joined.
+//!   generation, for people, and right after it a [`Published`] record,
+//!   for programs: one line, [`PUBLISHED_MARK`] and a JSON object
+//!   ([`published_record`]). `synth resume` reads the record back from the
+//!   master's stream ([`parse_published_record`]) to know the workers it
+//!   brought back joined; from an agent of an earlier release, which logs
+//!   the sentence alone, it still reads the sentence
+//!   ([`parse_publishing_line`]).
 
 /// The prefix of every cluster's log group.
 pub const LOG_GROUP_PREFIX: &str = "/deeplearning-cluster/";
@@ -76,6 +81,40 @@ pub fn publishing_line(generation: u64, nodes: usize) -> String {
     format!("publishing generation {generation}: {nodes} node{plural}")
 }
 
+/// What starts the line of a [`Published`] record (the JSON object follows).
+pub const PUBLISHED_MARK: &str = "deeplearning-record published ";
+
+/// The version of [`Published`] this crate writes and reads.
+pub const PUBLISHED_VERSION: u32 = 1;
+
+/// The master published a generation: the record `synth resume` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Published {
+    /// Always [`PUBLISHED_VERSION`] when written by this crate.
+    pub version: u32,
+    /// The generation published.
+    pub generation: u64,
+    /// Its nodes, the master included.
+    pub nodes: u32,
+}
+
+/// The line the master logs after [`publishing_line`]:
+/// `deeplearning-record published {"version":1,"generation":3,"nodes":3}`.
+pub fn published_record(generation: u64, nodes: usize) -> String {
+    let record = Published { version: PUBLISHED_VERSION, generation, nodes: u32::try_from(nodes).unwrap_or(u32::MAX) };
+    // A struct of numbers always serialises.
+    format!("{PUBLISHED_MARK}{}", serde_json::to_string(&record).unwrap_or_default())
+}
+
+/// A [`published_record`] found in `text` (a log event, its level and
+/// target before it); `None` for any other line, and for a record of
+/// another version.
+pub fn parse_published_record(text: &str) -> Option<Published> {
+    let json = text[text.find(PUBLISHED_MARK)? + PUBLISHED_MARK.len()..].trim_end();
+    let record: Published = serde_json::from_str(json).ok()?;
+    (record.version == PUBLISHED_VERSION).then_some(record)
+}
+
 /// A [`publishing_line`] found in `text` (a log event, its time and level
 /// before it): the generation, the node count and the line itself; `None`
 /// for any other line ("publishing generation 3 again: …").
@@ -114,6 +153,28 @@ mod tests {
             assert_eq!(parse_stream_name(stream), None, "{stream}");
         }
     }
+    #[test]
+    fn a_published_record_reads_back_and_nothing_else_does() {
+        for (generation, nodes) in [(1, 1), (3, 3), (12, 257), (u64::MAX, 4_000)] {
+            let line = published_record(generation, nodes);
+            let event = format!("2026-11-28T15:41:21Z  INFO agent::runner::effects: {line}\n");
+            let record = Published { version: PUBLISHED_VERSION, generation, nodes: nodes as u32 };
+            assert_eq!(parse_published_record(&event), Some(record));
+            assert_eq!(parse_published_record(&line), Some(record));
+        }
+        assert_eq!(published_record(3, 2), r#"deeplearning-record published {"version":1,"generation":3,"nodes":2}"#);
+        for other in [
+            &publishing_line(3, 3),
+            r#"deeplearning-record published {"version":2,"generation":3,"nodes":2}"#,
+            r#"deeplearning-record published {"generation":3,"nodes":2}"#,
+            r#"deeplearning-record published {"version":1,"generation":"3","nodes":2}"#,
+            "deeplearning-record published",
+            "something else",
+        ] {
+            assert_eq!(parse_published_record(other), None, "{other}");
+        }
+    }
+
     #[test]
     fn a_publishing_line_reads_back_and_nothing_else_does() {
         for (generation, nodes) in [(1, 1), (3, 3), (12, 257)] {

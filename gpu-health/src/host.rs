@@ -50,7 +50,7 @@ impl Host {
     }
 
     fn file(&self, absolute: &str) -> PathBuf {
-        self.root.join(absolute.trim_start_matches('/'))
+        node_contract::files::under(&self.root, absolute)
     }
 
     fn command(&self, name: &str) -> Option<PathBuf> {

@@ -57,7 +57,10 @@ async fn a_late_worker_runs_prepare_data_and_joins_as_generation_two() -> TestRe
     let newcomer = agents.last().unwrap();
     assert!(newcomer.log().contains("running the prepare-data script"), "{}", newcomer.log());
     assert!(efs.path().join(format!("prepare-data.sh.ran-on-{new_ip}")).exists(), "the script did not run on {new_ip}");
-    assert!(efs.path().join(format!("prepare_data_success_{new_ip}")).exists(), "no prepare-data marker for {new_ip}");
+    assert!(
+        efs.path().join(node_contract::files::prepare_data::marker_name(&new_ip)).exists(),
+        "no prepare-data marker for {new_ip}"
+    );
 
     // Every node: generation 2, the same 4 members; old members kept their indices.
     let indices_after = applied_indices(cluster.master().root());

@@ -65,7 +65,7 @@ fn every_rank_sees_torchruns_variables() -> TestResult {
     let profile = cluster.hosts[2].root.join("etc/profile.d/deeplearning.sh");
     let mut lines = std::fs::read_to_string(&profile).map_err(Error::io("reading", &profile))?;
     for (name, value) in agent::fabric::environment(Some(&efa), Some("p4d.24xlarge"), None) {
-        lines.push_str(&format!("export {name}={}\n", agent::files::profile::quote(&value)));
+        lines.push_str(&format!("export {name}={}\n", node_contract::files::profile::quote(&value)));
     }
     std::fs::write(&profile, lines).map_err(Error::io("writing", &profile))?;
     for (job, env, omp) in [

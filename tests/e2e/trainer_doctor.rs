@@ -68,7 +68,7 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
         expect: None,
         report,
     };
-    let path = root.join(node_contract::gpu::GPU_CHECK_PATH.trim_start_matches('/'));
+    let path = node_contract::files::under(&root, node_contract::gpu::GPU_CHECK_PATH);
     std::fs::create_dir_all(path.parent().expect("a parent")).map_err(Error::io("creating", &path))?;
     std::fs::write(&path, serde_json::to_string(&file).expect("JSON")).map_err(Error::io("writing", &path))?;
     cluster.stop_sshd(2);

@@ -15,7 +15,7 @@ const SHARED_DIR: &str = "/var/lib/dl-e2e";
 
 /// The text of `path` (absolute, as on the node) under `root`, or "".
 pub fn read(root: &Path, path: &str) -> String {
-    std::fs::read_to_string(root.join(path.trim_start_matches('/'))).unwrap_or_default()
+    std::fs::read_to_string(node_contract::files::under(root, path)).unwrap_or_default()
 }
 
 /// The lines between the `# BEGIN deeplearning-cluster` and `# END ...` markers.

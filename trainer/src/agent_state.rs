@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 
 /// The state under `root`; `None` before the agent applied a manifest.
 pub fn read(root: &Path) -> Result<Option<State>> {
-    let path = crate::fsroot::under(root, STATE_PATH);
+    let path = node_contract::files::under(root, STATE_PATH);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

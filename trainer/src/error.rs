@@ -46,6 +46,15 @@ pub enum Error {
         /// Why.
         source: node_contract::state::StateError,
     },
+    /// No hosts were named and the agent has applied no membership here.
+    #[error(
+        "no hosts: {path} does not exist (the agent has not formed a cluster on this node); run on a cluster \
+         node, or name the hosts with --hosts FILE"
+    )]
+    NoAgentHosts {
+        /// The agent's state file.
+        path: PathBuf,
+    },
     /// An elastic job needs the agent's membership and there is none.
     #[error(
         "--elastic follows the agent's membership, and {path} does not exist: run on a cluster node whose agent \

@@ -20,7 +20,7 @@ pub const LOCAL_JOB: &str = "local";
 /// name (not started by `trainer launch`) the job [`LOCAL_JOB`].
 pub fn path(what: &str) -> PathBuf {
     let env = |name: &str| std::env::var(name).ok();
-    path_from(env("EFS_MOUNT").as_deref(), env(JOB_VAR).as_deref(), what)
+    path_from(env(node_contract::files::profile::EFS_MOUNT_VAR).as_deref(), env(JOB_VAR).as_deref(), what)
 }
 
 /// [`path`] from the two variables' values (empty counts as unset).

@@ -12,20 +12,24 @@
 //!
 //! What both read, at the top, in leaf modules: [`agent_state`] (the
 //! agent's state file), [`jobdir`] (a job's directory on EFS and the
-//! variable naming the job), [`exit`] (the exit codes) and [`fsroot`] (the
-//! filesystem root node paths are under).
+//! variable naming the job) and [`exit`] (the exit codes). Node paths are
+//! under the filesystem root through `node_contract::files::under`, the
+//! agent's own helper.
 //! Arrows run one way: `jobs` may use `train` (doctor asks the CUDA probe
 //! whether the GPU libraries load), `train` never uses `jobs`.
 //!
 //! Inputs are the files the agent writes (docs/ARCHITECTURE.md, "The node
-//! contract"): `/opt/deeplearning/workers`, `/opt/deeplearning/hostfile`,
-//! `/etc/profile.d/deeplearning.sh`, `/etc/ssh/ssh_known_hosts`, the agent's
-//! state file, all under a filesystem root (`--root`, `/` in production).
+//! contract", "trainer"), read through the node contract's readers
+//! (`node_contract::files`, `node_contract::state`) under a filesystem root
+//! (`--root`, `/` in production): the cluster's membership from one
+//! channel, the agent's state file (the generation and its manifest; the
+//! workers file and hostfile only when a user names one with `--hosts`),
+//! and this node's environment from `/etc/profile.d/deeplearning.sh`, the
+//! known hosts from `/etc/ssh/ssh_known_hosts`.
 
 pub mod agent_state;
 pub mod error;
 pub mod exit;
-pub mod fsroot;
 pub mod jobdir;
 pub mod jobs;
 pub mod train;

@@ -42,9 +42,10 @@ fn bad_input_is_a_usage_error_naming_where() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(&needle), "{args:?}: {} lacks {needle:?}", stderr(&out));
     }
-    // A root without the agent's workers file says what to do.
+    // A root without the agent's membership (its state file) says what to do.
     let out = trainer(&["kill", "--root", dir.path().to_str().unwrap()]);
-    assert!(stderr(&out).contains("opt/deeplearning/workers"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("var/lib/deeplearning/state.json") && err.contains("--hosts FILE"), "{err}");
 }
 
 /// An idx file: the magic number, the dimensions, then the bytes (big-endian, as MNIST's).

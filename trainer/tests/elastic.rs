@@ -330,7 +330,8 @@ impl Cluster {
     }
 
     fn mark_prepared(&self, index: u32) {
-        std::fs::write(self.efs().join(format!("prepare_data_success_{}", Self::ip(index))), b"").unwrap();
+        std::fs::write(self.efs().join(node_contract::files::prepare_data::marker_name(&Self::ip(index))), b"")
+            .unwrap();
     }
 
     /// The file whose existence is node `index`'s interruption notice.

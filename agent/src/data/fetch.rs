@@ -70,7 +70,7 @@ impl Plan {
         Plan {
             sets,
             root: root.to_owned(),
-            efs_data_dir: root.join(efs_mount.trim_start_matches('/')).join(node_contract::data::DATA_DIR_ON_EFS),
+            efs_data_dir: node_contract::files::under(root, efs_mount).join(node_contract::data::DATA_DIR_ON_EFS),
             ip: ip.to_owned(),
             boot_id: boot_id.to_owned(),
             bind: SocketAddr::new(bind_ip, node_contract::data::DATA_PORT),
@@ -83,7 +83,7 @@ impl Plan {
     }
 
     fn dir(&self, set: &DataSet) -> PathBuf {
-        self.root.join(set.dir.trim_start_matches('/'))
+        node_contract::files::under(&self.root, &set.dir)
     }
 
     fn together(&self) -> bool {

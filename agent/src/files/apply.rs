@@ -9,9 +9,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::error::FilesError;
-use super::paths::under;
 use super::plan::{Content, Plan, PlannedFile};
 use super::{atomic, hosts, managed_block, passwd};
+use node_contract::files::under;
 
 /// What each file would contain after [`apply`] (shared files merged with
 /// their current content under `root`), without writing. Paths are as on

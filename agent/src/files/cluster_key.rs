@@ -16,7 +16,7 @@ use ssh_key::{Algorithm, LineEnding, PrivateKey};
 
 use super::atomic;
 use super::error::FilesError;
-use super::paths::under;
+use node_contract::files::under;
 
 /// The key file, as on the node.
 pub const PATH: &str = "/var/lib/deeplearning/cluster_key";

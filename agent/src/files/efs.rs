@@ -31,8 +31,8 @@ use node_contract::NodeConfig;
 use super::apply::apply;
 use super::atomic;
 use super::error::FilesError;
-use super::paths::under;
 use super::plan::Plan;
+use node_contract::files::under;
 
 /// The file, as on the node.
 pub const FSTAB_PATH: &str = "/etc/fstab";

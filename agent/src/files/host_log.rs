@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::atomic;
 use super::error::FilesError;
-use super::paths::under;
+use node_contract::files::under;
 
 /// The log under `root` for the file system mounted at `efs_mount`.
 pub fn path(root: &Path, efs_mount: &str) -> PathBuf {

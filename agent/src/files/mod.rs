@@ -1,16 +1,16 @@
 //! What a manifest means on disk: the files every node ends with
 //! (docs/ARCHITECTURE.md, "Files every node ends with"), written atomically and idempotently under a root
 //! directory (`/` in production, a temp dir in tests; every path is
-//! `root.join(<path without the leading />)`).
+//! `node_contract::files::under(root, <path>)`).
 //!
 //! | File | Module | Why |
 //! |------|--------|-----|
 //! | `/etc/hosts` (managed block) | [`hosts`] | aliases `deeplearning-workerN` and `deeplearning-master` resolve on every node |
 //! | `/etc/ssh/ssh_known_hosts` (managed block) | [`known_hosts`] | SSH between nodes verifies host keys; host key checking stays on |
 //! | `/etc/fstab` (managed block) | [`efs`], [`fsx`] | EFS (and FSx for Lustre) are mounted again after a reboot |
-//! | `/opt/deeplearning/workers` | [`workers`] | one alias per line, master first (`$DEEPLEARNING_WORKERS_PATH`, MXNet `launch.py -H`) |
-//! | `/opt/deeplearning/hostfile` | [`hostfile`] | `alias slots=N` for mpirun, Horovod, DeepSpeed |
-//! | `/etc/profile.d/deeplearning.sh` | [`profile`] | `DEEPLEARNING_*`, `EFS_MOUNT` and the NCCL/EFA environment ([`crate::fabric`]) in every login shell |
+//! | `/opt/deeplearning/workers` | `node_contract::files::workers` | one alias per line, master first (`$DEEPLEARNING_WORKERS_PATH`, MXNet `launch.py -H`) |
+//! | `/opt/deeplearning/hostfile` | `node_contract::files::hostfile` | `alias slots=N` for mpirun, Horovod, DeepSpeed |
+//! | `/etc/profile.d/deeplearning.sh` | [`profile`] (format and quoting: `node_contract::files::profile`) | `DEEPLEARNING_*`, `EFS_MOUNT` and the NCCL/EFA environment ([`crate::fabric`]) in every login shell |
 //! | `~user/.ssh/authorized_keys` (managed block) | [`authorized_keys`] | the master reaches every node with the cluster key |
 //! | `~user/.ssh/id_ed25519_deeplearning{,.pub}`, `~user/.ssh/config` (managed block), master only | [`ssh_client`] | the master's side of that: the key, and `ssh` to any node's alias, IP or host name uses it with strict host key checking |
 //! | `/var/lib/deeplearning/cluster_key`, master only | [`cluster_key`] | the cluster key, created once and kept across restarts |
@@ -52,7 +52,6 @@ pub mod efs;
 pub mod error;
 pub mod fsx;
 pub mod host_log;
-pub mod hostfile;
 pub mod hosts;
 pub mod known_hosts;
 pub mod managed_block;
@@ -64,17 +63,17 @@ pub mod plan;
 pub mod profile;
 pub mod ssh_client;
 pub mod state;
-pub mod workers;
 
 use std::path::{Path, PathBuf};
 
 use node_contract::NodeConfig;
+use node_contract::files::{hostfile, workers};
 use node_contract::message::Manifest;
 
 pub use apply::{apply, render};
 pub use error::FilesError;
 pub use nodes::{Node, nodes};
-pub use paths::{network_check_path, under};
+pub use paths::network_check_path;
 pub use plan::{Content, Plan, PlannedFile};
 
 use crate::fabric::Variable;
@@ -126,8 +125,11 @@ pub fn plan(
         root_file(hosts::PATH, Content::Block(hosts::body(&nodes))),
         root_file(known_hosts::PATH, Content::Block(known_hosts::body(&nodes)?)),
         fstab_file(config),
-        root_file(workers::PATH, Content::Whole(workers::content(&nodes))),
-        root_file(hostfile::PATH, Content::Whole(hostfile::content(&nodes))),
+        root_file(workers::PATH, Content::Whole(workers::content(nodes.iter().map(|n| n.node.alias.as_str())))),
+        root_file(
+            hostfile::PATH,
+            Content::Whole(hostfile::content(nodes.iter().map(|n| (n.node.alias.as_str(), n.node.gpus)))),
+        ),
         root_file(profile::PATH, Content::Whole(profile::content(manifest, &nodes, this.gpus, config, fabric))),
         user_file(
             authorized_keys::path(user),
@@ -172,6 +174,7 @@ pub(crate) mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     use node_contract::Role;
+    use node_contract::files::under;
     use node_contract::message::{ManifestNode, worker_alias};
 
     use super::*;

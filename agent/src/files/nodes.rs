@@ -67,18 +67,15 @@ pub fn nodes(manifest: &Manifest) -> Result<Vec<Node<'_>>, FilesError> {
     }
     let names: std::collections::BTreeSet<&str> =
         manifest.nodes.iter().flat_map(|n| [n.alias.as_str(), n.hostname.as_str(), n.private_ip.as_str()]).collect();
-    let mut nodes: Vec<Node<'_>> = manifest
-        .nodes
-        .iter()
+    // The order of the workers file, the hostfile and `trainer`'s ranks.
+    let nodes: Vec<Node<'_>> = node_contract::files::workers::in_order(manifest)
+        .into_iter()
         .map(|n| Node {
             node: n,
             is_master: n.instance_id == manifest.master,
             short_name: first_label(&n.hostname).filter(|s| shorts[s] == 1 && !names.contains(s)),
         })
         .collect();
-    nodes.sort_by(|a, b| {
-        (!a.is_master, a.node.index, &a.node.instance_id).cmp(&(!b.is_master, b.node.index, &b.node.instance_id))
-    });
     for n in &nodes {
         check_node(n.node)?;
     }

@@ -12,7 +12,7 @@ pub use node_contract::interruption::{NOTICE_FILE_VERSION, NOTICE_PATH as PATH, 
 
 use super::atomic;
 use super::error::FilesError;
-use super::paths::under;
+use node_contract::files::under;
 
 /// The notice under `root`; `None` when there is none.
 pub fn read(root: &Path) -> Result<Option<NoticeFile>, FilesError> {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::FilesError;
-use super::paths::under;
+use node_contract::files::under;
 
 /// One line of `/etc/passwd`.
 #[derive(Clone, Debug, PartialEq, Eq)]

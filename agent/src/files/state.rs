@@ -13,7 +13,7 @@ pub use node_contract::state::{STATE_PATH as PATH, STATE_VERSION, State};
 
 use super::atomic;
 use super::error::FilesError;
-use super::paths::under;
+use node_contract::files::under;
 
 /// The state under `root`; `None` before the first manifest was applied.
 pub fn read(root: &Path) -> Result<Option<State>, FilesError> {

@@ -207,7 +207,7 @@ impl<L: LogStreams> Shipper<L> {
     }
 
     fn placement(&mut self) -> &Placement {
-        let changed = std::fs::metadata(crate::files::under(&self.root, crate::files::state::PATH))
+        let changed = std::fs::metadata(node_contract::files::under(&self.root, crate::files::state::PATH))
             .and_then(|m| m.modified())
             .ok();
         if self.current.as_ref().is_some_and(|(at, _)| *at != changed) {

@@ -155,10 +155,11 @@ fn prepare_log(root: &Path) -> PathBuf {
     root.join("var/log/deeplearning/prepare-data.log")
 }
 
-/// `$EFS_MOUNT/prepare_data_success_<ip>` under `root`: a worker writes it
-/// when its prepare-data script succeeded; the master admits it only then.
+/// The prepare-data marker of the node at `ip` under `root`
+/// (`node_contract::files::prepare_data`): a worker writes it when its
+/// prepare-data script succeeded; the master admits it only then.
 pub(super) fn prepare_marker(root: &Path, config: &NodeConfig, ip: &str) -> PathBuf {
-    root.join(config.efs.mount.trim_start_matches('/')).join(format!("prepare_data_success_{ip}"))
+    node_contract::files::under(root, node_contract::files::prepare_data::marker(&config.efs.mount, ip))
 }
 
 /// Runs the prepare-data script once per boot on a worker, before it
@@ -186,7 +187,8 @@ pub(super) async fn prepare_data(config: &NodeConfig, root: &Path, me: &Identity
     let log = prepare_log(root);
     let command = || {
         let mut c = tokio::process::Command::new(script);
-        c.env("EFS_MOUNT", &config.efs.mount).env("DEEPLEARNING_NODE_IP", &me.private_ip);
+        c.env(node_contract::files::profile::EFS_MOUNT_VAR, &config.efs.mount)
+            .env("DEEPLEARNING_NODE_IP", &me.private_ip);
         c.stdin(std::process::Stdio::null());
         c
     };

@@ -28,7 +28,7 @@ const STALE_MS: u64 = 60_000;
 
 /// The directory on EFS (under the agent's root) the nodes report in.
 pub(super) fn data_dir(root: &Path, efs_mount: &str) -> PathBuf {
-    root.join(efs_mount.trim_start_matches('/')).join(DATA_DIR_ON_EFS)
+    node_contract::files::under(root, efs_mount).join(DATA_DIR_ON_EFS)
 }
 
 /// Counts, logs and tags every `every` until the agent stops.

@@ -171,7 +171,7 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
 /// idle stretch, a busy cluster, workers joining after a resume).
 fn mark_scaled_down(root: &Path, stack: &str, mark: node_contract::idle::IdleMark) {
     use node_contract::idle::{IdleMark, SCALED_DOWN_PATH, ScaledDown};
-    let path = files::paths::under(root, SCALED_DOWN_PATH);
+    let path = node_contract::files::under(root, SCALED_DOWN_PATH);
     let written = match mark {
         IdleMark::Idle { acted_ms: Some(_), .. } => {
             let text = ScaledDown { stack: stack.to_owned(), mark }.to_text();

@@ -51,7 +51,7 @@ const DRIVER_DEVICE: &str = "/dev/nvidiactl";
 /// The image has an NVIDIA driver that loaded (under `root`: `/` on a node):
 /// then a GPU gate that cannot reach it is a fault of this instance.
 fn driver_installed(root: &Path) -> bool {
-    [DRIVER_PROC, DRIVER_DEVICE].iter().any(|p| files::paths::under(root, p).exists())
+    [DRIVER_PROC, DRIVER_DEVICE].iter().any(|p| node_contract::files::under(root, p).exists())
 }
 
 /// The GPUs as the agent reads them.
@@ -169,7 +169,7 @@ pub(super) async fn before_registering<Q: Queue>(
         expect,
         report: report.clone(),
     };
-    let path = files::paths::under(root, GPU_CHECK_PATH);
+    let path = node_contract::files::under(root, GPU_CHECK_PATH);
     let json = serde_json::to_string_pretty(&file).unwrap_or_default();
     if let Err(e) = tokio::task::block_in_place(|| files::atomic::write_if_changed(&path, &json, 0o644)) {
         warn!("cannot write the GPU check's report to {}: {e}", path.display());
@@ -321,7 +321,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let file = std::fs::read_to_string(files::paths::under(root.path(), GPU_CHECK_PATH)).unwrap();
+        let file = std::fs::read_to_string(node_contract::files::under(root.path(), GPU_CHECK_PATH)).unwrap();
         assert!(file.contains("\"action\": \"replace\""), "{file}");
         // `warn`: it joins all the same.
         let mut warn = config.clone();

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use super::ScratchError;
-use crate::files::under;
+use node_contract::files::under;
 
 /// The model string of an NVMe instance store drive on Nitro.
 pub const INSTANCE_STORE_MODEL: &str = "Amazon EC2 NVMe Instance Storage";

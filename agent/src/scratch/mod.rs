@@ -34,7 +34,7 @@ pub use discovery::{Found, discover};
 pub use plan::Plan;
 
 use crate::fabric::Variable;
-use crate::files::under;
+use node_contract::files::under;
 
 /// What the node has after [`prepare`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,10 +6,11 @@
 //! makes it the group's desired capacity, between `MinSize` 0 and
 //! `MaxWorkers`), removes the guard's `deeplearning:idle` tag, and then
 //! watches until the workers are back: the master running, the group's
-//! in-service count at the desired count, and the master's log line
-//! publishing a generation with every node (the elastic join; read from
-//! the stack's log group when the nodes ship their lines), within a
-//! time limit.
+//! in-service count at the desired count, and the master's record of a
+//! generation published with every node (the elastic join; read from the
+//! stack's log group when the nodes ship their lines: the machine-readable
+//! `node_contract::logs::Published` record, or an earlier agent's
+//! "publishing generation" sentence), within a time limit.
 //!
 //! [`plan`] is the decision, from what was read; [`resume`] the flow,
 //! generic over the [`Cloud`] port and the [`Console`].
@@ -17,7 +18,9 @@
 use std::time::Duration;
 
 use node_contract::idle::{IDLE_TAG, IdleMark};
-use node_contract::logs::{log_group_name, node_label, parse_publishing_line, stack_run, stream_name};
+use node_contract::logs::{
+    log_group_name, node_label, parse_published_record, parse_publishing_line, publishing_line, stack_run, stream_name,
+};
 
 use super::console::{Console, fail};
 use super::port::{Cloud, CloudError, GroupState, LogQuery, Stack};
@@ -306,9 +309,9 @@ async fn wait_for_formation<C: Cloud>(
                 Err(CloudError::Invalid { message, .. }) if message.contains("ResourceNotFound") => return Ok(None),
                 Err(e) => return Err(Stop::Cloud(e)),
             };
-            let mut published = page.events.iter().rev().filter_map(|e| parse_publishing_line(&e.message));
-            if let Some((_, _, line)) = published.find(|(_, n, _)| *n >= nodes) {
-                formed = Some(line.to_owned());
+            let mut publications = page.events.iter().rev().filter_map(|e| published(&e.message));
+            if let Some((generation, n)) = publications.find(|(_, n)| *n >= nodes) {
+                formed = Some(publishing_line(generation, n as usize));
             }
             if let Some(last) = page.events.last() {
                 // The next poll reads on from here.
@@ -331,6 +334,15 @@ async fn wait_for_formation<C: Cloud>(
         display.live_since(started, &format!("waiting for the master to admit {workers} workers"));
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// The generation and node count of a publication the master logged: its
+/// [`Published`](node_contract::logs::Published) record, or, from an agent
+/// of an earlier release that logs no record, its sentence.
+fn published(message: &str) -> Option<(u64, u32)> {
+    parse_published_record(message)
+        .map(|r| (r.generation, r.nodes))
+        .or_else(|| parse_publishing_line(message).map(|(generation, nodes, _)| (generation, nodes)))
 }
 
 #[cfg(test)]
@@ -427,6 +439,40 @@ mod tests {
         assert!(err.contains("Starting the master i-0master"), "{err}");
         assert!(err.contains("Scaling the worker group demo-WorkerGroup-x to 2 (was 0)"), "{err}");
         assert!(err.contains("stack demo resumed in") && err.contains("publishing generation 4: 3 nodes"), "{err}");
+    }
+
+    /// The master's record, not its sentence, is what is read: a record of
+    /// every node is the join, a record of fewer is not.
+    #[tokio::test(start_paused = true)]
+    async fn the_join_is_read_from_the_masters_record() {
+        let event = |id: &str, message: String| LogEvent {
+            stream: "master-i-0master".into(),
+            at_ms: now_ms() + 1,
+            id: id.into(),
+            message,
+        };
+        let record = |generation, nodes| {
+            format!("INFO agent::runner::effects: {}", node_contract::logs::published_record(generation, nodes))
+        };
+        let cloud = stopped_cluster();
+        cloud.log_groups.lock().unwrap().insert(
+            "/deeplearning-cluster/demo/run1".into(),
+            vec![event("1", record(3, 2)), event("2", record(5, 3)), event("3", "INFO agent: admitted".into())],
+        );
+        let console = FakeConsole::default();
+        assert_eq!(resume(&console, &cloud, "demo", Duration::from_secs(600)).await, ExitCode::Success);
+        let err = console.stderr();
+        assert!(err.contains("stack demo resumed in") && err.contains("publishing generation 5: 3 nodes"), "{err}");
+        // Only a record of fewer nodes: not joined, and the watch times out.
+        let cloud = stopped_cluster();
+        cloud
+            .log_groups
+            .lock()
+            .unwrap()
+            .insert("/deeplearning-cluster/demo/run1".into(), vec![event("1", record(3, 2))]);
+        let console = FakeConsole::default();
+        assert_eq!(resume(&console, &cloud, "demo", Duration::from_secs(600)).await, ExitCode::Invalid);
+        assert!(console.stderr().contains("has not published a generation with 3 nodes"), "{}", console.stderr());
     }
 
     #[tokio::test(start_paused = true)]

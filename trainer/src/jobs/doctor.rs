@@ -42,7 +42,7 @@ pub use crate::train::device::gpu_libraries;
 
 /// GPUs the NVIDIA driver lists under `root` (0 without a driver).
 pub fn gpu_count(root: &Path) -> usize {
-    std::fs::read_dir(crate::fsroot::under(root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir(node_contract::files::under(root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0)
 }
 
 /// [`gpu_libraries`] on a host with `gpus` GPUs; `None` without GPUs (nothing to check).
@@ -105,7 +105,7 @@ fn generation(root: &Path) -> std::result::Result<u64, String> {
         Ok(Some(state)) => Ok(state.generation),
         Ok(None) => Err(format!(
             "{}: no such file (the agent has not applied a manifest)",
-            crate::fsroot::under(root, node_contract::state::STATE_PATH).display()
+            node_contract::files::under(root, node_contract::state::STATE_PATH).display()
         )),
         Err(e) => Err(e.to_string()),
     }
@@ -116,7 +116,7 @@ fn generation(root: &Path) -> std::result::Result<u64, String> {
 /// (the master's current one). No file: nothing (the gate is off, or has
 /// not decided yet).
 fn network_check(root: &Path, generation: Option<u64>) -> (String, Vec<String>) {
-    let path = crate::fsroot::under(root, node_contract::NETWORK_CHECK_PATH);
+    let path = node_contract::files::under(root, node_contract::NETWORK_CHECK_PATH);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (String::new(), Vec::new()),
@@ -176,9 +176,10 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         None => {}
     }
     match profile::efs_mount(&args.root) {
-        None => {
-            line(format!("efs_error=no EFS_MOUNT in {}", crate::fsroot::under(&args.root, profile::PATH).display()))
-        }
+        None => line(format!(
+            "efs_error=no EFS_MOUNT in {}",
+            node_contract::files::under(&args.root, profile::PATH).display()
+        )),
         Some(efs) => {
             let dir = probe_dir(&efs, &args.probe);
             let write = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join(&args.host), &args.host));

@@ -21,7 +21,7 @@ pub const KEY: &str = "gpu_report";
 /// against what its boot gate expected) or the boot gate's report; `None`
 /// when there is nothing to show.
 pub fn local_line(root: &Path, host: &str, gpus: usize, run_now: Option<GpuLevel>) -> Option<String> {
-    let boot = gpu_health::last_report(&crate::fsroot::under(root, GPU_CHECK_PATH));
+    let boot = gpu_health::last_report(&node_contract::files::under(root, GPU_CHECK_PATH));
     let mut report = match run_now {
         Some(level) if gpus > 0 => {
             let budget = Duration::from_secs(u64::from(level.default_timeout_seconds()));
@@ -97,7 +97,7 @@ mod tests {
             expect: None,
             report: report(false),
         };
-        let path = crate::fsroot::under(root.path(), GPU_CHECK_PATH);
+        let path = node_contract::files::under(root.path(), GPU_CHECK_PATH);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, serde_json::to_string(&file).unwrap()).unwrap();
         let line = local_line(root.path(), "h", 8, None).unwrap();

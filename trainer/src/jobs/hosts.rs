@@ -1,22 +1,22 @@
-//! Which hosts a job runs on and the ranks on each: the workers file (one
-//! alias per line, master first) or an mpirun-style hostfile
-//! (`host slots=N`), and the rank table built from them.
+//! Which hosts a job runs on and the ranks on each: the cluster's nodes as
+//! the agent applied them (its state file, the trainer's one channel for
+//! the membership), or a hosts file a user names (a workers file, one alias
+//! per line, or an mpirun-style hostfile, `host slots=N`, read with the node
+//! contract's reader), and the rank table built from them.
 //!
-//! Ranks are numbered host by host in file order, so the master holds rank 0
-//! and a host keeps its ranks as long as the file order holds (the agent
-//! never reorders nodes).
+//! Ranks are numbered host by host in order (the master first, then by
+//! index), so the master holds rank 0 and a host keeps its ranks as long as
+//! the order holds (the agent never reorders nodes).
 
 use std::path::Path;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// The most processes one host runs: `slots=N` and `--nproc-per-node N`
-/// above it are refused before anything starts. One rank per GPU is usual
-/// and EC2's largest instances have 8 to 16 accelerators; 256 also allows
-/// one rank per vCPU of a p5.48xlarge (192) for CPU jobs. Every rank costs
-/// the launcher an ssh connection, its pipes and a log file.
-pub const MAX_SLOTS_PER_HOST: u32 = 256;
+use node_contract::files::hostfile::{self, parse_line};
+pub use node_contract::files::hostfile::{HostEntry, MAX_SLOTS_PER_HOST};
+use node_contract::files::profile::WORKERS_PATH_VAR;
+use node_contract::files::workers;
 
 /// The most ranks one job runs (256 hosts of 16 ranks each).
 pub const MAX_WORLD_SIZE: u32 = 4096;
@@ -25,56 +25,19 @@ pub const MAX_WORLD_SIZE: u32 = 4096;
 /// thousands of hosts.
 pub const MAX_HOSTS_FILE_BYTES: u64 = 1024 * 1024;
 
-/// Characters a host entry may hold: a name, an IPv4 or IPv6 address
-/// (`:`, `%` for a zone), or `user@host` as ssh takes it. Anything else (a
-/// NUL byte, a quote, `;`) cannot name a host and would only fail later,
-/// after other ranks started.
-fn is_host(name: &str) -> bool {
-    name.len() <= 255 && name.chars().all(|c| c.is_ascii_alphanumeric() || ".-_:@%".contains(c))
-}
-
-/// One line of a hosts file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostEntry {
-    /// Alias, host name or address, as given to `ssh`.
-    pub name: String,
-    /// `slots=N`, when the line has it.
-    pub slots: Option<u32>,
-}
-
-/// Parses a workers file or hostfile. Blank lines and `#` comments are skipped.
+/// Parses a workers file or hostfile (the node contract's
+/// [`parse_line`], each line's error named by file and line). Blank lines
+/// and `#` comments are skipped.
 pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
     let mut hosts = Vec::new();
     for (i, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            continue;
-        }
-        let bad = |reason| Error::HostsLine { path: path.to_owned(), line: i + 1, text: raw.to_owned(), reason };
-        let mut words = line.split_whitespace();
-        let name = words.next().unwrap_or_default();
-        if name.contains('=') || name.starts_with('-') {
-            return Err(bad("the first word must be a host name"));
-        }
-        if !is_host(name) {
-            return Err(bad("a host is a name, an address or user@host (letters, digits and . - _ : @ %)"));
-        }
-        let mut slots = None;
-        for word in words {
-            match word.split_once('=') {
-                Some(("slots", n)) => {
-                    let n = n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("slots must be >= 1"))?;
-                    if n > MAX_SLOTS_PER_HOST {
-                        return Err(bad("slots must be at most 256 per host"));
-                    }
-                    slots = Some(n);
-                }
-                // mpirun's hostfile also allows max_slots; it does not change how many we start.
-                Some(("max_slots", _)) => {}
-                _ => return Err(bad("unknown word")),
+        match parse_line(raw) {
+            Ok(Some(entry)) => hosts.push(entry),
+            Ok(None) => {}
+            Err(reason) => {
+                return Err(Error::HostsLine { path: path.to_owned(), line: i + 1, text: raw.to_owned(), reason });
             }
         }
-        hosts.push(HostEntry { name: name.to_owned(), slots });
     }
     if hosts.is_empty() {
         return Err(Error::NoHosts { path: path.to_owned() });
@@ -174,25 +137,46 @@ pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Resul
     Ok(out)
 }
 
-/// The agent's workers file, as on a node.
-pub const WORKERS_PATH: &str = "/opt/deeplearning/workers";
-/// The agent's hostfile (`alias slots=N`), as on a node.
-pub const HOSTFILE_PATH: &str = "/opt/deeplearning/hostfile";
-
-/// The job's hosts: `--hosts FILE` when given, else
-/// `$DEEPLEARNING_WORKERS_PATH`, else the workers file under `root`.
+/// The job's hosts: `--hosts FILE` when given; else
+/// `$DEEPLEARNING_WORKERS_PATH` when it names a file of the user's (not the
+/// agent's workers file, which every login shell's profile names); else
+/// the agent's membership ([`agent_hosts`]).
 pub fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
-    let path = match (given, std::env::var_os("DEEPLEARNING_WORKERS_PATH")) {
-        (Some(p), _) => p.to_owned(),
-        (None, Some(p)) if !p.is_empty() => p.into(),
-        _ => crate::fsroot::under(root, WORKERS_PATH),
-    };
-    read(&path)
+    let named = std::env::var_os(WORKERS_PATH_VAR).filter(|p| !p.is_empty() && *p != *workers::PATH);
+    match (given, named) {
+        (Some(p), _) => read(p),
+        (None, Some(p)) => read(Path::new(&p)),
+        (None, None) => agent_hosts(root),
+    }
 }
 
-/// The agent's hostfile under `root`, for `auto` slots; empty when missing.
-pub fn agent_hostfile(root: &Path) -> Vec<HostEntry> {
-    read(&crate::fsroot::under(root, HOSTFILE_PATH)).unwrap_or_default()
+/// The cluster's nodes as this node's agent last applied them, from its
+/// state file under `root` (the trainer's one channel for the agent's
+/// membership: docs/ARCHITECTURE.md, "trainer"): in the workers file's
+/// order, each with its slots (its GPUs, 1 without), as the workers file
+/// and the hostfile list them.
+pub fn agent_hosts(root: &Path) -> Result<Vec<HostEntry>> {
+    match crate::agent_state::read(root)? {
+        Some(state) => Ok(members(&state.manifest)),
+        None => Err(Error::NoAgentHosts { path: node_contract::files::under(root, node_contract::state::STATE_PATH) }),
+    }
+}
+
+/// The agent's nodes under `root`, for `auto` slots of hosts named by
+/// alias; empty without a state file.
+pub fn agent_slots(root: &Path) -> Vec<HostEntry> {
+    match crate::agent_state::read(root) {
+        Ok(Some(state)) => members(&state.manifest),
+        _ => Vec::new(),
+    }
+}
+
+/// A manifest's nodes as hosts-file entries: alias and slots, in order.
+fn members(manifest: &node_contract::message::Manifest) -> Vec<HostEntry> {
+    workers::in_order(manifest)
+        .into_iter()
+        .map(|n| HostEntry { name: n.alias.clone(), slots: Some(hostfile::slots(n.gpus)) })
+        .collect()
 }
 
 #[cfg(test)]
@@ -229,6 +213,47 @@ mod tests {
             let e = p(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_agents_membership_in_order_with_slots() {
+        use node_contract::message::{Manifest, ManifestNode, worker_alias};
+        let root = tempfile::tempdir().unwrap();
+        let e = agent_hosts(root.path()).unwrap_err().to_string();
+        assert!(e.contains("var/lib/deeplearning/state.json") && e.contains("--hosts FILE"), "{e}");
+        assert!(agent_slots(root.path()).is_empty());
+        let node = |index: u32, gpus: u32| ManifestNode {
+            index,
+            alias: worker_alias(index),
+            instance_id: format!("i-{index}"),
+            private_ip: format!("10.0.0.{index}"),
+            hostname: String::new(),
+            gpus,
+            ssh_host_key: String::new(),
+        };
+        let manifest = Manifest {
+            cluster: "demo".into(),
+            generation: 4,
+            master: "i-1".into(),
+            nodes: vec![node(3, 0), node(1, 8), node(2, 4)],
+            cluster_public_key: String::new(),
+        };
+        let state = node_contract::state::State {
+            version: node_contract::state::STATE_VERSION,
+            instance_id: "i-1".into(),
+            generation: 4,
+            manifest,
+        };
+        let path = node_contract::files::under(root.path(), node_contract::state::STATE_PATH);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_string(&state).unwrap()).unwrap();
+        let hosts = agent_hosts(root.path()).unwrap();
+        let read: Vec<_> = hosts.iter().map(|h| (h.name.as_str(), h.slots)).collect();
+        assert_eq!(
+            read,
+            [("deeplearning-worker1", Some(8)), ("deeplearning-worker2", Some(4)), ("deeplearning-worker3", Some(1))]
+        );
+        assert_eq!(agent_slots(root.path()), hosts);
     }
 
     #[test]

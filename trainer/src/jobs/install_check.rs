@@ -20,8 +20,8 @@ use node_contract::AGENT_UNIT;
 use node_contract::state::STATE_PATH;
 
 use crate::exit::{EXIT_FAILED, EXIT_OK};
-use crate::fsroot::under;
 use crate::jobs::doctor::{gpu_count, nccl_check};
+use node_contract::files::under;
 
 /// Where systemd looks for units, most specific first; Debian packages put
 /// theirs in `/lib/systemd/system` (`/usr/lib/...` after the usr merge).
@@ -71,7 +71,7 @@ fn agent_runs(agent: &Path) -> Result<String, String> {
 fn unit_installed(root: &Path) -> Result<String, String> {
     UNIT_DIRS
         .iter()
-        .map(|dir| under(root, &format!("{dir}/{AGENT_UNIT}")))
+        .map(|dir| under(root, format!("{dir}/{AGENT_UNIT}")))
         .find(|path| path.is_file())
         .map(|path| path.display().to_string())
         .ok_or_else(|| {

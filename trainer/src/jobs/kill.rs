@@ -97,7 +97,7 @@ pub async fn run(args: Args) -> Result<u8> {
 
 /// Stops this host's ranks from their pid files; prints one line per rank.
 pub fn run_local(args: &LocalArgs) -> Result<u8> {
-    let base = crate::fsroot::under(&args.root, RUN_DIR);
+    let base = node_contract::files::under(&args.root, RUN_DIR);
     let jobs: Vec<String> = match &args.job {
         Some(job) => vec![job.clone()],
         None => match std::fs::read_dir(&base) {
@@ -113,7 +113,7 @@ pub fn run_local(args: &LocalArgs) -> Result<u8> {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| Some(e.ok()?.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "pid"))
+            .filter(|p| p.extension().is_some_and(|x| x == node_contract::idle::PID_FILE_EXTENSION))
             .collect();
         files.sort();
         for file in files {

@@ -58,7 +58,9 @@ pub const KILL_AFTER: Duration = Duration::from_secs(3);
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Hosts to run on, one per line, optionally `host slots=N`; default:
-    /// `$DEEPLEARNING_WORKERS_PATH`, else /opt/deeplearning/workers.
+    /// `$DEEPLEARNING_WORKERS_PATH` when set to a file other than
+    /// /opt/deeplearning/workers, else the cluster's nodes as the agent
+    /// applied them (/var/lib/deeplearning/state.json).
     #[arg(long, value_name = "FILE")]
     pub hosts: Option<PathBuf>,
     /// Processes per host: a number, or `auto` for the host's GPU count
@@ -208,7 +210,7 @@ fn slot_timeout(ssh: &SshArgs) -> Duration {
 /// master's `node_contract::idle::SCALED_DOWN_PATH`): the job would run on
 /// the hosts left, the master alone. `None` when the file is not there.
 fn scaled_down_note(root: &Path, now_ms: u64) -> Option<String> {
-    let path = crate::fsroot::under(root, node_contract::idle::SCALED_DOWN_PATH);
+    let path = node_contract::files::under(root, node_contract::idle::SCALED_DOWN_PATH);
     let text = std::fs::read_to_string(path).ok()?;
     let down = node_contract::idle::ScaledDown::parse(&text)?;
     Some(format!("warning: {}; this job runs on the hosts that are left", down.advice(now_ms)))
@@ -229,7 +231,7 @@ pub async fn run(args: Args) -> Result<u8> {
         cli_output::errln!("trainer: {note}");
     }
     let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
-    let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_hostfile(&args.root))?;
+    let ranks = hosts::ranks(&hosts, args.nproc_per_node, &hosts::agent_slots(&args.root))?;
     let job = args.job.clone().unwrap_or_else(default_job);
     let logs = log_dir(&args.root, &job)?;
     let trainer = args.ssh.remote_trainer()?;
@@ -412,7 +414,7 @@ pub async fn run(args: Args) -> Result<u8> {
                 let Some(known) = membership.as_mut() else { continue };
                 match known.joined(&args.root, &procs) {
                     Ok(new_hosts) => {
-                        let hostfile = if new_hosts.is_empty() { Vec::new() } else { hosts::agent_hostfile(&args.root) };
+                        let hostfile = if new_hosts.is_empty() { Vec::new() } else { hosts::agent_slots(&args.root) };
                         for host in new_hosts {
                             let entry = hosts::HostEntry { name: host.alias.clone(), slots: None };
                             let group_rank = procs.iter().map(|p| p.spec.group_rank + 1).max().unwrap_or(0);
@@ -565,7 +567,9 @@ impl Membership {
     fn read(root: &Path) -> Result<Membership> {
         match agent_state::read(root)? {
             Some(state) => Ok(Membership { generation: state.generation, nodes: state.manifest.nodes }),
-            None => Err(Error::NoMembership { path: crate::fsroot::under(root, node_contract::state::STATE_PATH) }),
+            None => {
+                Err(Error::NoMembership { path: node_contract::files::under(root, node_contract::state::STATE_PATH) })
+            }
         }
     }
 
@@ -811,7 +815,7 @@ mod tests {
     fn a_launch_while_the_workers_are_scaled_down_says_so_and_names_synth_resume() {
         let root = tempfile::tempdir().unwrap();
         assert_eq!(scaled_down_note(root.path(), 0), None);
-        let path = crate::fsroot::under(root.path(), node_contract::idle::SCALED_DOWN_PATH);
+        let path = node_contract::files::under(root.path(), node_contract::idle::SCALED_DOWN_PATH);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "stack=resnet idle since=0 until=600000 action=scale_workers acted=600000\n").unwrap();
         assert_eq!(

@@ -172,7 +172,7 @@ fn parse_env(s: &str) -> std::result::Result<(String, String), String> {
 
 /// The pid file of `rank` of `job` under `root`.
 pub fn pid_file(root: &Path, job: &str, rank: u32) -> PathBuf {
-    crate::fsroot::under(root, RUN_DIR).join(job).join(format!("{rank}.pid"))
+    node_contract::files::under(root, node_contract::idle::pid_file(job, rank))
 }
 
 /// Makes `path`'s directory and removes an error file a previous job of the
@@ -220,7 +220,7 @@ pub async fn run(args: Args) -> Result<u8> {
     env.extend(torchrun::rank_env(&place, error_file).into_iter().map(|(k, v)| (k.to_owned(), v)));
     env.extend(args.env.iter().cloned());
     env.push((JOB_VAR.to_owned(), args.job.clone()));
-    let notice_path = crate::fsroot::under(&args.root, NOTICE_PATH);
+    let notice_path = node_contract::files::under(&args.root, NOTICE_PATH);
     let boot = boot_id(&args.root);
     let notice_at_start = read_notice(&notice_path, boot.as_deref());
     env.extend(notice_env(&notice_path, notice_at_start.as_ref(), unix_now()));
@@ -258,7 +258,7 @@ pub async fn run(args: Args) -> Result<u8> {
     let pid_path = pid_file(&args.root, &args.job, args.rank);
     let write_pid = || -> std::io::Result<()> {
         std::fs::create_dir_all(pid_path.parent().expect("a pid file has a directory"))?;
-        std::fs::write(&pid_path, format!("{} {pgid}\n", std::process::id()))
+        std::fs::write(&pid_path, node_contract::idle::pid_file_text(std::process::id(), pgid))
     };
     if let Err(source) = write_pid() {
         process::stop_group(pgid, GRACE);

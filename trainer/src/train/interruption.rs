@@ -82,7 +82,13 @@ impl NoticeWatch {
 
     /// Watches the notice file under `root`, looking at most every `every`.
     pub fn every(root: &Path, every: Duration) -> Self {
-        Self { path: crate::fsroot::under(root, NOTICE_PATH), boot: boot_id(root), every, last: None, notice: None }
+        Self {
+            path: node_contract::files::under(root, NOTICE_PATH),
+            boot: boot_id(root),
+            every,
+            last: None,
+            notice: None,
+        }
     }
 
     /// This boot's notice, once it has been seen.
@@ -137,7 +143,7 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 /// Installs the SIGTERM handler for the notice file under `root`. Calls
 /// interrupted by an ignored SIGTERM are restarted (`SA_RESTART`).
 pub fn ignore_sigterm_while_noticed(root: &Path) {
-    let path = crate::fsroot::under(root, NOTICE_PATH);
+    let path = node_contract::files::under(root, NOTICE_PATH);
     let Ok(path) = CString::new(path.as_os_str().as_bytes()) else { return };
     if NOTICE.set(path).is_err() {
         return;
@@ -171,7 +177,7 @@ mod tests {
             boot_id: boot.to_owned(),
             noticed_unix_ms: 0,
         };
-        let path = crate::fsroot::under(root, NOTICE_PATH);
+        let path = node_contract::files::under(root, NOTICE_PATH);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, file.to_text()).unwrap();
     }
@@ -191,7 +197,7 @@ mod tests {
         assert!(watch.noticed());
         assert_eq!(watch.notice().unwrap().interruption.instance_id, "i-1");
         // Once leaving, always leaving (the agent may clear the file).
-        std::fs::remove_file(crate::fsroot::under(root.path(), NOTICE_PATH)).unwrap();
+        std::fs::remove_file(node_contract::files::under(root.path(), NOTICE_PATH)).unwrap();
         assert!(watch.noticed());
     }
 

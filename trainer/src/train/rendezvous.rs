@@ -23,7 +23,8 @@
 //! Inputs: the agent's state file `/var/lib/deeplearning/state.json` (the
 //! generation and its manifest) and node config `/etc/deeplearning/node.json`
 //! (EFS mount, prepare-data script) under a filesystem root ([`Roster`]);
-//! the prepare-data markers `$EFS_MOUNT/prepare_data_success_<ip>`.
+//! the prepare-data markers `$EFS_MOUNT/prepare_data_success_<ip>`
+//! (`node_contract::files::prepare_data`).
 //!
 //! Wire format: one JSON object per line, `{"v": 2, "type": ..., ...}`; a
 //! line longer than [`MAX_LINE`] bytes, unknown version or malformed JSON is
@@ -39,6 +40,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use node_contract::files::prepare_data;
 use node_contract::state::{STATE_PATH, State};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
@@ -311,13 +313,13 @@ impl Roster {
 
     /// A roster from the node config under `root` (EFS mount and prepare-data script).
     pub fn from_node_config(root: &Path) -> Result<Self, RendezvousError> {
-        let path = crate::fsroot::under(root, node_contract::NODE_CONFIG_PATH);
+        let path = node_contract::files::under(root, node_contract::NODE_CONFIG_PATH);
         let text = std::fs::read_to_string(&path)
             .map_err(|e| RendezvousError::ReadConfig { path: path.clone(), reason: e.to_string() })?;
         let config = node_contract::NodeConfig::from_json(&text)
             .map_err(|e| RendezvousError::ReadConfig { path, reason: e.to_string() })?;
         let markers =
-            config.elastic.prepare_data_script.as_ref().map(|_| crate::fsroot::under(root, &config.efs.mount));
+            config.elastic.prepare_data_script.as_ref().map(|_| node_contract::files::under(root, &config.efs.mount));
         Ok(Self::new(root, markers))
     }
 
@@ -331,13 +333,13 @@ impl Roster {
             Err(crate::Error::AgentState { source, .. }) => source.to_string(),
             Err(e) => e.to_string(),
         };
-        Err(RendezvousError::ReadState { path: crate::fsroot::under(&self.root, STATE_PATH), reason })
+        Err(RendezvousError::ReadState { path: node_contract::files::under(&self.root, STATE_PATH), reason })
     }
 
     /// Whether the node with address `ip` may join: its prepare-data marker
     /// exists, or no prepare-data script is set.
     pub fn prepared(&self, ip: &str) -> bool {
-        self.markers.as_ref().is_none_or(|dir| dir.join(format!("prepare_data_success_{ip}")).exists())
+        self.markers.as_ref().is_none_or(|dir| dir.join(prepare_data::marker_name(ip)).exists())
     }
 
     /// This process's [`Hello`], holding no state (epoch and step 0; the
@@ -347,7 +349,7 @@ impl Roster {
         let node = snap.manifest.node(&snap.instance_id).ok_or_else(|| RendezvousError::NotInManifest {
             instance_id: snap.instance_id.clone(),
             generation: snap.generation,
-            path: crate::fsroot::under(&self.root, STATE_PATH),
+            path: node_contract::files::under(&self.root, STATE_PATH),
         })?;
         Ok(Hello {
             instance_id: node.instance_id.clone(),
@@ -648,7 +650,7 @@ impl Host {
             let why_not = if snap.manifest.node(&h.instance_id).is_none() && !master {
                 Some(format!("not in the manifest of generation {}", snap.generation))
             } else if !master && !self.members.contains(&id) && !self.roster.prepared(&h.ip) {
-                Some(format!("its prepare-data marker prepare_data_success_{} is not there yet", h.ip))
+                Some(format!("its prepare-data marker {} is not there yet", prepare_data::marker_name(&h.ip)))
             } else {
                 None
             };

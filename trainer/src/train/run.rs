@@ -405,7 +405,8 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
     // TensorBoard events go to EFS on a cluster, or where --tb-dir says; a
     // run outside a cluster without --tb-dir writes none (no stray directory
     // in the current one).
-    let tb_wanted = args.events.tb_dir.is_some() || std::env::var_os("EFS_MOUNT").is_some_and(|v| !v.is_empty());
+    let tb_wanted = args.events.tb_dir.is_some()
+        || std::env::var_os(node_contract::files::profile::EFS_MOUNT_VAR).is_some_and(|v| !v.is_empty());
     let events = if leader && tb_wanted { Some(EventWriter::create(&args.events.dir())?) } else { None };
 
     let plan = EpochPlan { batch_size: args.batch_size as usize, lr: args.lr, seed: args.seed, epochs: args.epochs };

@@ -85,11 +85,10 @@ impl MasterState {
             && !prepared(&r.private_ip)
         {
             fx.push(Effect::Log(format!(
-                "{id} ({}) registered, not admitted yet: waiting for {}/prepare_data_success_{} \
+                "{id} ({}) registered, not admitted yet: waiting for {} \
                  (its prepare-data script has not finished)",
                 r.private_ip,
-                mount.trim_end_matches('/'),
-                r.private_ip
+                node_contract::files::prepare_data::marker(mount, &r.private_ip)
             )));
             return;
         }

@@ -106,7 +106,9 @@ impl MasterState {
         // A new publication id, never one used before (the clock, or one past
         // the last when the clock stands still or went back).
         self.publication = now_ms.max(self.publication + 1);
+        // The sentence for people, then the record `synth resume` reads.
         fx.push(Effect::Log(node_contract::logs::publishing_line(generation, next.nodes.len())));
+        fx.push(Effect::Log(node_contract::logs::published_record(generation, next.nodes.len())));
         // The host log first: a script watching it learns of a change no
         // later than any node applies it (the lines are written whether or
         // not the send then succeeds, as before).
