@@ -31,7 +31,7 @@
 //!    signals failure with the group's launch failures as the reason.
 //! 3. **Manifests.** SQS has no broadcast, so the master sends each
 //!    generation ONCE to the worker queue, as the parts
-//!    [`node_contract::parts::split`] makes (one part up to about 900
+//!    [`node_contract::parts::split`] makes (one part up to about 3,000
 //!    nodes; every body at most 256 KiB), and every node receives them with
 //!    visibility timeout 0 (they stay visible to everyone). A node puts the
 //!    parts together ([`node_contract::parts::Assembly`]), applies a
