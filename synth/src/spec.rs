@@ -53,6 +53,11 @@ pub struct ClusterSpec {
     pub idle: Option<node_contract::idle::Idle>,
     /// Tags for every resource that takes tags.
     pub tags: BTreeMap<String, String>,
+    /// The blueprint as it was written, as JSON: kept in the template's
+    /// `Metadata.synth.blueprint`, so that `synth diff` and `deploy`'s
+    /// preview name the blueprint's fields that change, old → new.
+    /// `None` for a spec not read from a file (the tests').
+    pub blueprint: Option<serde_json::Value>,
 }
 
 impl ClusterSpec {

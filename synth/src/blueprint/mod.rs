@@ -81,10 +81,13 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
         !reported && !misspelt
     }));
     match spec {
-        Some(spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
+        Some(mut spec) if diagnostics.iter().all(|d| d.severity == Severity::Warning) => {
             // Only once the blueprint is otherwise right (no error from any
             // step): until then, the errors are what to fix.
             let missing_agent = validate::missing_agent(&spec.image, &map);
+            // The record of what was written (a document the checks above
+            // accepted also reads as JSON; if it did not, there is no record).
+            spec.blueprint = serde_yaml_ng::from_str::<serde_json::Value>(text).ok();
             Ok(Loaded { spec, warnings: diagnostics, missing_agent })
         }
         _ => Err(fail(diagnostics)),
@@ -245,6 +248,7 @@ workers:
             log_retention_days: 14,
             idle: None,
             tags: BTreeMap::new(),
+            blueprint: Some(serde_yaml_ng::from_str(MINIMAL).unwrap()),
         };
         assert_eq!(loaded.spec, expected);
     }

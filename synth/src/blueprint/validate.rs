@@ -237,6 +237,7 @@ impl Checker<'_> {
             log_retention_days,
             idle,
             tags,
+            blueprint: None,
         })
     }
 

@@ -189,6 +189,59 @@ pub struct Preview {
     pub changes: Vec<ResourceChange>,
     /// The old template has EFS mount targets (its VPC holds a file system's access).
     has_efs: bool,
+    /// The blueprint's fields that change, old → new, from the two
+    /// templates' records ([`blueprint_changes`]); empty when the stack's
+    /// template has none (made by an older synth).
+    pub blueprint: Vec<ValueChange>,
+}
+
+/// At most this many blueprint fields are listed.
+const MAX_FIELDS: usize = 20;
+
+/// The blueprint's fields that change between the blueprints the two
+/// templates record (`Metadata.synth.blueprint`, written by
+/// `stack/parameters.rs`), leaf by leaf with their dotted paths
+/// (`workers.count: 2 → 4`), at most [`MAX_FIELDS`]; empty when either has
+/// no record.
+pub fn blueprint_changes(old: &Json, new: &Json) -> Vec<ValueChange> {
+    let record = |t: &Json| t.pointer("/Metadata/synth/blueprint").cloned();
+    let (Some(old), Some(new)) = (record(old), record(new)) else { return Vec::new() };
+    let mut out = Vec::new();
+    field_changes("", Some(&old), Some(&new), &mut out);
+    out
+}
+
+fn field_changes(path: &str, old: Option<&Json>, new: Option<&Json>, out: &mut Vec<ValueChange>) {
+    if old == new || out.len() >= MAX_FIELDS {
+        return;
+    }
+    let under = |key: &str| if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+    let object = |v: Option<&Json>| match v {
+        Some(Json::Object(m)) => Some(m.clone()),
+        None | Some(Json::Null) => Some(serde_json::Map::new()),
+        _ => None,
+    };
+    match (old, new) {
+        // An object on either side (a section added or removed is listed
+        // field by field against nothing).
+        (o, n) if matches!(o, Some(Json::Object(_))) || matches!(n, Some(Json::Object(_))) => {
+            match (object(o), object(n)) {
+                (Some(o), Some(n)) => {
+                    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+                    for k in keys {
+                        field_changes(&under(k), o.get(k), n.get(k), out);
+                    }
+                }
+                _ => out.push(ValueChange { path: path.to_owned(), field: None, old: shown(o), new: shown(n) }),
+            }
+        }
+        (Some(Json::Array(o)), Some(Json::Array(n))) if o.len() == n.len() => {
+            for (i, (a, b)) in o.iter().zip(n).enumerate() {
+                field_changes(&format!("{path}[{i}]"), Some(a), Some(b), out);
+            }
+        }
+        _ => out.push(ValueChange { path: path.to_owned(), field: None, old: shown(old), new: shown(new) }),
+    }
 }
 
 /// A change that would destroy data.
@@ -247,7 +300,7 @@ pub fn preview(
         }
     }
     let has_efs = before.resources.values().any(|r| r.resource_type == "AWS::EFS::MountTarget");
-    Preview { changes: changes.into_values().collect(), has_efs }
+    Preview { changes: changes.into_values().collect(), has_efs, blueprint: blueprint_changes(old.0, new.0) }
 }
 
 /// The changes the templates alone show.
@@ -523,7 +576,16 @@ impl Preview {
                         }
                     })
                     .collect();
-                if reasons.is_empty() { "the change set says so".to_owned() } else { reasons.join("; ") }
+                let because = if reasons.is_empty() { "the change set says so".to_owned() } else { reasons.join("; ") };
+                // Said in the blueprint's words where synth knows no field
+                // for the template's values: what changed in the blueprint.
+                let named = c.properties.iter().any(|p| p.values.iter().any(|v| v.field.is_some()));
+                if named || self.blueprint.is_empty() {
+                    because
+                } else {
+                    let fields: Vec<String> = self.blueprint.iter().map(ValueChange::render).collect();
+                    format!("{because}; the blueprint changes {}", fields.join(", "))
+                }
             };
             out.push(Refusal {
                 logical_id: c.logical_id.clone(),
@@ -548,6 +610,16 @@ impl Preview {
     /// The changes, one line each: `+` added, `~` modified in place, `!`
     /// replaced, `?` maybe replaced, `-` removed; then the counts.
     pub fn render(&self, stack: &str) -> String {
+        let fields = if self.blueprint.is_empty() {
+            String::new()
+        } else {
+            let lines: Vec<String> = self.blueprint.iter().map(|v| format!("  {}\n", v.render())).collect();
+            format!("Blueprint changes:\n{}", lines.concat())
+        };
+        format!("{fields}{}", self.render_resources(stack))
+    }
+
+    fn render_resources(&self, stack: &str) -> String {
         if self.changes.is_empty() {
             return format!("Stack {stack}: no resource changes.\n");
         }
@@ -844,6 +916,44 @@ mod tests {
         let refusals = p.refusals();
         assert_eq!(refusals.len(), 1);
         assert!(refusals[0].render().contains("PerformanceMode changes"), "{:?}", refusals[0]);
+    }
+
+    /// Issue 35: `synth diff` speaks in the blueprint's fields, old → new,
+    /// from the blueprints the two templates record, for every field (not
+    /// only those whose template value synth maps back); a refusal whose
+    /// template values name no field says what changed in the blueprint.
+    #[test]
+    fn the_blueprints_fields_that_change_are_listed_old_to_new() {
+        let load = |text: &str| crate::blueprint::load(text, "b.yaml", Some(crate::region::Region::UsEast1)).unwrap();
+        let before = "name: demo\nmaster: { instance_type: p3.2xlarge }\n\
+                      workers: { instance_type: p3.16xlarge, count: 2 }\nstorage: { root_volume_gb: 200 }\n";
+        let after = "name: demo\nmaster: { instance_type: p3.2xlarge }\n\
+                     workers: { instance_type: p3.16xlarge, count: 4 }\nstorage: { root_volume_gb: 300 }\n\
+                     idle: { after_minutes: 30, action: scale_workers }\n";
+        let (old, new) = (template(&load(before).spec), template(&load(after).spec));
+        let fields: Vec<String> = blueprint_changes(&old, &new).iter().map(ValueChange::render).collect();
+        assert_eq!(
+            fields,
+            [
+                "idle.action: (none) → scale_workers",
+                "idle.after_minutes: (none) → 30",
+                "storage.root_volume_gb: 200 → 300",
+                "workers.count: 2 → 4"
+            ]
+        );
+        let p = between(&old, &new, &[], &[]);
+        let text = p.render("demo");
+        assert!(text.starts_with("Blueprint changes:\n  idle.action: (none) → scale_workers\n"), "{text}");
+        assert!(text.contains("\nStack demo: "), "{text}");
+        // The root volume replaces the master; the template value names the
+        // field already, so the refusal says no more.
+        let refusals = p.refusals();
+        assert!(refusals.iter().any(|r| r.logical_id == "MasterInstance"), "{refusals:?}");
+        // A template without the record (an older synth's): no field list.
+        let mut bare = old.clone();
+        bare["Metadata"]["synth"].as_object_mut().unwrap().remove("blueprint");
+        assert!(blueprint_changes(&bare, &new).is_empty());
+        assert!(between(&bare, &new, &[], &[]).render("demo").starts_with("Stack demo: "));
     }
 
     #[test]

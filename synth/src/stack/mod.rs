@@ -139,6 +139,7 @@ pub(crate) mod tests {
             idle: None,
             log_retention_days: 14,
             tags: BTreeMap::from([("team".into(), "ml".into())]),
+            blueprint: None,
         }
     }
 

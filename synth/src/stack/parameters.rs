@@ -274,5 +274,10 @@ fn region_rule(t: &mut Template, ctx: &Ctx) {
             "scale_in": format_utc(block.scale_in_unix()),
         });
     }
+    // The blueprint as written, which `synth diff` compares field by field
+    // with the next one (deploy/change.rs).
+    if let Some(blueprint) = &ctx.spec.blueprint {
+        synth["blueprint"] = blueprint.clone();
+    }
     t.metadata("synth", synth);
 }
