@@ -7,7 +7,7 @@
 //! when the elastic layer re-forms the group). No files or sockets of its own.
 
 use super::collective::Collective;
-use super::engine::{Batch, Engine, EngineError, StepStats, Stepped, TrainState, leaving_count, leaving_flag};
+use super::engine::{Batch, Engine, EngineError, Slots, StepStats, Stepped, TrainState};
 use super::model::{Model, Workspace, softmax_cross_entropy};
 use super::optim::Sgd;
 
@@ -33,8 +33,11 @@ pub struct CpuEngine {
     collective: Box<dyn Collective<[f32]> + Send>,
     pool: rayon::ThreadPool,
     ws: Workspace,
+    /// The gradients, then the [`Slots`] of the collective's group.
     grads: Vec<f32>,
     d_logits: Vec<f32>,
+    /// Every rank's compute seconds of the last step ([`Engine::step_seconds`]).
+    seconds: Vec<f32>,
 }
 
 impl std::fmt::Debug for CpuEngine {
@@ -64,18 +67,26 @@ impl CpuEngine {
             model,
             sgd,
             state: TrainState { params, momentum: vec![0.0; n], epoch: 0, step: 0 },
-            collective,
             pool,
             ws: Workspace::default(),
-            // One more slot after the gradients: the leaving flag.
-            grads: vec![0.0; n + 1],
+            // After the gradients: the leaving flag and the ranks' times.
+            grads: vec![0.0; n + Slots { rank: collective.rank(), world: collective.world_size() }.count()],
+            collective,
             d_logits: Vec::new(),
+            seconds: Vec::new(),
         })
     }
 
-    /// Replaces the collective (the elastic layer's new group).
+    /// Replaces the collective (the elastic layer's new group), and the
+    /// slots after the gradients with the new group's.
     pub fn set_collective(&mut self, collective: Box<dyn Collective<[f32]> + Send>) {
         self.collective = collective;
+        self.grads.resize(self.state.params.len() + self.slots().count(), 0.0);
+        self.seconds.clear();
+    }
+
+    fn slots(&self) -> Slots {
+        Slots { rank: self.collective.rank(), world: self.collective.world_size() }
     }
 
     fn samples(&self, batch: &Batch<'_>) -> usize {
@@ -89,9 +100,12 @@ impl Engine for CpuEngine {
     fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32, leaving: bool) -> Result<Stepped, EngineError> {
         let n = self.samples(batch);
         let params = self.state.params.len();
+        let slots = self.slots();
         let Self { model, state, ws, grads, d_logits, pool, .. } = self;
-        let (grads, flag) = grads.split_at_mut(params);
-        flag[0] = leaving_flag(leaving);
+        let (grads, extra) = grads.split_at_mut(params);
+        // This rank's own work only: the wait in the all-reduce below is
+        // what the other ranks spend while the slowest one computes.
+        let began = std::time::Instant::now();
         let stats = pool.install(|| {
             if n == 0 {
                 // A rank with no samples in this batch still takes part in the all-reduce.
@@ -103,12 +117,16 @@ impl Engine for CpuEngine {
             model.backward(&state.params, ws, d_logits, grads, false);
             stats
         });
+        slots.write(extra, leaving, began.elapsed().as_secs_f32());
         self.collective.all_reduce_sum(&mut self.grads)?;
-        let (grads, flag) = self.grads.split_at(params);
+        let (grads, extra) = self.grads.split_at(params);
+        let (leaving, seconds) = Slots::read(extra);
+        self.seconds.clear();
+        self.seconds.extend_from_slice(seconds);
         let scale = 1.0 / global_batch.max(1) as f32;
         self.sgd.update(lr, &mut self.state.params, &mut self.state.momentum, grads, scale);
         self.state.step += 1;
-        Ok(Stepped { stats, leaving: leaving_count(flag[0]) })
+        Ok(Stepped { stats, leaving, timed: true })
     }
 
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {
@@ -127,6 +145,10 @@ impl Engine for CpuEngine {
         let mut sums = stats.to_floats();
         self.collective.all_reduce_sum(&mut sums)?;
         Ok(StepStats::from_floats(sums))
+    }
+
+    fn step_seconds(&self) -> &[f32] {
+        &self.seconds
     }
 
     fn state(&self) -> Result<TrainState, EngineError> {

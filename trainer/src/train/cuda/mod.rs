@@ -302,7 +302,10 @@ impl Engine for CudaEngine {
         let stats = self.net.take_stats()?;
         let leaving = leaving_count(self.net.leaving_flag()?);
         self.flag.counted();
-        Ok(Stepped { stats, leaving })
+        // Not timed: the host does not wait for the device per step, so its
+        // clock would measure the queueing, not the compute (CUDA events
+        // around forward and backward would; not built yet).
+        Ok(Stepped { stats, leaving, timed: false })
     }
 
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {
@@ -319,6 +322,10 @@ impl Engine for CudaEngine {
             CudaError::Shape(format!("the epoch's sums came back as {} floats, not 3", v.len()))
         })?;
         Ok(StepStats::from_floats(host))
+    }
+
+    fn step_seconds(&self) -> &[f32] {
+        &[]
     }
 
     fn state(&self) -> Result<TrainState, EngineError> {
