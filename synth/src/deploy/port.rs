@@ -259,6 +259,10 @@ pub struct GroupState {
     /// (`node_contract::data::DATA_TAG`); `None` without data sets, or
     /// before the master wrote it.
     pub data: Option<node_contract::data::DataMark>,
+    /// The newest stragglers `trainer train` named
+    /// (`node_contract::straggler::STRAGGLER_TAG`); `None` before the
+    /// master named any.
+    pub stragglers: Option<node_contract::straggler::StragglerMark>,
 }
 
 /// One line a node wrote to CloudWatch Logs (`FilterLogEvents`).

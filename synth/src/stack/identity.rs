@@ -194,10 +194,10 @@ pub(super) fn master(
     // place `synth status` reads, `node_contract::idle::IDLE_TAG`); its
     // action lowers the desired capacity, which the master may already.
     // The nodes' data fetch progress goes to a tag beside it
-    // (`node_contract::data::DATA_TAG`).
-    if ctx.spec.idle.is_some() || !ctx.spec.data.is_empty() {
-        group_actions.push("autoscaling:CreateOrUpdateTags");
-    }
+    // (`node_contract::data::DATA_TAG`), and so do the stragglers `trainer
+    // train` names on any cluster (`node_contract::straggler::STRAGGLER_TAG`):
+    // every master may tag its worker group.
+    group_actions.push("autoscaling:CreateOrUpdateTags");
     let policy = iam::Policy {
         policy_name: "cluster-formation".into(),
         policy_document: document(vec![
@@ -269,10 +269,11 @@ mod tests {
 
     use crate::stack::{compile, tests::variants};
 
-    /// The master may tag its worker group (the idle guard's state) only
-    /// when the blueprint has an idle guard, and only that group.
+    /// The master may tag its worker group (the idle guard's state, the
+    /// data fetch's progress, the stragglers `trainer train` names: any
+    /// cluster may run it), and only that group.
     #[test]
-    fn the_master_may_tag_its_group_only_with_an_idle_guard() {
+    fn the_master_may_tag_its_group_and_only_it() {
         for (name, spec) in variants() {
             let template: Json = serde_json::from_str(&compile(&spec).render().unwrap().json).unwrap();
             let statements =
@@ -286,7 +287,7 @@ mod tests {
                     s["Action"].as_array().is_some_and(|a| a.iter().any(|x| x == "autoscaling:CreateOrUpdateTags"))
                 })
                 .collect();
-            assert_eq!(tagging.len(), usize::from(spec.idle.is_some()), "{name}");
+            assert_eq!(tagging.len(), 1, "{name}");
             for s in tagging {
                 assert_eq!(s["Sid"], "WorkerGroup", "{name}");
                 assert!(s["Resource"].to_string().contains("autoScalingGroupName/${Group}"), "{name}: {s}");

@@ -31,7 +31,7 @@ use super::optim::Sgd;
 use super::progress::{Progress, Snapshot};
 use super::rendezvous::{HostConfig, RendezvousError, Roster};
 use super::ring::Ring;
-use super::straggler::Stragglers;
+use super::straggler::{self, Stragglers};
 use crate::exit::{EXIT_FAILED, EXIT_USAGE};
 
 /// Test samples evaluated per forward pass (bounds the im2col memory).
@@ -441,6 +441,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         // Rank 0 never leaves; a rank on its own has nobody to tell.
         notice: launch.as_ref().filter(|l| l.rank != 0).map(|_| NoticeWatch::new(&args.root)),
         stragglers: leader.then(|| Stragglers::new(args.stragglers)),
+        unrecorded: Vec::new(),
     };
     match epochs::run(&mut rank, membership, Start { epoch: state.epoch, in_epoch }, args.epochs) {
         Ok(Outcome::Finished) => Ok(crate::exit::EXIT_OK),
@@ -475,6 +476,25 @@ struct TrainRank<'a> {
     notice: Option<NoticeWatch>,
     /// Rank 0's watch for a straggler in its group.
     stragglers: Option<Stragglers>,
+    /// Stragglers named since the last checkpoint: recorded for the master
+    /// once the next one is saved, so that replacing the node (the GPU
+    /// gate's `replace`) costs only the steps after it.
+    unrecorded: Vec<node_contract::straggler::Straggler>,
+}
+
+impl TrainRank<'_> {
+    /// Records the stragglers named since the last checkpoint, for the
+    /// node's agent to send to the master; `after_checkpoint` when one was
+    /// just saved. A record that cannot be written is logged: training goes on.
+    fn record_stragglers(&mut self, after_checkpoint: bool) {
+        for finding in self.unrecorded.drain(..) {
+            if let Err(e) =
+                straggler::record(&self.args.root, node_contract::straggler::Straggler { after_checkpoint, ..finding })
+            {
+                tracing::warn!("{e}");
+            }
+        }
+    }
 }
 
 impl Rank for TrainRank<'_> {
@@ -493,11 +513,14 @@ impl Rank for TrainRank<'_> {
         let plan = EpochPlan { lr: self.args.lr_schedule.rate(self.args.lr, epoch, self.args.epochs), ..self.plan };
         let notice = &mut self.notice;
         let mut leaving = || notice.as_mut().is_some_and(NoticeWatch::noticed);
-        let stragglers = &mut self.stragglers;
+        let (stragglers, unrecorded) = (&mut self.stragglers, &mut self.unrecorded);
         let mut timed = |seconds: &[f32]| {
             for named in stragglers.as_mut().map(|s| s.observe(seconds)).unwrap_or_default() {
                 tracing::warn!("straggler: {named}");
                 cli_output::errln!("trainer train: straggler: {named}");
+                // For the master's log and `synth status`, through this node's
+                // agent, once the next checkpoint is saved.
+                unrecorded.extend(named.to_contract(node_contract::clock::system()));
             }
         };
         let engine = self.device.engine();
@@ -546,8 +569,9 @@ impl Rank for TrainRank<'_> {
             "trainer train: a rank is leaving after step {} of epoch {}{}",
             at.step,
             epoch + 1,
-            saved.map(|p| format!("; checkpoint {}", p.display())).unwrap_or_default()
+            saved.as_ref().map(|p| format!("; checkpoint {}", p.display())).unwrap_or_default()
         );
+        self.record_stragglers(saved.is_some());
         Ok(())
     }
 
@@ -586,6 +610,7 @@ impl Rank for TrainRank<'_> {
         if self.checkpoint {
             self.store.save(self.meta, &done)?;
         }
+        self.record_stragglers(self.checkpoint);
         printed.map_err(TrainError::Output)
     }
 

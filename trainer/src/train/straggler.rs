@@ -8,7 +8,9 @@
 //! Output: a [`Finding`] the step a rank has been slow for `--straggler-steps`
 //! steps in a row, once; that rank is named again only after a step in which
 //! it was not slow (it recovered) and another run of slow steps (a relapse).
-//! No files or sockets: rank 0's caller prints and records the finding.
+//! Rank 0's caller prints the finding and [`record`]s it in the node's
+//! [`STRAGGLER_PATH`], which the node's agent sends to the master
+//! (`node_contract::straggler`); nothing else here touches a file.
 //!
 //! Why the median of the *others*: a straggler holds every rank back in the
 //! all-reduce, but only its own compute is slow; the median of the others
@@ -19,6 +21,10 @@
 //! others" is "slower than the other", and which of the two is off (one
 //! slow, or the other unusually fast) cannot be told from two numbers.
 //! Rank 0 says so once when such a group forms.
+
+use std::path::{Path, PathBuf};
+
+use node_contract::straggler::{STRAGGLER_PATH, Straggler, StragglerFile};
 
 use super::collective::{Group, Member};
 
@@ -220,6 +226,59 @@ impl Stragglers {
     }
 }
 
+impl Named {
+    /// The finding as the node contract carries it to the master, named at
+    /// `now_ms` (`after_checkpoint` false: the caller sets it when it
+    /// records the finding right after a checkpoint); `None` without the
+    /// rank's node (nothing to name there).
+    pub fn to_contract(&self, now_ms: u64) -> Option<Straggler> {
+        let m = self.member.as_ref()?;
+        let percent = self.finding.percent_slower.round();
+        Some(Straggler {
+            alias: m.alias.clone(),
+            instance_id: m.instance_id.clone(),
+            rank: u32::try_from(self.finding.rank).unwrap_or(u32::MAX),
+            local_rank: m.local_rank,
+            // Finite and above the margin; saturating casts keep any other value in range.
+            percent_slower: percent as u32,
+            steps: self.finding.steps,
+            named_unix_ms: now_ms,
+            after_checkpoint: false,
+        })
+    }
+}
+
+/// The record could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot record the straggler in {}: {source}", path.display())]
+pub struct RecordError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub source: std::io::Error,
+}
+
+/// Adds `finding` to the record under the filesystem `root`
+/// ([`STRAGGLER_PATH`]: the newest findings, written through a temporary
+/// file and a rename), for the node's agent to send to the master; returns
+/// the file. A record that cannot be read (another release's, or damaged)
+/// is started afresh: its findings were sent or are of no use.
+pub fn record(root: &Path, finding: Straggler) -> Result<PathBuf, RecordError> {
+    let path = crate::fsroot::under(root, STRAGGLER_PATH);
+    let failed = |source| RecordError { path: path.clone(), source };
+    let file = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| StragglerFile::from_json(&text).ok())
+        .unwrap_or_default()
+        .with(finding);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let temp = path.with_extension("json.tmp");
+    std::fs::write(&temp, file.to_json()).and_then(|()| std::fs::rename(&temp, &path)).map_err(failed)?;
+    Ok(path)
+}
+
 /// The line rank 0 logs and prints for a finding: "rank 5 on
 /// deeplearning-worker7 (i-0abc): steps 38 % slower than the median of the
 /// other ranks for 200 steps". `member` is the rank's node, when the
@@ -339,6 +398,28 @@ mod tests {
         // Without 3: [1 2 4 5] -> 3; without 5: [1 2 3 4] -> 2.5.
         assert_eq!(median_without(&five, 2), 3.0);
         assert_eq!(median_without(&five, 4), 2.5);
+    }
+
+    /// Written by rank 0's function, read by the agent's reader.
+    #[test]
+    fn a_finding_is_recorded_for_the_agent() {
+        let root = tempfile::tempdir().unwrap();
+        let m = Member { alias: "deeplearning-worker3".into(), instance_id: "i-3".into(), local_rank: 2 };
+        let named = Named { finding: Finding { rank: 4, percent_slower: 37.6, steps: 200 }, member: Some(m) };
+        let first = named.to_contract(1_000).unwrap();
+        assert_eq!((first.rank, first.local_rank, first.percent_slower, first.steps), (4, 2, 38, 200));
+        let path = record(root.path(), first.clone()).unwrap();
+        assert_eq!(path, root.path().join("run/deeplearning-trainer/straggler.json"));
+        let second = Straggler { named_unix_ms: 2_000, ..first.clone() };
+        record(root.path(), second.clone()).unwrap();
+        let read = StragglerFile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(read.stragglers, [first, second.clone()]);
+        // A damaged record is started afresh, not a failure.
+        std::fs::write(&path, "{").unwrap();
+        record(root.path(), second.clone()).unwrap();
+        assert_eq!(StragglerFile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap().stragglers, [second]);
+        // Without the rank's node there is nobody to name to the master.
+        assert_eq!(Named { member: None, ..named }.to_contract(1), None);
     }
 
     #[test]
