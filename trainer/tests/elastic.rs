@@ -126,7 +126,7 @@ impl Engine for ToyEngine {
         for &id in batch.labels {
             g[..PARAMS].iter_mut().enumerate().for_each(|(k, x)| *x += sample_grad(u64::from(id), k));
         }
-        slots.write(&mut g[PARAMS..], leaving, began.elapsed().as_secs_f32());
+        slots.write(&mut g[PARAMS..], leaving, Some(began.elapsed().as_secs_f32()));
         self.collective.all_reduce_sum(&mut g)?;
         let (leaving, seconds) = Slots::read(&g[PARAMS..]);
         self.seconds = seconds.to_vec();
@@ -197,7 +197,7 @@ impl Rank for ToyRank {
         let mut leaving = || notice.as_ref().is_some_and(|p| p.exists());
         let (engine, data, stragglers) = (&mut self.engine, &self.data, &mut self.stragglers);
         let mut timed = |seconds: &[f32]| {
-            for named in stragglers.as_mut().map(|s| s.observe(seconds)).unwrap_or_default() {
+            for named in stragglers.as_mut().map(|s| s.observe(seconds, 0)).unwrap_or_default() {
                 println!("straggler {named}");
             }
         };

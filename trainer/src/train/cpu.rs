@@ -117,7 +117,8 @@ impl Engine for CpuEngine {
             model.backward(&state.params, ws, d_logits, grads, false);
             stats
         });
-        slots.write(extra, leaving, began.elapsed().as_secs_f32());
+        // A rank without samples computed nothing: no time to compare.
+        slots.write(extra, leaving, (n > 0).then(|| began.elapsed().as_secs_f32()));
         self.collective.all_reduce_sum(&mut self.grads)?;
         let (grads, extra) = self.grads.split_at(params);
         let (leaving, seconds) = Slots::read(extra);

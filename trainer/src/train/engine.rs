@@ -74,15 +74,17 @@ impl Slots {
     /// Writes this rank's part into `slots` (the [`Slots::count`] floats after
     /// the gradients): its leaving flag, its compute `seconds` in its own
     /// slot, and zero in every other rank's, so the all-reduced sum holds
-    /// each rank's time exactly.
-    pub fn write(&self, slots: &mut [f32], leaving: bool, seconds: f32) {
+    /// each rank's time exactly. `None`: this rank computed nothing this
+    /// step (no samples in its slice), written as zero, which the reader
+    /// ([`super::straggler`]) takes as "not a step to judge".
+    pub fn write(&self, slots: &mut [f32], leaving: bool, seconds: Option<f32>) {
         slots.fill(0.0);
         if let Some(flag) = slots.first_mut() {
             *flag = leaving_flag(leaving);
         }
-        if let Some(mine) = slots.get_mut(1 + self.rank) {
-            // A clock that went backwards or a zero time is written as the
-            // smallest positive time: zero means "no time" to the reader.
+        if let (Some(mine), Some(seconds)) = (slots.get_mut(1 + self.rank), seconds) {
+            // A clock that went backwards or a zero time is still a time:
+            // the smallest positive one, since zero means "none".
             *mine = if seconds.is_finite() && seconds > 0.0 { seconds } else { f32::MIN_POSITIVE };
         }
     }
@@ -186,7 +188,7 @@ mod tests {
         let mut sum = vec![0f32; Slots { rank: 0, world }.count()];
         for (rank, t) in times.iter().enumerate() {
             let mut mine = vec![9.0; sum.len()];
-            Slots { rank, world }.write(&mut mine, rank == 1, *t);
+            Slots { rank, world }.write(&mut mine, rank == 1, Some(*t));
             sum.iter_mut().zip(&mine).for_each(|(s, m)| *s += m);
         }
         let (leaving, seconds) = Slots::read(&sum);
@@ -194,8 +196,11 @@ mod tests {
         assert_eq!(seconds, times);
         // A time that is not one is still a time (never the "none" zero).
         let mut one = vec![0f32; 2];
-        Slots { rank: 0, world: 1 }.write(&mut one, false, f32::NAN);
+        Slots { rank: 0, world: 1 }.write(&mut one, false, Some(f32::NAN));
         assert_eq!(one, [0.0, f32::MIN_POSITIVE]);
+        // A rank without samples writes no time.
+        Slots { rank: 0, world: 1 }.write(&mut one, true, None);
+        assert_eq!(one, [1.0, 0.0]);
         assert_eq!(Slots::read(&[]), (0, &[][..]));
     }
 }

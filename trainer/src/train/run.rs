@@ -441,7 +441,6 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         // Rank 0 never leaves; a rank on its own has nobody to tell.
         notice: launch.as_ref().filter(|l| l.rank != 0).map(|_| NoticeWatch::new(&args.root)),
         stragglers: leader.then(|| Stragglers::new(args.stragglers)),
-        unrecorded: Vec::new(),
     };
     match epochs::run(&mut rank, membership, Start { epoch: state.epoch, in_epoch }, args.epochs) {
         Ok(Outcome::Finished) => Ok(crate::exit::EXIT_OK),
@@ -476,10 +475,6 @@ struct TrainRank<'a> {
     notice: Option<NoticeWatch>,
     /// Rank 0's watch for a straggler in its group.
     stragglers: Option<Stragglers>,
-    /// Stragglers named since the last checkpoint: recorded for the master
-    /// once the next one is saved, so that replacing the node (the GPU
-    /// gate's `replace`) costs only the steps after it.
-    unrecorded: Vec<node_contract::straggler::Straggler>,
 }
 
 impl TrainRank<'_> {
@@ -487,7 +482,8 @@ impl TrainRank<'_> {
     /// node's agent to send to the master; `after_checkpoint` when one was
     /// just saved. A record that cannot be written is logged: training goes on.
     fn record_stragglers(&mut self, after_checkpoint: bool) {
-        for finding in self.unrecorded.drain(..) {
+        let findings = self.stragglers.as_mut().map(|s| s.take_unrecorded(after_checkpoint)).unwrap_or_default();
+        for finding in findings {
             if let Err(e) =
                 straggler::record(&self.args.root, node_contract::straggler::Straggler { after_checkpoint, ..finding })
             {
@@ -513,14 +509,14 @@ impl Rank for TrainRank<'_> {
         let plan = EpochPlan { lr: self.args.lr_schedule.rate(self.args.lr, epoch, self.args.epochs), ..self.plan };
         let notice = &mut self.notice;
         let mut leaving = || notice.as_mut().is_some_and(NoticeWatch::noticed);
-        let (stragglers, unrecorded) = (&mut self.stragglers, &mut self.unrecorded);
+        let stragglers = &mut self.stragglers;
         let mut timed = |seconds: &[f32]| {
-            for named in stragglers.as_mut().map(|s| s.observe(seconds)).unwrap_or_default() {
+            // Each finding is also kept for the master's record, written once
+            // the next checkpoint is saved ([`TrainRank::record_stragglers`]).
+            let now = node_contract::clock::system();
+            for named in stragglers.as_mut().map(|s| s.observe(seconds, now)).unwrap_or_default() {
                 tracing::warn!("straggler: {named}");
                 cli_output::errln!("trainer train: straggler: {named}");
-                // For the master's log and `synth status`, through this node's
-                // agent, once the next checkpoint is saved.
-                unrecorded.extend(named.to_contract(node_contract::clock::system()));
             }
         };
         let engine = self.device.engine();

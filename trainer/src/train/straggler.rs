@@ -174,11 +174,16 @@ fn median_without(sorted: &[(f32, usize)], place: usize) -> f64 {
     if others % 2 == 1 { at(others / 2) } else { (at(others / 2 - 1) + at(others / 2)) / 2.0 }
 }
 
-/// Rank 0's watch over its group: the detector and who each rank is.
+/// Rank 0's watch over its group: the detector, who each rank is, and the
+/// findings not yet recorded for the master.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stragglers {
     detector: Detector,
     members: Vec<Member>,
+    /// Named since the last [`Stragglers::take_unrecorded`]: rank 0 records
+    /// them once the next checkpoint is saved, so that replacing the node
+    /// (the GPU gate's `replace`) costs only the steps after it.
+    unrecorded: Vec<Straggler>,
 }
 
 /// A straggler and its node, as rank 0 names it ([`describe`]).
@@ -199,7 +204,7 @@ impl std::fmt::Display for Named {
 impl Stragglers {
     /// A watch with `args`' settings, before any group.
     pub fn new(args: Args) -> Self {
-        Self { detector: Detector::new(args), members: Vec::new() }
+        Self { detector: Detector::new(args), members: Vec::new(), unrecorded: Vec::new() }
     }
 
     /// A new group formed: every run starts over, with its members' names.
@@ -216,13 +221,23 @@ impl Stragglers {
         })
     }
 
-    /// One step's times, by rank: the ranks named at this step.
-    pub fn observe(&mut self, seconds: &[f32]) -> Vec<Named> {
-        self.detector
+    /// One step's times, by rank, at `now_ms`: the ranks named at this
+    /// step (each also kept for [`Stragglers::take_unrecorded`]).
+    pub fn observe(&mut self, seconds: &[f32], now_ms: u64) -> Vec<Named> {
+        let named: Vec<Named> = self
+            .detector
             .observe(seconds)
             .into_iter()
             .map(|finding| Named { finding, member: self.members.get(finding.rank).cloned() })
-            .collect()
+            .collect();
+        self.unrecorded.extend(named.iter().filter_map(|n| n.to_contract(now_ms)));
+        named
+    }
+
+    /// The findings named since the last call, for the master's record;
+    /// `after_checkpoint` when the job has just saved one.
+    pub fn take_unrecorded(&mut self, after_checkpoint: bool) -> Vec<Straggler> {
+        self.unrecorded.drain(..).map(|s| Straggler { after_checkpoint, ..s }).collect()
     }
 }
 
@@ -420,6 +435,35 @@ mod tests {
         assert_eq!(StragglerFile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap().stragglers, [second]);
         // Without the rank's node there is nobody to name to the master.
         assert_eq!(Named { member: None, ..named }.to_contract(1), None);
+    }
+
+    /// A finding waits for the next checkpoint; it is handed over once.
+    #[test]
+    fn findings_wait_to_be_recorded_after_a_checkpoint() {
+        let mut watch = Stragglers::new(args(25, 2));
+        let members = (1..=3)
+            .map(|i| Member { alias: format!("deeplearning-worker{i}"), instance_id: format!("i-{i}"), local_rank: 0 })
+            .collect();
+        let group =
+            Group { generation: 1, rank: 0, world_size: 3, peers: Vec::new(), nccl_id: None, source_rank: 0, members };
+        assert_eq!(watch.regrouped(&group), None);
+        assert!(watch.observe(&[1.0, 1.0, 2.0], 10).is_empty());
+        let named = watch.observe(&[1.0, 1.0, 2.0], 20);
+        assert_eq!(named.len(), 1);
+        assert_eq!(
+            named[0].to_string(),
+            "rank 2 on deeplearning-worker3 (i-3, local rank 0): steps 100 % slower than the median of the other ranks for 2 steps"
+        );
+        let taken = watch.take_unrecorded(true);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(
+            (taken[0].instance_id.as_str(), taken[0].named_unix_ms, taken[0].after_checkpoint),
+            ("i-3", 20, true)
+        );
+        assert!(watch.take_unrecorded(true).is_empty(), "handed over once");
+        // A group of two is not judged, and says so.
+        let two = Group { world_size: 2, ..group };
+        assert!(watch.regrouped(&two).is_some_and(|n| n.contains("needs 3 or more")));
     }
 
     #[test]
