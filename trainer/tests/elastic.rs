@@ -139,7 +139,7 @@ impl Engine for ToyEngine {
         Ok(Stepped {
             stats: StepStats { samples: batch.labels.len() as u64, ..StepStats::default() },
             leaving,
-            timed: true,
+            timed_steps: 1,
         })
     }
 
@@ -196,8 +196,8 @@ impl Rank for ToyRank {
         let notice = self.notice.clone();
         let mut leaving = || notice.as_ref().is_some_and(|p| p.exists());
         let (engine, data, stragglers) = (&mut self.engine, &self.data, &mut self.stragglers);
-        let mut timed = |seconds: &[f32]| {
-            for named in stragglers.as_mut().map(|s| s.observe(seconds, 0)).unwrap_or_default() {
+        let mut timed = |seconds: &[f32], steps: u64| {
+            for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, 0)).unwrap_or_default() {
                 println!("straggler {named}");
             }
         };

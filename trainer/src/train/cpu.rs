@@ -127,7 +127,7 @@ impl Engine for CpuEngine {
         let scale = 1.0 / global_batch.max(1) as f32;
         self.sgd.update(lr, &mut self.state.params, &mut self.state.momentum, grads, scale);
         self.state.step += 1;
-        Ok(Stepped { stats, leaving, timed: true })
+        Ok(Stepped { stats, leaving, timed_steps: 1 })
     }
 
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {

@@ -50,9 +50,12 @@ pub struct Stepped {
     /// Ranks that raised the leaving flag (summed over the group; since the
     /// engine last reported it).
     pub leaving: u32,
-    /// This step brought every rank's compute time: [`Engine::step_seconds`]
-    /// holds them.
-    pub timed: bool,
+    /// This step brought every rank's compute time ([`Engine::step_seconds`]
+    /// holds them), standing for this many steps: 1 on the CPU, which
+    /// times every step; 16 (`cuda`'s `READ_EVERY`) on the GPU, whose
+    /// times are each rank's mean over the steps between two reads; 0:
+    /// nothing new.
+    pub timed_steps: u64,
 }
 
 /// The slots the gradient all-reduce carries after the gradients, for a
@@ -152,11 +155,10 @@ pub trait Engine {
     /// collective (an epoch's training loss and accuracy over every rank's
     /// samples).
     fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError>;
-    /// Every rank's compute seconds (forward and backward, before the
-    /// all-reduce: not the wait in it) of the newest step whose
-    /// [`Stepped::timed`] was set, by rank; empty before the first. An
-    /// engine that does not time its steps (the GPU's: it does not wait for
-    /// the device per step) never sets `timed`, and nothing is judged.
+    /// Every rank's compute seconds per step (forward and backward, before
+    /// the all-reduce: not the wait in it) as of the newest step whose
+    /// [`Stepped::timed_steps`] was not 0, by rank (0: none measured); empty
+    /// before the first.
     fn step_seconds(&self) -> &[f32];
     /// The current state, copied to host memory.
     fn state(&self) -> Result<TrainState, EngineError>;

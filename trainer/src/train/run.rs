@@ -152,7 +152,7 @@ pub fn train_epoch(
     let mut from = Resume::default();
     loop {
         // Nobody here raises the leaving flag; should a peer, the epoch goes on.
-        match train_epoch_from(engine, data, shard, epoch, plan, progress, from, &mut || false, &mut |_| {})? {
+        match train_epoch_from(engine, data, shard, epoch, plan, progress, from, &mut || false, &mut |_, _| {})? {
             Trained::Epoch(report) => return Ok(report),
             Trained::Stopped(at) => from = at,
         }
@@ -170,8 +170,9 @@ pub fn train_epoch(
 /// with, `shard.generation`), re-sharded over the new world: no sample is
 /// skipped or repeated. Rank 0 carries `from.train`, the sums of the steps
 /// run before, into the epoch's report. After every step that brought every
-/// rank's compute time ([`Stepped::timed`](super::engine::Stepped::timed)),
-/// `timed` is given them, by rank (rank 0 watches for a straggler).
+/// rank's compute time ([`Stepped::timed_steps`](super::engine::Stepped::timed_steps)),
+/// `timed` is given them, by rank, and how many steps they stand for (rank
+/// 0 watches for a straggler).
 #[allow(clippy::too_many_arguments)]
 pub fn train_epoch_from(
     engine: &mut dyn Engine,
@@ -182,7 +183,7 @@ pub fn train_epoch_from(
     progress: &mut Progress,
     from: Resume,
     leaving: &mut dyn FnMut() -> bool,
-    timed: &mut dyn FnMut(&[f32]),
+    timed: &mut dyn FnMut(&[f32], u64),
 ) -> Result<Trained<EpochReport>, EngineError> {
     let start = Instant::now();
     let order = data::permutation(data.len(), plan.seed, epoch, shard.generation);
@@ -195,8 +196,8 @@ pub fn train_epoch_from(
         let mine = &global[data::shard(global.len(), shard.rank, shard.world)];
         data.gather(mine, &mut images, &mut labels);
         let done = engine.step(&Batch { images: &images, labels: &labels }, global.len(), plan.lr, leaving())?;
-        if done.timed {
-            timed(engine.step_seconds());
+        if done.timed_steps > 0 {
+            timed(engine.step_seconds(), done.timed_steps);
         }
         total += done.stats;
         global_samples += global.len();
@@ -510,11 +511,11 @@ impl Rank for TrainRank<'_> {
         let notice = &mut self.notice;
         let mut leaving = || notice.as_mut().is_some_and(NoticeWatch::noticed);
         let stragglers = &mut self.stragglers;
-        let mut timed = |seconds: &[f32]| {
+        let mut timed = |seconds: &[f32], steps: u64| {
             // Each finding is also kept for the master's record, written once
             // the next checkpoint is saved ([`TrainRank::record_stragglers`]).
             let now = node_contract::clock::system();
-            for named in stragglers.as_mut().map(|s| s.observe(seconds, now)).unwrap_or_default() {
+            for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, now)).unwrap_or_default() {
                 tracing::warn!("straggler: {named}");
                 cli_output::errln!("trainer train: straggler: {named}");
             }
@@ -664,7 +665,7 @@ mod tests {
             let leaving = u32::from(self.leave_at == Some(self.steps));
             self.steps += 1;
             let stats = StepStats { samples: batch.labels.len() as u64, ..StepStats::default() };
-            Ok(Stepped { stats, leaving, timed: false })
+            Ok(Stepped { stats, leaving, timed_steps: 0 })
         }
         fn step_seconds(&self) -> &[f32] {
             &[]
@@ -726,7 +727,7 @@ mod tests {
                 &mut progress,
                 Resume::default(),
                 &mut leaving,
-                &mut |_| {},
+                &mut |_, _| {},
             );
             match done.unwrap() {
                 Trained::Stopped(at) => stopped.push(at),
@@ -744,8 +745,17 @@ mod tests {
             // The epoch keeps the permutation of the generation it began with.
             let shard = Shard { rank, world: 2, generation: 7 };
             let from = Resume { step: 2, train: carried };
-            let done =
-                train_epoch_from(&mut engine, &data, shard, 1, &PLAN, &mut progress, from, &mut || false, &mut |_| {});
+            let done = train_epoch_from(
+                &mut engine,
+                &data,
+                shard,
+                1,
+                &PLAN,
+                &mut progress,
+                from,
+                &mut || false,
+                &mut |_, _| {},
+            );
             match done.unwrap() {
                 Trained::Epoch(report) => reported += report.train.samples,
                 other => panic!("rank {rank}: {other:?}"),
@@ -775,7 +785,7 @@ mod tests {
             &mut progress,
             Resume::default(),
             &mut || true,
-            &mut |_| {},
+            &mut |_, _| {},
         );
         assert!(matches!(done.unwrap(), Trained::Epoch(r) if r.train.samples == 50));
         // And `train_epoch` goes through a peer's stop without one of its own.

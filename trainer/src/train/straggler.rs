@@ -58,8 +58,8 @@ pub struct Args {
     /// record the master's agent reports (`synth status` shows it); named
     /// again only after it recovered and relapsed. 0 turns naming off. Groups
     /// of fewer than 3 ranks are never judged (two times do not tell which
-    /// one is off). CPU steps are timed; GPU steps are not yet (the host does
-    /// not wait for the device per step), so `--device cuda` names nobody.
+    /// one is off). On GPUs each rank's time is its mean over 16 steps, so a
+    /// straggler is named up to 16 steps later than on the CPU.
     #[arg(long, default_value_t = DEFAULT_STEPS, value_name = "STEPS", help_heading = "Stragglers")]
     pub straggler_steps: u64,
 }
@@ -124,12 +124,14 @@ impl Detector {
         self.runs.clear();
     }
 
-    /// One step's compute seconds, by rank; returns the ranks named at this
-    /// step. A step whose world differs from the last one's starts over. A
+    /// Every rank's compute seconds per step over the last `steps` steps
+    /// (1 on the CPU; the GPU reads its times every 16 steps), by rank;
+    /// returns the ranks named now. A rank is slow for all of those steps
+    /// or none. A step whose world differs from the last one's starts over. A
     /// step in which a rank has no time (zero: it had no samples; or not a
     /// finite positive number, from a broken peer) is not judged and leaves
     /// every run as it was.
-    pub fn observe(&mut self, seconds: &[f32]) -> Vec<Finding> {
+    pub fn observe(&mut self, seconds: &[f32], steps: u64) -> Vec<Finding> {
         let world = seconds.len();
         if !self.enabled() || world < MIN_RANKS {
             self.runs.clear();
@@ -149,9 +151,9 @@ impl Detector {
             let median = median_without(&self.sorted, place);
             let run = &mut self.runs[rank];
             if f64::from(own) > median * self.margin {
-                run.slow += 1;
-                run.own += f64::from(own);
-                run.median += median;
+                run.slow += steps;
+                run.own += f64::from(own) * steps as f64;
+                run.median += median * steps as f64;
                 if run.slow >= self.steps && !run.named {
                     run.named = true;
                     let percent_slower = 100.0 * (run.own / run.median - 1.0);
@@ -221,12 +223,13 @@ impl Stragglers {
         })
     }
 
-    /// One step's times, by rank, at `now_ms`: the ranks named at this
-    /// step (each also kept for [`Stragglers::take_unrecorded`]).
-    pub fn observe(&mut self, seconds: &[f32], now_ms: u64) -> Vec<Named> {
+    /// Every rank's time per step over the last `steps` steps, by rank, at
+    /// `now_ms`: the ranks named now (each also kept for
+    /// [`Stragglers::take_unrecorded`]).
+    pub fn observe(&mut self, seconds: &[f32], steps: u64, now_ms: u64) -> Vec<Named> {
         let named: Vec<Named> = self
             .detector
-            .observe(seconds)
+            .observe(seconds, steps)
             .into_iter()
             .map(|finding| Named { finding, member: self.members.get(finding.rank).cloned() })
             .collect();
@@ -320,7 +323,7 @@ mod tests {
     /// Feeds `steps` copies of `times` and returns every finding with the
     /// step (1-based) it came at.
     fn feed(d: &mut Detector, times: &[f32], steps: u64, from: u64) -> Vec<(u64, Finding)> {
-        (0..steps).flat_map(|i| d.observe(times).into_iter().map(move |f| (from + i, f))).collect()
+        (0..steps).flat_map(|i| d.observe(times, 1).into_iter().map(move |f| (from + i, f))).collect()
     }
 
     /// One table row: every rank's time per step, the margin, the steps,
@@ -361,13 +364,28 @@ mod tests {
     #[test]
     fn the_percentage_is_over_the_whole_run() {
         let mut d = Detector::new(args(25, 2));
-        assert!(d.observe(&[1.0, 1.0, 1.5, 1.0]).is_empty());
-        let named = d.observe(&[1.0, 2.0, 1.3, 1.0]);
+        assert!(d.observe(&[1.0, 1.0, 1.5, 1.0], 1).is_empty());
+        let named = d.observe(&[1.0, 2.0, 1.3, 1.0], 1);
         // Rank 2: 1.5 + 1.3 against medians 1.0 + 1.0: 40 %.
         assert_eq!(named.len(), 1, "{named:?}");
         assert_eq!(named[0].rank, 2);
         assert!((named[0].percent_slower - 40.0).abs() < 1e-3, "{}", named[0].percent_slower);
         assert_eq!(named[0].steps, 2);
+    }
+
+    /// The GPU's times come every 16 steps, each a mean over them: the
+    /// count is in steps, so `--straggler-steps 200` means 200 steps there too.
+    #[test]
+    fn times_over_several_steps_count_as_those_steps() {
+        let mut d = Detector::new(args(25, 200));
+        let slow = [1.0, 1.0, 1.5, 1.0];
+        let at: Vec<usize> = (1..=20).filter(|_| !d.observe(&slow, 16).is_empty()).collect();
+        // 13 windows of 16 steps = 208 steps: the first at or past 200.
+        assert_eq!(at, [13]);
+        let mut d = Detector::new(args(25, 200));
+        let named = (0..13).flat_map(|_| d.observe(&slow, 16)).next().unwrap();
+        assert_eq!((named.rank, named.steps), (2, 208));
+        assert!((named.percent_slower - 50.0).abs() < 1e-9);
     }
 
     #[test]
@@ -377,15 +395,15 @@ mod tests {
         let fine = [1.0, 1.0, 1.0, 1.0];
         assert_eq!(feed(&mut d, &slow, 10, 1).iter().map(|(s, _)| *s).collect::<Vec<_>>(), [3]);
         // A step that is not judged (a rank without samples) is no recovery.
-        assert!(d.observe(&[1.0, 2.0, 0.0, 1.0]).is_empty());
+        assert!(d.observe(&[1.0, 2.0, 0.0, 1.0], 1).is_empty());
         assert!(feed(&mut d, &slow, 10, 1).is_empty());
         // One good step, then slow again: named after another 3.
-        assert!(d.observe(&fine).is_empty());
+        assert!(d.observe(&fine, 1).is_empty());
         assert_eq!(feed(&mut d, &slow, 5, 1).iter().map(|(s, _)| *s).collect::<Vec<_>>(), [3]);
         // A slow run broken before it is long enough names nobody.
-        d.observe(&fine);
+        d.observe(&fine, 1);
         feed(&mut d, &slow, 2, 1);
-        d.observe(&fine);
+        d.observe(&fine, 1);
         assert!(feed(&mut d, &slow, 2, 1).is_empty());
     }
 
@@ -395,11 +413,11 @@ mod tests {
         feed(&mut d, &[1.0, 2.0, 1.0, 1.0], 2, 1);
         // The group shrank: the runs of the old ranks are gone.
         assert!(feed(&mut d, &[1.0, 2.0, 1.0], 2, 1).is_empty());
-        assert_eq!(d.observe(&[1.0, 2.0, 1.0]).len(), 1);
+        assert_eq!(d.observe(&[1.0, 2.0, 1.0], 1).len(), 1);
         feed(&mut d, &[1.0, 2.0, 1.0], 1, 1);
         d.reset();
         assert!(feed(&mut d, &[1.0, 2.0, 1.0], 2, 1).is_empty());
-        assert_eq!(d.observe(&[1.0, 2.0, 1.0]).len(), 1);
+        assert_eq!(d.observe(&[1.0, 2.0, 1.0], 1).len(), 1);
     }
 
     #[test]
@@ -447,8 +465,8 @@ mod tests {
         let group =
             Group { generation: 1, rank: 0, world_size: 3, peers: Vec::new(), nccl_id: None, source_rank: 0, members };
         assert_eq!(watch.regrouped(&group), None);
-        assert!(watch.observe(&[1.0, 1.0, 2.0], 10).is_empty());
-        let named = watch.observe(&[1.0, 1.0, 2.0], 20);
+        assert!(watch.observe(&[1.0, 1.0, 2.0], 1, 10).is_empty());
+        let named = watch.observe(&[1.0, 1.0, 2.0], 1, 20);
         assert_eq!(named.len(), 1);
         assert_eq!(
             named[0].to_string(),
