@@ -196,6 +196,62 @@ mod tests {
         engine.state().unwrap().params
     }
 
+    /// Stands in for two peers of a group of three: its all-reduce adds
+    /// what they would (their leaving flags and their step times, nothing to
+    /// the gradients), so one engine sees its slots as the real ring sums them.
+    struct TwoPeers {
+        seconds: [f32; 2],
+    }
+
+    impl Collective<[f32]> for TwoPeers {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn world_size(&self) -> usize {
+            3
+        }
+        fn all_reduce_sum(&mut self, buf: &mut [f32]) -> Result<(), crate::train::collective::CollectiveError> {
+            let n = buf.len();
+            buf[n - 2] += self.seconds[0];
+            buf[n - 1] += self.seconds[1];
+            buf[n - 4] += 1.0; // one peer is leaving
+            Ok(())
+        }
+        fn broadcast(&mut self, _: &mut [f32], _: usize) -> Result<(), crate::train::collective::CollectiveError> {
+            Ok(())
+        }
+    }
+
+    /// The CPU engine times its own forward and backward, puts it in its
+    /// slot after the leaving flag, and reads every rank's time back; the
+    /// gradients (so the update) are the same as without the slots.
+    #[test]
+    fn a_step_carries_every_ranks_time_after_the_leaving_flag() {
+        let model = Model::new(Arch::Mlp, (1, 28, 28));
+        let params = init(&model, 7);
+        let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
+        let n = 8;
+        let images: Vec<f32> = (0..n * model.input_len()).map(|i| (i % 13) as f32 / 13.0).collect();
+        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        let batch = Batch { images: &images, labels: &labels };
+        let mut alone = CpuEngine::new(model.clone(), params.clone(), sgd, 1, Box::new(Single)).unwrap();
+        let first = alone.step(&batch, n, 0.05, false).unwrap();
+        assert_eq!((first.timed_steps, alone.step_seconds().len()), (1, 1));
+        assert!(alone.step_seconds()[0] > 0.0);
+        let mut engine = CpuEngine::new(model, params, sgd, 1, Box::new(Single)).unwrap();
+        engine.set_collective(Box::new(TwoPeers { seconds: [0.5, 0.25] }));
+        let done = engine.step(&batch, n, 0.05, false).unwrap();
+        assert_eq!((done.leaving, done.timed_steps), (1, 1));
+        let seconds = engine.step_seconds();
+        assert_eq!(seconds.len(), 3);
+        assert!(seconds[0] > 0.0 && seconds[0] < 60.0, "{seconds:?}");
+        assert_eq!(&seconds[1..], [0.5, 0.25]);
+        assert!(engine.state().unwrap().params == alone.state().unwrap().params, "the slots touched the gradients");
+        // A rank with no samples in a step carries no time.
+        engine.step(&Batch { images: &[], labels: &[] }, n, 0.05, false).unwrap();
+        assert_eq!(engine.step_seconds()[0], 0.0);
+    }
+
     /// Every product, element-wise pass and sum is split by the shapes
     /// alone, never by the pool's size: the same bits on any thread count.
     #[test]

@@ -485,9 +485,7 @@ impl TrainRank<'_> {
     fn record_stragglers(&mut self, after_checkpoint: bool) {
         let findings = self.stragglers.as_mut().map(|s| s.take_unrecorded(after_checkpoint)).unwrap_or_default();
         for finding in findings {
-            if let Err(e) =
-                straggler::record(&self.args.root, node_contract::straggler::Straggler { after_checkpoint, ..finding })
-            {
+            if let Err(e) = straggler::record(&self.args.root, finding) {
                 tracing::warn!("{e}");
             }
         }
