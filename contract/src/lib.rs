@@ -19,7 +19,8 @@
 //! recommendations, a worker's Capacity Block ending) and the file that
 //! tells `trainer` about one are in [`interruption`]; the idle guard's settings, busy test and the line it
 //! leaves on the worker group for `synth status`, in [`idle`]. Where each node's log lines live in CloudWatch Logs is
-//! in [`logs`]; the formation timeline's summary the success signal
+//! in [`logs`]; a straggler `trainer train` named (the record, the message
+//! and the worker group's tag), in [`straggler`]; the formation timeline's summary the success signal
 //! carries, in [`timeline`]; the one clock every loop reads the time from
 //! (unix milliseconds, as every time here), in [`clock`]. The files the
 //! agent leaves on every node for `trainer` (paths under a root, the workers
@@ -39,6 +40,7 @@ pub mod logs;
 pub mod message;
 pub mod parts;
 pub mod state;
+pub mod straggler;
 pub mod timeline;
 
 use serde::{Deserialize, Deserializer, Serialize};

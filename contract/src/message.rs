@@ -24,6 +24,8 @@
 //! - `activity` (worker -> master queue): what keeps this node busy (job
 //!   ranks, SSH sessions, GPU utilisation), for the idle guard
 //!   ([`crate::idle`]); sent only when the cluster has one.
+//! - `straggler` (node -> master queue): a rank `trainer train`'s rank 0
+//!   named as a straggler on this node ([`crate::straggler`]).
 //!
 //! Version 2 replaced version 1's single `manifest` message with
 //! `manifest_part`s. Version 3 added `notice` and changed nothing else, so
@@ -31,7 +33,7 @@
 //! agent reads it as before; a `notice` is written as version 3
 //! ([`Message::version`]), so an agent of the version-2 release refuses it
 //! by its version, with what to do ([`Unusable::UnsupportedVersion`]),
-//! rather than as a malformed body. This build reads versions 2 to 11 and
+//! rather than as a malformed body. This build reads versions 2 to 13 and
 //! refuses any other before it looks at the rest, so agents of different
 //! releases in one cluster say so instead of misreading each other; a kind
 //! it does not know within those versions is refused by name
@@ -54,6 +56,8 @@
 //! Version 12 added `gpu_report` (a node's GPU gate verdict,
 //! [`crate::gpu::GpuReport`]) and the notice kind `gpu_fault`: both are
 //! written as version 12 ([`GPU_VERSION`]), for the same reason.
+//! Version 13 added `straggler` ([`crate::straggler::Straggler`]), written
+//! as version 13 ([`STRAGGLER_VERSION`]), the only kind that is.
 //!
 //! Queues are standard queues: at-least-once, unordered. Duplicates,
 //! reordering, stale generations and malformed bodies are expected;
@@ -115,8 +119,11 @@ pub const REGISTER_DATA_VERSION: u32 = 11;
 /// written with (the first that has them).
 pub const GPU_VERSION: u32 = 12;
 
+/// The version `straggler` is written with (the first that has it).
+pub const STRAGGLER_VERSION: u32 = 13;
+
 /// The newest message version this crate reads.
-pub const NEWEST_MESSAGE_VERSION: u32 = 12;
+pub const NEWEST_MESSAGE_VERSION: u32 = 13;
 
 /// The kinds this crate knows, for the error about one it does not.
 const KINDS: &[&str] = &[
@@ -129,6 +136,7 @@ const KINDS: &[&str] = &[
     "link_report",
     "activity",
     "gpu_report",
+    "straggler",
 ];
 
 /// The most bytes of a [`LinkReport`]'s `error`.
@@ -416,6 +424,9 @@ pub enum Message {
     /// A node's GPU gate verdict, passed or failed, sent before it
     /// registers ([`crate::gpu::GpuReport`], message version 12).
     GpuReport(crate::gpu::GpuReport),
+    /// A rank `trainer train` named as a straggler
+    /// ([`crate::straggler::Straggler`], message version 13).
+    Straggler(crate::straggler::Straggler),
 }
 
 #[derive(Serialize)]
@@ -437,6 +448,7 @@ impl Message {
             Message::Notice(n) if n.notice == crate::interruption::NoticeKind::GpuFault => GPU_VERSION,
             Message::Notice(_) => NOTICE_VERSION,
             Message::GpuReport(_) => GPU_VERSION,
+            Message::Straggler(_) => STRAGGLER_VERSION,
             Message::BootFailure(_) => BOOT_FAILURE_VERSION,
             Message::LinkReport(_) => LINK_REPORT_VERSION,
             Message::Activity(_) => ACTIVITY_VERSION,
@@ -527,6 +539,8 @@ pub enum MasterInbound {
     Activity(Activity),
     /// A node's GPU gate verdict (bounded).
     GpuReport(crate::gpu::GpuReport),
+    /// A straggler `trainer train` named (bounded).
+    Straggler(crate::straggler::Straggler),
     /// Auto Scaling: an instance is launching or terminating.
     Lifecycle(LifecycleAction),
     /// Auto Scaling's test notification, sent when a hook is created.
@@ -573,6 +587,7 @@ pub fn parse_master_queue(body: &str) -> Result<MasterInbound, Unusable> {
         Ok(Message::LinkReport(m)) => Ok(MasterInbound::LinkReport(m.bounded())),
         Ok(Message::Activity(m)) => Ok(MasterInbound::Activity(m)),
         Ok(Message::GpuReport(m)) => Ok(MasterInbound::GpuReport(m.bounded())),
+        Ok(Message::Straggler(m)) => Ok(MasterInbound::Straggler(m.bounded())),
         Ok(Message::ManifestPart(_)) => Err(Unusable::WrongQueue("manifest_part")),
         Err(value) => {
             if value.get("Event").and_then(serde_json::Value::as_str) == Some("autoscaling:TEST_NOTIFICATION") {
@@ -597,6 +612,7 @@ pub fn parse_worker_queue(body: &str) -> Result<ManifestPart, Unusable> {
         Ok(Message::LinkReport(_)) => Err(Unusable::WrongQueue("link_report")),
         Ok(Message::Activity(_)) => Err(Unusable::WrongQueue("activity")),
         Ok(Message::GpuReport(_)) => Err(Unusable::WrongQueue("gpu_report")),
+        Ok(Message::Straggler(_)) => Err(Unusable::WrongQueue("straggler")),
         Err(_) => Err(Unusable::Malformed("not a message of ours".into())),
     }
 }
@@ -683,6 +699,30 @@ mod tests {
         assert!(!Message::Activity(no_gpu).to_body().contains("gpu_percent"));
     }
 
+    /// `straggler` came with version 13: a version-12 reader refuses it by
+    /// its version; it belongs in the master's queue, bounded there.
+    #[test]
+    fn straggler_is_version_13_and_belongs_in_the_masters_queue() {
+        let s = crate::straggler::Straggler {
+            alias: "deeplearning-worker7".into(),
+            instance_id: format!("i-{}", "0".repeat(100)),
+            rank: 6,
+            local_rank: 5,
+            percent_slower: 38,
+            steps: 200,
+            named_unix_ms: 9,
+            after_checkpoint: true,
+        };
+        let body = Message::Straggler(s.clone()).to_body();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((v["version"].as_u64(), v["kind"].as_str()), (Some(13), Some("straggler")));
+        assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Straggler(s.clone().bounded()));
+        assert_ne!(s.clone().bounded(), s, "the instance id is cut");
+        assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("straggler"));
+        let v12 = body.replace("\"version\":13", "\"version\":14");
+        assert_eq!(parse_master_queue(&v12).unwrap_err(), Unusable::UnsupportedVersion(14));
+    }
+
     /// A notice of a Capacity Block's end came with version 10: a version-9
     /// reader (which reads notices of the two IMDS kinds only) refuses it
     /// by its version ("update the older one"), not as malformed; every
@@ -697,7 +737,7 @@ mod tests {
         assert_eq!(v["notice"], "capacity_block_end");
         assert_eq!(v["deadline_unix"], block.reclaim_unix());
         assert!(v.get("action").is_none(), "{v}");
-        assert_eq!(NEWEST_MESSAGE_VERSION, GPU_VERSION);
+        assert_eq!(NEWEST_MESSAGE_VERSION, STRAGGLER_VERSION);
         assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Notice(n));
         assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("notice"));
         assert!(Unusable::UnsupportedVersion(10).to_string().contains("update the older one"));
@@ -765,12 +805,23 @@ mod tests {
                 detail: Some("xid on GPU 3: XID 79 (GPU has fallen off the bus)".into()),
                 ..notice()
             }),
+            Message::Straggler(crate::straggler::Straggler {
+                alias: "deeplearning-worker3".into(),
+                instance_id: "i-3".into(),
+                rank: 2,
+                local_rank: 0,
+                percent_slower: 41,
+                steps: 200,
+                named_unix_ms: 5,
+                after_checkpoint: false,
+            }),
         ] {
             let body = m.to_body();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
             let version = match &m {
                 Message::Notice(n) if n.notice == crate::interruption::NoticeKind::GpuFault => 12,
                 Message::GpuReport(_) => 12,
+                Message::Straggler(_) => 13,
                 Message::Notice(_) => 3,
                 Message::BootFailure(_) => 4,
                 Message::LinkReport(_) => 5,
@@ -808,6 +859,9 @@ mod tests {
                     assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::GpuReport(r.clone()));
                     assert_eq!(parse_worker_queue(&body).unwrap_err(), Unusable::WrongQueue("gpu_report"));
                 }
+                Message::Straggler(s) => {
+                    assert_eq!(parse_master_queue(&body).unwrap(), MasterInbound::Straggler(s.clone()));
+                }
             }
         }
     }
@@ -836,11 +890,11 @@ mod tests {
             ("not json".into(), "malformed"),
             ("[1,2]".into(), "not a JSON object"),
             (r#"{"kind":"register"}"#.into(), "no `version`"),
-            (r#"{"version":13,"kind":"register"}"#.into(), "version 13"),
+            (r#"{"version":14,"kind":"register"}"#.into(), "version 14"),
             (r#"{"version":2,"kind":"dance"}"#.into(), "unknown message kind \"dance\""),
             (r#"{"version":3,"kind":"dance"}"#.into(), "same agent release"),
             (r#"{"version":2,"kind":7}"#.into(), "`kind` is not a string"),
-            (r#"{"version":13,"kind":"notice"}"#.into(), "versions 2 to 12"),
+            (r#"{"version":14,"kind":"notice"}"#.into(), "versions 2 to 13"),
             (r#"{"version":9,"kind":"activity","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":5,"kind":"link_report","instance_id":"i-1"}"#.into(), "malformed"),
             (r#"{"version":4,"kind":"boot_failure","instance_id":"i-1"}"#.into(), "malformed"),

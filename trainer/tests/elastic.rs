@@ -14,7 +14,9 @@
 //! silent peer (SIGSTOP: found by the timeouts), the death of rank 0
 //! (every other rank fails with a clear message), and a rank whose host was
 //! given an interruption notice mid-epoch (it leaves at the next step; the
-//! survivors run the rest of the epoch with no step run twice).
+//! survivors run the rest of the epoch with no step run twice), and a rank
+//! whose steps compute three times as long as the others' (rank 0 names it,
+//! once, by its node's alias and instance id).
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -28,12 +30,13 @@ use trainer::train::checkpoint::InEpoch;
 use trainer::train::collective::{Collective, Group, Single};
 use trainer::train::data::Dataset;
 use trainer::train::elastic::{ElasticConfig, Membership};
-use trainer::train::engine::{Batch, Engine, EngineError, StepStats, Stepped, TrainState, leaving_count, leaving_flag};
+use trainer::train::engine::{Batch, Engine, EngineError, Slots, StepStats, Stepped, TrainState};
 use trainer::train::epochs::{self, Outcome, Rank, Resume, Shard, Start, Trained};
 use trainer::train::progress::Progress;
 use trainer::train::rendezvous::{self, HostConfig, Roster};
 use trainer::train::ring::{Ring, RingConfig};
 use trainer::train::run::{EpochPlan, EpochReport, train_epoch_from};
+use trainer::train::straggler::{self, Stragglers};
 
 const PARAMS: usize = 3001;
 const EPOCHS: u64 = 7;
@@ -94,11 +97,14 @@ fn expected() -> Vec<f32> {
 /// An [`Engine`] whose update is `params += lr * sum of the samples'
 /// gradients` (over every rank, through its collective) and `momentum +=
 /// that sum`; it prints each step with the group's size before the
-/// all-reduce.
+/// all-reduce. Its compute is a sleep of `step_ms` (a slow node: a longer
+/// one) and the gradients, timed and carried as the real engines carry
+/// their times.
 struct ToyEngine {
     state: TrainState,
     collective: Box<dyn Collective<[f32]> + Send>,
     step_ms: u64,
+    seconds: Vec<f32>,
 }
 
 impl Engine for ToyEngine {
@@ -111,22 +117,34 @@ impl Engine for ToyEngine {
     ) -> Result<Stepped, EngineError> {
         let (epoch, step) = (self.state.step / STEPS, self.state.step % STEPS);
         println!("step {epoch} {step} world {}", self.collective.world_size());
+        let began = Instant::now();
         std::thread::sleep(Duration::from_millis(self.step_ms));
-        // The gradients and, after them, the leaving flag (as the engines carry it).
-        let mut g = vec![0f32; PARAMS + 1];
+        // The gradients and, after them, the leaving flag and the ranks'
+        // times (as the engines carry them).
+        let slots = Slots { rank: self.collective.rank(), world: self.collective.world_size() };
+        let mut g = vec![0f32; PARAMS + slots.count()];
         for &id in batch.labels {
             g[..PARAMS].iter_mut().enumerate().for_each(|(k, x)| *x += sample_grad(u64::from(id), k));
         }
-        g[PARAMS] = leaving_flag(leaving);
+        slots.write(&mut g[PARAMS..], leaving, Some(began.elapsed().as_secs_f32()));
         self.collective.all_reduce_sum(&mut g)?;
-        let leaving = leaving_count(g[PARAMS]);
+        let (leaving, seconds) = Slots::read(&g[PARAMS..]);
+        self.seconds = seconds.to_vec();
         let TrainState { params, momentum, .. } = &mut self.state;
         for ((p, m), g) in params.iter_mut().zip(momentum.iter_mut()).zip(&g) {
             *p += lr * g;
             *m += g;
         }
         self.state.step += 1;
-        Ok(Stepped { stats: StepStats { samples: batch.labels.len() as u64, ..StepStats::default() }, leaving })
+        Ok(Stepped {
+            stats: StepStats { samples: batch.labels.len() as u64, ..StepStats::default() },
+            leaving,
+            timed_steps: 1,
+        })
+    }
+
+    fn step_seconds(&self) -> &[f32] {
+        &self.seconds
     }
 
     fn evaluate(&mut self, _batch: &Batch<'_>) -> Result<StepStats, EngineError> {
@@ -156,6 +174,8 @@ struct ToyRank {
     data: Dataset,
     progress: Progress,
     notice: Option<PathBuf>,
+    /// Rank 0's watch for a straggler.
+    stragglers: Option<Stragglers>,
 }
 
 impl Rank for ToyRank {
@@ -175,8 +195,13 @@ impl Rank for ToyRank {
         let plan = EpochPlan { batch_size: GLOBAL_BATCH as usize, lr: toy_lr(epoch), seed: 5, epochs: EPOCHS };
         let notice = self.notice.clone();
         let mut leaving = || notice.as_ref().is_some_and(|p| p.exists());
-        let (engine, data) = (&mut self.engine, &self.data);
-        train_epoch_from(engine, data, shard, epoch, &plan, &mut self.progress, from, &mut leaving)
+        let (engine, data, stragglers) = (&mut self.engine, &self.data, &mut self.stragglers);
+        let mut timed = |seconds: &[f32], steps: u64| {
+            for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, 0)).unwrap_or_default() {
+                println!("straggler {named}");
+            }
+        };
+        train_epoch_from(engine, data, shard, epoch, &plan, &mut self.progress, from, &mut leaving, &mut timed)
     }
 
     fn leaving(&mut self) -> bool {
@@ -195,6 +220,9 @@ impl Rank for ToyRank {
     }
 
     fn regrouped(&mut self, group: &Group, epoch: u64, step: u64, redo: bool) {
+        if let Some(note) = self.stragglers.as_mut().and_then(|s| s.regrouped(group)) {
+            println!("{note}");
+        }
         println!("group rank {} world {} epoch {epoch} step {step} redo {redo}", group.rank, group.world_size);
     }
 }
@@ -239,6 +267,7 @@ fn worker(cfg: WorkerConfig) -> i32 {
             state: TrainState { params: zeros.clone(), momentum: zeros, epoch: 0, step: 0 },
             collective: Box::new(Single),
             step_ms: cfg.step_ms,
+            seconds: Vec::new(),
         },
         data: Dataset::from_parts(
             (1, 1, 1),
@@ -249,6 +278,10 @@ fn worker(cfg: WorkerConfig) -> i32 {
         ),
         progress: Progress::stderr(false),
         notice: cfg.notice.clone().filter(|_| !cfg.host),
+        // Named after 5 slow steps: the run has 42.
+        stragglers: cfg
+            .host
+            .then(|| Stragglers::new(straggler::Args { straggler_steps: 5, ..straggler::Args::default() })),
     };
     match epochs::run(&mut rank, Some(membership), Start::default(), EPOCHS) {
         Ok(Outcome::Finished) => {}
@@ -590,6 +623,38 @@ fn notice_mid_epoch() {
     );
 }
 
+/// Node 3's steps compute three times as long as the others': rank 0
+/// names its rank, node and instance, once (it never recovers), and
+/// nobody else; the run's result is the same as ever.
+fn straggler_named() {
+    let c = Cluster::new(4);
+    c.publish(1, &[1, 2, 3, 4]);
+    (2..=4).for_each(|i| c.mark_prepared(i));
+    let ranks: Vec<Process> = (1..=4).map(|i| c.start(i, 4, if i == 3 { 150 } else { 50 })).collect();
+    let mut outs = Vec::new();
+    let want = expected();
+    for r in ranks {
+        let i = r.index;
+        let (code, out) = r.finish(Duration::from_secs(120));
+        assert_eq!(code, Some(0), "node {i}: {out}");
+        assert_exact(&c.out(i), &want);
+        outs.push(out);
+    }
+    let named: Vec<&str> = outs[0].lines().filter(|l| l.starts_with("out straggler ")).collect();
+    assert_eq!(named.len(), 1, "named once: {named:?}");
+    let line = named[0];
+    assert!(
+        line.starts_with("out straggler rank 2 on deeplearning-worker3 (i-3, local rank 0): steps ")
+            && line.ends_with(" % slower than the median of the other ranks for 5 steps"),
+        "{line}"
+    );
+    // The sleeps are 150 ms against 50: about 200 % slower, never under the margin.
+    let percent: f64 = line.split("steps ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!(percent > 100.0, "{line}");
+    // Only rank 0 names anyone.
+    assert!(outs[1..].iter().all(|o| !o.contains("straggler")), "{outs:?}");
+}
+
 /// Process 0 (the master) dies: every other rank fails, saying why.
 fn master_death() {
     let c = Cluster::new(3);
@@ -611,12 +676,13 @@ fn main() {
         std::process::exit(worker(serde_json::from_str(&cfg).unwrap()));
     }
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let scenarios: [(&str, fn()); 5] = [
+    let scenarios: [(&str, fn()); 6] = [
         ("join_and_leave_at_boundaries", join_and_leave_at_boundaries),
         ("sigkill_mid_epoch", sigkill_mid_epoch),
         ("silent_peer", silent_peer),
         ("master_death", master_death),
         ("notice_mid_epoch", notice_mid_epoch),
+        ("straggler_named", straggler_named),
     ];
     // Run in parallel: they mostly wait on timeouts.
     let handles: Vec<_> = scenarios

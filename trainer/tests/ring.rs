@@ -21,6 +21,7 @@ fn group(ls: &[TcpListener], rank: usize, generation: u64) -> Group {
         peers: ls.iter().map(|l| l.local_addr().unwrap()).collect(),
         nccl_id: None,
         source_rank: 0,
+        members: Vec::new(),
     }
 }
 

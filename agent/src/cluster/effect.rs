@@ -60,6 +60,10 @@ pub enum Effect {
     /// Write the idle guard's state to the worker group's tag
     /// (`node_contract::idle::IDLE_TAG`), where `synth status` reads it.
     MarkIdle(node_contract::idle::IdleMark),
+    /// Write the newest stragglers `trainer train` named to the worker
+    /// group's tag (`node_contract::straggler::STRAGGLER_TAG`), where
+    /// `synth status` reads them.
+    MarkStragglers(node_contract::straggler::StragglerMark),
     /// Power the master's instance off (the idle guard's `stop`): an
     /// EBS-backed instance whose shutdown behaviour is `stop` stops.
     PowerOff,

@@ -154,6 +154,12 @@ pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
                 }
                 mark_scaled_down(root, &config.stack_name, mark);
             }
+            Effect::MarkStragglers(mark) => {
+                let (tag, value) = (node_contract::straggler::STRAGGLER_TAG, mark.to_tag());
+                if let Err(e) = retry("tag the worker group", || group.set_tag(tag, &value)).await {
+                    warn!("cannot write the stragglers ({value}) to the worker group's tag {tag}: {e}");
+                }
+            }
             Effect::PowerOff => {
                 info!("idle guard: powering the master off");
                 if let Err(e) = ports.power.power_off().await {

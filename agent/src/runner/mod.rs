@@ -17,6 +17,9 @@
 //! the notice file for `trainer`, stops the node loop from registering
 //! again, and sends `notice` to the master, which removes the node at once.
 //!
+//! Every node also runs the straggler reporter ([`straggler_loop`]): it
+//! sends the master each straggler `trainer train`'s rank 0 named on it.
+//!
 //! With an idle guard in the node config, every node also runs its probe
 //! loop ([`activity_loop`]): a worker reports what keeps it busy to the
 //! master, the master hands its own readings to its loop.
@@ -45,6 +48,7 @@ mod node_loop;
 mod probe;
 mod retry;
 mod state_file;
+mod straggler_loop;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -234,6 +238,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
         }
     };
+    // Stragglers named by `trainer train`'s rank 0 on this node (the master's, in practice).
+    let stragglers = straggler_loop::report_loop(&opts.root, &master_queue);
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -276,6 +282,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 r = watch => r,
                 r = gpu_watch => r,
                 r = guard => r,
+                r = stragglers => r,
                 r = shutdown => r,
             }
         }
@@ -287,6 +294,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             r = watch => r,
             r = gpu_watch => r,
             r = guard => r,
+            r = stragglers => r,
             r = shutdown => r,
         },
     }

@@ -274,6 +274,10 @@ pub struct GroupState {
     /// (`node_contract::formation::FORMATION_TAG`); `None` before the
     /// master wrote it (or from an older agent).
     pub forming: Option<node_contract::formation::FormingMark>,
+    /// The newest stragglers `trainer train` named
+    /// (`node_contract::straggler::STRAGGLER_TAG`); `None` before the
+    /// master named any.
+    pub stragglers: Option<node_contract::straggler::StragglerMark>,
 }
 
 /// One line a node wrote to CloudWatch Logs (`FilterLogEvents`).

@@ -358,7 +358,7 @@ mod tests {
     fn found(desired: u32, master: &str, idle: Option<IdleMark>) -> Found {
         Found {
             worker_count: 2,
-            group: GroupState { desired, in_service: desired, idle, data: None, forming: None },
+            group: GroupState { desired, in_service: desired, idle, data: None, forming: None, stragglers: None },
             master: Some(master.to_owned()),
         }
     }
@@ -413,7 +413,7 @@ mod tests {
             .unwrap()
             .insert("demo".into(), vec![resource(WORKER_GROUP, "demo-WorkerGroup-x"), resource(MASTER, "i-0master")]);
         *cloud.group.lock().unwrap() =
-            Some(GroupState { desired: 0, in_service: 0, idle: Some(ACTED), data: None, forming: None });
+            Some(GroupState { desired: 0, in_service: 0, idle: Some(ACTED), data: None, forming: None, stragglers: None });
         cloud.instances.lock().unwrap().insert("i-0master".into(), "stopped".into());
         cloud
     }
@@ -480,7 +480,7 @@ mod tests {
         let cloud = stopped_cluster();
         cloud.instances.lock().unwrap().insert("i-0master".into(), "running".into());
         *cloud.group.lock().unwrap() =
-            Some(GroupState { desired: 2, in_service: 2, idle: Some(IdleMark::Busy), data: None, forming: None });
+            Some(GroupState { desired: 2, in_service: 2, idle: Some(IdleMark::Busy), data: None, forming: None, stragglers: None });
         let console = FakeConsole::default();
         assert_eq!(resume(&console, &cloud, "demo", Duration::from_secs(600)).await, ExitCode::Success);
         assert_eq!(

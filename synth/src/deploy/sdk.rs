@@ -501,6 +501,12 @@ impl Cloud for SdkCloud {
                 .find(|t| t.key() == Some(node_contract::formation::FORMATION_TAG))
                 .and_then(|t| t.value())
                 .and_then(node_contract::formation::FormingMark::from_tag),
+            stragglers: g
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some(node_contract::straggler::STRAGGLER_TAG))
+                .and_then(|t| t.value())
+                .and_then(node_contract::straggler::StragglerMark::from_tag),
         }))
     }
 

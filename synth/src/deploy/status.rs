@@ -165,6 +165,9 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
         if let Some(mark) = state.idle {
             text.push_str(&format!("idle       {}\n", idle_line(&mark, now_ms(), &stack.name)));
         }
+        if let Some(mark) = state.stragglers.as_ref().filter(|m| !m.stragglers.is_empty()) {
+            text.push_str(&format!("stragglers {}\n", stragglers_line(mark)));
+        }
     }
     // A template that cannot be read (or is not synth's JSON) has no block
     // to show; the rest of the status stands.
@@ -190,6 +193,14 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
 pub fn data_line(mark: &node_contract::data::DataMark, now_ms: i64) -> String {
     let ago = u64::try_from(now_ms).unwrap_or(0).saturating_sub(mark.at_ms) / 1000;
     format!("{} ({} ago, the master's last count)", mark.line, span(ago))
+}
+
+/// The stragglers `trainer train` named, newest first, as the master's tag
+/// holds them: "deeplearning-worker7 (i-0abc, local rank 5): steps 38 %
+/// slower than the median of the other ranks for 200 steps; ...".
+pub fn stragglers_line(mark: &node_contract::straggler::StragglerMark) -> String {
+    let lines: Vec<String> = mark.stragglers.iter().map(node_contract::straggler::Straggler::line).collect();
+    format!("{} (newest first; the master's log has each with its GPU facts)", lines.join("; "))
 }
 
 /// The idle guard's state as `synth status` prints it for `stack`: busy;
@@ -372,6 +383,21 @@ mod tests {
         assert_eq!(
             data_line(&mark, 1_000_000 + 7 * 60_000),
             "4.0 of 12.0 GB on 3 nodes (7 min ago, the master's last count)"
+        );
+    }
+
+    /// The master's tag, read back as `synth status` prints it.
+    #[test]
+    fn the_stragglers_line_names_each_node_from_the_masters_tag() {
+        let mark = node_contract::straggler::StragglerMark::from_tag(
+            "deeplearning-worker7/i-0abc/5/38/200 deeplearning-worker3/-/0/112/50",
+        )
+        .unwrap();
+        assert_eq!(
+            stragglers_line(&mark),
+            "deeplearning-worker7 (i-0abc, local rank 5): steps 38 % slower than the median of the other ranks for \
+             200 steps; deeplearning-worker3 (instance unknown, local rank 0): steps 112 % slower than the median of \
+             the other ranks for 50 steps (newest first; the master's log has each with its GPU facts)"
         );
     }
 

@@ -192,8 +192,9 @@ pub(super) fn master(
     }
     // The master leaves what synth shows in tags on the worker group: the
     // formation's count while the cluster forms, which `synth deploy`'s
-    // live line reads (`node_contract::formation::FORMATION_TAG`, every
-    // cluster); the idle guard's state (`node_contract::idle::IDLE_TAG`),
+    // live line reads (`node_contract::formation::FORMATION_TAG`), and the
+    // stragglers `trainer train` names (`node_contract::straggler::STRAGGLER_TAG`),
+    // on every cluster; the idle guard's state (`node_contract::idle::IDLE_TAG`)
     // and the nodes' data fetch progress (`node_contract::data::DATA_TAG`),
     // which `synth status` reads.
     group_actions.push("autoscaling:CreateOrUpdateTags");
@@ -269,7 +270,8 @@ mod tests {
     use crate::stack::{compile, tests::variants};
 
     /// The master may tag its worker group (the formation's count, the
-    /// idle guard's state, the data progress), and only that group.
+    /// stragglers `trainer train` names, the idle guard's state, the data
+    /// progress), and only that group.
     #[test]
     fn the_master_may_tag_its_own_group_only() {
         for (name, spec) in variants() {

@@ -93,6 +93,9 @@ pub struct Args {
     /// TensorBoard metrics.
     #[command(flatten)]
     pub events: super::events::Args,
+    /// Naming a straggler.
+    #[command(flatten)]
+    pub stragglers: super::straggler::Args,
     /// Filesystem root the agent's files are under (its state file and node
     /// config tell the ranks who is in the cluster).
     #[arg(long, env = "TRAINER_ROOT", default_value = "/", hide = true)]

@@ -27,6 +27,21 @@ pub struct Group {
     /// The rank whose training state every rank takes before going on
     /// (a survivor; rank 0 unless it has none).
     pub source_rank: usize,
+    /// Every rank's node, by rank, for the messages that name a rank (a
+    /// straggler): told to rank 0 only, which names them; empty elsewhere.
+    pub members: Vec<Member>,
+}
+
+/// The node a rank runs on, as its process introduced itself to the
+/// rendezvous (from the agent's manifest).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Member {
+    /// `deeplearning-worker<index>`.
+    pub alias: String,
+    /// The node's EC2 instance id.
+    pub instance_id: String,
+    /// Which of the node's processes (its GPU).
+    pub local_rank: u32,
 }
 
 /// A collective operation failed: a peer died, timed out or spoke out of turn.

@@ -109,8 +109,7 @@ impl Device {
             Device::Cuda(e) => {
                 drop(ring);
                 let nccl = Nccl::from_group(e.stream(), group).map_err(EngineError::from)?;
-                e.set_collective(Box::new(nccl));
-                Ok(())
+                e.set_collective(Box::new(nccl)).map_err(EngineError::from)
             }
         }
     }

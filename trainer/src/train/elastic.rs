@@ -201,8 +201,20 @@ impl Membership {
                     return Ok(Next::Left(reason));
                 }
                 Decision::Refused { reason } => return Err(RendezvousError::Refused(reason)),
-                Decision::Group { round, generation, rank, peers, source_rank, nccl_id, epoch, redo, step } => {
-                    let group = Group { generation, rank, world_size: peers.len(), peers, nccl_id, source_rank };
+                Decision::Group {
+                    round,
+                    generation,
+                    rank,
+                    peers,
+                    source_rank,
+                    nccl_id,
+                    epoch,
+                    redo,
+                    step,
+                    members,
+                } => {
+                    let group =
+                        Group { generation, rank, world_size: peers.len(), peers, nccl_id, source_rank, members };
                     self.round = round;
                     info!(round, generation, rank, world_size = group.world_size, epoch, step, redo, "new group");
                     match Ring::connect(&group, round, &self.listener, &self.config.ring) {

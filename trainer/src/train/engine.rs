@@ -23,13 +23,18 @@ pub struct Batch<'a> {
     pub labels: &'a [u8],
 }
 
-/// What one step did: this rank's sums over its samples, and how many
-/// ranks raised the leaving flag with the step's gradients.
+/// What one step did: this rank's sums over its samples, how many ranks
+/// raised the leaving flag with the step's gradients, and whether every
+/// rank's compute time for the step came with them.
 ///
 /// The flag travels as one more `f32` at the end of the gradient buffer
 /// that the step all-reduces anyway (no extra round trip), so every rank
 /// learns the same count after the same step: the point where a rank whose
-/// host was given an interruption notice leaves ([`super::epochs`]).
+/// host was given an interruption notice leaves ([`super::epochs`]). After
+/// the flag come `world_size` slots of compute seconds ([`Slots`]): each
+/// rank writes its own and zero in the others, so the sum is an all-gather
+/// (adding zeros is exact) and every rank learns every rank's time of the
+/// same step ([`Engine::step_seconds`], read by [`super::straggler`]).
 ///
 /// An engine whose sums live on a device may report them only after some
 /// steps, the same steps on every rank of a group: in between, `stats` and
@@ -45,6 +50,56 @@ pub struct Stepped {
     /// Ranks that raised the leaving flag (summed over the group; since the
     /// engine last reported it).
     pub leaving: u32,
+    /// This step brought every rank's compute time ([`Engine::step_seconds`]
+    /// holds them), standing for this many steps: 1 on the CPU, which
+    /// times every step; 16 (`cuda`'s `READ_EVERY`) on the GPU, whose
+    /// times are each rank's mean over the steps between two reads; 0:
+    /// nothing new.
+    pub timed_steps: u64,
+}
+
+/// The slots the gradient all-reduce carries after the gradients, for a
+/// group of `world` ranks: the leaving flag, then one compute time per rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slots {
+    /// This rank, `0..world`.
+    pub rank: usize,
+    /// The ranks in the group.
+    pub world: usize,
+}
+
+impl Slots {
+    /// How many `f32`s follow the gradients: the flag and `world` times.
+    pub fn count(&self) -> usize {
+        1 + self.world
+    }
+
+    /// Writes this rank's part into `slots` (the [`Slots::count`] floats after
+    /// the gradients): its leaving flag, its compute `seconds` in its own
+    /// slot, and zero in every other rank's, so the all-reduced sum holds
+    /// each rank's time exactly. `None`: this rank computed nothing this
+    /// step (no samples in its slice), written as zero, which the reader
+    /// ([`super::straggler`]) takes as "not a step to judge".
+    pub fn write(&self, slots: &mut [f32], leaving: bool, seconds: Option<f32>) {
+        slots.fill(0.0);
+        if let Some(flag) = slots.first_mut() {
+            *flag = leaving_flag(leaving);
+        }
+        if let (Some(mine), Some(seconds)) = (slots.get_mut(1 + self.rank), seconds) {
+            // A clock that went backwards or a zero time is still a time:
+            // the smallest positive one, since zero means "none".
+            *mine = if seconds.is_finite() && seconds > 0.0 { seconds } else { f32::MIN_POSITIVE };
+        }
+    }
+
+    /// The all-reduced `slots`: the count of leaving ranks, and every
+    /// rank's compute seconds, by rank.
+    pub fn read(slots: &[f32]) -> (u32, &[f32]) {
+        match slots.split_first() {
+            Some((flag, times)) => (leaving_count(*flag), times),
+            None => (0, &[]),
+        }
+    }
 }
 
 /// The leaving flag as the all-reduced buffer carries it.
@@ -100,6 +155,11 @@ pub trait Engine {
     /// collective (an epoch's training loss and accuracy over every rank's
     /// samples).
     fn sum_over_ranks(&mut self, stats: StepStats) -> Result<StepStats, EngineError>;
+    /// Every rank's compute seconds per step (forward and backward, before
+    /// the all-reduce: not the wait in it) as of the newest step whose
+    /// [`Stepped::timed_steps`] was not 0, by rank (0: none measured); empty
+    /// before the first.
+    fn step_seconds(&self) -> &[f32];
     /// The current state, copied to host memory.
     fn state(&self) -> Result<TrainState, EngineError>;
     /// Replaces the state (resume, or a survivor's state after re-forming).
@@ -119,5 +179,30 @@ mod tests {
         for odd in [f32::NAN, f32::NEG_INFINITY, f32::INFINITY, -2.0] {
             assert_eq!(leaving_count(odd), 0, "{odd}");
         }
+    }
+
+    /// Each rank writes its own slot: the sum of the ranks' slots is an
+    /// all-gather, bit for bit, with the leaving count in front.
+    #[test]
+    fn the_time_slots_sum_to_every_ranks_time() {
+        let world = 4;
+        let times = [0.125f32, 0.3, 1e-3, 7.77];
+        let mut sum = vec![0f32; Slots { rank: 0, world }.count()];
+        for (rank, t) in times.iter().enumerate() {
+            let mut mine = vec![9.0; sum.len()];
+            Slots { rank, world }.write(&mut mine, rank == 1, Some(*t));
+            sum.iter_mut().zip(&mine).for_each(|(s, m)| *s += m);
+        }
+        let (leaving, seconds) = Slots::read(&sum);
+        assert_eq!(leaving, 1);
+        assert_eq!(seconds, times);
+        // A time that is not one is still a time (never the "none" zero).
+        let mut one = vec![0f32; 2];
+        Slots { rank: 0, world: 1 }.write(&mut one, false, Some(f32::NAN));
+        assert_eq!(one, [0.0, f32::MIN_POSITIVE]);
+        // A rank without samples writes no time.
+        Slots { rank: 0, world: 1 }.write(&mut one, true, None);
+        assert_eq!(one, [1.0, 0.0]);
+        assert_eq!(Slots::read(&[]), (0, &[][..]));
     }
 }

@@ -13,6 +13,7 @@
 //! - [`ring`]: the CPU ring all-reduce over TCP;
 //! - [`timing`]: timed all-reduces on any collective (what `trainer bench` measures);
 //! - [`engine`]: what the training loop drives (one step, evaluation, state);
+//! - [`straggler`]: naming a rank whose compute stays slower than the others';
 //! - [`checkpoint`]: atomic, checksummed checkpoints and resume;
 //! - [`events`]: TensorBoard event files;
 //! - [`progress`]: the live progress line;
@@ -51,4 +52,5 @@ pub mod rendezvous;
 pub mod ring;
 pub mod run;
 pub mod stats;
+pub mod straggler;
 pub mod timing;

@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use super::collective::Member;
 use node_contract::files::prepare_data;
 use node_contract::state::{STATE_PATH, State};
 use serde::{Deserialize, Serialize};
@@ -226,6 +227,11 @@ pub enum Decision {
         /// mid-epoch after a leave: no state moves); 0 otherwise.
         #[serde(default)]
         step: u64,
+        /// Every rank's node, by rank: sent to rank 0 only (the process
+        /// that hosts the rendezvous, so always of the same release), which
+        /// names a straggler by them; empty for the others.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        members: Vec<Member>,
     },
     /// Same group, next epoch (or, after a mid-epoch stop, the rest of the epoch).
     Continue {
@@ -705,6 +711,18 @@ impl Host {
         self.lost = false;
         let peers: Vec<SocketAddr> = self.members.iter().map(|id| self.conns[id].hello.data_addr).collect();
         let nccl_id = self.config.nccl_id.as_ref().map(|f| f());
+        let members: Vec<Member> = self
+            .members
+            .iter()
+            .map(|id| {
+                let hello = &self.conns[id].hello;
+                Member {
+                    alias: hello.alias.clone(),
+                    instance_id: hello.instance_id.clone(),
+                    local_rank: hello.local_rank,
+                }
+            })
+            .collect();
         info!(round = self.round, generation, epoch, step, redo, world_size = self.members.len(), members = %self.names(&self.members), "group formed: {why}");
         // Rank 0 last: its process hosts us, and may exit (job done) as soon as
         // it has its answer; everyone else's must be on the wire by then.
@@ -722,6 +740,7 @@ impl Host {
                 epoch,
                 redo,
                 step,
+                members: if rank == 0 { members.clone() } else { Vec::new() },
             };
             self.tell(id, &decision);
         }

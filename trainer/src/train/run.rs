@@ -31,6 +31,7 @@ use super::optim::Sgd;
 use super::progress::{Progress, Snapshot};
 use super::rendezvous::{HostConfig, RendezvousError, Roster};
 use super::ring::Ring;
+use super::straggler::{self, Stragglers};
 use crate::exit::{EXIT_FAILED, EXIT_USAGE};
 
 /// Test samples evaluated per forward pass (bounds the im2col memory).
@@ -151,7 +152,7 @@ pub fn train_epoch(
     let mut from = Resume::default();
     loop {
         // Nobody here raises the leaving flag; should a peer, the epoch goes on.
-        match train_epoch_from(engine, data, shard, epoch, plan, progress, from, &mut || false)? {
+        match train_epoch_from(engine, data, shard, epoch, plan, progress, from, &mut || false, &mut |_, _| {})? {
             Trained::Epoch(report) => return Ok(report),
             Trained::Stopped(at) => from = at,
         }
@@ -168,7 +169,10 @@ pub fn train_epoch(
 /// are the same ones (the permutation of the generation the epoch began
 /// with, `shard.generation`), re-sharded over the new world: no sample is
 /// skipped or repeated. Rank 0 carries `from.train`, the sums of the steps
-/// run before, into the epoch's report.
+/// run before, into the epoch's report. After every step that brought every
+/// rank's compute time ([`Stepped::timed_steps`](super::engine::Stepped::timed_steps)),
+/// `timed` is given them, by rank, and how many steps they stand for (rank
+/// 0 watches for a straggler).
 #[allow(clippy::too_many_arguments)]
 pub fn train_epoch_from(
     engine: &mut dyn Engine,
@@ -179,6 +183,7 @@ pub fn train_epoch_from(
     progress: &mut Progress,
     from: Resume,
     leaving: &mut dyn FnMut() -> bool,
+    timed: &mut dyn FnMut(&[f32], u64),
 ) -> Result<Trained<EpochReport>, EngineError> {
     let start = Instant::now();
     let order = data::permutation(data.len(), plan.seed, epoch, shard.generation);
@@ -191,6 +196,9 @@ pub fn train_epoch_from(
         let mine = &global[data::shard(global.len(), shard.rank, shard.world)];
         data.gather(mine, &mut images, &mut labels);
         let done = engine.step(&Batch { images: &images, labels: &labels }, global.len(), plan.lr, leaving())?;
+        if done.timed_steps > 0 {
+            timed(engine.step_seconds(), done.timed_steps);
+        }
         total += done.stats;
         global_samples += global.len();
         progress.update(&Snapshot {
@@ -434,6 +442,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
         checkpoint: saves,
         // Rank 0 never leaves; a rank on its own has nobody to tell.
         notice: launch.as_ref().filter(|l| l.rank != 0).map(|_| NoticeWatch::new(&args.root)),
+        stragglers: leader.then(|| Stragglers::new(args.stragglers)),
     };
     match epochs::run(&mut rank, membership, Start { epoch: state.epoch, in_epoch }, args.epochs) {
         Ok(Outcome::Finished) => Ok(crate::exit::EXIT_OK),
@@ -466,6 +475,22 @@ struct TrainRank<'a> {
     checkpoint: bool,
     /// This host's interruption notice, for a rank that may leave.
     notice: Option<NoticeWatch>,
+    /// Rank 0's watch for a straggler in its group.
+    stragglers: Option<Stragglers>,
+}
+
+impl TrainRank<'_> {
+    /// Records the stragglers named since the last checkpoint, for the
+    /// node's agent to send to the master; `after_checkpoint` when one was
+    /// just saved. A record that cannot be written is logged: training goes on.
+    fn record_stragglers(&mut self, after_checkpoint: bool) {
+        let findings = self.stragglers.as_mut().map(|s| s.take_unrecorded(after_checkpoint)).unwrap_or_default();
+        for finding in findings {
+            if let Err(e) = straggler::record(&self.args.root, finding) {
+                tracing::warn!("{e}");
+            }
+        }
+    }
 }
 
 impl Rank for TrainRank<'_> {
@@ -484,8 +509,28 @@ impl Rank for TrainRank<'_> {
         let plan = EpochPlan { lr: self.args.lr_schedule.rate(self.args.lr, epoch, self.args.epochs), ..self.plan };
         let notice = &mut self.notice;
         let mut leaving = || notice.as_mut().is_some_and(NoticeWatch::noticed);
+        let stragglers = &mut self.stragglers;
+        let mut timed = |seconds: &[f32], steps: u64| {
+            // Each finding is also kept for the master's record, written once
+            // the next checkpoint is saved ([`TrainRank::record_stragglers`]).
+            let now = node_contract::clock::system();
+            for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, now)).unwrap_or_default() {
+                tracing::warn!("straggler: {named}");
+                cli_output::errln!("trainer train: straggler: {named}");
+            }
+        };
         let engine = self.device.engine();
-        let report = train_epoch_from(engine, self.train, shard, epoch, &plan, &mut self.progress, from, &mut leaving);
+        let report = train_epoch_from(
+            engine,
+            self.train,
+            shard,
+            epoch,
+            &plan,
+            &mut self.progress,
+            from,
+            &mut leaving,
+            &mut timed,
+        );
         if report.is_err() {
             self.progress.clear();
         }
@@ -520,8 +565,9 @@ impl Rank for TrainRank<'_> {
             "trainer train: a rank is leaving after step {} of epoch {}{}",
             at.step,
             epoch + 1,
-            saved.map(|p| format!("; checkpoint {}", p.display())).unwrap_or_default()
+            saved.as_ref().map(|p| format!("; checkpoint {}", p.display())).unwrap_or_default()
         );
+        self.record_stragglers(saved.is_some());
         Ok(())
     }
 
@@ -560,10 +606,14 @@ impl Rank for TrainRank<'_> {
         if self.checkpoint {
             self.store.save(self.meta, &done)?;
         }
+        self.record_stragglers(self.checkpoint);
         printed.map_err(TrainError::Output)
     }
 
     fn regrouped(&mut self, group: &Group, epoch: u64, step: u64, redo: bool) {
+        if let Some(note) = self.stragglers.as_mut().and_then(|s| s.regrouped(group)) {
+            cli_output::errln!("trainer train: {note}");
+        }
         if !self.leader {
             return;
         }
@@ -614,7 +664,10 @@ mod tests {
             let leaving = u32::from(self.leave_at == Some(self.steps));
             self.steps += 1;
             let stats = StepStats { samples: batch.labels.len() as u64, ..StepStats::default() };
-            Ok(Stepped { stats, leaving })
+            Ok(Stepped { stats, leaving, timed_steps: 0 })
+        }
+        fn step_seconds(&self) -> &[f32] {
+            &[]
         }
         fn evaluate(&mut self, _: &Batch<'_>) -> Result<StepStats, EngineError> {
             Ok(StepStats::default())
@@ -664,8 +717,17 @@ mod tests {
             let mut engine = Recorder::new(Some(1));
             let shard = Shard { rank, world: 3, generation: 7 };
             let mut leaving = || rank == 2;
-            let done =
-                train_epoch_from(&mut engine, &data, shard, 1, &PLAN, &mut progress, Resume::default(), &mut leaving);
+            let done = train_epoch_from(
+                &mut engine,
+                &data,
+                shard,
+                1,
+                &PLAN,
+                &mut progress,
+                Resume::default(),
+                &mut leaving,
+                &mut |_, _| {},
+            );
             match done.unwrap() {
                 Trained::Stopped(at) => stopped.push(at),
                 other => panic!("rank {rank}: {other:?}"),
@@ -682,7 +744,17 @@ mod tests {
             // The epoch keeps the permutation of the generation it began with.
             let shard = Shard { rank, world: 2, generation: 7 };
             let from = Resume { step: 2, train: carried };
-            let done = train_epoch_from(&mut engine, &data, shard, 1, &PLAN, &mut progress, from, &mut || false);
+            let done = train_epoch_from(
+                &mut engine,
+                &data,
+                shard,
+                1,
+                &PLAN,
+                &mut progress,
+                from,
+                &mut || false,
+                &mut |_, _| {},
+            );
             match done.unwrap() {
                 Trained::Epoch(report) => reported += report.train.samples,
                 other => panic!("rank {rank}: {other:?}"),
@@ -703,10 +775,17 @@ mod tests {
         let data = dataset(50);
         let mut progress = Progress::stderr(false);
         let mut engine = Recorder::new(Some(4));
-        let done =
-            train_epoch_from(&mut engine, &data, Shard::ALONE, 0, &PLAN, &mut progress, Resume::default(), &mut || {
-                true
-            });
+        let done = train_epoch_from(
+            &mut engine,
+            &data,
+            Shard::ALONE,
+            0,
+            &PLAN,
+            &mut progress,
+            Resume::default(),
+            &mut || true,
+            &mut |_, _| {},
+        );
         assert!(matches!(done.unwrap(), Trained::Epoch(r) if r.train.samples == 50));
         // And `train_epoch` goes through a peer's stop without one of its own.
         let mut engine = Recorder::new(Some(0));

@@ -31,6 +31,16 @@ pub(super) struct GpuTally {
 }
 
 impl GpuTally {
+    /// `id`'s newest verdict: passed, or its failure as the master logged
+    /// it ("i-... (10.0.1.7): <failure line>"); `None` when it never
+    /// reported (or was not counted).
+    pub(super) fn verdict(&self, id: &str) -> Option<Result<(), &str>> {
+        if self.passed.contains(id) {
+            return Some(Ok(()));
+        }
+        self.failed.get(id).map(|line| Err(line.as_str()))
+    }
+
     fn full(&self, id: &str) -> bool {
         self.passed.len() + self.failed.len() >= KEPT && !self.passed.contains(id) && !self.failed.contains_key(id)
     }

@@ -21,7 +21,8 @@
 //! (leave, interruption notices, lifecycle actions, removal),
 //! [`formation`] (the decision at the requested count or the deadline, boot
 //! and launch failures, the formation signal), [`gate`] (the network
-//! check), [`gpu`] (the GPU gate's verdicts) and [`publishing`] (generations, re-sends, acknowledgements,
+//! check), [`gpu`] (the GPU gate's verdicts), [`stragglers`] (the ranks
+//! `trainer train` named slow) and [`publishing`] (generations, re-sends, acknowledgements,
 //! retirement). The idle guard's decision is a state machine of its own
 //! ([`idle`]) that the master holds and feeds once the cluster formed.
 
@@ -32,6 +33,7 @@ mod gpu;
 pub mod idle;
 mod joins;
 mod publishing;
+mod stragglers;
 
 use std::collections::BTreeMap;
 
@@ -167,6 +169,10 @@ pub struct MasterState {
     /// The GPU gate's verdicts so far.
     #[serde(default)]
     gpu: gpu::GpuTally,
+    /// The newest stragglers `trainer train` named, newest first (at most
+    /// [`stragglers::KEPT`]). Older state files have none.
+    #[serde(default)]
+    stragglers: Vec<node_contract::straggler::Straggler>,
 }
 
 /// The most workers the network gate's `replace` terminates over the
@@ -224,6 +230,7 @@ impl MasterState {
             idle: None,
             gpu_action: config.gpu_check.as_ref().map(|c| c.action),
             gpu: gpu::GpuTally::default(),
+            stragglers: Vec::new(),
         }
     }
 
@@ -318,6 +325,7 @@ impl MasterState {
             MasterInbound::BootFailure(f) => self.on_boot_failure(f, &mut fx),
             MasterInbound::LinkReport(r) => self.on_link_report(r, now_ms, &mut fx),
             MasterInbound::GpuReport(r) => self.on_gpu_report(r, &mut fx),
+            MasterInbound::Straggler(s) => self.on_straggler(s, &mut fx),
             MasterInbound::Activity(a) => {
                 // Readings before formation are dropped: the idle clock
                 // starts once the cluster formed.
@@ -484,3 +492,6 @@ mod gate_tests;
 
 #[cfg(test)]
 mod gpu_tests;
+
+#[cfg(test)]
+mod straggler_tests;

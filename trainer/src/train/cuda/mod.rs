@@ -42,7 +42,7 @@ use super::model::Model;
 use super::optim::Sgd;
 
 use super::collective::{Collective, Single};
-use super::engine::{Batch, Engine, EngineError, StepStats, Stepped, TrainState, leaving_count, leaving_flag};
+use super::engine::{Batch, Engine, EngineError, Slots, StepStats, Stepped, TrainState, leaving_flag};
 
 /// A GPU library is missing, or a CUDA call failed.
 #[derive(Debug, thiserror::Error)]
@@ -237,6 +237,9 @@ pub struct CudaEngine {
     epoch: u64,
     step: u64,
     flag: RaisedFlag,
+    /// Every rank's mean compute seconds per step over the window before
+    /// the last read ([`Engine::step_seconds`]).
+    seconds: Vec<f32>,
 }
 
 /// This rank's leaving flag between two reads of the group's flags: once
@@ -269,7 +272,14 @@ impl CudaEngine {
         let stream = open_device(ordinal)?;
         probe(&[Library::Cublas, Library::Nvrtc])?;
         let net = net::Net::new(stream, model, sgd)?;
-        Ok(Self { net, collective: Box::new(Single), epoch: 0, step: 0, flag: RaisedFlag::default() })
+        Ok(Self {
+            net,
+            collective: Box::new(Single),
+            epoch: 0,
+            step: 0,
+            flag: RaisedFlag::default(),
+            seconds: Vec::new(),
+        })
     }
 
     /// The device's stream, on which a new group's collective is built
@@ -278,9 +288,13 @@ impl CudaEngine {
         self.net.stream()
     }
 
-    /// Replaces the collective (the elastic layer's new group).
-    pub fn set_collective(&mut self, collective: Box<dyn Collective<CudaSlice<f32>>>) {
+    /// Replaces the collective (the elastic layer's new group), and the
+    /// slots after the gradients with the new group's.
+    pub fn set_collective(&mut self, collective: Box<dyn Collective<CudaSlice<f32>>>) -> Result<(), CudaError> {
+        self.net.set_slots(Slots { rank: collective.rank(), world: collective.world_size() })?;
         self.collective = collective;
+        self.seconds.clear();
+        Ok(())
     }
 }
 
@@ -291,7 +305,11 @@ impl CudaEngine {
 /// the sums not yet reported, so an epoch's figures are whole.
 impl Engine for CudaEngine {
     fn step(&mut self, batch: &Batch<'_>, global_batch: usize, lr: f32, leaving: bool) -> Result<Stepped, EngineError> {
+        // This rank's own work, timed on the device; the all-reduce's wait is not.
+        self.net.begin_step()?;
         self.net.forward_backward(batch)?;
+        self.net.end_step(!batch.labels.is_empty())?;
+        self.net.carry_times()?;
         self.net.set_leaving_flag(self.flag.carry(leaving))?;
         self.collective.all_reduce_sum(self.net.grads_mut())?;
         self.net.update(lr, 1.0 / global_batch.max(1) as f32)?;
@@ -300,9 +318,16 @@ impl Engine for CudaEngine {
             return Ok(Stepped::default());
         }
         let stats = self.net.take_stats()?;
-        let leaving = leaving_count(self.net.leaving_flag()?);
+        let slots = self.net.read_slots()?;
+        let (leaving, seconds) = Slots::read(&slots);
+        self.seconds.clear();
+        self.seconds.extend_from_slice(seconds);
         self.flag.counted();
-        Ok(Stepped { stats, leaving })
+        // The host has waited for the device: this window's timing events
+        // are done, and its mean rides in the next window's steps.
+        self.net.publish_window_time()?;
+        // The times read are each rank's mean over the window before.
+        Ok(Stepped { stats, leaving, timed_steps: net::READ_EVERY })
     }
 
     fn evaluate(&mut self, batch: &Batch<'_>) -> Result<StepStats, EngineError> {
@@ -321,6 +346,10 @@ impl Engine for CudaEngine {
         Ok(StepStats::from_floats(host))
     }
 
+    fn step_seconds(&self) -> &[f32] {
+        &self.seconds
+    }
+
     fn state(&self) -> Result<TrainState, EngineError> {
         let (params, momentum) = self.net.download()?;
         Ok(TrainState { params, momentum, epoch: self.epoch, step: self.step })
@@ -330,6 +359,7 @@ impl Engine for CudaEngine {
         // A new state starts (or redoes) an epoch: the sums of steps not yet read are not its.
         self.net.discard_stats();
         self.flag.counted();
+        self.net.reset_times()?;
         self.net.upload(&state.params, &state.momentum)?;
         self.epoch = state.epoch;
         self.step = state.step;
@@ -340,6 +370,7 @@ impl Engine for CudaEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::engine::leaving_count;
 
     /// The GPU engine's leave protocol without a GPU: three ranks, each
     /// with its own flag, sum their flags every step (the all-reduce) and

@@ -16,18 +16,25 @@
 //! [`Pending`] until [`Net::take_stats`] reads them back in one copy (the
 //! engine does every [`READ_EVERY`] steps, and at the end of an epoch).
 //! Evaluation still reads each call's sums at once.
+//!
+//! Step times ([`StepTimer`]): two timing events around each step's forward
+//! and backward, read at the next read of the sums (the device is done with
+//! them by then), give this rank's mean compute time over the window; it
+//! rides in every step's all-reduce of the next window from a small device
+//! buffer ([`Net::carry_times`], a device-to-device copy: no host wait), so
+//! each read brings every rank's mean of the window before.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice, sys};
 
 use super::kernels::Kernels;
 use super::{CudaError, bias_grad, call};
 use crate::train::data::CLASSES;
-use crate::train::engine::{Batch, StepStats};
+use crate::train::engine::{Batch, Slots, StepStats};
 use crate::train::model;
 use crate::train::optim::Sgd;
 
@@ -268,6 +275,48 @@ impl Drop for Staged {
     }
 }
 
+/// Timing events around the forward and backward passes of the steps
+/// between two reads of the sums, [`READ_EVERY`] pairs made once.
+pub(super) struct StepTimer {
+    /// Start and end events per step of the window, and whether the step
+    /// had samples (a rank without any computed nothing to compare).
+    events: Vec<(CudaEvent, CudaEvent, bool)>,
+    /// Steps of this window recorded so far.
+    used: usize,
+}
+
+impl StepTimer {
+    fn new(stream: &Arc<CudaStream>) -> Result<Self, CudaError> {
+        let ctx = stream.context();
+        let event = || ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(call("creating a CUDA event"));
+        let events = (0..READ_EVERY).map(|_| Ok((event()?, event()?, false))).collect::<Result<_, CudaError>>()?;
+        Ok(Self { events, used: 0 })
+    }
+
+    /// The mean compute seconds per step of the window's steps with samples
+    /// (waits for their end events: called after a read, when they are
+    /// done); `None` when none had samples. Starts a new window.
+    fn take_mean(&mut self) -> Result<Option<f32>, CudaError> {
+        let mut ms = Vec::with_capacity(self.used);
+        for (start, end, samples) in &self.events[..self.used] {
+            ms.push(if *samples {
+                Some(start.elapsed_ms(end).map_err(call("reading a step's timing events"))?)
+            } else {
+                None
+            });
+        }
+        self.used = 0;
+        Ok(window_mean(&ms))
+    }
+}
+
+/// The mean of a window's step times (milliseconds; `None`: a step without
+/// samples, left out), in seconds; `None` when no step had samples.
+pub(super) fn window_mean(ms: &[Option<f32>]) -> Option<f32> {
+    let timed: Vec<f32> = ms.iter().flatten().copied().filter(|m| m.is_finite() && *m >= 0.0).collect();
+    (!timed.is_empty()).then(|| timed.iter().sum::<f32>() / timed.len() as f32 / 1000.0)
+}
+
 /// Per-batch device buffers, sized for `capacity` samples.
 struct Buffers {
     capacity: usize,
@@ -355,6 +404,12 @@ pub(super) struct Net {
     momentum: CudaSlice<f32>,
     buffers: Buffers,
     pending: Pending,
+    /// This rank's place in its group's slots after the gradients.
+    slots: Slots,
+    /// This rank's part of the slots as every step of this window carries
+    /// it: zero, and its mean time of the window before in its own slot.
+    mine: CudaSlice<f32>,
+    timer: StepTimer,
 }
 
 impl Net {
@@ -365,11 +420,69 @@ impl Net {
         let blas = CudaBlas::new(stream.clone()).map_err(call("creating the cuBLAS handle"))?;
         let zeros = || stream.alloc_zeros::<f32>(count).map_err(call("allocating device memory"));
         let (params, momentum) = (zeros()?, zeros()?);
-        // One more slot after the gradients: the leaving flag, all-reduced with them.
-        let grads = stream.alloc_zeros::<f32>(count + 1).map_err(call("allocating device memory"))?;
+        // After the gradients, all-reduced with them: the leaving flag and
+        // each rank's time (a group of one until `set_slots`).
+        let slots = Slots { rank: 0, world: 1 };
+        let grads = stream.alloc_zeros::<f32>(count + slots.count()).map_err(call("allocating device memory"))?;
+        let mine = stream.alloc_zeros::<f32>(slots.count()).map_err(call("allocating device memory"))?;
         let buffers = Buffers::new(&stream, &layers, 1)?;
         let pending = Pending::new(&stream, READ_EVERY as usize)?;
-        Ok(Self { stream, blas, kernels, layers, sgd, params, grads, momentum, buffers, pending })
+        let timer = StepTimer::new(&stream)?;
+        Ok(Self { stream, blas, kernels, layers, sgd, params, grads, momentum, buffers, pending, slots, mine, timer })
+    }
+
+    /// A new group: the slots after the gradients are its (the gradient
+    /// buffer is made again, zero), and no time is carried until the first
+    /// window in it is read.
+    pub(super) fn set_slots(&mut self, slots: Slots) -> Result<(), CudaError> {
+        let count = self.params.len();
+        self.grads = self.stream.alloc_zeros::<f32>(count + slots.count()).map_err(call("allocating device memory"))?;
+        self.mine = self.stream.alloc_zeros::<f32>(slots.count()).map_err(call("allocating device memory"))?;
+        self.slots = slots;
+        self.timer.used = 0;
+        Ok(())
+    }
+
+    /// Forgets the window's times and carries none (a new state: its steps
+    /// are another epoch's, or a redo's).
+    pub(super) fn reset_times(&mut self) -> Result<(), CudaError> {
+        self.timer.used = 0;
+        self.stream.memset_zeros(&mut self.mine).map_err(call("clearing the step times"))
+    }
+
+    /// Records the start of a step's own work (before the batch's copy).
+    pub(super) fn begin_step(&mut self) -> Result<(), CudaError> {
+        let at = self.timer.used.min(self.timer.events.len() - 1);
+        self.timer.events[at].0.record(&self.stream).map_err(call("recording a timing event"))
+    }
+
+    /// Records the end of a step's own work (after the backward pass,
+    /// before the all-reduce); `samples`: the step had any.
+    pub(super) fn end_step(&mut self, samples: bool) -> Result<(), CudaError> {
+        let at = self.timer.used.min(self.timer.events.len() - 1);
+        let pair = &mut self.timer.events[at];
+        pair.1.record(&self.stream).map_err(call("recording a timing event"))?;
+        pair.2 = samples;
+        self.timer.used = (at + 1).min(self.timer.events.len());
+        Ok(())
+    }
+
+    /// Puts this rank's part of the slots after the gradients (after
+    /// [`Net::forward_backward`], which may zero the whole buffer, and
+    /// before [`Net::set_leaving_flag`]): a copy on the device, queued.
+    pub(super) fn carry_times(&mut self) -> Result<(), CudaError> {
+        let n = self.params.len();
+        let mut dst = self.grads.slice_mut(n..n + self.slots.count());
+        self.stream.memcpy_dtod(&self.mine, &mut dst).map_err(call("copying the step times"))
+    }
+
+    /// After a read (the host has waited for the device): this window's
+    /// mean time goes into this rank's slot for the next window's steps.
+    pub(super) fn publish_window_time(&mut self) -> Result<(), CudaError> {
+        let mean = self.timer.take_mean()?;
+        let mut part = vec![0f32; self.slots.count()];
+        self.slots.write(&mut part, false, mean);
+        self.stream.memcpy_htod(&part[..], &mut self.mine).map_err(call("copying the step times to the device"))
     }
 
     pub(super) fn stream(&self) -> &Arc<CudaStream> {
@@ -394,14 +507,13 @@ impl Net {
         }
     }
 
-    /// The leaving flag's slot after the all-reduce (the group's sum).
-    pub(super) fn leaving_flag(&self) -> Result<f32, CudaError> {
+    /// The slots after the gradients after the all-reduce (the group's
+    /// sums: the leaving count and every rank's time, [`Slots::read`]).
+    pub(super) fn read_slots(&self) -> Result<Vec<f32>, CudaError> {
         let n = self.params.len();
-        let host = self
-            .stream
-            .clone_dtoh(&self.grads.slice(n..n + 1))
-            .map_err(call("copying the leaving flag to the host"))?;
-        Ok(host.first().copied().unwrap_or_default())
+        self.stream
+            .clone_dtoh(&self.grads.slice(n..n + self.slots.count()))
+            .map_err(call("copying the leaving flag and the step times to the host"))
     }
 
     pub(super) fn download(&self) -> Result<(Vec<f32>, Vec<f32>), CudaError> {
@@ -643,6 +755,16 @@ impl Net {
 mod tests {
     use super::*;
     use crate::train::model::Arch;
+
+    /// A window's mean step time leaves out the steps without samples and
+    /// anything that is not a time; a window of none has no time.
+    #[test]
+    fn a_windows_mean_time_is_over_the_steps_with_samples() {
+        assert_eq!(window_mean(&[Some(10.0), None, Some(30.0)]), Some(0.02));
+        assert_eq!(window_mean(&[Some(f32::NAN), Some(-1.0), Some(4.0)]), Some(0.004));
+        assert_eq!(window_mean(&[None, None]), None);
+        assert_eq!(window_mean(&[]), None);
+    }
 
     /// The host's side of reading the sums every `READ_EVERY` steps.
     #[test]
