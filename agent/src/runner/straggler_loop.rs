@@ -13,7 +13,6 @@ use node_contract::message::Message;
 use node_contract::straggler::{STRAGGLER_PATH, StragglerFile};
 use tracing::{info, warn};
 
-use crate::files;
 use crate::ports::Queue;
 
 /// How often the record is read.
@@ -23,7 +22,7 @@ pub(super) const EVERY: Duration = Duration::from_secs(5);
 /// `*sent_through` (unix ms), oldest first, moving `*sent_through` past each
 /// one sent; stops at the first send that fails (the next read tries again).
 pub(super) async fn send_new(root: &Path, queue: &impl Queue, sent_through: &mut u64) {
-    let path = files::paths::under(root, STRAGGLER_PATH);
+    let path = node_contract::files::under(root, STRAGGLER_PATH);
     let Ok(text) = std::fs::read_to_string(&path) else { return };
     let file = match StragglerFile::from_json(&text) {
         Ok(f) => f,
@@ -85,7 +84,7 @@ mod tests {
         let mut through = 0;
         send_new(root.path(), &queue, &mut through).await;
         assert!(queue.0.lock().unwrap().is_empty(), "no file: nothing sent");
-        let path = files::paths::under(root.path(), STRAGGLER_PATH);
+        let path = node_contract::files::under(root.path(), STRAGGLER_PATH);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let file = StragglerFile::default().with(finding(10)).with(finding(20));
         std::fs::write(&path, file.to_json()).unwrap();

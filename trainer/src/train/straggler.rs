@@ -282,7 +282,7 @@ pub struct RecordError {
 /// the file. A record that cannot be read (another release's, or damaged)
 /// is started afresh: its findings were sent or are of no use.
 pub fn record(root: &Path, finding: Straggler) -> Result<PathBuf, RecordError> {
-    let path = crate::fsroot::under(root, STRAGGLER_PATH);
+    let path = node_contract::files::under(root, STRAGGLER_PATH);
     let failed = |source| RecordError { path: path.clone(), source };
     let file = std::fs::read_to_string(&path)
         .ok()
