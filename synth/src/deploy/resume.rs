@@ -412,8 +412,14 @@ mod tests {
             .lock()
             .unwrap()
             .insert("demo".into(), vec![resource(WORKER_GROUP, "demo-WorkerGroup-x"), resource(MASTER, "i-0master")]);
-        *cloud.group.lock().unwrap() =
-            Some(GroupState { desired: 0, in_service: 0, idle: Some(ACTED), data: None, forming: None, stragglers: None });
+        *cloud.group.lock().unwrap() = Some(GroupState {
+            desired: 0,
+            in_service: 0,
+            idle: Some(ACTED),
+            data: None,
+            forming: None,
+            stragglers: None,
+        });
         cloud.instances.lock().unwrap().insert("i-0master".into(), "stopped".into());
         cloud
     }
@@ -479,8 +485,14 @@ mod tests {
     async fn a_cluster_that_is_not_scaled_down_is_left_alone() {
         let cloud = stopped_cluster();
         cloud.instances.lock().unwrap().insert("i-0master".into(), "running".into());
-        *cloud.group.lock().unwrap() =
-            Some(GroupState { desired: 2, in_service: 2, idle: Some(IdleMark::Busy), data: None, forming: None, stragglers: None });
+        *cloud.group.lock().unwrap() = Some(GroupState {
+            desired: 2,
+            in_service: 2,
+            idle: Some(IdleMark::Busy),
+            data: None,
+            forming: None,
+            stragglers: None,
+        });
         let console = FakeConsole::default();
         assert_eq!(resume(&console, &cloud, "demo", Duration::from_secs(600)).await, ExitCode::Success);
         assert_eq!(
