@@ -49,6 +49,27 @@ pub struct Loaded {
     pub missing_agent: Option<String>,
 }
 
+/// The blueprint as a template's `Metadata` may hold it: CloudFormation's
+/// schema for metadata (cfn-lint E4002) takes strings, integers, booleans,
+/// objects and arrays, so a fraction is kept as its text (`0.5`) and an
+/// empty value (`key:` or `~`, the field left out) is dropped.
+fn as_metadata(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if !(n.is_i64() || n.is_u64()) => Value::String(n.to_string()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, as_metadata(v))).collect())
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| if v.is_null() { Value::String(String::new()) } else { as_metadata(v) })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// Parses and checks the blueprint `text`, read from `path`.
 ///
 /// `region` is the region asked for on the command line: it selects the
@@ -87,7 +108,7 @@ pub fn load(text: &str, path: &str, region: Option<Region>) -> Result<Loaded, Di
             let missing_agent = validate::missing_agent(&spec.image, &map);
             // The record of what was written (a document the checks above
             // accepted also reads as JSON; if it did not, there is no record).
-            spec.blueprint = serde_yaml_ng::from_str::<serde_json::Value>(text).ok();
+            spec.blueprint = serde_yaml_ng::from_str::<serde_json::Value>(text).ok().map(as_metadata);
             Ok(Loaded { spec, warnings: diagnostics, missing_agent })
         }
         _ => Err(fail(diagnostics)),
@@ -187,6 +208,19 @@ workers:
     fn errors(text: &str, region: Option<Region>) -> Vec<String> {
         let e = load(text, "t.yaml", region).expect_err("should fail");
         e.items.iter().filter(|d| d.severity == Severity::Error).map(|d| d.path.clone()).collect()
+    }
+
+    /// The record the template keeps holds only what CloudFormation's
+    /// metadata takes (cfn-lint E4002: no fraction, no null).
+    #[test]
+    fn the_recorded_blueprint_holds_no_fraction_and_no_null() {
+        let text =
+            format!("{MINIMAL}formation:\n  network_check: {{ min_fraction: 0.5, action: replace }}\ntags:\n  a: ~\n");
+        let loaded = ok(&text, None);
+        let record = loaded.spec.blueprint.expect("a record");
+        assert_eq!(record["formation"]["network_check"]["min_fraction"], "0.5");
+        assert_eq!(record["workers"]["count"], 2);
+        assert!(record["tags"].as_object().is_some_and(|t| t.is_empty()), "{record}");
     }
 
     #[test]
