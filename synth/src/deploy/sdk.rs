@@ -476,37 +476,23 @@ impl Cloud for SdkCloud {
     async fn group(&self, name: &str) -> CloudResult<Option<GroupState>> {
         let call = self.autoscaling.describe_auto_scaling_groups().auto_scaling_group_names(name).send();
         let out = send(|| format!("Auto Scaling DescribeAutoScalingGroups on group {name}"), call).await?;
-        Ok(out.auto_scaling_groups().first().map(|g| GroupState {
-            desired: g.desired_capacity().and_then(|d| u32::try_from(d).ok()).unwrap_or(0),
-            in_service: g
-                .instances()
-                .iter()
-                .filter(|i| i.lifecycle_state().is_some_and(|s| s.as_str() == "InService"))
-                .count() as u32,
-            idle: g
-                .tags()
-                .iter()
-                .find(|t| t.key() == Some(node_contract::idle::IDLE_TAG))
-                .and_then(|t| t.value())
-                .and_then(node_contract::idle::IdleMark::from_tag),
-            data: g
-                .tags()
-                .iter()
-                .find(|t| t.key() == Some(node_contract::data::DATA_TAG))
-                .and_then(|t| t.value())
-                .and_then(node_contract::data::DataMark::from_tag),
-            forming: g
-                .tags()
-                .iter()
-                .find(|t| t.key() == Some(node_contract::formation::FORMATION_TAG))
-                .and_then(|t| t.value())
-                .and_then(node_contract::formation::FormingMark::from_tag),
-            stragglers: g
-                .tags()
-                .iter()
-                .find(|t| t.key() == Some(node_contract::straggler::STRAGGLER_TAG))
-                .and_then(|t| t.value())
-                .and_then(node_contract::straggler::StragglerMark::from_tag),
+        Ok(out.auto_scaling_groups().first().map(|g| {
+            // The marks the master leaves in the group's tags.
+            let tag = |key: &str| g.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value());
+            GroupState {
+                desired: g.desired_capacity().and_then(|d| u32::try_from(d).ok()).unwrap_or(0),
+                in_service: g
+                    .instances()
+                    .iter()
+                    .filter(|i| i.lifecycle_state().is_some_and(|s| s.as_str() == "InService"))
+                    .count() as u32,
+                idle: tag(node_contract::idle::IDLE_TAG).and_then(node_contract::idle::IdleMark::from_tag),
+                data: tag(node_contract::data::DATA_TAG).and_then(node_contract::data::DataMark::from_tag),
+                forming: tag(node_contract::formation::FORMATION_TAG)
+                    .and_then(node_contract::formation::FormingMark::from_tag),
+                stragglers: tag(node_contract::straggler::STRAGGLER_TAG)
+                    .and_then(node_contract::straggler::StragglerMark::from_tag),
+            }
         }))
     }
 
