@@ -173,6 +173,10 @@ pub struct MasterState {
     /// [`stragglers::KEPT`]). Older state files have none.
     #[serde(default)]
     stragglers: Vec<node_contract::straggler::Straggler>,
+    /// Stragglers' nodes marked unhealthy so far (see
+    /// [`stragglers::replacement_budget`]). Older state files have none.
+    #[serde(default)]
+    straggler_replacements: u32,
 }
 
 /// The most workers the network gate's `replace` terminates over the
@@ -231,6 +235,7 @@ impl MasterState {
             gpu_action: config.gpu_check.as_ref().map(|c| c.action),
             gpu: gpu::GpuTally::default(),
             stragglers: Vec::new(),
+            straggler_replacements: 0,
         }
     }
 

@@ -119,6 +119,25 @@ fn replace_marks_a_straggler_unhealthy_only_after_a_checkpoint() {
     }
 }
 
+/// A judgement, not a fault: at most a tenth of the nodes (at least one)
+/// are replaced for being slow over the master's life; past that the
+/// stragglers are only named, saying why.
+#[test]
+fn straggler_replacements_stop_at_the_budget() {
+    assert_eq!((stragglers::replacement_budget(3), stragglers::replacement_budget(64)), (1, 6));
+    let mut s = master(Some(GpuAction::Replace));
+    s.on_inbound(MasterInbound::Register(worker_reg(1)), T0 + 1, &|_| true);
+    s.on_inbound(MasterInbound::Register(worker_reg(2)), T0 + 2, &|_| true);
+    let named =
+        |n: u32, at: u64| Straggler { instance_id: format!("i-w{n}"), after_checkpoint: true, ..straggler(n, at) };
+    let fx = s.on_inbound(MasterInbound::Straggler(named(1, 7)), T0 + 3, &|_| true);
+    assert_eq!(unhealthy(&fx), ["i-w1"], "{}", logs(&fx));
+    let fx = s.on_inbound(MasterInbound::Straggler(named(2, 8)), T0 + 4, &|_| true);
+    assert!(unhealthy(&fx).is_empty(), "{}", logs(&fx));
+    assert!(logs(&fx).contains("1 straggler replacement(s) made already, the most for 3 nodes"), "{}", logs(&fx));
+    assert_eq!(marks(&fx).len(), 1, "still named");
+}
+
 #[test]
 fn the_newest_are_kept_and_a_repeat_is_not_counted() {
     let mut s = master(None);

@@ -24,6 +24,15 @@ use crate::cluster::effect::Effect;
 /// tag could name.
 pub(super) const KEPT: usize = 8;
 
+/// The most stragglers' nodes the master has replaced over its life, for a
+/// cluster of `nodes` nodes: a tenth of them, at least 1. Being slower than
+/// the others is a judgement, not a fault: a job whose ranks are uneven by
+/// design, or a worker group of mixed instance types, names a straggler
+/// again on every replacement; past the budget stragglers are only named.
+pub(super) fn replacement_budget(nodes: usize) -> u32 {
+    u32::try_from(nodes / 10).unwrap_or(u32::MAX).max(1)
+}
+
 impl MasterState {
     /// A straggler `trainer train` named.
     pub(super) fn on_straggler(&mut self, s: Straggler, fx: &mut Vec<Effect>) {
@@ -53,7 +62,17 @@ impl MasterState {
                     "straggler: {} is not replaced: no checkpoint was saved just before it was named",
                     s.who()
                 )));
+            } else if self.straggler_replacements >= replacement_budget(self.members.workers() as usize + 1) {
+                fx.push(Effect::Log(format!(
+                    "straggler: {} is not replaced: {} straggler replacement(s) made already, the most for {} nodes \
+                     (a cluster that keeps naming stragglers points at the job or its instance types, not at \
+                     instances)",
+                    s.who(),
+                    self.straggler_replacements,
+                    self.members.workers() + 1
+                )));
             } else {
+                self.straggler_replacements += 1;
                 fx.push(Effect::Log(format!(
                     "straggler: marking {} unhealthy so its group replaces it (the job saved a checkpoint just \
                      before)",
