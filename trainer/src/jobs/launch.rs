@@ -469,7 +469,8 @@ pub async fn run(args: Args) -> Result<u8> {
                     }
                     if let Some(finding) = stall.check(started_at.elapsed(), &readings) {
                         let report = stall.report(&job, &finding);
-                        tracing::warn!("{report}");
+                        // At info: the line below is what a user reads (warn would print it twice).
+                        tracing::info!("{report}");
                         out.clear_status();
                         cli_output::errln!("trainer launch: {report}");
                     }
