@@ -118,14 +118,16 @@ mod tests {
 
     const S: fn(u64) -> Duration = Duration::from_secs;
 
+    /// Hosts and their GPU readings.
+    type Hosts = &'static [(&'static str, Option<u32>)];
+
     fn readings(list: &[(&'static str, Option<u32>)]) -> Vec<Reading<'static>> {
         list.iter().map(|&(host, percent)| Reading { host, percent }).collect()
     }
 
     #[test]
     fn a_silence_is_judged_by_the_gpus_of_every_host() {
-        let w = "deeplearning-worker";
-        let cases: &[(&str, u64, &[(&str, Option<u32>)], Option<Finding>)] = &[
+        let cases: &[(&str, u64, Hosts, Option<Finding>)] = &[
             (
                 "one host busy, the rest idle",
                 600,
@@ -133,11 +135,21 @@ mod tests {
                 Some(Finding::HeldUpBy(vec![("w3".into(), 97)])),
             ),
             ("too early", 599, &[("m", Some(0)), ("w3", Some(97))], None),
-            ("exactly at the threshold", 600, &[("m", Some(4)), ("w3", Some(5))], Some(Finding::HeldUpBy(vec![("w3".into(), 5)]))),
+            (
+                "exactly at the threshold",
+                600,
+                &[("m", Some(4)), ("w3", Some(5))],
+                Some(Finding::HeldUpBy(vec![("w3".into(), 5)])),
+            ),
             ("every GPU idle", 700, &[("m", Some(0)), ("w1", Some(4))], Some(Finding::NoGpuBusy)),
             ("CPU hosts", 700, &[("m", None), ("w1", None)], Some(Finding::NoReadings)),
             ("no hosts at all", 700, &[], Some(Finding::NoReadings)),
-            ("a host without GPUs is not judged", 700, &[("m", None), ("w1", Some(0)), ("w2", Some(80))], Some(Finding::HeldUpBy(vec![("w2".into(), 80)]))),
+            (
+                "a host without GPUs is not judged",
+                700,
+                &[("m", None), ("w1", Some(0)), ("w2", Some(80))],
+                Some(Finding::HeldUpBy(vec![("w2".into(), 80)])),
+            ),
             (
                 "a few busy, as many idle",
                 700,
@@ -146,7 +158,7 @@ mod tests {
             ),
             ("most busy: computing quietly", 700, &[("m", Some(0)), ("w1", Some(90)), ("w2", Some(60))], None),
             ("all busy", 700, &[("m", Some(90)), ("w1", Some(90))], None),
-            ("one host alone, busy", 700, &[(w, Some(90))], None),
+            ("one host alone, busy", 700, &[("deeplearning-worker", Some(90))], None),
         ];
         for (what, at, list, want) in cases {
             let mut stall = Stall::new(S(600), S(0));
@@ -180,7 +192,10 @@ mod tests {
     fn most_busy_is_not_reported_and_a_later_pattern_still_is() {
         let mut stall = Stall::new(S(10), S(0));
         assert_eq!(stall.check(S(20), &readings(&[("m", Some(90)), ("w", Some(90))])), None);
-        assert_eq!(stall.check(S(21), &readings(&[("m", Some(0)), ("w", Some(90))])), Some(Finding::HeldUpBy(vec![("w".into(), 90)])));
+        assert_eq!(
+            stall.check(S(21), &readings(&[("m", Some(0)), ("w", Some(90))])),
+            Some(Finding::HeldUpBy(vec![("w".into(), 90)]))
+        );
     }
 
     #[test]
@@ -193,7 +208,9 @@ mod tests {
              %): that node holds the others up"
         );
         let two = Finding::HeldUpBy(vec![("w2".into(), 90), ("w3".into(), 60)]);
-        assert!(stall.report("j", &two).ends_with("but w2 (GPU at 90 %), w3 (GPU at 60 %): those nodes hold the others up"));
+        assert!(
+            stall.report("j", &two).ends_with("but w2 (GPU at 90 %), w3 (GPU at 60 %): those nodes hold the others up")
+        );
         assert_eq!(
             stall.report("j", &Finding::NoGpuBusy),
             "job j stalled: no output from any rank for 10m and no GPU busy on any host"

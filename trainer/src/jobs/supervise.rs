@@ -379,7 +379,13 @@ mod tests {
         for reading in [Some(0), Some(97), None] {
             assert_eq!(parse_gpu_line(&gpu_line(reading)), Some(reading));
         }
-        for other in [STARTED_LINE, "trainer supervise: gpu", "trainer supervise: gpu x", "gpu 5", "[w/0] trainer supervise: gpu 5"] {
+        for other in [
+            STARTED_LINE,
+            "trainer supervise: gpu",
+            "trainer supervise: gpu x",
+            "gpu 5",
+            "[w/0] trainer supervise: gpu 5",
+        ] {
             assert_eq!(parse_gpu_line(other), None, "{other}");
         }
     }
