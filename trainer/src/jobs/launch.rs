@@ -24,6 +24,11 @@
 //! see [`error_file`]), the earliest one's exception and traceback follow,
 //! as the root cause, with its host and rank.
 //!
+//! A job whose ranks all went silent for `--stall-after` is reported on
+//! stderr (never stopped), naming the host whose GPUs stay busy while every
+//! other host's idle ([`crate::jobs::stall`]; each host's GPU reading comes
+//! from its supervisors' stderr).
+//!
 //! Every rank gets torchrun's environment ([`torchrun`]): the launcher
 //! decides what torchrun takes from its own environment (`OMP_NUM_THREADS`,
 //! `TORCH_NCCL_ASYNC_ERROR_HANDLING`) and passes it down with `--env`; each

@@ -25,6 +25,9 @@
 //!   started (a SIGTERM before a script has set its handler, which takes
 //!   seconds for one that imports PyTorch, would only kill it).
 //!
+//! While CMD runs it reads its node's busiest GPU every 5 s and tells the
+//! launcher on stderr ([`GPU_LINE`]), for the launcher's stall report.
+//!
 //! It exits with CMD's code (128 + signal when CMD was killed), after killing
 //! anything CMD left running in its group.
 
