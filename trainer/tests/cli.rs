@@ -22,6 +22,7 @@ fn help_shows_the_user_commands_only() {
     let out = trainer(&["launch", "--help"]);
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--nproc-per-node <N|auto>") && help.contains("--ssh-known-hosts"), "{help}");
+    assert!(help.contains("--stall-after <SECONDS>") && help.contains("It never stops the job"), "{help}");
 }
 
 #[test]

@@ -24,6 +24,11 @@
 //! see [`error_file`]), the earliest one's exception and traceback follow,
 //! as the root cause, with its host and rank.
 //!
+//! A job whose ranks all went silent for `--stall-after` is reported on
+//! stderr (never stopped), naming the host whose GPUs stay busy while every
+//! other host's idle ([`crate::jobs::stall`]; each host's GPU reading comes
+//! from its supervisors' stderr).
+//!
 //! Every rank gets torchrun's environment ([`torchrun`]): the launcher
 //! decides what torchrun takes from its own environment (`OMP_NUM_THREADS`,
 //! `TORCH_NCCL_ASYNC_ERROR_HANDLING`) and passes it down with `--env`; each
@@ -47,7 +52,8 @@ use crate::error::{Error, Result};
 use crate::exit::EXIT_USAGE;
 use crate::jobs::hosts::{self, Nproc, Rank};
 use crate::jobs::ssh::{self, SshArgs};
-use crate::jobs::supervise::STARTED_LINE;
+use crate::jobs::stall::{Reading, Stall};
+use crate::jobs::supervise::{STARTED_LINE, parse_gpu_line};
 use crate::jobs::{error_file, process, torchrun};
 
 /// How long stopped ranks get to end by themselves (their supervisors give
@@ -83,6 +89,19 @@ pub struct Args {
     /// rank from its own rendezvous.
     #[arg(long)]
     pub elastic: bool,
+    /// Report the job as stalled when no rank printed a line (stdout or
+    /// stderr) for this many seconds; 0: never. Each rank's supervisor
+    /// reports its node's busiest GPU utilisation, so the report says
+    /// which node holds the others up: NCCL's classic hang is one rank
+    /// stuck or slow while every other rank waits in a collective with its
+    /// GPU idle, so a host whose GPUs stay busy (>= 5 %) while every other
+    /// host's are idle is named. With no GPU busy anywhere the hang is
+    /// outside the GPUs; hosts without GPUs get the silence reported
+    /// alone. Said once on stderr, and again only after output resumed and
+    /// stopped again. It never stops the job: `trainer kill` or Ctrl-C
+    /// does, after a look at the named node (py-spy dump, nvidia-smi).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub stall_after: u64,
     /// Filesystem root the agent's files are under.
     #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
     pub root: PathBuf,
@@ -137,6 +156,12 @@ enum Event {
     /// The rank's supervisor is up (its first stderr line, [`STARTED_LINE`]).
     Up {
         rank: usize,
+    },
+    /// The rank's supervisor read its node's busiest GPU
+    /// ([`crate::jobs::supervise::GPU_LINE`]); `None`: no GPU reading there.
+    Gpu {
+        rank: usize,
+        percent: Option<u32>,
     },
     Exit {
         rank: usize,
@@ -283,6 +308,9 @@ pub async fn run(args: Args) -> Result<u8> {
     let mut next = 0;
     let mut up = 0;
     let mut watch = tokio::time::interval(Duration::from_secs(1));
+    // The stall report: the last output of any rank, and each host's last GPU reading.
+    let mut stall = Stall::new(Duration::from_secs(args.stall_after), Duration::ZERO);
+    let mut gpu_by_host: std::collections::HashMap<String, Option<u32>> = std::collections::HashMap::new();
 
     let mut out = Output { status_shown: false, tty: std::io::stderr().is_terminal(), stdout_closed: false };
     let mut failure: Option<Failure> = None;
@@ -333,7 +361,11 @@ pub async fn run(args: Args) -> Result<u8> {
                         out.note(&format!("all {} ranks up in {:.1} s", procs.len(), started_at.elapsed().as_secs_f64()));
                     }
                 }
+                Some(Event::Gpu { rank, percent }) => {
+                    gpu_by_host.insert(procs[rank].spec.host.clone(), percent);
+                }
                 Some(Event::Line { rank, stderr, line }) => {
+                    stall.output(started_at.elapsed());
                     let p = &mut procs[rank];
                     if let Some(log) = p.log.as_mut()
                         && let Err(e) = log.write_all(&line)
@@ -431,7 +463,25 @@ pub async fn run(args: Args) -> Result<u8> {
                 }
             }
             // Also wakes the loop to give a stuck connection's slot away.
-            _ = tick.tick() => if out.tty { out.status(&procs) },
+            _ = tick.tick() => {
+                if kill_at.is_none() {
+                    // The hosts of the ranks still running, in the launcher's order, once each.
+                    let mut readings: Vec<Reading<'_>> = Vec::new();
+                    for p in procs.iter().filter(|p| p.live()) {
+                        if !readings.iter().any(|r| r.host == p.spec.host) {
+                            readings.push(Reading { host: &p.spec.host, percent: gpu_by_host.get(&p.spec.host).copied().flatten() });
+                        }
+                    }
+                    if let Some(finding) = stall.check(started_at.elapsed(), &readings) {
+                        let report = stall.report(&job, &finding);
+                        // At info: the line below is what a user reads (warn would print it twice).
+                        tracing::info!("{report}");
+                        out.clear_status();
+                        cli_output::errln!("trainer launch: {report}");
+                    }
+                }
+                if out.tty { out.status(&procs) }
+            }
         }
         if out.tty {
             out.status(&procs);
@@ -651,7 +701,8 @@ async fn sleep_until(at: Option<Instant>) {
 /// Sends every line of `stream` (a final partial line gets its newline).
 /// The supervisor's [`STARTED_LINE`] on stderr is sent as [`Event::Up`]
 /// instead, once: not necessarily the first line, since the remote user's
-/// shell start-up files may print before the supervisor runs.
+/// shell start-up files may print before the supervisor runs. Its GPU
+/// lines on stderr are sent as [`Event::Gpu`], never as output.
 async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: mpsc::UnboundedSender<Event>) {
     let mut reader = BufReader::new(stream);
     // Until the supervisor's line came.
@@ -664,6 +715,15 @@ async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: 
                 if first && line.strip_suffix(b"\n") == Some(STARTED_LINE.as_bytes()) {
                     first = false;
                     if tx.send(Event::Up { rank }).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                if stderr
+                    && let Some(text) = std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(&line)).ok()
+                    && let Some(percent) = parse_gpu_line(text)
+                {
+                    if tx.send(Event::Gpu { rank, percent }).is_err() {
                         return;
                     }
                     continue;
@@ -753,6 +813,7 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::supervise::gpu_line;
 
     #[test]
     fn an_elastic_host_is_found_by_alias_ip_or_hostname_and_an_unknown_one_is_refused() {
@@ -775,17 +836,23 @@ mod tests {
 
     /// The supervisor's line is taken once, wherever it comes among the
     /// stderr lines (a remote shell's start-up files may print first), and
-    /// never on stdout.
+    /// never on stdout; its GPU lines are taken on stderr, as often as
+    /// they come, a last one without its newline too.
     #[tokio::test]
     async fn the_supervisors_up_line_is_taken_once_wherever_it_comes() {
-        let stderr = format!("pyenv: cannot rehash\n{STARTED_LINE}\n{STARTED_LINE}\nlast words");
+        let stderr = format!(
+            "pyenv: cannot rehash\n{STARTED_LINE}\n{STARTED_LINE}\n{}\nlast words\n{}",
+            gpu_line(Some(97)),
+            gpu_line(None)
+        );
         let (tx, mut rx) = mpsc::unbounded_channel();
         forward(3, true, stderr.as_bytes(), tx.clone()).await;
-        forward(4, false, format!("{STARTED_LINE}\n").as_bytes(), tx).await;
+        forward(4, false, format!("{STARTED_LINE}\n{}\n", gpu_line(Some(5))).as_bytes(), tx).await;
         let mut seen = Vec::new();
         while let Some(event) = rx.recv().await {
             seen.push(match event {
                 Event::Up { rank } => format!("up {rank}"),
+                Event::Gpu { rank, percent } => format!("gpu {rank} {percent:?}"),
                 Event::Line { rank, stderr, line } => format!("{rank} {stderr} {}", String::from_utf8_lossy(&line)),
                 Event::Exit { .. } => "exit".into(),
             });
@@ -794,8 +861,11 @@ mod tests {
             "3 true pyenv: cannot rehash\n".to_owned(),
             "up 3".to_owned(),
             format!("3 true {STARTED_LINE}\n"),
+            "gpu 3 Some(97)".to_owned(),
             "3 true last words\n".to_owned(),
+            "gpu 3 None".to_owned(),
             format!("4 false {STARTED_LINE}\n"),
+            format!("4 false {}\n", gpu_line(Some(5))),
         ];
         assert_eq!(seen, lines);
     }

@@ -18,7 +18,8 @@
 //!   `/etc/profile.d/deeplearning.sh`), [`torchrun`] (the environment every
 //!   rank gets), [`error_file`] (a failed rank's `@record` error file),
 //!   [`open_files`] (the descriptor limit checked before reaching hundreds of
-//!   hosts): what the commands above share.
+//!   hosts), [`stall`] (the launcher's report of a job whose ranks all went
+//!   silent while one host's GPUs stay busy): what the commands above share.
 //!
 //! Nothing here is used by [`crate::train`].
 
@@ -33,5 +34,6 @@ pub mod open_files;
 pub mod process;
 pub mod profile;
 pub mod ssh;
+pub mod stall;
 pub mod supervise;
 pub mod torchrun;

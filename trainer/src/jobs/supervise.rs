@@ -25,6 +25,9 @@
 //!   started (a SIGTERM before a script has set its handler, which takes
 //!   seconds for one that imports PyTorch, would only kill it).
 //!
+//! While CMD runs it reads its node's busiest GPU every 5 s and tells the
+//! launcher on stderr ([`GPU_LINE`]), for the launcher's stall report.
+//!
 //! It exits with CMD's code (128 + signal when CMD was killed), after killing
 //! anything CMD left running in its group.
 
@@ -54,6 +57,59 @@ pub const RUN_DIR: &str = node_contract::idle::JOBS_RUN_DIR;
 /// made and this rank's supervisor is up", which frees its slot among the
 /// ssh connections being set up (`--ssh-concurrency`).
 pub const STARTED_LINE: &str = "trainer supervise: up";
+
+/// What starts the line a supervisor writes to its stderr with its node's
+/// busiest GPU utilisation: `trainer supervise: gpu 87` (percent), or
+/// `trainer supervise: gpu none` (no GPU, or none could be read). The
+/// launcher takes it (not printed or logged) for its stall report
+/// ([`crate::jobs::stall`]).
+pub const GPU_LINE: &str = "trainer supervise: gpu ";
+
+/// How often the GPUs are read.
+const GPU_POLL: Duration = Duration::from_secs(5);
+
+/// A reading that did not change is sent again this often.
+const GPU_RESEND: Duration = Duration::from_secs(30);
+
+/// The [`GPU_LINE`] of a reading.
+pub fn gpu_line(percent: Option<u32>) -> String {
+    match percent {
+        Some(p) => format!("{GPU_LINE}{p}"),
+        None => format!("{GPU_LINE}none"),
+    }
+}
+
+/// A [`GPU_LINE`] read back: `Some(reading)` for one, `None` for any other line.
+pub fn parse_gpu_line(line: &str) -> Option<Option<u32>> {
+    match line.strip_prefix(GPU_LINE)? {
+        "none" => Some(None),
+        p => p.parse().ok().map(Some),
+    }
+}
+
+/// Reads this node's busiest GPU every [`GPU_POLL`] (the GPUs opened once,
+/// off the async threads) and writes a [`GPU_LINE`] to stderr when the
+/// reading changed, or [`GPU_RESEND`] after the last one.
+async fn report_gpus(fixture: Option<PathBuf>) {
+    let Ok(gpus) = tokio::task::spawn_blocking(move || gpu_health::open(fixture.as_deref())).await else { return };
+    let gpus: std::sync::Arc<dyn gpu_health::Gpus> = std::sync::Arc::from(gpus);
+    let mut last: Option<(Option<u32>, tokio::time::Instant)> = None;
+    let mut tick = tokio::time::interval(GPU_POLL);
+    loop {
+        tick.tick().await;
+        let reader = gpus.clone();
+        let Ok(now) = tokio::task::spawn_blocking(move || gpu_health::busiest_percent(&*reader)).await else { return };
+        if last.is_some_and(|(was, at)| was == now && at.elapsed() < GPU_RESEND) {
+            continue;
+        }
+        // One write of a whole line (under PIPE_BUF: never split by CMD's lines on the same pipe).
+        let line = format!("{}\n", gpu_line(now));
+        if std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes()).is_err() {
+            return;
+        }
+        last = Some((now, tokio::time::Instant::now()));
+    }
+}
 
 /// How long CMD's group gets between SIGTERM and SIGKILL when it is stopped.
 const GRACE: Duration = Duration::from_millis(1500);
@@ -158,6 +214,9 @@ pub struct Args {
     /// Filesystem root the agent's files are under.
     #[arg(long, env = "TRAINER_ROOT", default_value = "/")]
     pub root: PathBuf,
+    /// Tests: read the GPUs from this fixture (gpu-health's JSON) instead of NVML.
+    #[arg(long, hide = true, value_name = "FILE", env = "DEEPLEARNING_TEST_GPU_FIXTURE")]
+    pub gpu_fixture: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(required = true, last = true)]
     pub command: Vec<String>,
@@ -241,6 +300,8 @@ pub async fn run(args: Args) -> Result<u8> {
     });
 
     eprintln!("{STARTED_LINE}");
+    // For the launcher's stall report; ends with the process.
+    tokio::spawn(report_gpus(args.gpu_fixture.clone()));
     let mut command = tokio::process::Command::new(&args.command[0]);
     command.args(&args.command[1..]).envs(env).stdin(std::process::Stdio::null());
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
@@ -314,6 +375,22 @@ mod tests {
             from_rebalance("i-1", r#"{"noticeTime":"2026-11-25T19:58:00Z"}"#).unwrap()
         };
         NoticeFile { version: NOTICE_FILE_VERSION, interruption, boot_id: boot.into(), noticed_unix_ms: 0 }
+    }
+
+    #[test]
+    fn a_gpu_line_reads_back_and_no_other_line_does() {
+        for reading in [Some(0), Some(97), None] {
+            assert_eq!(parse_gpu_line(&gpu_line(reading)), Some(reading));
+        }
+        for other in [
+            STARTED_LINE,
+            "trainer supervise: gpu",
+            "trainer supervise: gpu x",
+            "gpu 5",
+            "[w/0] trainer supervise: gpu 5",
+        ] {
+            assert_eq!(parse_gpu_line(other), None, "{other}");
+        }
     }
 
     #[test]
