@@ -719,10 +719,18 @@ async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: 
                     }
                     continue;
                 }
-                if stderr
-                    && let Some(text) = std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(&line)).ok()
-                    && let Some(percent) = parse_gpu_line(text)
-                {
+                // A GPU line may follow a partial line of the rank's own on
+                // the same pipe (a progress bar redrawn with `\r` writes no
+                // newline for minutes): the reading is taken from the end of
+                // the line, and what the rank wrote before it is printed.
+                if stderr && let Some((before, percent)) = gpu_line_at_end(&line) {
+                    if !before.is_empty() {
+                        let mut before = before.to_vec();
+                        before.push(b'\n');
+                        if tx.send(Event::Line { rank, stderr, line: before }).is_err() {
+                            return;
+                        }
+                    }
                     if tx.send(Event::Gpu { rank, percent }).is_err() {
                         return;
                     }
@@ -737,6 +745,16 @@ async fn forward(rank: usize, stderr: bool, stream: impl AsyncRead + Unpin, tx: 
             }
         }
     }
+}
+
+/// A line that ends with the supervisor's GPU line: what comes before it
+/// (empty for a line of its own) and the reading.
+fn gpu_line_at_end(line: &[u8]) -> Option<(&[u8], Option<u32>)> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let marker = crate::jobs::supervise::GPU_LINE.as_bytes();
+    let at = line.windows(marker.len()).rposition(|w| w == marker)?;
+    let percent = parse_gpu_line(std::str::from_utf8(&line[at..]).ok()?)?;
+    Some((&line[..at], percent))
 }
 
 /// The terminal side: prefixed lines, and the status line on a terminal.
@@ -837,12 +855,14 @@ mod tests {
     /// The supervisor's line is taken once, wherever it comes among the
     /// stderr lines (a remote shell's start-up files may print first), and
     /// never on stdout; its GPU lines are taken on stderr, as often as
-    /// they come, a last one without its newline too.
+    /// they come, a last one without its newline too, and one that follows
+    /// a rank's partial line (a progress bar) on the same pipe.
     #[tokio::test]
     async fn the_supervisors_up_line_is_taken_once_wherever_it_comes() {
         let stderr = format!(
-            "pyenv: cannot rehash\n{STARTED_LINE}\n{STARTED_LINE}\n{}\nlast words\n{}",
+            "pyenv: cannot rehash\n{STARTED_LINE}\n{STARTED_LINE}\n{}\n 10%|#  \r 20%|## {}\nlast words\n{}",
             gpu_line(Some(97)),
+            gpu_line(Some(98)),
             gpu_line(None)
         );
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -862,6 +882,9 @@ mod tests {
             "up 3".to_owned(),
             format!("3 true {STARTED_LINE}\n"),
             "gpu 3 Some(97)".to_owned(),
+            // A progress bar's partial line, then a GPU line on the same pipe.
+            "3 true  10%|#  \r 20%|## \n".to_owned(),
+            "gpu 3 Some(98)".to_owned(),
             "3 true last words\n".to_owned(),
             "gpu 3 None".to_owned(),
             format!("4 false {STARTED_LINE}\n"),
