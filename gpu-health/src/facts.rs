@@ -124,8 +124,8 @@ pub struct DeviceFacts {
 /// could be read (never an error: a node that cannot be probed counts
 /// nothing).
 pub fn busiest_percent(gpus: &dyn crate::Gpus) -> Option<u32> {
-    match gpus.devices() {
-        Ok(devices) => devices.iter().filter_map(|d| d.utilisation_percent).max(),
+    match gpus.utilisation() {
+        Ok(percents) => percents.into_iter().max(),
         Err(e) => {
             tracing::debug!("no GPU utilisation ({e})");
             None

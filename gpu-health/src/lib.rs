@@ -114,6 +114,13 @@ pub use watch::{Fault, Watch};
 pub trait Gpus: Send + Sync {
     /// Facts of every GPU the driver lists; Err(text) when the driver is not loaded or NVML fails.
     fn devices(&self) -> Result<Vec<DeviceFacts>, String>;
+    /// Each GPU's utilisation, percent, and only that: what the idle guard
+    /// and `trainer launch`'s stall report read every few seconds, where
+    /// every fact of [`Gpus::devices`] (ECC, rows, links: dozens of NVML
+    /// queries a GPU) would be wasted. By default read from `devices`.
+    fn utilisation(&self) -> Result<Vec<u32>, String> {
+        Ok(self.devices()?.iter().filter_map(|d| d.utilisation_percent).collect())
+    }
     /// Kernel log lines since boot (the "NVRM: Xid (PCI:0000:10:1c): 79, pid=..., GPU has fallen off the bus." lines among them).
     fn kernel_log(&self) -> Result<Vec<String>, String>;
     /// A GEMM burn on one GPU for about `for_ms` ms: achieved dense BF16 TFLOP/s.

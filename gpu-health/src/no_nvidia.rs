@@ -18,6 +18,10 @@ impl Nvidia {
         Err(WHY.to_string())
     }
 
+    pub fn utilisation(&self) -> Result<Vec<u32>, String> {
+        Err(WHY.to_string())
+    }
+
     pub fn gemm_tflops(&self, _gpu: u32, _for_ms: u64) -> Result<f64, String> {
         Err(WHY.to_string())
     }

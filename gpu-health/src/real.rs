@@ -49,6 +49,10 @@ impl Gpus for Real {
         self.nvidia.devices()
     }
 
+    fn utilisation(&self) -> Result<Vec<u32>, String> {
+        self.nvidia.utilisation()
+    }
+
     fn kernel_log(&self) -> Result<Vec<String>, String> {
         self.host.kernel_log()
     }

@@ -28,6 +28,10 @@ impl Nvidia {
         self.nvml.devices()
     }
 
+    pub fn utilisation(&self) -> Result<Vec<u32>, String> {
+        self.nvml.utilisation()
+    }
+
     pub fn gemm_tflops(&self, gpu: u32, for_ms: u64) -> Result<f64, String> {
         guarded(|| burn::gemm_tflops(self.nvml.pci_key(gpu)?, gpu, for_ms))
     }

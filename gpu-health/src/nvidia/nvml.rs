@@ -59,6 +59,19 @@ impl NvmlHandle {
             .unwrap_or_else(|_| Err("NVML: a query panicked".to_string()))
     }
 
+    /// Each GPU's utilisation (NVML's last sample period), one query a GPU;
+    /// a GPU that does not answer is left out.
+    pub fn utilisation(&self) -> Result<Vec<u32>, String> {
+        let nvml = self.get()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let count = nvml.device_count().map_err(|e| format!("NVML could not count the GPUs: {e}"))?;
+            Ok((0..count)
+                .filter_map(|i| nvml.device_by_index(i).ok()?.utilization_rates().ok().map(|u| u.gpu))
+                .collect())
+        }))
+        .unwrap_or_else(|_| Err("NVML: a query panicked".to_string()))
+    }
+
     /// The PCI address (domain, bus, device) of NVML's GPU `index`, to find
     /// the same GPU among CUDA's devices (CUDA orders them fastest first
     /// unless CUDA_DEVICE_ORDER says otherwise; NVML by PCI address).

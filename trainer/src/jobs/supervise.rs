@@ -301,7 +301,11 @@ pub async fn run(args: Args) -> Result<u8> {
 
     eprintln!("{STARTED_LINE}");
     // For the launcher's stall report; ends with the process.
-    tokio::spawn(report_gpus(args.gpu_fixture.clone()));
+    // One reader per node: the node's first rank speaks for its GPUs (the
+    // launcher keeps one reading a host), not every rank of an 8-GPU node.
+    if args.local_rank == 0 {
+        tokio::spawn(report_gpus(args.gpu_fixture.clone()));
+    }
     let mut command = tokio::process::Command::new(&args.command[0]);
     command.args(&args.command[1..]).envs(env).stdin(std::process::Stdio::null());
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
