@@ -21,11 +21,11 @@ use crate::xid::{self, Xid};
 /// fail healthy GPUs on a 2-second burn (clocks still rising, another
 /// tenant's power draw on a shared power shelf); anything between 50 % and
 /// healthy is left to the `throttle` check, which names the cause.
-pub const MIN_FRACTION: f64 = 0.5;
+pub(crate) const MIN_FRACTION: f64 = 0.5;
 
 /// One row before the gate times it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
+pub(crate) struct Row {
     /// The check's name.
     pub check: &'static str,
     /// The GPU, `None` for the node.
@@ -55,7 +55,7 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 }
 
 /// `driver`: NVML answered (or why not).
-pub fn driver(listed: &Result<Vec<DeviceFacts>, String>) -> Row {
+pub(crate) fn driver(listed: &Result<Vec<DeviceFacts>, String>) -> Row {
     match listed {
         Ok(d) => Row::new(
             "driver",
@@ -69,7 +69,7 @@ pub fn driver(listed: &Result<Vec<DeviceFacts>, String>) -> Row {
 }
 
 /// `count`: the GPUs NVML lists against the instance type's.
-pub fn count(found: usize, expect: Option<&GpuExpect>) -> Row {
+pub(crate) fn count(found: usize, expect: Option<&GpuExpect>) -> Row {
     let value = plural(found as u64, "GPU", "GPUs");
     match expect {
         Some(e) => {
@@ -81,7 +81,7 @@ pub fn count(found: usize, expect: Option<&GpuExpect>) -> Row {
 }
 
 /// `model`: every GPU's name contains the expected model's word.
-pub fn model(devices: &[DeviceFacts], expect: Option<&GpuExpect>) -> Row {
+pub(crate) fn model(devices: &[DeviceFacts], expect: Option<&GpuExpect>) -> Row {
     let mut names: Vec<(String, u32)> = Vec::new();
     for d in devices {
         match names.iter_mut().find(|(n, _)| *n == d.name) {
@@ -112,12 +112,12 @@ pub fn model(devices: &[DeviceFacts], expect: Option<&GpuExpect>) -> Row {
 /// Whether NVML's name holds the model's word as a word of its own
 /// ("NVIDIA A100-SXM4-40GB" holds "A100"; "NVIDIA L40S" does not hold "L4",
 /// which a plain substring test would take).
-pub fn has_word(name: &str, word: &str) -> bool {
+pub(crate) fn has_word(name: &str, word: &str) -> bool {
     name.split(|c: char| c.is_whitespace() || c == '-').any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// `ecc`: uncorrectable ECC errors since the driver loaded.
-pub fn ecc(d: &DeviceFacts) -> Row {
+pub(crate) fn ecc(d: &DeviceFacts) -> Row {
     let corrected = d.ecc_volatile_corrected.map(|c| format!(" ({c} corrected)")).unwrap_or_default();
     match d.ecc_volatile_uncorrected {
         Some(0) => {
@@ -136,7 +136,7 @@ pub fn ecc(d: &DeviceFacts) -> Row {
 
 /// `remap`: a row remap waiting for a reset or failed (Ampere and later);
 /// on older GPUs, pages waiting for retirement.
-pub fn remap(d: &DeviceFacts) -> Row {
+pub(crate) fn remap(d: &DeviceFacts) -> Row {
     let expected = "no remap pending or failed";
     if let Some(r) = d.remapped_rows {
         let mut value = format!(
@@ -171,7 +171,7 @@ pub fn remap(d: &DeviceFacts) -> Row {
 
 /// `throttle`: clock event reasons that mean a fault. `when` says when it
 /// was read ("before the burns", "during the GEMM burn").
-pub fn throttle_row(d: &DeviceFacts, when: &str) -> Row {
+pub(crate) fn throttle_row(d: &DeviceFacts, when: &str) -> Row {
     let expected = "no HW slowdown, HW thermal, HW power brake or SW thermal";
     match d.throttle_reasons {
         Some(mask) => {
@@ -185,7 +185,7 @@ pub fn throttle_row(d: &DeviceFacts, when: &str) -> Row {
 
 /// The `pcie` check's reading of one GPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pcie {
+pub(crate) struct Pcie {
     /// The row.
     pub row: Row,
     /// The generation could not be judged (the link was below its maximum
@@ -204,7 +204,7 @@ pub struct Pcie {
 /// to gen 1 on purpose. So at idle (clock reason "idle", or no reason
 /// known) the generation waits for a reading under load
 /// ([`Pcie::needs_load`]); the gate takes one during the GEMM burn.
-pub fn pcie(d: &DeviceFacts, under_load: bool) -> Pcie {
+pub(crate) fn pcie(d: &DeviceFacts, under_load: bool) -> Pcie {
     let (Some(gen_now), Some(gen_max), Some(width_now), Some(width_max)) =
         (d.pcie_gen_current, d.pcie_gen_max, d.pcie_width_current, d.pcie_width_max)
     else {
@@ -234,7 +234,7 @@ pub fn pcie(d: &DeviceFacts, under_load: bool) -> Pcie {
 }
 
 /// `nvlink`: every NVLink active, where the GPU has NVLink.
-pub fn nvlink(d: &DeviceFacts) -> Row {
+pub(crate) fn nvlink(d: &DeviceFacts) -> Row {
     match &d.nvlink_active {
         Some(links) if !links.is_empty() => {
             let down: Vec<String> =
@@ -271,7 +271,7 @@ pub fn nvlink(d: &DeviceFacts) -> Row {
 /// `xid`: the XIDs in the kernel log since boot, one row per GPU, and one
 /// node row for XIDs at an address no listed GPU has (a GPU that fell off
 /// the bus may no longer be listed).
-pub fn xids(devices: &[DeviceFacts], log: &Result<Vec<String>, String>) -> Vec<Row> {
+pub(crate) fn xids(devices: &[DeviceFacts], log: &Result<Vec<String>, String>) -> Vec<Row> {
     let expected = "no fatal XID since boot";
     let lines = match log {
         Ok(lines) => lines,
@@ -337,7 +337,7 @@ fn xid_row(gpu: Option<u32>, xids: &[&Xid], place: &str, expected: &str) -> Row 
 
 /// A burn's row (`gemm`, `memory`, `allreduce`) against a fraction of the
 /// expected figure.
-pub fn burn(
+pub(crate) fn burn(
     check: &'static str,
     gpu: Option<u32>,
     measured: &Result<f64, String>,
@@ -372,7 +372,7 @@ fn expected_burn(spec: f64, unit: &str, of: &str) -> String {
 }
 
 /// `efa`: the EFA devices against the instance type's.
-pub fn efa(found: &Result<u32, String>, expect: Option<&GpuExpect>) -> Row {
+pub(crate) fn efa(found: &Result<u32, String>, expect: Option<&GpuExpect>) -> Row {
     let wanted = expect.and_then(|e| e.efa_devices);
     let expected = wanted.map(|w| plural(u64::from(w), "EFA device", "EFA devices")).unwrap_or_default();
     match (found, wanted) {
@@ -391,7 +391,7 @@ pub fn efa(found: &Result<u32, String>, expect: Option<&GpuExpect>) -> Row {
 
 /// `dcgm`: one node row when nothing failed (or DCGM is not there), one
 /// row per failed test otherwise.
-pub fn dcgm(level: u8, outcome: Option<&Result<DcgmOutcome, String>>) -> Vec<Row> {
+pub(crate) fn dcgm(level: u8, outcome: Option<&Result<DcgmOutcome, String>>) -> Vec<Row> {
     let expected = format!("dcgmi diag -r {level} passes");
     match outcome {
         None => vec![Row::new("dcgm", None, "DCGM not installed", "", Verdict::Info)],

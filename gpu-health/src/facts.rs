@@ -7,31 +7,31 @@ use serde::{Deserialize, Serialize};
 /// NVML's clock event ("throttle") reason bits (`nvmlClocksEventReason*`,
 /// nvml.h; the same values as nvml-wrapper's `ThrottleReasons`), so the
 /// checks read a bitmask without NVML.
-pub mod throttle {
+pub(crate) mod throttle {
     /// Nothing runs on the GPU: clocks are low on purpose.
-    pub const GPU_IDLE: u64 = 0x1;
+    pub(crate) const GPU_IDLE: u64 = 0x1;
     /// Clocks held by the applications clocks setting.
-    pub const APPLICATIONS_CLOCKS_SETTING: u64 = 0x2;
+    pub(crate) const APPLICATIONS_CLOCKS_SETTING: u64 = 0x2;
     /// The software power cap (the board's power limit): normal under a heavy load.
-    pub const SW_POWER_CAP: u64 = 0x4;
+    pub(crate) const SW_POWER_CAP: u64 = 0x4;
     /// Hardware slowdown (temperature, power brake or power too high): clocks
     /// cut by a factor of 2 or more.
-    pub const HW_SLOWDOWN: u64 = 0x8;
+    pub(crate) const HW_SLOWDOWN: u64 = 0x8;
     /// Sync boost (clocks matched across a group of GPUs).
-    pub const SYNC_BOOST: u64 = 0x10;
+    pub(crate) const SYNC_BOOST: u64 = 0x10;
     /// Software thermal slowdown: the GPU or its memory above its maximum operating temperature.
-    pub const SW_THERMAL_SLOWDOWN: u64 = 0x20;
+    pub(crate) const SW_THERMAL_SLOWDOWN: u64 = 0x20;
     /// Hardware thermal slowdown: the GPU too hot.
-    pub const HW_THERMAL_SLOWDOWN: u64 = 0x40;
+    pub(crate) const HW_THERMAL_SLOWDOWN: u64 = 0x40;
     /// Hardware power brake: the power supply asserted the brake signal.
-    pub const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
+    pub(crate) const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
     /// Display clock setting.
-    pub const DISPLAY_CLOCK_SETTING: u64 = 0x100;
+    pub(crate) const DISPLAY_CLOCK_SETTING: u64 = 0x100;
 
     /// The reasons that mean a fault (cooling, power delivery, the board),
     /// with their names. The power cap and idle are not among them: a GPU
     /// at its power limit under a GEMM, or idle, is working as designed.
-    pub const FAULTS: [(u64, &str); 4] = [
+    pub(crate) const FAULTS: [(u64, &str); 4] = [
         (HW_SLOWDOWN, "HW slowdown"),
         (HW_THERMAL_SLOWDOWN, "HW thermal slowdown"),
         (HW_POWER_BRAKE_SLOWDOWN, "HW power brake"),
@@ -39,7 +39,7 @@ pub mod throttle {
     ];
 
     /// Every reason's name, for the value column.
-    pub const NAMES: [(u64, &str); 9] = [
+    pub(crate) const NAMES: [(u64, &str); 9] = [
         (GPU_IDLE, "idle"),
         (APPLICATIONS_CLOCKS_SETTING, "applications clocks"),
         (SW_POWER_CAP, "power cap"),
@@ -52,7 +52,7 @@ pub mod throttle {
     ];
 
     /// The names of the set bits ("power cap, HW slowdown"); "none" when no bit is set.
-    pub fn describe(mask: u64) -> String {
+    pub(crate) fn describe(mask: u64) -> String {
         let names: Vec<&str> = NAMES.iter().filter(|(bit, _)| mask & bit != 0).map(|(_, n)| *n).collect();
         let unknown = mask & !NAMES.iter().fold(0, |all, (bit, _)| all | bit);
         let mut text = if names.is_empty() { "none".to_string() } else { names.join(", ") };
@@ -63,7 +63,7 @@ pub mod throttle {
     }
 
     /// The fault reasons among the set bits.
-    pub fn faults(mask: u64) -> Vec<&'static str> {
+    pub(crate) fn faults(mask: u64) -> Vec<&'static str> {
         FAULTS.iter().filter(|(bit, _)| mask & bit != 0).map(|(_, n)| *n).collect()
     }
 }

@@ -31,17 +31,17 @@ use crate::facts::{DeviceFacts, throttle};
 /// What a burn may spend beyond its measured time, setting up (CUDA
 /// contexts, cuBLAS handles, NCCL communicators, allocations) and warming
 /// up, on a node of 8 GPUs.
-pub const BURN_SETUP: Duration = Duration::from_secs(3);
+pub(crate) const BURN_SETUP: Duration = Duration::from_secs(3);
 
 /// The shortest burn worth running, milliseconds: shorter, clocks and
 /// caches are still warming and the figure says little.
-pub const MIN_BURN_MS: u64 = 500;
+pub(crate) const MIN_BURN_MS: u64 = 500;
 
 /// How long each burn runs at a level, milliseconds: (GEMM, memory, all-reduce).
 /// Quick: a 60 s budget on an 8-GPU node leaves room for setup and DCGM's
 /// level 1 (tens of seconds). Thorough: a minute of GEMM heats the GPUs
 /// to a steady temperature, where a weak cooler shows.
-pub fn burn_ms(level: GpuLevel) -> (u64, u64, u64) {
+pub(crate) fn burn_ms(level: GpuLevel) -> (u64, u64, u64) {
     match level {
         GpuLevel::Quick => (2_000, 1_000, 1_000),
         GpuLevel::Thorough => (60_000, 20_000, 20_000),
@@ -49,7 +49,7 @@ pub fn burn_ms(level: GpuLevel) -> (u64, u64, u64) {
 }
 
 /// The DCGM diagnostic level run at a gate level.
-pub fn dcgm_level(level: GpuLevel) -> u8 {
+pub(crate) fn dcgm_level(level: GpuLevel) -> u8 {
     match level {
         GpuLevel::Quick => 1,
         GpuLevel::Thorough => 3,

@@ -1,5 +1,5 @@
 //! The parts of the real port that need no GPU library: the kernel log, the
-//! EFA devices and DCGM's command line. Paths start at a root ([`Host::at`])
+//! EFA devices and DCGM's command line. Paths start at a root (`Host::at` in tests, `Host::system` on a node)
 //! so tests read a directory that stands in for `/`.
 //!
 //! - Kernel log: `/dev/kmsg` first, read without blocking from the oldest
@@ -31,7 +31,7 @@ const JOURNALCTL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The host's files and commands, from a root directory.
 #[derive(Clone, Debug)]
-pub struct Host {
+pub(crate) struct Host {
     root: PathBuf,
     /// Where `dcgmi` and `journalctl` are looked for (`PATH`'s entries).
     path: Vec<PathBuf>,
@@ -39,13 +39,14 @@ pub struct Host {
 
 impl Host {
     /// The real host: `/`, and the process's `PATH`.
-    pub fn system() -> Host {
+    pub(crate) fn system() -> Host {
         let path = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
         Host { root: PathBuf::from("/"), path }
     }
 
     /// A host whose files are under `root` and whose commands are looked for in `path`.
-    pub fn at(root: impl Into<PathBuf>, path: Vec<PathBuf>) -> Host {
+    #[cfg(test)]
+    pub(crate) fn at(root: impl Into<PathBuf>, path: Vec<PathBuf>) -> Host {
         Host { root: root.into(), path }
     }
 
@@ -58,7 +59,7 @@ impl Host {
     }
 
     /// The kernel log since boot (as far as the ring buffer or the journal keeps it).
-    pub fn kernel_log(&self) -> Result<Vec<String>, String> {
+    pub(crate) fn kernel_log(&self) -> Result<Vec<String>, String> {
         match read_kmsg(&self.file("/dev/kmsg")) {
             Ok(lines) => Ok(lines),
             Err(kmsg) => {
@@ -79,7 +80,7 @@ impl Host {
     }
 
     /// EFA devices: `/sys/class/infiniband/*` whose `device/driver` is `efa`.
-    pub fn efa_devices(&self) -> Result<u32, String> {
+    pub(crate) fn efa_devices(&self) -> Result<u32, String> {
         let dir = self.file("/sys/class/infiniband");
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
@@ -98,7 +99,7 @@ impl Host {
     }
 
     /// `dcgmi diag -r <level> -j`; `None` when `dcgmi` is not on `PATH`.
-    pub fn dcgm(&self, level: u8, timeout: Duration) -> Option<Result<DcgmOutcome, String>> {
+    pub(crate) fn dcgm(&self, level: u8, timeout: Duration) -> Option<Result<DcgmOutcome, String>> {
         let dcgmi = self.command("dcgmi")?;
         let out = match run(Command::new(dcgmi).args(["diag", "-r", &level.to_string(), "-j"]), timeout) {
             Ok(o) => o,
@@ -142,7 +143,7 @@ fn read_kmsg(path: &Path) -> Result<Vec<String>, String> {
 
 /// One `/dev/kmsg` record ("6,1234,5480339,-;NVRM: ...\n SUBSYSTEM=pci\n")
 /// as `dmesg` prints it: "[    5.480339] NVRM: ...".
-pub fn kmsg_record(record: &str) -> Option<String> {
+pub(crate) fn kmsg_record(record: &str) -> Option<String> {
     let (head, rest) = record.split_once(';')?;
     let micros: u64 = head.split(',').nth(2)?.parse().ok()?;
     // Continuation lines (" KEY=value") follow the message after a newline.
@@ -201,7 +202,7 @@ fn run(command: &mut Command, timeout: Duration) -> Result<Output, String> {
 /// Diagnostic"` with `"entity_group": "GPU", "entity_id": 0`. Both hold
 /// `test_categories[].tests[].results[]` with a `status` and `warnings`
 /// (objects with a `warning` text, or plain strings).
-pub fn parse_dcgm(json: &str, level: u8) -> Result<DcgmOutcome, String> {
+pub(crate) fn parse_dcgm(json: &str, level: u8) -> Result<DcgmOutcome, String> {
     // dcgmi may print a line before the document; the JSON is from the first brace on.
     let start = json.find('{').ok_or_else(|| format!("dcgmi diag -r {level} printed no JSON"))?;
     let doc: Value = serde_json::from_str(&json[start..])

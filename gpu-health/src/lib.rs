@@ -84,15 +84,15 @@
 //! fixture's figures are what those devices are published or reported to
 //! give, not measurements made by this crate.
 
-pub mod checks;
-pub mod facts;
+mod checks;
+mod facts;
 mod fixture;
-pub mod gate;
-pub mod host;
+mod gate;
+mod host;
 mod real;
 mod table;
 mod watch;
-pub mod xid;
+mod xid;
 
 #[cfg(feature = "cuda")]
 mod nvidia;

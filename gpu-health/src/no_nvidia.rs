@@ -4,33 +4,33 @@
 
 /// NVML and CUDA, absent from this build.
 #[derive(Debug, Default)]
-pub struct Nvidia;
+pub(crate) struct Nvidia;
 
 const WHY: &str = "no NVIDIA driver support: gpu-health was built without its `cuda` feature";
 
 impl Nvidia {
     /// Nothing to load.
-    pub fn new() -> Nvidia {
+    pub(crate) fn new() -> Nvidia {
         Nvidia
     }
 
-    pub fn devices(&self) -> Result<Vec<crate::DeviceFacts>, String> {
+    pub(crate) fn devices(&self) -> Result<Vec<crate::DeviceFacts>, String> {
         Err(WHY.to_string())
     }
 
-    pub fn utilisation(&self) -> Result<Vec<u32>, String> {
+    pub(crate) fn utilisation(&self) -> Result<Vec<u32>, String> {
         Err(WHY.to_string())
     }
 
-    pub fn gemm_tflops(&self, _gpu: u32, _for_ms: u64) -> Result<f64, String> {
+    pub(crate) fn gemm_tflops(&self, _gpu: u32, _for_ms: u64) -> Result<f64, String> {
         Err(WHY.to_string())
     }
 
-    pub fn memory_gbps(&self, _gpu: u32, _for_ms: u64) -> Result<f64, String> {
+    pub(crate) fn memory_gbps(&self, _gpu: u32, _for_ms: u64) -> Result<f64, String> {
         Err(WHY.to_string())
     }
 
-    pub fn allreduce_busbw_gbps(&self, _for_ms: u64) -> Result<f64, String> {
+    pub(crate) fn allreduce_busbw_gbps(&self, _for_ms: u64) -> Result<f64, String> {
         Err(WHY.to_string())
     }
 }

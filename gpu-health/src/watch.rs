@@ -16,7 +16,7 @@ use crate::xid;
 
 /// How many polls in a row NVML may fail before that is a fault itself (a
 /// single failed query is not worth a node).
-pub const NVML_FAILURES: u32 = 3;
+pub(crate) const NVML_FAILURES: u32 = 3;
 
 /// A fatal fault found while watching.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -23,7 +23,7 @@
 
 /// One XID line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Xid {
+pub(crate) struct Xid {
     /// The XID number.
     pub code: u32,
     /// The GPU's PCI address as the line gives it ("0000:3b:00").
@@ -34,7 +34,7 @@ pub struct Xid {
 }
 
 /// Parses one kernel log line; `None` when it is not an NVRM XID line.
-pub fn parse(line: &str) -> Option<Xid> {
+pub(crate) fn parse(line: &str) -> Option<Xid> {
     const MARK: &str = "NVRM: Xid (";
     let start = line.find(MARK)? + MARK.len();
     let rest = &line[start..];
@@ -61,7 +61,7 @@ pub fn parse(line: &str) -> Option<Xid> {
 
 /// NVIDIA's description of an XID, for the codes a data-centre GPU
 /// (Ampere, Hopper, Blackwell) reports; `None` for the others.
-pub fn meaning(code: u32) -> Option<&'static str> {
+pub(crate) fn meaning(code: u32) -> Option<&'static str> {
     Some(match code {
         8 => "GPU stopped processing",
         11 => "invalid or corrupted push buffer stream",
@@ -111,14 +111,14 @@ pub fn meaning(code: u32) -> Option<&'static str> {
 /// error, and the gate already fails any volatile uncorrectable ECC count.
 /// A node replaced costs minutes; a second ECC error in the restarted run
 /// costs its progress since the last checkpoint.
-pub fn is_fatal(code: u32) -> bool {
+pub(crate) fn is_fatal(code: u32) -> bool {
     matches!(code, 48 | 62 | 64 | 74 | 79 | 94 | 95 | 119 | 120 | 140 | 143)
 }
 
 /// The (domain, bus, device) of a PCI address in either form: the kernel
 /// log's "0000:3b:00" or NVML's "00000000:3B:00.0". So a line is matched to
 /// the GPU NVML lists at that address.
-pub fn pci_key(address: &str) -> Option<(u32, u32, u32)> {
+pub(crate) fn pci_key(address: &str) -> Option<(u32, u32, u32)> {
     let address = address.trim();
     let address = address.strip_prefix("PCI:").unwrap_or(address);
     let address = address.split('.').next()?;
@@ -134,7 +134,7 @@ pub fn pci_key(address: &str) -> Option<(u32, u32, u32)> {
 
 /// "XID 79 (GPU has fallen off the bus)", with the driver's words when the
 /// code is not in [`meaning`].
-pub fn describe(x: &Xid) -> String {
+pub(crate) fn describe(x: &Xid) -> String {
     match meaning(x.code) {
         Some(m) => format!("XID {} ({m})", x.code),
         None if x.text.is_empty() => format!("XID {}", x.code),

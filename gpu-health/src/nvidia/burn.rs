@@ -34,7 +34,7 @@ use cudarc::nccl::{Comm, ReduceOp, result as nccl};
 /// How long past its time a burn may go before its GPU counts as hung
 /// (contexts, allocations, cuBLAS's first kernel choice, NCCL's first
 /// connections).
-pub const HANG: Duration = Duration::from_secs(30);
+pub(super) const HANG: Duration = Duration::from_secs(30);
 
 const GEMM_N: usize = 8192;
 const COPY_BYTES: usize = 1 << 30;
@@ -197,7 +197,7 @@ fn random_bf16(stream: &Arc<CudaStream>, len: usize, seed: u64) -> Result<CudaSl
 }
 
 /// Dense BF16 TFLOP/s of one GPU.
-pub fn gemm_tflops(pci: (u32, u32, u32), gpu: u32, for_ms: u64) -> Result<f64, String> {
+pub(super) fn gemm_tflops(pci: (u32, u32, u32), gpu: u32, for_ms: u64) -> Result<f64, String> {
     need(&[Library::Driver, Library::Cublas])?;
     let ctx = context(pci)?;
     let stream = ctx.default_stream();
@@ -246,7 +246,7 @@ pub fn gemm_tflops(pci: (u32, u32, u32), gpu: u32, for_ms: u64) -> Result<f64, S
 }
 
 /// Device-to-device copy bandwidth of one GPU, GB/s (bytes read plus written).
-pub fn memory_gbps(pci: (u32, u32, u32), _gpu: u32, for_ms: u64) -> Result<f64, String> {
+pub(super) fn memory_gbps(pci: (u32, u32, u32), _gpu: u32, for_ms: u64) -> Result<f64, String> {
     need(&[Library::Driver])?;
     let ctx = context(pci)?;
     let stream = ctx.default_stream();
@@ -259,7 +259,7 @@ pub fn memory_gbps(pci: (u32, u32, u32), _gpu: u32, for_ms: u64) -> Result<f64, 
 }
 
 /// All-reduce bus bandwidth across the GPUs at these PCI addresses, GB/s.
-pub fn allreduce_busbw_gbps(pcis: &[(u32, u32, u32)], for_ms: u64) -> Result<f64, String> {
+pub(super) fn allreduce_busbw_gbps(pcis: &[(u32, u32, u32)], for_ms: u64) -> Result<f64, String> {
     need(&[Library::Driver, Library::Nccl])?;
     let n = pcis.len();
     if n < 2 {

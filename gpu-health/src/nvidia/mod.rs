@@ -14,33 +14,33 @@ use crate::facts::DeviceFacts;
 
 /// NVML and CUDA on this node.
 #[derive(Debug, Default)]
-pub struct Nvidia {
+pub(crate) struct Nvidia {
     nvml: nvml::NvmlHandle,
 }
 
 impl Nvidia {
     /// Loads nothing yet.
-    pub fn new() -> Nvidia {
+    pub(crate) fn new() -> Nvidia {
         Nvidia::default()
     }
 
-    pub fn devices(&self) -> Result<Vec<DeviceFacts>, String> {
+    pub(crate) fn devices(&self) -> Result<Vec<DeviceFacts>, String> {
         self.nvml.devices()
     }
 
-    pub fn utilisation(&self) -> Result<Vec<u32>, String> {
+    pub(crate) fn utilisation(&self) -> Result<Vec<u32>, String> {
         self.nvml.utilisation()
     }
 
-    pub fn gemm_tflops(&self, gpu: u32, for_ms: u64) -> Result<f64, String> {
+    pub(crate) fn gemm_tflops(&self, gpu: u32, for_ms: u64) -> Result<f64, String> {
         guarded(|| burn::gemm_tflops(self.nvml.pci_key(gpu)?, gpu, for_ms))
     }
 
-    pub fn memory_gbps(&self, gpu: u32, for_ms: u64) -> Result<f64, String> {
+    pub(crate) fn memory_gbps(&self, gpu: u32, for_ms: u64) -> Result<f64, String> {
         guarded(|| burn::memory_gbps(self.nvml.pci_key(gpu)?, gpu, for_ms))
     }
 
-    pub fn allreduce_busbw_gbps(&self, for_ms: u64) -> Result<f64, String> {
+    pub(crate) fn allreduce_busbw_gbps(&self, for_ms: u64) -> Result<f64, String> {
         guarded(|| {
             let count = self.devices()?.len() as u32;
             let keys = (0..count).map(|g| self.nvml.pci_key(g)).collect::<Result<Vec<_>, _>>()?;

@@ -18,7 +18,7 @@ use crate::facts::{DeviceFacts, RemapFacts};
 /// NVML, opened at the first call that needs it (and tried again at the
 /// next call while it cannot be: a driver loaded later is found).
 #[derive(Default)]
-pub struct NvmlHandle {
+pub(super) struct NvmlHandle {
     nvml: Mutex<Option<Arc<Nvml>>>,
 }
 
@@ -53,7 +53,7 @@ impl NvmlHandle {
     }
 
     /// Every GPU NVML can open.
-    pub fn devices(&self) -> Result<Vec<DeviceFacts>, String> {
+    pub(super) fn devices(&self) -> Result<Vec<DeviceFacts>, String> {
         let nvml = self.get()?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| list(&nvml)))
             .unwrap_or_else(|_| Err("NVML: a query panicked".to_string()))
@@ -61,7 +61,7 @@ impl NvmlHandle {
 
     /// Each GPU's utilisation (NVML's last sample period), one query a GPU;
     /// a GPU that does not answer is left out.
-    pub fn utilisation(&self) -> Result<Vec<u32>, String> {
+    pub(super) fn utilisation(&self) -> Result<Vec<u32>, String> {
         let nvml = self.get()?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let count = nvml.device_count().map_err(|e| format!("NVML could not count the GPUs: {e}"))?;
@@ -75,7 +75,7 @@ impl NvmlHandle {
     /// The PCI address (domain, bus, device) of NVML's GPU `index`, to find
     /// the same GPU among CUDA's devices (CUDA orders them fastest first
     /// unless CUDA_DEVICE_ORDER says otherwise; NVML by PCI address).
-    pub fn pci_key(&self, index: u32) -> Result<(u32, u32, u32), String> {
+    pub(super) fn pci_key(&self, index: u32) -> Result<(u32, u32, u32), String> {
         let nvml = self.get()?;
         let device = nvml.device_by_index(index).map_err(|e| format!("NVML: GPU {index}: {e}"))?;
         let pci = device.pci_info().map_err(|e| format!("NVML: GPU {index}'s PCI address: {e}"))?;
