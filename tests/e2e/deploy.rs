@@ -15,7 +15,6 @@ use e2e::moto::LocalAws;
 use e2e::stack::{IMAGE_PARAMETER, ensure_image_parameter};
 use e2e::synth_cli::{bin as synth_bin, command as synth, command_as as synth_as};
 use e2e::{Cluster, ClusterStack, Network};
-use synth::deploy::monitor::now_ms;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -532,7 +531,11 @@ fn stage_uploads_once_and_prints_the_lines_a_blueprint_needs() -> TestResult {
     let (code, out, err) = run(stage());
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("Created staging bucket") && err.contains("Uploaded agent package"), "{err}");
-    let sha = synth::deploy::staging::sha256_hex(&std::fs::read(&pkg)?);
+    // The digest as coreutils computes it, not by synth's own code.
+    let sum = std::process::Command::new("sha256sum").arg(&pkg).output()?;
+    assert!(sum.status.success(), "sha256sum: {}", String::from_utf8_lossy(&sum.stderr));
+    let sum = String::from_utf8(sum.stdout)?;
+    let sha = sum.split_whitespace().next().expect("sha256sum prints the digest first");
     assert_eq!(
         out,
         format!(
@@ -763,8 +766,9 @@ fn screen(bytes: &[u8], cols: u16, rows: u16) -> vt100::Parser {
     parser
 }
 
-/// The spinner's frames (the finished state, a space, left out).
-const SPINNER: &str = synth::deploy::console::SPINNER_FRAMES.trim_ascii_end();
+/// The spinner's frames as synth draws them (its finished state, a space,
+/// left out): written out here, as a user sees them, not borrowed from synth.
+const SPINNER: &str = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
 
 /// The seconds on the live line's clock (`41s`, `1m 05s`).
 fn clock_of(line: &str) -> Option<u64> {
@@ -1426,4 +1430,9 @@ fn transcript() -> TestResult {
     transcript_step(&mut t, "synth status --region us-east-1", &stack(&["status"]), "");
     std::fs::write(&path, t)?;
     Ok(())
+}
+
+/// Now, in unix milliseconds, as CloudWatch Logs stamps events.
+fn now_ms() -> i64 {
+    node_contract::clock::system() as i64
 }

@@ -36,9 +36,13 @@ fn doctor_passes_a_healthy_cluster_and_names_what_is_broken() -> TestResult {
     // directory of its own and its driver lists a GPU, but this machine has
     // no CUDA libraries; worker3 is down.
     let root = cluster.hosts[1].root.clone();
-    let mut state = agent::files::state::read(&root).map_err(|e| Error::Setup(e.to_string()))?.expect("a state");
+    // The state file through the contract's definition (path, format), as the trainer reads it.
+    let state_path = node_contract::files::under(&root, node_contract::state::STATE_PATH);
+    let text = std::fs::read_to_string(&state_path).map_err(Error::io("reading", &state_path))?;
+    let mut state = node_contract::state::State::parse(&text).map_err(|e| Error::Setup(e.to_string()))?;
     state.generation = 7;
-    agent::files::state::write(&root, &state).map_err(|e| Error::Setup(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&state).map_err(|e| Error::Setup(e.to_string()))?;
+    std::fs::write(&state_path, text + "\n").map_err(Error::io("writing", &state_path))?;
     let profile = root.join("etc/profile.d/deeplearning.sh");
     let text = std::fs::read_to_string(&profile).map_err(Error::io("reading", &profile))?;
     let private = root.join("private-efs");

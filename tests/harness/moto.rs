@@ -49,10 +49,20 @@ pub struct RoleCredentials {
 /// Which role a service assumes, for [`LocalAws::service_credentials`].
 #[derive(Clone, Debug)]
 pub enum AssumedBy<'a> {
-    /// EC2, for an instance with this instance profile (name or ARN).
-    Ec2 { instance_profile: &'a str, instance_id: &'a str },
-    /// Another service (`autoscaling.amazonaws.com`) assuming the role with this ARN.
-    Service { service: &'a str, role_arn: &'a str },
+    /// EC2, for an instance with this instance profile.
+    Ec2 {
+        /// The instance profile, by name or ARN.
+        instance_profile: &'a str,
+        /// The instance the credentials are for.
+        instance_id: &'a str,
+    },
+    /// Another service assuming a role.
+    Service {
+        /// The service principal (`autoscaling.amazonaws.com`).
+        service: &'a str,
+        /// The role's ARN.
+        role_arn: &'a str,
+    },
 }
 
 /// How long moto may take to import and answer (about a second here).
