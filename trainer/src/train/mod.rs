@@ -7,7 +7,7 @@
 //! listed above it (`scripts/import-map` fails on a circle):
 //! - [`data`]: dataset readers, per-rank shards, deterministic shuffling;
 //! - [`stats`]: loss and accuracy sums over samples;
-//! - [`model`]: the models' layers, forward and backward on the CPU (GEMM crate);
+//! - [`model`]: the models' layers, parameter layout and initialisation;
 //! - [`optim`]: SGD with momentum and weight decay;
 //! - [`collective`]: the collective-operations trait and its world-size-1 case;
 //! - [`ring`]: the CPU ring all-reduce over TCP;
@@ -19,7 +19,7 @@
 //! - [`progress`]: the live progress line;
 //! - [`interruption`]: SIGTERM while the host has an interruption notice (leave at the boundary);
 //! - [`args`]: `trainer train`'s arguments;
-//! - [`cpu`]: the CPU engine;
+//! - [`cpu`]: the CPU engine, and the models' passes and kernels it runs (GEMM crate);
 //! - `cuda` (feature `cuda`): the GPU engine: device buffers, cuBLAS, NVRTC kernels, NCCL;
 //! - [`device`]: the device seam: the engine, collective and NCCL id for `--device`,
 //!   and the only `cuda` feature gates outside `cuda`;
