@@ -27,11 +27,11 @@
 //! and this node's environment from `/etc/profile.d/deeplearning.sh`, the
 //! known hosts from `/etc/ssh/ssh_known_hosts`.
 
-pub mod agent_state;
-pub mod error;
-pub mod exit;
-pub mod jobdir;
-pub mod jobs;
+mod agent_state;
+mod error;
+mod exit;
+mod jobdir;
+mod jobs;
 pub mod train;
 
 use clap::{Parser, Subcommand};

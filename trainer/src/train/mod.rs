@@ -30,27 +30,27 @@
 //! - [`bench`]: `trainer bench` (all-reduce bandwidth);
 //! - [`compare`]: whether two finished runs agree (`trainer compare`).
 
-pub mod args;
-pub mod bench;
+pub(crate) mod args;
+pub(crate) mod bench;
 pub mod checkpoint;
 pub mod collective;
-pub mod compare;
+pub(crate) mod compare;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;
-pub mod device;
+pub(crate) mod device;
 pub mod elastic;
 pub mod engine;
 pub mod epochs;
 pub mod events;
-pub mod interruption;
+pub(crate) mod interruption;
 pub mod model;
 pub mod optim;
 pub mod progress;
 pub mod rendezvous;
 pub mod ring;
 pub mod run;
-pub mod stats;
+pub(crate) mod stats;
 pub mod straggler;
-pub mod timing;
+pub(crate) mod timing;

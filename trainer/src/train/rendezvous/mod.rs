@@ -40,9 +40,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub mod host;
-pub mod protocol;
-pub mod roster;
+mod host;
+mod protocol;
+mod roster;
 
 pub use host::{HostConfig, host};
 pub use protocol::{Decision, Hello, MAX_LINE, PROTOCOL_VERSION, ReceiveError, Report, receive, send};
