@@ -27,7 +27,7 @@
 //! - [`elastic`]: joins, leaves and dead peers at epoch boundaries;
 //! - [`epochs`]: the epoch loop: which epoch next, in which group, from which state;
 //! - [`run`]: `trainer train` (the epochs of one rank on its device);
-//! - [`bench`]: `trainer bench` (all-reduce bandwidth);
+//! - [`bench`](mod@bench): `trainer bench` (all-reduce bandwidth);
 //! - [`compare`]: whether two finished runs agree (`trainer compare`).
 
 pub(crate) mod args;

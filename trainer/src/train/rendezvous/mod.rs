@@ -29,12 +29,12 @@
 //! Wire format: one JSON object per line, `{"v": 2, "type": ..., ...}`; a
 //! line longer than [`MAX_LINE`] bytes, unknown version or malformed JSON is
 //! a [`RendezvousError`], never a panic. The elastic rules themselves (who
-//! joins or leaves, when) are in [`host`]'s decision functions; the client
+//! joins or leaves, when) are in [`host`](mod@host)'s decision functions; the client
 //! side is [`super::elastic`].
 //!
 //! Rooms: [`protocol`] (the wire: messages, versioned lines), [`roster`]
 //! (who may train: the agent's files and the prepare-data markers) and
-//! [`host`] (the server and its elastic decisions); [`RendezvousError`],
+//! [`host`](mod@host) (the server and its elastic decisions); [`RendezvousError`],
 //! here, is every room's error.
 
 use std::net::SocketAddr;
