@@ -18,6 +18,9 @@ use crate::train::data::CLASSES;
 use crate::train::model::{Layer, Model};
 use crate::train::stats::StepStats;
 
+// The passes are methods of `Model` (callers write `model.forward(..)`) but
+// declared here, beside the kernels they run: `model` holds the layout only
+// and imports no backend; these read it through its accessors.
 impl Model {
     /// Runs the model on `n` samples `x`; returns the logits (`n x outputs`),
     /// keeping what the backward pass needs in `ws`.
