@@ -6,12 +6,12 @@
 use std::path::Path;
 
 use node_contract::state::STATE_PATH;
-pub use node_contract::state::State;
+pub(crate) use node_contract::state::State;
 
 use crate::error::{Error, Result};
 
 /// The state under `root`; `None` before the agent applied a manifest.
-pub fn read(root: &Path) -> Result<Option<State>> {
+pub(crate) fn read(root: &Path) -> Result<Option<State>> {
     let path = node_contract::files::under(root, STATE_PATH);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,

@@ -126,4 +126,4 @@ pub enum Error {
 }
 
 /// The library's result type.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;

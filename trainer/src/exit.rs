@@ -5,13 +5,13 @@
 //! names the trainer's code uses.
 
 /// Success.
-pub const EXIT_OK: u8 = cli_output::exit::SUCCESS;
+pub(crate) const EXIT_OK: u8 = cli_output::exit::SUCCESS;
 /// The checked thing failed (a rank failed, a host is unreachable, two
 /// runs disagree).
-pub const EXIT_FAILED: u8 = cli_output::exit::FAILED;
+pub(crate) const EXIT_FAILED: u8 = cli_output::exit::FAILED;
 /// Usage or internal error, or output that could not be written.
-pub const EXIT_USAGE: u8 = cli_output::exit::ERROR;
+pub(crate) const EXIT_USAGE: u8 = cli_output::exit::ERROR;
 /// A job (`launch`, `train`) ended early because its stdout was closed by
 /// the reader: 128 + SIGPIPE, what a shell shows for a tool that signal
 /// ended. The commands that only print (`doctor`, `kill`, `bench`) end with 0.
-pub const EXIT_STDOUT_CLOSED: u8 = cli_output::exit::STDOUT_CLOSED;
+pub(crate) const EXIT_STDOUT_CLOSED: u8 = cli_output::exit::STDOUT_CLOSED;

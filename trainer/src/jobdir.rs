@@ -10,21 +10,21 @@ use std::path::PathBuf;
 
 /// The environment variable naming the job, set by `trainer supervise` for
 /// CMD and everything it starts.
-pub const JOB_VAR: &str = "TRAINER_JOB";
+pub(crate) const JOB_VAR: &str = "TRAINER_JOB";
 
 /// The job name used when the process was not started by `trainer launch`.
-pub const LOCAL_JOB: &str = "local";
+pub(crate) const LOCAL_JOB: &str = "local";
 
 /// `$EFS_MOUNT/trainer/<job>/<what>`; without `EFS_MOUNT` (a run outside the
 /// cluster) the same layout under the current directory, and without a job
 /// name (not started by `trainer launch`) the job [`LOCAL_JOB`].
-pub fn path(what: &str) -> PathBuf {
+pub(crate) fn path(what: &str) -> PathBuf {
     let env = |name: &str| std::env::var(name).ok();
     path_from(env(node_contract::files::profile::EFS_MOUNT_VAR).as_deref(), env(JOB_VAR).as_deref(), what)
 }
 
 /// [`path`] from the two variables' values (empty counts as unset).
-pub fn path_from(efs_mount: Option<&str>, job: Option<&str>, what: &str) -> PathBuf {
+pub(crate) fn path_from(efs_mount: Option<&str>, job: Option<&str>, what: &str) -> PathBuf {
     let base = PathBuf::from(efs_mount.filter(|v| !v.is_empty()).unwrap_or("."));
     base.join("trainer").join(job.filter(|v| !v.is_empty()).unwrap_or(LOCAL_JOB)).join(what)
 }

@@ -36,17 +36,17 @@ use crate::jobs::ssh::{self, SshArgs};
 use crate::jobs::{hosts, profile};
 
 /// Where the NVIDIA driver lists GPUs, one directory each.
-pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
+pub(crate) const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
 
-pub use crate::train::device::gpu_libraries;
+pub(crate) use crate::train::device::gpu_libraries;
 
 /// GPUs the NVIDIA driver lists under `root` (0 without a driver).
-pub fn gpu_count(root: &Path) -> usize {
+pub(crate) fn gpu_count(root: &Path) -> usize {
     std::fs::read_dir(node_contract::files::under(root, NVIDIA_GPUS)).map(|d| d.count()).unwrap_or(0)
 }
 
 /// [`gpu_libraries`] on a host with `gpus` GPUs; `None` without GPUs (nothing to check).
-pub fn nccl_check(gpus: usize) -> Option<std::result::Result<(), String>> {
+pub(crate) fn nccl_check(gpus: usize) -> Option<std::result::Result<(), String>> {
     (gpus > 0).then(gpu_libraries)
 }
 
@@ -158,7 +158,7 @@ fn probe_dir(efs: &str, probe: &str) -> PathBuf {
 }
 
 /// Reports this host's facts as `key=value` lines.
-pub fn run_local(args: &LocalArgs) -> Result<u8> {
+pub(crate) fn run_local(args: &LocalArgs) -> Result<u8> {
     let mut out = String::new();
     let mut line = |text: String| {
         out.push_str(&text);
@@ -232,7 +232,7 @@ struct Row {
 }
 
 /// Checks every host and prints the table; 1 when anything fails.
-pub async fn run(args: Args) -> Result<u8> {
+pub(crate) async fn run(args: Args) -> Result<u8> {
     let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
     let probe = format!("{}-{}", std::process::id(), now_ms());
     let trainer = args.ssh.remote_trainer()?;

@@ -15,12 +15,12 @@ use std::time::Duration;
 use node_contract::gpu::{GPU_CHECK_PATH, GpuLevel, GpuReport};
 
 /// The `key=value` line a host reports its GPU report on.
-pub const KEY: &str = "gpu_report";
+pub(crate) const KEY: &str = "gpu_report";
 
 /// This host's line: the checks run now (`run_now`, on a host with GPUs,
 /// against what its boot gate expected) or the boot gate's report; `None`
 /// when there is nothing to show.
-pub fn local_line(root: &Path, host: &str, gpus: usize, run_now: Option<GpuLevel>) -> Option<String> {
+pub(crate) fn local_line(root: &Path, host: &str, gpus: usize, run_now: Option<GpuLevel>) -> Option<String> {
     let boot = gpu_health::last_report(&node_contract::files::under(root, GPU_CHECK_PATH));
     let mut report = match run_now {
         Some(level) if gpus > 0 => {
@@ -36,7 +36,7 @@ pub fn local_line(root: &Path, host: &str, gpus: usize, run_now: Option<GpuLevel
 }
 
 /// The hosts' reports as one table, and a problem per failed host.
-pub fn table(reports: &[(String, GpuReport)], ran_now: bool) -> (String, Vec<String>) {
+pub(crate) fn table(reports: &[(String, GpuReport)], ran_now: bool) -> (String, Vec<String>) {
     if reports.is_empty() {
         return (String::new(), Vec::new());
     }
@@ -55,7 +55,7 @@ pub fn table(reports: &[(String, GpuReport)], ran_now: bool) -> (String, Vec<Str
 }
 
 /// The report on a host's `gpu_report=` line.
-pub fn parse(stdout: &str) -> Option<GpuReport> {
+pub(crate) fn parse(stdout: &str) -> Option<GpuReport> {
     let line = stdout.lines().find_map(|l| l.strip_prefix(&format!("{KEY}=")))?;
     serde_json::from_str::<GpuReport>(line).ok().map(GpuReport::bounded)
 }

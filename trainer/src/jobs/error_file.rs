@@ -33,13 +33,13 @@ use serde::Deserialize;
 const MAX_BYTES: u64 = 1 << 20;
 
 /// Rank `rank`'s error file in the job's log directory `logs`.
-pub fn path(logs: &Path, rank: u32) -> PathBuf {
+pub(crate) fn path(logs: &Path, rank: u32) -> PathBuf {
     logs.join(format!("rank-{rank}.error.json"))
 }
 
 /// What a failed rank recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     /// `ExceptionType: message`.
     pub message: String,
     /// The Python traceback (`traceback.format_exc()`), when there is one.
@@ -92,7 +92,7 @@ impl Timestamp {
 }
 
 /// Parses an error file's text; `None` when it is not one.
-pub fn parse(text: &str) -> Option<Recorded> {
+pub(crate) fn parse(text: &str) -> Option<Recorded> {
     let file: File = serde_json::from_str(text).ok()?;
     let top = file.timestamp.as_ref().map_or(0, Timestamp::seconds);
     Some(match file.message {
@@ -110,7 +110,7 @@ pub fn parse(text: &str) -> Option<Recorded> {
 
 /// Reads `path`; `None` when there is no file, or it is too large or not
 /// an error file (a rank that died without `@record` leaves none).
-pub fn read(path: &Path) -> Option<Recorded> {
+pub(crate) fn read(path: &Path) -> Option<Recorded> {
     use std::io::Read;
     let mut text = String::new();
     std::fs::File::open(path).ok()?.take(MAX_BYTES).read_to_string(&mut text).ok()?;
@@ -119,7 +119,7 @@ pub fn read(path: &Path) -> Option<Recorded> {
 
 /// The root cause among `failures` (in the order the launcher saw them
 /// fail): the earliest recorded timestamp, the first seen on a tie.
-pub fn root_cause<T>(failures: impl IntoIterator<Item = (T, Recorded)>) -> Option<(T, Recorded)> {
+pub(crate) fn root_cause<T>(failures: impl IntoIterator<Item = (T, Recorded)>) -> Option<(T, Recorded)> {
     failures.into_iter().enumerate().min_by_key(|(seen, (_, r))| (r.timestamp, *seen)).map(|(_, f)| f)
 }
 

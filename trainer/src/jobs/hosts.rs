@@ -14,21 +14,21 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 
 use node_contract::files::hostfile::{self, parse_line};
-pub use node_contract::files::hostfile::{HostEntry, MAX_SLOTS_PER_HOST};
+pub(crate) use node_contract::files::hostfile::{HostEntry, MAX_SLOTS_PER_HOST};
 use node_contract::files::profile::WORKERS_PATH_VAR;
 use node_contract::files::workers;
 
 /// The most ranks one job runs (256 hosts of 16 ranks each).
-pub const MAX_WORLD_SIZE: u32 = 4096;
+pub(crate) const MAX_WORLD_SIZE: u32 = 4096;
 
 /// The largest hosts file read: a line per host, far below this even for
 /// thousands of hosts.
-pub const MAX_HOSTS_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_HOSTS_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Parses a workers file or hostfile (the node contract's
 /// [`parse_line`], each line's error named by file and line). Blank lines
 /// and `#` comments are skipped.
-pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
+pub(crate) fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
     let mut hosts = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         match parse_line(raw) {
@@ -46,7 +46,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<HostEntry>> {
 }
 
 /// Reads and parses a hosts file (at most [`MAX_HOSTS_FILE_BYTES`]).
-pub fn read(path: &Path) -> Result<Vec<HostEntry>> {
+pub(crate) fn read(path: &Path) -> Result<Vec<HostEntry>> {
     use std::io::Read;
     let read_err = |source| Error::Read { path: path.to_owned(), source };
     let mut bytes = Vec::new();
@@ -92,7 +92,7 @@ impl FromStr for Nproc {
 
 /// One process of the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rank {
+pub(crate) struct Rank {
     /// Global rank, 0..world size.
     pub rank: u32,
     /// Rank on its host.
@@ -108,7 +108,7 @@ pub struct Rank {
 /// The rank table. `slots` are looked up in `hostfile` (the agent's
 /// `alias slots=N` file) for hosts whose own line has none. More than
 /// [`MAX_WORLD_SIZE`] ranks in all is an error, found before any is made.
-pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Result<Vec<Rank>> {
+pub(crate) fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Result<Vec<Rank>> {
     let per_host: Vec<u32> = hosts
         .iter()
         .map(|host| match nproc {
@@ -141,7 +141,7 @@ pub fn ranks(hosts: &[HostEntry], nproc: Nproc, hostfile: &[HostEntry]) -> Resul
 /// `$DEEPLEARNING_WORKERS_PATH` when it names a file of the user's (not the
 /// agent's workers file, which every login shell's profile names); else
 /// the agent's membership ([`agent_hosts`]).
-pub fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
+pub(crate) fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
     let named = std::env::var_os(WORKERS_PATH_VAR).filter(|p| !p.is_empty() && *p != *workers::PATH);
     match (given, named) {
         (Some(p), _) => read(p),
@@ -155,7 +155,7 @@ pub fn job_hosts(given: Option<&Path>, root: &Path) -> Result<Vec<HostEntry>> {
 /// membership: docs/ARCHITECTURE.md, "trainer"): in the workers file's
 /// order, each with its slots (its GPUs, 1 without), as the workers file
 /// and the hostfile list them.
-pub fn agent_hosts(root: &Path) -> Result<Vec<HostEntry>> {
+pub(crate) fn agent_hosts(root: &Path) -> Result<Vec<HostEntry>> {
     match crate::agent_state::read(root)? {
         Some(state) => Ok(members(&state.manifest)),
         None => Err(Error::NoAgentHosts { path: node_contract::files::under(root, node_contract::state::STATE_PATH) }),
@@ -164,7 +164,7 @@ pub fn agent_hosts(root: &Path) -> Result<Vec<HostEntry>> {
 
 /// The agent's nodes under `root`, for `auto` slots of hosts named by
 /// alias; empty without a state file.
-pub fn agent_slots(root: &Path) -> Vec<HostEntry> {
+pub(crate) fn agent_slots(root: &Path) -> Vec<HostEntry> {
     match crate::agent_state::read(root) {
         Ok(Some(state)) => members(&state.manifest),
         _ => Vec::new(),

@@ -29,7 +29,7 @@ const UNIT_DIRS: [&str; 3] = ["/etc/systemd/system", "/usr/lib/systemd/system", 
 
 /// One line of the report.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked.
     pub name: &'static str,
     /// `Ok(detail)` or `Err(what is wrong and what to do)`.
@@ -93,7 +93,7 @@ fn ssh_client() -> Result<String, String> {
 }
 
 /// Every check, in report order.
-pub fn checks(root: &Path) -> Vec<Check> {
+pub(crate) fn checks(root: &Path) -> Vec<Check> {
     let gpus = gpu_count(root);
     let state = under(root, STATE_PATH);
     vec![
@@ -122,7 +122,7 @@ pub fn checks(root: &Path) -> Vec<Check> {
 }
 
 /// Prints the report; 1 when a required check failed.
-pub fn run(root: &Path) -> Result<u8, cli_output::Closed> {
+pub(crate) fn run(root: &Path) -> Result<u8, cli_output::Closed> {
     let checks = checks(root);
     let mut failed = false;
     let mut out = String::new();

@@ -49,7 +49,7 @@ pub struct LocalArgs {
 }
 
 /// Runs `kill-local` on every host in parallel and prints what each stopped.
-pub async fn run(args: Args) -> Result<u8> {
+pub(crate) async fn run(args: Args) -> Result<u8> {
     let hosts = hosts::job_hosts(args.hosts.as_deref(), &args.root)?;
     let mut remote = vec![args.ssh.remote_trainer()?, "kill-local".to_owned()];
     if let Some(job) = &args.job {
@@ -96,7 +96,7 @@ pub async fn run(args: Args) -> Result<u8> {
 }
 
 /// Stops this host's ranks from their pid files; prints one line per rank.
-pub fn run_local(args: &LocalArgs) -> Result<u8> {
+pub(crate) fn run_local(args: &LocalArgs) -> Result<u8> {
     let base = node_contract::files::under(&args.root, RUN_DIR);
     let jobs: Vec<String> = match &args.job {
         Some(job) => vec![job.clone()],

@@ -58,7 +58,7 @@ use crate::jobs::{error_file, process, torchrun};
 
 /// How long stopped ranks get to end by themselves (their supervisors give
 /// CMD 1.5 s between SIGTERM and SIGKILL) before their ssh clients are killed.
-pub const KILL_AFTER: Duration = Duration::from_secs(3);
+pub(crate) const KILL_AFTER: Duration = Duration::from_secs(3);
 
 /// Arguments of `trainer launch`.
 #[derive(Debug, clap::Args)]
@@ -114,7 +114,7 @@ pub struct Args {
 }
 
 /// A job name goes into paths and `ps`: letters, digits, `-`, `_`, `.`.
-pub fn parse_job(s: &str) -> std::result::Result<String, String> {
+pub(crate) fn parse_job(s: &str) -> std::result::Result<String, String> {
     let ok = !s.is_empty()
         && s.len() <= 100
         && !s.starts_with('.')
@@ -251,7 +251,7 @@ struct Failure {
 }
 
 /// Runs the job; returns the exit code.
-pub async fn run(args: Args) -> Result<u8> {
+pub(crate) async fn run(args: Args) -> Result<u8> {
     if let Some(note) = scaled_down_note(&args.root, node_contract::clock::system()) {
         cli_output::errln!("trainer: {note}");
     }

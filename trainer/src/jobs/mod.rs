@@ -23,17 +23,17 @@
 //!
 //! Nothing here is used by [`crate::train`].
 
-pub mod doctor;
-pub mod doctor_gpu;
-pub mod error_file;
-pub mod hosts;
-pub mod install_check;
-pub mod kill;
-pub mod launch;
-pub mod open_files;
-pub mod process;
-pub mod profile;
-pub mod ssh;
-pub mod stall;
-pub mod supervise;
-pub mod torchrun;
+pub(crate) mod doctor;
+pub(crate) mod doctor_gpu;
+pub(crate) mod error_file;
+pub(crate) mod hosts;
+pub(crate) mod install_check;
+pub(crate) mod kill;
+pub(crate) mod launch;
+pub(crate) mod open_files;
+pub(crate) mod process;
+pub(crate) mod profile;
+pub(crate) mod ssh;
+pub(crate) mod stall;
+pub(crate) mod supervise;
+pub(crate) mod torchrun;

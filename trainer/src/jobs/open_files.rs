@@ -13,19 +13,19 @@ use crate::error::{Error, Result};
 
 /// Descriptors a command needs besides its connections (stdio, the runtime,
 /// the hosts and profile files, the terminal).
-pub const BASE: u64 = 64;
+pub(crate) const BASE: u64 = 64;
 
 /// Descriptors `launch` holds per rank: the ssh client's stdin, stdout and
 /// stderr pipes, and the rank's log file.
-pub const PER_RANK: u64 = 4;
+pub(crate) const PER_RANK: u64 = 4;
 
 /// Descriptors `kill` and `doctor` hold per ssh in flight: stdout and stderr pipes.
-pub const PER_PROBE: u64 = 2;
+pub(crate) const PER_PROBE: u64 = 2;
 
 /// Makes sure this process may open `needed` files: raises the soft limit
 /// up to the hard limit when it is lower; an error naming `what` and the fix
 /// when the hard limit is lower still. Returns the soft limit now in force.
-pub fn ensure(needed: u64, what: &str) -> Result<u64> {
+pub(crate) fn ensure(needed: u64, what: &str) -> Result<u64> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes only into the struct it is given.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 /// Asks the kernel to send `signal` to this process when its parent dies
 /// (`prctl(PR_SET_PDEATHSIG)`). Linux only; elsewhere a no-op.
-pub fn die_with_parent(signal: i32) {
+pub(crate) fn die_with_parent(signal: i32) {
     // SAFETY: prctl with PR_SET_PDEATHSIG takes an int and touches no memory.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0);
@@ -14,13 +14,13 @@ pub fn die_with_parent(signal: i32) {
 }
 
 /// Sends `signal` to every process of group `pgid`; false when none is left.
-pub fn signal_group(pgid: i32, signal: i32) -> bool {
+pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
     // SAFETY: kill takes plain integers.
     pgid > 1 && unsafe { libc::kill(-pgid, signal) } == 0
 }
 
 /// Sends `signal` to process `pid`; false when it does not exist.
-pub fn signal_process(pid: i32, signal: i32) -> bool {
+pub(crate) fn signal_process(pid: i32, signal: i32) -> bool {
     // SAFETY: kill takes plain integers.
     pid > 1 && unsafe { libc::kill(pid, signal) } == 0
 }
@@ -28,12 +28,12 @@ pub fn signal_process(pid: i32, signal: i32) -> bool {
 /// Whether group `pgid` still has a live process. Zombies do not count:
 /// killed children of a killed parent wait for a reaper (in a container,
 /// PID 1 may never reap them), but they run nothing.
-pub fn group_alive(pgid: i32) -> bool {
+pub(crate) fn group_alive(pgid: i32) -> bool {
     signal_group(pgid, 0) && !group_members(pgid).is_empty()
 }
 
 /// The live (not zombie) processes of group `pgid`, from `/proc`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
+pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| stat(*pid).is_some_and(|(state, group)| group == pgid && state != 'Z'))
@@ -42,7 +42,7 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
 
 /// SIGTERM to group `pgid`, then SIGKILL to what is left after `grace`;
 /// returns once the group is gone (or after another second of SIGKILLs).
-pub fn stop_group(pgid: i32, grace: Duration) {
+pub(crate) fn stop_group(pgid: i32, grace: Duration) {
     if !signal_group(pgid, libc::SIGTERM) {
         return;
     }
@@ -57,7 +57,7 @@ pub fn stop_group(pgid: i32, grace: Duration) {
 }
 
 /// A shell-style exit code: the code, or 128 + the signal that killed it.
-pub fn exit_code(status: ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
@@ -67,7 +67,7 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 }
 
 /// The processes in `/proc` whose environment holds `entry` (`NAME=VALUE`).
-pub fn with_environ(entry: &str) -> Vec<i32> {
+pub(crate) fn with_environ(entry: &str) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| environ(*pid).iter().any(|e| e == entry))
@@ -75,17 +75,17 @@ pub fn with_environ(entry: &str) -> Vec<i32> {
 }
 
 /// Process `pid`'s environment entries (empty when it is gone).
-pub fn environ(pid: i32) -> Vec<String> {
+pub(crate) fn environ(pid: i32) -> Vec<String> {
     split_nul(std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default())
 }
 
 /// Process `pid`'s command line words (empty when it is gone).
-pub fn cmdline(pid: i32) -> Vec<String> {
+pub(crate) fn cmdline(pid: i32) -> Vec<String> {
     split_nul(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
 }
 
 /// Process `pid`'s process group, from `/proc/PID/stat`.
-pub fn pgid(pid: i32) -> Option<i32> {
+pub(crate) fn pgid(pid: i32) -> Option<i32> {
     stat(pid).map(|(_, group)| group)
 }
 

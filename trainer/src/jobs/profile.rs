@@ -10,22 +10,22 @@ use std::path::Path;
 use crate::error::{Error, Result};
 
 use node_contract::files::profile::EFS_MOUNT_VAR;
-pub use node_contract::files::profile::{PATH, parse};
+pub(crate) use node_contract::files::profile::{PATH, parse};
 
 /// The variables the command gets from the profile.
-pub fn wanted(name: &str) -> bool {
+pub(crate) fn wanted(name: &str) -> bool {
     name.starts_with("DEEPLEARNING_") || name == EFS_MOUNT_VAR || fabric(name)
 }
 
 /// The NCCL/EFA environment among the profile's variables (what `trainer
 /// doctor` shows per host).
-pub fn fabric(name: &str) -> bool {
+pub(crate) fn fabric(name: &str) -> bool {
     name.starts_with("NCCL_") || name.starts_with("FI_")
 }
 
 /// The profile under `root`; empty when there is none (a host the agent has
 /// not set up yet: the command still gets the torchrun variables).
-pub fn read(root: &Path) -> Result<Vec<(String, String)>> {
+pub(crate) fn read(root: &Path) -> Result<Vec<(String, String)>> {
     let path = node_contract::files::under(root, PATH);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(parse(&text)),
@@ -35,13 +35,13 @@ pub fn read(root: &Path) -> Result<Vec<(String, String)>> {
 }
 
 /// `EFS_MOUNT` from the profile under `root` (`None` without one).
-pub fn efs_mount(root: &Path) -> Option<String> {
+pub(crate) fn efs_mount(root: &Path) -> Option<String> {
     read(root).ok()?.into_iter().find(|(name, _)| name == EFS_MOUNT_VAR).map(|(_, value)| value)
 }
 
 /// `EFS_MOUNT` from the environment (a login shell has sourced the
 /// profile), else from the profile under `root`.
-pub fn efs_mount_here(root: &Path) -> Option<String> {
+pub(crate) fn efs_mount_here(root: &Path) -> Option<String> {
     std::env::var(EFS_MOUNT_VAR).ok().filter(|v| !v.is_empty()).or_else(|| efs_mount(root))
 }
 

@@ -76,14 +76,14 @@ pub enum SshKex {
 }
 
 /// The key exchanges [`SshKex::Fast`] prefers, best first.
-pub const FAST_KEX: [&str; 3] = ["mlkem768x25519-sha256", "curve25519-sha256", "curve25519-sha256@libssh.org"];
+pub(crate) const FAST_KEX: [&str; 3] = ["mlkem768x25519-sha256", "curve25519-sha256", "curve25519-sha256@libssh.org"];
 
 /// The `KexAlgorithms` value for [`SshKex::Fast`] with this machine's ssh:
 /// the [`FAST_KEX`] it supports (`ssh -Q kex`), placed ahead of its
 /// default order (`^`, OpenSSH 8.3 and later), checked by letting ssh
 /// parse it (`ssh -G`, which connects nowhere). `None` when this ssh takes
 /// none of it: then ssh's own order is used. Worked out once per process.
-pub fn fast_kex() -> Option<&'static str> {
+pub(crate) fn fast_kex() -> Option<&'static str> {
     static KEX: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     KEX.get_or_init(|| {
         let supported = std::process::Command::new("ssh").args(["-Q", "kex"]).output().ok()?;
@@ -166,7 +166,7 @@ impl SshArgs {
 }
 
 /// `words` as one POSIX shell command line (what ssh hands the remote shell).
-pub fn quote(words: &[String]) -> String {
+pub(crate) fn quote(words: &[String]) -> String {
     words.iter().map(|w| quote_word(w)).collect::<Vec<_>>().join(" ")
 }
 
@@ -181,7 +181,7 @@ fn quote_word(word: &str) -> String {
 
 /// `ssh` exits 255 on its own errors. What its last stderr line means, for
 /// the launcher's final note.
-pub fn explain_failure(host: &str, stderr_tail: &str) -> String {
+pub(crate) fn explain_failure(host: &str, stderr_tail: &str) -> String {
     let tail = stderr_tail.trim();
     let hint = if tail.contains("Host key verification failed") || tail.contains("REMOTE HOST IDENTIFICATION") {
         format!(

@@ -17,20 +17,20 @@
 use std::time::Duration;
 
 /// A GPU at or above this utilisation (percent) is busy; below, idle.
-pub const BUSY_PERCENT: u32 = 5;
+pub(crate) const BUSY_PERCENT: u32 = 5;
 
 /// One host's last GPU reading: its name as the launcher names it, and its
 /// busiest GPU's utilisation (`None`: no GPU, or none could be read, or no
 /// reading came from its supervisors).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reading<'a> {
+pub(crate) struct Reading<'a> {
     pub host: &'a str,
     pub percent: Option<u32>,
 }
 
 /// What a stalled job's GPUs say.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Finding {
+pub(crate) enum Finding {
     /// GPUs idle on every other host; these hosts' (name, percent) busy.
     HeldUpBy(Vec<(String, u32)>),
     /// Every host's GPUs idle: a hang outside the GPUs (a deadlock, a
@@ -42,7 +42,7 @@ pub enum Finding {
 
 /// The detector's state for one job.
 #[derive(Debug)]
-pub struct Stall {
+pub(crate) struct Stall {
     /// `--stall-after`; zero: off.
     after: Duration,
     last_output: Duration,
@@ -51,19 +51,19 @@ pub struct Stall {
 
 impl Stall {
     /// A job that started at `now` (its start counts as output).
-    pub fn new(after: Duration, now: Duration) -> Stall {
+    pub(crate) fn new(after: Duration, now: Duration) -> Stall {
         Stall { after, last_output: now, reported: false }
     }
 
     /// A rank printed a line at `now`.
-    pub fn output(&mut self, now: Duration) {
+    pub(crate) fn output(&mut self, now: Duration) {
         self.last_output = now;
         self.reported = false;
     }
 
     /// Whether the job is to be reported stalled now, and what its GPUs
     /// say; `Some` once per silence.
-    pub fn check(&mut self, now: Duration, readings: &[Reading<'_>]) -> Option<Finding> {
+    pub(crate) fn check(&mut self, now: Duration, readings: &[Reading<'_>]) -> Option<Finding> {
         if self.after.is_zero() || self.reported || now.saturating_sub(self.last_output) < self.after {
             return None;
         }
@@ -86,7 +86,7 @@ impl Stall {
     }
 
     /// The report for `job`, after a silence of `--stall-after`.
-    pub fn report(&self, job: &str, finding: &Finding) -> String {
+    pub(crate) fn report(&self, job: &str, finding: &Finding) -> String {
         let silence = format!("no output from any rank for {}", human(self.after));
         match finding {
             Finding::HeldUpBy(busy) => {

@@ -49,21 +49,21 @@ use crate::train::interruption::{boot_id, read_notice};
 /// Where supervisors keep their pid files, as on a node: `<dir>/<job>/<rank>.pid`.
 /// Defined in the node contract: the agent's idle guard reads them too (a
 /// live supervisor behind one makes its node busy).
-pub const RUN_DIR: &str = node_contract::idle::JOBS_RUN_DIR;
+pub(crate) const RUN_DIR: &str = node_contract::idle::JOBS_RUN_DIR;
 
 /// The line a supervisor writes to its stderr before CMD starts (after
 /// whatever the remote shell's start-up files print):
 /// the launcher takes it (it is not printed or logged) as "the connection is
 /// made and this rank's supervisor is up", which frees its slot among the
 /// ssh connections being set up (`--ssh-concurrency`).
-pub const STARTED_LINE: &str = "trainer supervise: up";
+pub(crate) const STARTED_LINE: &str = "trainer supervise: up";
 
 /// What starts the line a supervisor writes to its stderr with its node's
 /// busiest GPU utilisation: `trainer supervise: gpu 87` (percent), or
 /// `trainer supervise: gpu none` (no GPU, or none could be read). The
 /// launcher takes it (not printed or logged) for its stall report
 /// ([`crate::jobs::stall`]).
-pub const GPU_LINE: &str = "trainer supervise: gpu ";
+pub(crate) const GPU_LINE: &str = "trainer supervise: gpu ";
 
 /// How often the GPUs are read.
 const GPU_POLL: Duration = Duration::from_secs(5);
@@ -72,7 +72,7 @@ const GPU_POLL: Duration = Duration::from_secs(5);
 const GPU_RESEND: Duration = Duration::from_secs(30);
 
 /// The [`GPU_LINE`] of a reading.
-pub fn gpu_line(percent: Option<u32>) -> String {
+pub(crate) fn gpu_line(percent: Option<u32>) -> String {
     match percent {
         Some(p) => format!("{GPU_LINE}{p}"),
         None => format!("{GPU_LINE}none"),
@@ -80,7 +80,7 @@ pub fn gpu_line(percent: Option<u32>) -> String {
 }
 
 /// A [`GPU_LINE`] read back: `Some(reading)` for one, `None` for any other line.
-pub fn parse_gpu_line(line: &str) -> Option<Option<u32>> {
+pub(crate) fn parse_gpu_line(line: &str) -> Option<Option<u32>> {
     match line.strip_prefix(GPU_LINE)? {
         "none" => Some(None),
         p => p.parse().ok().map(Some),
@@ -230,7 +230,7 @@ fn parse_env(s: &str) -> std::result::Result<(String, String), String> {
 }
 
 /// The pid file of `rank` of `job` under `root`.
-pub fn pid_file(root: &Path, job: &str, rank: u32) -> PathBuf {
+pub(crate) fn pid_file(root: &Path, job: &str, rank: u32) -> PathBuf {
     node_contract::files::under(root, node_contract::idle::pid_file(job, rank))
 }
 
@@ -247,7 +247,7 @@ fn prepare_error_file(path: &Path) -> std::io::Result<()> {
 }
 
 /// Runs CMD until it exits or the parent goes away; returns the exit code.
-pub async fn run(args: Args) -> Result<u8> {
+pub(crate) async fn run(args: Args) -> Result<u8> {
     // First, so an sshd session that dies from here on takes us along.
     process::die_with_parent(libc::SIGTERM);
     let who = format!("trainer supervise: rank {} on {}", args.rank, args.host);

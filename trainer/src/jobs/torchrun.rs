@@ -33,11 +33,11 @@
 use std::path::Path;
 
 /// torchrun's `--role` default.
-pub const ROLE_NAME: &str = "default";
+pub(crate) const ROLE_NAME: &str = "default";
 
 /// Where one rank sits in the job (what the launcher tells its supervisor).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub(crate) struct Place {
     /// Global rank.
     pub rank: u32,
     /// Rank on its host.
@@ -61,7 +61,7 @@ pub struct Place {
 /// torchrun's per-worker variables for the rank at `place`;
 /// `error_file` becomes `TORCHELASTIC_ERROR_FILE` (none when it could not
 /// be prepared: `@record` then only logs).
-pub fn rank_env(place: &Place, error_file: Option<&Path>) -> Vec<(&'static str, String)> {
+pub(crate) fn rank_env(place: &Place, error_file: Option<&Path>) -> Vec<(&'static str, String)> {
     let mut env = vec![
         ("RANK", place.rank.to_string()),
         ("LOCAL_RANK", place.local_rank.to_string()),
@@ -90,7 +90,7 @@ pub fn rank_env(place: &Place, error_file: Option<&Path>) -> Vec<(&'static str, 
 /// The variables torchrun takes from its own environment, taken from the
 /// launcher's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inherited {
+pub(crate) struct Inherited {
     /// `OMP_NUM_THREADS` where `trainer launch` runs, if set.
     pub omp_num_threads: Option<String>,
     /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` where `trainer launch` runs, else `1`.
@@ -99,7 +99,7 @@ pub struct Inherited {
 
 impl Inherited {
     /// From an environment lookup (`std::env::var(..).ok()` in the launcher).
-    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+    pub(crate) fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
         Self {
             omp_num_threads: var("OMP_NUM_THREADS"),
             nccl_async_error_handling: var("TORCH_NCCL_ASYNC_ERROR_HANDLING").unwrap_or_else(|| "1".to_owned()),
@@ -109,7 +109,7 @@ impl Inherited {
     /// What a rank on a host with `local_world_size` ranks gets:
     /// `TORCH_NCCL_ASYNC_ERROR_HANDLING`, and `OMP_NUM_THREADS` (the
     /// launcher's, else 1 when its host runs more than one rank).
-    pub fn for_rank(&self, local_world_size: u32) -> Vec<(&'static str, String)> {
+    pub(crate) fn for_rank(&self, local_world_size: u32) -> Vec<(&'static str, String)> {
         let mut env = vec![("TORCH_NCCL_ASYNC_ERROR_HANDLING", self.nccl_async_error_handling.clone())];
         match &self.omp_num_threads {
             Some(n) => env.push(("OMP_NUM_THREADS", n.clone())),
@@ -121,7 +121,7 @@ impl Inherited {
 
     /// The note the launcher prints once when it sets `OMP_NUM_THREADS=1`
     /// for ranks on hosts with `max_local_world_size` ranks or fewer.
-    pub fn omp_note(&self, max_local_world_size: u32) -> Option<String> {
+    pub(crate) fn omp_note(&self, max_local_world_size: u32) -> Option<String> {
         (self.omp_num_threads.is_none() && max_local_world_size > 1).then(|| {
             "OMP_NUM_THREADS=1 for every rank on a host with more than one rank (torchrun's default, so the ranks \
              do not overload the host's cores); set OMP_NUM_THREADS where you run `trainer launch` to choose"

@@ -74,7 +74,7 @@ pub struct Args {
 
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum BenchError {
+pub(crate) enum BenchError {
     /// Bad arguments.
     #[error("{0}")]
     Usage(String),
@@ -94,7 +94,7 @@ pub enum BenchError {
 
 /// One measured size.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Row {
+pub(crate) struct Row {
     /// Bytes per rank.
     pub bytes: usize,
     /// Mean seconds per all-reduce, slowest rank.
@@ -103,23 +103,28 @@ pub struct Row {
 
 impl Row {
     /// Algorithm bandwidth, bytes per second.
-    pub fn algbw(&self) -> f64 {
+    pub(crate) fn algbw(&self) -> f64 {
         self.bytes as f64 / self.seconds
     }
 
     /// Bus bandwidth for `world` ranks, bytes per second.
-    pub fn busbw(&self, world: usize) -> f64 {
+    pub(crate) fn busbw(&self, world: usize) -> f64 {
         self.algbw() * 2.0 * (world as f64 - 1.0) / world as f64
     }
 }
 
 /// The sizes to measure: doubling from `min` to `max` bytes.
-pub fn sizes(min: usize, max: usize) -> Vec<usize> {
+pub(crate) fn sizes(min: usize, max: usize) -> Vec<usize> {
     std::iter::successors(Some(min.max(4)), |s| s.checked_mul(2)).take_while(|&s| s <= max).collect()
 }
 
 /// Measures every size on `c`; every rank gets the same rows.
-pub fn measure(c: &mut dyn Timed, sizes: &[usize], warmup: u32, iters: u32) -> Result<Vec<Row>, CollectiveError> {
+pub(crate) fn measure(
+    c: &mut dyn Timed,
+    sizes: &[usize],
+    warmup: u32,
+    iters: u32,
+) -> Result<Vec<Row>, CollectiveError> {
     let mut rows = Vec::new();
     for &bytes in sizes {
         let mean = c.time_all_reduce(bytes / 4, warmup, iters)?;
@@ -134,7 +139,7 @@ pub fn measure(c: &mut dyn Timed, sizes: &[usize], warmup: u32, iters: u32) -> R
 }
 
 /// The table nccl-tests prints, for `world` ranks summing over `how` ("TCP ring", "NCCL").
-pub fn table(rows: &[Row], world: usize, how: &str) -> String {
+pub(crate) fn table(rows: &[Row], world: usize, how: &str) -> String {
     let mut out = format!("# all-reduce (sum, f32), {how}, {world} ranks\n");
     out.push_str(&format!("{:>12} {:>12} {:>12} {:>10} {:>10}\n", "size(B)", "count", "time(us)", "algbw", "busbw"));
     out.push_str(&format!("{:>12} {:>12} {:>12} {:>10} {:>10}\n", "", "(elements)", "", "(GB/s)", "(GB/s)"));
@@ -152,7 +157,7 @@ pub fn table(rows: &[Row], world: usize, how: &str) -> String {
 }
 
 /// Runs `trainer bench`.
-pub fn run(args: &Args) -> Result<u8, BenchError> {
+pub(crate) fn run(args: &Args) -> Result<u8, BenchError> {
     if args.rank >= args.world_size {
         return Err(BenchError::Usage(format!("RANK {} is not below WORLD_SIZE {}", args.rank, args.world_size)));
     }

@@ -52,7 +52,7 @@ pub struct Args {
 
 /// What one run ended with.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Its last epoch line's figures.
     pub last: EpochFigures,
     /// Its newest intact checkpoint's parameters.
@@ -61,7 +61,7 @@ pub struct Outcome {
 
 /// Reads a run directory: the last epoch line of `stdout` and the newest
 /// intact checkpoint in `checkpoints/`.
-pub fn read_run(dir: &Path) -> Result<Outcome, String> {
+pub(crate) fn read_run(dir: &Path) -> Result<Outcome, String> {
     let stdout = dir.join("stdout");
     let text = std::fs::read_to_string(&stdout).map_err(|e| format!("cannot read {}: {e}", stdout.display()))?;
     let last = text
@@ -79,7 +79,7 @@ pub fn read_run(dir: &Path) -> Result<Outcome, String> {
 
 /// The three differences between `a` and `b`: relative loss, accuracy
 /// points, relative L2 distance of the weights.
-pub fn differences(a: &Outcome, b: &Outcome) -> Result<[f64; 3], String> {
+pub(crate) fn differences(a: &Outcome, b: &Outcome) -> Result<[f64; 3], String> {
     if a.params.len() != b.params.len() {
         return Err(format!("the checkpoints hold {} and {} parameters", a.params.len(), b.params.len()));
     }
@@ -95,7 +95,7 @@ pub fn differences(a: &Outcome, b: &Outcome) -> Result<[f64; 3], String> {
 }
 
 /// The report's lines and whether every one passed.
-pub fn compare(args: &Args) -> (Vec<String>, bool) {
+pub(crate) fn compare(args: &Args) -> (Vec<String>, bool) {
     let name = |p: &Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned());
     let (an, bn) = (name(&args.a), name(&args.b));
     let fail = |reason: String| (vec![format!("FAIL {an} vs {bn}: the comparison could not run: {reason}")], false);
@@ -146,7 +146,7 @@ pub fn compare(args: &Args) -> (Vec<String>, bool) {
 }
 
 /// Runs `trainer compare`: prints the report, returns the exit code.
-pub fn run(args: &Args) -> Result<u8, cli_output::Closed> {
+pub(crate) fn run(args: &Args) -> Result<u8, cli_output::Closed> {
     let (lines, ok) = compare(args);
     cli_output::print_report(&(lines.join("\n") + "\n"), if ok { EXIT_OK } else { EXIT_FAILED })
 }

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-pub use super::args::Device as Choice;
+pub(crate) use super::args::Device as Choice;
 use super::collective::{Group, Single};
 use super::cpu::{CpuEngine, PoolError};
 #[cfg(feature = "cuda")]
@@ -53,7 +53,7 @@ fn built_without_cuda() -> DeviceError {
 /// gradients are summed.
 // One per process, never moved in a loop: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
-pub enum Device {
+pub(crate) enum Device {
     /// The model on host memory ([`CpuEngine`]).
     Cpu(CpuEngine),
     /// The model on a GPU (`CudaEngine`).
@@ -67,7 +67,13 @@ impl Device {
     /// rank's `LOCAL_RANK`). Alone in its group until
     /// [`join_group`](Self::join_group); its parameters are zero on every
     /// device: the caller loads the starting state with `set_state`.
-    pub fn new(choice: Choice, model: Model, sgd: Sgd, threads: usize, ordinal: usize) -> Result<Self, DeviceError> {
+    pub(crate) fn new(
+        choice: Choice,
+        model: Model,
+        sgd: Sgd,
+        threads: usize,
+        ordinal: usize,
+    ) -> Result<Self, DeviceError> {
         match choice {
             Choice::Cpu => {
                 let zeros = vec![0.0; model.num_params()];
@@ -88,7 +94,7 @@ impl Device {
     }
 
     /// The engine the training loop drives.
-    pub fn engine(&mut self) -> &mut dyn Engine {
+    pub(crate) fn engine(&mut self) -> &mut dyn Engine {
         match self {
             Device::Cpu(e) => e,
             #[cfg(feature = "cuda")]
@@ -98,7 +104,7 @@ impl Device {
 
     /// Sums gradients over `group` from now on: the CPU over its TCP `ring`,
     /// a GPU through NCCL (the ring only carried the state broadcast).
-    pub fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError> {
+    pub(crate) fn join_group(&mut self, group: &Group, ring: Ring) -> Result<(), EngineError> {
         match self {
             Device::Cpu(e) => {
                 let _ = group; // the ring already knows its group
@@ -118,7 +124,7 @@ impl Device {
 /// What the rendezvous' host calls to make each group's NCCL unique id
 /// (`HostConfig::nccl_id`) when the ranks sum on GPUs; `None` for the TCP
 /// ring, and always in a build without the `cuda` feature.
-pub fn nccl_id_maker(choice: Choice) -> Option<Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
+pub(crate) fn nccl_id_maker(choice: Choice) -> Option<Arc<dyn Fn() -> Vec<u8> + Send + Sync>> {
     #[cfg(feature = "cuda")]
     {
         // A failure here shows up on every rank as NCCL refusing an empty id.
@@ -141,7 +147,7 @@ pub fn nccl_id_maker(choice: Choice) -> Option<Arc<dyn Fn() -> Vec<u8> + Send + 
 /// Whether `trainer train --device cuda` can load what it needs on this
 /// host: the CUDA driver, cuBLAS, NVRTC and NCCL (loaded only, nothing is
 /// called in them).
-pub fn gpu_libraries() -> Result<(), String> {
+pub(crate) fn gpu_libraries() -> Result<(), String> {
     #[cfg(feature = "cuda")]
     {
         cuda::probe(&[Library::Driver, Library::Cublas, Library::Nvrtc, Library::Nccl]).map_err(|e| e.to_string())
@@ -158,7 +164,7 @@ pub fn gpu_libraries() -> Result<(), String> {
 /// this rank's GPU (NCCL), opened before the rendezvous so that a host
 /// without the GPU or its libraries fails at once instead of after the
 /// others waited for it.
-pub enum BenchDevice {
+pub(crate) enum BenchDevice {
     /// Host buffers over the TCP ring.
     Host,
     /// Device buffers through NCCL, on this GPU's stream.
@@ -168,7 +174,7 @@ pub enum BenchDevice {
 
 impl BenchDevice {
     /// Opens `choice` (a GPU: ordinal `ordinal`, with NCCL loadable).
-    pub fn open(choice: Choice, ordinal: usize) -> Result<Self, DeviceError> {
+    pub(crate) fn open(choice: Choice, ordinal: usize) -> Result<Self, DeviceError> {
         match choice {
             Choice::Cpu => Ok(BenchDevice::Host),
             #[cfg(feature = "cuda")]
@@ -189,7 +195,7 @@ impl BenchDevice {
     /// The timed collective over `group`, and what carries it ("TCP ring",
     /// "NCCL"): the `ring` itself on the host; on a GPU, NCCL (the ring only
     /// formed the group).
-    pub fn join(self, group: &Group, ring: Ring) -> Result<(Box<dyn Timed>, &'static str), DeviceError> {
+    pub(crate) fn join(self, group: &Group, ring: Ring) -> Result<(Box<dyn Timed>, &'static str), DeviceError> {
         match self {
             BenchDevice::Host => {
                 let _ = group; // the ring already knows its group

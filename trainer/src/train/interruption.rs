@@ -43,11 +43,11 @@ use std::time::{Duration, Instant};
 use node_contract::interruption::{NOTICE_PATH, NoticeFile};
 
 /// How often [`NoticeWatch`] looks at the notice file (it is asked every step).
-pub const CHECK_EVERY: Duration = Duration::from_millis(200);
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(200);
 
 /// The kernel's boot id (under `root` when there is one there, as the agent
 /// reads it), to tell this boot's notice from a stale one.
-pub fn boot_id(root: &Path) -> Option<String> {
+pub(crate) fn boot_id(root: &Path) -> Option<String> {
     const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
     std::fs::read_to_string(root.join(BOOT_ID))
         .or_else(|_| std::fs::read_to_string(Path::new("/").join(BOOT_ID)))
@@ -57,7 +57,7 @@ pub fn boot_id(root: &Path) -> Option<String> {
 
 /// This boot's notice in `path`, if there is one (a file the agent has not
 /// finished, of another version, or of an earlier boot counts as none).
-pub fn read_notice(path: &Path, boot: Option<&str>) -> Option<NoticeFile> {
+pub(crate) fn read_notice(path: &Path, boot: Option<&str>) -> Option<NoticeFile> {
     let notice = NoticeFile::parse(&std::fs::read_to_string(path).ok()?).ok()?;
     boot.is_none_or(|b| b == notice.boot_id).then_some(notice)
 }
@@ -66,7 +66,7 @@ pub fn read_notice(path: &Path, boot: Option<&str>) -> Option<NoticeFile> {
 /// it every step: the file is looked at no more often than `every`, and once
 /// this boot's notice was seen the answer stays yes (the rank is leaving).
 #[derive(Debug)]
-pub struct NoticeWatch {
+pub(crate) struct NoticeWatch {
     path: PathBuf,
     boot: Option<String>,
     every: Duration,
@@ -76,12 +76,12 @@ pub struct NoticeWatch {
 
 impl NoticeWatch {
     /// Watches the notice file under `root` every [`CHECK_EVERY`].
-    pub fn new(root: &Path) -> Self {
+    pub(crate) fn new(root: &Path) -> Self {
         Self::every(root, CHECK_EVERY)
     }
 
     /// Watches the notice file under `root`, looking at most every `every`.
-    pub fn every(root: &Path, every: Duration) -> Self {
+    pub(crate) fn every(root: &Path, every: Duration) -> Self {
         Self {
             path: node_contract::files::under(root, NOTICE_PATH),
             boot: boot_id(root),
@@ -91,13 +91,15 @@ impl NoticeWatch {
         }
     }
 
-    /// This boot's notice, once it has been seen.
-    pub fn notice(&self) -> Option<&NoticeFile> {
+    /// This boot's notice, once it has been seen (only the tests read it
+    /// back: a rank asks [`NoticeWatch::noticed`]).
+    #[cfg(test)]
+    pub(crate) fn notice(&self) -> Option<&NoticeFile> {
         self.notice.as_ref()
     }
 
     /// Whether the notice is there (or was: a leaving rank stays leaving).
-    pub fn noticed(&mut self) -> bool {
+    pub(crate) fn noticed(&mut self) -> bool {
         if self.notice.is_some() {
             return true;
         }
@@ -142,7 +144,7 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 
 /// Installs the SIGTERM handler for the notice file under `root`. Calls
 /// interrupted by an ignored SIGTERM are restarted (`SA_RESTART`).
-pub fn ignore_sigterm_while_noticed(root: &Path) {
+pub(crate) fn ignore_sigterm_while_noticed(root: &Path) {
     let path = node_contract::files::under(root, NOTICE_PATH);
     let Ok(path) = CString::new(path.as_os_str().as_bytes()) else { return };
     if NOTICE.set(path).is_err() {

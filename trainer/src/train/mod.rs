@@ -7,7 +7,7 @@
 //! listed above it (`scripts/import-map` fails on a circle):
 //! - [`data`]: dataset readers, per-rank shards, deterministic shuffling;
 //! - [`stats`]: loss and accuracy sums over samples;
-//! - [`model`]: the models' layers, forward and backward on the CPU (GEMM crate);
+//! - [`model`]: the models' layers, parameter layout and initialisation;
 //! - [`optim`]: SGD with momentum and weight decay;
 //! - [`collective`]: the collective-operations trait and its world-size-1 case;
 //! - [`ring`]: the CPU ring all-reduce over TCP;
@@ -19,7 +19,7 @@
 //! - [`progress`]: the live progress line;
 //! - [`interruption`]: SIGTERM while the host has an interruption notice (leave at the boundary);
 //! - [`args`]: `trainer train`'s arguments;
-//! - [`cpu`]: the CPU engine;
+//! - [`cpu`]: the CPU engine, and the models' passes and kernels it runs (GEMM crate);
 //! - `cuda` (feature `cuda`): the GPU engine: device buffers, cuBLAS, NVRTC kernels, NCCL;
 //! - [`device`]: the device seam: the engine, collective and NCCL id for `--device`,
 //!   and the only `cuda` feature gates outside `cuda`;
@@ -27,30 +27,30 @@
 //! - [`elastic`]: joins, leaves and dead peers at epoch boundaries;
 //! - [`epochs`]: the epoch loop: which epoch next, in which group, from which state;
 //! - [`run`]: `trainer train` (the epochs of one rank on its device);
-//! - [`bench`]: `trainer bench` (all-reduce bandwidth);
+//! - [`bench`](mod@bench): `trainer bench` (all-reduce bandwidth);
 //! - [`compare`]: whether two finished runs agree (`trainer compare`).
 
-pub mod args;
-pub mod bench;
+pub(crate) mod args;
+pub(crate) mod bench;
 pub mod checkpoint;
 pub mod collective;
-pub mod compare;
+pub(crate) mod compare;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;
-pub mod device;
+pub(crate) mod device;
 pub mod elastic;
 pub mod engine;
 pub mod epochs;
 pub mod events;
-pub mod interruption;
+pub(crate) mod interruption;
 pub mod model;
 pub mod optim;
 pub mod progress;
 pub mod rendezvous;
 pub mod ring;
 pub mod run;
-pub mod stats;
+pub(crate) mod stats;
 pub mod straggler;
-pub mod timing;
+pub(crate) mod timing;

@@ -18,7 +18,6 @@ use std::time::Instant;
 use super::args::Args;
 use super::checkpoint::{CheckpointError, DatasetShape, Hyper, InEpoch, Meta, Store as CheckpointStore};
 use super::collective::Group;
-use super::cpu::{self, PoolError};
 use super::data::{self, DataError, Dataset, Split};
 use super::device::{Device, DeviceError, nccl_id_maker};
 use super::elastic::{self, ElasticConfig, Launch};
@@ -79,9 +78,10 @@ pub enum TrainError {
     /// TensorBoard events could not be written.
     #[error(transparent)]
     Events(#[from] EventsError),
-    /// The compute threads could not be started.
+    /// The compute threads could not be started (the device's
+    /// [`DeviceError::Pool`]: this room names no backend).
     #[error(transparent)]
-    Pool(#[from] PoolError),
+    Pool(DeviceError),
     /// The epoch line could not be written to stdout (after that epoch's
     /// checkpoint was saved).
     #[error("{0}")]
@@ -325,7 +325,7 @@ fn launch_from_env() -> Result<Option<Launch>, TrainError> {
 impl From<DeviceError> for TrainError {
     fn from(e: DeviceError) -> Self {
         match e {
-            DeviceError::Pool(e) => TrainError::Pool(e),
+            e @ DeviceError::Pool(_) => TrainError::Pool(e),
             DeviceError::Unavailable(reason) => TrainError::Device(reason),
         }
     }
@@ -380,7 +380,8 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             seed: args.seed,
         },
     };
-    let params = cpu::init(&model, args.seed);
+    // What every engine starts from, made on the host (`cpu::init`).
+    let params = model.init(args.seed);
     let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
     // Where in its epoch the starting state is (a checkpoint written when a rank left mid-epoch).
     let mut in_epoch = InEpoch::default();

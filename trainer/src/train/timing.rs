@@ -11,7 +11,7 @@ use super::collective::{Collective, CollectiveError};
 /// What `trainer bench` ([`super::bench::measure`]) needs of a collective:
 /// timed all-reduces of a buffer of a given size, wherever its buffers
 /// live, and a sum of a few host numbers over the ranks.
-pub trait Timed {
+pub(crate) trait Timed {
     /// This process's rank.
     fn rank(&self) -> usize;
     /// The number of ranks.
@@ -24,7 +24,7 @@ pub trait Timed {
 }
 
 /// Host buffers summed by a host collective (the TCP ring, or the group of one).
-pub struct Host<C>(pub C);
+pub(crate) struct Host<C>(pub C);
 
 impl<C: Collective<[f32]>> Timed for Host<C> {
     fn rank(&self) -> usize {
@@ -47,7 +47,7 @@ impl<C: Collective<[f32]>> Timed for Host<C> {
 
 /// `warmup` untimed calls of `op`, then the mean seconds of `iters` (at
 /// least 1) timed ones.
-pub fn mean_seconds(
+pub(crate) fn mean_seconds(
     warmup: u32,
     iters: u32,
     mut op: impl FnMut() -> Result<(), CollectiveError>,

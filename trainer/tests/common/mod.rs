@@ -10,7 +10,7 @@ use trainer::train::data::{self, Dataset, Split};
 
 /// The fixture directory; panics with what to do when it is missing (a
 /// missing fixture must fail the run, never skip the test).
-pub fn mnist_dir() -> PathBuf {
+pub(crate) fn mnist_dir() -> PathBuf {
     let hint = "run `export DL_MNIST_DIR=$(scripts/mnist-fixture)` first (scripts/test does this)";
     let dir = std::env::var_os("DL_MNIST_DIR").unwrap_or_else(|| panic!("DL_MNIST_DIR is not set: {hint}"));
     let dir = PathBuf::from(dir);
@@ -19,7 +19,7 @@ pub fn mnist_dir() -> PathBuf {
 }
 
 /// The fixture's training (4,000 digits) and test (1,000 digits) splits.
-pub fn mnist() -> (Dataset, Dataset) {
+pub(crate) fn mnist() -> (Dataset, Dataset) {
     let dir = mnist_dir();
     let train = data::load(&dir, None, Split::Train).expect("fixture training split");
     let test = data::load(&dir, None, Split::Test).expect("fixture test split");

@@ -29,9 +29,10 @@ use super::kernels::Kernels;
 use super::net::Net;
 use super::{CudaError, call, open_device};
 use super::{bias_grad, reference};
+use crate::train::cpu::net::{Workspace, softmax_cross_entropy};
 use crate::train::data::CLASSES;
 use crate::train::engine::{Batch, StepStats};
-use crate::train::model::{Arch, ConvShape, Layer, Model, Workspace, softmax_cross_entropy};
+use crate::train::model::{Arch, ConvShape, Layer, Model};
 use crate::train::optim::Sgd;
 
 /// One check's result.

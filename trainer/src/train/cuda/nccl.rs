@@ -33,7 +33,7 @@ const ID_LEN: usize = 128;
 /// NCCL connects to its peers during a new communicator's first collective
 /// (seconds over EFA), so this is longer than the CPU ring's 10 s silence,
 /// and short enough for the survivors to re-form within 30 s.
-pub const NCCL_TIMEOUT: Duration = Duration::from_secs(20);
+pub(super) const NCCL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Calls `done` until it returns `Ok(true)`, sleeping between calls (a few
 /// microseconds at first, growing to 100 us: a step's all-reduce may take

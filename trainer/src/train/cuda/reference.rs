@@ -11,21 +11,23 @@
 //! functions on host memory; the tests check them against the kernels'
 //! formulas written out on the CPU.
 
+use crate::train::cpu::kernels;
+use crate::train::cpu::net::{Workspace, softmax_cross_entropy};
 use crate::train::data::CLASSES;
-use crate::train::model::{self, ConvShape, Layer, Model, Workspace};
+use crate::train::model::{ConvShape, Layer, Model};
 use crate::train::optim::Sgd;
 
 /// Per sample, `[c][inner]` to `[inner][c]` (channel-first to channel-last).
 fn to_channel_last(x: &[f32], channels: usize, inner: usize) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
-    model::transpose(x, &mut out, channels, inner);
+    kernels::transpose(x, &mut out, channels, inner);
     out
 }
 
 /// Per sample, `[inner][c]` to `[c][inner]`.
 fn to_channel_first(x: &[f32], channels: usize, inner: usize) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
-    model::transpose(x, &mut out, inner, channels);
+    kernels::transpose(x, &mut out, inner, channels);
     out
 }
 
@@ -34,7 +36,7 @@ pub(crate) fn bias_add(y: &[f32], bias: &[f32], inner: usize) -> Vec<f32> {
     let channels = bias.len();
     // The CPU model starts each output row (channel-last) from the bias and adds the product to it.
     let mut out = vec![0.0; y.len()];
-    model::fill_bias(&mut out, bias);
+    kernels::fill_bias(&mut out, bias);
     for (o, v) in out.iter_mut().zip(to_channel_last(y, channels, inner)) {
         *o += v;
     }
@@ -108,7 +110,7 @@ pub(crate) fn im2col(s: ConvShape, x: &[f32], n: usize) -> Vec<f32> {
     let mut cols = vec![0.0; n * per_sample];
     let x = to_channel_last(x, s.in_c, s.h * s.w);
     for (cols, x) in cols.chunks_exact_mut(per_sample).zip(x.chunks_exact(s.in_c * s.h * s.w)) {
-        model::im2col_sample(s, x, cols);
+        kernels::im2col_sample(s, x, cols);
     }
     let mut out = vec![0.0; cols.len()];
     for (cpu, device) in column_entries(s, n) {
@@ -126,7 +128,7 @@ pub(crate) fn col2im(s: ConvShape, dcol: &[f32], n: usize) -> Vec<f32> {
     let mut dx = vec![0.0; n * s.in_c * s.h * s.w];
     let per_sample = cols.len() / n.max(1);
     for (cols, dx) in cols.chunks_exact(per_sample.max(1)).zip(dx.chunks_exact_mut(s.in_c * s.h * s.w)) {
-        model::col2im_sample(s, cols, dx);
+        kernels::col2im_sample(s, cols, dx);
     }
     to_channel_first(&dx, s.in_c, s.h * s.w)
 }
@@ -138,7 +140,7 @@ pub(crate) fn softmax_xent(z: &[f32], labels: &[u8]) -> (Vec<f32>, Vec<f32>, Vec
     let mut d = Vec::new();
     for (row, &label) in z.chunks_exact(CLASSES).zip(labels) {
         // One sample at a time: the CPU function returns sums over its batch.
-        let stats = model::softmax_cross_entropy(row, &[label], &mut d);
+        let stats = softmax_cross_entropy(row, &[label], &mut d);
         loss.push(stats.loss_sum as f32);
         correct.push(stats.correct as f32);
         dz.extend_from_slice(&d);
@@ -199,7 +201,7 @@ mod tests {
         // The CPU model's own bias gradient, on the channel-last layout.
         let bias_grad = |dy: &[f32], channels: usize, inner: usize| {
             let mut db = vec![0.0; channels];
-            model::bias_grad(&to_channel_last(dy, channels, inner), &mut db);
+            kernels::bias_grad(&to_channel_last(dy, channels, inner), &mut db);
             db
         };
         assert_eq!(bias_grad(&y, c, p), sums);

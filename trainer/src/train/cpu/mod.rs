@@ -5,11 +5,21 @@
 //! Inputs: the model, initial parameters ([`init`]), the optimiser's
 //! settings and a collective (swapped with [`CpuEngine::set_collective`]
 //! when the elastic layer re-forms the group). No files or sockets of its own.
+//!
+//! Rooms: [`net`], the models' forward and backward passes and the loss on
+//! host memory; [`kernels`], the layers' kernels they chain (GEMM, im2col,
+//! pooling). Only this engine runs them (the GPU's kernel checks compare
+//! against them); [`device`](super::device) chooses between this engine
+//! and the GPU's.
 
 use super::collective::Collective;
 use super::engine::{Batch, Engine, EngineError, Slots, StepStats, Stepped, TrainState};
-use super::model::{Model, Workspace, softmax_cross_entropy};
+use super::model::Model;
 use super::optim::Sgd;
+use net::{Workspace, softmax_cross_entropy};
+
+pub(crate) mod kernels;
+pub mod net;
 
 /// The deterministic initial parameters of `model` for `seed`: every engine
 /// (CPU or GPU) starts from these, made on the host.
