@@ -805,6 +805,7 @@ pub async fn preflight<K: Console, C: Cloud>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deploy::failing::{Failing, Fault, Op};
     use crate::deploy::fake::{FakeCloud, FakeConsole};
     use crate::spec::CapacityBlock;
 
@@ -832,7 +833,7 @@ mod tests {
         cloud.quotas.lock().unwrap().insert(code.into(), Quota { name: code.into(), value });
     }
 
-    async fn report(cloud: &FakeCloud, a: &Ask) -> Report {
+    async fn report(cloud: &impl Cloud, a: &Ask) -> Report {
         assess(a, &read(cloud, a).await.unwrap())
     }
 
@@ -1022,13 +1023,14 @@ mod tests {
         let r = report(&cloud, &a).await;
         assert!(r.fits(), "a low score is a warning");
         assert!(r.problems[0].text.contains("is 2 of 10: Spot is unlikely"), "{:?}", r.problems);
-        *cloud.deny_spot_score.lock().unwrap() = true;
-        let r = report(&cloud, &a).await;
+        let refused = Failing::new(cloud).fail_from(Op::SpotPlacementScore, 1, Fault::Denied);
+        let r = report(&refused, &a).await;
         assert!(r.fits() && r.spot_score.is_none());
         assert!(r.problems[0].text.starts_with("the Spot placement score was not read: EC2 GetSpotPlacementScores"));
+        let cloud = refused.inner();
         // On-Demand workers: not asked.
         let calls = cloud.calls_named("spot_placement_score");
-        report(&cloud, &ask("g5.xlarge", &["g5.xlarge"], 4, 16, WorkerCapacity::OnDemand)).await;
+        report(cloud, &ask("g5.xlarge", &["g5.xlarge"], 4, 16, WorkerCapacity::OnDemand)).await;
         assert_eq!(cloud.calls_named("spot_placement_score"), calls);
     }
 
@@ -1073,9 +1075,9 @@ mod tests {
         assert!(err.contains("error: quota Running On-Demand P instances (L-417A185B) is 0 vCPUs"), "{err}");
         assert!(err.contains("error: refused before anything was created: us-east-1: blocked: 1 blocker"), "{err}");
         // AWS refuses the check: one warning, and on.
-        *cloud.deny_capacity_reads.lock().unwrap() = true;
+        let refused = Failing::new(cloud).fail_from(Op::InstanceVcpus, 1, Fault::Denied);
         let console = FakeConsole::default();
-        assert_eq!(preflight(&console, &cloud, &a, &console.display()).await, Ok(()));
+        assert_eq!(preflight(&console, &refused, &a, &console.display()).await, Ok(()));
         let err = console.stderr();
         assert_eq!(
             err.lines().filter(|l| l.starts_with("warning: the capacity check did not run")).count(),
@@ -1084,10 +1086,10 @@ mod tests {
         );
         assert!(err.contains("AWS refused ec2:DescribeInstanceTypes"), "{err}");
         // Enough quota: one line, and on.
-        *cloud.deny_capacity_reads.lock().unwrap() = false;
-        quota(&cloud, "L-417A185B", 400.0);
+        let cloud = refused.inner();
+        quota(cloud, "L-417A185B", 400.0);
         let console = FakeConsole::default();
-        assert_eq!(preflight(&console, &cloud, &a, &console.display()).await, Ok(()));
+        assert_eq!(preflight(&console, cloud, &a, &console.display()).await, Ok(()));
         assert!(
             console.stderr().contains("Checked capacity: us-east-1: fits: 2 workers (up to 4)"),
             "{}",

@@ -200,4 +200,20 @@ mod tests {
         let ids: Vec<&str> = out.lines().map(|l| l.split_whitespace().nth(2).unwrap()).collect();
         assert_eq!(ids, ["First", "Second", "Third", "Fourth", "Fifth"], "{out}");
     }
+
+    /// Fault injection: the events cannot be read: exit 2 naming the call,
+    /// nothing on stdout.
+    #[tokio::test]
+    async fn events_that_cannot_be_read_are_an_error_naming_the_call() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let cloud = Failing::new(cloud()).fail(Op::Events, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        assert_eq!(print_events(&console, &cloud, "demo", false).await, ExitCode::Error);
+        assert!(
+            console.stderr().starts_with("error: CloudFormation DescribeStackEvents on stack demo"),
+            "{}",
+            console.stderr()
+        );
+        assert_eq!(console.stdout(), "");
+    }
 }

@@ -760,4 +760,26 @@ mod tests {
         assert!(cloud.calls_named("log_events") > 2, "it kept reading");
         assert_eq!(console.stderr(), format!("no log lines yet in {group}; waiting for new ones (Ctrl-C stops)\n"));
     }
+
+    /// Fault injection: the second page of a read throttled: exit 2 naming
+    /// the call, after the first page's lines (they were read, so they are
+    /// printed; a rerun prints them again, nothing is lost).
+    #[tokio::test]
+    async fn a_throttled_page_ends_the_read_with_an_error_naming_the_call() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let fake = FakeCloud::default();
+        let events = vec![event("master-i-0aa", T0, "e1", "up"), event("master-i-0aa", T0 + 1, "e2", "more")];
+        fake.log_groups.lock().unwrap().insert("/deeplearning-cluster/demo/run-1".into(), events);
+        *fake.log_page_size.lock().unwrap() = 1;
+        let cloud = Failing::new(fake).fail(Op::LogEvents, 2, Fault::Throttled);
+        let console = FakeConsole::default();
+        let request = Request { stack: "demo", ..Request::default() };
+        assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(
+            err.contains("error: CloudWatch Logs FilterLogEvents in /deeplearning-cluster/demo/run-1: AWS throttled"),
+            "{err}"
+        );
+        assert!(!console.stdout().contains("more"), "{}", console.stdout());
+    }
 }

@@ -28,7 +28,8 @@
 //! [`policy`] is the IAM policy those calls need (`synth policy`).
 //!
 //! One port does every AWS call ([`port::Cloud`]); [`sdk`] implements it with
-//! the AWS SDK. The other is the terminal ([`console::Console`]): the command
+//! the AWS SDK. Unit tests use the in-memory `fake`, and `failing`, which
+//! wraps any cloud and fails the calls a test chooses (fault injection). The other is the terminal ([`console::Console`]): the command
 //! line implements it with `cli-output`, the prompt and Ctrl-C. [`monitor`]
 //! is the edge that polls through the port, feeds the watcher and shows
 //! progress (a live line on a terminal, timestamped plain lines otherwise).
@@ -43,6 +44,8 @@ pub mod credentials;
 pub mod delete;
 pub mod ec2;
 pub mod events;
+#[cfg(test)]
+pub(crate) mod failing;
 pub mod failover;
 #[cfg(test)]
 pub(crate) mod fake;

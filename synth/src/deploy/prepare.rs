@@ -534,4 +534,51 @@ mod tests {
         assert!(err.starts_with("error: --parameter WorkerCont: the template has no such parameter; it has "), "{err}");
         assert!(err.contains("WorkerCount"), "{err}");
     }
+
+    /// Fault injection: the staging upload of the agent package throttled:
+    /// exit 2 naming the call; the bucket was made, no object is there, no
+    /// stack was touched.
+    #[tokio::test]
+    async fn a_throttled_package_upload_names_the_call_and_stores_nothing() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        use crate::deploy::package::tests::deb_named;
+        let dir = tempfile::tempdir().unwrap();
+        let deb = dir.path().join("deeplearning-agent_0.1.0-1_amd64.deb");
+        std::fs::write(&deb, deb_named("deeplearning-agent")).unwrap();
+        let cloud = Failing::new(FakeCloud::default()).fail(Op::PutObject, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        let display = Display::plain(|_| {});
+        let staged = stage_package(&console, &cloud, &deb, Some(PackageFormat::Deb), true, &display, "name it").await;
+        assert_eq!(staged.err(), Some(ExitCode::Error));
+        let err = console.stderr();
+        assert!(
+            err.starts_with("error: S3 PutObject on s3://deeplearning-cluster-staging-123456789012-us-east-1/agent/"),
+            "{err}"
+        );
+        assert!(err.contains("AWS throttled the call"), "{err}");
+        assert!(cloud.inner().objects.lock().unwrap().is_empty());
+        assert_eq!(cloud.inner().buckets.lock().unwrap().len(), 1);
+        let calls = cloud.inner().calls.lock().unwrap().clone();
+        assert!(calls.iter().all(|c| !c.contains("stack")), "{calls:?}");
+    }
+
+    /// Fault injection: a template over the inline limit whose staging
+    /// bucket cannot be made: exit 2 naming the call; nothing is uploaded.
+    #[tokio::test]
+    async fn a_large_template_whose_bucket_is_refused_is_not_sent() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let big = serde_json::json!({ "Description": "x".repeat(staging::INLINE_TEMPLATE_LIMIT) });
+        let p = Prepared::new("demo", big, BTreeMap::new());
+        let cloud = Failing::new(FakeCloud::default()).fail(Op::CreateStagingBucket, 1, Fault::Denied);
+        let console = FakeConsole::default();
+        let source = template_source(&console, &cloud, &p, &Display::plain(|_| {})).await;
+        assert_eq!(source.err(), Some(ExitCode::Error));
+        let err = console.stderr();
+        assert!(err.starts_with("error: S3 CreateBucket on bucket deeplearning-cluster-staging-"), "{err}");
+        assert!(err.contains("AWS refused s3:CreateBucket"), "{err}");
+        assert!(cloud.inner().buckets.lock().unwrap().is_empty());
+        assert_eq!(cloud.inner().calls_named("put_object"), 0);
+    }
 }

@@ -527,4 +527,26 @@ mod tests {
         );
         assert_eq!(cloud.group.lock().unwrap().clone().unwrap().desired, 2, "the capacity stays raised");
     }
+
+    /// Fault injection: the master started, then `SetDesiredCapacity`
+    /// throttled: exit 2 naming the call; the workers' count is as it was
+    /// and the idle guard's mark is kept (a rerun of `synth resume` does
+    /// the rest); nothing is waited for.
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_scale_up_stops_the_resume_and_says_which_call() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let cloud = Failing::new(stopped_cluster()).fail(Op::SetDesiredCapacity, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        assert_eq!(resume(&console, &cloud, "demo", Duration::from_secs(600)).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(
+            err.contains("error: Auto Scaling SetDesiredCapacity on group demo-WorkerGroup-x: AWS throttled the call"),
+            "{err}"
+        );
+        let fake = cloud.inner();
+        assert_eq!(fake.instances.lock().unwrap()["i-0master"], "running", "the master was started first");
+        let group = fake.group.lock().unwrap().clone().unwrap();
+        assert_eq!((group.desired, group.idle), (0, Some(ACTED)));
+        assert_eq!(fake.calls_named("delete_group_tag"), 0);
+    }
 }

@@ -593,4 +593,29 @@ mod tests {
             assert!(console.stdout().contains(says), "{}", console.stdout());
         }
     }
+
+    /// Fault injection: `synth status NAME` and the list when
+    /// CloudFormation cannot be reached: exit 2 naming the call, not
+    /// "not found" (3) nor "no stacks" (0); nothing on stdout.
+    #[tokio::test]
+    async fn an_unreachable_service_is_an_error_not_a_missing_stack() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let cloud = Failing::new(FakeCloud::default()).fail(Op::Stack, 1, Fault::Unavailable).fail(
+            Op::Stacks,
+            1,
+            Fault::Unavailable,
+        );
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "demo").await, ExitCode::Error);
+        assert_eq!(
+            console.stderr(),
+            "error: CloudFormation DescribeStacks on stack demo: dispatch failure: connection reset by peer. \
+             Check the network and the region, then try again\n"
+        );
+        let console = FakeConsole::default();
+        assert_eq!(list(&console, &cloud).await, ExitCode::Error);
+        assert!(console.stderr().starts_with("error: CloudFormation DescribeStacks: "), "{}", console.stderr());
+        assert_eq!(console.stdout(), "");
+    }
 }

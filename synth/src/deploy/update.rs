@@ -17,7 +17,7 @@ use super::change::{Preview, preview};
 use super::console::{Answer, Console, Display, confirm, fail};
 use super::image;
 use super::monitor::region_flag;
-use super::port::{ChangeSet, Cloud, Stack, StackRequest, TemplateSource};
+use super::port::{ChangeSet, Cloud, CloudResult, Stack, StackRequest, TemplateSource};
 use super::prepare::{Prepared, create_plan, resource_count};
 use super::staging;
 use super::template::{Pseudo, parameter_values};
@@ -72,7 +72,14 @@ pub async fn unless_interrupted<K: Console, C: Cloud, T>(
     work: impl Future<Output = Result<T, ExitCode>>,
 ) -> Result<T, ExitCode> {
     tokio::select! {
-        result = work => result,
+        result = work => {
+            // A way out short of executing it (an AWS call that failed
+            // after the change set was made): the change set goes too.
+            if result.is_err() {
+                let _ = discard(cloud, created).await;
+            }
+            result
+        }
         _ = console.interrupted() => {
             console.note("\n");
             let id = created.borrow_mut().take();
@@ -88,6 +95,16 @@ pub async fn unless_interrupted<K: Console, C: Cloud, T>(
             }
             Err(ExitCode::Interrupted)
         }
+    }
+}
+
+/// Deletes the change set recorded in `created`, if one is, and forgets
+/// it, so that no way out deletes it twice.
+async fn discard<C: Cloud>(cloud: &C, created: &RefCell<Option<String>>) -> CloudResult<()> {
+    let id = created.borrow_mut().take();
+    match id {
+        Some(id) => cloud.delete_change_set(&id).await,
+        None => Ok(()),
     }
 }
 
@@ -127,13 +144,13 @@ pub async fn decide_update<K: Console, C: Cloud>(
     let Update { stack, prepared: p, request } = update;
     let set = change_set(console, cloud, request, created).await?;
     if no_changes(&set) {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         display.finish();
         console.noteln(&format!("No changes: stack {} is up to date with {}.", stack.name, how.blueprint));
         return Ok(None);
     }
     if set.status == "FAILED" {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         display.finish();
         return Err(fail(
             console,
@@ -145,7 +162,7 @@ pub async fn decide_update<K: Console, C: Cloud>(
     }
     let preview = preview_update(console, cloud, stack, p, &set).await?;
     if unchanged(&set, &preview) {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         display.finish();
         console.noteln(&format!("No changes: stack {} is up to date with {}.", stack.name, how.blueprint));
         return Ok(None);
@@ -170,7 +187,7 @@ pub async fn decide_update<K: Console, C: Cloud>(
                  as stacks from an older synth do not): pin the image with `image.ami` to keep the master"
             });
         }
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         console.noteln(
             "Nothing was changed (the change set was deleted). To apply it anyway, losing that data, \
              run `synth deploy --allow-replacement`.",
@@ -181,7 +198,7 @@ pub async fn decide_update<K: Console, C: Cloud>(
     // terminal): the change set goes either way.
     let answer = confirm(console, &format!("Apply these changes to stack {}?", stack.name), how.yes).await;
     if answer != Ok(Answer::Yes) {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         console.noteln("Nothing was changed (the change set was deleted).");
         return Err(answer.err().unwrap_or(ExitCode::Invalid));
     }
@@ -285,7 +302,7 @@ pub async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) ->
     };
     let created = RefCell::new(None);
     let set = unless_interrupted(console, cloud, &created, change_set(console, cloud, &request, &created)).await?;
-    let deleted = cloud.delete_change_set(&set.id).await;
+    let deleted = discard(cloud, &created).await;
     if no_changes(&set) {
         return Ok(printed(
             console.print(&format!("Stack {}: no changes.\n", p.stack)),
@@ -350,5 +367,32 @@ mod tests {
         assert!(not_updatable(&stack("UPDATE_IN_PROGRESS"), "").unwrap().contains("busy"));
         assert!(not_updatable(&stack("UPDATE_ROLLBACK_COMPLETE"), "").is_none());
         assert!(not_updatable(&stack("CREATE_COMPLETE"), "").is_none());
+    }
+
+    /// Fault injection: `synth diff` whose change set cannot be read once
+    /// made: exit 2 naming the call, and the change set is deleted, not
+    /// left behind; nothing is printed on stdout.
+    #[tokio::test(start_paused = true)]
+    async fn a_diff_whose_change_set_cannot_be_read_deletes_it() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let fake = FakeCloud::default();
+        let stack =
+            Stack { name: "demo".into(), id: "demo-id".into(), status: "CREATE_COMPLETE".into(), ..Stack::default() };
+        fake.stacks.lock().unwrap().insert("demo".into(), stack);
+        let cloud = Failing::new(fake).fail(Op::ChangeSet, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        let spec = crate::stack::tests::sample();
+        let template: Json = serde_json::from_str(&crate::stack::compile(&spec).render().unwrap().json).unwrap();
+        let p = Prepared::new("demo", template, Default::default());
+        assert_eq!(diff(&console, &cloud, &p).await, Err(ExitCode::Error));
+        let err = console.stderr();
+        assert!(err.starts_with("error: CloudFormation DescribeChangeSet synth-"), "{err}");
+        assert!(err.contains("AWS throttled the call"), "{err}");
+        assert_eq!(cloud.inner().calls_named("create_change_set"), 1);
+        assert_eq!(cloud.inner().calls_named("delete_change_set"), 1);
+        assert!(cloud.inner().open_change_sets.lock().unwrap().is_empty());
+        assert_eq!(cloud.inner().calls_named("execute_change_set"), 0);
+        assert_eq!(console.stdout(), "");
     }
 }
