@@ -483,6 +483,35 @@ pub enum NetworkSpec {
     },
 }
 
+/// A new VPC's subnets ([`NetworkSpec::New`]), as [`vpc_subnets`] splits it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VpcSubnets {
+    /// The public subnets' ranges: zone 1's, then zone 2's.
+    pub public: Vec<Ipv4Net>,
+    /// The private subnets' ranges, in the same order.
+    pub private: Vec<Ipv4Net>,
+}
+
+/// How long the prefix of a new VPC's subnets is when the VPC's is
+/// `vpc_prefix`: the VPC is split in four equal blocks (a /16 gives /18
+/// subnets, 16,379 usable addresses each).
+pub fn subnet_prefix(vpc_prefix: u8) -> u8 {
+    vpc_prefix + 2
+}
+
+/// The subnets of a new VPC of range `vpc`: its four equal blocks
+/// ([`subnet_prefix`]), public zone 1, public zone 2, private zone 1,
+/// private zone 2; one of each is used when every node must share one zone.
+/// The template makes these ([`crate::stack`]) and validation checks the
+/// workers fit in them: both take them from here. Empty for a range too
+/// small to split (validation refuses any outside /16 to /24).
+pub fn vpc_subnets(vpc: Ipv4Net) -> VpcSubnets {
+    let mut public: Vec<Ipv4Net> =
+        vpc.subnets(subnet_prefix(vpc.prefix_len())).map(Iterator::collect).unwrap_or_default();
+    let private = public.split_off(public.len().min(2));
+    VpcSubnets { public, private }
+}
+
 /// The `KeyName` parameter's pattern: empty, or what [`key_name_problem`]
 /// accepts: 1 to 255 printable ASCII characters, no `'`, no space at either end.
 pub const KEY_NAME_PATTERN: &str =
@@ -520,4 +549,21 @@ pub struct AccessSpec {
     pub ssh_cidr: Option<Ipv4Net>,
     /// Attach the Session Manager policy to the node role.
     pub session_manager: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one split of a new VPC: four equal quarters, public first.
+    #[test]
+    fn a_vpc_is_split_in_four_quarters_public_first() {
+        let split = vpc_subnets("10.0.0.0/16".parse().unwrap());
+        let names = |nets: &[Ipv4Net]| nets.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(names(&split.public), ["10.0.0.0/18", "10.0.64.0/18"]);
+        assert_eq!(names(&split.private), ["10.0.128.0/18", "10.0.192.0/18"]);
+        assert_eq!(subnet_prefix(24), 26);
+        let none = vpc_subnets("10.0.0.0/31".parse().unwrap());
+        assert!(none.public.is_empty() && none.private.is_empty());
+    }
 }

@@ -1,5 +1,5 @@
 //! `network`: a new VPC's range (private, /16 to /24, large enough for
-//! `workers.max` in the subnets [`crate::spec::vpc_split`] makes of it) or an
+//! `workers.max` in the subnets [`crate::spec::vpc_subnets`] makes of it) or an
 //! existing VPC and its subnets; the cluster placement group; Elastic
 //! Fabric Adapter (`on`, or `auto`: on where every node's type has it).
 
@@ -20,11 +20,11 @@ const VPC_PREFIXES: std::ops::RangeInclusive<u8> = 16..=24;
 const EFA_EXAMPLES: [&str; 6] =
     ["p4d.24xlarge", "p5.48xlarge", "p4de.24xlarge", "g5.48xlarge", "c5n.18xlarge", "hpc7g.16xlarge"];
 
-/// How [`crate::stack`] splits a new VPC: four equal blocks (two public, two
-/// private subnets), of which one of each is used when every node must share
-/// one zone. Workers spread evenly over the private subnets (Auto Scaling
-/// balances zones); each private subnet also holds an EFS mount target, and
-/// the first one a private master.
+/// How full the subnets of a new VPC get ([`crate::spec::vpc_subnets`]: four
+/// equal blocks, two public and two private subnets, of which one of each is
+/// used when every node must share one zone). Workers spread evenly over the
+/// private subnets (Auto Scaling balances zones); each private subnet also
+/// holds an EFS mount target, and the first one a private master.
 /// <https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html>
 struct SubnetLayout {
     vpc_prefix: u8,
@@ -37,7 +37,7 @@ impl SubnetLayout {
     const RESERVED: u32 = 5;
 
     fn subnet_prefix(&self) -> u8 {
-        self.vpc_prefix + 2
+        crate::spec::subnet_prefix(self.vpc_prefix)
     }
 
     fn usable(&self) -> u32 {
