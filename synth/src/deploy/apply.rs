@@ -22,7 +22,7 @@ use crate::exit::{ExitCode, printed};
 
 /// How `synth deploy` was asked to go about it.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Options<'a> {
+pub(crate) struct Options<'a> {
     /// The blueprint's name in messages.
     pub blueprint: &'a str,
     /// Keep what a failed create made (no rollback).
@@ -39,8 +39,11 @@ pub struct Options<'a> {
 /// Creates or updates the stack `p` describes, and watches it (unless
 /// `options.no_wait`: then it says how to follow it and returns 0); the exit
 /// code says how it ended (everything was said on the console). `display`
-/// is the one [`super::prepare::prepare`] showed its progress on.
-pub async fn deploy<K: Console, C: Cloud>(
+/// is the one [`super::prepare::prepare`] showed its progress on. The
+/// command line goes through [`attempt`] ([`super::failover`]); the tests
+/// take the code alone.
+#[cfg(test)]
+pub(crate) async fn deploy<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     p: &Prepared,
@@ -55,7 +58,7 @@ pub async fn deploy<K: Console, C: Cloud>(
 /// the operation failed, its root cause's reason (the master's own words
 /// for a formation failure), else the stack's.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     /// The exit code.
     pub code: ExitCode,
     /// `CreateStack` was called.
@@ -65,7 +68,7 @@ pub struct Attempt {
 }
 
 /// [`deploy`], saying how it went.
-pub async fn attempt<K: Console, C: Cloud>(
+pub(crate) async fn attempt<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     p: &Prepared,

@@ -14,7 +14,7 @@ use super::watch::{Operation, Planned, Watcher, clock};
 use crate::exit::ExitCode;
 
 /// Resources a delete keeps, with why, from the template's deletion policies.
-pub fn retained(template: &Json) -> Vec<(String, String)> {
+pub(crate) fn retained(template: &Json) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Some(resources) = template.get("Resources").and_then(Json::as_object) {
         for (id, r) in resources {
@@ -87,7 +87,7 @@ fn delete_command(resource_type: &str, physical: &str, region: &str) -> Option<S
 }
 
 /// Deletes the stack `name` (asking first unless `yes`) and watches it go.
-pub async fn delete<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, yes: bool) -> ExitCode {
+pub(crate) async fn delete<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, yes: bool) -> ExitCode {
     match delete_inner(console, cloud, name, yes).await {
         Ok(code) | Err(code) => code,
     }

@@ -17,13 +17,13 @@ use crate::exit::{ExitCode, printed};
 const STATUS_WIDTH: usize = 18;
 
 /// One event as a line: time, status, resource, reason.
-pub fn line(e: &Event) -> String {
+pub(crate) fn line(e: &Event) -> String {
     let reason = e.reason.as_deref().map(|r| format!("  {r}")).unwrap_or_default();
     format!("{}  {:STATUS_WIDTH$}  {} ({}){reason}", stamp(e.at_ms()), e.status, e.logical_id, e.resource_type)
 }
 
 /// Prints the events of the stack `name`; with `follow`, goes on until it settles.
-pub async fn print_events<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, follow: bool) -> ExitCode {
+pub(crate) async fn print_events<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, follow: bool) -> ExitCode {
     let stack = match find(console, cloud, name).await {
         Ok(s) => s,
         Err(code) => return code,

@@ -112,29 +112,29 @@ pub(crate) struct Failing<C> {
 
 impl<C: Cloud> Failing<C> {
     /// `inner`, failing nothing yet.
-    pub fn new(inner: C) -> Failing<C> {
+    pub(crate) fn new(inner: C) -> Failing<C> {
         Failing { inner, rules: Vec::new(), counts: Mutex::default() }
     }
 
     /// Fails the `nth` call (from 1) of `op` with `fault`.
-    pub fn fail(mut self, op: Op, nth: usize, fault: Fault) -> Failing<C> {
+    pub(crate) fn fail(mut self, op: Op, nth: usize, fault: Fault) -> Failing<C> {
         self.rules.push((op, Calls::Nth(nth), fault));
         self
     }
 
     /// Fails the `nth` call of `op` and every later one with `fault`.
-    pub fn fail_from(mut self, op: Op, nth: usize, fault: Fault) -> Failing<C> {
+    pub(crate) fn fail_from(mut self, op: Op, nth: usize, fault: Fault) -> Failing<C> {
         self.rules.push((op, Calls::From(nth), fault));
         self
     }
 
     /// The wrapped cloud, to see what it holds.
-    pub fn inner(&self) -> &C {
+    pub(crate) fn inner(&self) -> &C {
         &self.inner
     }
 
     /// How many calls of `op` were made, failed ones included.
-    pub fn count(&self, op: Op) -> usize {
+    pub(crate) fn count(&self, op: Op) -> usize {
         self.counts.lock().unwrap().get(&op).copied().unwrap_or(0)
     }
 

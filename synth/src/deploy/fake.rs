@@ -68,7 +68,7 @@ impl FakeCloud {
         self.calls.lock().unwrap().push(name.to_owned());
     }
 
-    pub fn calls_named(&self, name: &str) -> usize {
+    pub(crate) fn calls_named(&self, name: &str) -> usize {
         self.calls.lock().unwrap().iter().filter(|c| *c == name).count()
     }
 }
@@ -290,22 +290,22 @@ pub(crate) struct FakeConsole {
 
 impl FakeConsole {
     /// A console on a terminal whose user does `at_prompt`.
-    pub fn answering(at_prompt: AtPrompt) -> FakeConsole {
+    pub(crate) fn answering(at_prompt: AtPrompt) -> FakeConsole {
         FakeConsole { terminal: true, at_prompt, ..FakeConsole::default() }
     }
 
     /// Everything printed on standard output.
-    pub fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         self.out.lock().unwrap().clone()
     }
 
     /// Everything written to standard error (progress lines included).
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.err.lock().unwrap().clone()
     }
 
     /// Ctrl-C now: the next (or pending) `interrupted` resolves.
-    pub fn interrupt(&self) {
+    pub(crate) fn interrupt(&self) {
         self.interrupt.notify_one();
     }
 }

@@ -37,7 +37,7 @@ const POLL: Duration = Duration::from_secs(3);
 
 /// What `synth resume` found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The stack's `WorkerCount`.
     pub worker_count: u32,
     /// The worker group as it is.
@@ -49,7 +49,7 @@ pub struct Found {
 
 /// What to do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Wait for the master to finish stopping first (it is `stopping`).
     pub wait_for_stop: bool,
     /// Start the master (it is stopped, or stopping).
@@ -62,14 +62,14 @@ pub struct Plan {
 
 impl Plan {
     /// Whether there is nothing to change.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         !self.start_master && self.desired.is_none() && !self.clear_mark
     }
 }
 
 /// Why a stack cannot be resumed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The master is gone.
     #[error(
         "the master instance {id} is {state}: resume cannot bring it back; `synth deploy` the blueprint again to \
@@ -86,7 +86,7 @@ pub enum Refusal {
 /// The decision: start the master unless it runs, raise the desired
 /// capacity to `WorkerCount` when below it (never lower it: someone may
 /// have raised it for a run), clear the guard's mark once it acted.
-pub fn plan(master_id: &str, found: &Found) -> Result<Plan, Refusal> {
+pub(crate) fn plan(master_id: &str, found: &Found) -> Result<Plan, Refusal> {
     let (wait_for_stop, start_master) = match found.master.as_deref() {
         Some("running" | "pending") => (false, false),
         Some("stopped") => (false, true),
@@ -111,7 +111,7 @@ fn physical(resources: &[super::port::Resource], logical: &str, stack: &str) -> 
 }
 
 /// Resumes the stack `name`, waiting at most `limit` for the workers.
-pub async fn resume<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, limit: Duration) -> ExitCode {
+pub(crate) async fn resume<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, limit: Duration) -> ExitCode {
     match resume_inner(console, cloud, name, limit).await {
         Ok(code) | Err(code) => code,
     }

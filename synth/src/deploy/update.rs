@@ -25,7 +25,7 @@ use super::time::now_ms;
 use crate::exit::{ExitCode, printed};
 
 /// Why a stack in this status cannot be updated, and what to do.
-pub fn not_updatable(stack: &Stack, flag: &str) -> Option<String> {
+pub(crate) fn not_updatable(stack: &Stack, flag: &str) -> Option<String> {
     let name = &stack.name;
     match stack.status.as_str() {
         "ROLLBACK_COMPLETE" | "ROLLBACK_FAILED" | "CREATE_FAILED" | "DELETE_FAILED" => Some(format!(
@@ -42,7 +42,7 @@ pub fn not_updatable(stack: &Stack, flag: &str) -> Option<String> {
 
 /// The change set of an update, once CloudFormation has computed it.
 /// Its id goes into `created` at once, so an interruption can delete it.
-pub async fn change_set<K: Console, C: Cloud>(
+pub(crate) async fn change_set<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     request: &StackRequest,
@@ -65,7 +65,7 @@ pub async fn change_set<K: Console, C: Cloud>(
 /// `created`, unless the console is interrupted (Ctrl-C) first: then that
 /// change set, never executed, is deleted (or the user is told how to
 /// delete it), and the exit is 130. Nothing else has changed at that point.
-pub async fn unless_interrupted<K: Console, C: Cloud, T>(
+pub(crate) async fn unless_interrupted<K: Console, C: Cloud, T>(
     console: &K,
     cloud: &C,
     created: &RefCell<Option<String>>,
@@ -110,7 +110,7 @@ async fn discard<C: Cloud>(cloud: &C, created: &RefCell<Option<String>>) -> Clou
 
 /// How the update is decided.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Decision<'a> {
+pub(crate) struct Decision<'a> {
     /// The blueprint's name in messages.
     pub blueprint: &'a str,
     /// Apply even what replaces or deletes data.
@@ -121,7 +121,7 @@ pub struct Decision<'a> {
 
 /// An update to decide on.
 #[derive(Clone, Copy, Debug)]
-pub struct Update<'a> {
+pub(crate) struct Update<'a> {
     /// The stack as it is.
     pub stack: &'a Stack,
     /// The template it would get.
@@ -133,7 +133,7 @@ pub struct Update<'a> {
 /// The update's change set, previewed, checked and confirmed: `None` when
 /// there is nothing to change; an error (the change set deleted) when it
 /// cannot be made, is refused or is not confirmed.
-pub async fn decide_update<K: Console, C: Cloud>(
+pub(crate) async fn decide_update<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     update: Update<'_>,
@@ -217,13 +217,13 @@ fn unchanged(set: &ChangeSet, preview: &Preview) -> bool {
 }
 
 /// Whether a failed change set only says there is nothing to change.
-pub fn no_changes(set: &ChangeSet) -> bool {
+pub(crate) fn no_changes(set: &ChangeSet) -> bool {
     set.status == "FAILED"
         && set.reason.as_deref().is_some_and(|r| r.contains("didn't contain changes") || r.contains("No updates"))
 }
 
 /// The preview of an update: the change set checked against the two templates.
-pub async fn preview_update<K: Console, C: Cloud>(
+pub(crate) async fn preview_update<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     existing: &Stack,
@@ -262,7 +262,7 @@ pub async fn preview_update<K: Console, C: Cloud>(
 
 /// `synth diff`: what `deploy` would change, on stdout, from a change set
 /// that is deleted afterwards; nothing is executed and nothing is uploaded.
-pub async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) -> Result<ExitCode, ExitCode> {
+pub(crate) async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) -> Result<ExitCode, ExitCode> {
     let flag = region_flag(cloud);
     let Some(existing) = cloud.stack(&p.stack).await.map_err(|e| fail(console, e))? else {
         let count = resource_count(p, &create_plan(p, cloud.region()));
