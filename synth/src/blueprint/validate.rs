@@ -261,10 +261,7 @@ fn is_aws_id(id: &str, prefix: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::blueprint::model::EfaMode;
     use crate::catalog::{Accelerator, InstanceStore};
-    use crate::spec::DEFAULT_LOG_RETENTION_DAYS;
-    use node_contract::NetworkAction;
 
     #[test]
     fn aws_ids() {
@@ -277,7 +274,14 @@ mod tests {
         assert!(is_aws_id("subnet-0123456789abcdef0", "subnet-"));
     }
 
-    fn fake(name: &'static str, efa: bool, cluster_placement: bool, accelerator: Accelerator) -> InstanceType {
+    /// An instance type with these facts, offered in every region (for the
+    /// rooms' tests).
+    pub(super) fn fake(
+        name: &'static str,
+        efa: bool,
+        cluster_placement: bool,
+        accelerator: Accelerator,
+    ) -> InstanceType {
         InstanceType {
             name,
             accelerator,
@@ -291,80 +295,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_network_checks_expected_bandwidth_comes_from_the_blueprint_else_the_slower_type() {
-        let spec = |extra: &str, master: &str, workers: &str| {
-            let text = format!(
-                "name: demo\nmaster:\n  instance_type: {master}\nworkers:\n  instance_type: {workers}\n  count: 2\n\
-                 formation:\n  network_check:\n    action: fail\n{extra}"
-            );
-            crate::blueprint::load(&text, "bp.yaml", None).map(|l| l.spec.network_check.unwrap())
-        };
-        let c = spec("", "c5.xlarge", "c5n.18xlarge").unwrap();
-        assert_eq!(c.expected_gbps, Some(1.25), "the slower of the two types");
-        assert_eq!((c.min_fraction, c.action, c.timeout_seconds), (0.5, NetworkAction::Fail, 60));
-        assert_eq!(spec("", "p4d.24xlarge", "p4d.24xlarge").unwrap().expected_gbps, Some(400.0));
-        assert_eq!(spec("    expected_gbps: 12\n", "c5.xlarge", "c5.xlarge").unwrap().expected_gbps, Some(12.0));
-        // A type without a transcribed figure: unknown, the median decides.
-        assert_eq!(spec("", "c5.xlarge", "t3.large").unwrap().expected_gbps, None);
-        assert!(crate::catalog::lookup("t3.large").is_some_and(|t| t.network_mbps.is_none()));
-    }
-
-    fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {
+    /// What `f` reports on a Checker of the blueprint `text` (for the
+    /// rooms' tests: messages point into `text`).
+    pub(super) fn checked(text: &str, f: impl FnOnce(&mut Checker<'_>)) -> Vec<Diagnostic> {
         let root = crate::blueprint::document::parse(text).unwrap();
         let map = SourceMap::new(&root, text);
         let mut c = Checker { map: &map, diagnostics: Vec::new(), now_unix: 1_800_000_000 };
         f(&mut c);
         c.diagnostics
-    }
-
-    #[test]
-    fn log_retention_is_one_cloudwatch_allows() {
-        let text = "logs:\n  retention_days: 10\n";
-        let mut days = 0;
-        let d = checked(text, |c| days = c.log_retention(Some(10)));
-        assert_eq!(days, 10);
-        let [e] = &d[..] else { panic!("{d:?}") };
-        assert!(e.message.contains("10 days is not a retention CloudWatch Logs allows"), "{}", e.message);
-        let help = e.help.as_deref().unwrap_or_default();
-        assert!(help.contains("1, 3, 5, 7, 14, 30") && help.contains("3653"), "{help}");
-        assert_eq!((e.line, e.column), (2, 19));
-        assert!(checked(text, |c| assert_eq!(c.log_retention(None), DEFAULT_LOG_RETENTION_DAYS)).is_empty());
-        assert!(checked(text, |c| assert_eq!(c.log_retention(Some(3653)), 3653)).is_empty());
-    }
-
-    #[test]
-    fn placement_groups_need_types_that_allow_them() {
-        let text = "network:\n  placement_group: true\n";
-        let no = fake("t2.test", false, false, Accelerator::None);
-        let yes = fake("c5.test", false, true, Accelerator::None);
-        let d = checked(text, |c| c.placement(true, Some(&yes), &[&no]));
-        assert_eq!(d.len(), 1);
-        assert!(d[0].message.contains("the workers' type `t2.test`"), "{}", d[0].message);
-        assert_eq!((d[0].line, d[0].column), (2, 20));
-        assert!(checked(text, |c| c.placement(false, Some(&no), &[&no])).is_empty());
-    }
-
-    #[test]
-    fn efa_on_names_each_unsupported_type() {
-        let text = "network:\n  efa: on\n";
-        let no = fake("g4.test", false, true, Accelerator::Nvidia);
-        let d = checked(text, |c| {
-            assert!(c.efa(EfaMode::On, Some(&no), &[&no], false));
-        });
-        assert_eq!(d.len(), 2);
-        assert!(d[0].message.contains("the master's type `g4.test`"));
-        assert!(d[1].help.as_deref().unwrap_or_default().contains("workers.instance_type"));
-    }
-
-    #[test]
-    fn neuron_types_warn_about_the_nvidia_image() {
-        let neuron = fake("trn1.test", true, true, Accelerator::Neuron);
-        let gpu = fake("p3.test", false, true, Accelerator::Nvidia);
-        let d =
-            checked("workers:\n  instance_type: trn1.test\n", |c| c.gpu_image_on_cpus(true, Some(&gpu), Some(&neuron)));
-        assert_eq!(d.len(), 1);
-        assert!(d[0].message.contains("Neuron"), "{}", d[0].message);
-        assert_eq!(d[0].line, 2);
     }
 }

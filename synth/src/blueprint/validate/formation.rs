@@ -82,3 +82,27 @@ impl Checker<'_> {
         m
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use node_contract::NetworkAction;
+
+    #[test]
+    fn the_network_checks_expected_bandwidth_comes_from_the_blueprint_else_the_slower_type() {
+        let spec = |extra: &str, master: &str, workers: &str| {
+            let text = format!(
+                "name: demo\nmaster:\n  instance_type: {master}\nworkers:\n  instance_type: {workers}\n  count: 2\n\
+                 formation:\n  network_check:\n    action: fail\n{extra}"
+            );
+            crate::blueprint::load(&text, "bp.yaml", None).map(|l| l.spec.network_check.unwrap())
+        };
+        let c = spec("", "c5.xlarge", "c5n.18xlarge").unwrap();
+        assert_eq!(c.expected_gbps, Some(1.25), "the slower of the two types");
+        assert_eq!((c.min_fraction, c.action, c.timeout_seconds), (0.5, NetworkAction::Fail, 60));
+        assert_eq!(spec("", "p4d.24xlarge", "p4d.24xlarge").unwrap().expected_gbps, Some(400.0));
+        assert_eq!(spec("    expected_gbps: 12\n", "c5.xlarge", "c5.xlarge").unwrap().expected_gbps, Some(12.0));
+        // A type without a transcribed figure: unknown, the median decides.
+        assert_eq!(spec("", "c5.xlarge", "t3.large").unwrap().expected_gbps, None);
+        assert!(crate::catalog::lookup("t3.large").is_some_and(|t| t.network_mbps.is_none()));
+    }
+}

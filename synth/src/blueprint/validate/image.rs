@@ -329,7 +329,9 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{checked, fake};
     use super::*;
+    use crate::catalog::Accelerator;
 
     #[test]
     fn families_are_inferred_from_parameter_paths() {
@@ -339,5 +341,16 @@ mod tests {
             Some(ImageFamily::AmazonLinux)
         );
         assert_eq!(family_of("/my/images/latest"), None);
+    }
+
+    #[test]
+    fn neuron_types_warn_about_the_nvidia_image() {
+        let neuron = fake("trn1.test", true, true, Accelerator::Neuron);
+        let gpu = fake("p3.test", false, true, Accelerator::Nvidia);
+        let d =
+            checked("workers:\n  instance_type: trn1.test\n", |c| c.gpu_image_on_cpus(true, Some(&gpu), Some(&neuron)));
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains("Neuron"), "{}", d[0].message);
+        assert_eq!(d[0].line, 2);
     }
 }

@@ -377,8 +377,10 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{checked, fake};
     use super::super::workers::MAX_WORKERS;
     use super::*;
+    use crate::catalog::Accelerator;
 
     #[test]
     fn cidrs() {
@@ -412,5 +414,29 @@ mod tests {
         for bad in ["11.0.0.0/16", "172.32.0.0/16", "192.169.0.0/16", "8.8.8.0/24"] {
             assert!(!is_private(&bad.parse().unwrap()), "{bad}");
         }
+    }
+
+    #[test]
+    fn placement_groups_need_types_that_allow_them() {
+        let text = "network:\n  placement_group: true\n";
+        let no = fake("t2.test", false, false, Accelerator::None);
+        let yes = fake("c5.test", false, true, Accelerator::None);
+        let d = checked(text, |c| c.placement(true, Some(&yes), &[&no]));
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains("the workers' type `t2.test`"), "{}", d[0].message);
+        assert_eq!((d[0].line, d[0].column), (2, 20));
+        assert!(checked(text, |c| c.placement(false, Some(&no), &[&no])).is_empty());
+    }
+
+    #[test]
+    fn efa_on_names_each_unsupported_type() {
+        let text = "network:\n  efa: on\n";
+        let no = fake("g4.test", false, true, Accelerator::Nvidia);
+        let d = checked(text, |c| {
+            assert!(c.efa(EfaMode::On, Some(&no), &[&no], false));
+        });
+        assert_eq!(d.len(), 2);
+        assert!(d[0].message.contains("the master's type `g4.test`"));
+        assert!(d[1].help.as_deref().unwrap_or_default().contains("workers.instance_type"));
     }
 }

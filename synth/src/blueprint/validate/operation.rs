@@ -71,3 +71,24 @@ impl Checker<'_> {
         days
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::checked;
+    use crate::spec::DEFAULT_LOG_RETENTION_DAYS;
+
+    #[test]
+    fn log_retention_is_one_cloudwatch_allows() {
+        let text = "logs:\n  retention_days: 10\n";
+        let mut days = 0;
+        let d = checked(text, |c| days = c.log_retention(Some(10)));
+        assert_eq!(days, 10);
+        let [e] = &d[..] else { panic!("{d:?}") };
+        assert!(e.message.contains("10 days is not a retention CloudWatch Logs allows"), "{}", e.message);
+        let help = e.help.as_deref().unwrap_or_default();
+        assert!(help.contains("1, 3, 5, 7, 14, 30") && help.contains("3653"), "{help}");
+        assert_eq!((e.line, e.column), (2, 19));
+        assert!(checked(text, |c| assert_eq!(c.log_retention(None), DEFAULT_LOG_RETENTION_DAYS)).is_empty());
+        assert!(checked(text, |c| assert_eq!(c.log_retention(Some(3653)), 3653)).is_empty());
+    }
+}
