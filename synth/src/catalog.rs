@@ -36,15 +36,16 @@ use crate::region::Region;
 mod gpus;
 mod table;
 
-pub use gpus::expect as gpu_expect;
+pub(crate) use gpus::expect as gpu_expect;
 
 /// Where the table's data comes from (cfn-lint version and file, AWS
 /// documentation pages, generation date).
-pub const SOURCE: &str = table::SOURCE;
+#[allow(dead_code)] // Provenance for the people who read the code (and its docs).
+pub(crate) const SOURCE: &str = table::SOURCE;
 
 /// The kind of accelerator an instance type has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accelerator {
+pub(crate) enum Accelerator {
     /// CPU only.
     None,
     /// NVIDIA GPUs (CUDA, NCCL).
@@ -59,7 +60,7 @@ pub enum Accelerator {
 /// stripes into the scratch volume (docs/ARCHITECTURE.md, "Scratch on local
 /// NVMe"). Sizes are as AWS documents them, in GB (10^9 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InstanceStore {
+pub(crate) enum InstanceStore {
     /// Not transcribed: the type may or may not have one (the agent finds
     /// out on the node).
     Unknown,
@@ -74,9 +75,12 @@ pub enum InstanceStore {
     },
 }
 
+// The table's tests read the drives through these; synth's checks match on
+// the variants.
+#[cfg(test)]
 impl InstanceStore {
     /// The drives' total size in GB; `None` when unknown or there are none.
-    pub fn total_gb(self) -> Option<u64> {
+    pub(crate) fn total_gb(self) -> Option<u64> {
         match self {
             InstanceStore::Nvme { drives, gb_each } => Some(u64::from(drives) * u64::from(gb_each)),
             InstanceStore::Unknown | InstanceStore::None => None,
@@ -84,14 +88,14 @@ impl InstanceStore {
     }
 
     /// Whether the type is known to have NVMe instance store.
-    pub fn has_drives(self) -> bool {
+    pub(crate) fn has_drives(self) -> bool {
         matches!(self, InstanceStore::Nvme { .. })
     }
 }
 
 /// One EC2 instance type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InstanceType {
+pub(crate) struct InstanceType {
     /// For example `p4d.24xlarge`.
     pub name: &'static str,
     /// Accelerator kind.
@@ -117,17 +121,17 @@ pub struct InstanceType {
 
 impl InstanceType {
     /// Baseline network bandwidth in Gbit/s, when known.
-    pub fn network_gbps(&self) -> Option<f64> {
+    pub(crate) fn network_gbps(&self) -> Option<f64> {
         self.network_mbps.map(|m| f64::from(m) / 1000.0)
     }
 
     /// Whether it is offered in `region`.
-    pub fn offered_in(&self, region: Region) -> bool {
+    pub(crate) fn offered_in(&self, region: Region) -> bool {
         self.regions & region.bit() != 0
     }
 
     /// Whether it has NVIDIA GPUs.
-    pub fn has_nvidia_gpus(&self) -> bool {
+    pub(crate) fn has_nvidia_gpus(&self) -> bool {
         self.accelerator == Accelerator::Nvidia && self.accelerators > 0
     }
 }
@@ -135,12 +139,12 @@ impl InstanceType {
 /// The instance types whose EFA does RDMA reads, by name: what the node
 /// config tells the agent (`node_contract::Efa`), so a node whose type
 /// the deployer changed from the blueprint's still gets the right setting.
-pub fn efa_rdma_types() -> impl Iterator<Item = &'static str> {
+pub(crate) fn efa_rdma_types() -> impl Iterator<Item = &'static str> {
     table::TABLE.iter().filter(|t| t.efa && t.efa_rdma).map(|t| t.name)
 }
 
 /// Looks an instance type up by its exact (lower-case) name.
-pub fn lookup(name: &str) -> Option<&'static InstanceType> {
+pub(crate) fn lookup(name: &str) -> Option<&'static InstanceType> {
     // The generator sorts the table by name (byte order, which is what `str`'s
     // `Ord` uses), so a binary search finds any of the ~1,400 rows in about
     // eleven comparisons; a test checks the order.
@@ -150,13 +154,13 @@ pub fn lookup(name: &str) -> Option<&'static InstanceType> {
 /// The instance store of the instance type `name`: [`InstanceStore::Unknown`]
 /// for a name that is not in the catalogue as well as for a type whose
 /// instance store is not transcribed.
-pub fn instance_store(name: &str) -> InstanceStore {
+pub(crate) fn instance_store(name: &str) -> InstanceStore {
     lookup(name).map_or(InstanceStore::Unknown, |t| t.instance_store)
 }
 
 /// The known instance type closest to `name`, for "did you mean"; `None` when
 /// nothing is close enough to be a plausible typo.
-pub fn suggest(name: &str) -> Option<&'static str> {
+pub(crate) fn suggest(name: &str) -> Option<&'static str> {
     let wanted = name.trim().to_ascii_lowercase();
     if wanted.is_empty() {
         return None;

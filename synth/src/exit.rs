@@ -34,7 +34,7 @@ pub enum ExitCode {
 /// written or its reader went away (`synth build x | head`, `synth events x
 /// | head`: not a failure); any other write error (a full disk) is said on
 /// stderr (`what`: "the template") and is exit 2.
-pub fn printed(result: Result<(), cli_output::Closed>, what: &str, code: ExitCode) -> ExitCode {
+pub(crate) fn printed(result: Result<(), cli_output::Closed>, what: &str, code: ExitCode) -> ExitCode {
     match result {
         Ok(()) | Err(cli_output::Closed::ReaderGone) => code,
         Err(closed) => {

@@ -113,7 +113,7 @@ phases:
 ";
 
 /// Compiles the image build template for `spec`.
-pub fn compile(spec: &ClusterSpec) -> Template {
+pub(crate) fn compile(spec: &ClusterSpec) -> Template {
     let mut t = Template::new(format!(
         "EC2 Image Builder pipeline: the base image of blueprint {} with the deeplearning agent, in {} (synth {})",
         spec.name,

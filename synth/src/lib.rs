@@ -5,15 +5,18 @@
 //! defaults filled) -> [`stack`] (the typed template, built with the `cfn`
 //! crate) -> JSON, checked by `cfn::Template::render` before it is printed.
 
+// Public: what the binary (`cli`), the integration tests and benches
+// (`blueprint`, `region`) and the end-to-end crate (`deploy`) use; the rest
+// is the crate's own.
 pub mod blueprint;
-pub mod catalog;
+mod catalog;
 pub mod cli;
 pub mod deploy;
-pub mod exit;
-pub mod image_build;
+mod exit;
+mod image_build;
 pub mod region;
-pub mod spec;
-pub mod stack;
+mod spec;
+mod stack;
 
 use region::Region;
 

@@ -256,7 +256,7 @@ impl S3Prefix {
 
 /// [`ClusterSpec::single_zone`] from its parts, for validation, which
 /// checks the subnets before the spec exists.
-pub fn single_zone(placement_group: bool, efa: bool, workers: &WorkerSpec) -> bool {
+pub(crate) fn single_zone(placement_group: bool, efa: bool, workers: &WorkerSpec) -> bool {
     placement_group || efa || workers.capacity_block().is_some()
 }
 
@@ -310,11 +310,11 @@ impl DataSpec {
 
 /// The retention periods CloudWatch Logs accepts, in days
 /// (`AWS::Logs::LogGroup` `RetentionInDays`).
-pub const LOG_RETENTION_DAYS: [u32; 22] =
+pub(crate) const LOG_RETENTION_DAYS: [u32; 22] =
     [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653];
 
 /// The nodes' log group's retention when the blueprint does not say.
-pub const DEFAULT_LOG_RETENTION_DAYS: u32 = 14;
+pub(crate) const DEFAULT_LOG_RETENTION_DAYS: u32 = 14;
 
 /// Where the AMI comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -483,9 +483,38 @@ pub enum NetworkSpec {
     },
 }
 
+/// A new VPC's subnets ([`NetworkSpec::New`]), as [`vpc_subnets`] splits it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VpcSubnets {
+    /// The public subnets' ranges: zone 1's, then zone 2's.
+    pub public: Vec<Ipv4Net>,
+    /// The private subnets' ranges, in the same order.
+    pub private: Vec<Ipv4Net>,
+}
+
+/// How long the prefix of a new VPC's subnets is when the VPC's is
+/// `vpc_prefix`: the VPC is split in four equal blocks (a /16 gives /18
+/// subnets, 16,379 usable addresses each).
+pub(crate) fn subnet_prefix(vpc_prefix: u8) -> u8 {
+    vpc_prefix + 2
+}
+
+/// The subnets of a new VPC of range `vpc`: its four equal blocks
+/// ([`subnet_prefix`]), public zone 1, public zone 2, private zone 1,
+/// private zone 2; one of each is used when every node must share one zone.
+/// The template makes these ([`crate::stack`]) and validation checks the
+/// workers fit in them: both take them from here. Empty for a range too
+/// small to split (validation refuses any outside /16 to /24).
+pub(crate) fn vpc_subnets(vpc: Ipv4Net) -> VpcSubnets {
+    let mut public: Vec<Ipv4Net> =
+        vpc.subnets(subnet_prefix(vpc.prefix_len())).map(Iterator::collect).unwrap_or_default();
+    let private = public.split_off(public.len().min(2));
+    VpcSubnets { public, private }
+}
+
 /// The `KeyName` parameter's pattern: empty, or what [`key_name_problem`]
 /// accepts: 1 to 255 printable ASCII characters, no `'`, no space at either end.
-pub const KEY_NAME_PATTERN: &str =
+pub(crate) const KEY_NAME_PATTERN: &str =
     "^$|^[\\x21-\\x26\\x28-\\x7E]([\\x20-\\x26\\x28-\\x7E]{0,253}[\\x21-\\x26\\x28-\\x7E])?$";
 
 /// Why `name` cannot be the cluster's key pair, if it cannot.
@@ -496,7 +525,7 @@ pub const KEY_NAME_PATTERN: &str =
 /// character and no `'`: the stack's `SshCommand` output quotes the key file
 /// as `-i '<name>.pem'` so that a name with `;`, `$` or spaces pastes
 /// safely, and a `'` would end that quoting.
-pub fn key_name_problem(name: &str) -> Option<String> {
+pub(crate) fn key_name_problem(name: &str) -> Option<String> {
     let chars = name.chars().count();
     if name.is_empty() || chars > 255 {
         Some(format!("a key pair name is 1 to 255 characters; this one has {chars}"))
@@ -520,4 +549,21 @@ pub struct AccessSpec {
     pub ssh_cidr: Option<Ipv4Net>,
     /// Attach the Session Manager policy to the node role.
     pub session_manager: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one split of a new VPC: four equal quarters, public first.
+    #[test]
+    fn a_vpc_is_split_in_four_quarters_public_first() {
+        let split = vpc_subnets("10.0.0.0/16".parse().unwrap());
+        let names = |nets: &[Ipv4Net]| nets.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(names(&split.public), ["10.0.0.0/18", "10.0.64.0/18"]);
+        assert_eq!(names(&split.private), ["10.0.128.0/18", "10.0.192.0/18"]);
+        assert_eq!(subnet_prefix(24), 26);
+        let none = vpc_subnets("10.0.0.0/31".parse().unwrap());
+        assert!(none.public.is_empty() && none.private.is_empty());
+    }
 }

@@ -17,7 +17,7 @@ use std::ops::Range;
 use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
 
 /// Problems printed in full; the rest are counted ("and 9,950 more").
-pub const MAX_REPORTED: usize = 50;
+pub(super) const MAX_REPORTED: usize = 50;
 
 /// Characters of a blueprint value echoed in a message; a longer value is
 /// cut, with its length said.

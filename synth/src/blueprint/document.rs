@@ -49,7 +49,7 @@ pub(crate) enum NodeKind {
 
 impl Node {
     /// The scalar's text, if it is a scalar.
-    pub fn scalar(&self) -> Option<&str> {
+    pub(super) fn scalar(&self) -> Option<&str> {
         match &self.kind {
             NodeKind::Scalar { value, .. } => Some(value),
             _ => None,
@@ -57,12 +57,12 @@ impl Node {
     }
 
     /// Whether this is a plain scalar that YAML reads as null (`~`, `null`, or nothing).
-    pub fn is_null(&self) -> bool {
+    pub(super) fn is_null(&self) -> bool {
         matches!(&self.kind, NodeKind::Scalar { value, plain: true } if is_null_text(value))
     }
 
     /// A short description for messages: "a mapping", "a list", "the string \"x\"".
-    pub fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match &self.kind {
             NodeKind::Mapping(_) => "a mapping".into(),
             NodeKind::Sequence(_) => "a list".into(),
@@ -83,7 +83,7 @@ impl Node {
     /// quoted and block scalars and folded plain ones become double-quoted
     /// strings. Used to read a blueprint again with a wrong value taken out,
     /// so every type error is found in one run (see `deserialize`).
-    pub fn to_yaml(&self) -> String {
+    pub(super) fn to_yaml(&self) -> String {
         let mut out = String::new();
         match &self.kind {
             NodeKind::Mapping(entries) if entries.is_empty() => out.push_str("{}\n"),
@@ -164,7 +164,7 @@ pub(crate) struct Positions<'t> {
 }
 
 impl<'t> Positions<'t> {
-    pub fn new(text: &'t str) -> Self {
+    pub(super) fn new(text: &'t str) -> Self {
         let char_to_byte = if text.is_ascii() {
             Vec::new()
         } else {
@@ -182,7 +182,7 @@ impl<'t> Positions<'t> {
     }
 
     /// The location of a marker, one character wide (or empty at the end of the text).
-    pub fn at(&self, marker: &Marker) -> Location {
+    pub(super) fn at(&self, marker: &Marker) -> Location {
         let start = self.byte(marker.index());
         let end = self.text[start..].chars().next().map_or(start, |c| start + c.len_utf8());
         Location { line: marker.line(), column: marker.col() + 1, span: start..end }
@@ -190,7 +190,7 @@ impl<'t> Positions<'t> {
 
     /// The location of a span, cut at the end of its first line so an
     /// underline never runs over several lines.
-    pub fn span(&self, span: &Span) -> Location {
+    pub(super) fn span(&self, span: &Span) -> Location {
         let start = self.byte(span.start.index());
         let end = self.byte(span.end.index()).max(start);
         let line_end = self.text[start..].find('\n').map_or(self.text.len(), |i| start + i);
@@ -207,7 +207,7 @@ impl<'t> Positions<'t> {
 
     /// The location of the first character of the text, for problems with the
     /// whole document.
-    pub fn document_start(&self) -> Location {
+    pub(super) fn document_start(&self) -> Location {
         let end = self.text.chars().next().map_or(0, char::len_utf8);
         Location { line: 1, column: 1, span: 0..end }
     }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Deserializer};
 #[schemars(deny_unknown_fields)]
 #[schemars(title = "Cluster blueprint")]
 #[schemars(transform = required_blueprint_fields)]
-pub struct Blueprint {
+pub(super) struct Blueprint {
     /// The cluster's name: lower-case letters, digits and `-`, starting with a
     /// letter, at most 32 characters. It prefixes resource names and tags.
     #[serde(default, deserialize_with = "present_text")]
@@ -89,7 +89,7 @@ pub struct Blueprint {
 /// every node installs at boot.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Image {
+pub(super) struct Image {
     /// An SSM parameter holding the AMI id, for example
     /// `/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id`.
     #[schemars(regex(pattern = r"^/"))]
@@ -122,7 +122,7 @@ pub struct Image {
 /// An operating system family.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
-pub enum ImageFamily {
+pub(super) enum ImageFamily {
     /// Ubuntu: user `ubuntu`, root device `/dev/sda1`.
     Ubuntu,
     /// Amazon Linux: user `ec2-user`, root device `/dev/xvda`.
@@ -133,7 +133,7 @@ pub enum ImageFamily {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[schemars(transform = required_master_fields)]
-pub struct Master {
+pub(super) struct Master {
     /// The EC2 instance type, for example `p3.2xlarge`.
     #[serde(default, deserialize_with = "present_text")]
     #[schemars(with = "String")]
@@ -148,7 +148,7 @@ pub struct Master {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[schemars(transform = required_workers_fields)]
-pub struct Workers {
+pub(super) struct Workers {
     /// The EC2 instance type, for example `p4d.24xlarge`. Give this or
     /// `instance_types`, not both.
     #[serde(default, deserialize_with = "present_text")]
@@ -192,7 +192,7 @@ pub struct Workers {
 /// One source of worker capacity.
 #[derive(Debug, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum CapacitySource {
+pub(super) enum CapacitySource {
     /// On-Demand instances.
     OnDemand,
     /// Spot instances (price-capacity-optimized over the instance types).
@@ -261,7 +261,7 @@ impl<'de> Deserialize<'de> for CapacitySource {
 /// An EC2 Capacity Block for ML, as the EC2 console shows it.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct CapacityBlockSource {
+pub(super) struct CapacityBlockSource {
     /// Its Capacity Reservation id, `cr-` and 17 hex digits.
     #[schemars(regex(pattern = r"^cr-[0-9a-f]{17}$"))]
     pub id: Option<String>,
@@ -279,7 +279,7 @@ pub struct CapacityBlockSource {
 /// Disks and the shared file system.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Storage {
+pub(super) struct Storage {
     /// Root volume size of every node in GiB, 8 to 16384 (default 200). Deep
     /// Learning AMIs need about 100.
     #[schemars(range(min = 8, max = 16384), extend("default" = 200))]
@@ -302,7 +302,7 @@ pub struct Storage {
 /// read from S3 on first access.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct FsxLustre {
+pub(super) struct FsxLustre {
     /// `scratch_2` (default: the cheapest, no replication, for data that
     /// lives in S3 anyway) or `persistent_2` (replicated within its zone,
     /// with a set throughput per TiB).
@@ -326,7 +326,7 @@ pub struct FsxLustre {
 
 /// An FSx for Lustre deployment type.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
-pub enum FsxDeployment {
+pub(super) enum FsxDeployment {
     /// `SCRATCH_2`: temporary storage, not replicated.
     #[serde(rename = "scratch_2")]
     Scratch2,
@@ -337,7 +337,7 @@ pub enum FsxDeployment {
 
 /// Where the scratch volume goes, or `false`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScratchSetting {
+pub(super) enum ScratchSetting {
     /// Mounted here.
     Mount(String),
     /// `true`: at the default mount point.
@@ -389,7 +389,7 @@ impl JsonSchema for ScratchSetting {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[schemars(transform = required_data_fields)]
-pub struct DataSource {
+pub(super) struct DataSource {
     /// The S3 prefix, `s3://bucket/prefix/` (or `s3://bucket/` for the
     /// whole bucket).
     #[serde(default, deserialize_with = "present_text")]
@@ -407,7 +407,7 @@ pub struct DataSource {
 /// The shared EFS file system.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Efs {
+pub(super) struct Efs {
     /// Where every node mounts it (default `/efs`).
     #[schemars(extend("default" = "/efs"))]
     pub mount: Option<String>,
@@ -420,7 +420,7 @@ pub struct Efs {
 /// The network. Give either `vpc_cidr` (a new VPC) or `existing`, not both.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Network {
+pub(super) struct Network {
     /// The new VPC's private range, /16 to /24 (default `10.0.0.0/16`).
     #[schemars(extend("default" = "10.0.0.0/16"))]
     pub vpc_cidr: Option<String>,
@@ -439,7 +439,7 @@ pub struct Network {
 /// An existing VPC and its subnets.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct ExistingNetwork {
+pub(super) struct ExistingNetwork {
     /// The VPC (`vpc-` and 8 or 17 hex digits).
     #[serde(deserialize_with = "text")]
     #[schemars(with = "String")]
@@ -462,7 +462,7 @@ pub struct ExistingNetwork {
 /// editors' schema checks) read a bare `on` or `off` as a boolean, and the
 /// blueprint must mean the same to them as to synth.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EfaMode {
+pub(super) enum EfaMode {
     /// On when both instance types support EFA and the master is private.
     #[default]
     Auto,
@@ -525,7 +525,7 @@ impl JsonSchema for EfaMode {
 /// A value written as text, a number or a boolean, and kept as the text
 /// written (serde_yaml_ng gives a string field any scalar's text). Only its
 /// JSON Schema is used.
-pub struct ScalarText;
+pub(super) struct ScalarText;
 
 impl JsonSchema for ScalarText {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -544,7 +544,7 @@ impl JsonSchema for ScalarText {
 /// How users reach the cluster.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Access {
+pub(super) struct Access {
     /// SSH from outside the VPC.
     pub ssh: Option<Ssh>,
     /// Let AWS Systems Manager Session Manager open shells on the nodes
@@ -556,7 +556,7 @@ pub struct Access {
 /// SSH from outside the VPC.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Ssh {
+pub(super) struct Ssh {
     /// An EC2 key pair name in the region.
     #[schemars(length(min = 1, max = 255))]
     pub key_name: Option<String>,
@@ -568,7 +568,7 @@ pub struct Ssh {
 /// Settings for nodes that join after the cluster has formed.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Elastic {
+pub(super) struct Elastic {
     /// An absolute path (usually on EFS) run on a joining node before it
     /// registers.
     pub prepare_data_script: Option<String>,
@@ -577,7 +577,7 @@ pub struct Elastic {
 /// How long cluster formation may take.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Timeouts {
+pub(super) struct Timeouts {
     /// Minutes the master waits for workers, 5 to 720 (default 30).
     #[schemars(range(min = 5, max = 720), extend("default" = 30))]
     pub formation_minutes: Option<u32>,
@@ -586,7 +586,7 @@ pub struct Timeouts {
 /// Checks the master runs when the cluster forms and when nodes join.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Formation {
+pub(super) struct Formation {
     /// The network gate (off without it): after formation and after every
     /// join, every node measures its link to its ring neighbour for about
     /// 2 seconds, and the master compares each node with the instance
@@ -603,7 +603,7 @@ pub struct Formation {
 
 /// The GPU gate's settings, or `false`.
 #[derive(Debug)]
-pub enum GpuCheckSetting {
+pub(super) enum GpuCheckSetting {
     /// `true`: the defaults.
     On,
     /// `false`: no GPU gate.
@@ -651,7 +651,7 @@ impl JsonSchema for GpuCheckSetting {
 /// The GPU gate's settings.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct GpuCheck {
+pub(super) struct GpuCheck {
     /// `quick` (default: the driver's counters, links and kernel log, a
     /// short burn per GPU, an all-reduce across them, `dcgmi diag -r 1`
     /// where DCGM is installed; under a minute on an 8-GPU node) or
@@ -674,7 +674,7 @@ pub struct GpuCheck {
 /// The network gate's settings.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct NetworkCheck {
+pub(super) struct NetworkCheck {
     /// A node that measures below this fraction of the expected bandwidth
     /// is slow: more than 0, at most 1 (default 0.5).
     #[schemars(range(min = 0.0, max = 1.0), extend("default" = 0.5))]
@@ -700,7 +700,7 @@ pub struct NetworkCheck {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[schemars(transform = required_idle_fields)]
-pub struct Idle {
+pub(super) struct Idle {
     /// Minutes the whole cluster must be idle before the action, 5 to
     /// 10080 (a week).
     #[serde(default, deserialize_with = "present")]
@@ -716,7 +716,7 @@ pub struct Idle {
 /// The nodes' log group in CloudWatch Logs.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Logs {
+pub(super) struct Logs {
     /// Days CloudWatch Logs keeps the nodes' lines (default 14): one of 1, 3,
     /// 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
     /// 2192, 2557, 2922, 3288 or 3653.

@@ -33,7 +33,7 @@ pub(crate) struct SourceMap {
 
 impl SourceMap {
     /// Indexes every node of `root`, the tree parsed from `text`.
-    pub fn new(root: &Node, text: &str) -> Self {
+    pub(super) fn new(root: &Node, text: &str) -> Self {
         let mut map = SourceMap { entries: HashMap::new(), document: Positions::new(text).document_start() };
         map.insert(String::new(), None, root);
         map
@@ -60,7 +60,7 @@ impl SourceMap {
 
     /// Where the value at `path` is; for an empty value, where its key is; for
     /// an absent field, where its nearest written ancestor's key is.
-    pub fn value(&self, path: &str) -> Location {
+    pub(super) fn value(&self, path: &str) -> Location {
         match self.entries.get(path) {
             Some(Entry { key: Some(key), null: true, .. }) => key.clone(),
             Some(entry) => entry.value.clone(),
@@ -70,7 +70,7 @@ impl SourceMap {
 
     /// Where the key at `path` is (the value, for list items); for an absent
     /// field, where its nearest written ancestor's key is.
-    pub fn key(&self, path: &str) -> Location {
+    pub(super) fn key(&self, path: &str) -> Location {
         match self.entries.get(path) {
             Some(Entry { key: Some(key), .. }) => key.clone(),
             Some(entry) if !path.is_empty() => entry.value.clone(),
@@ -79,7 +79,7 @@ impl SourceMap {
     }
 
     /// Whether the field is written in the file (even as an empty value).
-    pub fn contains(&self, path: &str) -> bool {
+    pub(super) fn contains(&self, path: &str) -> bool {
         self.entries.contains_key(path)
     }
 

@@ -75,7 +75,7 @@ static TABLE: LazyLock<Facts> = LazyLock::new(|| parse(FACTS).unwrap_or_default(
 /// What a healthy node of `t` promises, or `None` for a type without NVIDIA
 /// GPUs. `efa`: the stack attaches EFA to its nodes (without it a node has
 /// no EFA device, whatever its type could take).
-pub fn expect(t: &InstanceType, efa: bool) -> Option<GpuExpect> {
+pub(crate) fn expect(t: &InstanceType, efa: bool) -> Option<GpuExpect> {
     if !t.has_nvidia_gpus() {
         return None;
     }

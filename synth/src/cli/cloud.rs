@@ -10,7 +10,7 @@ use crate::region::Region;
 
 /// `--region` and `--profile`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct AwsArgs {
+pub(super) struct AwsArgs {
     /// The AWS region (us-east-1, us-east-2, us-west-2, eu-west-1,
     /// ap-southeast-2). Default: AWS_REGION or your profile's region.
     #[arg(long, short = 'r', value_name = "REGION", help_heading = "AWS")]
@@ -23,7 +23,7 @@ pub struct AwsArgs {
 
 /// A stack in a region.
 #[derive(Debug, Clone, clap::Args)]
-pub struct StackArgs {
+pub(super) struct StackArgs {
     /// The stack's name (`synth deploy` names it after the blueprint's `name`).
     #[arg(value_name = "STACK")]
     pub stack: String,

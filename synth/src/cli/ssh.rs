@@ -34,7 +34,7 @@ pub struct SshArgs {
 }
 
 /// The command to run: the stack's SSH command, with a hop to a worker.
-pub fn command_line(ssh_command: &str, worker: Option<u32>) -> Result<String, String> {
+pub(super) fn command_line(ssh_command: &str, worker: Option<u32>) -> Result<String, String> {
     let Some(rest) = ssh_command.strip_prefix("ssh ") else {
         return Err(format!("the stack's SshCommand output is not an ssh command: {ssh_command}"));
     };
@@ -49,7 +49,7 @@ pub fn command_line(ssh_command: &str, worker: Option<u32>) -> Result<String, St
 /// no key pair (ssh has nothing to log in with, also through Session
 /// Manager), or a public master with no SSH ingress (no address may reach
 /// port 22: ssh would wait for a timeout). `None`: ssh can work.
-pub fn refusal(stack: &Stack, flag: &str) -> Option<String> {
+pub(super) fn refusal(stack: &Stack, flag: &str) -> Option<String> {
     let why = crate::deploy::status::ssh_obstacles(stack);
     if why.is_empty() {
         return None;

@@ -22,7 +22,7 @@ use crate::exit::{ExitCode, printed};
 
 /// How `synth deploy` was asked to go about it.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Options<'a> {
+pub(crate) struct Options<'a> {
     /// The blueprint's name in messages.
     pub blueprint: &'a str,
     /// Keep what a failed create made (no rollback).
@@ -39,8 +39,11 @@ pub struct Options<'a> {
 /// Creates or updates the stack `p` describes, and watches it (unless
 /// `options.no_wait`: then it says how to follow it and returns 0); the exit
 /// code says how it ended (everything was said on the console). `display`
-/// is the one [`super::prepare::prepare`] showed its progress on.
-pub async fn deploy<K: Console, C: Cloud>(
+/// is the one [`super::prepare::prepare`] showed its progress on. The
+/// command line goes through [`attempt`] ([`super::failover`]); the tests
+/// take the code alone.
+#[cfg(test)]
+pub(crate) async fn deploy<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     p: &Prepared,
@@ -55,7 +58,7 @@ pub async fn deploy<K: Console, C: Cloud>(
 /// the operation failed, its root cause's reason (the master's own words
 /// for a formation failure), else the stack's.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     /// The exit code.
     pub code: ExitCode,
     /// `CreateStack` was called.
@@ -65,7 +68,7 @@ pub struct Attempt {
 }
 
 /// [`deploy`], saying how it went.
-pub async fn attempt<K: Console, C: Cloud>(
+pub(crate) async fn attempt<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     p: &Prepared,
@@ -507,5 +510,96 @@ mod tests {
         assert_eq!(cloud.calls_named("execute_change_set"), 0);
         assert_eq!(cloud.calls_named("delete_change_set"), 1);
         assert!(cloud.open_change_sets.lock().unwrap().is_empty());
+    }
+
+    /// Fault injection: a throttled `CreateStack` is exit 2, the message
+    /// names the call, nothing is created and nothing is watched.
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_create_names_the_call_and_creates_nothing() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let cloud = Failing::new(FakeCloud::default()).fail(Op::CreateStack, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+        let p = prepared(|_| {});
+        assert_eq!(deploy(&console, &cloud, &p, options, &console.display()).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(
+            err.ends_with(
+                "error: CloudFormation CreateStack on stack demo: AWS throttled the call (Throttling: Rate \
+                 exceeded); wait a minute, then try again\n"
+            ),
+            "{err}"
+        );
+        assert!(cloud.inner().stacks.lock().unwrap().is_empty());
+        assert_eq!(cloud.inner().calls_named("events"), 0);
+        assert_eq!(console.stdout(), "");
+    }
+
+    /// Fault injection: an update confirmed whose `ExecuteChangeSet` is
+    /// refused: exit 2 naming the IAM action, the stack as it was, nothing
+    /// watched.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_execute_leaves_the_stack_as_it_was() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let cloud = Failing::new(running(&[("WorkerGroup", "AWS::AutoScaling::AutoScalingGroup")])).fail(
+            Op::ExecuteChangeSet,
+            1,
+            Fault::Denied,
+        );
+        let console = FakeConsole::default();
+        let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+        let p = prepared(|s| s.workers.count = 6);
+        assert_eq!(deploy(&console, &cloud, &p, options, &console.display()).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(err.contains("error: CloudFormation ExecuteChangeSet "), "{err}");
+        assert!(err.contains("AWS refused cloudformation:ExecuteChangeSet"), "{err}");
+        assert_eq!(cloud.inner().stacks.lock().unwrap()["demo"].status, "CREATE_COMPLETE");
+        assert_eq!(cloud.inner().calls_named("execute_change_set"), 0);
+        assert_eq!(cloud.inner().calls_named("events"), 1, "only the boundary before executing");
+        assert_eq!(console.stdout(), "");
+    }
+
+    /// Fault injection: the events cannot be read in the middle of a
+    /// create: exit 2 naming the call; the stack is left to CloudFormation
+    /// (not deleted), no outputs are printed.
+    #[tokio::test(start_paused = true)]
+    async fn events_that_cannot_be_read_while_watching_end_it_and_leave_the_stack() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let fake = FakeCloud::default();
+        let stack = "AWS::CloudFormation::Stack";
+        fake.event_script.lock().unwrap().push_back(vec![ev(1, 1, "demo", stack, "CREATE_IN_PROGRESS", None)]);
+        let cloud = Failing::new(fake).fail_from(Op::Events, 2, Fault::Unavailable);
+        let console = FakeConsole::default();
+        let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+        assert_eq!(deploy(&console, &cloud, &prepared(|_| {}), options, &console.display()).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(err.contains("error: CloudFormation DescribeStackEvents on stack arn:aws:cloudformation:"), "{err}");
+        assert!(err.contains("Check the network and the region, then try again"), "{err}");
+        assert!(cloud.inner().stacks.lock().unwrap().contains_key("demo"));
+        assert_eq!(cloud.inner().calls_named("delete_stack"), 0);
+        assert_eq!(console.stdout(), "");
+    }
+
+    /// Fault injection: the stack's current template cannot be read for
+    /// the preview of an update: exit 2 naming the call; nothing executed.
+    #[tokio::test(start_paused = true)]
+    async fn a_preview_that_cannot_read_the_template_executes_nothing() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let cloud = Failing::new(running(&[("WorkerGroup", "AWS::AutoScaling::AutoScalingGroup")])).fail(
+            Op::Template,
+            1,
+            Fault::Expired,
+        );
+        let console = FakeConsole::default();
+        let options = Options { blueprint: "bp.yaml", yes: true, ..Options::default() };
+        let p = prepared(|s| s.workers.count = 6);
+        assert_eq!(deploy(&console, &cloud, &p, options, &console.display()).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(
+            err.contains("error: CloudFormation GetTemplate on stack demo: the session's credentials expired"),
+            "{err}"
+        );
+        assert_eq!(cloud.inner().calls_named("execute_change_set"), 0);
+        assert!(cloud.inner().open_change_sets.lock().unwrap().is_empty(), "the change set is deleted");
     }
 }

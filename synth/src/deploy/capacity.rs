@@ -49,7 +49,7 @@ use crate::spec::{ClusterSpec, WorkerCapacity};
 
 /// What the blueprint asks of a region.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Ask {
+pub(crate) struct Ask {
     /// The master's instance type.
     pub master: String,
     /// The workers' types, most wanted first.
@@ -65,7 +65,7 @@ pub struct Ask {
 impl Ask {
     /// What `spec` asks, with `count` and `max` as the stack's parameters
     /// may override them (`-p WorkerCount=N`, `-p MaxWorkers=N`).
-    pub fn of(spec: &ClusterSpec, count: Option<u32>, max: Option<u32>) -> Ask {
+    pub(crate) fn of(spec: &ClusterSpec, count: Option<u32>, max: Option<u32>) -> Ask {
         let count = count.unwrap_or(spec.workers.count);
         Ask {
             master: spec.master.instance_type.clone(),
@@ -116,7 +116,7 @@ impl Ask {
 
 /// One instance type as EC2 describes it in the region.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TypeFound {
+pub(crate) struct TypeFound {
     /// `p4d.24xlarge`
     pub name: String,
     /// Its default vCPUs; `None`: EC2 does not know the type here.
@@ -127,7 +127,7 @@ pub struct TypeFound {
 
 /// What the check read in one region.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The region.
     pub region: String,
     /// Every type of [`Ask`], the master's first.
@@ -142,7 +142,7 @@ pub struct Found {
 }
 
 /// Reads what the check needs through `cloud`.
-pub async fn read<C: Cloud>(cloud: &C, ask: &Ask) -> CloudResult<Found> {
+pub(crate) async fn read<C: Cloud>(cloud: &C, ask: &Ask) -> CloudResult<Found> {
     let mut found = Found { region: cloud.region().to_owned(), ..Found::default() };
     for name in ask.types() {
         let vcpus = cloud.instance_vcpus(name).await?;
@@ -164,7 +164,7 @@ pub async fn read<C: Cloud>(cloud: &C, ask: &Ask) -> CloudResult<Found> {
 
 /// How bad a problem is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
+pub(crate) enum Severity {
     /// The cluster cannot be made as asked: `synth deploy` refuses.
     Blocker,
     /// Worth knowing (scaling to `max` would hit a quota, something was not checked).
@@ -173,7 +173,7 @@ pub enum Severity {
 
 /// One finding.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// How bad.
     pub severity: Severity,
     /// What, and what to do, in one paragraph.
@@ -182,7 +182,7 @@ pub struct Problem {
 
 /// One instance type's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TypeRow {
+pub(crate) struct TypeRow {
     /// The type.
     pub name: String,
     /// `master`, `worker`, `fallback`, or `master, worker`.
@@ -195,7 +195,7 @@ pub struct TypeRow {
 
 /// One quota's row.
 #[derive(Clone, Debug, PartialEq)]
-pub struct QuotaRow {
+pub(crate) struct QuotaRow {
     /// The quota.
     pub kind: &'static QuotaKind,
     /// Its value in the account; `None`: not found.
@@ -210,7 +210,7 @@ pub struct QuotaRow {
 
 /// One reservation's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReservationRow {
+pub(crate) struct ReservationRow {
     /// The id.
     pub id: String,
     /// What the blueprint says it is: `reservation` or `capacity block`.
@@ -223,7 +223,7 @@ pub struct ReservationRow {
 
 /// The check's result in one region.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Report {
+pub(crate) struct Report {
     /// The region.
     pub region: String,
     /// Workers at `count` and at `max`.
@@ -244,17 +244,17 @@ pub struct Report {
 
 impl Report {
     /// The blockers.
-    pub fn blockers(&self) -> impl Iterator<Item = &Problem> {
+    pub(crate) fn blockers(&self) -> impl Iterator<Item = &Problem> {
         self.problems.iter().filter(|p| p.severity == Severity::Blocker)
     }
 
     /// Whether nothing blocks.
-    pub fn fits(&self) -> bool {
+    pub(crate) fn fits(&self) -> bool {
         self.blockers().next().is_none()
     }
 
     /// The region's verdict in one line.
-    pub fn verdict(&self) -> String {
+    pub(crate) fn verdict(&self) -> String {
         let blockers = self.blockers().count();
         let warnings = self.problems.len() - blockers;
         let warned = match warnings {
@@ -291,7 +291,7 @@ fn how_to_raise(code: &str, value: u64, region: &str) -> String {
 }
 
 /// The decision: what `found` says about `ask` in its region.
-pub fn assess(ask: &Ask, found: &Found) -> Report {
+pub(crate) fn assess(ask: &Ask, found: &Found) -> Report {
     let region = found.region.as_str();
     let mut problems = Vec::new();
     let block =
@@ -579,7 +579,7 @@ pub fn assess(ask: &Ask, found: &Found) -> Report {
 }
 
 /// The report as a readable table (stdout).
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     let mut out = format!("Region {}: {} workers, up to {}\n\n", report.region, report.count, report.max);
     let mut rows = vec![["TYPE".to_owned(), "ROLE".to_owned(), "VCPUS".to_owned(), "ZONES".to_owned()]];
     for t in &report.types {
@@ -691,7 +691,7 @@ fn table<R: AsRef<[String]>>(rows: &[R], right: &[bool]) -> String {
 }
 
 /// The report as JSON, for scripts.
-pub fn json(report: &Report) -> Value {
+pub(crate) fn json(report: &Report) -> Value {
     json!({
         "region": report.region,
         "count": report.count,
@@ -728,7 +728,7 @@ pub fn json(report: &Report) -> Value {
 /// `synth capacity`'s answer for every region checked: the tables (or one
 /// JSON document) on stdout, then the verdict in one line; exit 0 when
 /// nothing blocks in any region, else 1.
-pub fn print<K: Console>(console: &K, reports: &[Report], as_json: bool) -> ExitCode {
+pub(crate) fn print<K: Console>(console: &K, reports: &[Report], as_json: bool) -> ExitCode {
     let fits = reports.iter().all(Report::fits);
     let verdict = {
         let blocked: Vec<&str> = reports.iter().filter(|r| !r.fits()).map(|r| r.region.as_str()).collect();
@@ -766,7 +766,7 @@ pub fn print<K: Console>(console: &K, reports: &[Report], as_json: bool) -> Exit
 /// the deploy (each printed as an error, exit 1); warnings are printed and
 /// the deploy goes on; a check AWS refuses or cannot answer is one
 /// warning line and the deploy goes on.
-pub async fn preflight<K: Console, C: Cloud>(
+pub(crate) async fn preflight<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     ask: &Ask,
@@ -805,6 +805,7 @@ pub async fn preflight<K: Console, C: Cloud>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deploy::failing::{Failing, Fault, Op};
     use crate::deploy::fake::{FakeCloud, FakeConsole};
     use crate::spec::CapacityBlock;
 
@@ -832,7 +833,7 @@ mod tests {
         cloud.quotas.lock().unwrap().insert(code.into(), Quota { name: code.into(), value });
     }
 
-    async fn report(cloud: &FakeCloud, a: &Ask) -> Report {
+    async fn report(cloud: &impl Cloud, a: &Ask) -> Report {
         assess(a, &read(cloud, a).await.unwrap())
     }
 
@@ -1022,13 +1023,14 @@ mod tests {
         let r = report(&cloud, &a).await;
         assert!(r.fits(), "a low score is a warning");
         assert!(r.problems[0].text.contains("is 2 of 10: Spot is unlikely"), "{:?}", r.problems);
-        *cloud.deny_spot_score.lock().unwrap() = true;
-        let r = report(&cloud, &a).await;
+        let refused = Failing::new(cloud).fail_from(Op::SpotPlacementScore, 1, Fault::Denied);
+        let r = report(&refused, &a).await;
         assert!(r.fits() && r.spot_score.is_none());
         assert!(r.problems[0].text.starts_with("the Spot placement score was not read: EC2 GetSpotPlacementScores"));
+        let cloud = refused.inner();
         // On-Demand workers: not asked.
         let calls = cloud.calls_named("spot_placement_score");
-        report(&cloud, &ask("g5.xlarge", &["g5.xlarge"], 4, 16, WorkerCapacity::OnDemand)).await;
+        report(cloud, &ask("g5.xlarge", &["g5.xlarge"], 4, 16, WorkerCapacity::OnDemand)).await;
         assert_eq!(cloud.calls_named("spot_placement_score"), calls);
     }
 
@@ -1073,9 +1075,9 @@ mod tests {
         assert!(err.contains("error: quota Running On-Demand P instances (L-417A185B) is 0 vCPUs"), "{err}");
         assert!(err.contains("error: refused before anything was created: us-east-1: blocked: 1 blocker"), "{err}");
         // AWS refuses the check: one warning, and on.
-        *cloud.deny_capacity_reads.lock().unwrap() = true;
+        let refused = Failing::new(cloud).fail_from(Op::InstanceVcpus, 1, Fault::Denied);
         let console = FakeConsole::default();
-        assert_eq!(preflight(&console, &cloud, &a, &console.display()).await, Ok(()));
+        assert_eq!(preflight(&console, &refused, &a, &console.display()).await, Ok(()));
         let err = console.stderr();
         assert_eq!(
             err.lines().filter(|l| l.starts_with("warning: the capacity check did not run")).count(),
@@ -1084,10 +1086,10 @@ mod tests {
         );
         assert!(err.contains("AWS refused ec2:DescribeInstanceTypes"), "{err}");
         // Enough quota: one line, and on.
-        *cloud.deny_capacity_reads.lock().unwrap() = false;
-        quota(&cloud, "L-417A185B", 400.0);
+        let cloud = refused.inner();
+        quota(cloud, "L-417A185B", 400.0);
         let console = FakeConsole::default();
-        assert_eq!(preflight(&console, &cloud, &a, &console.display()).await, Ok(()));
+        assert_eq!(preflight(&console, cloud, &a, &console.display()).await, Ok(()));
         assert!(
             console.stderr().contains("Checked capacity: us-east-1: fits: 2 workers (up to 4)"),
             "{}",

@@ -15,7 +15,7 @@ use super::watch::is_cancellation;
 
 /// One resource that failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cause {
+pub(crate) struct Cause {
     /// Logical id.
     pub logical_id: String,
     /// Type.
@@ -30,7 +30,7 @@ pub struct Cause {
 
 /// What went wrong in one operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Diagnosis {
+pub(crate) struct Diagnosis {
     /// The first failure that is not a consequence of another.
     pub root: Option<Cause>,
     /// Other failures that are not cancellations, oldest first.
@@ -45,14 +45,14 @@ pub struct Diagnosis {
 
 /// The agent's reason inside a wait condition failure:
 /// `WaitCondition received failed message: '<reason>' for uniqueId: <id>`.
-pub fn wait_condition_reason(reason: &str) -> Option<&str> {
+pub(crate) fn wait_condition_reason(reason: &str) -> Option<&str> {
     let rest = reason.strip_prefix("WaitCondition received failed message: '")?;
     let end = rest.rfind("' for uniqueId")?;
     Some(&rest[..end])
 }
 
 /// What a well-known reason usually means, and where to look.
-pub fn explain(cause: &Cause) -> Option<&'static str> {
+pub(crate) fn explain(cause: &Cause) -> Option<&'static str> {
     let r = cause.reason.as_str();
     if r.starts_with("WaitCondition timed out") {
         Some(
@@ -72,7 +72,7 @@ pub fn explain(cause: &Cause) -> Option<&'static str> {
 }
 
 /// Diagnoses an operation from its events, oldest first.
-pub fn diagnose(events: &[Event]) -> Diagnosis {
+pub(crate) fn diagnose(events: &[Event]) -> Diagnosis {
     let mut d = Diagnosis::default();
     for e in events {
         if e.is_stack() {
@@ -122,7 +122,7 @@ impl Diagnosis {
     /// The diagnosis as the lines a user reads, root cause first.
     /// `settled`: the stack's final status; `kept`: the create ran with
     /// rollback disabled; `delete_hint`: the command that deletes the stack.
-    pub fn render(&self, settled: &str, kept: bool, delete_hint: &str) -> String {
+    pub(crate) fn render(&self, settled: &str, kept: bool, delete_hint: &str) -> String {
         let mut out = String::new();
         match &self.root {
             Some(c) => {

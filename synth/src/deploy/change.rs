@@ -28,7 +28,7 @@ use super::template::{Pseudo, Resolved, resolve};
 
 /// Whether a change replaces the resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Replacement {
+pub(crate) enum Replacement {
     /// Updated in place.
     No,
     /// Replaced if a value only known at update time changes.
@@ -49,7 +49,7 @@ impl Replacement {
 
 /// Added, modified or removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Action {
+pub(crate) enum Action {
     /// A new resource.
     Add,
     /// An existing resource changes (maybe by replacement).
@@ -60,7 +60,7 @@ pub enum Action {
 
 /// One property that changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PropertyChange {
+pub(crate) struct PropertyChange {
     /// Its path under `Properties` (`LaunchTemplate`, `Tags`).
     pub path: String,
     /// Whether this change replaces the resource.
@@ -77,7 +77,7 @@ pub struct PropertyChange {
 /// property, the blueprint field it comes from (when synth knows it), the
 /// old and new values as shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ValueChange {
+pub(crate) struct ValueChange {
     /// `LaunchTemplateData.InstanceType`.
     pub path: String,
     /// `master.instance_type`.
@@ -90,7 +90,7 @@ pub struct ValueChange {
 
 impl ValueChange {
     /// `master.instance_type: p3.2xlarge → p3.8xlarge`, else the path.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let name = self.field.unwrap_or(&self.path);
         format!("{name}: {} → {}", self.old, self.new)
     }
@@ -167,7 +167,7 @@ fn field_of(id: &str, leaf: &str) -> Option<&'static str> {
 
 /// One resource that changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResourceChange {
+pub(crate) struct ResourceChange {
     /// Logical id.
     pub logical_id: String,
     /// Type.
@@ -184,7 +184,7 @@ pub struct ResourceChange {
 
 /// An update, resource by resource.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Preview {
+pub(crate) struct Preview {
     /// The changes, by logical id.
     pub changes: Vec<ResourceChange>,
     /// The old template has EFS mount targets (its VPC holds a file system's access).
@@ -203,7 +203,7 @@ const MAX_FIELDS: usize = 20;
 /// `stack/parameters.rs`), leaf by leaf with their dotted paths
 /// (`workers.count: 2 → 4`), at most [`MAX_FIELDS`]; empty when either has
 /// no record.
-pub fn blueprint_changes(old: &Json, new: &Json) -> Vec<ValueChange> {
+pub(crate) fn blueprint_changes(old: &Json, new: &Json) -> Vec<ValueChange> {
     let record = |t: &Json| t.pointer("/Metadata/synth/blueprint").cloned();
     let (Some(old), Some(new)) = (record(old), record(new)) else { return Vec::new() };
     let mut out = Vec::new();
@@ -246,7 +246,7 @@ fn field_changes(path: &str, old: Option<&Json>, new: Option<&Json>, out: &mut V
 
 /// A change that would destroy data.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The resource.
     pub logical_id: String,
     /// Its type.
@@ -261,7 +261,7 @@ pub struct Refusal {
 
 /// The two templates (old as deployed, new to deploy), each with all its
 /// parameter values, and the change set's own changes.
-pub fn preview(
+pub(crate) fn preview(
     old: (&Json, &BTreeMap<String, String>),
     new: (&Json, &BTreeMap<String, String>),
     pseudo: &Pseudo,
@@ -539,13 +539,8 @@ fn holds_data(resource_type: &str, has_efs: bool) -> Option<&'static str> {
 }
 
 impl Preview {
-    /// Nothing changes.
-    pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
-    }
-
     /// The changes that would destroy data.
-    pub fn refusals(&self) -> Vec<Refusal> {
+    pub(crate) fn refusals(&self) -> Vec<Refusal> {
         let mut out = Vec::new();
         for c in &self.changes {
             let Some(holds) = holds_data(&c.resource_type, self.has_efs) else { continue };
@@ -609,7 +604,7 @@ impl Preview {
 
     /// The changes, one line each: `+` added, `~` modified in place, `!`
     /// replaced, `?` maybe replaced, `-` removed; then the counts.
-    pub fn render(&self, stack: &str) -> String {
+    pub(crate) fn render(&self, stack: &str) -> String {
         let fields = if self.blueprint.is_empty() {
             String::new()
         } else {
@@ -691,7 +686,7 @@ impl Preview {
 
 impl Refusal {
     /// One line: what, what happens to it, why.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         format!(
             "{} ({}) would be {}: it is {}. Because {}",
             self.logical_id, self.resource_type, self.fate, self.holds, self.because
@@ -960,7 +955,7 @@ mod tests {
     fn no_change_is_empty_and_says_so() {
         let old = template(&sample());
         let p = between(&old, &old, &[], &[]);
-        assert!(p.is_empty(), "{}", p.render("demo"));
+        assert!(p.changes.is_empty(), "{}", p.render("demo"));
         assert_eq!(p.render("demo"), "Stack demo: no resource changes.\n");
     }
 

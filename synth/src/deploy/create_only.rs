@@ -8,7 +8,7 @@
 /// `Properties` (`LaunchTemplate`, `DnsOptions/PrivateDnsPreference`), or
 /// `None` for a type the table does not know.
 #[rustfmt::skip]
-pub fn create_only(resource_type: &str) -> Option<&'static [&'static str]> {
+pub(crate) fn create_only(resource_type: &str) -> Option<&'static [&'static str]> {
     Some(match resource_type {
         "AWS::AutoScaling::AutoScalingGroup" => &["AutoScalingGroupName", "InstanceId"],
         "AWS::AutoScaling::ScheduledAction" => &["AutoScalingGroupName"],

@@ -26,7 +26,7 @@ use crate::region::{Region, UnknownRegion};
 /// Something not there stays [`CloudError::Invalid`]: synth's callers tell
 /// a missing thing by its code in the message, as they tell CloudFormation's
 /// missing stack (a `ValidationError`, not a code of its own).
-pub fn classify(what: &str, status: u16, code: &str, message: String) -> CloudError {
+pub(crate) fn classify(what: &str, status: u16, code: &str, message: String) -> CloudError {
     let what = what.to_owned();
     match aws_errors::classify(status, code) {
         Kind::Credentials => {
@@ -43,7 +43,7 @@ pub fn classify(what: &str, status: u16, code: &str, message: String) -> CloudEr
 /// Where the credentials synth uses come from, as aws-config's chain picks
 /// them (and `--profile` overrides it, as the AWS CLI does).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A named profile: its name, what named it (`--profile`,
     /// `AWS_PROFILE`), and whether it signs in through SSO.
     Profile { name: String, named_by: &'static str, sso: bool },
@@ -57,7 +57,11 @@ pub enum Source {
 impl Source {
     /// The source for `--profile` (`profile`) and the environment (`env`
     /// reads a variable); `sso` says whether a profile signs in through SSO.
-    pub fn find(profile: Option<&str>, env: impl Fn(&str) -> Option<String>, sso: impl Fn(&str) -> bool) -> Source {
+    pub(crate) fn find(
+        profile: Option<&str>,
+        env: impl Fn(&str) -> Option<String>,
+        sso: impl Fn(&str) -> bool,
+    ) -> Source {
         let set = |name: &str| env(name).filter(|v| !v.is_empty());
         if let Some(name) = profile {
             return Source::Profile { name: name.to_owned(), named_by: "--profile", sso: sso(name) };
@@ -100,7 +104,7 @@ impl std::fmt::Display for Source {
 static USED: OnceLock<(Source, String)> = OnceLock::new();
 
 /// Records the credentials this run uses: their source and access key id.
-pub fn record(source: Source, key_id: &str) {
+pub(crate) fn record(source: Source, key_id: &str) {
     let _ = USED.set((source, key_id.to_owned()));
 }
 
@@ -112,7 +116,7 @@ fn masked(key_id: &str) -> String {
 
 /// What to say when AWS did not accept the credentials for `what`
 /// (`code`, `message`): which credentials, and what to check.
-pub fn rejected(what: &str, code: &str, message: &str) -> String {
+pub(crate) fn rejected(what: &str, code: &str, message: &str) -> String {
     let (used, flag) = match USED.get() {
         Some((source, key)) => (format!("{source}, access key {}", masked(key)), source.profile_flag()),
         None => ("the credentials of the standard chain".to_owned(), String::new()),
@@ -137,7 +141,7 @@ pub fn rejected(what: &str, code: &str, message: &str) -> String {
 
 /// Why connecting failed before any call: the local checks.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConnectError {
+pub(crate) enum ConnectError {
     /// No region anywhere in the chain.
     #[error("no AWS region: pass --region, or set AWS_REGION (or a region in your AWS profile)")]
     NoRegion,
@@ -180,7 +184,7 @@ fn known_profiles(profile: &str, known: &[String]) -> String {
 
 /// Checks the region the chain found (`region`) the way `--region` is
 /// checked; `env` reads a variable, to say where it came from.
-pub fn check_region(region: &str, env: impl Fn(&str) -> Option<String>) -> Result<Region, ConnectError> {
+pub(crate) fn check_region(region: &str, env: impl Fn(&str) -> Option<String>) -> Result<Region, ConnectError> {
     region.parse::<Region>().map_err(|e| {
         let from = if env("AWS_REGION").is_some_and(|r| r == region) {
             "AWS_REGION"

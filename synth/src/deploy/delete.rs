@@ -14,7 +14,7 @@ use super::watch::{Operation, Planned, Watcher, clock};
 use crate::exit::ExitCode;
 
 /// Resources a delete keeps, with why, from the template's deletion policies.
-pub fn retained(template: &Json) -> Vec<(String, String)> {
+pub(crate) fn retained(template: &Json) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Some(resources) = template.get("Resources").and_then(Json::as_object) {
         for (id, r) in resources {
@@ -87,7 +87,7 @@ fn delete_command(resource_type: &str, physical: &str, region: &str) -> Option<S
 }
 
 /// Deletes the stack `name` (asking first unless `yes`) and watches it go.
-pub async fn delete<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, yes: bool) -> ExitCode {
+pub(crate) async fn delete<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, yes: bool) -> ExitCode {
     match delete_inner(console, cloud, name, yes).await {
         Ok(code) | Err(code) => code,
     }
@@ -254,5 +254,32 @@ mod tests {
         );
         let kept = [("Fs".to_owned(), "its DeletionPolicy is Retain".to_owned())];
         assert!(!question("demo", "us-east-1", "CREATE_COMPLETE", &there, &kept).contains("EFS"));
+    }
+
+    /// Fault injection: `DeleteStack` refused: exit 2 naming the call and
+    /// the IAM action; the stack is still there and nothing is watched.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_delete_names_the_action_and_keeps_the_stack() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let fake = FakeCloud::default();
+        let stack =
+            Stack { name: "demo".into(), id: "demo-id".into(), status: "CREATE_COMPLETE".into(), ..Stack::default() };
+        fake.stacks.lock().unwrap().insert("demo".into(), stack);
+        let cloud = Failing::new(fake).fail(Op::DeleteStack, 1, Fault::Denied);
+        let console = FakeConsole::default();
+        assert_eq!(delete(&console, &cloud, "demo", true).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(
+            err.starts_with(
+                "error: CloudFormation DeleteStack on stack demo: AWS refused cloudformation:DeleteStack \
+                 (AccessDenied: Access Denied)"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains("Deleting"), "{err}");
+        assert!(cloud.inner().stacks.lock().unwrap().contains_key("demo"));
+        assert_eq!(cloud.inner().calls_named("delete_stack"), 0);
+        assert_eq!(cloud.inner().calls_named("events"), 1, "only the boundary, before the delete");
     }
 }

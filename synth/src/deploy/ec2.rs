@@ -82,20 +82,20 @@ impl Signed {
 
 /// Signs and sends EC2 Query API requests.
 #[derive(Clone, Debug)]
-pub struct Ec2 {
+pub(crate) struct Ec2 {
     signed: Signed,
 }
 
 impl Ec2 {
     /// The client for a loaded config and its region.
-    pub fn new(config: &SdkConfig, region: &str) -> Ec2 {
+    pub(crate) fn new(config: &SdkConfig, region: &str) -> Ec2 {
         Ec2 { signed: Signed::new(config, region, "AWS_ENDPOINT_URL_EC2", "ec2", "ec2") }
     }
 
     /// The instance's state name (`pending`, `running`, `stopping`,
     /// `stopped`, `shutting-down`, `terminated`), or `None` when EC2 does
     /// not know the instance.
-    pub async fn instance_state(&self, id: &str) -> CloudResult<Option<String>> {
+    pub(crate) async fn instance_state(&self, id: &str) -> CloudResult<Option<String>> {
         let what = format!("EC2 DescribeInstances on instance {id}");
         match self.call(&what, "DescribeInstances", &[("InstanceId.1", instance_id(&what, id)?)]).await {
             Ok(body) => {
@@ -108,7 +108,7 @@ impl Ec2 {
 
     /// Starts a stopped instance (EBS-backed; its disks and private address
     /// are kept).
-    pub async fn start_instance(&self, id: &str) -> CloudResult<()> {
+    pub(crate) async fn start_instance(&self, id: &str) -> CloudResult<()> {
         let what = format!("EC2 StartInstances on instance {id}");
         self.call(&what, "StartInstances", &[("InstanceId.1", instance_id(&what, id)?)]).await.map(drop)
     }
@@ -116,7 +116,7 @@ impl Ec2 {
     /// The Availability Zones of the region that offer `instance_type`
     /// (`DescribeInstanceTypeOfferings`, location type `availability-zone`,
     /// filtered by the type), sorted.
-    pub async fn instance_type_zones(&self, instance_type: &str) -> CloudResult<Vec<String>> {
+    pub(crate) async fn instance_type_zones(&self, instance_type: &str) -> CloudResult<Vec<String>> {
         let what = format!("EC2 DescribeInstanceTypeOfferings of {instance_type}");
         let name = instance_type_name(&what, instance_type)?;
         let params = [
@@ -139,7 +139,7 @@ impl Ec2 {
     /// The type's default vCPUs (`DescribeInstanceTypes`,
     /// `VCpuInfo.DefaultVCpus`), or `None` when EC2 does not know the type
     /// in this region (`InvalidInstanceType`).
-    pub async fn instance_vcpus(&self, instance_type: &str) -> CloudResult<Option<u32>> {
+    pub(crate) async fn instance_vcpus(&self, instance_type: &str) -> CloudResult<Option<u32>> {
         let what = format!("EC2 DescribeInstanceTypes of {instance_type}");
         let name = instance_type_name(&what, instance_type)?;
         match self.call(&what, "DescribeInstanceTypes", &[("InstanceType.1", name)]).await {
@@ -154,7 +154,7 @@ impl Ec2 {
     /// The Capacity Reservation (or Capacity Block) `id`
     /// (`DescribeCapacityReservations`), or `None` when EC2 does not know
     /// it in this account and region (`InvalidCapacityReservationId.NotFound`).
-    pub async fn capacity_reservation(&self, id: &str) -> CloudResult<Option<Reservation>> {
+    pub(crate) async fn capacity_reservation(&self, id: &str) -> CloudResult<Option<Reservation>> {
         let what = format!("EC2 DescribeCapacityReservations of {id}");
         if !id.starts_with("cr-") || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
             return Err(CloudError::Invalid { what, message: "not a Capacity Reservation id".into() });
@@ -177,7 +177,7 @@ impl Ec2 {
     /// The Spot placement score (1 to 10) of `capacity` instances of
     /// `types` in this region (`GetSpotPlacementScores`, the region alone,
     /// not per zone), or `None` when EC2 gives none.
-    pub async fn spot_placement_score(&self, types: &[String], capacity: u32) -> CloudResult<Option<u32>> {
+    pub(crate) async fn spot_placement_score(&self, types: &[String], capacity: u32) -> CloudResult<Option<u32>> {
         let what = "EC2 GetSpotPlacementScores".to_owned();
         let mut names = Vec::new();
         for t in types {

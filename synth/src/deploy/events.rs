@@ -17,13 +17,13 @@ use crate::exit::{ExitCode, printed};
 const STATUS_WIDTH: usize = 18;
 
 /// One event as a line: time, status, resource, reason.
-pub fn line(e: &Event) -> String {
+pub(crate) fn line(e: &Event) -> String {
     let reason = e.reason.as_deref().map(|r| format!("  {r}")).unwrap_or_default();
     format!("{}  {:STATUS_WIDTH$}  {} ({}){reason}", stamp(e.at_ms()), e.status, e.logical_id, e.resource_type)
 }
 
 /// Prints the events of the stack `name`; with `follow`, goes on until it settles.
-pub async fn print_events<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, follow: bool) -> ExitCode {
+pub(crate) async fn print_events<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, follow: bool) -> ExitCode {
     let stack = match find(console, cloud, name).await {
         Ok(s) => s,
         Err(code) => return code,
@@ -199,5 +199,21 @@ mod tests {
         let out = console.stdout();
         let ids: Vec<&str> = out.lines().map(|l| l.split_whitespace().nth(2).unwrap()).collect();
         assert_eq!(ids, ["First", "Second", "Third", "Fourth", "Fifth"], "{out}");
+    }
+
+    /// Fault injection: the events cannot be read: exit 2 naming the call,
+    /// nothing on stdout.
+    #[tokio::test]
+    async fn events_that_cannot_be_read_are_an_error_naming_the_call() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let cloud = Failing::new(cloud()).fail(Op::Events, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        assert_eq!(print_events(&console, &cloud, "demo", false).await, ExitCode::Error);
+        assert!(
+            console.stderr().starts_with("error: CloudFormation DescribeStackEvents on stack demo"),
+            "{}",
+            console.stderr()
+        );
+        assert_eq!(console.stdout(), "");
     }
 }

@@ -21,11 +21,11 @@ use crate::region::Region;
 
 /// The wait between passes over the regions with `--retry-until-up`
 /// when `--retry-interval` does not say.
-pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(300);
 /// The shortest `--retry-interval`: AWS's capacity does not change faster.
-pub const MIN_RETRY_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const MIN_RETRY_INTERVAL: Duration = Duration::from_secs(30);
 /// The longest `--retry-interval`.
-pub const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// Words AWS uses when it has no capacity for a launch, lower case: EC2's
 /// error codes (`InsufficientInstanceCapacity`, a host's, a reservation's,
@@ -47,14 +47,14 @@ const SHORTAGE_WORDS: [&str; 8] = [
 
 /// Whether `reason` (a resource's failure, a scaling activity's message,
 /// the master's formation failure reason) says AWS had no capacity.
-pub fn capacity_shortage(reason: &str) -> bool {
+pub(crate) fn capacity_shortage(reason: &str) -> bool {
     let reason = reason.to_ascii_lowercase();
     SHORTAGE_WORDS.iter().any(|w| reason.contains(w))
 }
 
 /// What to do after an attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Done: this is the exit code (formed, updated, or failed for another reason).
     Stop(ExitCode),
     /// The create met no capacity: delete it and try the next region.
@@ -64,7 +64,7 @@ pub enum Next {
 }
 
 /// The decision after `attempt`: only a create that failed for capacity goes on.
-pub fn next(attempt: &Attempt, keep_on_failure: bool) -> Next {
+pub(crate) fn next(attempt: &Attempt, keep_on_failure: bool) -> Next {
     let shortage = attempt.cause.as_deref().is_some_and(capacity_shortage);
     if attempt.code != ExitCode::Invalid || !attempt.created || !shortage {
         Next::Stop(attempt.code)
@@ -77,7 +77,7 @@ pub fn next(attempt: &Attempt, keep_on_failure: bool) -> Next {
 
 /// How `synth deploy` goes through its regions.
 #[derive(Clone, Copy, Debug)]
-pub struct Plan<'a> {
+pub(crate) struct Plan<'a> {
     /// The regions, in order (empty: the blueprint's, else AWS's configuration's).
     pub regions: &'a [Region],
     /// Go through the list again after this wait when every region met no
@@ -98,7 +98,7 @@ struct Met {
 /// connects to a region (`None`: the standard chain's), stages the agent
 /// package there and builds the template, returning the display it showed
 /// progress on; errors are printed.
-pub async fn deploy<K, C, F, Fut>(console: &K, plan: Plan<'_>, mut prepare: F) -> ExitCode
+pub(crate) async fn deploy<K, C, F, Fut>(console: &K, plan: Plan<'_>, mut prepare: F) -> ExitCode
 where
     K: Console,
     C: Cloud,
@@ -232,7 +232,7 @@ async fn wait_or_interrupted<K: Console>(console: &K, wait: Duration, regions: &
 }
 
 /// `--retry-interval`: `90s`, `5m`, `1h`, or seconds; 30 s to 1 h.
-pub fn parse_interval(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_interval(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         Some((i, _)) => text.split_at(i),

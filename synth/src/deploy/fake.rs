@@ -1,6 +1,7 @@
 //! An in-memory [`Cloud`] for unit tests: buckets and objects kept in
 //! maps, stacks, templates and change sets as a test sets them, stack
-//! events served from a script, every call counted. And an in-memory
+//! events served from a script, every call counted (its failures are
+//! [`super::failing::Failing`]'s, which wraps it). And an in-memory
 //! [`Console`]: what a flow prints, kept; the answer at its prompt, or a
 //! Ctrl-C there, injected; its standard output failing as a closed pipe or
 //! a full disk does.
@@ -55,13 +56,9 @@ pub(crate) struct FakeCloud {
     pub quotas: Mutex<BTreeMap<String, Quota>>,
     /// Capacity Reservations and Blocks by id.
     pub reservations: Mutex<BTreeMap<String, Reservation>>,
-    /// The capacity check's reads are refused (AccessDenied).
-    pub deny_capacity_reads: Mutex<bool>,
-    /// The Spot placement score EC2 gives (`None`: none); refused when
-    /// `deny_spot_score`.
+    /// The Spot placement score EC2 gives (`None`: none). A refusal, as
+    /// any call's failure, is [`super::failing::Failing`]'s.
     pub spot_score: Mutex<Option<u32>>,
-    /// `GetSpotPlacementScores` is refused (AccessDenied).
-    pub deny_spot_score: Mutex<bool>,
     /// The region it answers for (default us-east-1).
     pub region: Option<&'static str>,
 }
@@ -71,7 +68,7 @@ impl FakeCloud {
         self.calls.lock().unwrap().push(name.to_owned());
     }
 
-    pub fn calls_named(&self, name: &str) -> usize {
+    pub(crate) fn calls_named(&self, name: &str) -> usize {
         self.calls.lock().unwrap().iter().filter(|c| *c == name).count()
     }
 }
@@ -229,13 +226,6 @@ impl Cloud for FakeCloud {
     }
     async fn instance_vcpus(&self, instance_type: &str) -> CloudResult<Option<u32>> {
         self.call("instance_vcpus");
-        if *self.deny_capacity_reads.lock().unwrap() {
-            return Err(CloudError::Denied {
-                what: format!("EC2 DescribeInstanceTypes of {instance_type}"),
-                message: "UnauthorizedOperation: You are not authorized to perform this operation.".into(),
-                action: Some("ec2:DescribeInstanceTypes".into()),
-            });
-        }
         Ok(self.instance_types.lock().unwrap().get(instance_type).map(|(v, _)| *v))
     }
     async fn capacity_reservation(&self, id: &str) -> CloudResult<Option<Reservation>> {
@@ -244,13 +234,6 @@ impl Cloud for FakeCloud {
     }
     async fn spot_placement_score(&self, _types: &[String], _capacity: u32) -> CloudResult<Option<u32>> {
         self.call("spot_placement_score");
-        if *self.deny_spot_score.lock().unwrap() {
-            return Err(CloudError::Denied {
-                what: "EC2 GetSpotPlacementScores".into(),
-                message: "UnauthorizedOperation: You are not authorized to perform this operation.".into(),
-                action: Some("ec2:GetSpotPlacementScores".into()),
-            });
-        }
         Ok(*self.spot_score.lock().unwrap())
     }
     async fn service_quota(&self, _service: &str, code: &str) -> CloudResult<Option<Quota>> {
@@ -307,22 +290,22 @@ pub(crate) struct FakeConsole {
 
 impl FakeConsole {
     /// A console on a terminal whose user does `at_prompt`.
-    pub fn answering(at_prompt: AtPrompt) -> FakeConsole {
+    pub(crate) fn answering(at_prompt: AtPrompt) -> FakeConsole {
         FakeConsole { terminal: true, at_prompt, ..FakeConsole::default() }
     }
 
     /// Everything printed on standard output.
-    pub fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         self.out.lock().unwrap().clone()
     }
 
     /// Everything written to standard error (progress lines included).
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.err.lock().unwrap().clone()
     }
 
     /// Ctrl-C now: the next (or pending) `interrupted` resolves.
-    pub fn interrupt(&self) {
+    pub(crate) fn interrupt(&self) {
         self.interrupt.notify_one();
     }
 }

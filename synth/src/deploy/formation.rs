@@ -21,7 +21,7 @@ use super::port::Output;
 use node_contract::timeline::PHASES;
 pub use node_contract::timeline::{DataSummary, PhaseSummary};
 
-pub use crate::stack::FORMATION_DATA_OUTPUT;
+pub(crate) use crate::stack::FORMATION_DATA_OUTPUT;
 
 /// Every signal's data in the stack's [`FORMATION_DATA_OUTPUT`] (a JSON
 /// object of signal id to a JSON document in a string), parsed; none when

@@ -20,14 +20,14 @@ use serde_json::Value as Json;
 
 use super::port::Stack;
 use super::prepare::Prepared;
-pub use crate::stack::IMAGE_OUTPUT;
+pub(crate) use crate::stack::IMAGE_OUTPUT;
 
 /// The stack parameter that holds the image.
 const IMAGE_PARAMETER: &str = "ImageId";
 
 /// Whether the template's image is an SSM parameter, which CloudFormation
 /// resolves again at every update.
-pub fn is_ssm(template: &Json) -> bool {
+pub(crate) fn is_ssm(template: &Json) -> bool {
     template
         .pointer("/Parameters/ImageId/Type")
         .and_then(Json::as_str)
@@ -35,14 +35,14 @@ pub fn is_ssm(template: &Json) -> bool {
 }
 
 /// The AMI id the stack recorded at create (or at the last update).
-pub fn recorded(stack: &Stack) -> Option<&str> {
+pub(crate) fn recorded(stack: &Stack) -> Option<&str> {
     stack.outputs.iter().find(|o| o.key == IMAGE_OUTPUT).map(|o| o.value.as_str()).filter(|v| v.starts_with("ami-"))
 }
 
 /// What an update of `existing` sends: `p`, or `p` with the image the
 /// stack was created with ([`keep`]) unless [`Prepared::update_image`];
 /// the AMI kept, if one was.
-pub fn for_update<'a>(p: &'a Prepared, existing: &Stack) -> (Cow<'a, Prepared>, Option<String>) {
+pub(crate) fn for_update<'a>(p: &'a Prepared, existing: &Stack) -> (Cow<'a, Prepared>, Option<String>) {
     match keep(p, existing).filter(|_| !p.update_image) {
         Some((kept, ami)) => (Cow::Owned(kept), Some(ami)),
         None => (Cow::Borrowed(p), None),
@@ -55,7 +55,7 @@ pub fn for_update<'a>(p: &'a Prepared, existing: &Stack) -> (Cow<'a, Prepared>, 
 /// becomes that AMI id. `None` when there is nothing to keep: an image
 /// that is an AMI id already, an explicit `ImageId=ami-...`, or a stack
 /// from a synth that did not record its image.
-pub fn keep(p: &Prepared, existing: &Stack) -> Option<(Prepared, String)> {
+pub(crate) fn keep(p: &Prepared, existing: &Stack) -> Option<(Prepared, String)> {
     let ami = recorded(existing)?;
     if !is_ssm(&p.template) || p.parameters.get(IMAGE_PARAMETER).is_some_and(|v| v.starts_with("ami-")) {
         return None;

@@ -26,15 +26,15 @@ use super::watch::Backoff;
 use crate::exit::{ExitCode, printed};
 
 /// The most streams one `FilterLogEvents` call may name (AWS's limit).
-pub const MAX_STREAMS_PER_QUERY: usize = 100;
+pub(crate) const MAX_STREAMS_PER_QUERY: usize = 100;
 
 /// The most stream names read to resolve `--node` and to size the label
 /// column (ten pages of `DescribeLogStreams`).
-pub const MAX_STREAMS_LISTED: usize = 500;
+pub(crate) const MAX_STREAMS_LISTED: usize = 500;
 
 /// Why `synth logs` cannot read what was asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LogsError {
+pub(crate) enum LogsError {
     /// No log group of a stack of that name exists.
     #[error(
         "no logs for stack {stack} in region {region}: no log group starts with {prefix} \
@@ -102,7 +102,7 @@ fn known_nodes(known: &[String]) -> String {
 /// `--since`: a duration back from `now_ms` (`90s`, `10m`, `2h`, `1d`) or an
 /// RFC 3339 time (`2026-11-25T20:00:00Z`, `2026-11-25T21:00:00+01:00`);
 /// unix milliseconds.
-pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
+pub(crate) fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
     let help = || {
         format!(
             "--since {text:?}: give a duration back from now (90s, 10m, 2h, 1d) or an RFC 3339 time (2026-11-25T20:00:00Z)"
@@ -130,7 +130,7 @@ pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
 
 /// The label a stream's lines are prefixed with: the node's label for a
 /// stream the contract named, else the stream's own name.
-pub fn label_of(stream: &str) -> &str {
+pub(crate) fn label_of(stream: &str) -> &str {
     parse_stream_name(stream).map_or(stream, |(label, _)| label)
 }
 
@@ -139,7 +139,7 @@ pub fn label_of(stream: &str) -> &str {
 /// id. A node can have several (a worker writes `worker-<id>` before the
 /// master gives it a number; a replaced worker's number comes back with
 /// another id).
-pub fn select_streams(streams: &[String], node: &str, group: &str) -> Result<Vec<String>, LogsError> {
+pub(crate) fn select_streams(streams: &[String], node: &str, group: &str) -> Result<Vec<String>, LogsError> {
     let node = node.trim();
     let label = match node.parse::<u64>() {
         Ok(number) if node.bytes().all(|b| b.is_ascii_digit()) => format!("worker{number}"),
@@ -174,7 +174,7 @@ fn natural(label: &str) -> (u8, u64, &str) {
 /// Prints lines as `<time UTC>  <label> | <line>`, the label column as wide
 /// as the widest label seen (at least `worker99`), so columns stay put.
 #[derive(Clone, Debug)]
-pub struct LineFormat {
+pub(crate) struct LineFormat {
     width: usize,
 }
 
@@ -183,14 +183,14 @@ impl LineFormat {
     const MIN_WIDTH: usize = "worker99".len();
 
     /// A format wide enough for the labels of `streams`.
-    pub fn for_streams(streams: &[String]) -> LineFormat {
+    pub(crate) fn for_streams(streams: &[String]) -> LineFormat {
         let widest = streams.iter().map(|s| label_of(s).len()).max().unwrap_or(0);
         LineFormat { width: widest.max(Self::MIN_WIDTH) }
     }
 
     /// The event's lines (a message with newlines gives one line each, all
     /// prefixed, so `grep worker3` finds them all).
-    pub fn lines(&mut self, e: &LogEvent) -> Vec<String> {
+    pub(crate) fn lines(&mut self, e: &LogEvent) -> Vec<String> {
         let label = label_of(&e.stream);
         self.width = self.width.max(label.len());
         let at = stamp_ms(e.at_ms);
@@ -203,7 +203,7 @@ impl LineFormat {
 }
 
 /// `2026-11-25T20:00:00.250Z`: UTC, always to the millisecond, one width.
-pub fn stamp_ms(ms: i64) -> String {
+pub(crate) fn stamp_ms(ms: i64) -> String {
     let seconds = stamp(ms.div_euclid(1_000) * 1_000);
     format!("{}.{:03}Z", seconds.trim_end_matches('Z'), ms.rem_euclid(1_000))
 }
@@ -214,7 +214,7 @@ pub fn stamp_ms(ms: i64) -> String {
 /// node shipped late (its batch reached CloudWatch after a faster node's
 /// newer lines) is still found, and nothing older can come back.
 #[derive(Debug, Default)]
-pub struct Seen {
+pub(crate) struct Seen {
     ids: HashSet<String>,
     /// (time, id), oldest first, for dropping what falls out of the window;
     /// the last is the newest line printed.
@@ -225,10 +225,10 @@ impl Seen {
     /// How far back each later read starts before the newest line printed:
     /// longer than a node takes to ship a batch (the agent ships every few
     /// seconds) plus CloudWatch's ingestion delay.
-    pub const LOOKBACK_MS: i64 = 60_000;
+    pub(crate) const LOOKBACK_MS: i64 = 60_000;
 
     /// Whether `e` is new; remembers it.
-    pub fn fresh(&mut self, e: &LogEvent) -> bool {
+    pub(crate) fn fresh(&mut self, e: &LogEvent) -> bool {
         if !self.ids.insert(e.id.clone()) {
             return false;
         }
@@ -247,7 +247,7 @@ impl Seen {
 
     /// Where the next read starts: [`Seen::LOOKBACK_MS`] before the newest
     /// line printed, never before `since`.
-    pub fn resume_ms(&self, since: Option<i64>) -> Option<i64> {
+    pub(crate) fn resume_ms(&self, since: Option<i64>) -> Option<i64> {
         match (self.newest_ms().map(|n| n - Self::LOOKBACK_MS), since) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -261,7 +261,7 @@ impl Seen {
 
     /// How many ids are kept (bounded by the lines of the lookback window).
     #[cfg(test)]
-    pub fn kept(&self) -> usize {
+    pub(crate) fn kept(&self) -> usize {
         self.ids.len()
     }
 }
@@ -270,7 +270,7 @@ impl Seen {
 /// before on the console, in time order within each page; returns how many
 /// were printed. A reader that went away (`synth logs x | head`) ends it
 /// with the write error.
-pub async fn read_new<C: Cloud, K: Console>(
+pub(crate) async fn read_new<C: Cloud, K: Console>(
     cloud: &C,
     query: &LogQuery,
     seen: &mut Seen,
@@ -305,7 +305,7 @@ pub async fn read_new<C: Cloud, K: Console>(
 
 /// Why [`read_new`] stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// A CloudWatch Logs call failed.
     #[error(transparent)]
     Cloud(CloudError),
@@ -316,7 +316,7 @@ pub enum ReadError {
 
 /// What `synth logs` reads.
 #[derive(Clone, Debug, Default)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The stack's name (running, rolled back or deleted).
     pub stack: &'a str,
     /// `--node`: only this node's streams; `None`: every node.
@@ -333,7 +333,7 @@ pub struct Request<'a> {
 /// `synth logs`: prints the lines of the newest log group of the stack
 /// `request` names (with `follow`, then new ones until Ctrl-C); the exit
 /// code says how it ended.
-pub async fn print_logs<K: Console, C: Cloud>(console: &K, cloud: &C, request: &Request<'_>) -> ExitCode {
+pub(crate) async fn print_logs<K: Console, C: Cloud>(console: &K, cloud: &C, request: &Request<'_>) -> ExitCode {
     // Ctrl-C at any point (a long first read included) ends it at once;
     // nothing on the cloud side changes.
     tokio::select! {
@@ -759,5 +759,27 @@ mod tests {
         assert_eq!(code, ExitCode::Interrupted);
         assert!(cloud.calls_named("log_events") > 2, "it kept reading");
         assert_eq!(console.stderr(), format!("no log lines yet in {group}; waiting for new ones (Ctrl-C stops)\n"));
+    }
+
+    /// Fault injection: the second page of a read throttled: exit 2 naming
+    /// the call, after the first page's lines (they were read, so they are
+    /// printed; a rerun prints them again, nothing is lost).
+    #[tokio::test]
+    async fn a_throttled_page_ends_the_read_with_an_error_naming_the_call() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let fake = FakeCloud::default();
+        let events = vec![event("master-i-0aa", T0, "e1", "up"), event("master-i-0aa", T0 + 1, "e2", "more")];
+        fake.log_groups.lock().unwrap().insert("/deeplearning-cluster/demo/run-1".into(), events);
+        *fake.log_page_size.lock().unwrap() = 1;
+        let cloud = Failing::new(fake).fail(Op::LogEvents, 2, Fault::Throttled);
+        let console = FakeConsole::default();
+        let request = Request { stack: "demo", ..Request::default() };
+        assert_eq!(print_logs(&console, &cloud, &request).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(
+            err.contains("error: CloudWatch Logs FilterLogEvents in /deeplearning-cluster/demo/run-1: AWS throttled"),
+            "{err}"
+        );
+        assert!(!console.stdout().contains("more"), "{}", console.stdout());
     }
 }

@@ -28,40 +28,45 @@
 //! [`policy`] is the IAM policy those calls need (`synth policy`).
 //!
 //! One port does every AWS call ([`port::Cloud`]); [`sdk`] implements it with
-//! the AWS SDK. The other is the terminal ([`console::Console`]): the command
+//! the AWS SDK. Unit tests use the in-memory `fake`, and `failing`, which
+//! wraps any cloud and fails the calls a test chooses (fault injection). The other is the terminal ([`console::Console`]): the command
 //! line implements it with `cli-output`, the prompt and Ctrl-C. [`monitor`]
 //! is the edge that polls through the port, feeds the watcher and shows
 //! progress (a live line on a terminal, timestamped plain lines otherwise).
 
-pub mod apply;
-pub mod capacity;
-pub mod cause;
-pub mod change;
+// Public: the modules the end-to-end crate (tests/) reads from (console,
+// formation, monitor, policy, staging); the rest are the crate's own.
+pub(crate) mod apply;
+pub(crate) mod capacity;
+pub(crate) mod cause;
+pub(crate) mod change;
 pub mod console;
-pub mod create_only;
-pub mod credentials;
-pub mod delete;
-pub mod ec2;
-pub mod events;
-pub mod failover;
+pub(crate) mod create_only;
+pub(crate) mod credentials;
+pub(crate) mod delete;
+pub(crate) mod ec2;
+pub(crate) mod events;
+#[cfg(test)]
+pub(crate) mod failing;
+pub(crate) mod failover;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod formation;
-pub mod image;
-pub mod logs;
+pub(crate) mod image;
+pub(crate) mod logs;
 pub mod monitor;
-pub mod package;
-pub mod phase;
+pub(crate) mod package;
+pub(crate) mod phase;
 pub mod policy;
-pub mod port;
-pub mod prepare;
-pub mod quotas;
-pub mod resume;
-pub mod sdk;
-pub mod service_quotas;
+pub(crate) mod port;
+pub(crate) mod prepare;
+pub(crate) mod quotas;
+pub(crate) mod resume;
+pub(crate) mod sdk;
+pub(crate) mod service_quotas;
 pub mod staging;
-pub mod status;
-pub mod template;
-pub mod time;
-pub mod update;
-pub mod watch;
+pub(crate) mod status;
+pub(crate) mod template;
+pub(crate) mod time;
+pub(crate) mod update;
+pub(crate) mod watch;

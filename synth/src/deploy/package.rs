@@ -33,7 +33,7 @@ const MAX_CONTROL: u64 = 1 << 20;
 
 /// The kind of agent package `bytes` (read from `shown`) is, or why it is
 /// none.
-pub fn check(bytes: &[u8], shown: &str) -> Result<PackageFormat, String> {
+pub(crate) fn check(bytes: &[u8], shown: &str) -> Result<PackageFormat, String> {
     let none = |why: String| {
         format!(
             "{shown} is not an agent package: {why}; it must be the Debian package (.deb) or the .tar.gz \

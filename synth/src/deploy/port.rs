@@ -89,7 +89,7 @@ fn detail_suffix(detail: &str) -> String {
 /// perform: cloudformation:CreateChangeSet on resource: ..."), else `known`,
 /// the action synth knows the call needs; and where the policy that allows
 /// it is.
-pub fn refusal(what: &str, message: &str, known: Option<&str>) -> String {
+pub(crate) fn refusal(what: &str, message: &str, known: Option<&str>) -> String {
     const HINT: &str = "the deploying user's policy lacks it; `synth policy` prints the policy this release needs";
     let (who, said) = match message.split_once(" is not authorized to perform: ") {
         Some((user, rest)) => {
@@ -114,7 +114,7 @@ pub fn refusal(what: &str, message: &str, known: Option<&str>) -> String {
 }
 
 /// What every method returns.
-pub type CloudResult<T> = Result<T, CloudError>;
+pub(crate) type CloudResult<T> = Result<T, CloudError>;
 
 /// A stack, as `DescribeStacks` gives it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

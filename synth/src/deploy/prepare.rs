@@ -23,7 +23,7 @@ use crate::spec::{AgentPackage, ClusterSpec};
 
 /// The blueprint as the user gave it.
 #[derive(Clone, Copy, Debug)]
-pub struct Blueprint<'a> {
+pub(crate) struct Blueprint<'a> {
     /// Its text.
     pub text: &'a str,
     /// Its name in messages (`<stdin>` for standard input).
@@ -34,7 +34,7 @@ pub struct Blueprint<'a> {
 
 /// What `deploy` and `diff` share besides the blueprint.
 #[derive(Clone, Debug, Default)]
-pub struct Target {
+pub(crate) struct Target {
     /// The stack's name (default: the blueprint's `name`).
     pub stack: Option<String>,
     /// `KEY=VALUE` overrides of the template's parameters.
@@ -52,7 +52,7 @@ pub struct Target {
 
 /// A template ready to send.
 #[derive(Clone, Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// The stack's name.
     pub stack: String,
     /// The template.
@@ -69,14 +69,14 @@ pub struct Prepared {
 
 impl Prepared {
     /// A prepared `template` for `stack` with `parameters`.
-    pub fn new(stack: &str, template: Json, parameters: BTreeMap<String, String>) -> Prepared {
+    pub(crate) fn new(stack: &str, template: Json, parameters: BTreeMap<String, String>) -> Prepared {
         let compact = template.to_string();
         Prepared { stack: stack.to_owned(), template, compact, parameters, update_image: false }
     }
 }
 
 /// Parses `KEY=VALUE` options.
-pub fn parse_parameters(items: &[String]) -> Result<BTreeMap<String, String>, String> {
+pub(crate) fn parse_parameters(items: &[String]) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for item in items {
         let (k, v) = item
@@ -89,7 +89,7 @@ pub fn parse_parameters(items: &[String]) -> Result<BTreeMap<String, String>, St
 }
 
 /// A stack name CloudFormation accepts.
-pub fn valid_stack_name(name: &str) -> bool {
+pub(crate) fn valid_stack_name(name: &str) -> bool {
     name.len() <= 128
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
@@ -97,7 +97,7 @@ pub fn valid_stack_name(name: &str) -> bool {
 
 /// What a create of `p` in `region` makes: every resource whose condition
 /// holds (or cannot be decided: `optional`) with the parameters given.
-pub fn create_plan(p: &Prepared, region: &str) -> BTreeMap<String, Planned> {
+pub(crate) fn create_plan(p: &Prepared, region: &str) -> BTreeMap<String, Planned> {
     let values = parameter_values(&p.template, &p.parameters);
     let pseudo = Pseudo { region: region.to_owned(), stack_name: p.stack.clone(), account_id: None };
     resolve(&p.template, &values, &pseudo)
@@ -110,7 +110,7 @@ pub fn create_plan(p: &Prepared, region: &str) -> BTreeMap<String, Planned> {
 /// "42 resources", and when the template has more (`synth validate`
 /// counts them all), how many its conditions leave out, so that deploy,
 /// diff and validate tell one story.
-pub fn resource_count(p: &Prepared, plan: &BTreeMap<String, Planned>) -> String {
+pub(crate) fn resource_count(p: &Prepared, plan: &BTreeMap<String, Planned>) -> String {
     let all = p.template.get("Resources").and_then(serde_json::Value::as_object).map_or(0, |r| r.len());
     match all.saturating_sub(plan.len()) {
         0 => format!("{} resources", plan.len()),
@@ -121,7 +121,7 @@ pub fn resource_count(p: &Prepared, plan: &BTreeMap<String, Planned>) -> String 
 /// Loads the blueprint, connects (`connect` gets the region to use, `None`:
 /// the standard chain's), stages the agent package (uploading it only when
 /// `upload`), and builds the template. Errors are printed.
-pub async fn prepare<K, C, F, Fut>(
+pub(crate) async fn prepare<K, C, F, Fut>(
     console: &K,
     blueprint: Blueprint<'_>,
     target: &Target,
@@ -287,7 +287,7 @@ fn check_values<K: Console>(
 /// `format` when the image says which; `name_one` says how the command
 /// takes another file ("pass --agent-package FILE" for deploy, the
 /// argument for `synth stage`). Both are checked before any AWS call.
-pub async fn stage_package<K: Console, C: Cloud>(
+pub(crate) async fn stage_package<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     file: &Path,
@@ -343,7 +343,7 @@ pub async fn stage_package<K: Console, C: Cloud>(
 
 /// The blueprint as deploy builds it: every node installs `package` at
 /// boot (so deploy says nothing of an image without the agent).
-pub fn install_at_boot(spec: &mut ClusterSpec, package: AgentPackage) {
+pub(crate) fn install_at_boot(spec: &mut ClusterSpec, package: AgentPackage) {
     spec.image.agent_package = Some(package);
 }
 
@@ -357,7 +357,7 @@ fn kind(format: PackageFormat) -> &'static str {
 
 /// Where CloudFormation reads the template: inline, or from the staging
 /// bucket when too large.
-pub async fn template_source<K: Console, C: Cloud>(
+pub(crate) async fn template_source<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     p: &Prepared,
@@ -533,5 +533,52 @@ mod tests {
         let err = console.stderr();
         assert!(err.starts_with("error: --parameter WorkerCont: the template has no such parameter; it has "), "{err}");
         assert!(err.contains("WorkerCount"), "{err}");
+    }
+
+    /// Fault injection: the staging upload of the agent package throttled:
+    /// exit 2 naming the call; the bucket was made, no object is there, no
+    /// stack was touched.
+    #[tokio::test]
+    async fn a_throttled_package_upload_names_the_call_and_stores_nothing() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        use crate::deploy::package::tests::deb_named;
+        let dir = tempfile::tempdir().unwrap();
+        let deb = dir.path().join("deeplearning-agent_0.1.0-1_amd64.deb");
+        std::fs::write(&deb, deb_named("deeplearning-agent")).unwrap();
+        let cloud = Failing::new(FakeCloud::default()).fail(Op::PutObject, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        let display = Display::plain(|_| {});
+        let staged = stage_package(&console, &cloud, &deb, Some(PackageFormat::Deb), true, &display, "name it").await;
+        assert_eq!(staged.err(), Some(ExitCode::Error));
+        let err = console.stderr();
+        assert!(
+            err.starts_with("error: S3 PutObject on s3://deeplearning-cluster-staging-123456789012-us-east-1/agent/"),
+            "{err}"
+        );
+        assert!(err.contains("AWS throttled the call"), "{err}");
+        assert!(cloud.inner().objects.lock().unwrap().is_empty());
+        assert_eq!(cloud.inner().buckets.lock().unwrap().len(), 1);
+        let calls = cloud.inner().calls.lock().unwrap().clone();
+        assert!(calls.iter().all(|c| !c.contains("stack")), "{calls:?}");
+    }
+
+    /// Fault injection: a template over the inline limit whose staging
+    /// bucket cannot be made: exit 2 naming the call; nothing is uploaded.
+    #[tokio::test]
+    async fn a_large_template_whose_bucket_is_refused_is_not_sent() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let big = serde_json::json!({ "Description": "x".repeat(staging::INLINE_TEMPLATE_LIMIT) });
+        let p = Prepared::new("demo", big, BTreeMap::new());
+        let cloud = Failing::new(FakeCloud::default()).fail(Op::CreateStagingBucket, 1, Fault::Denied);
+        let console = FakeConsole::default();
+        let source = template_source(&console, &cloud, &p, &Display::plain(|_| {})).await;
+        assert_eq!(source.err(), Some(ExitCode::Error));
+        let err = console.stderr();
+        assert!(err.starts_with("error: S3 CreateBucket on bucket deeplearning-cluster-staging-"), "{err}");
+        assert!(err.contains("AWS refused s3:CreateBucket"), "{err}");
+        assert!(cloud.inner().buckets.lock().unwrap().is_empty());
+        assert_eq!(cloud.inner().calls_named("put_object"), 0);
     }
 }

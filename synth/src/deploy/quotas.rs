@@ -16,7 +16,7 @@
 
 /// How the instances are bought.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Market {
+pub(crate) enum Market {
     /// On-Demand (and On-Demand Capacity Reservations).
     OnDemand,
     /// Spot.
@@ -25,7 +25,7 @@ pub enum Market {
 
 impl Market {
     /// As the table prints it.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Market::OnDemand => "On-Demand",
             Market::Spot => "Spot",
@@ -35,7 +35,7 @@ impl Market {
 
 /// One vCPU quota.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QuotaKind {
+pub(crate) struct QuotaKind {
     /// The Service Quotas code (service code `ec2`).
     pub code: &'static str,
     /// Its name in the Service Quotas console.
@@ -69,7 +69,7 @@ const fn row(code: &'static str, name: &'static str, market: Market, class: Clas
 }
 
 /// Every vCPU quota synth checks.
-pub const QUOTAS: &[QuotaKind] = &[
+pub(crate) const QUOTAS: &[QuotaKind] = &[
     row(
         "L-1216C47A",
         "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
@@ -120,13 +120,13 @@ fn class_of(instance_type: &str, market: Market) -> Option<Class> {
 
 /// The vCPU quota that instances of `instance_type` bought in `market`
 /// count against, or `None` for a family the table does not have.
-pub fn quota_for(instance_type: &str, market: Market) -> Option<&'static QuotaKind> {
+pub(crate) fn quota_for(instance_type: &str, market: Market) -> Option<&'static QuotaKind> {
     let class = class_of(instance_type, market)?;
     QUOTAS.iter().find(|q| q.class == class && q.market == market)
 }
 
 /// The quota `code`'s row.
-pub fn by_code(code: &str) -> Option<&'static QuotaKind> {
+pub(crate) fn by_code(code: &str) -> Option<&'static QuotaKind> {
     QUOTAS.iter().find(|q| q.code == code)
 }
 

@@ -37,7 +37,7 @@ const POLL: Duration = Duration::from_secs(3);
 
 /// What `synth resume` found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The stack's `WorkerCount`.
     pub worker_count: u32,
     /// The worker group as it is.
@@ -49,7 +49,7 @@ pub struct Found {
 
 /// What to do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Wait for the master to finish stopping first (it is `stopping`).
     pub wait_for_stop: bool,
     /// Start the master (it is stopped, or stopping).
@@ -62,14 +62,14 @@ pub struct Plan {
 
 impl Plan {
     /// Whether there is nothing to change.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         !self.start_master && self.desired.is_none() && !self.clear_mark
     }
 }
 
 /// Why a stack cannot be resumed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The master is gone.
     #[error(
         "the master instance {id} is {state}: resume cannot bring it back; `synth deploy` the blueprint again to \
@@ -86,7 +86,7 @@ pub enum Refusal {
 /// The decision: start the master unless it runs, raise the desired
 /// capacity to `WorkerCount` when below it (never lower it: someone may
 /// have raised it for a run), clear the guard's mark once it acted.
-pub fn plan(master_id: &str, found: &Found) -> Result<Plan, Refusal> {
+pub(crate) fn plan(master_id: &str, found: &Found) -> Result<Plan, Refusal> {
     let (wait_for_stop, start_master) = match found.master.as_deref() {
         Some("running" | "pending") => (false, false),
         Some("stopped") => (false, true),
@@ -111,7 +111,7 @@ fn physical(resources: &[super::port::Resource], logical: &str, stack: &str) -> 
 }
 
 /// Resumes the stack `name`, waiting at most `limit` for the workers.
-pub async fn resume<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, limit: Duration) -> ExitCode {
+pub(crate) async fn resume<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, limit: Duration) -> ExitCode {
     match resume_inner(console, cloud, name, limit).await {
         Ok(code) | Err(code) => code,
     }
@@ -526,5 +526,27 @@ mod tests {
             "{err}"
         );
         assert_eq!(cloud.group.lock().unwrap().clone().unwrap().desired, 2, "the capacity stays raised");
+    }
+
+    /// Fault injection: the master started, then `SetDesiredCapacity`
+    /// throttled: exit 2 naming the call; the workers' count is as it was
+    /// and the idle guard's mark is kept (a rerun of `synth resume` does
+    /// the rest); nothing is waited for.
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_scale_up_stops_the_resume_and_says_which_call() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        let cloud = Failing::new(stopped_cluster()).fail(Op::SetDesiredCapacity, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        assert_eq!(resume(&console, &cloud, "demo", Duration::from_secs(600)).await, ExitCode::Error);
+        let err = console.stderr();
+        assert!(
+            err.contains("error: Auto Scaling SetDesiredCapacity on group demo-WorkerGroup-x: AWS throttled the call"),
+            "{err}"
+        );
+        let fake = cloud.inner();
+        assert_eq!(fake.instances.lock().unwrap()["i-0master"], "running", "the master was started first");
+        let group = fake.group.lock().unwrap().clone().unwrap();
+        assert_eq!((group.desired, group.idle), (0, Some(ACTED)));
+        assert_eq!(fake.calls_named("delete_group_tag"), 0);
     }
 }

@@ -23,13 +23,13 @@ use aws_sdk_cloudformation::types::{Capability, ChangeSetType, OnFailure, Parame
 use aws_sdk_s3::primitives::ByteStream;
 
 use super::credentials;
-pub use super::credentials::ConnectError;
+pub(crate) use super::credentials::ConnectError;
 use super::policy::action_of;
 use super::port::*;
 
 /// The SDK clients, sharing one config.
 #[derive(Clone, Debug)]
-pub struct SdkCloud {
+pub(crate) struct SdkCloud {
     region: String,
     cloudformation: aws_sdk_cloudformation::Client,
     s3: aws_sdk_s3::Client,
@@ -42,7 +42,7 @@ pub struct SdkCloud {
 
 /// How to reach AWS.
 #[derive(Clone, Debug, Default)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// The region; `None`: the standard chain's (`AWS_REGION`, the profile).
     pub region: Option<String>,
     /// A named profile; `None`: `AWS_PROFILE` or the default.
@@ -52,7 +52,7 @@ pub struct Connection {
 impl SdkCloud {
     /// Loads the standard config, checks that a region and credentials are
     /// there, and makes the clients.
-    pub async fn connect(connection: &Connection) -> Result<SdkCloud, ConnectError> {
+    pub(crate) async fn connect(connection: &Connection) -> Result<SdkCloud, ConnectError> {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(region) = &connection.region {
             loader = loader.region(Region::new(region.clone()));
@@ -89,7 +89,7 @@ impl SdkCloud {
     }
 
     /// The clients for a loaded config.
-    pub fn new(config: &SdkConfig, region: String) -> SdkCloud {
+    pub(crate) fn new(config: &SdkConfig, region: String) -> SdkCloud {
         let path_style = config.endpoint_url().is_some() || std::env::var_os("AWS_ENDPOINT_URL_S3").is_some();
         let s3 = aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build();
         SdkCloud {

@@ -24,20 +24,20 @@ const TARGET: &str = "ServiceQuotasV20190624.GetServiceQuota";
 
 /// Signs and sends Service Quotas requests.
 #[derive(Clone, Debug)]
-pub struct ServiceQuotas {
+pub(crate) struct ServiceQuotas {
     signed: Signed,
 }
 
 impl ServiceQuotas {
     /// The client for a loaded config and its region.
-    pub fn new(config: &SdkConfig, region: &str) -> ServiceQuotas {
+    pub(crate) fn new(config: &SdkConfig, region: &str) -> ServiceQuotas {
         let signed = Signed::new(config, region, "AWS_ENDPOINT_URL_SERVICE_QUOTAS", "servicequotas", "servicequotas");
         ServiceQuotas { signed }
     }
 
     /// The applied value of quota `code` of `service`, or `None` when
     /// Service Quotas has no such quota (`NoSuchResourceException`).
-    pub async fn quota(&self, service: &str, code: &str) -> CloudResult<Option<Quota>> {
+    pub(crate) async fn quota(&self, service: &str, code: &str) -> CloudResult<Option<Quota>> {
         let what = format!("Service Quotas GetServiceQuota of {service} {code}");
         let plain =
             |s: &str| !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');

@@ -18,7 +18,7 @@ use node_contract::interruption::{format_utc, parse_utc};
 const SYNTH_MARK: &str = "Built by synth";
 
 /// Outputs as `Key  value` lines, the keys aligned.
-pub fn outputs_text(outputs: &[Output]) -> String {
+pub(crate) fn outputs_text(outputs: &[Output]) -> String {
     let width = outputs.iter().map(|o| o.key.len()).max().unwrap_or(0);
     outputs.iter().map(|o| format!("{:width$}  {}\n", o.key, o.value, width = width)).collect()
 }
@@ -28,7 +28,7 @@ pub fn outputs_text(outputs: &[Output]) -> String {
 /// a public master with no SSH range (no address may reach port 22). What
 /// `synth ssh` refuses with, and what [`shown_outputs`] says instead of an
 /// `SshCommand` that would not work.
-pub fn ssh_obstacles(stack: &Stack) -> Vec<&'static str> {
+pub(crate) fn ssh_obstacles(stack: &Stack) -> Vec<&'static str> {
     let parameter = |key: &str| stack.parameters.get(key).map(|v| v.trim()).unwrap_or("");
     let ssh = stack.outputs.iter().find(|o| o.key == "SshCommand").map_or("", |o| o.value.as_str());
     let through_ssm = ssh.contains("ProxyCommand");
@@ -46,7 +46,7 @@ pub fn ssh_obstacles(stack: &Stack) -> Vec<&'static str> {
 /// work (issue 35: shown for a stack with no key pair and no SSH range,
 /// then refused by `synth ssh`) says why instead, as the template's own
 /// "none: ..." does for a private master without Session Manager.
-pub fn shown_outputs(stack: &Stack) -> Vec<Output> {
+pub(crate) fn shown_outputs(stack: &Stack) -> Vec<Output> {
     let why = ssh_obstacles(stack);
     let mut outputs = stack.outputs.clone();
     if !why.is_empty() {
@@ -63,14 +63,14 @@ pub fn shown_outputs(stack: &Stack) -> Vec<Output> {
 }
 
 /// Outputs as one JSON object, output name to value.
-pub fn outputs_json(outputs: &[Output]) -> String {
+pub(crate) fn outputs_json(outputs: &[Output]) -> String {
     let map: serde_json::Map<String, serde_json::Value> =
         outputs.iter().map(|o| (o.key.clone(), o.value.clone().into())).collect();
     format!("{}\n", serde_json::Value::Object(map))
 }
 
 /// The stack called `name`; says so when there is none (exit 3).
-pub async fn find<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> Result<Stack, ExitCode> {
+pub(crate) async fn find<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> Result<Stack, ExitCode> {
     match cloud.stack(name).await {
         Ok(Some(stack)) => Ok(stack),
         Ok(None) => Err(missing(console, cloud, name).await),
@@ -81,7 +81,7 @@ pub async fn find<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> R
 /// Says that there is no stack `name` (exit 3): with a "did you mean" when
 /// a cluster stack's name is close, and where the list is. The list is a
 /// help: when it cannot be read, the message goes without it.
-pub async fn missing<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> ExitCode {
+pub(crate) async fn missing<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> ExitCode {
     let region = cloud.region();
     let stacks = cloud.stacks().await.unwrap_or_default();
     let ours = stacks.iter().filter(|s| s.description.as_deref().is_some_and(|d| d.contains(SYNTH_MARK)));
@@ -94,7 +94,7 @@ pub async fn missing<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -
 }
 
 /// Every stack synth made in the region: name, status, when it last changed.
-pub async fn list<K: Console, C: Cloud>(console: &K, cloud: &C) -> ExitCode {
+pub(crate) async fn list<K: Console, C: Cloud>(console: &K, cloud: &C) -> ExitCode {
     let stacks = match cloud.stacks().await {
         Ok(s) => s,
         Err(e) => return fail(console, e),
@@ -117,7 +117,7 @@ pub async fn list<K: Console, C: Cloud>(console: &K, cloud: &C) -> ExitCode {
 
 /// One stack: its status, its formation (with the phase table when the
 /// master reported one), its outputs.
-pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> ExitCode {
+pub(crate) async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> ExitCode {
     let stack = match find(console, cloud, name).await {
         Ok(s) => s,
         Err(code) => return code,
@@ -190,7 +190,7 @@ pub async fn show<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str) -> E
 
 /// The master's line on the nodes' data fetches, and how long ago it
 /// wrote it.
-pub fn data_line(mark: &node_contract::data::DataMark, now_ms: i64) -> String {
+pub(crate) fn data_line(mark: &node_contract::data::DataMark, now_ms: i64) -> String {
     let ago = u64::try_from(now_ms).unwrap_or(0).saturating_sub(mark.at_ms) / 1000;
     format!("{} ({} ago, the master's last count)", mark.line, span(ago))
 }
@@ -198,7 +198,7 @@ pub fn data_line(mark: &node_contract::data::DataMark, now_ms: i64) -> String {
 /// The stragglers `trainer train` named, newest first, as the master's tag
 /// holds them: "deeplearning-worker7 (i-0abc, local rank 5): steps 38 %
 /// slower than the median of the other ranks for 200 steps; ...".
-pub fn stragglers_line(mark: &node_contract::straggler::StragglerMark) -> String {
+pub(crate) fn stragglers_line(mark: &node_contract::straggler::StragglerMark) -> String {
     let lines: Vec<String> = mark.stragglers.iter().map(node_contract::straggler::Straggler::line).collect();
     format!("{} (newest first; the master's log has each with its GPU facts)", lines.join("; "))
 }
@@ -206,7 +206,7 @@ pub fn stragglers_line(mark: &node_contract::straggler::StragglerMark) -> String
 /// The idle guard's state as `synth status` prints it for `stack`: busy;
 /// idle since when and the time left before the action; or when the action
 /// ran, and the command that undoes it (`synth resume`).
-pub fn idle_line(mark: &IdleMark, now_ms: i64, stack: &str) -> String {
+pub(crate) fn idle_line(mark: &IdleMark, now_ms: i64, stack: &str) -> String {
     let IdleMark::Idle { since_ms, until_ms, action, acted_ms } = *mark else {
         return "in use (the idle clock is stopped)".to_owned();
     };
@@ -245,7 +245,7 @@ pub fn idle_line(mark: &IdleMark, now_ms: i64, stack: &str) -> String {
 /// `Metadata.synth.capacity_block` holds it (`synth/src/stack/parameters.rs`),
 /// unix seconds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BlockWindow {
+pub(crate) struct BlockWindow {
     /// `cr-...`
     pub id: String,
     /// Its start; `None`: it had started when the template was built.
@@ -259,7 +259,7 @@ pub struct BlockWindow {
 /// The Capacity Block in a template's text: `None` when the template has
 /// none (or is not JSON, so not synth's); an error naming the field when
 /// the metadata is there but unreadable.
-pub fn block_window(template: &str) -> Result<Option<BlockWindow>, String> {
+pub(crate) fn block_window(template: &str) -> Result<Option<BlockWindow>, String> {
     let Ok(json) = serde_json::from_str::<serde_json::Value>(template) else { return Ok(None) };
     let Some(block) = json.pointer("/Metadata/synth/capacity_block") else { return Ok(None) };
     let unreadable = |field: &str| format!("the template's Metadata.synth.capacity_block.{field} is not readable");
@@ -294,7 +294,7 @@ fn span(seconds: u64) -> String {
 /// block cr-...: 2026-12-10 11:30 UTC to 2026-12-17 11:30 UTC, 5 d 3 h
 /// left; the workers scale to 0 at 2026-12-17 10:50 UTC", with "starts in
 /// ..." before its start and "ended" once the workers were scaled to 0.
-pub fn block_line(w: &BlockWindow, now_unix: u64) -> String {
+pub(crate) fn block_line(w: &BlockWindow, now_unix: u64) -> String {
     let window = match w.start_unix {
         Some(start) => format!("{} to {}", minute_utc(start), minute_utc(w.end_unix)),
         None => format!("until {}", minute_utc(w.end_unix)),
@@ -318,7 +318,7 @@ pub fn block_line(w: &BlockWindow, now_unix: u64) -> String {
 }
 
 /// A stack's outputs, as text or (`json`) one JSON object.
-pub async fn outputs<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, json: bool) -> ExitCode {
+pub(crate) async fn outputs<K: Console, C: Cloud>(console: &K, cloud: &C, name: &str, json: bool) -> ExitCode {
     let stack = match find(console, cloud, name).await {
         Ok(s) => s,
         Err(code) => return code,
@@ -592,5 +592,30 @@ mod tests {
             assert_eq!(show(&console, &cloud, "demo").await, ExitCode::Success);
             assert!(console.stdout().contains(says), "{}", console.stdout());
         }
+    }
+
+    /// Fault injection: `synth status NAME` and the list when
+    /// CloudFormation cannot be reached: exit 2 naming the call, not
+    /// "not found" (3) nor "no stacks" (0); nothing on stdout.
+    #[tokio::test]
+    async fn an_unreachable_service_is_an_error_not_a_missing_stack() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let cloud = Failing::new(FakeCloud::default()).fail(Op::Stack, 1, Fault::Unavailable).fail(
+            Op::Stacks,
+            1,
+            Fault::Unavailable,
+        );
+        let console = FakeConsole::default();
+        assert_eq!(show(&console, &cloud, "demo").await, ExitCode::Error);
+        assert_eq!(
+            console.stderr(),
+            "error: CloudFormation DescribeStacks on stack demo: dispatch failure: connection reset by peer. \
+             Check the network and the region, then try again\n"
+        );
+        let console = FakeConsole::default();
+        assert_eq!(list(&console, &cloud).await, ExitCode::Error);
+        assert!(console.stderr().starts_with("error: CloudFormation DescribeStacks: "), "{}", console.stderr());
+        assert_eq!(console.stdout(), "");
     }
 }

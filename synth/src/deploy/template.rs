@@ -14,7 +14,7 @@ use serde_json::{Map, Value as Json};
 
 /// A template resolved for its parameter values.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// Resources by logical id, those whose condition is false left out;
     /// `Type` and `Properties` resolved.
     pub resources: BTreeMap<String, ResolvedResource>,
@@ -22,7 +22,7 @@ pub struct Resolved {
 
 /// One resource of a [`Resolved`] template.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ResolvedResource {
+pub(crate) struct ResolvedResource {
     /// Its type.
     pub resource_type: String,
     /// Its properties, resolved (an empty object when it has none).
@@ -33,7 +33,7 @@ pub struct ResolvedResource {
 
 /// Values the pseudo parameters take.
 #[derive(Clone, Debug, Default)]
-pub struct Pseudo {
+pub(crate) struct Pseudo {
     /// `AWS::Region`.
     pub region: String,
     /// `AWS::StackName`.
@@ -44,7 +44,7 @@ pub struct Pseudo {
 
 /// The value of every parameter: `given` where it names one, else the
 /// template's default.
-pub fn parameter_values(template: &Json, given: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub(crate) fn parameter_values(template: &Json, given: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut values = BTreeMap::new();
     if let Some(params) = template.get("Parameters").and_then(Json::as_object) {
         for (name, p) in params {
@@ -75,7 +75,7 @@ struct Resolver<'a> {
 
 /// Resolves `template` for the parameter values `params` (all of them: see
 /// [`parameter_values`]).
-pub fn resolve(template: &Json, params: &BTreeMap<String, String>, pseudo: &Pseudo) -> Resolved {
+pub(crate) fn resolve(template: &Json, params: &BTreeMap<String, String>, pseudo: &Pseudo) -> Resolved {
     let empty = Map::new();
     let mappings = template.get("Mappings").and_then(Json::as_object).unwrap_or(&empty);
     let mut r = Resolver { params, pseudo, mappings, conditions: BTreeMap::new() };

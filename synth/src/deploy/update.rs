@@ -17,7 +17,7 @@ use super::change::{Preview, preview};
 use super::console::{Answer, Console, Display, confirm, fail};
 use super::image;
 use super::monitor::region_flag;
-use super::port::{ChangeSet, Cloud, Stack, StackRequest, TemplateSource};
+use super::port::{ChangeSet, Cloud, CloudResult, Stack, StackRequest, TemplateSource};
 use super::prepare::{Prepared, create_plan, resource_count};
 use super::staging;
 use super::template::{Pseudo, parameter_values};
@@ -25,7 +25,7 @@ use super::time::now_ms;
 use crate::exit::{ExitCode, printed};
 
 /// Why a stack in this status cannot be updated, and what to do.
-pub fn not_updatable(stack: &Stack, flag: &str) -> Option<String> {
+pub(crate) fn not_updatable(stack: &Stack, flag: &str) -> Option<String> {
     let name = &stack.name;
     match stack.status.as_str() {
         "ROLLBACK_COMPLETE" | "ROLLBACK_FAILED" | "CREATE_FAILED" | "DELETE_FAILED" => Some(format!(
@@ -42,7 +42,7 @@ pub fn not_updatable(stack: &Stack, flag: &str) -> Option<String> {
 
 /// The change set of an update, once CloudFormation has computed it.
 /// Its id goes into `created` at once, so an interruption can delete it.
-pub async fn change_set<K: Console, C: Cloud>(
+pub(crate) async fn change_set<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     request: &StackRequest,
@@ -65,14 +65,21 @@ pub async fn change_set<K: Console, C: Cloud>(
 /// `created`, unless the console is interrupted (Ctrl-C) first: then that
 /// change set, never executed, is deleted (or the user is told how to
 /// delete it), and the exit is 130. Nothing else has changed at that point.
-pub async fn unless_interrupted<K: Console, C: Cloud, T>(
+pub(crate) async fn unless_interrupted<K: Console, C: Cloud, T>(
     console: &K,
     cloud: &C,
     created: &RefCell<Option<String>>,
     work: impl Future<Output = Result<T, ExitCode>>,
 ) -> Result<T, ExitCode> {
     tokio::select! {
-        result = work => result,
+        result = work => {
+            // A way out short of executing it (an AWS call that failed
+            // after the change set was made): the change set goes too.
+            if result.is_err() {
+                let _ = discard(cloud, created).await;
+            }
+            result
+        }
         _ = console.interrupted() => {
             console.note("\n");
             let id = created.borrow_mut().take();
@@ -91,9 +98,19 @@ pub async fn unless_interrupted<K: Console, C: Cloud, T>(
     }
 }
 
+/// Deletes the change set recorded in `created`, if one is, and forgets
+/// it, so that no way out deletes it twice.
+async fn discard<C: Cloud>(cloud: &C, created: &RefCell<Option<String>>) -> CloudResult<()> {
+    let id = created.borrow_mut().take();
+    match id {
+        Some(id) => cloud.delete_change_set(&id).await,
+        None => Ok(()),
+    }
+}
+
 /// How the update is decided.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Decision<'a> {
+pub(crate) struct Decision<'a> {
     /// The blueprint's name in messages.
     pub blueprint: &'a str,
     /// Apply even what replaces or deletes data.
@@ -104,7 +121,7 @@ pub struct Decision<'a> {
 
 /// An update to decide on.
 #[derive(Clone, Copy, Debug)]
-pub struct Update<'a> {
+pub(crate) struct Update<'a> {
     /// The stack as it is.
     pub stack: &'a Stack,
     /// The template it would get.
@@ -116,7 +133,7 @@ pub struct Update<'a> {
 /// The update's change set, previewed, checked and confirmed: `None` when
 /// there is nothing to change; an error (the change set deleted) when it
 /// cannot be made, is refused or is not confirmed.
-pub async fn decide_update<K: Console, C: Cloud>(
+pub(crate) async fn decide_update<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     update: Update<'_>,
@@ -127,13 +144,13 @@ pub async fn decide_update<K: Console, C: Cloud>(
     let Update { stack, prepared: p, request } = update;
     let set = change_set(console, cloud, request, created).await?;
     if no_changes(&set) {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         display.finish();
         console.noteln(&format!("No changes: stack {} is up to date with {}.", stack.name, how.blueprint));
         return Ok(None);
     }
     if set.status == "FAILED" {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         display.finish();
         return Err(fail(
             console,
@@ -145,7 +162,7 @@ pub async fn decide_update<K: Console, C: Cloud>(
     }
     let preview = preview_update(console, cloud, stack, p, &set).await?;
     if unchanged(&set, &preview) {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         display.finish();
         console.noteln(&format!("No changes: stack {} is up to date with {}.", stack.name, how.blueprint));
         return Ok(None);
@@ -170,7 +187,7 @@ pub async fn decide_update<K: Console, C: Cloud>(
                  as stacks from an older synth do not): pin the image with `image.ami` to keep the master"
             });
         }
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         console.noteln(
             "Nothing was changed (the change set was deleted). To apply it anyway, losing that data, \
              run `synth deploy --allow-replacement`.",
@@ -181,7 +198,7 @@ pub async fn decide_update<K: Console, C: Cloud>(
     // terminal): the change set goes either way.
     let answer = confirm(console, &format!("Apply these changes to stack {}?", stack.name), how.yes).await;
     if answer != Ok(Answer::Yes) {
-        let _ = cloud.delete_change_set(&set.id).await;
+        let _ = discard(cloud, created).await;
         console.noteln("Nothing was changed (the change set was deleted).");
         return Err(answer.err().unwrap_or(ExitCode::Invalid));
     }
@@ -200,13 +217,13 @@ fn unchanged(set: &ChangeSet, preview: &Preview) -> bool {
 }
 
 /// Whether a failed change set only says there is nothing to change.
-pub fn no_changes(set: &ChangeSet) -> bool {
+pub(crate) fn no_changes(set: &ChangeSet) -> bool {
     set.status == "FAILED"
         && set.reason.as_deref().is_some_and(|r| r.contains("didn't contain changes") || r.contains("No updates"))
 }
 
 /// The preview of an update: the change set checked against the two templates.
-pub async fn preview_update<K: Console, C: Cloud>(
+pub(crate) async fn preview_update<K: Console, C: Cloud>(
     console: &K,
     cloud: &C,
     existing: &Stack,
@@ -245,7 +262,7 @@ pub async fn preview_update<K: Console, C: Cloud>(
 
 /// `synth diff`: what `deploy` would change, on stdout, from a change set
 /// that is deleted afterwards; nothing is executed and nothing is uploaded.
-pub async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) -> Result<ExitCode, ExitCode> {
+pub(crate) async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) -> Result<ExitCode, ExitCode> {
     let flag = region_flag(cloud);
     let Some(existing) = cloud.stack(&p.stack).await.map_err(|e| fail(console, e))? else {
         let count = resource_count(p, &create_plan(p, cloud.region()));
@@ -285,7 +302,7 @@ pub async fn diff<K: Console, C: Cloud>(console: &K, cloud: &C, p: &Prepared) ->
     };
     let created = RefCell::new(None);
     let set = unless_interrupted(console, cloud, &created, change_set(console, cloud, &request, &created)).await?;
-    let deleted = cloud.delete_change_set(&set.id).await;
+    let deleted = discard(cloud, &created).await;
     if no_changes(&set) {
         return Ok(printed(
             console.print(&format!("Stack {}: no changes.\n", p.stack)),
@@ -350,5 +367,32 @@ mod tests {
         assert!(not_updatable(&stack("UPDATE_IN_PROGRESS"), "").unwrap().contains("busy"));
         assert!(not_updatable(&stack("UPDATE_ROLLBACK_COMPLETE"), "").is_none());
         assert!(not_updatable(&stack("CREATE_COMPLETE"), "").is_none());
+    }
+
+    /// Fault injection: `synth diff` whose change set cannot be read once
+    /// made: exit 2 naming the call, and the change set is deleted, not
+    /// left behind; nothing is printed on stdout.
+    #[tokio::test(start_paused = true)]
+    async fn a_diff_whose_change_set_cannot_be_read_deletes_it() {
+        use crate::deploy::failing::{Failing, Fault, Op};
+        use crate::deploy::fake::{FakeCloud, FakeConsole};
+        let fake = FakeCloud::default();
+        let stack =
+            Stack { name: "demo".into(), id: "demo-id".into(), status: "CREATE_COMPLETE".into(), ..Stack::default() };
+        fake.stacks.lock().unwrap().insert("demo".into(), stack);
+        let cloud = Failing::new(fake).fail(Op::ChangeSet, 1, Fault::Throttled);
+        let console = FakeConsole::default();
+        let spec = crate::stack::tests::sample();
+        let template: Json = serde_json::from_str(&crate::stack::compile(&spec).render().unwrap().json).unwrap();
+        let p = Prepared::new("demo", template, Default::default());
+        assert_eq!(diff(&console, &cloud, &p).await, Err(ExitCode::Error));
+        let err = console.stderr();
+        assert!(err.starts_with("error: CloudFormation DescribeChangeSet synth-"), "{err}");
+        assert!(err.contains("AWS throttled the call"), "{err}");
+        assert_eq!(cloud.inner().calls_named("create_change_set"), 1);
+        assert_eq!(cloud.inner().calls_named("delete_change_set"), 1);
+        assert!(cloud.inner().open_change_sets.lock().unwrap().is_empty());
+        assert_eq!(cloud.inner().calls_named("execute_change_set"), 0);
+        assert_eq!(console.stdout(), "");
     }
 }

@@ -104,7 +104,7 @@ pub struct FormationLimit {
 }
 
 /// The formation wait condition's limits in `template`, if it has one.
-pub fn formation_limit(template: &serde_json::Value) -> Option<FormationLimit> {
+pub(crate) fn formation_limit(template: &serde_json::Value) -> Option<FormationLimit> {
     let resources = template.get("Resources")?;
     let timeout = resources.get("FormationWaitCondition")?.get("Properties")?.get("Timeout")?;
     let seconds: i64 = match timeout {
@@ -121,7 +121,7 @@ pub fn formation_limit(template: &serde_json::Value) -> Option<FormationLimit> {
 }
 
 /// Whether a stack status ends an operation.
-pub fn is_settled(status: &str) -> bool {
+pub(crate) fn is_settled(status: &str) -> bool {
     !status.ends_with("_IN_PROGRESS") && !status.is_empty()
 }
 
@@ -131,7 +131,7 @@ fn is_done(status: &str) -> bool {
 }
 
 /// A cancellation: only ever the consequence of another resource's failure.
-pub fn is_cancellation(reason: Option<&str>) -> bool {
+pub(crate) fn is_cancellation(reason: Option<&str>) -> bool {
     reason.is_some_and(|r| {
         let r = r.to_ascii_lowercase();
         r.contains("resource creation cancelled") || r.contains("resource update cancelled")
@@ -356,7 +356,7 @@ fn minutes(ms: i64) -> String {
 }
 
 /// `1m 05s`, `42s`.
-pub fn clock(ms: i64) -> String {
+pub(crate) fn clock(ms: i64) -> String {
     let s = ms.max(0) / 1000;
     if s >= 60 { format!("{}m {:02}s", s / 60, s % 60) } else { format!("{s}s") }
 }
@@ -365,7 +365,7 @@ pub fn clock(ms: i64) -> String {
 /// nothing does. Starts at [`Backoff::MIN`], grows by half after each poll
 /// that brought nothing new, up to [`Backoff::MAX`]; new events bring it back.
 #[derive(Clone, Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     current: Duration,
 }
 
@@ -377,12 +377,12 @@ impl Default for Backoff {
 
 impl Backoff {
     /// The shortest wait.
-    pub const MIN: Duration = Duration::from_secs(2);
+    pub(crate) const MIN: Duration = Duration::from_secs(2);
     /// The longest wait.
-    pub const MAX: Duration = Duration::from_secs(15);
+    pub(crate) const MAX: Duration = Duration::from_secs(15);
 
     /// The wait before the next poll, after a poll that did (or did not) bring news.
-    pub fn next(&mut self, news: bool) -> Duration {
+    pub(crate) fn next(&mut self, news: bool) -> Duration {
         self.current = if news { Backoff::MIN } else { (self.current * 3 / 2).min(Backoff::MAX) };
         self.current
     }

@@ -32,10 +32,10 @@ use super::{identity, network::Network, parameters::Inputs};
 
 /// The logical id of the master; the node config names it for `SignalResource`,
 /// and `synth resume` finds the master's instance by it.
-pub const MASTER_ID: &str = "MasterInstance";
+pub(crate) const MASTER_ID: &str = "MasterInstance";
 /// The logical id of the worker group (`synth status` and `synth resume`
 /// find the group by it).
-pub const WORKER_GROUP_ID: &str = "WorkerGroup";
+pub(crate) const WORKER_GROUP_ID: &str = "WorkerGroup";
 
 /// Longest wait condition CloudFormation allows (12 hours).
 const MAX_WAIT_SECONDS: u32 = 43_200;

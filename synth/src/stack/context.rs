@@ -9,7 +9,7 @@ use cfn::{Expr, Tag};
 use crate::spec::ClusterSpec;
 
 /// The tag every resource carries, naming the cluster.
-pub const CLUSTER_TAG: &str = "deeplearning:cluster";
+pub(super) const CLUSTER_TAG: &str = "deeplearning:cluster";
 
 /// What every builder needs: the spec, and how to tag things.
 pub(super) struct Ctx<'a> {

@@ -27,11 +27,10 @@ mod queues;
 mod security;
 mod storage;
 
-pub use compute::{MASTER_ID, WORKER_GROUP_ID};
-pub use context::CLUSTER_TAG;
+pub(crate) use compute::{MASTER_ID, WORKER_GROUP_ID};
 pub(crate) use context::{arn, checkov_skip};
-pub use outputs::{FORMATION_DATA_OUTPUT, IMAGE_OUTPUT};
-pub use parameters::{WORKER_COUNT_PARAMETER, blueprint_field};
+pub(crate) use outputs::{FORMATION_DATA_OUTPUT, IMAGE_OUTPUT};
+pub(crate) use parameters::{WORKER_COUNT_PARAMETER, blueprint_field};
 
 use cfn::Template;
 
@@ -41,7 +40,7 @@ use crate::spec::ClusterSpec;
 
 /// Compiles a validated cluster into a template (not yet checked or printed:
 /// call [`cfn::Template::render`]).
-pub fn compile(spec: &ClusterSpec) -> Template {
+pub(crate) fn compile(spec: &ClusterSpec) -> Template {
     let ctx = Ctx { spec };
     let mut t = Template::new(description(spec));
 

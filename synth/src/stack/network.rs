@@ -62,10 +62,9 @@ pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs) -> Network {
 /// Block's), else the region's first zone(s).
 fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net, zone_pinned: Option<Expr>) -> Network {
     let zones = if ctx.spec.single_zone() { 1 } else { 2 };
-    // Four equal blocks: public 1, public 2, private 1, private 2. A /16 gives
-    // /18 subnets (16,379 usable addresses each); validation allows /16 to /24.
-    let blocks: Vec<String> =
-        cidr.subnets(cidr.prefix_len() + 2).map(|it| it.map(|n| n.to_string()).collect()).unwrap_or_default();
+    // Validation allows /16 to /24 and checks the workers fit these.
+    let subnets = crate::spec::vpc_subnets(cidr);
+    let range = |blocks: &[ipnet::Ipv4Net], zone: u32| blocks.get(zone as usize).map(ToString::to_string);
 
     let vpc = t.add(
         "Vpc",
@@ -91,7 +90,7 @@ fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net, zone_pinned: Optio
             &format!("PublicSubnet{n}"),
             ec2::Subnet {
                 vpc_id: vpc.r#ref().into(),
-                cidr_block: blocks.get(zone as usize).cloned().unwrap_or_default().into(),
+                cidr_block: range(&subnets.public, zone).unwrap_or_default().into(),
                 availability_zone: az.clone().into(),
                 map_public_ip_on_launch: Some(false),
                 tags: ctx.tags(&format!("public-{n}")),
@@ -101,7 +100,7 @@ fn new_vpc(t: &mut Template, ctx: &Ctx, cidr: ipnet::Ipv4Net, zone_pinned: Optio
             &format!("PrivateSubnet{n}"),
             ec2::Subnet {
                 vpc_id: vpc.r#ref().into(),
-                cidr_block: blocks.get(2 + zone as usize).cloned().unwrap_or_default().into(),
+                cidr_block: range(&subnets.private, zone).unwrap_or_default().into(),
                 availability_zone: az.into(),
                 map_public_ip_on_launch: Some(false),
                 tags: ctx.tags(&format!("private-{n}")),

@@ -15,12 +15,12 @@ use super::storage::FileSystem;
 /// `{"<master's instance id>": "<the signal's data, JSON>"}`, as AWS gives
 /// `Fn::GetAtt [<WaitCondition>, Data]`. The lifecycle commands read it
 /// (`crate::deploy::formation`) by this name.
-pub const FORMATION_DATA_OUTPUT: &str = "FormationData";
+pub(crate) const FORMATION_DATA_OUTPUT: &str = "FormationData";
 
 /// The stack output with the AMI id the nodes boot, as CloudFormation
 /// resolved the image at create (or the last update): `synth deploy`
 /// reads it and keeps that image on updates (`crate::deploy::image`).
-pub const IMAGE_OUTPUT: &str = "ImageAmi";
+pub(crate) const IMAGE_OUTPUT: &str = "ImageAmi";
 
 pub(super) fn add(t: &mut Template, ctx: &Ctx, inputs: &Inputs, cluster: &Cluster, fs: &FileSystem, groups: &Groups) {
     let spec = ctx.spec;

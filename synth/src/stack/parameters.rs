@@ -16,7 +16,7 @@ use crate::spec::ImageSource;
 
 /// The parameter with the number of workers the stack asks for (`synth
 /// resume` sets the worker group back to it).
-pub const WORKER_COUNT_PARAMETER: &str = "WorkerCount";
+pub(crate) const WORKER_COUNT_PARAMETER: &str = "WorkerCount";
 
 /// The handles later builders use.
 pub(super) struct Inputs {
@@ -41,7 +41,7 @@ pub(super) struct Inputs {
 /// field's value), for the parameters `-p` may set that the blueprint's
 /// rules cover; `None` for the image and a Capacity Block's zone, which
 /// CloudFormation checks.
-pub fn blueprint_field(parameter: &str) -> Option<&'static str> {
+pub(crate) fn blueprint_field(parameter: &str) -> Option<&'static str> {
     Some(match parameter {
         "MasterInstanceType" => "master.instance_type",
         "WorkerInstanceType" => "workers.instance_type",

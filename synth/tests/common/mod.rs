@@ -10,7 +10,7 @@ fn thread_cpu_ns() -> Option<u64> {
 /// How long `work` kept this thread on a CPU: time spent waiting for a core
 /// behind other processes (a shared, loaded machine) does not count. Wall
 /// time where the kernel does not say.
-pub fn cpu_time<T>(work: impl FnOnce() -> T) -> (T, Duration) {
+pub(crate) fn cpu_time<T>(work: impl FnOnce() -> T) -> (T, Duration) {
     let (cpu, wall) = (thread_cpu_ns(), Instant::now());
     let out = std::hint::black_box(work());
     let took = match (cpu, thread_cpu_ns()) {

@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 
 use super::super::model::{DataSource, ScratchSetting};
-use super::{At, Checker, mount_problem, ticked};
+use super::storage::mount_problem;
+use super::{At, Checker, ticked};
 use crate::catalog::{InstanceStore, InstanceType};
 use crate::spec::{DataSpec, DataTarget, EfsSpec, S3Prefix};
 

@@ -13,7 +13,8 @@
 //!   persistent one).
 
 use super::super::model::{FsxDeployment as Written, FsxLustre};
-use super::{At, Checker, mount_problem, ticked};
+use super::storage::mount_problem;
+use super::{At, Checker, ticked};
 use crate::spec::{FsxDeployment, FsxSpec, S3Prefix};
 
 /// The smallest size, and the step above 2,400 GiB.
