@@ -28,7 +28,7 @@ use crate::exit::ExitCode;
 
 /// An answer at a prompt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// Go ahead.
     Yes,
     /// Anything else, or end of input.
@@ -36,7 +36,7 @@ pub enum Answer {
 }
 
 /// Where a flow writes, and whom it asks.
-pub trait Console {
+pub(crate) trait Console {
     /// Writes data (outputs, a preview, events, lines) to standard output.
     fn print(&self, text: &str) -> Result<(), Closed>;
     /// Writes to standard error; never fails (a failure is remembered for
@@ -78,7 +78,7 @@ struct Live {
 /// Writes `text` to stderr above the live line, when one is drawn (the
 /// line is cleared, the text written, the line drawn again below it), so
 /// no frame of the spinner is left among the lines.
-pub fn above_the_line(text: &str) {
+pub(crate) fn above_the_line(text: &str) {
     let live = LIVE.lock().ok().and_then(|l| l.clone());
     match live {
         Some(live) => live.bar.suspend(|| cli_output::eprint(text)),
@@ -89,7 +89,7 @@ pub fn above_the_line(text: &str) {
 /// Removes the live line, if one is still drawn: a command that ends on an
 /// error before its flow finished the display would leave the spinner's
 /// last frame on the screen. The command line calls it as each command ends.
-pub fn clear_live_line() {
+pub(crate) fn clear_live_line() {
     let live = LIVE.lock().ok().and_then(|mut l| l.take());
     if let Some(live) = live {
         live.bar.finish_and_clear();
@@ -98,16 +98,16 @@ pub fn clear_live_line() {
 
 /// `text` cut to the terminal's width (`…` at the end): the live line,
 /// drawn again in place, must stay on one row.
-pub fn fit(text: &str, width: usize) -> String {
+pub(crate) fn fit(text: &str, width: usize) -> String {
     console::truncate_str(text, width, "…").into_owned()
 }
 
 /// The spinner's frames, the last the finished state (named so a test of
 /// the screen can tell a spinner frame from text).
-pub const SPINNER_FRAMES: &str = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ";
+pub(crate) const SPINNER_FRAMES: &str = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ";
 
 /// Progress on stderr: a live line on a terminal, plain timestamped lines otherwise.
-pub struct Display {
+pub(crate) struct Display {
     live: Option<Live>,
     plain: Writer,
 }
@@ -124,7 +124,7 @@ impl Display {
     const TICK: Duration = Duration::from_millis(120);
 
     /// A live line when stderr is a terminal: the one already drawn, if any.
-    pub fn new() -> Display {
+    pub(crate) fn new() -> Display {
         if !std::io::stderr().is_terminal() {
             return Display { live: None, plain: Box::new(cli_output::eprint) };
         }
@@ -154,7 +154,8 @@ impl Display {
     }
 
     /// Plain timestamped lines only, each given to `write` (a test's buffer).
-    pub fn plain(write: impl Fn(&str) + Send + Sync + 'static) -> Display {
+    #[cfg(test)]
+    pub(crate) fn plain(write: impl Fn(&str) + Send + Sync + 'static) -> Display {
         Display { live: None, plain: Box::new(write) }
     }
 
@@ -163,7 +164,7 @@ impl Display {
     /// cut at the width (an S3 URL) would be lost (issue 35). indicatif
     /// counts a wrapped line's rows when it draws the live line again under
     /// it; only the live line is cut ([`Display::live`]).
-    pub fn line(&self, verb: &str, text: &str) {
+    pub(crate) fn line(&self, verb: &str, text: &str) {
         match &self.live {
             Some(live) => live.bar.println(format!("{verb:>12} {text}")),
             None => (self.plain)(&format!("{} {verb:>12} {text}\n", stamp(now_ms()))),
@@ -171,7 +172,7 @@ impl Display {
     }
 
     /// What is in progress (terminal only).
-    pub fn live(&self, text: &str) {
+    pub(crate) fn live(&self, text: &str) {
         if let Some(live) = &self.live {
             live.bar.set_message(fit(text, Self::width().saturating_sub(2 + 1)));
         }
@@ -184,7 +185,7 @@ impl Display {
 
     /// What is in progress, after a clock that counts from `start_ms`
     /// (unix milliseconds) each second (terminal only).
-    pub fn live_since(&self, start_ms: i64, text: &str) {
+    pub(crate) fn live_since(&self, start_ms: i64, text: &str) {
         if let Some(live) = &self.live {
             let back = Duration::from_millis(u64::try_from(now_ms().saturating_sub(start_ms)).unwrap_or(0));
             let origin = Instant::now().checked_sub(back).unwrap_or_else(Instant::now);
@@ -195,7 +196,7 @@ impl Display {
     }
 
     /// Removes the live line (every display of it: there is one).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(live) = &self.live {
             live.bar.finish_and_clear();
             let mut slot = LIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -208,7 +209,7 @@ impl Display {
 
 /// Asks `question` (`yes` answers it). Where nobody can answer, says to
 /// pass --yes (exit 2).
-pub async fn confirm<K: Console>(console: &K, question: &str, yes: bool) -> Result<Answer, ExitCode> {
+pub(crate) async fn confirm<K: Console>(console: &K, question: &str, yes: bool) -> Result<Answer, ExitCode> {
     if yes {
         return Ok(Answer::Yes);
     }
@@ -226,20 +227,20 @@ pub async fn confirm<K: Console>(console: &K, question: &str, yes: bool) -> Resu
 /// on stderr (`what`: "no log lines since 2026-11-25T20:00:00Z") and is a
 /// success (exit 0), so a script tells it from a stack that is not there
 /// ([`not_found`], exit 3) by the code and a person by the line.
-pub fn empty<K: Console>(console: &K, what: &str) -> ExitCode {
+pub(crate) fn empty<K: Console>(console: &K, what: &str) -> ExitCode {
     console.noteln(what);
     ExitCode::Success
 }
 
 /// Prints `error: <e>` for something named that is not there (a stack, a
 /// stack's logs, a node) and returns exit code 3.
-pub fn not_found<K: Console>(console: &K, e: impl Show) -> ExitCode {
+pub(crate) fn not_found<K: Console>(console: &K, e: impl Show) -> ExitCode {
     console.noteln(&format!("error: {e}"));
     ExitCode::NotFound
 }
 
 /// Prints `error: <e>` and returns exit code 2 (an AWS error, a usage error).
-pub fn fail<K: Console>(console: &K, e: impl Show) -> ExitCode {
+pub(crate) fn fail<K: Console>(console: &K, e: impl Show) -> ExitCode {
     console.noteln(&format!("error: {e}"));
     ExitCode::Error
 }

@@ -23,19 +23,19 @@ const GROUP_POLL: Duration = Duration::from_secs(15);
 
 /// How watching ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// The stack settled (succeeded or not: ask the watcher).
     Settled,
     /// The user pressed Ctrl-C; the stack goes on.
     Interrupted,
 }
 
-pub use super::console::Display;
-pub use super::time::{now_ms, stamp};
+pub(crate) use super::console::Display;
+pub(crate) use super::time::now_ms;
 
 /// The events newer than what the watcher has seen and than `boundary`
 /// (the newest event before the operation began), newest first.
-pub async fn fetch_new<C: Cloud>(
+pub(crate) async fn fetch_new<C: Cloud>(
     cloud: &C,
     stack: &str,
     watcher: &Watcher,
@@ -62,13 +62,13 @@ pub async fn fetch_new<C: Cloud>(
 }
 
 /// The newest event of a stack (the boundary before an operation), if any.
-pub async fn newest_event<C: Cloud>(cloud: &C, stack: &str) -> CloudResult<Option<String>> {
+pub(crate) async fn newest_event<C: Cloud>(cloud: &C, stack: &str) -> CloudResult<Option<String>> {
     Ok(cloud.events(stack, None).await?.events.into_iter().next().map(|e| e.id))
 }
 
 /// Watches `stack` (its id: a deleted stack is found by id only) until it
 /// settles or `interrupted` resolves (the user pressed Ctrl-C).
-pub async fn watch<C: Cloud>(
+pub(crate) async fn watch<C: Cloud>(
     cloud: &C,
     stack: &str,
     watcher: &mut Watcher,
@@ -113,7 +113,7 @@ pub async fn watch<C: Cloud>(
 
 /// The operation watched, for what is said when it ends.
 #[derive(Clone, Copy, Debug)]
-pub struct Watched<'a> {
+pub(crate) struct Watched<'a> {
     /// The stack's name.
     pub stack: &'a str,
     /// `--region R`, for the commands suggested.
@@ -126,7 +126,7 @@ pub struct Watched<'a> {
 
 /// What to tell the user after watching: on Ctrl-C, that the stack goes on
 /// (exit 130); on failure, the diagnosis (exit 1); on success, `Ok(())`.
-pub fn report_ending<K: Console>(
+pub(crate) fn report_ending<K: Console>(
     console: &K,
     ending: Ending,
     watcher: &Watcher,
@@ -173,12 +173,12 @@ pub fn report_ending<K: Console>(
 
 /// `--region R`, so that a printed command works as it is whether or not
 /// the region was in the user's command.
-pub fn region_flag<C: Cloud>(cloud: &C) -> String {
+pub(crate) fn region_flag<C: Cloud>(cloud: &C) -> String {
     format!("--region {}", cloud.region())
 }
 
 /// The physical id of a resource, from the events.
-pub fn physical_id(events: &[Event], logical_id: &str) -> Option<String> {
+pub(crate) fn physical_id(events: &[Event], logical_id: &str) -> Option<String> {
     events.iter().rev().filter(|e| e.logical_id == logical_id).find_map(|e| e.physical_id.clone())
 }
 

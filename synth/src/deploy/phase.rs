@@ -6,7 +6,7 @@
 
 /// A group of resources shown as one line of progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// VPC, subnets, gateways, routes, security groups, placement group.
     Network,
     /// EFS and its mount targets.
@@ -25,7 +25,7 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in the order a create goes through them.
-    pub const ALL: [Phase; 7] = [
+    pub(crate) const ALL: [Phase; 7] = [
         Phase::Network,
         Phase::Storage,
         Phase::Identity,
@@ -36,7 +36,7 @@ impl Phase {
     ];
 
     /// The name shown in progress lines.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Phase::Network => "network",
             Phase::Storage => "storage",
@@ -49,7 +49,7 @@ impl Phase {
     }
 
     /// The phase of a resource.
-    pub fn of(logical_id: &str, resource_type: &str) -> Phase {
+    pub(crate) fn of(logical_id: &str, resource_type: &str) -> Phase {
         match resource_type {
             "AWS::CloudFormation::WaitCondition" | "AWS::CloudFormation::WaitConditionHandle" => Phase::Formation,
             "AWS::AutoScaling::AutoScalingGroup" | "AWS::AutoScaling::ScheduledAction" => Phase::Workers,

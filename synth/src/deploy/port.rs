@@ -14,7 +14,7 @@ use std::future::Future;
 
 /// An AWS call failed. Every variant's message says what to do.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CloudError {
+pub(crate) enum CloudError {
     /// No credentials were found in the standard chain.
     #[error(
         "no AWS credentials: set AWS_PROFILE (or pass --profile), or run `aws configure` \
@@ -118,7 +118,7 @@ pub(crate) type CloudResult<T> = Result<T, CloudError>;
 
 /// A stack, as `DescribeStacks` gives it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stack {
+pub(crate) struct Stack {
     /// Its name.
     pub name: String,
     /// Its id (an ARN).
@@ -150,7 +150,7 @@ pub struct Output {
 
 /// One stack event (`DescribeStackEvents`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Event {
+pub(crate) struct Event {
     /// Unique per event: what de-duplicates them.
     pub id: String,
     /// When it happened to the precision the service gives (unix
@@ -170,19 +170,19 @@ pub struct Event {
 
 impl Event {
     /// When it happened, in unix milliseconds (what is printed and timed).
-    pub fn at_ms(&self) -> i64 {
+    pub(crate) fn at_ms(&self) -> i64 {
         i64::try_from(self.at_ns.div_euclid(1_000_000)).unwrap_or(0)
     }
 
     /// Whether the event is about the stack itself, not one of its resources.
-    pub fn is_stack(&self) -> bool {
+    pub(crate) fn is_stack(&self) -> bool {
         self.resource_type == "AWS::CloudFormation::Stack"
     }
 }
 
 /// One page of events, newest first, as the API gives them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EventPage {
+pub(crate) struct EventPage {
     /// The events of this page, newest first.
     pub events: Vec<Event>,
     /// The token of the next (older) page.
@@ -191,7 +191,7 @@ pub struct EventPage {
 
 /// One resource of a stack (`ListStackResources`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Resource {
+pub(crate) struct Resource {
     /// Logical id.
     pub logical_id: String,
     /// Physical id.
@@ -206,7 +206,7 @@ pub struct Resource {
 
 /// Where CloudFormation reads a template from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TemplateSource {
+pub(crate) enum TemplateSource {
     /// Inline (at most 51,200 bytes).
     Body(String),
     /// An S3 object's HTTPS URL (at most 1 MB).
@@ -215,7 +215,7 @@ pub enum TemplateSource {
 
 /// A stack to create, or the change set of an update.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StackRequest {
+pub(crate) struct StackRequest {
     /// The stack's name.
     pub name: String,
     /// The template.
@@ -228,7 +228,7 @@ pub struct StackRequest {
 
 /// One resource change of a change set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Change {
+pub(crate) struct Change {
     /// `Add`, `Modify`, `Remove`, `Import`, `Dynamic`.
     pub action: String,
     /// Logical id.
@@ -244,7 +244,7 @@ pub struct Change {
 
 /// A change set (`DescribeChangeSet`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChangeSet {
+pub(crate) struct ChangeSet {
     /// Its id (an ARN).
     pub id: String,
     /// `CREATE_PENDING`, `CREATE_IN_PROGRESS`, `CREATE_COMPLETE`, `FAILED`, ...
@@ -258,7 +258,7 @@ pub struct ChangeSet {
 /// The worker group's instances, for the formation progress line, and the
 /// idle guard's state, for `synth status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GroupState {
+pub(crate) struct GroupState {
     /// Desired capacity.
     pub desired: u32,
     /// Instances in service.
@@ -282,7 +282,7 @@ pub struct GroupState {
 
 /// One line a node wrote to CloudWatch Logs (`FilterLogEvents`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LogEvent {
+pub(crate) struct LogEvent {
     /// The stream it is in (`worker3-i-0abc...`, see `node_contract::logs`).
     pub stream: String,
     /// When the node wrote it (unix milliseconds).
@@ -295,7 +295,7 @@ pub struct LogEvent {
 
 /// One page of log events, oldest first, as `FilterLogEvents` gives them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LogPage {
+pub(crate) struct LogPage {
     /// The events of this page.
     pub events: Vec<LogEvent>,
     /// The token of the next page.
@@ -304,7 +304,7 @@ pub struct LogPage {
 
 /// A log group: its name and when it was made.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogGroupInfo {
+pub(crate) struct LogGroupInfo {
     /// The group's name.
     pub name: String,
     /// When it was created (unix milliseconds).
@@ -313,7 +313,7 @@ pub struct LogGroupInfo {
 
 /// Which events of a log group to read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LogQuery {
+pub(crate) struct LogQuery {
     /// The log group.
     pub group: String,
     /// Only these streams; empty: every stream of the group.
@@ -324,7 +324,7 @@ pub struct LogQuery {
 
 /// A Capacity Reservation or Capacity Block, as `DescribeCapacityReservations` gives it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     /// `cr-...`
     pub id: String,
     /// The instance type it holds.
@@ -348,7 +348,7 @@ pub struct Reservation {
 
 /// A Service Quotas quota's applied value (`GetServiceQuota`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Quota {
+pub(crate) struct Quota {
     /// The quota's name as Service Quotas gives it.
     pub name: String,
     /// Its value (vCPUs for EC2's instance quotas).
@@ -356,7 +356,7 @@ pub struct Quota {
 }
 
 /// Every AWS call of the stack commands.
-pub trait Cloud: Send + Sync {
+pub(crate) trait Cloud: Send + Sync {
     /// The region every call goes to.
     fn region(&self) -> &str;
     /// The caller's account id (STS `GetCallerIdentity`); also the credentials check.

@@ -17,36 +17,36 @@ use super::port::{Cloud, CloudResult};
 
 /// The most bytes CloudFormation takes as an inline `TemplateBody`; a
 /// larger template goes through the staging bucket as a `TemplateURL`.
-pub const INLINE_TEMPLATE_LIMIT: usize = 51_200;
+pub(crate) const INLINE_TEMPLATE_LIMIT: usize = 51_200;
 
 /// The staging bucket of an account in a region.
-pub fn bucket_name(account: &str, region: &str) -> String {
+pub(crate) fn bucket_name(account: &str, region: &str) -> String {
     format!("deeplearning-cluster-staging-{account}-{region}")
 }
 
 /// Where a package with this checksum and file name goes.
-pub fn package_key(sha256: &str, file_name: &str) -> String {
+pub(crate) fn package_key(sha256: &str, file_name: &str) -> String {
     format!("agent/{sha256}/{file_name}")
 }
 
 /// Where a template with this checksum goes.
-pub fn template_key(stack: &str, sha256: &str) -> String {
+pub(crate) fn template_key(stack: &str, sha256: &str) -> String {
     format!("templates/{stack}/{sha256}.json")
 }
 
 /// The HTTPS URL CloudFormation reads a template from (`TemplateURL`).
-pub fn template_url(bucket: &str, region: &str, key: &str) -> String {
+pub(crate) fn template_url(bucket: &str, region: &str, key: &str) -> String {
     format!("https://{bucket}.s3.{region}.amazonaws.com/{key}")
 }
 
 /// Lower-case hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// An agent package read from disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Package {
+pub(crate) struct Package {
     /// Where it was read from.
     pub path: PathBuf,
     /// Its file name (kept in the object key, so a download has the right extension).
@@ -61,7 +61,7 @@ pub struct Package {
 
 /// Reads a package and checks that it is one ([`super::package::check`]);
 /// the error says which file and why.
-pub fn read_package(path: &Path) -> Result<Package, String> {
+pub(crate) fn read_package(path: &Path) -> Result<Package, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read the agent package {}: {e}", path.display()))?;
     let file_name = path
         .file_name()
@@ -73,7 +73,7 @@ pub fn read_package(path: &Path) -> Result<Package, String> {
 }
 
 /// The file name `packaging/build` gives the package of this format.
-pub fn package_file_name(format: PackageFormat) -> String {
+pub(crate) fn package_file_name(format: PackageFormat) -> String {
     let version = env!("CARGO_PKG_VERSION");
     match format {
         PackageFormat::Deb => format!("deeplearning-agent_{version}-1_amd64.deb"),
@@ -83,7 +83,7 @@ pub fn package_file_name(format: PackageFormat) -> String {
 
 /// Where `packaging/build` leaves its packages: `$CARGO_TARGET_DIR/package`,
 /// else the default target dir's.
-pub fn package_dir() -> PathBuf {
+pub(crate) fn package_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir).join("package"),
         None => {
@@ -95,7 +95,7 @@ pub fn package_dir() -> PathBuf {
 
 /// The staging bucket, known to exist.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Staging {
+pub(crate) struct Staging {
     /// Its name.
     pub bucket: String,
     /// Its region.
@@ -104,7 +104,7 @@ pub struct Staging {
 
 /// Whether [`Staging::put_once`] uploaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Upload {
+pub(crate) enum Upload {
     /// The object was not there; it is now.
     Uploaded,
     /// An object with that key (so that checksum) was there already.
@@ -114,7 +114,7 @@ pub enum Upload {
 impl Staging {
     /// The account's staging bucket in the cloud's region, created when
     /// missing; the flag says whether it was created now.
-    pub async fn ensure<C: Cloud>(cloud: &C, account: &str) -> CloudResult<(Staging, bool)> {
+    pub(crate) async fn ensure<C: Cloud>(cloud: &C, account: &str) -> CloudResult<(Staging, bool)> {
         let staging = Staging { bucket: bucket_name(account, cloud.region()), region: cloud.region().to_owned() };
         if cloud.bucket_exists(&staging.bucket).await? {
             return Ok((staging, false));
@@ -125,7 +125,7 @@ impl Staging {
 
     /// Uploads `body` under `key` unless an object is there already (keys
     /// hold the content's checksum, so the object is the same).
-    pub async fn put_once<C: Cloud>(&self, cloud: &C, key: &str, body: &[u8]) -> CloudResult<Upload> {
+    pub(crate) async fn put_once<C: Cloud>(&self, cloud: &C, key: &str, body: &[u8]) -> CloudResult<Upload> {
         if cloud.object_exists(&self.bucket, key).await? {
             return Ok(Upload::AlreadyThere);
         }
@@ -134,7 +134,7 @@ impl Staging {
     }
 
     /// The `s3://` URL of a key, as nodes download it.
-    pub fn s3_url(&self, key: &str) -> String {
+    pub(crate) fn s3_url(&self, key: &str) -> String {
         format!("s3://{}/{key}", self.bucket)
     }
 }

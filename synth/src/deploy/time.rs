@@ -4,12 +4,12 @@
 use aws_sdk_cloudformation::primitives::{DateTime, DateTimeFormat};
 
 /// Unix milliseconds now (the project's one clock, `node_contract::clock`).
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     node_contract::clock::system() as i64
 }
 
 /// `2025-01-02T03:04:05Z`.
-pub fn stamp(ms: i64) -> String {
+pub(crate) fn stamp(ms: i64) -> String {
     DateTime::from_secs(ms / 1000).fmt(DateTimeFormat::DateTime).unwrap_or_else(|_| ms.to_string())
 }
 

@@ -3,7 +3,7 @@
 //! Pure: [`Watcher::feed`] takes events as `DescribeStackEvents` returns them
 //! (newest first, pages overlapping, the same event seen many times), keeps
 //! each once, and returns [`Note`]s: a phase finished (with its elapsed
-//! time), a resource failed, the stack settled. [`Watcher::live_line`] is
+//! time), a resource failed, the stack settled. [`Watcher::live_status`] is
 //! what is in progress now. The polling edge ([`super::monitor`]) decides
 //! when to call, with [`Backoff`].
 
@@ -15,7 +15,7 @@ use super::port::{Event, GroupState};
 
 /// What the stack is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
+pub(crate) enum Operation {
     /// A new stack.
     Create,
     /// A change set executed on an existing stack.
@@ -26,7 +26,7 @@ pub enum Operation {
 
 impl Operation {
     /// The stack status this operation ends in when it succeeds.
-    pub fn success(self) -> &'static str {
+    pub(crate) fn success(self) -> &'static str {
         match self {
             Operation::Create => "CREATE_COMPLETE",
             Operation::Update => "UPDATE_COMPLETE",
@@ -37,7 +37,7 @@ impl Operation {
 
 /// A resource the operation is expected to touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Planned {
+pub(crate) struct Planned {
     /// Its type.
     pub resource_type: String,
     /// It may not be touched at all (a condition that could not be decided).
@@ -46,7 +46,7 @@ pub struct Planned {
 
 /// Something worth a line of its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Note {
+pub(crate) enum Note {
     /// Every planned resource of a phase is done.
     PhaseDone {
         /// The phase.
@@ -78,7 +78,7 @@ struct Seen {
 
 /// Reads an operation's events into its story.
 #[derive(Clone, Debug)]
-pub struct Watcher {
+pub(crate) struct Watcher {
     op: Operation,
     plan: BTreeMap<String, Planned>,
     seen_ids: HashSet<String>,
@@ -96,7 +96,7 @@ pub struct Watcher {
 /// `Timeout` and, within it, the master's formation time (its
 /// `CreationPolicy`); the rest is for the stack and the master's boot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FormationLimit {
+pub(crate) struct FormationLimit {
     /// The wait condition's timeout.
     pub timeout_ms: i64,
     /// The formation time (`timeouts.formation_minutes`), when known.
@@ -140,7 +140,7 @@ pub(crate) fn is_cancellation(reason: Option<&str>) -> bool {
 
 impl Watcher {
     /// A watcher for `op` on resources `plan` (logical id -> what is expected).
-    pub fn new(op: Operation, plan: BTreeMap<String, Planned>) -> Watcher {
+    pub(crate) fn new(op: Operation, plan: BTreeMap<String, Planned>) -> Watcher {
         Watcher {
             op,
             plan,
@@ -157,17 +157,17 @@ impl Watcher {
 
     /// The formation wait condition's limits, for the time left on the
     /// live line.
-    pub fn set_formation_limit(&mut self, limit: Option<FormationLimit>) {
+    pub(crate) fn set_formation_limit(&mut self, limit: Option<FormationLimit>) {
         self.formation_limit = limit;
     }
 
     /// Whether an event was already fed (the polling edge stops paging there).
-    pub fn has_seen(&self, id: &str) -> bool {
+    pub(crate) fn has_seen(&self, id: &str) -> bool {
         self.seen_ids.contains(id)
     }
 
     /// Feeds a batch of events in any order; returns the notes they make, in time order.
-    pub fn feed(&mut self, batch: Vec<Event>) -> Vec<Note> {
+    pub(crate) fn feed(&mut self, batch: Vec<Event>) -> Vec<Note> {
         let mut fresh: Vec<Event> = batch.into_iter().filter(|e| self.seen_ids.insert(e.id.clone())).collect();
         // Oldest first; events of the same millisecond keep the API's order reversed (it lists newest first).
         fresh.reverse();
@@ -236,13 +236,13 @@ impl Watcher {
     }
 
     /// The worker group's state, for the formation line.
-    pub fn set_group(&mut self, group: GroupState) {
+    pub(crate) fn set_group(&mut self, group: GroupState) {
         self.group = Some(group);
     }
 
     /// Whether the formation phase is under way (the master is up and the
     /// cluster is forming): when the worker group is worth asking about.
-    pub fn forming(&self) -> bool {
+    pub(crate) fn forming(&self) -> bool {
         self.op == Operation::Create
             && self.done.contains_key(&Phase::Master)
             && !self.done.contains_key(&Phase::Formation)
@@ -250,35 +250,37 @@ impl Watcher {
     }
 
     /// The stack's final status and reason, once settled.
-    pub fn settled(&self) -> Option<(&str, Option<&str>)> {
+    pub(crate) fn settled(&self) -> Option<(&str, Option<&str>)> {
         self.settled.as_ref().map(|(s, r)| (s.as_str(), r.as_deref()))
     }
 
     /// Whether the operation ended as it should.
-    pub fn succeeded(&self) -> bool {
+    pub(crate) fn succeeded(&self) -> bool {
         self.settled().is_some_and(|(s, _)| s == self.op.success())
     }
 
     /// This operation's events, oldest first.
-    pub fn events(&self) -> &[Event] {
+    pub(crate) fn events(&self) -> &[Event] {
         &self.events
     }
 
     /// What is in progress, in one line: each phase under way with its
-    /// count, and the formation's worker count.
-    pub fn live_line(&self, now_ms: i64) -> String {
+    /// count, and the formation's worker count (with its clock: the
+    /// display draws the clock itself, ticking, around `live_status`).
+    #[cfg(test)]
+    pub(crate) fn live_line(&self, now_ms: i64) -> String {
         let elapsed = self.start_ms.map(|s| now_ms - s).unwrap_or(0);
         format!("{} {}", clock(elapsed), self.live_status(now_ms))
     }
 
     /// When the operation began (its first event), once known.
-    pub fn started_ms(&self) -> Option<i64> {
+    pub(crate) fn started_ms(&self) -> Option<i64> {
         self.start_ms
     }
 
     /// The live line without its clock (which the display draws, ticking);
     /// `now_ms` gives the formation's time left.
-    pub fn live_status(&self, now_ms: i64) -> String {
+    pub(crate) fn live_status(&self, now_ms: i64) -> String {
         let mut parts = Vec::new();
         for phase in Phase::ALL {
             if self.done.contains_key(&phase) {
