@@ -147,6 +147,25 @@ async fn lines_written_while_unreachable_arrive_once_when_it_answers() {
     assert_eq!(logs.messages(&format!("worker-{WORKER}")), expected);
 }
 
+/// Fault injection: the first put of a round is throttled; the round
+/// reports it, and the next round sends the lines, once.
+#[tokio::test]
+async fn a_throttled_put_is_sent_again_at_the_next_round_and_arrives_once() {
+    use crate::ports::failing::{Failing, Op, When};
+    let root = tempfile::tempdir().unwrap();
+    let logs = Failing::new(FakeLogs::default()).fail(Op::Put, When::Nth(1), PortError::Transient("Throttling".into()));
+    let spool = Arc::new(Spool::open(&spool_dir(root.path()), spool::DEFAULT_CAP).unwrap());
+    let prepare = root.path().join("none");
+    let mut shipper = Shipper::new(logs.clone(), spool.clone(), root.path(), Role::Worker, WORKER, prepare, clock::system);
+    spool.append(1, "line 1").unwrap();
+    spool.append(2, "line 2").unwrap();
+    assert!(matches!(shipper.round().await, Err(PortError::Transient(_))));
+    assert_eq!(shipper.round().await, Ok(2));
+    assert_eq!(logs.inner().messages(&format!("worker-{WORKER}")), ["line 1", "line 2"]);
+    assert_eq!((logs.calls(Op::Put), logs.failed(Op::Put)), (2, 1));
+    assert_eq!(spool.unsent(), 0);
+}
+
 #[tokio::test]
 async fn a_master_ships_as_master() {
     let root = tempfile::tempdir().unwrap();

@@ -62,6 +62,12 @@ use tracing::{error, info};
 use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
 use crate::files;
 use crate::netgate;
+// The cluster simulation carries its effects out with the runner's own
+// executor, over the in-memory ports.
+#[cfg(test)]
+pub(crate) use effects::execute;
+#[cfg(test)]
+pub(crate) use state_file::SentMark;
 pub(crate) use state_file::master_state_path;
 
 /// The master's ports besides its queues.

@@ -11,7 +11,6 @@ use node_contract::message::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::retry::retry;
-use crate::aws::SqsQueue;
 use crate::netgate;
 use crate::ports::Queue;
 
@@ -22,7 +21,7 @@ pub(super) struct ProbeTask(tokio::task::JoinHandle<()>);
 
 impl ProbeTask {
     /// Starts [`probe_link`] for `link` as a task of its own.
-    pub(super) fn spawn(link: Link, publication: u64, master_queue: SqsQueue, clock: Clock) -> ProbeTask {
+    pub(super) fn spawn<Q: Queue + 'static>(link: Link, publication: u64, master_queue: Q, clock: Clock) -> ProbeTask {
         ProbeTask(tokio::spawn(probe_link(link, publication, master_queue, clock)))
     }
 
@@ -52,7 +51,7 @@ pub(super) struct Link {
 /// to its ring neighbour for [`netgate::PROBE_MILLIS`] and reports what it
 /// measured (or why it could not) to the master. Spawned beside the node
 /// loop, so a newer generation is applied while it waits.
-async fn probe_link(link: Link, publication: u64, master_queue: SqsQueue, clock: Clock) {
+async fn probe_link<Q: Queue>(link: Link, publication: u64, master_queue: Q, clock: Clock) {
     let Link { me, generation, peer, phase } = link;
     let now = clock();
     let wait = netgate::send_at_ms(publication, phase, now).saturating_sub(now);
