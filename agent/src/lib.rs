@@ -18,7 +18,8 @@
 //! - [`identity`], [`gpu`]: who this node is; [`fabric`]: its NCCL/EFA
 //!   environment (EFA and RDMA from the node config, the socket interface);
 //!   [`interruption`]: the watcher for Spot and rebalance notices.
-//! - [`netgate`]: the network gate's bandwidth probe and its judgement.
+//! - [`netgate`]: the network gate's schedule, pure (its verdict is the
+//!   master's, in [`cluster`]; its sockets are the runner's).
 //! - [`logs`]: the node's lines shipped to its CloudWatch Logs stream.
 //! - [`data`]: the training data fetched from S3 before a node registers,
 //!   shared between the nodes.

@@ -182,7 +182,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // as long as the agent.
     let _probe_listener = config.network_check.as_ref().map(|_| {
         tokio::spawn(async {
-            if let Err(e) = netgate::serve(netgate::PROBE_PORT).await {
+            if let Err(e) = probe::serve(netgate::PROBE_PORT).await {
                 error!("the network check's probe listener cannot listen on port {}: {e}", netgate::PROBE_PORT);
             }
         })

@@ -9,7 +9,7 @@ use node_contract::message::{BootFailure, shorten_bytes};
 
 use super::{MasterState, Phase, SIGNAL_BYTES, shorten};
 use crate::cluster::effect::Effect;
-use crate::netgate::HeldSignal;
+use super::verdict::HeldSignal;
 use crate::ports::Formation;
 
 /// How many launch failure messages the failure reason quotes.

@@ -34,6 +34,7 @@ pub mod idle;
 mod joins;
 mod publishing;
 mod stragglers;
+pub mod verdict;
 
 use std::collections::BTreeMap;
 
@@ -45,7 +46,7 @@ use super::effect::Effect;
 use super::membership::Membership;
 use super::timeline::Timeline;
 use super::timing::{ACK_TIMEOUT_MS, LAUNCH_FAILURES_TIMEOUT_MS};
-use crate::netgate::Gate;
+use verdict::Gate;
 use crate::ports::GroupSize;
 use idle::{IdleSettings, IdleWatch};
 
