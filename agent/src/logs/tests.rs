@@ -156,7 +156,8 @@ async fn a_throttled_put_is_sent_again_at_the_next_round_and_arrives_once() {
     let logs = Failing::new(FakeLogs::default()).fail(Op::Put, When::Nth(1), PortError::Transient("Throttling".into()));
     let spool = Arc::new(Spool::open(&spool_dir(root.path()), spool::DEFAULT_CAP).unwrap());
     let prepare = root.path().join("none");
-    let mut shipper = Shipper::new(logs.clone(), spool.clone(), root.path(), Role::Worker, WORKER, prepare, clock::system);
+    let mut shipper =
+        Shipper::new(logs.clone(), spool.clone(), root.path(), Role::Worker, WORKER, prepare, clock::system);
     spool.append(1, "line 1").unwrap();
     spool.append(2, "line 2").unwrap();
     assert!(matches!(shipper.round().await, Err(PortError::Transient(_))));

@@ -274,9 +274,11 @@ mod tests {
     #[tokio::test]
     async fn the_nth_call_and_from_the_nth_on_fail_and_the_rest_go_through() {
         let throttled = PortError::Transient("throttled".into());
-        let queue = Failing::new(MemoryQueue::default())
-            .fail(Op::Send, When::Nth(2), throttled.clone())
-            .fail(Op::Send, When::From(4), PortError::Permanent("gone".into()));
+        let queue = Failing::new(MemoryQueue::default()).fail(Op::Send, When::Nth(2), throttled.clone()).fail(
+            Op::Send,
+            When::From(4),
+            PortError::Permanent("gone".into()),
+        );
         let mut results = Vec::new();
         for i in 1..=5 {
             results.push(queue.send(&i.to_string()).await);

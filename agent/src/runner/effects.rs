@@ -422,7 +422,12 @@ mod tests {
         let signals = Failing::new(MemorySignals::default()).fail(Op::Formation, When::Nth(1), throttled());
         let (group, power) = (group(), MemoryPower::default());
         let ports = Ports { group: &group, signals: &signals, power: &power };
-        let outcome = Formation { success: true, reason: "1 of 1 workers joined".into(), unique_id: "i-master".into(), data: "{}".into() };
+        let outcome = Formation {
+            success: true,
+            reason: "1 of 1 workers joined".into(),
+            unique_id: "i-master".into(),
+            data: "{}".into(),
+        };
         run(root.path(), &queue, ports, vec![Effect::SignalFormation(outcome.clone())]).await;
         assert_eq!(signals.inner().held().formations, [outcome]);
         assert_eq!(signals.calls(Op::Formation), 2);

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use node_contract::NetworkAction;
 use node_contract::message::{LinkReport, Manifest};
 
+use super::verdict::{self, Gate, GateNode};
 use super::{MasterState, Phase, network_replacement_budget, shorten};
 use crate::cluster::effect::Effect;
-use super::verdict::{self, Gate, GateNode};
 use crate::netgate;
 
 impl MasterState {

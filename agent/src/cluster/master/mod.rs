@@ -46,9 +46,9 @@ use super::effect::Effect;
 use super::membership::Membership;
 use super::timeline::Timeline;
 use super::timing::{ACK_TIMEOUT_MS, LAUNCH_FAILURES_TIMEOUT_MS};
-use verdict::Gate;
 use crate::ports::GroupSize;
 use idle::{IdleSettings, IdleWatch};
+use verdict::Gate;
 
 /// The most bytes a formation signal may carry (its JSON body: status,
 /// unique id, reason and data together): "cfn-signal wait condition data",
