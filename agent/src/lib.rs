@@ -29,7 +29,7 @@
 //! - [`scratch`]: the scratch volume striped over the instance store's NVMe drives.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
-pub mod activity;
+mod activity;
 pub mod aws;
 pub mod cli;
 pub mod cluster;
@@ -37,13 +37,13 @@ pub mod config;
 pub mod data;
 pub mod fabric;
 pub mod files;
-pub mod gpu;
+mod gpu;
 pub mod identity;
-pub mod interruption;
+mod interruption;
 pub mod logs;
-pub mod memory;
+mod memory;
 pub mod netgate;
 pub mod ports;
-pub mod power;
-pub mod runner;
+mod power;
+mod runner;
 pub mod scratch;

@@ -6,7 +6,7 @@
 //! to the wrapped port, whose record the test then reads.
 //!
 //! The object store has its own wrapper with key-based rules
-//! ([`crate::data::failing::FailingStore`]), as its errors are not
+//! (`crate::data::failing::FailingStore`), as its errors are not
 //! [`PortError`]s.
 
 use std::collections::BTreeMap;

@@ -82,7 +82,7 @@ pub(crate) struct Ports<'a, G, S, P> {
 
 /// How `agent run` was asked to run.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// Every file is written under this directory (`/` in production).
     pub root: PathBuf,
     /// The node config file; default: the one the user data wrote under `root`.
@@ -98,7 +98,7 @@ pub struct Options {
 }
 
 /// Loads the config: the file when it exists, else the instance's user data.
-pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> anyhow::Result<NodeConfig> {
+pub(crate) async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> anyhow::Result<NodeConfig> {
     let path = opts.config.clone().unwrap_or_else(|| crate::config::path_under(&opts.root));
     if path.exists() || opts.config.is_some() {
         return Ok(crate::config::from_file(&path)?);
@@ -109,7 +109,7 @@ pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> any
 }
 
 /// Runs the agent until SIGTERM or Ctrl-C.
-pub async fn run(opts: Options) -> anyhow::Result<()> {
+pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     let clock: Clock = node_contract::clock::system;
     // The formation timeline's "agent started".
     let started_ms = clock();

@@ -17,7 +17,7 @@ use crate::netgate::PROBE_CEILING_GBPS;
 
 /// A formation signal the master holds until the gate decides.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldSignal {
+pub(crate) struct HeldSignal {
     /// The success reason, without the gate's verdict.
     pub reason: String,
     /// The signal's data.
@@ -27,7 +27,7 @@ pub struct HeldSignal {
 /// A network check under way on the master: the generation measured, who
 /// is to report, what came, until when it waits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Gate {
+pub(crate) struct Gate {
     /// The generation whose ring is measured.
     pub generation: u64,
     /// When the master decides with what it has.
@@ -42,14 +42,14 @@ pub struct Gate {
 
 impl Gate {
     /// Whether every node reported.
-    pub fn complete(&self) -> bool {
+    pub(crate) fn complete(&self) -> bool {
         self.nodes.iter().all(|n| self.reports.contains_key(&n.instance_id))
     }
 }
 
 /// A node the gate waits for, as the generation lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GateNode {
+pub(crate) struct GateNode {
     /// `i-...`
     pub instance_id: String,
     /// `deeplearning-workerN`.
@@ -61,7 +61,7 @@ pub struct GateNode {
 /// What the gate compared the nodes with.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "gbps")]
-pub enum Reference {
+pub(crate) enum Reference {
     /// The instance type's bandwidth (capped at [`PROBE_CEILING_GBPS`]).
     Expected(f64),
     /// No figure for the type: the median of the measured nodes (the upper
@@ -74,7 +74,7 @@ pub enum Reference {
 
 /// One node's link, as judged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JudgedLink {
+pub(crate) struct JudgedLink {
     /// The sender.
     pub node: GateNode,
     /// The receiver's alias (its ring neighbour), when reported.
@@ -91,7 +91,7 @@ pub struct JudgedLink {
 
 /// The master's judgement of one generation's measurements.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// The generation measured.
     pub generation: u64,
     /// The minimum fraction.
@@ -104,14 +104,14 @@ pub struct Verdict {
 
 impl Verdict {
     /// The slow nodes.
-    pub fn slow(&self) -> impl Iterator<Item = &JudgedLink> {
+    pub(crate) fn slow(&self) -> impl Iterator<Item = &JudgedLink> {
         self.links.iter().filter(|l| l.slow)
     }
 
     /// One line for the formation reason and the log: the slow nodes first
     /// (alias, instance id, address, Gbit/s, fraction), then every node's
     /// fraction, and what the reference was.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let reference = match self.reference {
             Reference::Expected(g) => format!("the expected {g:.2} Gbit/s"),
             Reference::Median(g) => {
@@ -161,7 +161,7 @@ impl Verdict {
 /// the measured nodes); a node below `check.min_fraction` (strictly) is
 /// slow. A node without a report, or whose probe failed, is named as
 /// unmeasured and not judged slow: which end of its link failed is not known.
-pub fn judge(
+pub(crate) fn judge(
     check: &NetworkCheck,
     generation: u64,
     nodes: &[GateNode],
