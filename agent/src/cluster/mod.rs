@@ -118,6 +118,3 @@ pub use timing::*;
 
 #[cfg(test)]
 pub(crate) mod testkit;
-
-#[cfg(test)]
-mod simulation;

@@ -17,7 +17,6 @@ use super::{
     Formation, GroupSize, LifecycleResult, LogEvent, LogStreams, PortError, Power, PutOutcome, Queue, Received,
     StackSignals, WorkerGroup,
 };
-use crate::cluster::testkit::SplitMix64;
 
 /// A port operation, one for each trait method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -83,7 +82,8 @@ struct Record {
     rules: Vec<Rule>,
     calls: BTreeMap<Op, u64>,
     failed: BTreeMap<Op, u64>,
-    rng: SplitMix64,
+    /// The state of [`When::OneIn`]'s PRNG.
+    rng: u64,
 }
 
 /// `inner`, with the failures its rules ask for. Clones share the rules
@@ -97,7 +97,7 @@ pub(crate) struct Failing<P> {
 impl<P> Failing<P> {
     /// `inner` with no failure yet.
     pub(crate) fn new(inner: P) -> Failing<P> {
-        let record = Record { rules: Vec::new(), calls: BTreeMap::new(), failed: BTreeMap::new(), rng: SplitMix64(0) };
+        let record = Record { rules: Vec::new(), calls: BTreeMap::new(), failed: BTreeMap::new(), rng: 0 };
         Failing { inner, record: Arc::new(Mutex::new(record)) }
     }
 
@@ -109,7 +109,7 @@ impl<P> Failing<P> {
 
     /// Seeds the PRNG of [`When::OneIn`].
     pub(crate) fn seeded(self, seed: u64) -> Failing<P> {
-        self.record.lock().unwrap().rng = SplitMix64(seed);
+        self.record.lock().unwrap().rng = seed;
         self
     }
 
@@ -144,7 +144,7 @@ impl<P> Failing<P> {
             let fails = match rule.when {
                 When::Nth(k) => n == k,
                 When::From(k) => n >= k,
-                When::OneIn(k) => k > 0 && record.rng.below(k) == 0,
+                When::OneIn(k) => k > 0 && below(&mut record.rng, k) == 0,
             };
             if fails && error.is_none() {
                 error = Some(rule.error.clone());
@@ -158,6 +158,16 @@ impl<P> Failing<P> {
             None => Ok(()),
         }
     }
+}
+
+/// A number in `0..n` from SplitMix64 (the cluster testkit's PRNG, kept
+/// here so that the ports need nothing from the rooms above them).
+fn below(state: &mut u64, n: usize) -> usize {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) % n as u64) as usize
 }
 
 impl<Q: Queue> Queue for Failing<Q> {

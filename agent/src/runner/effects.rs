@@ -26,7 +26,7 @@ use crate::ports::{PortError, Power, Queue, Received, StackSignals, WorkerGroup}
 /// Carries out `effects` in order, and those they lead to, for the master
 /// `master_id` under `root`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn execute<Q: Queue, G: WorkerGroup, S: StackSignals, P: Power>(
+pub(super) async fn execute<Q: Queue, G: WorkerGroup, S: StackSignals, P: Power>(
     root: &Path,
     master_id: &str,
     config: &NodeConfig,

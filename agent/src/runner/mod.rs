@@ -47,6 +47,8 @@ mod master_loop;
 mod node_loop;
 mod probe;
 mod retry;
+#[cfg(test)]
+mod simulation;
 mod state_file;
 mod straggler_loop;
 
@@ -62,12 +64,6 @@ use tracing::{error, info};
 use crate::aws::{AsgWorkerGroup, CfnSignals, SqsQueue};
 use crate::files;
 use crate::netgate;
-// The cluster simulation carries its effects out with the runner's own
-// executor, over the in-memory ports.
-#[cfg(test)]
-pub(crate) use effects::execute;
-#[cfg(test)]
-pub(crate) use state_file::SentMark;
 pub(crate) use state_file::master_state_path;
 
 /// The master's ports besides its queues.

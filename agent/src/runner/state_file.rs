@@ -62,15 +62,15 @@ impl StateFile {
 /// effects, so a crash in between leaves a state that does not know the
 /// generation it sent; this record keeps a restarted master from numbering
 /// another manifest the same ([`MasterState::start`]).
-pub(crate) struct SentMark {
+pub(super) struct SentMark {
     path: PathBuf,
-    pub(crate) through: u64,
+    pub(super) through: u64,
 }
 
 impl SentMark {
     /// The record under `root`; 0 when there is none. One that cannot be
     /// read is logged and taken as 0, as an unreadable master state is.
-    pub(crate) fn load(root: &Path) -> SentMark {
+    pub(super) fn load(root: &Path) -> SentMark {
         let path = sent_mark_path(root);
         let through = match std::fs::read_to_string(&path) {
             Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|e| {
@@ -88,7 +88,7 @@ impl SentMark {
 
     /// Records that `generation` may be sent from now on (nothing to do
     /// when it is not newer than the record).
-    pub(crate) fn record(&mut self, generation: u64) -> Result<(), files::FilesError> {
+    pub(super) fn record(&mut self, generation: u64) -> Result<(), files::FilesError> {
         if generation > self.through {
             files::atomic::write_if_changed(&self.path, &format!("{generation}\n"), 0o600)?;
             self.through = generation;

@@ -12,7 +12,7 @@
 //! are deleted only after the save).
 //!
 //! The master's effects are carried out by the runner's own executor
-//! ([`crate::runner::execute`], on a current-thread runtime, with the
+//! ([`super::effects::execute`], on a current-thread runtime, with the
 //! world's time as its clock) over the in-memory ports
 //! ([`crate::ports::memory`]): the worker queue is a [`Wire`] that cuts each
 //! part the executor sends into one-node parts and sends them through a
@@ -36,12 +36,14 @@ use node_contract::NodeConfig;
 use node_contract::message::{Applied, Leave, Manifest, ManifestNode, MasterInbound, Message, Register};
 use node_contract::parts::{Assembly, ManifestPart, split};
 
-use super::testkit::{SplitMix64, T0, config, master_reg, worker_reg};
-use super::{Effect, MasterState, NodeDecision, NodeState};
+use super::Ports;
+use super::effects::execute;
+use super::state_file::SentMark;
+use crate::cluster::testkit::{SplitMix64, T0, config, master_reg, worker_reg};
+use crate::cluster::{Effect, MasterState, NodeDecision, NodeState};
 use crate::ports::failing::{Failing, Op, When};
 use crate::ports::memory::{MemoryGroup, MemoryPower, MemoryQueue, MemorySignals};
 use crate::ports::{Formation, PortError, Queue, Received};
-use crate::runner::{Ports, SentMark, execute};
 
 thread_local! {
     /// The world's time, for the executor's clock (a plain `fn`).
