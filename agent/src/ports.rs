@@ -4,8 +4,9 @@
 //! against AWS and, through the SDK's endpoint override, against the local
 //! stand-ins in the end-to-end tests). Unit tests, the cluster simulation
 //! and fault injection use the in-memory implementations (`memory`), and
-//! `failing` wraps any of them to fail chosen calls (both test-only). Every method reports failure as a
-//! [`PortError`] that says whether retrying may help.
+//! `failing` wraps any of them to fail chosen calls (both test-only).
+//! Every method reports failure as a [`PortError`] that says whether
+//! retrying may help.
 
 use std::future::Future;
 use std::time::Duration;

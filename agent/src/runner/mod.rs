@@ -30,6 +30,10 @@
 //! the top of its node loop. The loops read the time from the one
 //! [`Clock`] they are given (the system clock in [`run`]).
 //!
+//! The loops are generic over the ports ([`crate::ports`]); `simulation`
+//! (a test) runs the master's effects through [`effects`] over in-memory
+//! ports, with a whole cluster of nodes around it.
+//!
 //! AWS errors never end the agent: transient ones are retried with backoff
 //! ([`retry`]), permanent ones are logged with what failed, and the loop
 //! goes on. Nor do local files that cannot be written (a read-only or full
