@@ -1,15 +1,18 @@
 //! The ports in memory, for unit tests, fault injection ([`super::failing`])
 //! and the cluster simulation: a queue with SQS's receive, visibility and
 //! receipt semantics as far as the runner relies on them, a worker group
-//! and stack signals that record what they were asked, and a power switch
-//! that counts. Each keeps its record behind a mutex, so a test holds the
+//! and stack signals that record what they were asked, a power switch
+//! that counts, and log streams that can be made unreachable. Each keeps its record behind a mutex, so a test holds the
 //! port by reference (as the runner does) and reads the record after.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Formation, GroupSize, LifecycleResult, PortError, Power, Queue, Received, StackSignals, WorkerGroup};
+use super::{
+    Formation, GroupSize, LifecycleResult, LogEvent, LogStreams, PortError, Power, PutOutcome, Queue, Received,
+    StackSignals, WorkerGroup,
+};
 
 /// SQS's default visibility timeout, for a receive that does not set one.
 const DEFAULT_VISIBILITY: Duration = Duration::from_secs(30);
@@ -272,6 +275,58 @@ impl Power for MemoryPower {
     async fn power_off(&self) -> Result<(), PortError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
+    }
+}
+
+/// CloudWatch Logs in memory: streams of events, and a switch that makes
+/// every call fail transiently (the service unreachable). Clones share
+/// the streams (the shipper owns its port; the test reads a clone).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemoryLogs {
+    streams: Arc<Mutex<BTreeMap<String, Vec<LogEvent>>>>,
+    unreachable: Arc<Mutex<bool>>,
+}
+
+impl MemoryLogs {
+    /// Makes it unreachable (`true`) or reachable again.
+    pub(crate) fn down(&self, down: bool) {
+        *self.unreachable.lock().unwrap() = down;
+    }
+
+    /// The messages in `stream`, in order.
+    pub(crate) fn messages(&self, stream: &str) -> Vec<String> {
+        self.streams
+            .lock()
+            .unwrap()
+            .get(stream)
+            .map(|s| s.iter().map(|e| e.message.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn check(&self) -> Result<(), PortError> {
+        if *self.unreachable.lock().unwrap() {
+            return Err(PortError::Transient("connection refused".into()));
+        }
+        Ok(())
+    }
+}
+
+impl LogStreams for MemoryLogs {
+    async fn create_stream(&self, stream: &str) -> Result<(), PortError> {
+        self.check()?;
+        self.streams.lock().unwrap().entry(stream.to_owned()).or_default();
+        Ok(())
+    }
+
+    async fn put(&self, stream: &str, events: &[LogEvent]) -> Result<PutOutcome, PortError> {
+        self.check()?;
+        let mut streams = self.streams.lock().unwrap();
+        let Some(s) = streams.get_mut(stream) else {
+            return Err(PortError::Permanent(format!("ResourceNotFoundException: no stream {stream}")));
+        };
+        assert!(events.windows(2).all(|w| w[0].timestamp_ms <= w[1].timestamp_ms), "not chronological");
+        s.extend_from_slice(events);
+        Ok(PutOutcome::default())
     }
 }
 
