@@ -32,12 +32,12 @@ use std::path::Path;
 use node_contract::idle::{Activity, JOBS_RUN_DIR};
 
 /// The port sshd listens on, on every node.
-pub const SSH_PORT: u16 = 22;
+pub(crate) const SSH_PORT: u16 = 22;
 
 /// This node's reading now: `root` is the agent's filesystem root (the
 /// trainer's pid files are under it), `proc` the `/proc` to read the
 /// sockets and processes from, `gpus` the node's GPUs.
-pub fn probe(instance_id: &str, root: &Path, proc: &Path, gpus: &dyn gpu_health::Gpus) -> Activity {
+pub(crate) fn probe(instance_id: &str, root: &Path, proc: &Path, gpus: &dyn gpu_health::Gpus) -> Activity {
     Activity {
         instance_id: instance_id.to_owned(),
         job_ranks: job_ranks(root, proc),
@@ -47,7 +47,7 @@ pub fn probe(instance_id: &str, root: &Path, proc: &Path, gpus: &dyn gpu_health:
 }
 
 /// Ranks whose supervisor is alive.
-pub fn job_ranks(root: &Path, proc: &Path) -> u32 {
+pub(crate) fn job_ranks(root: &Path, proc: &Path) -> u32 {
     let dir = node_contract::files::under(root, JOBS_RUN_DIR);
     let Ok(jobs) = std::fs::read_dir(&dir) else { return 0 };
     let mut ranks = 0;
@@ -83,7 +83,7 @@ fn is_supervisor(proc: &Path, pid: u32) -> bool {
 }
 
 /// Established connections to [`SSH_PORT`] in this network namespace.
-pub fn ssh_sessions(proc: &Path) -> u32 {
+pub(crate) fn ssh_sessions(proc: &Path) -> u32 {
     ["net/tcp", "net/tcp6"]
         .iter()
         .filter_map(|f| std::fs::read_to_string(proc.join(f)).ok())
@@ -94,7 +94,7 @@ pub fn ssh_sessions(proc: &Path) -> u32 {
 /// The lines of a `/proc/net/tcp{,6}` table whose local port is `port` and
 /// whose state is ESTABLISHED (`01`): `sl local_address rem_address st ...`,
 /// addresses as `HEXIP:HEXPORT`.
-pub fn established_to(table: &str, port: u16) -> u32 {
+pub(crate) fn established_to(table: &str, port: u16) -> u32 {
     let mut n = 0;
     for line in table.lines().skip(1) {
         let mut fields = line.split_whitespace();

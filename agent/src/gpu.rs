@@ -6,7 +6,7 @@
 //! count is always 0.
 
 /// The number of CUDA devices the driver reports; 0 when there is no driver or it fails.
-pub fn count() -> u32 {
+pub(crate) fn count() -> u32 {
     #[cfg(feature = "cuda")]
     {
         // Some cudarc calls panic when libcuda is missing (they unwrap the

@@ -22,17 +22,17 @@ use node_contract::interruption::{self, CapacityBlock, Interruption};
 use crate::identity::{self, IdentityError};
 
 /// How often IMDS is asked.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The Spot instance action (404 when there is none).
-pub const INSTANCE_ACTION_PATH: &str = "/latest/meta-data/spot/instance-action";
+pub(crate) const INSTANCE_ACTION_PATH: &str = "/latest/meta-data/spot/instance-action";
 
 /// The rebalance recommendation (404 when there is none).
-pub const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
+pub(crate) const REBALANCE_PATH: &str = "/latest/meta-data/events/recommendations/rebalance";
 
 /// Why a poll found out nothing.
 #[derive(Debug, thiserror::Error)]
-pub enum PollError {
+pub(crate) enum PollError {
     /// IMDS did not answer, or answered an error other than 404.
     #[error(transparent)]
     Imds(#[from] IdentityError),
@@ -50,7 +50,10 @@ pub enum PollError {
 
 /// Asks IMDS once: the instance action when there is one (it outranks a
 /// rebalance recommendation), else the rebalance recommendation, else `None`.
-pub async fn poll(imds: &aws_config::imds::Client, instance_id: &str) -> Result<Option<Interruption>, PollError> {
+pub(crate) async fn poll(
+    imds: &aws_config::imds::Client,
+    instance_id: &str,
+) -> Result<Option<Interruption>, PollError> {
     if let Some(body) = get_optional(imds, INSTANCE_ACTION_PATH).await? {
         return interruption::from_instance_action(instance_id, &body).map(Some).map_err(|source| PollError::Notice {
             path: INSTANCE_ACTION_PATH,
@@ -86,7 +89,7 @@ fn cut(body: &str) -> String {
 /// IMDS said. The block's notice outranks IMDS's: it comes every round
 /// once due, so a rebalance recommendation the node was also given cannot
 /// hide it.
-pub fn seen(
+pub(crate) fn seen(
     block: Option<&CapacityBlock>,
     instance_id: &str,
     now_ms: u64,
@@ -98,19 +101,19 @@ pub fn seen(
 /// What the watcher has acted on. Pure: IMDS's answers go in, the notice to
 /// act on comes out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Watcher {
+pub(crate) struct Watcher {
     current: Option<Interruption>,
 }
 
 impl Watcher {
     /// A watcher that already acted on `current` (a notice file of this
     /// boot, after an agent restart).
-    pub fn new(current: Option<Interruption>) -> Watcher {
+    pub(crate) fn new(current: Option<Interruption>) -> Watcher {
         Watcher { current }
     }
 
     /// The notice acted on, if any.
-    pub fn current(&self) -> Option<&Interruption> {
+    pub(crate) fn current(&self) -> Option<&Interruption> {
         self.current.as_ref()
     }
 
@@ -122,7 +125,7 @@ impl Watcher {
     /// kind after one with a deadline (the first deadline stands), nor a
     /// notice that disappears (the node has left the cluster; it does not
     /// come back in this boot).
-    pub fn observe(&mut self, seen: Option<Interruption>) -> Option<Interruption> {
+    pub(crate) fn observe(&mut self, seen: Option<Interruption>) -> Option<Interruption> {
         let seen = seen?;
         let news = match &self.current {
             None => true,
@@ -140,13 +143,13 @@ impl Watcher {
 /// Logs poll failures without flooding the log: the first failure of a run
 /// of them is a warning, the rest debug lines, and the recovery an info line.
 #[derive(Debug, Default)]
-pub struct FailureLog {
+pub(crate) struct FailureLog {
     failing: u32,
 }
 
 impl FailureLog {
     /// The result of one poll.
-    pub fn record<T>(&mut self, result: &Result<T, PollError>) {
+    pub(crate) fn record<T>(&mut self, result: &Result<T, PollError>) {
         match result {
             Ok(_) if self.failing > 0 => {
                 tracing::info!(failed_polls = self.failing, "IMDS answers the interruption watcher again");
@@ -166,8 +169,9 @@ impl FailureLog {
         }
     }
 
-    /// Polls failed in a row.
-    pub fn failing(&self) -> u32 {
+    /// Polls failed in a row (read by the tests; the log lines say it).
+    #[cfg(test)]
+    pub(crate) fn failing(&self) -> u32 {
         self.failing
     }
 }

@@ -18,7 +18,8 @@
 //! - [`identity`], [`gpu`]: who this node is; [`fabric`]: its NCCL/EFA
 //!   environment (EFA and RDMA from the node config, the socket interface);
 //!   [`interruption`]: the watcher for Spot and rebalance notices.
-//! - [`netgate`]: the network gate's bandwidth probe and its judgement.
+//! - [`netgate`]: the network gate's schedule, pure (its verdict is the
+//!   master's, in [`cluster`]; its sockets are the runner's).
 //! - [`logs`]: the node's lines shipped to its CloudWatch Logs stream.
 //! - [`data`]: the training data fetched from S3 before a node registers,
 //!   shared between the nodes.
@@ -28,7 +29,7 @@
 //! - [`scratch`]: the scratch volume striped over the instance store's NVMe drives.
 //! - [`runner`]: the loops that tie them together; [`cli`]: the command line.
 
-pub mod activity;
+mod activity;
 pub mod aws;
 pub mod cli;
 pub mod cluster;
@@ -36,13 +37,13 @@ pub mod config;
 pub mod data;
 pub mod fabric;
 pub mod files;
-pub mod gpu;
+mod gpu;
 pub mod identity;
-pub mod interruption;
+mod interruption;
 pub mod logs;
-pub mod memory;
+mod memory;
 pub mod netgate;
 pub mod ports;
-pub mod power;
-pub mod runner;
+mod power;
+mod runner;
 pub mod scratch;

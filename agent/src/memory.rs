@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Returns the free pages of every heap to the system (`malloc_trim(0)`).
 /// Costs well under a millisecond for the agent's heaps.
-pub fn release_free_heap() {
+pub(crate) fn release_free_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists; it has
     // no preconditions and is thread-safe (it takes each arena's lock).
@@ -34,7 +34,7 @@ pub fn release_free_heap() {
 /// the loop goes idle ([`Trimmer::idle`]), so what a burst freed does not
 /// stay for the days the agent idles after it.
 #[derive(Debug)]
-pub struct Trimmer {
+pub(crate) struct Trimmer {
     every: Duration,
     last: Option<Instant>,
     /// Work was done since the last trim.
@@ -43,13 +43,13 @@ pub struct Trimmer {
 
 impl Trimmer {
     /// Trims at most once per `every`.
-    pub fn new(every: Duration) -> Self {
+    pub(crate) fn new(every: Duration) -> Self {
         Trimmer { every, last: None, pending: false }
     }
 
     /// After work: trims unless it did less than `every` ago; returns
     /// whether it did.
-    pub fn after_work(&mut self) -> bool {
+    pub(crate) fn after_work(&mut self) -> bool {
         self.pending = true;
         if self.last.is_some_and(|t| t.elapsed() < self.every) {
             return false;
@@ -60,7 +60,7 @@ impl Trimmer {
 
     /// When the loop has nothing to do: trims if work came after the last
     /// trim; returns whether it did.
-    pub fn idle(&mut self) -> bool {
+    pub(crate) fn idle(&mut self) -> bool {
         if !self.pending {
             return false;
         }

@@ -2,9 +2,11 @@
 //!
 //! [`crate::aws`] implements them with the AWS SDK (the same code runs
 //! against AWS and, through the SDK's endpoint override, against the local
-//! stand-ins in the end-to-end tests). Unit tests and fault injection use
-//! in-memory implementations. Every method reports failure as a
-//! [`PortError`] that says whether retrying may help.
+//! stand-ins in the end-to-end tests). Unit tests, the cluster simulation
+//! and fault injection use the in-memory implementations (`memory`), and
+//! `failing` wraps any of them to fail chosen calls (both test-only).
+//! Every method reports failure as a [`PortError`] that says whether
+//! retrying may help.
 
 use std::future::Future;
 use std::time::Duration;
@@ -159,28 +161,7 @@ pub trait LogStreams: Send + Sync {
     fn put(&self, stream: &str, events: &[LogEvent]) -> impl Future<Output = Result<PutOutcome, PortError>> + Send;
 }
 
-/// A queue that keeps what is sent and receives nothing, for the boot
-/// steps' unit tests (what a node tells the master).
 #[cfg(test)]
-#[derive(Default)]
-pub(crate) struct SentQueue(pub std::sync::Mutex<Vec<String>>);
-
+pub(crate) mod failing;
 #[cfg(test)]
-impl Queue for SentQueue {
-    async fn send(&self, body: &str) -> Result<(), PortError> {
-        self.0.lock().unwrap().push(body.to_owned());
-        Ok(())
-    }
-    async fn receive(&self, _: u8, _: Duration, _: Option<Duration>) -> Result<Vec<Received>, PortError> {
-        Ok(Vec::new())
-    }
-    async fn delete(&self, _: &str) -> Result<(), PortError> {
-        Ok(())
-    }
-    async fn delete_batch(&self, _: &[&str]) -> Result<usize, PortError> {
-        Ok(0)
-    }
-    async fn show_batch(&self, _: &[&str]) -> Result<usize, PortError> {
-        Ok(0)
-    }
-}
+pub(crate) mod memory;

@@ -10,11 +10,11 @@
 use crate::ports::{PortError, Power};
 
 /// The command that powers this machine off.
-pub const DEFAULT_COMMAND: &[&str] = &["systemctl", "poweroff"];
+pub(crate) const DEFAULT_COMMAND: &[&str] = &["systemctl", "poweroff"];
 
 /// Powers off by running a command.
 #[derive(Clone, Debug)]
-pub struct CommandPower {
+pub(crate) struct CommandPower {
     /// The program and its arguments.
     pub argv: Vec<String>,
 }

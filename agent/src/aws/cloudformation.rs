@@ -62,7 +62,7 @@ impl StackSignals for CfnSignals {
 }
 
 /// The wait condition signal document.
-pub fn signal_body(outcome: &Formation) -> String {
+pub(crate) fn signal_body(outcome: &Formation) -> String {
     serde_json::json!({
         "Status": if outcome.success { "SUCCESS" } else { "FAILURE" },
         "Reason": outcome.reason,

@@ -13,7 +13,7 @@ use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use crate::ports::PortError;
 
 /// Maps an SDK error from `action` (for example "SQS ReceiveMessage on <url>") to a [`PortError`].
-pub fn from_sdk<E>(action: &str, err: &SdkError<E>) -> PortError
+pub(crate) fn from_sdk<E>(action: &str, err: &SdkError<E>) -> PortError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
@@ -45,7 +45,7 @@ where
 /// error mapped to a [`PortError`] by [`from_sdk`]. `action` names the call
 /// and what it was on (for example "SQS SendMessage to <url>"); it is only
 /// built when the call failed.
-pub trait SdkResult<T> {
+pub(crate) trait SdkResult<T> {
     /// `Ok` as it is; an SDK error as a [`PortError`] that names `action`.
     fn or_port_error(self, action: impl FnOnce() -> String) -> Result<T, PortError>;
 }
@@ -61,7 +61,7 @@ where
 
 /// Maps an HTTP answer outside 2xx to a [`PortError`] by its status
 /// (`aws_errors::classify`): 5xx, 408 and 429 may clear, the rest will not.
-pub fn from_status(action: &str, status: u16, body: &str) -> PortError {
+pub(crate) fn from_status(action: &str, status: u16, body: &str) -> PortError {
     let described = format!("{action} failed: HTTP {status}: {}", excerpt(body));
     if aws_errors::classify(status, "").is_retryable() {
         PortError::Transient(described)
@@ -71,7 +71,7 @@ pub fn from_status(action: &str, status: u16, body: &str) -> PortError {
 }
 
 /// Maps a `ureq` transport error to a [`PortError`].
-pub fn from_ureq(action: &str, err: &ureq::Error) -> PortError {
+pub(crate) fn from_ureq(action: &str, err: &ureq::Error) -> PortError {
     use ureq::Error as E;
     match err {
         E::StatusCode(status) => from_status(action, *status, ""),
@@ -90,12 +90,12 @@ pub fn from_ureq(action: &str, err: &ureq::Error) -> PortError {
 /// source whose text is already there (the SDK's wrappers often repeat
 /// their source's text): the chain [`cli_output::report`] writes, one cause
 /// a line, joined into one line for a log line or a signal's reason.
-pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     cli_output::report(err).replace("\n  caused by: ", ": ")
 }
 
 /// The start of a response body, on one line, for an error message.
-pub fn excerpt(body: &str) -> String {
+pub(crate) fn excerpt(body: &str) -> String {
     const MAX: usize = 300;
     let one_line = body.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.is_empty() {

@@ -14,7 +14,7 @@ use super::error::{SdkResult, from_sdk};
 use crate::ports::{LogEvent, LogStreams, PortError, PutOutcome};
 
 /// How long one call may take: a batch is at most 1 MiB.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The stack's log group.
 #[derive(Clone, Debug)]

@@ -11,11 +11,11 @@
 //! [`crate::ports::PortError`]s by the rules in [`error`].
 
 pub mod autoscaling;
-pub mod cloudformation;
-pub mod error;
-pub mod logs;
-pub mod s3;
-pub mod sdk_config;
+pub(crate) mod cloudformation;
+pub(crate) mod error;
+pub(crate) mod logs;
+pub(crate) mod s3;
+pub(crate) mod sdk_config;
 pub mod sqs;
 
 pub use autoscaling::AsgWorkerGroup;

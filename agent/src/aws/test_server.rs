@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 /// One request as the server saw it.
 #[derive(Clone, Debug)]
-pub struct Request {
+pub(crate) struct Request {
     pub method: String,
     /// The path with its query string.
     pub path: String,
@@ -21,25 +21,25 @@ pub struct Request {
 
 impl Request {
     /// A header's value, by lowercase name.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(String::as_str)
     }
 }
 
 /// What the server answers.
 #[derive(Clone, Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
 impl Reply {
-    pub fn new(status: u16, body: &str) -> Self {
+    pub(crate) fn new(status: u16, body: &str) -> Self {
         Self { status, headers: Vec::new(), body: body.to_owned() }
     }
 
-    pub fn header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
@@ -48,14 +48,14 @@ impl Reply {
 type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
 
 /// A running server; it lives until the test process ends.
-pub struct TestServer {
+pub(crate) struct TestServer {
     addr: SocketAddr,
     requests: Arc<Mutex<Vec<Request>>>,
 }
 
 impl TestServer {
     /// Starts a server on 127.0.0.1 answering every request with `handler`.
-    pub fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Self {
+    pub(crate) fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -72,18 +72,18 @@ impl TestServer {
     }
 
     /// `http://127.0.0.1:<port>`
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Every request so far, in arrival order.
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 }
 
 /// An address on which nothing listens (bound, then released).
-pub fn closed_port() -> SocketAddr {
+pub(crate) fn closed_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
@@ -128,7 +128,7 @@ fn read_request(stream: &TcpStream) -> Option<Request> {
 }
 
 /// An SDK config that sends every service to `endpoint`, with test credentials and no retries.
-pub fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+pub(crate) fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
     use aws_sdk_sqs::config::{Credentials, SharedCredentialsProvider};
     aws_config::SdkConfig::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
@@ -142,12 +142,12 @@ pub fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
 }
 
 /// The fields of an `application/x-www-form-urlencoded` body (the AWS query protocol), not decoded.
-pub fn form_fields(body: &str) -> BTreeMap<String, String> {
+pub(crate) fn form_fields(body: &str) -> BTreeMap<String, String> {
     body.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
 }
 
 /// An AWS query protocol error reply.
-pub fn query_error(status: u16, code: &str, message: &str) -> Reply {
+pub(crate) fn query_error(status: u16, code: &str, message: &str) -> Reply {
     Reply::new(
         status,
         &format!(

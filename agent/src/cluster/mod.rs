@@ -104,12 +104,12 @@
 //! [`timeline`] (when each member reached each phase), [`timing`] (the
 //! protocol's timings) and [`effect`] (what the runner is asked to do).
 
-pub mod effect;
-pub mod master;
+pub(crate) mod effect;
+pub(crate) mod master;
 pub mod membership;
-pub mod node;
+pub(crate) mod node;
 pub mod timeline;
-pub mod timing;
+pub(crate) mod timing;
 
 pub use effect::Effect;
 pub use master::MasterState;
@@ -118,6 +118,3 @@ pub use timing::*;
 
 #[cfg(test)]
 pub(crate) mod testkit;
-
-#[cfg(test)]
-mod simulation;

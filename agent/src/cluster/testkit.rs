@@ -7,10 +7,10 @@ use super::Effect;
 use crate::ports::Formation;
 
 /// A unix time in milliseconds to start the clocks at (2026-01-01).
-pub const T0: u64 = 1_767_225_600_000;
+pub(crate) const T0: u64 = 1_767_225_600_000;
 
 /// The master's registration (`i-master`, 10.0.0.100).
-pub fn master_reg() -> Register {
+pub(crate) fn master_reg() -> Register {
     Register {
         instance_id: "i-master".into(),
         private_ip: "10.0.0.100".into(),
@@ -29,7 +29,7 @@ pub fn master_reg() -> Register {
 }
 
 /// Worker `n`: `i-w<n>`, 10.0.0.<n>, boot `boot-<n>`, 8 GPUs.
-pub fn worker_reg(n: u32) -> Register {
+pub(crate) fn worker_reg(n: u32) -> Register {
     Register {
         instance_id: format!("i-w{n}"),
         private_ip: format!("10.0.0.{n}"),
@@ -49,7 +49,7 @@ pub fn worker_reg(n: u32) -> Register {
 
 /// A master's node config: the contract's fixture with a formation of
 /// `timeout_minutes` and, with `prepare_data`, a prepare-data script.
-pub fn config(timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
+pub(crate) fn config(timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
     NodeConfig {
         formation_timeout_seconds: timeout_minutes * 60,
         elastic: Elastic { prepare_data_script: prepare_data.then(|| "/efs/prepare.sh".into()) },
@@ -58,7 +58,7 @@ pub fn config(timeout_minutes: u32, prepare_data: bool) -> NodeConfig {
 }
 
 /// The manifests among the effects.
-pub fn published(effects: &[Effect]) -> Vec<&Manifest> {
+pub(crate) fn published(effects: &[Effect]) -> Vec<&Manifest> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -69,7 +69,7 @@ pub fn published(effects: &[Effect]) -> Vec<&Manifest> {
 }
 
 /// The formation signals among the effects.
-pub fn formations(effects: &[Effect]) -> Vec<&Formation> {
+pub(crate) fn formations(effects: &[Effect]) -> Vec<&Formation> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -80,7 +80,7 @@ pub fn formations(effects: &[Effect]) -> Vec<&Formation> {
 }
 
 /// The log lines among the effects, joined.
-pub fn logs(effects: &[Effect]) -> String {
+pub(crate) fn logs(effects: &[Effect]) -> String {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -92,16 +92,16 @@ pub fn logs(effects: &[Effect]) -> String {
 }
 
 /// The effects other than log lines.
-pub fn actions(effects: &[Effect]) -> Vec<&Effect> {
+pub(crate) fn actions(effects: &[Effect]) -> Vec<&Effect> {
     effects.iter().filter(|e| !matches!(e, Effect::Log(_))).collect()
 }
 
 /// A small deterministic PRNG (SplitMix64) for property-style tests.
-pub struct SplitMix64(pub u64);
+pub(crate) struct SplitMix64(pub u64);
 
 impl SplitMix64 {
     /// The next number.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -110,12 +110,12 @@ impl SplitMix64 {
     }
 
     /// A number in `0..n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
 
     /// Shuffles in place (Fisher-Yates).
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             items.swap(i, self.below(i + 1));
         }

@@ -38,7 +38,9 @@ pub struct NodeTimes {
     /// Absent from a master state written before version 7.
     #[serde(default)]
     pub launched_ms: Option<u64>,
+    /// When the node's kernel booted.
     pub booted_ms: Option<u64>,
+    /// When its agent started.
     pub agent_started_ms: Option<u64>,
     /// Absent from a master state written before data sets.
     #[serde(default)]
@@ -46,7 +48,9 @@ pub struct NodeTimes {
     /// What the node's data fetch took.
     #[serde(default)]
     pub data: Option<DataReady>,
+    /// When the master admitted it.
     pub registered_ms: Option<u64>,
+    /// When the master first heard it applied a manifest.
     pub applied_ms: Option<u64>,
 }
 

@@ -12,7 +12,7 @@ use super::store::{Got, Head, ObjectInfo, ObjectStore, StoreError, StoreErrorKin
 
 /// Which call a rule fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `list`.
     List,
     /// `head`.
@@ -30,7 +30,7 @@ struct Rule {
 
 /// `inner`, with failures.
 #[derive(Debug)]
-pub struct FailingStore<S> {
+pub(crate) struct FailingStore<S> {
     inner: S,
     rules: Mutex<Vec<Rule>>,
     gets_left: AtomicU64,
@@ -38,25 +38,25 @@ pub struct FailingStore<S> {
 
 impl<S: ObjectStore> FailingStore<S> {
     /// `inner` with no failure yet.
-    pub fn new(inner: S) -> FailingStore<S> {
+    pub(crate) fn new(inner: S) -> FailingStore<S> {
         FailingStore { inner, rules: Mutex::new(Vec::new()), gets_left: AtomicU64::new(u64::MAX) }
     }
 
     /// Fails every `op` on a key containing `key_contains` (the bucket's
     /// prefix for `list`) with `error`.
-    pub fn fail(self, op: Op, key_contains: &str, error: StoreError) -> FailingStore<S> {
+    pub(crate) fn fail(self, op: Op, key_contains: &str, error: StoreError) -> FailingStore<S> {
         self.rules.lock().unwrap().push(Rule { op, key_contains: key_contains.to_owned(), error });
         self
     }
 
     /// Fails every `op` on such a key with `AccessDenied`.
-    pub fn deny(self, op: Op, key_contains: &str) -> FailingStore<S> {
+    pub(crate) fn deny(self, op: Op, key_contains: &str) -> FailingStore<S> {
         self.fail(op, key_contains, StoreError::new(StoreErrorKind::Denied, "AccessDenied", "Access Denied"))
     }
 
     /// Lets `n` GETs through, then fails every other one (as if the
     /// agent had been killed there: nothing more is written).
-    pub fn gets_then_fail(self, n: u64) -> FailingStore<S> {
+    pub(crate) fn gets_then_fail(self, n: u64) -> FailingStore<S> {
         self.gets_left.store(n, Ordering::SeqCst);
         self
     }

@@ -93,7 +93,7 @@ impl Plan {
 
 /// The master's completion marker of a [`Fetcher::Master`] set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Marker {
+pub(crate) struct Marker {
     /// `s3://bucket/prefix`.
     pub url: String,
     /// The directory.

@@ -36,12 +36,12 @@ impl std::fmt::Display for Unsafe {
 
 /// Whether a listed object is a folder marker (a zero-byte key ending in
 /// `/`): nothing to write.
-pub fn is_folder_marker(key: &str, size: u64) -> bool {
+pub(crate) fn is_folder_marker(key: &str, size: u64) -> bool {
     size == 0 && key.ends_with('/')
 }
 
 /// The path under `dir` that `key` (under `prefix`) is written to.
-pub fn path_in(dir: &Path, prefix: &str, key: &str) -> Result<PathBuf, Unsafe> {
+pub(crate) fn path_in(dir: &Path, prefix: &str, key: &str) -> Result<PathBuf, Unsafe> {
     let rest = key.strip_prefix(prefix).ok_or(Unsafe::OutsidePrefix)?;
     if rest.is_empty() {
         return Err(Unsafe::Empty);
@@ -62,7 +62,7 @@ pub fn path_in(dir: &Path, prefix: &str, key: &str) -> Result<PathBuf, Unsafe> {
 
 /// The temporary name a file is written under until it is complete: in
 /// the same directory (so the rename is atomic), hidden, with a suffix.
-pub fn partial_path(path: &Path) -> PathBuf {
+pub(crate) fn partial_path(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     path.with_file_name(format!(".{name}.dl-partial"))
 }

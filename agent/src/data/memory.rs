@@ -16,7 +16,7 @@ use super::store::{Checksum, Got, Head, Integrity, ObjectInfo, ObjectStore, Stor
 
 /// What a [`MemoryStore`] was asked, so far.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     /// `list` calls.
     pub lists: AtomicU64,
     /// `head` calls.
@@ -33,7 +33,7 @@ pub struct Counters {
 
 /// Objects in memory.
 #[derive(Debug, Default)]
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     objects: Mutex<BTreeMap<(String, String), (Bytes, Integrity)>>,
     /// What was asked of it.
     pub counters: Counters,
@@ -43,12 +43,12 @@ pub struct MemoryStore {
 
 impl MemoryStore {
     /// An empty store whose GETs take `latency`.
-    pub fn with_latency(latency: Duration) -> MemoryStore {
+    pub(crate) fn with_latency(latency: Duration) -> MemoryStore {
         MemoryStore { latency, ..MemoryStore::default() }
     }
 
     /// Puts an object with its CRC-64/NVME.
-    pub fn put(&self, bucket: &str, key: &str, bytes: impl Into<Bytes>) {
+    pub(crate) fn put(&self, bucket: &str, key: &str, bytes: impl Into<Bytes>) {
         let bytes = bytes.into();
         let sum = checksum::compute(&Checksum::Crc64Nvme(0), &bytes);
         self.put_with(bucket, key, bytes, Integrity::Full(sum));
@@ -56,17 +56,17 @@ impl MemoryStore {
 
     /// Puts an object with the integrity given (a wrong checksum, none,
     /// a composite one).
-    pub fn put_with(&self, bucket: &str, key: &str, bytes: impl Into<Bytes>, integrity: Integrity) {
+    pub(crate) fn put_with(&self, bucket: &str, key: &str, bytes: impl Into<Bytes>, integrity: Integrity) {
         self.objects.lock().unwrap().insert((bucket.to_owned(), key.to_owned()), (bytes.into(), integrity));
     }
 
     /// GETs so far.
-    pub fn gets(&self) -> u64 {
+    pub(crate) fn gets(&self) -> u64 {
         self.counters.gets.load(Ordering::SeqCst)
     }
 
     /// Bytes read so far.
-    pub fn bytes_read(&self) -> u64 {
+    pub(crate) fn bytes_read(&self) -> u64 {
         self.counters.bytes.load(Ordering::SeqCst)
     }
 

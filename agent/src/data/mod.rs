@@ -19,17 +19,19 @@
 //!   counters, the lines and the cluster's summary ([`summary_line`]).
 
 pub mod checksum;
-pub mod engine;
-pub mod error;
-pub mod failing;
-pub mod fetch;
-pub mod key;
-pub mod memory;
-pub mod progress;
-pub mod roster;
-pub mod server;
-pub mod store;
-pub mod wire;
+pub(crate) mod engine;
+pub(crate) mod error;
+#[cfg(test)]
+pub(crate) mod failing;
+pub(crate) mod fetch;
+pub(crate) mod key;
+#[cfg(test)]
+pub(crate) mod memory;
+pub(crate) mod progress;
+pub(crate) mod roster;
+pub(crate) mod server;
+pub(crate) mod store;
+pub(crate) mod wire;
 
 pub use engine::{Engine, Target, Tuning};
 pub use error::FetchError;

@@ -133,15 +133,15 @@ pub struct NodeProgress {
 }
 
 /// The version of [`NodeProgress`] this release writes.
-pub const PROGRESS_VERSION: u32 = 1;
+pub(crate) const PROGRESS_VERSION: u32 = 1;
 
 /// `progress/<ip>.json` under the data directory on EFS.
-pub fn progress_path(efs_data_dir: &Path, ip: &str) -> PathBuf {
+pub(crate) fn progress_path(efs_data_dir: &Path, ip: &str) -> PathBuf {
     efs_data_dir.join("progress").join(format!("{ip}.json"))
 }
 
 /// Writes a node's progress file atomically.
-pub fn write_progress(efs_data_dir: &Path, progress: &NodeProgress) -> Result<(), crate::files::FilesError> {
+pub(crate) fn write_progress(efs_data_dir: &Path, progress: &NodeProgress) -> Result<(), crate::files::FilesError> {
     let text = serde_json::to_string(progress).unwrap_or_default();
     crate::files::atomic::write(&progress_path(efs_data_dir, &progress.ip), &text, 0o644)
 }
@@ -264,7 +264,7 @@ fn rate(bytes_per_second: f64) -> String {
 }
 
 /// 1280 -> "1,280".
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 /// A peer that failed is left out of the homes this long.
-pub const DEAD_FOR: Duration = Duration::from_secs(30);
+pub(crate) const DEAD_FOR: Duration = Duration::from_secs(30);
 
 /// A node's announcement.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,18 +44,18 @@ pub struct Announcement {
 }
 
 /// `peers/` under the data directory on EFS.
-pub fn peers_dir(efs_data_dir: &Path) -> PathBuf {
+pub(crate) fn peers_dir(efs_data_dir: &Path) -> PathBuf {
     efs_data_dir.join("peers")
 }
 
 /// Writes this node's announcement as `peers/<ip>`, atomically.
-pub fn announce(efs_data_dir: &Path, ip: &str, a: &Announcement) -> Result<(), crate::files::FilesError> {
+pub(crate) fn announce(efs_data_dir: &Path, ip: &str, a: &Announcement) -> Result<(), crate::files::FilesError> {
     let text = serde_json::to_string(a).unwrap_or_default();
     crate::files::atomic::write(&peers_dir(efs_data_dir).join(ip), &text, 0o644)
 }
 
 /// Every announcement that reads (a half-written or foreign file is skipped).
-pub fn read(efs_data_dir: &Path) -> Vec<Announcement> {
+pub(crate) fn read(efs_data_dir: &Path) -> Vec<Announcement> {
     let Ok(entries) = std::fs::read_dir(peers_dir(efs_data_dir)) else { return Vec::new() };
     let mut all: Vec<Announcement> = entries
         .flatten()
@@ -83,7 +83,7 @@ fn weight(peer: &SocketAddr, key: &str) -> u64 {
 }
 
 /// The home of `key` among `candidates`: the one of highest weight.
-pub fn home(key: &str, candidates: &[SocketAddr]) -> Option<SocketAddr> {
+pub(crate) fn home(key: &str, candidates: &[SocketAddr]) -> Option<SocketAddr> {
     candidates.iter().copied().max_by_key(|p| (weight(p, key), *p))
 }
 

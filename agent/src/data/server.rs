@@ -27,7 +27,7 @@ use super::wire::{MAGIC, MAX_LINE, Reply, Request};
 
 /// One data set this node serves, with its directory on this node.
 #[derive(Clone, Debug)]
-pub struct Served {
+pub(crate) struct Served {
     /// The data set.
     pub set: DataSet,
     /// Its directory (under the agent's root).
@@ -35,7 +35,7 @@ pub struct Served {
 }
 
 /// Serves this node's data sets on `listener` until the task is dropped.
-pub async fn serve<S: ObjectStore>(listener: TcpListener, engine: Arc<Engine<S>>, sets: Arc<Vec<Served>>) {
+pub(crate) async fn serve<S: ObjectStore>(listener: TcpListener, engine: Arc<Engine<S>>, sets: Arc<Vec<Served>>) {
     loop {
         let (stream, from) = match listener.accept().await {
             Ok(c) => c,

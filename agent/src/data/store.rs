@@ -1,8 +1,8 @@
 //! The port to S3 the fetcher reads through ([`ObjectStore`]): list the
 //! objects under a prefix, HEAD one for its checksum, GET a byte range.
 //! Implemented on the AWS SDK by [`crate::aws::S3Objects`], in memory by
-//! [`super::memory::MemoryStore`], and with chosen failures by
-//! [`super::failing::FailingStore`] (mountpoint-s3's `ObjectClient`,
+//! `super::memory::MemoryStore` (tests only), and with chosen failures by
+//! `super::failing::FailingStore` (mountpoint-s3's `ObjectClient`,
 //! `mock_client` and `failure_client`).
 //!
 //! IAM: `list` is `ListObjectsV2` with the prefix (`s3:ListBucket`, which

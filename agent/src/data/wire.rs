@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use super::store::Integrity;
 
 /// The first word of every request: the protocol and its version.
-pub const MAGIC: &str = "dl-data/1";
+pub(crate) const MAGIC: &str = "dl-data/1";
 
 /// The longest request or reply line.
 pub(crate) const MAX_LINE: u64 = 16 * 1024;
@@ -35,7 +35,7 @@ const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a node asks a peer for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Request {
+pub(crate) struct Request {
     /// The bucket.
     pub bucket: String,
     /// The whole key.
@@ -52,7 +52,7 @@ pub struct Request {
 
 /// A peer's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// Whether the bytes follow.
     pub ok: bool,
     /// How many bytes follow.
@@ -65,7 +65,7 @@ pub struct Reply {
 
 /// Asks `addr` for `request`: the reply's header and the stream its
 /// bytes follow on. Every failure is a reason to read from S3 instead.
-pub async fn request(
+pub(crate) async fn request(
     addr: SocketAddr,
     request: &Request,
     connect_timeout: Duration,
@@ -99,7 +99,7 @@ pub async fn request(
 }
 
 /// Reads a reply's `len` bytes.
-pub async fn read_body(mut reader: BufReader<TcpStream>, len: u64) -> Result<Bytes, String> {
+pub(crate) async fn read_body(mut reader: BufReader<TcpStream>, len: u64) -> Result<Bytes, String> {
     let mut buf = BytesMut::zeroed(len as usize);
     let mut at = 0;
     while at < buf.len() {

@@ -27,7 +27,7 @@ use super::error::FilesError;
 /// only the mode had to be corrected, `false` when the file was already as
 /// asked. Parent directories are created (mode 0755). On failure the old
 /// file is left as it was (except in the in-place fallback, see the module docs).
-pub fn write_if_changed(path: &Path, content: &str, mode: u32) -> Result<bool, FilesError> {
+pub(crate) fn write_if_changed(path: &Path, content: &str, mode: u32) -> Result<bool, FilesError> {
     match fs::read(path) {
         Ok(current) if current == content.as_bytes() => {
             let meta = fs::metadata(path).map_err(|source| FilesError::Read { path: path.to_owned(), source })?;

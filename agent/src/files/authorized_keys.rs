@@ -13,15 +13,15 @@ use super::known_hosts;
 use super::paths::home_path;
 
 /// The file, relative to the user's home.
-pub const IN_HOME: &str = ".ssh/authorized_keys";
+pub(crate) const IN_HOME: &str = ".ssh/authorized_keys";
 
 /// The file for `user`, as a `~user/...` path (resolved against passwd when applied).
-pub fn path(user: &str) -> PathBuf {
+pub(crate) fn path(user: &str) -> PathBuf {
     home_path(user, IN_HOME)
 }
 
 /// The body of our block.
-pub fn body(cluster_public_key: &str) -> Result<String, FilesError> {
+pub(crate) fn body(cluster_public_key: &str) -> Result<String, FilesError> {
     let key = known_hosts::public_key(cluster_public_key).map_err(|reason| FilesError::BadClusterKey { reason })?;
     Ok(format!("{key} deeplearning-cluster\n"))
 }

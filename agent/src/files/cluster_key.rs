@@ -19,14 +19,14 @@ use super::error::FilesError;
 use node_contract::files::under;
 
 /// The key file, as on the node.
-pub const PATH: &str = "/var/lib/deeplearning/cluster_key";
+pub(crate) const PATH: &str = "/var/lib/deeplearning/cluster_key";
 
 /// The comment carried in the key.
 const COMMENT: &str = "deeplearning-cluster";
 
 /// The cluster key pair, both halves in OpenSSH format.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ClusterKey {
+pub(crate) struct ClusterKey {
     /// The private key (`-----BEGIN OPENSSH PRIVATE KEY-----` ...), ending in a newline.
     pub private_openssh: String,
     /// `ssh-ed25519 AAAA... deeplearning-cluster`, one line without newline.
@@ -44,7 +44,7 @@ impl std::fmt::Debug for ClusterKey {
 ///
 /// An existing file that does not parse is an error, not replaced: replacing
 /// it silently would cut the master off from every worker.
-pub fn load_or_create(root: &Path) -> Result<ClusterKey, FilesError> {
+pub(crate) fn load_or_create(root: &Path) -> Result<ClusterKey, FilesError> {
     let path = under(root, PATH);
     match fs::read_to_string(&path) {
         Ok(text) => {

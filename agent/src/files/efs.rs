@@ -35,27 +35,28 @@ use super::plan::Plan;
 use node_contract::files::under;
 
 /// The file, as on the node.
-pub const FSTAB_PATH: &str = "/etc/fstab";
+pub(crate) const FSTAB_PATH: &str = "/etc/fstab";
 
 /// AWS's recommended NFS options, plus `_netdev,nofail` for boot.
-pub const OPTIONS: &str = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev,nofail";
+pub(crate) const OPTIONS: &str =
+    "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev,nofail";
 
 /// `fs-12345678.efs.us-east-1.amazonaws.com:/`
-pub fn source(config: &NodeConfig) -> String {
+pub(crate) fn source(config: &NodeConfig) -> String {
     format!("{}.efs.{}.amazonaws.com:/", config.efs.file_system_id, config.region)
 }
 
 /// The file system label of the scratch volume the agent makes (at most 12
 /// characters, XFS's limit).
-pub const SCRATCH_LABEL: &str = "dlscratch";
+pub(crate) const SCRATCH_LABEL: &str = "dlscratch";
 
 /// The fstab line of the scratch volume at `mount` (no newline).
-pub fn scratch_fstab_line(mount: &str) -> String {
+pub(crate) fn scratch_fstab_line(mount: &str) -> String {
     format!("LABEL={SCRATCH_LABEL} {} auto defaults,noatime,nofail,x-systemd.device-timeout=10s 0 2", escape(mount))
 }
 
 /// The fstab line for the config's file system (no newline).
-pub fn fstab_line(config: &NodeConfig) -> String {
+pub(crate) fn fstab_line(config: &NodeConfig) -> String {
     format!("{} {} nfs4 {OPTIONS} 0 0", source(config), escape(&config.efs.mount))
 }
 
@@ -80,7 +81,7 @@ pub(super) struct MountSpec<'a> {
 /// unless `/proc/self/mountinfo` shows something mounted there already.
 /// With `enabled == false` (no EFS in this environment, as in the local
 /// tests) only the directory and the fstab line are ensured.
-pub fn mount(root: &Path, config: &NodeConfig, enabled: bool) -> Result<(), FilesError> {
+pub(crate) fn mount(root: &Path, config: &NodeConfig, enabled: bool) -> Result<(), FilesError> {
     let spec = MountSpec {
         what: "EFS",
         fs_type: "nfs4",
@@ -147,7 +148,7 @@ pub(super) fn mount_one(
 }
 
 /// Whether `mountinfo` (the text of `/proc/self/mountinfo`) lists a mount at `target`.
-pub fn is_mounted(mountinfo: &str, target: &Path) -> bool {
+pub(crate) fn is_mounted(mountinfo: &str, target: &Path) -> bool {
     let target = std::fs::canonicalize(target).unwrap_or_else(|_| target.to_owned());
     mountinfo.lines().filter_map(|l| l.split(' ').nth(4)).any(|mount_point| Path::new(&unescape(mount_point)) == target)
 }

@@ -22,22 +22,22 @@ use super::efs::{MountSpec, escape, mount_one};
 use super::error::FilesError;
 
 /// `mount -o` for Lustre.
-pub const MOUNT_OPTIONS: &str = "relatime,flock";
+pub(crate) const MOUNT_OPTIONS: &str = "relatime,flock";
 
 /// The fstab options.
-pub const FSTAB_OPTIONS: &str =
+pub(crate) const FSTAB_OPTIONS: &str =
     "defaults,relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service";
 
 /// Where `mount` looks for its `mount.lustre` helper.
 const HELPER_DIRS: [&str; 5] = ["/sbin", "/usr/sbin", "/usr/local/sbin", "/bin", "/usr/bin"];
 
 /// `fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcdef`
-pub fn source(fsx: &FsxLustre) -> String {
+pub(crate) fn source(fsx: &FsxLustre) -> String {
     format!("{}@tcp:/{}", fsx.dns_name, fsx.mount_name)
 }
 
 /// The fstab line for the config's Lustre file system (no newline), if it has one.
-pub fn fstab_line(config: &NodeConfig) -> Option<String> {
+pub(crate) fn fstab_line(config: &NodeConfig) -> Option<String> {
     let fsx = config.fsx.as_ref()?;
     Some(format!("{} {} lustre {FSTAB_OPTIONS} 0 0", source(fsx), escape(&fsx.mount)))
 }
@@ -46,7 +46,7 @@ pub fn fstab_line(config: &NodeConfig) -> Option<String> {
 /// unless something is mounted there already; nothing when the config has
 /// no FSx. With `enabled == false` (tests, containers) only the directory
 /// and the fstab line are ensured.
-pub fn mount(root: &Path, config: &NodeConfig, enabled: bool) -> Result<(), FilesError> {
+pub(crate) fn mount(root: &Path, config: &NodeConfig, enabled: bool) -> Result<(), FilesError> {
     let Some(fsx) = &config.fsx else { return Ok(()) };
     let spec = MountSpec {
         what: "FSx for Lustre",
@@ -62,7 +62,7 @@ pub fn mount(root: &Path, config: &NodeConfig, enabled: bool) -> Result<(), File
 }
 
 /// The Lustre mount helper, if one of `dirs` has it.
-pub fn client_in(dirs: &[&Path]) -> Option<PathBuf> {
+pub(crate) fn client_in(dirs: &[&Path]) -> Option<PathBuf> {
     dirs.iter().map(|d| d.join("mount.lustre")).find(|p| p.is_file())
 }
 

@@ -11,10 +11,10 @@ use node_contract::message::MASTER_ALIAS;
 use super::nodes::Node;
 
 /// The file, as on the node.
-pub const PATH: &str = "/etc/hosts";
+pub(crate) const PATH: &str = "/etc/hosts";
 
 /// The body of our block.
-pub fn body(nodes: &[Node<'_>]) -> String {
+pub(crate) fn body(nodes: &[Node<'_>]) -> String {
     let mut out = String::new();
     for n in nodes {
         out.push_str(&n.node.private_ip);

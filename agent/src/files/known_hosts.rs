@@ -13,10 +13,10 @@ use super::error::FilesError;
 use super::nodes::Node;
 
 /// The file, as on the node (OpenSSH's global known hosts file).
-pub const PATH: &str = "/etc/ssh/ssh_known_hosts";
+pub(crate) const PATH: &str = "/etc/ssh/ssh_known_hosts";
 
 /// The body of our block.
-pub fn body(nodes: &[Node<'_>]) -> Result<String, FilesError> {
+pub(crate) fn body(nodes: &[Node<'_>]) -> Result<String, FilesError> {
     let mut out = String::new();
     for n in nodes {
         let key = public_key(&n.node.ssh_host_key).map_err(|reason| FilesError::BadHostKey {
@@ -35,7 +35,7 @@ pub fn body(nodes: &[Node<'_>]) -> Result<String, FilesError> {
 }
 
 /// The `<type> <base64>` part of an OpenSSH public key line, once it parses.
-pub fn public_key(line: &str) -> Result<String, String> {
+pub(crate) fn public_key(line: &str) -> Result<String, String> {
     let line = line.trim();
     if line.is_empty() {
         return Err("the key is empty".into());

@@ -23,9 +23,10 @@
 //! The markers are `#` comments, valid in every file this is used for.
 
 /// The line that opens our block.
-pub const BEGIN: &str = "# BEGIN deeplearning-cluster (managed by the deeplearning agent; edits inside are replaced)";
+pub(crate) const BEGIN: &str =
+    "# BEGIN deeplearning-cluster (managed by the deeplearning agent; edits inside are replaced)";
 /// The line that closes our block.
-pub const END: &str = "# END deeplearning-cluster";
+pub(crate) const END: &str = "# END deeplearning-cluster";
 
 /// Recognises a BEGIN line even if someone edited the explanation after the name.
 const BEGIN_PREFIX: &str = "# BEGIN deeplearning-cluster";
@@ -49,7 +50,7 @@ fn kind(line: &str) -> Kind {
 }
 
 /// The block for `body` (lines without markers), markers included.
-pub fn block(body: &str) -> String {
+pub(crate) fn block(body: &str) -> String {
     let mut out = String::with_capacity(BEGIN.len() + END.len() + body.len() + 3);
     out.push_str(BEGIN);
     out.push('\n');
@@ -63,7 +64,7 @@ pub fn block(body: &str) -> String {
 }
 
 /// `existing` with our block replaced by (or extended with) one holding `body`.
-pub fn merge(existing: &str, body: &str) -> String {
+pub(crate) fn merge(existing: &str, body: &str) -> String {
     let lines: Vec<&str> = existing.split_inclusive('\n').collect();
     let kinds: Vec<Kind> = lines.iter().map(|l| kind(l)).collect();
 
@@ -111,7 +112,8 @@ pub fn merge(existing: &str, body: &str) -> String {
 }
 
 /// The body of our block in `existing` (the first complete one), if any.
-pub fn body_of(existing: &str) -> Option<String> {
+#[cfg(test)]
+pub(crate) fn body_of(existing: &str) -> Option<String> {
     let mut body: Option<String> = None;
     for line in existing.split_inclusive('\n') {
         match (kind(line), &mut body) {

@@ -44,24 +44,24 @@
 //! [`apply`] (render and write), [`paths`] (where under the root),
 //! [`error`] (what failed).
 
-pub mod apply;
-pub mod atomic;
-pub mod authorized_keys;
-pub mod cluster_key;
-pub mod efs;
-pub mod error;
-pub mod fsx;
+pub(crate) mod apply;
+pub(crate) mod atomic;
+pub(crate) mod authorized_keys;
+pub(crate) mod cluster_key;
+pub(crate) mod efs;
+pub(crate) mod error;
+pub(crate) mod fsx;
 pub mod host_log;
-pub mod hosts;
-pub mod known_hosts;
-pub mod managed_block;
-pub mod nodes;
-pub mod notice;
-pub mod passwd;
-pub mod paths;
-pub mod plan;
-pub mod profile;
-pub mod ssh_client;
+pub(crate) mod hosts;
+pub(crate) mod known_hosts;
+pub(crate) mod managed_block;
+pub(crate) mod nodes;
+pub(crate) mod notice;
+pub(crate) mod passwd;
+pub(crate) mod paths;
+pub(crate) mod plan;
+pub(crate) mod profile;
+pub(crate) mod ssh_client;
 pub mod state;
 
 use std::path::{Path, PathBuf};

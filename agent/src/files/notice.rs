@@ -8,14 +8,14 @@
 
 use std::path::Path;
 
-pub use node_contract::interruption::{NOTICE_FILE_VERSION, NOTICE_PATH as PATH, NoticeFile};
+pub(crate) use node_contract::interruption::{NOTICE_FILE_VERSION, NOTICE_PATH as PATH, NoticeFile};
 
 use super::atomic;
 use super::error::FilesError;
 use node_contract::files::under;
 
 /// The notice under `root`; `None` when there is none.
-pub fn read(root: &Path) -> Result<Option<NoticeFile>, FilesError> {
+pub(crate) fn read(root: &Path) -> Result<Option<NoticeFile>, FilesError> {
     let path = under(root, PATH);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -26,13 +26,13 @@ pub fn read(root: &Path) -> Result<Option<NoticeFile>, FilesError> {
 }
 
 /// Writes the notice (atomically, 0644: anyone's job may read it).
-pub fn write(root: &Path, notice: &NoticeFile) -> Result<(), FilesError> {
+pub(crate) fn write(root: &Path, notice: &NoticeFile) -> Result<(), FilesError> {
     atomic::write_if_changed(&under(root, PATH), &notice.to_text(), 0o644)?;
     Ok(())
 }
 
 /// Removes the notice file; no file is fine.
-pub fn remove(root: &Path) -> Result<(), FilesError> {
+pub(crate) fn remove(root: &Path) -> Result<(), FilesError> {
     let path = under(root, PATH);
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(()),

@@ -12,7 +12,7 @@ use node_contract::files::under;
 
 /// One line of `/etc/passwd`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct User {
+pub(crate) struct User {
     /// Login name.
     pub name: String,
     /// User id.
@@ -24,7 +24,7 @@ pub struct User {
 }
 
 /// Parses passwd text; malformed lines and comments are skipped.
-pub fn parse(text: &str) -> Vec<User> {
+pub(crate) fn parse(text: &str) -> Vec<User> {
     text.lines()
         .filter(|l| !l.trim_start().starts_with('#'))
         .filter_map(|line| {
@@ -44,7 +44,7 @@ pub fn parse(text: &str) -> Vec<User> {
 
 /// The user `name` in `<root>/etc/passwd`; `None` when there is no such user
 /// or no passwd file.
-pub fn lookup(root: &Path, name: &str) -> Result<Option<User>, FilesError> {
+pub(crate) fn lookup(root: &Path, name: &str) -> Result<Option<User>, FilesError> {
     let path = under(root, "/etc/passwd");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -55,7 +55,7 @@ pub fn lookup(root: &Path, name: &str) -> Result<Option<User>, FilesError> {
 }
 
 /// The home directory of `name`: from passwd, else `/home/<name>`.
-pub fn home(user: Option<&User>, name: &str) -> PathBuf {
+pub(crate) fn home(user: Option<&User>, name: &str) -> PathBuf {
     match user {
         Some(u) if u.home.is_absolute() => u.home.clone(),
         _ => PathBuf::from(format!("/home/{name}")),

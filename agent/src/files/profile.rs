@@ -20,10 +20,16 @@ use super::nodes::Node;
 use crate::fabric::Variable;
 
 /// The file, as on the node.
-pub const PATH: &str = profile::PATH;
+pub(crate) const PATH: &str = profile::PATH;
 
 /// The whole file, for the node with `gpus` GPUs and the NCCL/EFA environment `fabric`.
-pub fn content(manifest: &Manifest, nodes: &[Node<'_>], gpus: u32, config: &NodeConfig, fabric: &[Variable]) -> String {
+pub(crate) fn content(
+    manifest: &Manifest,
+    nodes: &[Node<'_>],
+    gpus: u32,
+    config: &NodeConfig,
+    fabric: &[Variable],
+) -> String {
     let vars: [(&str, String); 7] = [
         (CLUSTER_VAR, manifest.cluster.clone()),
         (GENERATION_VAR, manifest.generation.to_string()),
@@ -38,6 +44,6 @@ pub fn content(manifest: &Manifest, nodes: &[Node<'_>], gpus: u32, config: &Node
 
 /// The scratch volume's line (`DEEPLEARNING_SCRATCH=<mount>`), for a node
 /// whose volume is mounted ([`crate::scratch::environment`]).
-pub fn scratch(mount: &str) -> Variable {
+pub(crate) fn scratch(mount: &str) -> Variable {
     (node_contract::data::SCRATCH_ENV, mount.to_owned())
 }

@@ -29,30 +29,30 @@ use super::paths::home_path;
 
 /// Nodes whose names share one `Host` line (each adds at most about 85
 /// characters: an IP and a full and a short host name).
-pub const NODES_PER_HOST_LINE: usize = 8;
+pub(crate) const NODES_PER_HOST_LINE: usize = 8;
 
 /// The private key, relative to the user's home.
-pub const IDENTITY_IN_HOME: &str = ".ssh/id_ed25519_deeplearning";
+pub(crate) const IDENTITY_IN_HOME: &str = ".ssh/id_ed25519_deeplearning";
 /// The client config, relative to the user's home.
-pub const CONFIG_IN_HOME: &str = ".ssh/config";
+pub(crate) const CONFIG_IN_HOME: &str = ".ssh/config";
 
 /// `~user/.ssh/id_ed25519_deeplearning`.
-pub fn identity_path(user: &str) -> PathBuf {
+pub(crate) fn identity_path(user: &str) -> PathBuf {
     home_path(user, IDENTITY_IN_HOME)
 }
 
 /// `~user/.ssh/id_ed25519_deeplearning.pub`.
-pub fn public_path(user: &str) -> PathBuf {
+pub(crate) fn public_path(user: &str) -> PathBuf {
     home_path(user, &format!("{IDENTITY_IN_HOME}.pub"))
 }
 
 /// `~user/.ssh/config`.
-pub fn config_path(user: &str) -> PathBuf {
+pub(crate) fn config_path(user: &str) -> PathBuf {
     home_path(user, CONFIG_IN_HOME)
 }
 
 /// The private key file and its public key line, from the OpenSSH private key.
-pub fn identity(private_openssh: &str) -> Result<(String, String), FilesError> {
+pub(crate) fn identity(private_openssh: &str) -> Result<(String, String), FilesError> {
     let key = ssh_key::PrivateKey::from_openssh(private_openssh)
         .map_err(|e| FilesError::BadClusterKey { reason: format!("the cluster private key does not parse: {e}") })?;
     let public = key
@@ -67,7 +67,7 @@ pub fn identity(private_openssh: &str) -> Result<(String, String), FilesError> {
 /// The body of our block in `~/.ssh/config`: the aliases' pattern, then
 /// every node's IP and host names, each `Host` line with the cluster key
 /// and strict host key checking.
-pub fn config_body(nodes: &[Node<'_>]) -> String {
+pub(crate) fn config_body(nodes: &[Node<'_>]) -> String {
     let options = format!("  IdentityFile ~/{IDENTITY_IN_HOME}\n  StrictHostKeyChecking yes\n");
     let mut out = format!("Host deeplearning-*\n{options}");
     for chunk in nodes.chunks(NODES_PER_HOST_LINE) {

@@ -15,19 +15,19 @@
 use crate::ports::LogEvent;
 
 /// The most bytes a batch may hold (messages plus [`EVENT_OVERHEAD`] each).
-pub const MAX_BATCH_BYTES: usize = 1_048_576;
+pub(crate) const MAX_BATCH_BYTES: usize = 1_048_576;
 /// The bytes CloudWatch Logs counts for each event on top of its message.
-pub const EVENT_OVERHEAD: usize = 26;
+pub(crate) const EVENT_OVERHEAD: usize = 26;
 /// The most events a batch may hold.
-pub const MAX_BATCH_EVENTS: usize = 10_000;
+pub(crate) const MAX_BATCH_EVENTS: usize = 10_000;
 /// The most bytes one event may hold, its overhead included.
-pub const MAX_EVENT_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_EVENT_BYTES: usize = 256 * 1024;
 /// The longest time a batch may span, milliseconds.
-pub const MAX_SPAN_MS: i64 = 24 * 60 * 60 * 1000;
+pub(crate) const MAX_SPAN_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// A message as CloudWatch Logs takes it: at most [`MAX_EVENT_BYTES`] with its
 /// overhead (cut at a character boundary), and never empty.
-pub fn fit_message(text: &str) -> &str {
+pub(crate) fn fit_message(text: &str) -> &str {
     if text.is_empty() {
         return " ";
     }

@@ -34,9 +34,9 @@
 //! that fails before it joins still has its lines shipped (`synth logs`
 //! merges a node's streams by instance id).
 
-pub mod batch;
-pub mod source;
-pub mod spool;
+pub(crate) mod batch;
+pub(crate) mod source;
+pub(crate) mod spool;
 pub mod writer;
 
 use std::path::{Path, PathBuf};

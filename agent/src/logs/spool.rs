@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use super::batch::{Batch, MAX_EVENT_BYTES};
 
 /// The default cap on unacknowledged bytes.
-pub const DEFAULT_CAP: u64 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_CAP: u64 = 16 * 1024 * 1024;
 /// Acknowledged bytes that make the spool start a new file.
 const COMPACT_AT: u64 = 1024 * 1024;
 /// The most bytes read for one batch: a full batch, with room for the

@@ -1,62 +1,15 @@
 //! The shipper against an in-memory CloudWatch Logs that can be made
-//! unreachable.
+//! unreachable ([`crate::ports::memory::MemoryLogs`]), or fail chosen
+//! calls ([`crate::ports::failing`]).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use node_contract::clock;
 use node_contract::message::{Manifest, ManifestNode};
 use node_contract::state::State;
 
 use super::*;
-use crate::ports::{LogEvent, PutOutcome};
-
-#[derive(Clone, Default)]
-struct FakeLogs {
-    streams: Arc<Mutex<BTreeMap<String, Vec<LogEvent>>>>,
-    unreachable: Arc<Mutex<bool>>,
-}
-
-impl FakeLogs {
-    fn down(&self, down: bool) {
-        *self.unreachable.lock().unwrap() = down;
-    }
-
-    fn messages(&self, stream: &str) -> Vec<String> {
-        self.streams
-            .lock()
-            .unwrap()
-            .get(stream)
-            .map(|s| s.iter().map(|e| e.message.clone()).collect())
-            .unwrap_or_default()
-    }
-
-    fn check(&self) -> Result<(), PortError> {
-        if *self.unreachable.lock().unwrap() {
-            return Err(PortError::Transient("connection refused".into()));
-        }
-        Ok(())
-    }
-}
-
-impl LogStreams for FakeLogs {
-    async fn create_stream(&self, stream: &str) -> Result<(), PortError> {
-        self.check()?;
-        self.streams.lock().unwrap().entry(stream.to_owned()).or_default();
-        Ok(())
-    }
-
-    async fn put(&self, stream: &str, events: &[LogEvent]) -> Result<PutOutcome, PortError> {
-        self.check()?;
-        let mut streams = self.streams.lock().unwrap();
-        let Some(s) = streams.get_mut(stream) else {
-            return Err(PortError::Permanent(format!("ResourceNotFoundException: no stream {stream}")));
-        };
-        assert!(events.windows(2).all(|w| w[0].timestamp_ms <= w[1].timestamp_ms), "not chronological");
-        s.extend_from_slice(events);
-        Ok(PutOutcome::default())
-    }
-}
+use crate::ports::memory::MemoryLogs;
 
 fn write_state(root: &Path, instance_id: &str, index: u32) {
     let node = |index: u32, id: &str| ManifestNode {
@@ -86,7 +39,7 @@ fn write_state(root: &Path, instance_id: &str, index: u32) {
 
 const WORKER: &str = "i-0123456789abcdef0";
 
-fn shipper(root: &Path, logs: &FakeLogs) -> (Arc<Spool>, Shipper<FakeLogs>) {
+fn shipper(root: &Path, logs: &MemoryLogs) -> (Arc<Spool>, Shipper<MemoryLogs>) {
     let spool = Arc::new(Spool::open(&spool_dir(root), spool::DEFAULT_CAP).unwrap());
     let prepare = root.join("var/log/deeplearning/prepare-data.log");
     (spool.clone(), Shipper::new(logs.clone(), spool, root, Role::Worker, WORKER, prepare, clock::system))
@@ -95,7 +48,7 @@ fn shipper(root: &Path, logs: &FakeLogs) -> (Arc<Spool>, Shipper<FakeLogs>) {
 #[tokio::test]
 async fn a_worker_ships_under_worker_until_it_has_an_index() {
     let root = tempfile::tempdir().unwrap();
-    let logs = FakeLogs::default();
+    let logs = MemoryLogs::default();
     let (spool, mut shipper) = shipper(root.path(), &logs);
     std::fs::create_dir_all(root.path().join("var/log/deeplearning")).unwrap();
     std::fs::write(boot_log(root.path()), "user data: starting the agent\n").unwrap();
@@ -124,7 +77,7 @@ async fn a_worker_ships_under_worker_until_it_has_an_index() {
 #[tokio::test]
 async fn lines_written_while_unreachable_arrive_once_when_it_answers() {
     let root = tempfile::tempdir().unwrap();
-    let logs = FakeLogs::default();
+    let logs = MemoryLogs::default();
     let (spool, mut shipper) = shipper(root.path(), &logs);
     spool.append(1, "line 0").unwrap();
     assert_eq!(shipper.round().await, Ok(1));
@@ -147,10 +100,31 @@ async fn lines_written_while_unreachable_arrive_once_when_it_answers() {
     assert_eq!(logs.messages(&format!("worker-{WORKER}")), expected);
 }
 
+/// Fault injection: the first put of a round is throttled; the round
+/// reports it, and the next round sends the lines, once.
+#[tokio::test]
+async fn a_throttled_put_is_sent_again_at_the_next_round_and_arrives_once() {
+    use crate::ports::failing::{Failing, Op, When};
+    let root = tempfile::tempdir().unwrap();
+    let logs =
+        Failing::new(MemoryLogs::default()).fail(Op::Put, When::Nth(1), PortError::Transient("Throttling".into()));
+    let spool = Arc::new(Spool::open(&spool_dir(root.path()), spool::DEFAULT_CAP).unwrap());
+    let prepare = root.path().join("none");
+    let mut shipper =
+        Shipper::new(logs.clone(), spool.clone(), root.path(), Role::Worker, WORKER, prepare, clock::system);
+    spool.append(1, "line 1").unwrap();
+    spool.append(2, "line 2").unwrap();
+    assert!(matches!(shipper.round().await, Err(PortError::Transient(_))));
+    assert_eq!(shipper.round().await, Ok(2));
+    assert_eq!(logs.inner().messages(&format!("worker-{WORKER}")), ["line 1", "line 2"]);
+    assert_eq!((logs.calls(Op::Put), logs.failed(Op::Put)), (2, 1));
+    assert_eq!(spool.unsent(), 0);
+}
+
 #[tokio::test]
 async fn a_master_ships_as_master() {
     let root = tempfile::tempdir().unwrap();
-    let logs = FakeLogs::default();
+    let logs = MemoryLogs::default();
     let spool = Arc::new(Spool::open(&spool_dir(root.path()), spool::DEFAULT_CAP).unwrap());
     let mut shipper = Shipper::new(
         logs.clone(),

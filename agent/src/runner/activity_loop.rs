@@ -19,7 +19,6 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::gpu_gate::SharedGpus;
-use crate::aws::SqsQueue;
 use crate::ports::Queue;
 
 /// How often the probes run, and how often a busy node reports.
@@ -55,10 +54,10 @@ pub(crate) fn due(last_sent: Option<(bool, u64)>, busy: bool, now_ms: u64, repor
 /// A worker's loop: probes, and sends its reading to the master's queue
 /// when [`due`]. Never returns; a send that fails is tried again at the
 /// next probe.
-pub(super) async fn report_loop(
+pub(super) async fn report_loop<Q: Queue>(
     root: &Path,
     instance_id: &str,
-    master_queue: &SqsQueue,
+    master_queue: &Q,
     gpus: SharedGpus,
     cadence: Cadence,
     clock: Clock,

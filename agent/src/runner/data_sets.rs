@@ -114,14 +114,14 @@ mod tests {
         store.put("b", "in/locked.jpg", vec![2u8; 100]);
         // Denied for the first two attempts' GETs of locked.jpg, then allowed.
         let denied = Arc::new(FailingStore::new(store.clone()).deny(Op::Get, "locked"));
-        let queue = crate::ports::SentQueue::default();
+        let queue = crate::ports::memory::MemoryQueue::default();
         let attempt = tokio::time::timeout(
             Duration::from_secs(2),
             fetch_before_registering(root.path(), &config, &me(), denied, &queue, Duration::from_millis(50)),
         )
         .await;
         assert!(attempt.is_err(), "a fetch that keeps failing does not end");
-        let sent = queue.0.lock().unwrap().clone();
+        let sent = queue.sent();
         assert!(sent.len() >= 2, "{sent:?}");
         match node_contract::message::parse_master_queue(&sent[0]) {
             Ok(MasterInbound::BootFailure(f)) => {

@@ -19,7 +19,6 @@ use tracing::{debug, error, info, warn};
 use super::Ports;
 use super::retry::retry;
 use super::state_file::SentMark;
-use crate::aws::SqsQueue;
 use crate::cluster::{Effect, MasterState};
 use crate::files;
 use crate::ports::{PortError, Power, Queue, Received, StackSignals, WorkerGroup};
@@ -27,14 +26,14 @@ use crate::ports::{PortError, Power, Queue, Received, StackSignals, WorkerGroup}
 /// Carries out `effects` in order, and those they lead to, for the master
 /// `master_id` under `root`.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn execute<G: WorkerGroup, S: StackSignals, P: Power>(
+pub(super) async fn execute<Q: Queue, G: WorkerGroup, S: StackSignals, P: Power>(
     root: &Path,
     master_id: &str,
     config: &NodeConfig,
     state: &mut MasterState,
     sent: &mut SentMark,
     effects: Vec<Effect>,
-    worker_queue: &SqsQueue,
+    worker_queue: &Q,
     ports: &Ports<'_, G, S, P>,
     clock: Clock,
 ) -> anyhow::Result<()> {
@@ -205,8 +204,8 @@ enum PublishError {
 }
 
 /// Sends `manifest` to the worker queue as its parts; returns how many.
-async fn publish(
-    worker_queue: &SqsQueue,
+async fn publish<Q: Queue>(
+    worker_queue: &Q,
     manifest: &message::Manifest,
     publication: u64,
 ) -> Result<usize, PublishError> {
@@ -235,7 +234,7 @@ const RETIRE_HIDE: Duration = Duration::from_secs(30);
 /// generation's part found on the way (only after a master restart: the
 /// master retires before it publishes) is made visible again at once. A few
 /// rounds cover what one receive does not return.
-async fn retire(worker_queue: &SqsQueue, through: u64) {
+async fn retire<Q: Queue>(worker_queue: &Q, through: u64) {
     for _ in 0..5 {
         let received = match worker_queue.receive(10, Duration::ZERO, Some(RETIRE_HIDE)).await {
             Ok(r) => r,
@@ -264,5 +263,201 @@ async fn retire(worker_queue: &SqsQueue, through: u64) {
             debug!("cannot retire manifests: {e}");
             return;
         }
+    }
+}
+
+/// Fault injection: the executor over in-memory ports ([`crate::ports::memory`])
+/// that fail chosen calls ([`crate::ports::failing`]), asserted on what the
+/// ports end up holding. A transient failure costs the first retry's
+/// delay (500 ms of real time).
+#[cfg(test)]
+mod tests {
+    use node_contract::message::{Manifest, ManifestNode};
+
+    use super::*;
+    use crate::cluster::testkit::{T0, config, master_reg};
+    use crate::ports::failing::{Failing, Op, When};
+    use crate::ports::memory::{MemoryGroup, MemoryPower, MemoryQueue, MemorySignals};
+    use crate::ports::{Formation, GroupSize};
+
+    fn throttled() -> PortError {
+        PortError::Transient("Throttling: Rate exceeded".into())
+    }
+
+    fn denied() -> PortError {
+        PortError::Permanent("AccessDenied: not authorized".into())
+    }
+
+    fn manifest(generation: u64) -> Manifest {
+        let node = |index: u32, id: &str| ManifestNode {
+            index,
+            alias: format!("deeplearning-worker{index}"),
+            instance_id: id.into(),
+            private_ip: format!("10.0.0.{index}"),
+            hostname: format!("ip-10-0-0-{index}"),
+            gpus: 0,
+            ssh_host_key: "ssh-ed25519 AAAA".into(),
+        };
+        Manifest {
+            cluster: "demo".into(),
+            generation,
+            master: "i-master".into(),
+            nodes: vec![node(1, "i-master"), node(2, "i-w1")],
+            cluster_public_key: "ssh-ed25519 AAAA".into(),
+        }
+    }
+
+    /// Carries `effects` out for a master that has not formed, under
+    /// `root`; returns the sent-generation record.
+    async fn run<Q: Queue, G: WorkerGroup, S: StackSignals, P: Power>(
+        root: &Path,
+        queue: &Q,
+        ports: Ports<'_, G, S, P>,
+        effects: Vec<Effect>,
+    ) -> SentMark {
+        let config = config(30, false);
+        let size = GroupSize { requested: 1, min: 1 };
+        let mut state = MasterState::new(&config, size, master_reg(), "ssh-ed25519 AAAA".into(), T0);
+        let mut sent = SentMark::load(root);
+        execute(root, "i-master", &config, &mut state, &mut sent, effects, queue, &ports, || T0).await.unwrap();
+        sent
+    }
+
+    fn group() -> MemoryGroup {
+        MemoryGroup::new(GroupSize { requested: 1, min: 1 })
+    }
+
+    fn publish(generation: u64) -> Effect {
+        Effect::PublishManifest { manifest: manifest(generation), publication: 7 }
+    }
+
+    #[tokio::test]
+    async fn a_throttled_manifest_send_is_retried_and_the_manifest_goes_out_once() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = Failing::new(MemoryQueue::default()).fail(Op::Send, When::Nth(1), throttled());
+        let (group, signals, power) = (group(), MemorySignals::default(), MemoryPower::default());
+        let ports = Ports { group: &group, signals: &signals, power: &power };
+        let sent = run(root.path(), &queue, ports, vec![publish(1)]).await;
+        let bodies = queue.inner().sent();
+        assert_eq!(bodies.len(), 1, "one part, sent once");
+        let part = message::parse_worker_queue(&bodies[0]).unwrap();
+        assert_eq!((part.generation, part.publication, part.nodes.len()), (1, 7, 2));
+        assert_eq!((queue.calls(Op::Send), sent.through), (2, 1));
+    }
+
+    /// A refused send is not retried: the generation stays on record (it
+    /// was recorded before the send), nothing is in the queue, and the
+    /// effects after it are still carried out.
+    #[tokio::test]
+    async fn a_refused_manifest_send_is_not_retried_and_the_effects_after_it_still_run() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = Failing::new(MemoryQueue::default()).fail(Op::Send, When::From(1), denied());
+        let (group, signals, power) = (group(), MemorySignals::default(), MemoryPower::default());
+        let ports = Ports { group: &group, signals: &signals, power: &power };
+        let sent = run(root.path(), &queue, ports, vec![publish(1), Effect::SetDesiredCapacity(3)]).await;
+        assert!(queue.inner().sent().is_empty());
+        assert_eq!((queue.calls(Op::Send), sent.through), (1, 1));
+        assert_eq!(group.held().desired, [3]);
+        assert_eq!(SentMark::load(root.path()).through, 1, "the record survives a restart");
+    }
+
+    /// A retirement whose delete is refused deletes nothing and makes the
+    /// newer generation's part visible again at once; the next retirement
+    /// (once the hidden parts are visible again) deletes the old part and
+    /// keeps the newer one.
+    #[tokio::test]
+    async fn a_retirement_that_cannot_delete_loses_no_newer_part_and_the_next_one_retires() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = Failing::new(MemoryQueue::default()).fail(Op::DeleteBatch, When::Nth(1), throttled());
+        let bodies = [1, 2].map(|g| node_contract::parts::bodies(&manifest(g), g).unwrap().remove(0));
+        for body in &bodies {
+            queue.inner().send(body).await.unwrap();
+        }
+        let (group, signals, power) = (group(), MemorySignals::default(), MemoryPower::default());
+        let retire = || vec![Effect::RetireManifests { through_generation: 1 }];
+        run(root.path(), &queue, Ports { group: &group, signals: &signals, power: &power }, retire()).await;
+        assert_eq!(queue.failed(Op::DeleteBatch), 1);
+        assert_eq!(queue.inner().bodies(), bodies, "nothing deleted");
+        assert_eq!(queue.inner().visible(), [bodies[1].clone()], "the newer part is visible again at once");
+        queue.inner().advance(RETIRE_HIDE);
+        run(root.path(), &queue, Ports { group: &group, signals: &signals, power: &power }, retire()).await;
+        assert_eq!(queue.inner().bodies(), [bodies[1].clone()]);
+        assert_eq!(queue.inner().visible(), [bodies[1].clone()]);
+    }
+
+    #[tokio::test]
+    async fn a_throttled_group_call_is_retried_and_done_once() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = MemoryQueue::default();
+        let group = Failing::new(group()).fail(Op::SetDesiredCapacity, When::Nth(1), throttled());
+        let (signals, power) = (MemorySignals::default(), MemoryPower::default());
+        let ports = Ports { group: &group, signals: &signals, power: &power };
+        run(root.path(), &queue, ports, vec![Effect::SetDesiredCapacity(3)]).await;
+        assert_eq!(group.inner().held().desired, [3]);
+        assert_eq!(group.calls(Op::SetDesiredCapacity), 2);
+    }
+
+    /// A refused group call is reported, not retried, and the effects after
+    /// it go on: the lifecycle action of the next effect is completed.
+    #[tokio::test]
+    async fn a_refused_termination_is_not_retried_and_the_next_lifecycle_action_completes() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = MemoryQueue::default();
+        let group = Failing::new(group()).fail(Op::Terminate, When::From(1), denied());
+        let (signals, power) = (MemorySignals::default(), MemoryPower::default());
+        let ports = Ports { group: &group, signals: &signals, power: &power };
+        let complete =
+            Effect::CompleteLifecycle { hook: "leave".into(), token: "t-1".into(), instance_id: "i-w2".into() };
+        run(root.path(), &queue, ports, vec![Effect::TerminateWorker("i-w1".into()), complete]).await;
+        let held = group.inner().held();
+        assert!(held.terminated.is_empty());
+        assert_eq!(held.completed, [("leave".to_owned(), "t-1".to_owned(), "i-w2".to_owned())]);
+        assert_eq!(group.calls(Op::Terminate), 1);
+    }
+
+    #[tokio::test]
+    async fn a_throttled_formation_signal_is_retried_and_sent_once() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = MemoryQueue::default();
+        let signals = Failing::new(MemorySignals::default()).fail(Op::Formation, When::Nth(1), throttled());
+        let (group, power) = (group(), MemoryPower::default());
+        let ports = Ports { group: &group, signals: &signals, power: &power };
+        let outcome = Formation {
+            success: true,
+            reason: "1 of 1 workers joined".into(),
+            unique_id: "i-master".into(),
+            data: "{}".into(),
+        };
+        run(root.path(), &queue, ports, vec![Effect::SignalFormation(outcome.clone())]).await;
+        assert_eq!(signals.inner().held().formations, [outcome]);
+        assert_eq!(signals.calls(Op::Formation), 2);
+    }
+
+    /// A refused `master_up` (the resource was already signalled) is
+    /// logged and the effects after it go on.
+    #[tokio::test]
+    async fn a_refused_master_up_signal_does_not_stop_the_effects_after_it() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = MemoryQueue::default();
+        let signals = Failing::new(MemorySignals::default()).fail(Op::MasterUp, When::From(1), denied());
+        let (group, power) = (group(), MemoryPower::default());
+        let ports = Ports { group: &group, signals: &signals, power: &power };
+        run(root.path(), &queue, ports, vec![Effect::SignalMasterUp, Effect::SetDesiredCapacity(2)]).await;
+        assert!(signals.inner().held().master_up.is_empty());
+        assert_eq!((signals.calls(Op::MasterUp), group.held().desired.clone()), (1, vec![2]));
+    }
+
+    /// The idle guard's power-off is one attempt, not retried: a failure
+    /// is reported, the master stays up, and the effects after it go on.
+    #[tokio::test]
+    async fn a_failed_power_off_is_one_attempt_and_the_effects_after_it_still_run() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = MemoryQueue::default();
+        let power = Failing::new(MemoryPower::default()).fail(Op::PowerOff, When::Nth(1), throttled());
+        let (group, signals) = (group(), MemorySignals::default());
+        let ports = Ports { group: &group, signals: &signals, power: &power };
+        run(root.path(), &queue, ports, vec![Effect::PowerOff, Effect::SetDesiredCapacity(0)]).await;
+        assert_eq!((power.inner().offs(), power.calls(Op::PowerOff)), (0, 1));
+        assert_eq!(group.held().desired, [0]);
     }
 }

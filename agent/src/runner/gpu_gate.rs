@@ -301,18 +301,18 @@ mod tests {
     async fn no_driver_in_the_image_skips_a_driver_that_does_not_answer_fails() {
         let root = tempfile::tempdir().unwrap();
         let config = worker_config();
-        let queue = crate::ports::SentQueue::default();
+        let queue = crate::ports::memory::MemoryQueue::default();
         let gpus = gpus(None);
         let gate = before_registering(root.path(), &config, &me(), &gpus, false, &queue, || 5).await;
         assert_eq!(gate, Gate::Off);
-        assert!(queue.0.lock().unwrap().is_empty());
+        assert!(queue.sent().is_empty());
 
         let dev = root.path().join("dev");
         std::fs::create_dir_all(&dev).unwrap();
         std::fs::write(dev.join("nvidiactl"), b"").unwrap();
         let gate = before_registering(root.path(), &config, &me(), &gpus, false, &queue, || 5).await;
         assert_eq!(gate, Gate::Failed { joins: false });
-        let sent = queue.0.lock().unwrap().clone();
+        let sent = queue.sent();
         let [body] = &sent[..] else { panic!("{sent:?}") };
         match node_contract::message::parse_master_queue(body) {
             Ok(MasterInbound::GpuReport(r)) => {

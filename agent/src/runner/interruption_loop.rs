@@ -15,7 +15,6 @@ use node_contract::message::Message;
 use tracing::{error, info, warn};
 
 use super::retry::retry;
-use crate::aws::SqsQueue;
 use crate::files;
 use crate::identity::Identity;
 use crate::interruption::{self, FailureLog, Watcher};
@@ -29,11 +28,11 @@ use crate::ports::Queue;
 /// to the master. Never returns: IMDS and SQS failures are logged, and it
 /// polls again.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn interruption_loop(
+pub(super) async fn interruption_loop<Q: Queue>(
     root: &Path,
     imds: &aws_config::imds::Client,
     me: &Identity,
-    master_queue: &SqsQueue,
+    master_queue: &Q,
     interrupted: &AtomicBool,
     mut watcher: Watcher,
     block: Option<&CapacityBlock>,

@@ -23,7 +23,6 @@ use super::boot::prepare_marker;
 use super::effects::execute;
 use super::retry::{LONG_POLL, retry};
 use super::state_file::{SentMark, StateFile, master_state_path};
-use crate::aws::SqsQueue;
 use crate::cluster::MasterState;
 use crate::cluster::master::idle::IdleSettings;
 use crate::files;
@@ -40,13 +39,13 @@ pub(super) struct Guard {
 /// Runs the master loop under `root`; it ends only when the master's state
 /// cannot be saved, or the worker group's size cannot be read for good.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn master_loop<G: WorkerGroup, S: StackSignals, P: Power>(
+pub(super) async fn master_loop<Q: Queue + Clone + 'static, G: WorkerGroup, S: StackSignals, P: Power>(
     root: &Path,
     config: &NodeConfig,
     me: Register,
     key: &files::cluster_key::ClusterKey,
-    master_queue: &SqsQueue,
-    worker_queue: &SqsQueue,
+    master_queue: &Q,
+    worker_queue: &Q,
     ports: Ports<'_, G, S, P>,
     mut guard: Guard,
     clock: Clock,
@@ -230,7 +229,7 @@ fn next_fan_out(fan_out: usize, received: usize) -> usize {
 /// `fan_out` > 1 that many receives at once that do not wait (the queue has
 /// a backlog). A failed receive is logged; with nothing received at all the
 /// turn pauses 2 s.
-async fn receive_turn(queue: &SqsQueue, fan_out: usize, wait: Duration) -> Vec<Received> {
+async fn receive_turn<Q: Queue>(queue: &Q, fan_out: usize, wait: Duration) -> Vec<Received> {
     let wait = if fan_out > 1 { Duration::ZERO } else { wait };
     if sleep_instead(wait) {
         tokio::time::sleep(wait).await;
@@ -300,6 +299,32 @@ async fn group_size<G: WorkerGroup, S: StackSignals>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ports::failing::{Failing, Op, When};
+    use crate::ports::memory::{MemoryGroup, MemorySignals};
+
+    /// Fault injection: a worker group whose size cannot be read for good
+    /// (no permission) fails formation at once with the reason, in one
+    /// signal; a throttled read is retried and the size comes back.
+    #[tokio::test]
+    async fn a_refused_group_size_fails_formation_with_the_reason_and_a_throttled_one_is_retried() {
+        let size = GroupSize { requested: 4, min: 2 };
+        let denied = PortError::Permanent("AccessDenied: autoscaling:DescribeAutoScalingGroups".into());
+        let group = Failing::new(MemoryGroup::new(size)).fail(Op::Size, When::From(1), denied);
+        let signals = MemorySignals::default();
+        let failed = group_size("i-master", &group, &signals).await;
+        assert!(failed.unwrap_err().to_string().contains("AccessDenied"));
+        let formations = signals.held().formations.clone();
+        assert_eq!(formations.len(), 1);
+        assert!(!formations[0].success && formations[0].reason.contains("AccessDenied"), "{formations:?}");
+        assert_eq!(group.calls(Op::Size), 1, "not retried");
+
+        let throttled = PortError::Transient("Throttling".into());
+        let group = Failing::new(MemoryGroup::new(size)).fail(Op::Size, When::Nth(1), throttled);
+        let signals = MemorySignals::default();
+        assert_eq!(group_size("i-master", &group, &signals).await.unwrap(), size);
+        assert!(signals.held().formations.is_empty());
+        assert_eq!(group.calls(Op::Size), 2);
+    }
 
     #[test]
     fn the_formation_tag_is_written_first_then_on_a_new_count_at_most_every_5_s() {

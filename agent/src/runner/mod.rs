@@ -30,6 +30,10 @@
 //! the top of its node loop. The loops read the time from the one
 //! [`Clock`] they are given (the system clock in [`run`]).
 //!
+//! The loops are generic over the ports ([`crate::ports`]); `simulation`
+//! (a test) runs the master's effects through [`effects`] over in-memory
+//! ports, with a whole cluster of nodes around it.
+//!
 //! AWS errors never end the agent: transient ones are retried with backoff
 //! ([`retry`]), permanent ones are logged with what failed, and the loop
 //! goes on. Nor do local files that cannot be written (a read-only or full
@@ -47,6 +51,8 @@ mod master_loop;
 mod node_loop;
 mod probe;
 mod retry;
+#[cfg(test)]
+mod simulation;
 mod state_file;
 mod straggler_loop;
 
@@ -76,7 +82,7 @@ pub(crate) struct Ports<'a, G, S, P> {
 
 /// How `agent run` was asked to run.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// Every file is written under this directory (`/` in production).
     pub root: PathBuf,
     /// The node config file; default: the one the user data wrote under `root`.
@@ -92,7 +98,7 @@ pub struct Options {
 }
 
 /// Loads the config: the file when it exists, else the instance's user data.
-pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> anyhow::Result<NodeConfig> {
+pub(crate) async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> anyhow::Result<NodeConfig> {
     let path = opts.config.clone().unwrap_or_else(|| crate::config::path_under(&opts.root));
     if path.exists() || opts.config.is_some() {
         return Ok(crate::config::from_file(&path)?);
@@ -103,7 +109,7 @@ pub async fn load_config(opts: &Options, imds: &aws_config::imds::Client) -> any
 }
 
 /// Runs the agent until SIGTERM or Ctrl-C.
-pub async fn run(opts: Options) -> anyhow::Result<()> {
+pub(crate) async fn run(opts: Options) -> anyhow::Result<()> {
     let clock: Clock = node_contract::clock::system;
     // The formation timeline's "agent started".
     let started_ms = clock();
@@ -176,7 +182,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // as long as the agent.
     let _probe_listener = config.network_check.as_ref().map(|_| {
         tokio::spawn(async {
-            if let Err(e) = netgate::serve(netgate::PROBE_PORT).await {
+            if let Err(e) = probe::serve(netgate::PROBE_PORT).await {
                 error!("the network check's probe listener cannot listen on port {}: {e}", netgate::PROBE_PORT);
             }
         })

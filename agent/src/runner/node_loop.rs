@@ -22,7 +22,6 @@ use tracing::{debug, error, info, warn};
 use super::boot::{prepare_data, prepare_scratch};
 use super::probe::{Link, ProbeTask};
 use super::retry::{LONG_POLL, retry};
-use crate::aws::SqsQueue;
 use crate::cluster::{NodeDecision, NodeState};
 use crate::files;
 use crate::identity::Identity;
@@ -32,14 +31,14 @@ use crate::ports::{Queue, Received};
 /// Runs the node loop under `root` until it fails (a state file that
 /// cannot be read); AWS errors and unwritable files are logged and retried.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn node_loop(
+pub(super) async fn node_loop<Q: Queue + Clone + 'static>(
     root: &Path,
     config: &NodeConfig,
     me: &Identity,
     register: &Register,
     cluster_key: Option<&files::cluster_key::ClusterKey>,
-    master_queue: &SqsQueue,
-    worker_queue: &SqsQueue,
+    master_queue: &Q,
+    worker_queue: &Q,
     interrupted: &AtomicBool,
     clock: Clock,
 ) -> anyhow::Result<()> {

@@ -80,10 +80,10 @@ mod tests {
     #[tokio::test]
     async fn each_new_finding_is_sent_once() {
         let root = tempfile::tempdir().unwrap();
-        let queue = crate::ports::SentQueue::default();
+        let queue = crate::ports::memory::MemoryQueue::default();
         let mut through = 0;
         send_new(root.path(), &queue, &mut through).await;
-        assert!(queue.0.lock().unwrap().is_empty(), "no file: nothing sent");
+        assert!(queue.sent().is_empty(), "no file: nothing sent");
         let path = node_contract::files::under(root.path(), STRAGGLER_PATH);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let file = StragglerFile::default().with(finding(10)).with(finding(20));
@@ -93,9 +93,7 @@ mod tests {
         std::fs::write(&path, file.with(finding(30)).to_json()).unwrap();
         send_new(root.path(), &queue, &mut through).await;
         let sent: Vec<u64> = queue
-            .0
-            .lock()
-            .unwrap()
+            .sent()
             .iter()
             .map(|body| match parse_master_queue(body).unwrap() {
                 MasterInbound::Straggler(s) => s.named_unix_ms,
@@ -106,6 +104,6 @@ mod tests {
         // A damaged file is logged, not a crash, and sends nothing.
         std::fs::write(&path, "{").unwrap();
         send_new(root.path(), &queue, &mut through).await;
-        assert_eq!(queue.0.lock().unwrap().len(), 3);
+        assert_eq!(queue.sent().len(), 3);
     }
 }

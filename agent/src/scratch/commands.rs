@@ -24,7 +24,7 @@ pub trait Commands {
 }
 
 /// The command line, for logs and errors.
-pub fn line(program: &str, args: &[&str]) -> String {
+pub(crate) fn line(program: &str, args: &[&str]) -> String {
     std::iter::once(program).chain(args.iter().copied()).collect::<Vec<_>>().join(" ")
 }
 
@@ -70,7 +70,7 @@ impl Commands for System {
 /// succeeds with no output.
 #[cfg(test)]
 #[derive(Default)]
-pub struct Recording {
+pub(crate) struct Recording {
     /// The programs [`Commands::has`] says are there.
     pub programs: Vec<&'static str>,
     /// (prefix of the command line, stdout or failure).

@@ -24,7 +24,7 @@ use crate::files::passwd;
 /// Carries out `plan` for the scratch volume at `target` (the mount point
 /// under the agent's root); `root` is where `/etc/passwd` is read for
 /// `default_user`.
-pub fn execute(
+pub(crate) fn execute(
     root: &Path,
     target: &Path,
     default_user: &str,

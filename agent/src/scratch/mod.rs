@@ -19,10 +19,10 @@
 //! [`environment`] is the profile's `DEEPLEARNING_SCRATCH` line, given only
 //! while the volume is really mounted.
 
-pub mod commands;
+pub(crate) mod commands;
 pub mod discovery;
-pub mod executor;
-pub mod plan;
+pub(crate) mod executor;
+pub(crate) mod plan;
 
 use std::path::{Path, PathBuf};
 

@@ -71,7 +71,7 @@ pub enum Plan {
 
 /// The plan for a scratch volume at `target` (a path on the host: the
 /// mount under the agent's root).
-pub fn plan(found: &Found, target: &Path) -> Plan {
+pub(crate) fn plan(found: &Found, target: &Path) -> Plan {
     // 1. The mount point: the last mount on it is the one in effect.
     if let Some(mount) = found.mounts.iter().rev().find(|m| m.point == target) {
         return match found.by_dev(&mount.dev) {

@@ -7,9 +7,9 @@
 
 use node_contract::message::{BootFailure, shorten_bytes};
 
+use super::verdict::HeldSignal;
 use super::{MasterState, Phase, SIGNAL_BYTES, shorten};
 use crate::cluster::effect::Effect;
-use crate::netgate::HeldSignal;
 use crate::ports::Formation;
 
 /// How many launch failure messages the failure reason quotes.

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use node_contract::NetworkAction;
 use node_contract::message::{LinkReport, Manifest};
 
+use super::verdict::{self, Gate, GateNode};
 use super::{MasterState, Phase, network_replacement_budget, shorten};
 use crate::cluster::effect::Effect;
-use crate::netgate::{self, Gate, GateNode};
+use crate::netgate;
 
 impl MasterState {
     /// Opens a network check of `next` when the gate is on and `next` adds
@@ -102,7 +103,7 @@ impl MasterState {
     /// success signal goes out with the verdict in its reason.
     pub(super) fn decide_gate(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
         let (Some(gate), Some(check)) = (self.gate.take(), self.network_check.as_ref()) else { return };
-        let verdict = netgate::judge(check, gate.generation, &gate.nodes, &gate.reports);
+        let verdict = verdict::judge(check, gate.generation, &gate.nodes, &gate.reports);
         let mut summary = verdict.summary();
         if !gate.complete() {
             summary.push_str(&format!(" (decided at the {}-second limit)", check.timeout_seconds));

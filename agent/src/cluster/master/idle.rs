@@ -33,9 +33,9 @@ use crate::cluster::effect::Effect;
 /// lifecycle hook's heartbeat timeout (300 s, synth's
 /// `TERMINATE_HEARTBEAT_SECONDS`), after which Auto Scaling terminates the
 /// workers by itself, and a minute more.
-pub const GROUP_EMPTY_WAIT_MS: u64 = 360_000;
+pub(crate) const GROUP_EMPTY_WAIT_MS: u64 = 360_000;
 /// How often the worker group is read while the guard waits for it to empty.
-pub const GROUP_CHECK_MS: u64 = 5_000;
+pub(crate) const GROUP_CHECK_MS: u64 = 5_000;
 
 /// The idle guard's timing: the blueprint's minutes as milliseconds, and
 /// how often a busy worker reports (a minute; both shorter in tests).
@@ -64,7 +64,7 @@ enum Stretch {
 
 /// The idle guard's state, kept in the master's state file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdleWatch {
+pub(crate) struct IdleWatch {
     /// The cluster's stack (absent from a state saved before it was kept).
     #[serde(default)]
     stack: String,
@@ -95,7 +95,7 @@ struct GroupWait {
 impl IdleWatch {
     /// A guard that has decided nothing yet: the clock starts at the first
     /// tick once the cluster formed.
-    pub fn new(settings: IdleSettings) -> IdleWatch {
+    pub(crate) fn new(settings: IdleSettings) -> IdleWatch {
         let mut watch = IdleWatch {
             stack: String::new(),
             after_ms: 0,
@@ -114,7 +114,7 @@ impl IdleWatch {
     /// knob may differ from the saved state's) and starts again: the clock
     /// starts at the next tick. A master started again (by `synth resume`)
     /// gives the cluster the whole time again.
-    pub fn restart(&mut self, settings: IdleSettings) {
+    pub(crate) fn restart(&mut self, settings: IdleSettings) {
         self.configure(settings);
         self.readings.clear();
         self.stretch = Stretch::Busy;
@@ -130,7 +130,7 @@ impl IdleWatch {
     }
 
     /// A node's reading (a worker's message, or the master's own probe).
-    pub fn on_activity(&mut self, activity: Activity, now_ms: u64, fx: &mut Vec<Effect>) {
+    pub(crate) fn on_activity(&mut self, activity: Activity, now_ms: u64, fx: &mut Vec<Effect>) {
         self.readings.insert(activity.instance_id.clone(), (activity, now_ms));
         self.evaluate(now_ms, fx);
     }
@@ -140,7 +140,7 @@ impl IdleWatch {
     /// the desired capacity raised) a new idle stretch starts now, with the
     /// whole time: the guard does not scale the group straight back down,
     /// and the mark no longer says the workers are gone.
-    pub fn on_join(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+    pub(crate) fn on_join(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
         if self.acted_ms.is_none() {
             return;
         }
@@ -155,13 +155,13 @@ impl IdleWatch {
     }
 
     /// A node left the cluster: its readings no longer count.
-    pub fn forget(&mut self, instance_id: &str) {
+    pub(crate) fn forget(&mut self, instance_id: &str) {
         self.readings.remove(instance_id);
     }
 
     /// Time passed: readings go stale, the action comes due, the wait for
     /// an empty group reads it again or ends (`stop`: powering off anyway).
-    pub fn on_tick(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
+    pub(crate) fn on_tick(&mut self, now_ms: u64, fx: &mut Vec<Effect>) {
         self.evaluate(now_ms, fx);
         let Some(wait) = &mut self.emptying else { return };
         if now_ms >= wait.due_ms {
@@ -187,7 +187,7 @@ impl IdleWatch {
 
     /// The worker group holds `instances` instances (in any lifecycle
     /// state): once it holds none the wait ends (`stop`: the power goes).
-    pub fn on_group(&mut self, instances: usize, fx: &mut Vec<Effect>) {
+    pub(crate) fn on_group(&mut self, instances: usize, fx: &mut Vec<Effect>) {
         if self.emptying.is_none() || instances > 0 {
             return;
         }
@@ -203,7 +203,7 @@ impl IdleWatch {
     /// When [`IdleWatch::on_tick`] next has something to do: the action's
     /// time, the moment the last busy reading goes stale, or the next read
     /// of the group while waiting for it to empty.
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
         let waiting = self.emptying.map(|w| w.next_check_ms.min(w.due_ms));
         let stretch = match self.stretch {
             Stretch::IdleSince(since) if self.acted_ms.is_none() => Some(since.saturating_add(self.after_ms)),
@@ -219,7 +219,7 @@ impl IdleWatch {
     }
 
     /// The mark `synth status` reads, as it stands.
-    pub fn mark(&self) -> IdleMark {
+    pub(crate) fn mark(&self) -> IdleMark {
         match self.stretch {
             Stretch::Busy => IdleMark::Busy,
             Stretch::IdleSince(since) => IdleMark::Idle {

@@ -30,10 +30,11 @@ mod departures;
 mod formation;
 mod gate;
 mod gpu;
-pub mod idle;
+pub(crate) mod idle;
 mod joins;
 mod publishing;
 mod stragglers;
+pub(crate) mod verdict;
 
 use std::collections::BTreeMap;
 
@@ -45,14 +46,14 @@ use super::effect::Effect;
 use super::membership::Membership;
 use super::timeline::Timeline;
 use super::timing::{ACK_TIMEOUT_MS, LAUNCH_FAILURES_TIMEOUT_MS};
-use crate::netgate::Gate;
 use crate::ports::GroupSize;
 use idle::{IdleSettings, IdleWatch};
+use verdict::Gate;
 
 /// The most bytes a formation signal may carry (its JSON body: status,
 /// unique id, reason and data together): "cfn-signal wait condition data",
 /// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html>.
-pub const SIGNAL_BYTES: usize = 4096;
+pub(crate) const SIGNAL_BYTES: usize = 4096;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -184,7 +185,7 @@ pub struct MasterState {
 /// 3. A replacement that is slow again is replaced again until then; past
 /// it, slow nodes are only named: a cluster that keeps getting slow
 /// instances points at its placement or subnet, not at instances.
-pub fn network_replacement_budget(nodes: usize) -> u32 {
+pub(crate) fn network_replacement_budget(nodes: usize) -> u32 {
     u32::try_from(nodes / 10).unwrap_or(u32::MAX).max(3)
 }
 
