@@ -4,6 +4,7 @@
 //! crate's own tests, and for others with the `fixtures` feature, which
 //! they enable in their `[dev-dependencies]` only.
 
+use crate::message::{Manifest, ManifestNode};
 use crate::{Efs, Elastic, NODE_CONFIG_VERSION, NodeConfig, Queues, Role, Signals};
 
 /// The master's node config of a cluster `demo` in us-east-1: a 30-minute
@@ -36,5 +37,33 @@ pub fn node_config() -> NodeConfig {
         data: Vec::new(),
         fsx: None,
         gpu_check: None,
+    }
+}
+
+/// A CPU node of cluster `demo` at `index`, its address and hostname made
+/// from the index (10.0.0.`index`).
+pub fn manifest_node(index: u32, instance_id: &str) -> ManifestNode {
+    ManifestNode {
+        index,
+        alias: format!("deeplearning-worker{index}"),
+        instance_id: instance_id.into(),
+        private_ip: format!("10.0.0.{index}"),
+        hostname: format!("ip-10-0-0-{index}"),
+        gpus: 0,
+        ssh_host_key: "ssh-ed25519 AAAA".into(),
+    }
+}
+
+/// Generation `generation` of cluster `demo`: the master `master` at index
+/// 1, then `workers` (index, instance id), each a [`manifest_node`].
+pub fn manifest(generation: u64, master: &str, workers: &[(u32, &str)]) -> Manifest {
+    let mut nodes = vec![manifest_node(1, master)];
+    nodes.extend(workers.iter().map(|&(index, id)| manifest_node(index, id)));
+    Manifest {
+        cluster: "demo".into(),
+        generation,
+        master: master.into(),
+        nodes,
+        cluster_public_key: "ssh-ed25519 AAAA".into(),
     }
 }

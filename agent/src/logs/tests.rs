@@ -5,29 +5,13 @@
 use std::sync::Arc;
 
 use node_contract::clock;
-use node_contract::message::{Manifest, ManifestNode};
 use node_contract::state::State;
 
 use super::*;
 use crate::ports::memory::MemoryLogs;
 
 fn write_state(root: &Path, instance_id: &str, index: u32) {
-    let node = |index: u32, id: &str| ManifestNode {
-        index,
-        alias: format!("deeplearning-worker{index}"),
-        instance_id: id.into(),
-        private_ip: format!("10.0.0.{index}"),
-        hostname: format!("ip-10-0-0-{index}"),
-        gpus: 0,
-        ssh_host_key: "ssh-ed25519 AAAA".into(),
-    };
-    let manifest = Manifest {
-        cluster: "demo".into(),
-        generation: 2,
-        master: "i-0000000000000000a".into(),
-        nodes: vec![node(1, "i-0000000000000000a"), node(index, instance_id)],
-        cluster_public_key: "ssh-ed25519 AAAA".into(),
-    };
+    let manifest = node_contract::fixtures::manifest(2, "i-0000000000000000a", &[(index, instance_id)]);
     let state = State {
         version: node_contract::state::STATE_VERSION,
         instance_id: instance_id.into(),

@@ -272,7 +272,7 @@ async fn retire<Q: Queue>(worker_queue: &Q, through: u64) {
 /// delay (500 ms of real time).
 #[cfg(test)]
 mod tests {
-    use node_contract::message::{Manifest, ManifestNode};
+    use node_contract::message::Manifest;
 
     use super::*;
     use crate::cluster::testkit::{T0, config, master_reg};
@@ -289,22 +289,7 @@ mod tests {
     }
 
     fn manifest(generation: u64) -> Manifest {
-        let node = |index: u32, id: &str| ManifestNode {
-            index,
-            alias: format!("deeplearning-worker{index}"),
-            instance_id: id.into(),
-            private_ip: format!("10.0.0.{index}"),
-            hostname: format!("ip-10-0-0-{index}"),
-            gpus: 0,
-            ssh_host_key: "ssh-ed25519 AAAA".into(),
-        };
-        Manifest {
-            cluster: "demo".into(),
-            generation,
-            master: "i-master".into(),
-            nodes: vec![node(1, "i-master"), node(2, "i-w1")],
-            cluster_public_key: "ssh-ed25519 AAAA".into(),
-        }
+        node_contract::fixtures::manifest(generation, "i-master", &[(2, "i-w1")])
     }
 
     /// Carries `effects` out for a master that has not formed, under
