@@ -31,6 +31,47 @@ const VERSION: &str = "2016-11-15";
 /// How long one request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How many times a hand-signed call is tried, and the longest wait before
+/// the first retry: the SDK's standard retry mode, which synth's SDK
+/// clients use, so a throttle is met the same way whichever way a call is
+/// made (3 attempts; exponential backoff from 1 s with jitter;
+/// <https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>).
+const ATTEMPTS: u32 = 3;
+const FIRST_WAIT: Duration = Duration::from_secs(1);
+
+/// Runs `attempt` until it succeeds, fails in a way retrying cannot mend,
+/// or has been tried [`ATTEMPTS`] times: a throttle and an unreachable or
+/// failing service (5xx) are tried again, after a wait that doubles each
+/// time, with jitter (between half the wait and all of it). Only reads and
+/// `StartInstances`, which AWS makes idempotent, go through it.
+pub(super) async fn retrying<T, F, Fut>(mut attempt: F) -> CloudResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = CloudResult<T>>,
+{
+    let mut wait = FIRST_WAIT;
+    let mut tried = 1;
+    loop {
+        match attempt().await {
+            Err(e @ (CloudError::Throttled { .. } | CloudError::Unavailable { .. })) if tried < ATTEMPTS => {
+                tracing::debug!(error = %e, tried, "retrying a hand-signed call");
+                tokio::time::sleep(jittered(wait)).await;
+                wait *= 2;
+                tried += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// Between half of `wait` and all of it, by the clock's nanoseconds (no
+/// random number generator for this: many synth processes throttled at
+/// once are what the jitter spreads, and their clocks differ).
+fn jittered(wait: Duration) -> Duration {
+    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    wait / 2 + wait / 2 * (nanos % 1000) / 1000
+}
+
 /// Where a hand-signed request goes and as whom: what [`Ec2`] and
 /// `super::service_quotas::ServiceQuotas` share (the endpoint resolved as
 /// the SDK clients resolve it, the region, the SDK's credentials), and the
@@ -208,11 +249,14 @@ impl Ec2 {
             body.push_str(&format!("&{key}={value}"));
         }
         let form = ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
-        let (status, text) = self.signed.post(what, &[form], body).await?;
-        if (200..300).contains(&status) {
-            return Ok(text);
-        }
-        Err(error_of(what, status, &text))
+        retrying(|| async {
+            let (status, text) = self.signed.post(what, &[form], body.clone()).await?;
+            if (200..300).contains(&status) {
+                return Ok(text);
+            }
+            Err(error_of(what, status, &text))
+        })
+        .await
     }
 }
 
@@ -368,6 +412,114 @@ fn unescape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn throttled() -> CloudError {
+        CloudError::Throttled { what: "EC2 DescribeInstances".into(), message: "RequestLimitExceeded".into() }
+    }
+
+    /// Counts the attempts `answers` (one per attempt, the last repeated) meet.
+    async fn attempts(answers: Vec<CloudResult<u32>>) -> (CloudResult<u32>, u32) {
+        let tried = std::sync::atomic::AtomicU32::new(0);
+        let outcome = retrying(|| {
+            let n = tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst) as usize;
+            let answer = answers[n.min(answers.len() - 1)].clone();
+            async move { answer }
+        })
+        .await;
+        (outcome, tried.into_inner())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_or_a_failing_service_is_tried_three_times_with_growing_waits() {
+        let started = tokio::time::Instant::now();
+        let (outcome, tried) = attempts(vec![Err(throttled()), Err(throttled()), Ok(7)]).await;
+        assert_eq!((outcome.ok(), tried), (Some(7), 3));
+        // 0.5-1 s, then 1-2 s.
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(1500) && waited <= Duration::from_secs(3), "{waited:?}");
+
+        let unavailable = CloudError::Unavailable { what: "EC2".into(), message: "HTTP 503".into() };
+        let (outcome, tried) = attempts(vec![Err(unavailable)]).await;
+        assert!(matches!(outcome, Err(CloudError::Unavailable { .. })), "{outcome:?}");
+        assert_eq!(tried, 3, "three attempts, then the error");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_or_invalid_input_is_not_tried_again() {
+        let denied = CloudError::Denied { what: "EC2".into(), message: "UnauthorizedOperation".into(), action: None };
+        let (outcome, tried) = attempts(vec![Err(denied), Ok(1)]).await;
+        assert!(matches!(outcome, Err(CloudError::Denied { .. })), "{outcome:?}");
+        assert_eq!(tried, 1);
+        let invalid = CloudError::Invalid { what: "EC2".into(), message: "InvalidInstanceID.Malformed".into() };
+        assert_eq!(attempts(vec![Err(invalid), Ok(1)]).await.1, 1);
+    }
+
+    /// A one-thread HTTP server that answers each request with the next
+    /// of `answers` (status, body) and closes the connection; it returns
+    /// the requests' bodies when every answer has been given.
+    fn serve(answers: Vec<(u16, &'static str)>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let url = format!("http://{}", listener.local_addr().expect("its address"));
+        let server = std::thread::spawn(move || {
+            let mut bodies = Vec::new();
+            for (status, body) in answers {
+                let (mut stream, _) = listener.accept().expect("a request");
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // The headers, then as many bytes as Content-Length says.
+                loop {
+                    let n = stream.read(&mut buf).expect("reading the request");
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length || n == 0 {
+                            bodies.push(text[end + 4..].to_string());
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                stream.write_all(answer.as_bytes()).expect("writing the answer");
+            }
+            bodies
+        });
+        (url, server)
+    }
+
+    #[tokio::test]
+    async fn ec2_answering_503_then_the_instance_is_asked_again_and_read() {
+        let unavailable = "<Response><Errors><Error><Code>Unavailable</Code><Message>The service is \
+                           unavailable</Message></Error></Errors></Response>";
+        let described = "<DescribeInstancesResponse><reservationSet><item><instancesSet><item>\
+                         <instanceId>i-0abc</instanceId><instanceState><code>16</code><name>running</name>\
+                         </instanceState></item></instancesSet></item></reservationSet></DescribeInstancesResponse>";
+        let (url, server) = serve(vec![(503, unavailable), (200, described)]);
+        let config = SdkConfig::builder()
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+                "AKIDTEST", "secret", None, None, "test",
+            )))
+            .endpoint_url(url)
+            .build();
+        let ec2 = Ec2::new(&config, "us-east-1");
+        assert_eq!(ec2.instance_state("i-0abc").await.expect("read on the second try").as_deref(), Some("running"));
+        let bodies = server.join().expect("the server");
+        assert_eq!(bodies.len(), 2, "one retry: {bodies:?}");
+        assert!(bodies.iter().all(|b| b.contains("Action=DescribeInstances") && b.contains("InstanceId.1=i-0abc")));
+    }
 
     #[test]
     fn the_state_and_errors_are_read_from_ec2s_xml() {
