@@ -222,6 +222,11 @@ async fn publish<Q: Queue>(
 /// How long a retirement hides what it received before deleting it.
 const RETIRE_HIDE: Duration = Duration::from_secs(30);
 
+/// The most receives one retirement makes (10 messages each): enough for
+/// a manifest of 30,000 nodes republished many times over, and a bound
+/// on the calls whatever the queue holds.
+const RETIRE_ROUNDS: usize = 100;
+
 /// Deletes manifest parts up to a generation from the worker queue (and
 /// anything there that is not a manifest part: it does not belong there).
 ///
@@ -230,38 +235,45 @@ const RETIRE_HIDE: Duration = Duration::from_secs(30);
 /// every node's receive makes a new one, so a handle from a visibility-0
 /// receive is stale at once and the delete succeeds without deleting
 /// (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessage.html>).
-/// Hidden, a part's handle stays the newest until the delete. A newer
-/// generation's part found on the way (only after a master restart: the
-/// master retires before it publishes) is made visible again at once. A few
-/// rounds cover what one receive does not return.
+/// Hidden, a part's handle stays the newest until the delete. It receives
+/// until a receive returns nothing (every old part deleted, every newer
+/// one still hidden), at most [`RETIRE_ROUNDS`] times; a newer generation's
+/// parts found on the way (only after a master restart: the master retires
+/// before it publishes) are made visible again together at the end, so
+/// that no receive returns them twice and a queue of newer parts cannot
+/// end the retirement before the old ones are gone.
 async fn retire<Q: Queue>(worker_queue: &Q, through: u64) {
-    for _ in 0..5 {
+    let mut newer: Vec<String> = Vec::new();
+    for _ in 0..RETIRE_ROUNDS {
         let received = match worker_queue.receive(10, Duration::ZERO, Some(RETIRE_HIDE)).await {
             Ok(r) => r,
             Err(e) => {
                 debug!("cannot read the worker queue to retire manifests: {e}");
-                return;
+                break;
             }
         };
         if received.is_empty() {
-            return;
+            break;
         }
         let (old, keep): (Vec<&Received>, Vec<&Received>) =
             received.iter().partition(|r| match message::parse_worker_queue(&r.body) {
                 Ok(part) => part.generation <= through,
                 Err(_) => true,
             });
-        let keep: Vec<&str> = keep.iter().map(|r| r.receipt.as_str()).collect();
-        if let Err(e) = worker_queue.show_batch(&keep).await {
-            warn!(
-                "cannot make {} newer manifest part(s) visible again (they will be in {RETIRE_HIDE:?}): {e}",
-                keep.len()
-            );
-        }
+        newer.extend(keep.iter().map(|r| r.receipt.clone()));
         let old: Vec<&str> = old.iter().map(|r| r.receipt.as_str()).collect();
         if let Err(e) = worker_queue.delete_batch(&old).await {
             debug!("cannot retire manifests: {e}");
-            return;
+            break;
+        }
+    }
+    for batch in newer.chunks(10) {
+        let batch: Vec<&str> = batch.iter().map(String::as_str).collect();
+        if let Err(e) = worker_queue.show_batch(&batch).await {
+            warn!(
+                "cannot make {} newer manifest part(s) visible again (they will be in {RETIRE_HIDE:?}): {e}",
+                batch.len()
+            );
         }
     }
 }
@@ -368,6 +380,27 @@ mod tests {
         run(root.path(), &queue, Ports { group: &group, signals: &signals, power: &power }, retire()).await;
         assert_eq!(queue.inner().bodies(), [bodies[1].clone()]);
         assert_eq!(queue.inner().visible(), [bodies[1].clone()]);
+    }
+
+    /// One retirement deletes every old part however many there are (a
+    /// master that republished often leaves more than one receive
+    /// returns), and leaves a newer generation's parts, even more than a
+    /// receive returns, visible.
+    #[tokio::test]
+    async fn one_retirement_deletes_every_old_part_and_keeps_every_newer_one() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = MemoryQueue::default();
+        let body = |g: u64| node_contract::parts::bodies(&manifest(g), g).unwrap().remove(0);
+        // Newer parts first, so that the first receives return only them.
+        let newer: Vec<String> = (65..=76).map(body).collect();
+        for b in newer.iter().cloned().chain((1..=64).map(body)) {
+            queue.send(&b).await.unwrap();
+        }
+        let (group, signals, power) = (group(), MemorySignals::default(), MemoryPower::default());
+        let retire = vec![Effect::RetireManifests { through_generation: 64 }];
+        run(root.path(), &queue, Ports { group: &group, signals: &signals, power: &power }, retire).await;
+        assert_eq!(queue.bodies(), newer, "the 64 old parts deleted, the 12 newer kept");
+        assert_eq!(queue.visible(), newer, "the newer parts visible again at once");
     }
 
     #[tokio::test]

@@ -358,32 +358,7 @@ impl World {
         // Every worker that was ever started is in the group (the launch
         // failures name those that never registered).
         self.group.held().instances = self.nodes[1..].iter().map(|n| n.registration.instance_id.clone()).collect();
-        let retired = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::RetireManifests { through_generation } => Some(*through_generation),
-                _ => None,
-            })
-            .max();
         self.execute(effects);
-        // A retirement takes at most 5 receives of 10 parts. The world's
-        // parts are one node each, 5 to 7 messages for what the runner
-        // sends as one, so a manifest republished a few times is more than
-        // one retirement reaches (seed 10,187 of the failed parts test: 64
-        // parts). The runner's next retirement, at its next generation,
-        // takes the rest; the world retires again at once instead, so that
-        // the worker queue still ends empty.
-        if let Some(through) = retired {
-            for _ in 0..10 {
-                let left = self.wire.held().visible().iter().any(|body| {
-                    node_contract::message::parse_worker_queue(body).is_ok_and(|p| p.generation <= through)
-                });
-                if !left {
-                    break;
-                }
-                self.execute(vec![Effect::RetireManifests { through_generation: through }]);
-            }
-        }
     }
 
     /// Runs the runner's executor on `effects`.
