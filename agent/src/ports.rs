@@ -31,6 +31,10 @@ pub struct Received {
     pub receipt: String,
 }
 
+/// The most receipts one batch call ([`Queue::delete_batch`],
+/// [`Queue::show_batch`]) takes: SQS's limit on a batch's entries.
+pub const MAX_BATCH: usize = 10;
+
 /// One SQS queue.
 pub trait Queue: Send + Sync {
     /// Sends one message.
@@ -46,10 +50,10 @@ pub trait Queue: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Received>, PortError>> + Send;
     /// Deletes a received message.
     fn delete(&self, receipt: &str) -> impl Future<Output = Result<(), PortError>> + Send;
-    /// Deletes up to 10 received messages in one call; returns how many
+    /// Deletes up to [`MAX_BATCH`] received messages in one call; returns how many
     /// could not be deleted (each is logged). An empty slice makes no call.
     fn delete_batch(&self, receipts: &[&str]) -> impl Future<Output = Result<usize, PortError>> + Send;
-    /// Makes up to 10 received messages visible to every receiver again at
+    /// Makes up to [`MAX_BATCH`] received messages visible to every receiver again at
     /// once (visibility timeout 0); returns how many could not be. An empty
     /// slice makes no call.
     fn show_batch(&self, receipts: &[&str]) -> impl Future<Output = Result<usize, PortError>> + Send;

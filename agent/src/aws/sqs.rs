@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::error::SdkResult;
-use crate::ports::{PortError, Queue, Received};
+use crate::ports::{MAX_BATCH, PortError, Queue, Received};
 
 /// The longest long poll SQS allows.
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
@@ -142,9 +142,6 @@ impl Queue for SqsQueue {
         Ok(not_done(output.failed().len(), receipts))
     }
 }
-
-/// The most entries one `DeleteMessageBatch` takes.
-pub const MAX_BATCH: usize = 10;
 
 /// The entries of one batch call: the first [`MAX_BATCH`] receipts, each
 /// with its position as its id (`entry(id, receipt)` builds one).

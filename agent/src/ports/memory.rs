@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Formation, GroupSize, LifecycleResult, LogEvent, LogStreams, PortError, Power, PutOutcome, Queue, Received,
-    StackSignals, WorkerGroup,
+    Formation, GroupSize, LifecycleResult, LogEvent, LogStreams, MAX_BATCH, PortError, Power, PutOutcome, Queue,
+    Received, StackSignals, WorkerGroup,
 };
 
 /// SQS's default visibility timeout, for a receive that does not set one.
@@ -118,11 +118,13 @@ impl Queue for MemoryQueue {
     }
 
     async fn delete_batch(&self, receipts: &[&str]) -> Result<usize, PortError> {
+        assert!(receipts.len() <= MAX_BATCH, "a batch of {} receipts (SQS takes at most {MAX_BATCH})", receipts.len());
         self.inner().held.retain(|h| !h.receipt.as_deref().is_some_and(|r| receipts.contains(&r)));
         Ok(0)
     }
 
     async fn show_batch(&self, receipts: &[&str]) -> Result<usize, PortError> {
+        assert!(receipts.len() <= MAX_BATCH, "a batch of {} receipts (SQS takes at most {MAX_BATCH})", receipts.len());
         let mut inner = self.inner();
         let now = inner.now_ms;
         let mut shown = 0;

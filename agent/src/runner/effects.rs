@@ -21,7 +21,7 @@ use super::retry::retry;
 use super::state_file::SentMark;
 use crate::cluster::{Effect, MasterState};
 use crate::files;
-use crate::ports::{PortError, Power, Queue, Received, StackSignals, WorkerGroup};
+use crate::ports::{MAX_BATCH, PortError, Power, Queue, Received, StackSignals, WorkerGroup};
 
 /// Carries out `effects` in order, and those they lead to, for the master
 /// `master_id` under `root`.
@@ -267,7 +267,7 @@ async fn retire<Q: Queue>(worker_queue: &Q, through: u64) {
             break;
         }
     }
-    for batch in newer.chunks(10) {
+    for batch in newer.chunks(MAX_BATCH) {
         let batch: Vec<&str> = batch.iter().map(String::as_str).collect();
         if let Err(e) = worker_queue.show_batch(&batch).await {
             warn!(

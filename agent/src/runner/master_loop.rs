@@ -26,7 +26,7 @@ use super::state_file::{SentMark, StateFile, master_state_path};
 use crate::cluster::MasterState;
 use crate::cluster::master::idle::IdleSettings;
 use crate::files;
-use crate::ports::{Formation, GroupSize, PortError, Power, Queue, Received, StackSignals, WorkerGroup};
+use crate::ports::{Formation, GroupSize, MAX_BATCH, PortError, Power, Queue, Received, StackSignals, WorkerGroup};
 
 /// The idle guard, as the master loop runs it.
 pub(super) struct Guard {
@@ -133,7 +133,7 @@ pub(super) async fn master_loop<Q: Queue + Clone + 'static, G: WorkerGroup, S: S
         );
         // Delete only after the effects are out and the state is on disk: a
         // crash before this point redelivers the messages instead of losing
-        // them. The deletes (one batch call per receive: at most 10 each)
+        // them. The deletes (one batch call per receive: at most MAX_BATCH each)
         // run while the next turn receives; one turn's at a time.
         if let Some(previous) = deleting.take() {
             let _ = previous.await;
@@ -141,7 +141,7 @@ pub(super) async fn master_loop<Q: Queue + Clone + 'static, G: WorkerGroup, S: S
         if !received.is_empty() {
             let queue = master_queue.clone();
             deleting = Some(tokio::spawn(async move {
-                let chunks = received.chunks(10).map(|chunk| {
+                let chunks = received.chunks(MAX_BATCH).map(|chunk| {
                     let receipts: Vec<&str> = chunk.iter().map(|r| r.receipt.as_str()).collect();
                     let queue = &queue;
                     async move { queue.delete_batch(&receipts).await }
