@@ -19,8 +19,11 @@ use crate::ports::Queue;
 pub(super) const EVERY: Duration = Duration::from_secs(5);
 
 /// Reads the record under `root` and sends every finding named after
-/// `*sent_through` (unix ms), oldest first, moving `*sent_through` past each
-/// one sent; stops at the first send that fails (the next read tries again).
+/// `*sent_through` (unix ms), oldest first, moving `*sent_through` to a
+/// finding's time once every finding named at that time is sent (rank 0
+/// names several at once with one time); stops at the first send that
+/// fails (the next read tries again, and sends again the findings of that
+/// time already sent: the master recognises them).
 pub(super) async fn send_new(root: &Path, queue: &impl Queue, sent_through: &mut u64) {
     let path = node_contract::files::under(root, STRAGGLER_PATH);
     let Ok(text) = std::fs::read_to_string(&path) else { return };
@@ -31,11 +34,14 @@ pub(super) async fn send_new(root: &Path, queue: &impl Queue, sent_through: &mut
             return;
         }
     };
-    for s in file.newer_than(*sent_through) {
-        match queue.send(&Message::Straggler(s.clone()).to_body()).await {
+    let new: Vec<_> = file.newer_than(*sent_through).collect();
+    for (i, s) in new.iter().enumerate() {
+        match queue.send(&Message::Straggler((*s).clone()).to_body()).await {
             Ok(()) => {
                 info!("straggler named by trainer train: {}; told the master", s.line());
-                *sent_through = s.named_unix_ms;
+                if new.get(i + 1).is_none_or(|next| next.named_unix_ms != s.named_unix_ms) {
+                    *sent_through = s.named_unix_ms;
+                }
             }
             Err(e) => {
                 warn!("cannot send a straggler to the master (trying again): {e}");
@@ -105,5 +111,43 @@ mod tests {
         std::fs::write(&path, "{").unwrap();
         send_new(root.path(), &queue, &mut through).await;
         assert_eq!(queue.sent().len(), 3);
+    }
+
+    /// Findings named at one time (rank 0 names several at once): a send
+    /// that fails after the first of them loses none; the next read sends
+    /// again from the first of that time.
+    #[tokio::test]
+    async fn a_failed_send_loses_no_finding_named_at_the_same_time() {
+        use crate::ports::PortError;
+        use crate::ports::failing::{Failing, Op, When};
+
+        let root = tempfile::tempdir().unwrap();
+        let queue = Failing::new(crate::ports::memory::MemoryQueue::default()).fail(
+            Op::Send,
+            When::Nth(3),
+            PortError::Transient("throttled".into()),
+        );
+        let path = node_contract::files::under(root.path(), STRAGGLER_PATH);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let file = StragglerFile::default()
+            .with(finding(10))
+            .with(Straggler { rank: 5, ..finding(20) })
+            .with(Straggler { rank: 6, ..finding(20) });
+        std::fs::write(&path, file.to_json()).unwrap();
+        let mut through = 0;
+        send_new(root.path(), &queue, &mut through).await;
+        send_new(root.path(), &queue, &mut through).await;
+        send_new(root.path(), &queue, &mut through).await;
+        let sent: Vec<(u64, u32)> = queue
+            .inner()
+            .sent()
+            .iter()
+            .map(|body| match parse_master_queue(body).unwrap() {
+                MasterInbound::Straggler(s) => (s.named_unix_ms, s.rank),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sent, [(10, 2), (20, 5), (20, 5), (20, 6)]);
+        assert_eq!(through, 20);
     }
 }
