@@ -1,7 +1,7 @@
 //! The network gate on the master (docs/ARCHITECTURE.md, "The network
 //! gate"): a check opened for a generation that adds a node, the nodes'
 //! link reports, and the verdict with its action (warn, replace slow
-//! workers within [`network_replacement_budget`], or fail a formation
+//! workers within [`NETWORK_REPLACEMENTS_AT_LEAST`]'s budget, or fail a formation
 //! whose signal the check holds).
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use node_contract::NetworkAction;
 use node_contract::message::{LinkReport, Manifest};
 
 use super::verdict::{self, Gate, GateNode};
-use super::{MasterState, Phase, network_replacement_budget, shorten};
+use super::{MasterState, NETWORK_REPLACEMENTS_AT_LEAST, Phase, replacement_budget, shorten};
 use crate::cluster::effect::Effect;
 use crate::netgate;
 
@@ -162,7 +162,7 @@ impl MasterState {
                 slow.len()
             );
         }
-        let budget = network_replacement_budget(nodes);
+        let budget = replacement_budget(nodes, NETWORK_REPLACEMENTS_AT_LEAST);
         let mut actions = String::new();
         for n in slow {
             if n.instance_id == self.master_id {

@@ -144,8 +144,8 @@ fn replace_spares_a_slow_majority_and_stops_at_its_budget() {
     // The slow worker is replaced, its replacement (a new worker, checked
     // when it joins) is slow too, and so on: terminated while the budget
     // lasts (3 for a 4-node cluster), then only named.
-    assert_eq!(network_replacement_budget(4), 3);
-    assert_eq!(network_replacement_budget(1_000), 100);
+    assert_eq!(replacement_budget(4, NETWORK_REPLACEMENTS_AT_LEAST), 3);
+    assert_eq!(replacement_budget(1_000, NETWORK_REPLACEMENTS_AT_LEAST), 100);
     let mut slow = "i-w2".to_string();
     let mut terminated: Vec<String> = Vec::new();
     let mut said = String::new();

@@ -156,7 +156,7 @@ pub struct MasterState {
     #[serde(default)]
     gate: Option<Gate>,
     /// Workers the network gate's `replace` has terminated so far (see
-    /// [`network_replacement_budget`]). Older state files have none.
+    /// [`NETWORK_REPLACEMENTS_AT_LEAST`]). Older state files have none.
     #[serde(default)]
     network_replacements: u32,
     /// The idle guard, when the node config has one ([`MasterState::start_idle`]).
@@ -175,19 +175,24 @@ pub struct MasterState {
     #[serde(default)]
     stragglers: Vec<node_contract::straggler::Straggler>,
     /// Stragglers' nodes marked unhealthy so far (see
-    /// [`stragglers::replacement_budget`]). Older state files have none.
+    /// [`stragglers::REPLACEMENTS_AT_LEAST`]). Older state files have none.
     #[serde(default)]
     straggler_replacements: u32,
 }
 
-/// The most workers the network gate's `replace` terminates over the
-/// master's life, for a check of `nodes` nodes: a tenth of them, at least
-/// 3. A replacement that is slow again is replaced again until then; past
-/// it, slow nodes are only named: a cluster that keeps getting slow
-/// instances points at its placement or subnet, not at instances.
-pub(crate) fn network_replacement_budget(nodes: usize) -> u32 {
-    u32::try_from(nodes / 10).unwrap_or(u32::MAX).max(3)
+/// The most nodes the master replaces for one cause over its life, for a
+/// cluster of `nodes` nodes: a tenth of them, at least `at_least`.
+pub(crate) fn replacement_budget(nodes: usize, at_least: u32) -> u32 {
+    u32::try_from(nodes / 10).unwrap_or(u32::MAX).max(at_least)
 }
+
+/// The floor of the network gate's [`replacement_budget`]: the most
+/// workers its `replace` terminates over the master's life is a tenth of
+/// the check's nodes, at least 3. A replacement that is slow again is
+/// replaced again until then; past it, slow nodes are only named: a cluster
+/// that keeps getting slow instances points at its placement or subnet,
+/// not at instances.
+pub(crate) const NETWORK_REPLACEMENTS_AT_LEAST: u32 = 3;
 
 impl MasterState {
     /// `me`: the master's own registration (it is index 1 at once);

@@ -124,7 +124,13 @@ fn replace_marks_a_straggler_unhealthy_only_after_a_checkpoint() {
 /// stragglers are only named, saying why.
 #[test]
 fn straggler_replacements_stop_at_the_budget() {
-    assert_eq!((stragglers::replacement_budget(3), stragglers::replacement_budget(64)), (1, 6));
+    assert_eq!(
+        (
+            replacement_budget(3, stragglers::REPLACEMENTS_AT_LEAST),
+            replacement_budget(64, stragglers::REPLACEMENTS_AT_LEAST)
+        ),
+        (1, 6)
+    );
     let mut s = master(Some(GpuAction::Replace));
     s.on_inbound(MasterInbound::Register(worker_reg(1)), T0 + 1, &|_| true);
     s.on_inbound(MasterInbound::Register(worker_reg(2)), T0 + 2, &|_| true);

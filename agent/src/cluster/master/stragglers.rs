@@ -17,21 +17,20 @@
 use node_contract::gpu::GpuAction;
 use node_contract::straggler::{Straggler, StragglerMark};
 
-use super::{MasterState, Phase, shorten};
+use super::{MasterState, Phase, replacement_budget, shorten};
 use crate::cluster::effect::Effect;
 
 /// The most stragglers the master keeps (the newest), and so the most the
 /// tag could name.
 pub(super) const KEPT: usize = 8;
 
-/// The most stragglers' nodes the master has replaced over its life, for a
-/// cluster of `nodes` nodes: a tenth of them, at least 1. Being slower than
-/// the others is a judgement, not a fault: a job whose ranks are uneven by
-/// design, or a worker group of mixed instance types, names a straggler
-/// again on every replacement; past the budget stragglers are only named.
-pub(super) fn replacement_budget(nodes: usize) -> u32 {
-    u32::try_from(nodes / 10).unwrap_or(u32::MAX).max(1)
-}
+/// The floor of the stragglers' [`replacement_budget`]: the most
+/// stragglers' nodes the master replaces over its life is a tenth of the
+/// cluster's nodes, at least 1. Being slower than the others is a
+/// judgement, not a fault: a job whose ranks are uneven by design, or a
+/// worker group of mixed instance types, names a straggler again on every
+/// replacement; past the budget stragglers are only named.
+pub(super) const REPLACEMENTS_AT_LEAST: u32 = 1;
 
 impl MasterState {
     /// A straggler `trainer train` named.
@@ -51,6 +50,7 @@ impl MasterState {
         );
         if replace {
             let id = s.instance_id.clone();
+            let nodes = self.members.workers() as usize + 1;
             if id.is_empty() || self.members.get(&id).is_none() {
                 fx.push(Effect::Log(format!("straggler: {} is not a member; nothing to replace", s.who())));
             } else if id == self.master_id {
@@ -62,14 +62,14 @@ impl MasterState {
                     "straggler: {} is not replaced: no checkpoint was saved just before it was named",
                     s.who()
                 )));
-            } else if self.straggler_replacements >= replacement_budget(self.members.workers() as usize + 1) {
+            } else if self.straggler_replacements >= replacement_budget(nodes, REPLACEMENTS_AT_LEAST) {
                 fx.push(Effect::Log(format!(
                     "straggler: {} is not replaced: {} straggler replacement(s) made already, the most for {} nodes \
                      (a cluster that keeps naming stragglers points at the job or its instance types, not at \
                      instances)",
                     s.who(),
                     self.straggler_replacements,
-                    self.members.workers() + 1
+                    nodes
                 )));
             } else {
                 self.straggler_replacements += 1;
