@@ -23,7 +23,7 @@ fn write_state(root: &Path, instance_id: &str, index: u32) {
 
 const WORKER: &str = "i-0123456789abcdef0";
 
-fn shipper(root: &Path, logs: &MemoryLogs) -> (Arc<Spool>, Shipper<MemoryLogs>) {
+fn shipper<L: LogStreams + Clone>(root: &Path, logs: &L) -> (Arc<Spool>, Shipper<L>) {
     let spool = Arc::new(Spool::open(&spool_dir(root), spool::DEFAULT_CAP).unwrap());
     let prepare = root.join("var/log/deeplearning/prepare-data.log");
     (spool.clone(), Shipper::new(logs.clone(), spool, root, Role::Worker, WORKER, prepare, clock::system))
@@ -92,10 +92,7 @@ async fn a_throttled_put_is_sent_again_at_the_next_round_and_arrives_once() {
     let root = tempfile::tempdir().unwrap();
     let logs =
         Failing::new(MemoryLogs::default()).fail(Op::Put, When::Nth(1), PortError::Transient("Throttling".into()));
-    let spool = Arc::new(Spool::open(&spool_dir(root.path()), spool::DEFAULT_CAP).unwrap());
-    let prepare = root.path().join("none");
-    let mut shipper =
-        Shipper::new(logs.clone(), spool.clone(), root.path(), Role::Worker, WORKER, prepare, clock::system);
+    let (spool, mut shipper) = shipper(root.path(), &logs);
     spool.append(1, "line 1").unwrap();
     spool.append(2, "line 2").unwrap();
     assert!(matches!(shipper.round().await, Err(PortError::Transient(_))));
