@@ -66,49 +66,11 @@ fn count(dir: &Path, last: &mut String, now_ms: u64) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use super::*;
     use crate::data::NodeProgress;
-    use crate::ports::PortError;
-
-    /// A worker group that keeps the tags written.
-    #[derive(Default)]
-    struct Tags(Mutex<Vec<(String, String)>>);
-
-    impl WorkerGroup for Tags {
-        async fn size(&self) -> Result<crate::ports::GroupSize, PortError> {
-            unreachable!("not called")
-        }
-        async fn set_desired_capacity(&self, _: u32) -> Result<(), PortError> {
-            unreachable!("not called")
-        }
-        async fn complete_lifecycle_action(
-            &self,
-            _: &str,
-            _: &str,
-            _: &str,
-            _: crate::ports::LifecycleResult,
-        ) -> Result<(), PortError> {
-            unreachable!("not called")
-        }
-        async fn terminate_instance(&self, _: &str) -> Result<(), PortError> {
-            unreachable!("not called")
-        }
-        async fn set_unhealthy(&self, _: &str) -> Result<(), PortError> {
-            unreachable!("not called")
-        }
-        async fn launch_failures(&self) -> Result<Vec<String>, PortError> {
-            unreachable!("not called")
-        }
-        async fn instances(&self) -> Result<Vec<String>, PortError> {
-            unreachable!("not called")
-        }
-        async fn set_tag(&self, key: &str, value: &str) -> Result<(), PortError> {
-            self.0.lock().unwrap().push((key.to_owned(), value.to_owned()));
-            Ok(())
-        }
-    }
+    use crate::ports::GroupSize;
+    use crate::ports::failing::{Failing, Op};
+    use crate::ports::memory::MemoryGroup;
 
     fn progress(ip: &str, done: u64, total: u64, now: u64) -> NodeProgress {
         NodeProgress {
@@ -149,11 +111,22 @@ mod tests {
         let dir = data_dir(root.path(), "/efs");
         crate::data::progress::write_progress(&dir, &progress("10.0.0.1", 1_000_000_000, 4_000_000_000, 5_000))
             .unwrap();
-        let tags = Tags::default();
-        let looping = report_loop(dir, &tags, Duration::from_millis(10), || 5_000);
+        let group = Failing::new(MemoryGroup::new(GroupSize { requested: 1, min: 1 }));
+        let looping = report_loop(dir, &group, Duration::from_millis(10), || 5_000);
         assert!(tokio::time::timeout(Duration::from_millis(100), looping).await.is_err(), "the loop goes on");
-        let written = tags.0.lock().unwrap().clone();
-        assert_eq!(written.len(), 1, "one tag for an unchanged count: {written:?}");
+        let others = [
+            Op::Size,
+            Op::SetDesiredCapacity,
+            Op::CompleteLifecycle,
+            Op::Terminate,
+            Op::SetUnhealthy,
+            Op::LaunchFailures,
+            Op::Instances,
+        ];
+        assert!(others.iter().all(|&op| group.calls(op) == 0), "only tags are written");
+        let written: Vec<(String, String)> = group.inner().held().tags.clone().into_iter().collect();
+        assert_eq!(group.calls(Op::SetTag), 1, "one tag for an unchanged count: {written:?}");
+        assert_eq!(written.len(), 1, "{written:?}");
         let (key, value) = &written[0];
         assert_eq!(key, node_contract::data::DATA_TAG);
         let mark = DataMark::from_tag(value).expect("a data mark");
