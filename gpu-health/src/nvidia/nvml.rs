@@ -52,24 +52,27 @@ impl NvmlHandle {
         Ok(nvml)
     }
 
+    /// `run` on NVML, opened if need be; a panic in it is an error.
+    fn query<T>(&self, run: impl FnOnce(&Nvml) -> Result<T, String>) -> Result<T, String> {
+        let nvml = self.get()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&nvml)))
+            .unwrap_or_else(|_| Err("NVML: a query panicked".to_string()))
+    }
+
     /// Every GPU NVML can open.
     pub(super) fn devices(&self) -> Result<Vec<DeviceFacts>, String> {
-        let nvml = self.get()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| list(&nvml)))
-            .unwrap_or_else(|_| Err("NVML: a query panicked".to_string()))
+        self.query(list)
     }
 
     /// Each GPU's utilisation (NVML's last sample period), one query a GPU;
     /// a GPU that does not answer is left out.
     pub(super) fn utilisation(&self) -> Result<Vec<u32>, String> {
-        let nvml = self.get()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        self.query(|nvml| {
             let count = nvml.device_count().map_err(|e| format!("NVML could not count the GPUs: {e}"))?;
             Ok((0..count)
                 .filter_map(|i| nvml.device_by_index(i).ok()?.utilization_rates().ok().map(|u| u.gpu))
                 .collect())
-        }))
-        .unwrap_or_else(|_| Err("NVML: a query panicked".to_string()))
+        })
     }
 
     /// The PCI address (domain, bus, device) of NVML's GPU `index`, to find
