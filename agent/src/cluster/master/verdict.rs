@@ -168,7 +168,7 @@ pub(crate) fn judge(
     reports: &BTreeMap<String, LinkReport>,
 ) -> Verdict {
     let alias_of = |id: &str| nodes.iter().find(|n| n.instance_id == id).map(|n| n.alias.clone());
-    let measured: Vec<f64> = nodes
+    let mut measured: Vec<f64> = nodes
         .iter()
         .filter_map(|n| reports.get(&n.instance_id).and_then(LinkReport::gbps))
         .filter(|g| g.is_finite())
@@ -177,9 +177,8 @@ pub(crate) fn judge(
         Some(g) => Reference::Expected(g.min(PROBE_CEILING_GBPS)),
         None if measured.is_empty() => Reference::None,
         None => {
-            let mut sorted = measured.clone();
-            sorted.sort_by(f64::total_cmp);
-            Reference::Median(sorted[sorted.len() / 2])
+            measured.sort_by(f64::total_cmp);
+            Reference::Median(measured[measured.len() / 2])
         }
     };
     let base = match reference {
