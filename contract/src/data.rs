@@ -45,12 +45,9 @@ pub struct DataMark {
 }
 
 impl DataMark {
-    /// The most characters of a tag value Auto Scaling keeps.
-    pub const MAX_TAG_CHARS: usize = 256;
-
-    /// The tag value, cut to [`DataMark::MAX_TAG_CHARS`] characters.
+    /// The tag value, cut to [`crate::MAX_TAG_CHARS`] characters.
     pub fn to_tag(&self) -> String {
-        format!("at={} {}", self.at_ms, self.line).chars().take(Self::MAX_TAG_CHARS).collect()
+        format!("at={} {}", self.at_ms, self.line).chars().take(crate::MAX_TAG_CHARS).collect()
     }
 
     /// Reads a tag value; `None` for anything else (a tag edited by hand).
@@ -173,7 +170,7 @@ mod tests {
         let mark = DataMark { at_ms: 1_700_000_000_000, line: "412.0 of 1280.0 GB on 16 nodes".into() };
         assert_eq!(DataMark::from_tag(&mark.to_tag()), Some(mark));
         let long = DataMark { at_ms: 1, line: "x".repeat(400) };
-        assert_eq!(long.to_tag().chars().count(), DataMark::MAX_TAG_CHARS);
+        assert_eq!(long.to_tag().chars().count(), crate::MAX_TAG_CHARS);
         for bad in ["", "412 GB", "at=soon 412 GB", "at=12"] {
             assert_eq!(DataMark::from_tag(bad), None, "{bad}");
         }

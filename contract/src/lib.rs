@@ -89,6 +89,10 @@ pub const NODE_CONFIG_VERSION: u32 = 7;
 /// replaced: `LaunchTemplate` is one of its create-only properties).
 pub const MIN_WORKERS_TAG: &str = "deeplearning:min-workers";
 
+/// The most characters of a tag value Auto Scaling keeps (the data and
+/// straggler marks' tags are cut to fit).
+pub const MAX_TAG_CHARS: usize = 256;
+
 /// Where the user data stores the node config on each instance.
 pub const NODE_CONFIG_PATH: &str = "/etc/deeplearning/node.json";
 

@@ -151,7 +151,7 @@ impl StragglerFile {
 
 /// The master's newest stragglers, as the worker group's tag holds them:
 /// newest first, each `alias/instance/percent/steps`, separated by spaces,
-/// as many as fit [`StragglerMark::MAX_TAG_CHARS`].
+/// as many as fit [`crate::MAX_TAG_CHARS`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StragglerMark {
     /// Newest first.
@@ -159,19 +159,19 @@ pub struct StragglerMark {
 }
 
 impl StragglerMark {
-    /// The most characters of a tag value Auto Scaling keeps.
-    pub const MAX_TAG_CHARS: usize = 256;
-
     /// The tag value: whole entries only, newest first, within the limit.
     pub fn to_tag(&self) -> String {
         let mut out = String::new();
+        let mut chars = 0;
         for s in &self.stragglers {
             let id = if s.instance_id.is_empty() { "-" } else { &s.instance_id };
             let entry = format!("{}/{id}/{}/{}/{}", s.alias, s.local_rank, s.percent_slower, s.steps);
             let sep = usize::from(!out.is_empty());
-            if out.chars().count() + sep + entry.chars().count() > Self::MAX_TAG_CHARS {
+            let entry_chars = entry.chars().count();
+            if chars + sep + entry_chars > crate::MAX_TAG_CHARS {
                 break;
             }
+            chars += sep + entry_chars;
             if sep == 1 {
                 out.push(' ');
             }
@@ -276,7 +276,7 @@ mod tests {
         assert_eq!(names[2], ("deeplearning-worker2".to_owned(), "i-0abc002".to_owned(), 38, 200));
         let many = StragglerMark { stragglers: (0..40).map(finding).collect() };
         let tag = many.to_tag();
-        assert!(tag.chars().count() <= StragglerMark::MAX_TAG_CHARS, "{}", tag.len());
+        assert!(tag.chars().count() <= crate::MAX_TAG_CHARS, "{}", tag.len());
         assert_eq!(StragglerMark::from_tag(&tag).unwrap().stragglers.len(), tag.split(' ').count());
         assert!(StragglerMark::from_tag("worker7/i-1/x/200").is_none());
         assert!(StragglerMark::from_tag("worker7/i-1/1/2/3/4").is_none());
