@@ -5,6 +5,7 @@ use node_contract::{Elastic, NodeConfig, Role};
 
 use super::Effect;
 use crate::ports::Formation;
+pub(crate) use crate::ports::failing::SplitMix64;
 
 /// A unix time in milliseconds to start the clocks at (2026-01-01).
 pub(crate) const T0: u64 = 1_767_225_600_000;
@@ -94,30 +95,4 @@ pub(crate) fn logs(effects: &[Effect]) -> String {
 /// The effects other than log lines.
 pub(crate) fn actions(effects: &[Effect]) -> Vec<&Effect> {
     effects.iter().filter(|e| !matches!(e, Effect::Log(_))).collect()
-}
-
-/// A small deterministic PRNG (SplitMix64) for property-style tests.
-pub(crate) struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    /// The next number.
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (n > 0).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Shuffles in place (Fisher-Yates).
-    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
-    }
 }

@@ -83,7 +83,7 @@ struct Record {
     calls: BTreeMap<Op, u64>,
     failed: BTreeMap<Op, u64>,
     /// The state of [`When::OneIn`]'s PRNG.
-    rng: u64,
+    rng: SplitMix64,
 }
 
 /// `inner`, with the failures its rules ask for. Clones share the rules
@@ -97,7 +97,7 @@ pub(crate) struct Failing<P> {
 impl<P> Failing<P> {
     /// `inner` with no failure yet.
     pub(crate) fn new(inner: P) -> Failing<P> {
-        let record = Record { rules: Vec::new(), calls: BTreeMap::new(), failed: BTreeMap::new(), rng: 0 };
+        let record = Record { rules: Vec::new(), calls: BTreeMap::new(), failed: BTreeMap::new(), rng: SplitMix64(0) };
         Failing { inner, record: Arc::new(Mutex::new(record)) }
     }
 
@@ -109,7 +109,7 @@ impl<P> Failing<P> {
 
     /// Seeds the PRNG of [`When::OneIn`].
     pub(crate) fn seeded(self, seed: u64) -> Failing<P> {
-        self.record.lock().unwrap().rng = seed;
+        self.record.lock().unwrap().rng = SplitMix64(seed);
         self
     }
 
@@ -144,7 +144,7 @@ impl<P> Failing<P> {
             let fails = match rule.when {
                 When::Nth(k) => n == k,
                 When::From(k) => n >= k,
-                When::OneIn(k) => k > 0 && below(&mut record.rng, k) == 0,
+                When::OneIn(k) => k > 0 && record.rng.below(k) == 0,
             };
             if fails && error.is_none() {
                 error = Some(rule.error.clone());
@@ -160,14 +160,31 @@ impl<P> Failing<P> {
     }
 }
 
-/// A number in `0..n` from SplitMix64 (the cluster testkit's PRNG, kept
-/// here so that the ports need nothing from the rooms above them).
-fn below(state: &mut u64, n: usize) -> usize {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((z ^ (z >> 31)) % n as u64) as usize
+/// A small deterministic PRNG (SplitMix64) for property-style tests and
+/// [`When::OneIn`]'s draws (the cluster testkit re-exports it).
+pub(crate) struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next number.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (n > 0).
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Shuffles in place (Fisher-Yates).
+    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
 }
 
 impl<Q: Queue> Queue for Failing<Q> {
