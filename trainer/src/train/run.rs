@@ -486,10 +486,8 @@ impl TrainRank<'_> {
     /// just saved. A record that cannot be written is logged: training goes on.
     fn record_stragglers(&mut self, after_checkpoint: bool) {
         let findings = self.stragglers.as_mut().map(|s| s.take_unrecorded(after_checkpoint)).unwrap_or_default();
-        for finding in findings {
-            if let Err(e) = straggler::record(&self.args.root, finding) {
-                tracing::warn!("{e}");
-            }
+        if let Err(e) = straggler::record(&self.args.root, findings) {
+            tracing::warn!("{e}");
         }
     }
 }

@@ -276,19 +276,22 @@ pub struct RecordError {
     pub source: std::io::Error,
 }
 
-/// Adds `finding` to the record under the filesystem `root`
-/// ([`STRAGGLER_PATH`]: the newest findings, written through a temporary
-/// file and a rename), for the node's agent to send to the master; returns
-/// the file. A record that cannot be read (another release's, or damaged)
-/// is started afresh: its findings were sent or are of no use.
-pub fn record(root: &Path, finding: Straggler) -> Result<PathBuf, RecordError> {
+/// Adds `findings`, in order, to the record under the filesystem `root`
+/// ([`STRAGGLER_PATH`]: the newest findings, written once through a
+/// temporary file and a rename), for the node's agent to send to the
+/// master; returns the file. No findings: nothing is read or written. A
+/// record that cannot be read (another release's, or damaged) is started
+/// afresh: its findings were sent or are of no use.
+pub fn record(root: &Path, findings: impl IntoIterator<Item = Straggler>) -> Result<PathBuf, RecordError> {
     let path = node_contract::files::under(root, STRAGGLER_PATH);
+    let mut findings = findings.into_iter().peekable();
+    if findings.peek().is_none() {
+        return Ok(path);
+    }
     let failed = |source| RecordError { path: path.clone(), source };
-    let file = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|text| StragglerFile::from_json(&text).ok())
-        .unwrap_or_default()
-        .with(finding);
+    let read =
+        std::fs::read_to_string(&path).ok().and_then(|text| StragglerFile::from_json(&text).ok()).unwrap_or_default();
+    let file = findings.fold(read, StragglerFile::with);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(failed)?;
     }
@@ -441,15 +444,15 @@ mod tests {
         let named = Named { finding: Finding { rank: 4, percent_slower: 37.6, steps: 200 }, member: Some(m) };
         let first = named.to_contract(1_000).unwrap();
         assert_eq!((first.rank, first.local_rank, first.percent_slower, first.steps), (4, 2, 38, 200));
-        let path = record(root.path(), first.clone()).unwrap();
+        let path = record(root.path(), [first.clone()]).unwrap();
         assert_eq!(path, root.path().join("run/deeplearning-trainer/straggler.json"));
         let second = Straggler { named_unix_ms: 2_000, ..first.clone() };
-        record(root.path(), second.clone()).unwrap();
+        record(root.path(), [second.clone()]).unwrap();
         let read = StragglerFile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(read.stragglers, [first, second.clone()]);
         // A damaged record is started afresh, not a failure.
         std::fs::write(&path, "{").unwrap();
-        record(root.path(), second.clone()).unwrap();
+        record(root.path(), [second.clone()]).unwrap();
         assert_eq!(StragglerFile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap().stragglers, [second]);
         // Without the rank's node there is nobody to name to the master.
         assert_eq!(Named { member: None, ..named }.to_contract(1), None);
