@@ -380,7 +380,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             seed: args.seed,
         },
     };
-    // What every engine starts from, made on the host (`cpu::init`).
+    // What every engine starts from, made on the host (`Model::init`).
     let params = model.init(args.seed);
     let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
     // Where in its epoch the starting state is (a checkpoint written when a rank left mid-epoch).
