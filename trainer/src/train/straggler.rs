@@ -24,7 +24,7 @@
 
 use std::path::{Path, PathBuf};
 
-use node_contract::straggler::{STRAGGLER_PATH, Straggler, StragglerFile};
+use node_contract::straggler::{self, STRAGGLER_PATH, Straggler, StragglerFile};
 
 use super::collective::{Group, Member};
 
@@ -309,10 +309,7 @@ pub fn describe(finding: &Finding, member: Option<&Member>) -> String {
         Some(m) => format!("rank {} on {} ({}, local rank {})", finding.rank, m.alias, m.instance_id, m.local_rank),
         None => format!("rank {}", finding.rank),
     };
-    format!(
-        "{who}: steps {:.0} % slower than the median of the other ranks for {} steps",
-        finding.percent_slower, finding.steps
-    )
+    format!("{who}: {}", straggler::slower(finding.percent_slower, finding.steps))
 }
 
 #[cfg(test)]
