@@ -512,7 +512,8 @@ impl Rank for TrainRank<'_> {
         let mut timed = |seconds: &[f32], steps: u64| {
             // Each finding is also kept for the master's record, written once
             // the next checkpoint is saved ([`TrainRank::record_stragglers`]).
-            let now = node_contract::clock::system();
+            // The clock is read only when a rank is named.
+            let now = node_contract::clock::system;
             for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, now)).unwrap_or_default() {
                 tracing::warn!("straggler: {named}");
                 cli_output::errln!("trainer train: straggler: {named}");

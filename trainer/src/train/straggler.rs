@@ -223,17 +223,20 @@ impl Stragglers {
         })
     }
 
-    /// Every rank's time per step over the last `steps` steps, by rank, at
-    /// `now_ms`: the ranks named now (each also kept for
-    /// [`Stragglers::take_unrecorded`]).
-    pub fn observe(&mut self, seconds: &[f32], steps: u64, now_ms: u64) -> Vec<Named> {
+    /// Every rank's time per step over the last `steps` steps, by rank: the
+    /// ranks named now (each also kept for [`Stragglers::take_unrecorded`],
+    /// stamped with `now_ms()`, which is read only when a rank is named).
+    pub fn observe(&mut self, seconds: &[f32], steps: u64, now_ms: impl FnOnce() -> u64) -> Vec<Named> {
         let named: Vec<Named> = self
             .detector
             .observe(seconds, steps)
             .into_iter()
             .map(|finding| Named { finding, member: self.members.get(finding.rank).cloned() })
             .collect();
-        self.unrecorded.extend(named.iter().filter_map(|n| n.to_contract(now_ms)));
+        if !named.is_empty() {
+            let now_ms = now_ms();
+            self.unrecorded.extend(named.iter().filter_map(|n| n.to_contract(now_ms)));
+        }
         named
     }
 
@@ -465,8 +468,8 @@ mod tests {
         let group =
             Group { generation: 1, rank: 0, world_size: 3, peers: Vec::new(), nccl_id: None, source_rank: 0, members };
         assert_eq!(watch.regrouped(&group), None);
-        assert!(watch.observe(&[1.0, 1.0, 2.0], 1, 10).is_empty());
-        let named = watch.observe(&[1.0, 1.0, 2.0], 1, 20);
+        assert!(watch.observe(&[1.0, 1.0, 2.0], 1, || 10).is_empty());
+        let named = watch.observe(&[1.0, 1.0, 2.0], 1, || 20);
         assert_eq!(named.len(), 1);
         assert_eq!(
             named[0].to_string(),
