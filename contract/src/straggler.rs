@@ -79,13 +79,16 @@ impl Straggler {
     /// "deeplearning-worker7 (i-0abc, local rank 5): steps 38 % slower than
     /// the median of the other ranks for 200 steps".
     pub fn line(&self) -> String {
-        format!(
-            "{}: steps {} % slower than the median of the other ranks for {} steps",
-            self.who(),
-            self.percent_slower,
-            self.steps
-        )
+        format!("{}: {}", self.who(), slower(f64::from(self.percent_slower), self.steps))
     }
+}
+
+/// "steps 38 % slower than the median of the other ranks for 200 steps":
+/// what a finding says, after whom it names (this record's
+/// [`Straggler::line`], and rank 0's line in `trainer train`). `percent`
+/// is shown rounded to a whole number.
+pub fn slower(percent: f64, steps: u64) -> String {
+    format!("steps {percent:.0} % slower than the median of the other ranks for {steps} steps")
 }
 
 /// What [`STRAGGLER_PATH`] holds: the newest findings, oldest first.

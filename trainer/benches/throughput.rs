@@ -26,7 +26,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use trainer::train::collective::Single;
-use trainer::train::cpu::{self, CpuEngine};
+use trainer::train::cpu::CpuEngine;
 use trainer::train::data::{self, Dataset, Split};
 use trainer::train::epochs::Shard;
 use trainer::train::model::{Arch, Layer, Model};
@@ -81,7 +81,7 @@ fn cpu_seconds() -> f64 {
 /// which other processes on the machine change less than the wall time).
 fn rust_rate(arch: Arch, train: &Dataset, threads: usize, batch: usize) -> (f64, f64) {
     let model = Model::new(arch, (1, 28, 28));
-    let params = cpu::init(&model, 0);
+    let params = model.init(0);
     let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
     let mut engine = CpuEngine::new(model, params, sgd, threads, Box::new(Single)).unwrap();
     let plan = EpochPlan { batch_size: batch, lr: 0.05, seed: 0, epochs: EPOCHS };

@@ -197,7 +197,7 @@ impl Rank for ToyRank {
         let mut leaving = || notice.as_ref().is_some_and(|p| p.exists());
         let (engine, data, stragglers) = (&mut self.engine, &self.data, &mut self.stragglers);
         let mut timed = |seconds: &[f32], steps: u64| {
-            for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, 0)).unwrap_or_default() {
+            for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, || 0)).unwrap_or_default() {
                 println!("straggler {named}");
             }
         };

@@ -4,7 +4,7 @@
 mod common;
 
 use trainer::train::collective::Single;
-use trainer::train::cpu::{self, CpuEngine};
+use trainer::train::cpu::CpuEngine;
 use trainer::train::epochs::Shard;
 use trainer::train::model::{Arch, Model};
 use trainer::train::optim::Sgd;
@@ -19,7 +19,7 @@ use trainer::train::run::{EpochPlan, accuracy, epoch_line, evaluate, train_epoch
 fn train_and_test(arch: Arch, epochs: u64, lr: f32) -> f64 {
     let (train, test) = common::mnist();
     let model = Model::new(arch, (1, 28, 28));
-    let params = cpu::init(&model, 0);
+    let params = model.init(0);
     let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
     let mut engine = CpuEngine::new(model, params, sgd, 2, Box::new(Single)).unwrap();
     let mut plan = EpochPlan { batch_size: 64, lr, seed: 0, epochs };

@@ -11,7 +11,7 @@ mod common;
 use std::sync::{Arc, Barrier, Mutex};
 
 use trainer::train::collective::{Collective, CollectiveError};
-use trainer::train::cpu::{self, CpuEngine};
+use trainer::train::cpu::CpuEngine;
 use trainer::train::data::Dataset;
 use trainer::train::engine::Engine;
 use trainer::train::epochs::Shard;
@@ -77,7 +77,7 @@ impl Collective<[f32]> for ThreadGroupFake {
 /// final parameters and last epoch report.
 fn train_world(arch: Arch, train: &Dataset, world: usize, epochs: u64) -> Vec<(Vec<f32>, EpochReport)> {
     let model = Model::new(arch, (1, 28, 28));
-    let init = cpu::init(&model, 3);
+    let init = model.init(3);
     let plan = EpochPlan { batch_size: 100, lr: 0.05, seed: 11, epochs };
     std::thread::scope(|s| {
         let handles: Vec<_> = ThreadGroupFake::group(world)
@@ -109,7 +109,7 @@ fn same_weights_for(arch: Arch, epochs: u64) {
     let (train, _) = common::mnist();
     let (one, one_report) = train_world(arch, &train, 1, epochs).remove(0);
     assert_eq!(one_report.train.samples, train.len() as u64);
-    let init = cpu::init(&Model::new(arch, (1, 28, 28)), 3);
+    let init = Model::new(arch, (1, 28, 28)).init(3);
     let moved = max_abs_diff(&one, &init);
     assert!(moved > 1e-2, "training should move the weights (moved {moved})");
     for world in [2, 4] {

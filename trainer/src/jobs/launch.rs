@@ -464,7 +464,8 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
             }
             // Also wakes the loop to give a stuck connection's slot away.
             _ = tick.tick() => {
-                if kill_at.is_none() {
+                let now = started_at.elapsed();
+                if kill_at.is_none() && stall.due(now) {
                     // The hosts of the ranks still running, in the launcher's order, once each.
                     let mut readings: Vec<Reading<'_>> = Vec::new();
                     for p in procs.iter().filter(|p| p.live()) {
@@ -472,7 +473,7 @@ pub(crate) async fn run(args: Args) -> Result<u8> {
                             readings.push(Reading { host: &p.spec.host, percent: gpu_by_host.get(&p.spec.host).copied().flatten() });
                         }
                     }
-                    if let Some(finding) = stall.check(started_at.elapsed(), &readings) {
+                    if let Some(finding) = stall.check(now, &readings) {
                         let report = stall.report(&job, &finding);
                         // At info: the line below is what a user reads (warn would print it twice).
                         tracing::info!("{report}");

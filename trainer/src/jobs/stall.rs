@@ -61,10 +61,17 @@ impl Stall {
         self.reported = false;
     }
 
+    /// Whether the job's silence is long enough at `now` to be judged (on,
+    /// not yet reported, silent for `--stall-after`): only then do the
+    /// readings matter to [`Stall::check`].
+    pub(crate) fn due(&self, now: Duration) -> bool {
+        !self.after.is_zero() && !self.reported && now.saturating_sub(self.last_output) >= self.after
+    }
+
     /// Whether the job is to be reported stalled now, and what its GPUs
     /// say; `Some` once per silence.
     pub(crate) fn check(&mut self, now: Duration, readings: &[Reading<'_>]) -> Option<Finding> {
-        if self.after.is_zero() || self.reported || now.saturating_sub(self.last_output) < self.after {
+        if !self.due(now) {
             return None;
         }
         let known: Vec<(&str, u32)> = readings.iter().filter_map(|r| Some((r.host, r.percent?))).collect();

@@ -226,7 +226,8 @@ impl Model {
 
     /// Deterministic initial parameters from `seed`: every weight and bias
     /// uniform in `±1/sqrt(fan_in)` (PyTorch's default for Linear and Conv),
-    /// drawn from ChaCha8 in layout order, 24-bit mantissas.
+    /// drawn from ChaCha8 in layout order, 24-bit mantissas. Every engine
+    /// (CPU or GPU) starts from these, made on the host.
     pub fn init(&self, seed: u64) -> Vec<f32> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut params = Vec::with_capacity(self.params);

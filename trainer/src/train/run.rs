@@ -380,7 +380,7 @@ pub fn run(args: &Args) -> Result<u8, TrainError> {
             seed: args.seed,
         },
     };
-    // What every engine starts from, made on the host (`cpu::init`).
+    // What every engine starts from, made on the host (`Model::init`).
     let params = model.init(args.seed);
     let mut state = TrainState { momentum: vec![0.0; params.len()], params, epoch: 0, step: 0 };
     // Where in its epoch the starting state is (a checkpoint written when a rank left mid-epoch).
@@ -486,10 +486,8 @@ impl TrainRank<'_> {
     /// just saved. A record that cannot be written is logged: training goes on.
     fn record_stragglers(&mut self, after_checkpoint: bool) {
         let findings = self.stragglers.as_mut().map(|s| s.take_unrecorded(after_checkpoint)).unwrap_or_default();
-        for finding in findings {
-            if let Err(e) = straggler::record(&self.args.root, finding) {
-                tracing::warn!("{e}");
-            }
+        if let Err(e) = straggler::record(&self.args.root, findings) {
+            tracing::warn!("{e}");
         }
     }
 }
@@ -514,7 +512,8 @@ impl Rank for TrainRank<'_> {
         let mut timed = |seconds: &[f32], steps: u64| {
             // Each finding is also kept for the master's record, written once
             // the next checkpoint is saved ([`TrainRank::record_stragglers`]).
-            let now = node_contract::clock::system();
+            // The clock is read only when a rank is named.
+            let now = node_contract::clock::system;
             for named in stragglers.as_mut().map(|s| s.observe(seconds, steps, now)).unwrap_or_default() {
                 tracing::warn!("straggler: {named}");
                 cli_output::errln!("trainer train: straggler: {named}");
@@ -705,30 +704,32 @@ mod tests {
 
     const PLAN: EpochPlan = EpochPlan { batch_size: 10, lr: 0.1, seed: 4, epochs: 3 };
 
+    /// [`train_epoch_from`] with [`PLAN`], no progress line and no timings;
+    /// `leaving`: this rank's flag at every step.
+    fn train_from(
+        engine: &mut Recorder,
+        data: &Dataset,
+        shard: Shard,
+        epoch: u64,
+        from: Resume,
+        leaving: bool,
+    ) -> Result<Trained<EpochReport>, EngineError> {
+        let mut progress = Progress::stderr(false);
+        train_epoch_from(engine, data, shard, epoch, &PLAN, &mut progress, from, &mut || leaving, &mut |_, _| {})
+    }
+
     /// A leave after the second of five steps: three ranks stop there,
     /// then two run the rest of the epoch re-sharded; every sample of the
     /// epoch is trained on exactly once, and rank 0's report counts them all.
     #[test]
     fn a_leave_stops_every_rank_after_the_same_step_and_the_rest_is_resharded() {
         let data = dataset(50);
-        let mut progress = Progress::stderr(false);
         let mut seen = Vec::new();
         let mut stopped = Vec::new();
         for rank in 0..3 {
             let mut engine = Recorder::new(Some(1));
             let shard = Shard { rank, world: 3, generation: 7 };
-            let mut leaving = || rank == 2;
-            let done = train_epoch_from(
-                &mut engine,
-                &data,
-                shard,
-                1,
-                &PLAN,
-                &mut progress,
-                Resume::default(),
-                &mut leaving,
-                &mut |_, _| {},
-            );
+            let done = train_from(&mut engine, &data, shard, 1, Resume::default(), rank == 2);
             match done.unwrap() {
                 Trained::Stopped(at) => stopped.push(at),
                 other => panic!("rank {rank}: {other:?}"),
@@ -745,17 +746,7 @@ mod tests {
             // The epoch keeps the permutation of the generation it began with.
             let shard = Shard { rank, world: 2, generation: 7 };
             let from = Resume { step: 2, train: carried };
-            let done = train_epoch_from(
-                &mut engine,
-                &data,
-                shard,
-                1,
-                &PLAN,
-                &mut progress,
-                from,
-                &mut || false,
-                &mut |_, _| {},
-            );
+            let done = train_from(&mut engine, &data, shard, 1, from, false);
             match done.unwrap() {
                 Trained::Epoch(report) => reported += report.train.samples,
                 other => panic!("rank {rank}: {other:?}"),
@@ -776,17 +767,7 @@ mod tests {
         let data = dataset(50);
         let mut progress = Progress::stderr(false);
         let mut engine = Recorder::new(Some(4));
-        let done = train_epoch_from(
-            &mut engine,
-            &data,
-            Shard::ALONE,
-            0,
-            &PLAN,
-            &mut progress,
-            Resume::default(),
-            &mut || true,
-            &mut |_, _| {},
-        );
+        let done = train_from(&mut engine, &data, Shard::ALONE, 0, Resume::default(), true);
         assert!(matches!(done.unwrap(), Trained::Epoch(r) if r.train.samples == 50));
         // And `train_epoch` goes through a peer's stop without one of its own.
         let mut engine = Recorder::new(Some(0));

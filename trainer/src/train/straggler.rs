@@ -24,7 +24,7 @@
 
 use std::path::{Path, PathBuf};
 
-use node_contract::straggler::{STRAGGLER_PATH, Straggler, StragglerFile};
+use node_contract::straggler::{self, STRAGGLER_PATH, Straggler, StragglerFile};
 
 use super::collective::{Group, Member};
 
@@ -223,17 +223,20 @@ impl Stragglers {
         })
     }
 
-    /// Every rank's time per step over the last `steps` steps, by rank, at
-    /// `now_ms`: the ranks named now (each also kept for
-    /// [`Stragglers::take_unrecorded`]).
-    pub fn observe(&mut self, seconds: &[f32], steps: u64, now_ms: u64) -> Vec<Named> {
+    /// Every rank's time per step over the last `steps` steps, by rank: the
+    /// ranks named now (each also kept for [`Stragglers::take_unrecorded`],
+    /// stamped with `now_ms()`, which is read only when a rank is named).
+    pub fn observe(&mut self, seconds: &[f32], steps: u64, now_ms: impl FnOnce() -> u64) -> Vec<Named> {
         let named: Vec<Named> = self
             .detector
             .observe(seconds, steps)
             .into_iter()
             .map(|finding| Named { finding, member: self.members.get(finding.rank).cloned() })
             .collect();
-        self.unrecorded.extend(named.iter().filter_map(|n| n.to_contract(now_ms)));
+        if !named.is_empty() {
+            let now_ms = now_ms();
+            self.unrecorded.extend(named.iter().filter_map(|n| n.to_contract(now_ms)));
+        }
         named
     }
 
@@ -276,19 +279,22 @@ pub struct RecordError {
     pub source: std::io::Error,
 }
 
-/// Adds `finding` to the record under the filesystem `root`
-/// ([`STRAGGLER_PATH`]: the newest findings, written through a temporary
-/// file and a rename), for the node's agent to send to the master; returns
-/// the file. A record that cannot be read (another release's, or damaged)
-/// is started afresh: its findings were sent or are of no use.
-pub fn record(root: &Path, finding: Straggler) -> Result<PathBuf, RecordError> {
+/// Adds `findings`, in order, to the record under the filesystem `root`
+/// ([`STRAGGLER_PATH`]: the newest findings, written once through a
+/// temporary file and a rename), for the node's agent to send to the
+/// master; returns the file. No findings: nothing is read or written. A
+/// record that cannot be read (another release's, or damaged) is started
+/// afresh: its findings were sent or are of no use.
+pub fn record(root: &Path, findings: impl IntoIterator<Item = Straggler>) -> Result<PathBuf, RecordError> {
     let path = node_contract::files::under(root, STRAGGLER_PATH);
+    let mut findings = findings.into_iter().peekable();
+    if findings.peek().is_none() {
+        return Ok(path);
+    }
     let failed = |source| RecordError { path: path.clone(), source };
-    let file = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|text| StragglerFile::from_json(&text).ok())
-        .unwrap_or_default()
-        .with(finding);
+    let read =
+        std::fs::read_to_string(&path).ok().and_then(|text| StragglerFile::from_json(&text).ok()).unwrap_or_default();
+    let file = findings.fold(read, StragglerFile::with);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(failed)?;
     }
@@ -306,10 +312,7 @@ pub fn describe(finding: &Finding, member: Option<&Member>) -> String {
         Some(m) => format!("rank {} on {} ({}, local rank {})", finding.rank, m.alias, m.instance_id, m.local_rank),
         None => format!("rank {}", finding.rank),
     };
-    format!(
-        "{who}: steps {:.0} % slower than the median of the other ranks for {} steps",
-        finding.percent_slower, finding.steps
-    )
+    format!("{who}: {}", straggler::slower(finding.percent_slower, finding.steps))
 }
 
 #[cfg(test)]
@@ -441,15 +444,15 @@ mod tests {
         let named = Named { finding: Finding { rank: 4, percent_slower: 37.6, steps: 200 }, member: Some(m) };
         let first = named.to_contract(1_000).unwrap();
         assert_eq!((first.rank, first.local_rank, first.percent_slower, first.steps), (4, 2, 38, 200));
-        let path = record(root.path(), first.clone()).unwrap();
+        let path = record(root.path(), [first.clone()]).unwrap();
         assert_eq!(path, root.path().join("run/deeplearning-trainer/straggler.json"));
         let second = Straggler { named_unix_ms: 2_000, ..first.clone() };
-        record(root.path(), second.clone()).unwrap();
+        record(root.path(), [second.clone()]).unwrap();
         let read = StragglerFile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(read.stragglers, [first, second.clone()]);
         // A damaged record is started afresh, not a failure.
         std::fs::write(&path, "{").unwrap();
-        record(root.path(), second.clone()).unwrap();
+        record(root.path(), [second.clone()]).unwrap();
         assert_eq!(StragglerFile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap().stragglers, [second]);
         // Without the rank's node there is nobody to name to the master.
         assert_eq!(Named { member: None, ..named }.to_contract(1), None);
@@ -465,8 +468,8 @@ mod tests {
         let group =
             Group { generation: 1, rank: 0, world_size: 3, peers: Vec::new(), nccl_id: None, source_rank: 0, members };
         assert_eq!(watch.regrouped(&group), None);
-        assert!(watch.observe(&[1.0, 1.0, 2.0], 1, 10).is_empty());
-        let named = watch.observe(&[1.0, 1.0, 2.0], 1, 20);
+        assert!(watch.observe(&[1.0, 1.0, 2.0], 1, || 10).is_empty());
+        let named = watch.observe(&[1.0, 1.0, 2.0], 1, || 20);
         assert_eq!(named.len(), 1);
         assert_eq!(
             named[0].to_string(),

@@ -21,12 +21,6 @@ use net::{Workspace, softmax_cross_entropy};
 pub(crate) mod kernels;
 pub mod net;
 
-/// The deterministic initial parameters of `model` for `seed`: every engine
-/// (CPU or GPU) starts from these, made on the host.
-pub fn init(model: &Model, seed: u64) -> Vec<f32> {
-    model.init(seed)
-}
-
 /// Building the engine failed.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start {threads} compute threads: {source}")]
@@ -192,7 +186,7 @@ mod tests {
     /// The parameters after `steps` steps of batches of `n` random samples on `threads` threads.
     fn trained(arch: Arch, threads: usize, n: usize, steps: usize) -> Vec<f32> {
         let model = Model::new(arch, (1, 28, 28));
-        let params = init(&model, 7);
+        let params = model.init(7);
         let len = model.input_len();
         let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
         let mut engine = CpuEngine::new(model, params, sgd, threads, Box::new(Single)).unwrap();
@@ -238,7 +232,7 @@ mod tests {
     #[test]
     fn a_step_carries_every_ranks_time_after_the_leaving_flag() {
         let model = Model::new(Arch::Mlp, (1, 28, 28));
-        let params = init(&model, 7);
+        let params = model.init(7);
         let sgd = Sgd { momentum: 0.9, weight_decay: 5e-4 };
         let n = 8;
         let images: Vec<f32> = (0..n * model.input_len()).map(|i| (i % 13) as f32 / 13.0).collect();

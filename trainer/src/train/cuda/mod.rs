@@ -12,8 +12,8 @@
 //!
 //! The parameter layout is the CPU model's (one flat vector, layers in order,
 //! weight then bias), so checkpoints and state transfers are
-//! device-independent and `set_state` with the CPU's `init(seed)` makes CPU
-//! and GPU start identical.
+//! device-independent and `set_state` with the host's `Model::init(seed)`
+//! makes CPU and GPU start identical.
 //!
 //! Modules: [`kernels`] (the NVRTC kernels, compiled for the device's
 //! architecture, and their launches), `bias_grad` (a layer's bias gradient
@@ -266,8 +266,8 @@ impl CudaEngine {
     /// The engine for the CPU `model`'s layers and parameter layout, on GPU
     /// `ordinal` (this rank's `LOCAL_RANK`), alone in its group ([`Single`])
     /// until [`set_collective`](Self::set_collective).
-    /// Parameters start at zero: call [`Engine::set_state`] with the CPU
-    /// model's `init(seed)` so every device starts the same.
+    /// Parameters start at zero: call [`Engine::set_state`] with the
+    /// host's `Model::init(seed)` so every device starts the same.
     pub fn new(ordinal: usize, model: &Model, sgd: Sgd) -> Result<Self, CudaError> {
         let stream = open_device(ordinal)?;
         probe(&[Library::Cublas, Library::Nvrtc])?;
