@@ -103,30 +103,65 @@ const MAX_VALUES: usize = 3;
 /// leaf (objects by key, lists of one length by index), at most
 /// [`MAX_VALUES`], for the resource `id`.
 fn value_changes(id: &str, path: &str, old: Option<&Json>, new: Option<&Json>, out: &mut Vec<ValueChange>) {
-    if out.len() >= MAX_VALUES || old == new {
+    let field = |path: &str| field_of(id, path.rsplit(['.', '[']).next().unwrap_or(path));
+    let how = Walk { limit: MAX_VALUES, absent_is_empty: false, field: &field };
+    walk(path, old, new, &how, out);
+}
+
+/// How [`walk`] compares two JSON values.
+struct Walk<'a> {
+    /// At most this many changes.
+    limit: usize,
+    /// Whether a missing or null side counts as an empty object against an
+    /// object (a blueprint section added or removed is listed field by
+    /// field), rather than as one change (a property's `{…}` appearing).
+    absent_is_empty: bool,
+    /// The blueprint field a changed value's path stands for, if one does.
+    field: &'a dyn Fn(&str) -> Option<&'static str>,
+}
+
+/// Pushes onto `out` the leaves that differ between `old` and `new` under
+/// `path` (`a.b`, `a[0]`): objects by key, lists of one length by index,
+/// anything else as one change, until `how.limit`.
+fn walk(path: &str, old: Option<&Json>, new: Option<&Json>, how: &Walk<'_>, out: &mut Vec<ValueChange>) {
+    if out.len() >= how.limit || old == new {
         return;
     }
-    match (old, new) {
-        (Some(Json::Object(o)), Some(Json::Object(n))) => {
+    let under = |key: &str| if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+    let empty = serde_json::Map::new();
+    let is_object = |v: Option<&Json>| matches!(v, Some(Json::Object(_)));
+    if is_object(old) || is_object(new) {
+        let object = |v| as_object(v, &empty, how.absent_is_empty);
+        if let (Some(o), Some(n)) = (object(old), object(new)) {
             let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
             for k in keys {
-                value_changes(id, &format!("{path}.{k}"), o.get(k), n.get(k), out);
+                walk(&under(k), o.get(k), n.get(k), how, out);
             }
+            return;
         }
-        (Some(Json::Array(o)), Some(Json::Array(n))) if o.len() == n.len() => {
-            for (i, (a, b)) in o.iter().zip(n).enumerate() {
-                value_changes(id, &format!("{path}[{i}]"), Some(a), Some(b), out);
-            }
+    }
+    if let (Some(Json::Array(o)), Some(Json::Array(n))) = (old, new)
+        && o.len() == n.len()
+    {
+        for (i, (a, b)) in o.iter().zip(n).enumerate() {
+            walk(&format!("{path}[{i}]"), Some(a), Some(b), how, out);
         }
-        _ => {
-            let leaf = path.rsplit(['.', '[']).next().unwrap_or(path);
-            out.push(ValueChange {
-                path: path.to_owned(),
-                field: field_of(id, leaf),
-                old: shown(old),
-                new: shown(new),
-            });
-        }
+        return;
+    }
+    out.push(ValueChange { path: path.to_owned(), field: (how.field)(path), old: shown(old), new: shown(new) });
+}
+
+/// `v` as an object: itself, or `empty` for a missing or null value when
+/// `absent_is_empty`.
+fn as_object<'a>(
+    v: Option<&'a Json>,
+    empty: &'a serde_json::Map<String, Json>,
+    absent_is_empty: bool,
+) -> Option<&'a serde_json::Map<String, Json>> {
+    match v {
+        Some(Json::Object(m)) => Some(m),
+        None | Some(Json::Null) if absent_is_empty => Some(empty),
+        _ => None,
     }
 }
 
@@ -203,45 +238,12 @@ const MAX_FIELDS: usize = 20;
 /// `stack/parameters.rs`), leaf by leaf with their dotted paths
 /// (`workers.count: 2 → 4`), at most [`MAX_FIELDS`]; empty when either has
 /// no record.
-pub(crate) fn blueprint_changes(old: &Json, new: &Json) -> Vec<ValueChange> {
-    let record = |t: &Json| t.pointer("/Metadata/synth/blueprint").cloned();
+fn blueprint_changes<'a>(old: &'a Json, new: &'a Json) -> Vec<ValueChange> {
+    let record = |t: &'a Json| t.pointer("/Metadata/synth/blueprint");
     let (Some(old), Some(new)) = (record(old), record(new)) else { return Vec::new() };
     let mut out = Vec::new();
-    field_changes("", Some(&old), Some(&new), &mut out);
+    walk("", Some(old), Some(new), &Walk { limit: MAX_FIELDS, absent_is_empty: true, field: &|_| None }, &mut out);
     out
-}
-
-fn field_changes(path: &str, old: Option<&Json>, new: Option<&Json>, out: &mut Vec<ValueChange>) {
-    if old == new || out.len() >= MAX_FIELDS {
-        return;
-    }
-    let under = |key: &str| if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
-    let object = |v: Option<&Json>| match v {
-        Some(Json::Object(m)) => Some(m.clone()),
-        None | Some(Json::Null) => Some(serde_json::Map::new()),
-        _ => None,
-    };
-    match (old, new) {
-        // An object on either side (a section added or removed is listed
-        // field by field against nothing).
-        (o, n) if matches!(o, Some(Json::Object(_))) || matches!(n, Some(Json::Object(_))) => {
-            match (object(o), object(n)) {
-                (Some(o), Some(n)) => {
-                    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
-                    for k in keys {
-                        field_changes(&under(k), o.get(k), n.get(k), out);
-                    }
-                }
-                _ => out.push(ValueChange { path: path.to_owned(), field: None, old: shown(o), new: shown(n) }),
-            }
-        }
-        (Some(Json::Array(o)), Some(Json::Array(n))) if o.len() == n.len() => {
-            for (i, (a, b)) in o.iter().zip(n).enumerate() {
-                field_changes(&format!("{path}[{i}]"), Some(a), Some(b), out);
-            }
-        }
-        _ => out.push(ValueChange { path: path.to_owned(), field: None, old: shown(old), new: shown(new) }),
-    }
 }
 
 /// A change that would destroy data.

@@ -32,28 +32,32 @@ const VERSION: &str = "2016-11-15";
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How many times a hand-signed call is tried, and the longest wait before
-/// the first retry: the SDK's standard retry mode, which synth's SDK
-/// clients use, so a throttle is met the same way whichever way a call is
-/// made (3 attempts; exponential backoff from 1 s with jitter;
-/// <https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>).
+/// the first retry, when the loaded config names no retry settings: the
+/// SDK's standard retry mode (3 attempts; exponential backoff from 1 s with
+/// jitter; <https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>).
+/// A loaded config carries the settings synth's SDK clients use
+/// (`SdkConfig::retry_config`, `AWS_MAX_ATTEMPTS` included), and [`Signed`]
+/// takes them from there, so a throttle is met the same way whichever way
+/// a call is made.
 const ATTEMPTS: u32 = 3;
 const FIRST_WAIT: Duration = Duration::from_secs(1);
 
 /// Runs `attempt` until it succeeds, fails in a way retrying cannot mend,
-/// or has been tried [`ATTEMPTS`] times: a throttle and an unreachable or
-/// failing service (5xx) are tried again, after a wait that doubles each
-/// time, with jitter (between half the wait and all of it). Only reads and
-/// `StartInstances`, which AWS makes idempotent, go through it.
-pub(super) async fn retrying<T, F, Fut>(mut attempt: F) -> CloudResult<T>
+/// or has been tried `attempts` times: a throttle and an unreachable or
+/// failing service (5xx) are tried again, after a wait that starts at
+/// `first_wait` and doubles each time, with jitter (between half the wait
+/// and all of it). Only reads and `StartInstances`, which AWS makes
+/// idempotent, go through it.
+async fn retrying<T, F, Fut>(attempts: u32, first_wait: Duration, mut attempt: F) -> CloudResult<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = CloudResult<T>>,
 {
-    let mut wait = FIRST_WAIT;
+    let mut wait = first_wait;
     let mut tried = 1;
     loop {
         match attempt().await {
-            Err(e @ (CloudError::Throttled { .. } | CloudError::Unavailable { .. })) if tried < ATTEMPTS => {
+            Err(e @ (CloudError::Throttled { .. } | CloudError::Unavailable { .. })) if tried < attempts => {
                 tracing::debug!(error = %e, tried, "retrying a hand-signed call");
                 tokio::time::sleep(jittered(wait)).await;
                 wait *= 2;
@@ -83,6 +87,10 @@ pub(super) struct Signed {
     /// The service's SigV4 signing name (`ec2`, `servicequotas`).
     name: &'static str,
     credentials: Option<SharedCredentialsProvider>,
+    /// How many times a call is tried ([`retrying`]).
+    attempts: u32,
+    /// The longest wait before the first retry.
+    first_wait: Duration,
 }
 
 impl Signed {
@@ -95,18 +103,37 @@ impl Signed {
             .filter(|e| !e.is_empty())
             .or_else(|| config.endpoint_url().map(str::to_owned))
             .unwrap_or_else(|| format!("https://{host}.{region}.amazonaws.com"));
+        let retry = config.retry_config();
         Signed {
             endpoint: endpoint.trim_end_matches('/').to_owned(),
             region: region.to_owned(),
             name,
             credentials: config.credentials_provider(),
+            attempts: retry.map_or(ATTEMPTS, |r| r.max_attempts()).max(1),
+            first_wait: retry.map_or(FIRST_WAIT, |r| r.initial_backoff()),
         }
+    }
+
+    /// [`Signed::post`], the answer judged by `judge` (its status and text:
+    /// the value, or the error it means), tried again as [`retrying`] says.
+    pub(super) async fn call<T>(
+        &self,
+        what: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+        judge: impl Fn(u16, String) -> CloudResult<T>,
+    ) -> CloudResult<T> {
+        retrying(self.attempts, self.first_wait, || async {
+            let (status, text) = self.post(what, headers, body.to_owned()).await?;
+            judge(status, text)
+        })
+        .await
     }
 
     /// Signs `body` with `headers` and POSTs it to the endpoint's `/` on a
     /// blocking thread: the status and the answer's text, whatever the
     /// status; `what` names the call in errors.
-    pub(super) async fn post(&self, what: &str, headers: &[(&str, &str)], body: String) -> CloudResult<(u16, String)> {
+    async fn post(&self, what: &str, headers: &[(&str, &str)], body: String) -> CloudResult<(u16, String)> {
         let unavailable = |message: String| CloudError::Unavailable { what: what.to_owned(), message };
         let provider = self.credentials.as_ref().ok_or_else(|| CloudError::NoCredentials(String::new()))?;
         let credentials =
@@ -249,14 +276,14 @@ impl Ec2 {
             body.push_str(&format!("&{key}={value}"));
         }
         let form = ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
-        retrying(|| async {
-            let (status, text) = self.signed.post(what, &[form], body.clone()).await?;
-            if (200..300).contains(&status) {
-                return Ok(text);
-            }
-            Err(error_of(what, status, &text))
-        })
-        .await
+        self.signed
+            .call(what, &[form], &body, |status, text| {
+                if (200..300).contains(&status) {
+                    return Ok(text);
+                }
+                Err(error_of(what, status, &text))
+            })
+            .await
     }
 }
 
@@ -420,7 +447,7 @@ mod tests {
     /// Counts the attempts `answers` (one per attempt, the last repeated) meet.
     async fn attempts(answers: Vec<CloudResult<u32>>) -> (CloudResult<u32>, u32) {
         let tried = std::sync::atomic::AtomicU32::new(0);
-        let outcome = retrying(|| {
+        let outcome = retrying(ATTEMPTS, FIRST_WAIT, || {
             let n = tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst) as usize;
             let answer = answers[n.min(answers.len() - 1)].clone();
             async move { answer }

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::policy::action_of;
+use super::credentials::classify;
 use super::port::*;
 
 /// One operation of the [`Cloud`] port.
@@ -69,27 +69,29 @@ pub(crate) enum Fault {
 }
 
 impl Fault {
-    /// The error a call named `what` gets.
+    /// The error a call named `what` gets: AWS's answer for the fault,
+    /// through the classifier the real calls' answers go through.
     fn error(self, what: String) -> CloudError {
-        match self {
-            Fault::Throttled => CloudError::Throttled { what, message: "Throttling: Rate exceeded".into() },
+        let (status, code, message) = match self {
             Fault::Unavailable => {
-                CloudError::Unavailable { what, message: "dispatch failure: connection reset by peer".into() }
+                // No answer came, so there is no code to classify.
+                return CloudError::Unavailable { what, message: "dispatch failure: connection reset by peer".into() };
             }
-            Fault::Denied => CloudError::Denied {
-                action: action_of(&what).map(str::to_owned),
-                what,
-                message: "AccessDenied: Access Denied".into(),
-            },
-            Fault::Expired => CloudError::Rejected {
-                said: format!("{what}: the session's credentials expired (ExpiredToken); sign in again"),
-                what,
-                code: "ExpiredToken".into(),
-            },
-            Fault::NotFound => {
-                CloudError::Invalid { what, message: "ResourceNotFoundException: the resource does not exist".into() }
+            Fault::Expired => {
+                // A short sentence of its own rather than `credentials::rejected`'s
+                // (which names where the credentials came from): what the
+                // tests read.
+                return CloudError::Rejected {
+                    said: format!("{what}: the session's credentials expired (ExpiredToken); sign in again"),
+                    what,
+                    code: "ExpiredToken".into(),
+                };
             }
-        }
+            Fault::Throttled => (400, "Throttling", "Rate exceeded"),
+            Fault::Denied => (403, "AccessDenied", "Access Denied"),
+            Fault::NotFound => (400, "ResourceNotFoundException", "the resource does not exist"),
+        };
+        classify(&what, status, code, format!("{code}: {message}"))
     }
 }
 
@@ -238,11 +240,11 @@ impl<C: Cloud> Cloud for Failing<C> {
         self.inner.delete_group_tag(group, key).await
     }
     async fn instance_state(&self, id: &str) -> CloudResult<Option<String>> {
-        self.check(Op::InstanceState, || format!("EC2 DescribeInstances of {id}"))?;
+        self.check(Op::InstanceState, || format!("EC2 DescribeInstances on instance {id}"))?;
         self.inner.instance_state(id).await
     }
     async fn start_instance(&self, id: &str) -> CloudResult<()> {
-        self.check(Op::StartInstance, || format!("EC2 StartInstances of {id}"))?;
+        self.check(Op::StartInstance, || format!("EC2 StartInstances on instance {id}"))?;
         self.inner.start_instance(id).await
     }
     async fn instance_type_zones(&self, instance_type: &str) -> CloudResult<Vec<String>> {
@@ -262,7 +264,7 @@ impl<C: Cloud> Cloud for Failing<C> {
         self.inner.spot_placement_score(types, capacity).await
     }
     async fn service_quota(&self, service: &str, code: &str) -> CloudResult<Option<Quota>> {
-        self.check(Op::ServiceQuota, || format!("Service Quotas GetServiceQuota {service}/{code}"))?;
+        self.check(Op::ServiceQuota, || format!("Service Quotas GetServiceQuota of {service} {code}"))?;
         self.inner.service_quota(service, code).await
     }
     async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool> {

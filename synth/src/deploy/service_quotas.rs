@@ -46,19 +46,19 @@ impl ServiceQuotas {
         }
         let body = json!({"ServiceCode": service, "QuotaCode": code}).to_string();
         let headers = [("Content-Type", "application/x-amz-json-1.1"), ("X-Amz-Target", TARGET)];
-        // Tried again on a throttle or a failing service, as the EC2 calls are.
-        let answer = super::ec2::retrying(|| async {
-            let (status, text) = self.signed.post(&what, &headers, body.clone()).await?;
-            let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            if (200..300).contains(&status) {
-                return Ok(Some((answer, text)));
-            }
-            match error_of(&what, status, &answer, &text) {
-                CloudError::Invalid { message, .. } if message.starts_with("NoSuchResourceException") => Ok(None),
-                e => Err(e),
-            }
-        })
-        .await?;
+        let answer = self
+            .signed
+            .call(&what, &headers, &body, |status, text| {
+                let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                if (200..300).contains(&status) {
+                    return Ok(Some((answer, text)));
+                }
+                match error_of(&what, status, &answer, &text) {
+                    CloudError::Invalid { message, .. } if message.starts_with("NoSuchResourceException") => Ok(None),
+                    e => Err(e),
+                }
+            })
+            .await?;
         let Some((answer, text)) = answer else { return Ok(None) };
         quota_of(&answer).map(Some).ok_or_else(|| CloudError::Unavailable {
             what: what.clone(),

@@ -82,10 +82,10 @@ pub(crate) async fn unless_interrupted<K: Console, C: Cloud, T>(
         }
         _ = console.interrupted() => {
             console.note("\n");
-            let id = created.borrow_mut().take();
+            let id = created.borrow().clone();
             match id {
                 None => console.noteln("Interrupted: nothing was changed."),
-                Some(id) => match cloud.delete_change_set(&id).await {
+                Some(id) => match discard(cloud, created).await {
                     Ok(()) => console.noteln("Interrupted: nothing was changed (the change set was deleted)."),
                     Err(e) => console.noteln(&format!(
                         "Interrupted: nothing was changed, but the change set is left ({e}); it is never \
